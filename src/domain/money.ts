@@ -1,0 +1,129 @@
+/**
+ * Money is a bigint count of minor units (cents). The provider's amounts reach 18 integer digits and
+ * 2 decimals, more than a JavaScript number holds exactly, so amounts are only ever parsed from, and
+ * formatted to, decimal text. No float touches an amount.
+ */
+import { AppError } from './errors.ts';
+
+/** Minor units (cents) of an amount with two decimals. */
+export type Minor = bigint;
+
+export const MAX_INTEGER_DIGITS = 18;
+export const DECIMALS = 2;
+const SCALE = 100n;
+
+const DECIMAL = /^([+-]?)(\d+)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/;
+
+export interface ParseAmountOptions {
+  /** Field name used in the error message. */
+  field?: string;
+  /** Allow a leading minus sign (ledger postings); provider amounts are never negative. */
+  allowNegative?: boolean;
+  /** Most integer digits allowed (default 18, the provider's limit). */
+  maxIntegerDigits?: number;
+}
+
+export class MoneyError extends AppError {
+  constructor(field: string, rule: string, value: string) {
+    super('INVALID_AMOUNT', `${field}: ${rule} (got ${JSON.stringify(value.slice(0, 40))})`, {
+      details: { field, rule },
+    });
+  }
+}
+
+/**
+ * Parses decimal text (as the provider sent it, before any JSON-to-number conversion) into minor units.
+ * Accepts `100`, `100.5`, `100.50`, `-3.25` (with allowNegative) and exponent forms such as `1.005e2`
+ * as long as the value has at most two decimals. A third significant decimal is an error, never rounded.
+ */
+export function parseAmount(text: string | number | bigint, options: ParseAmountOptions = {}): Minor {
+  const field = options.field ?? 'amount';
+  if (typeof text === 'bigint') return text * SCALE;
+  if (typeof text === 'number') {
+    // Only integers are exact as numbers; anything else must arrive as text.
+    if (!Number.isSafeInteger(text)) {
+      throw new MoneyError(
+        field,
+        'a fractional or unsafe number must be given as decimal text',
+        String(text),
+      );
+    }
+    text = String(text);
+  }
+  const raw = text.trim();
+  const match = DECIMAL.exec(raw);
+  if (!match) throw new MoneyError(field, 'must be a decimal number with at most 2 decimals', raw);
+  const [, sign = '', intPart = '', fracPart = '', expPart] = match;
+  let digits = intPart + fracPart;
+  let pointAt = intPart.length; // decimal point position within digits
+  if (expPart !== undefined) {
+    const exp = Number(expPart);
+    if (!Number.isSafeInteger(exp) || Math.abs(exp) > 64)
+      throw new MoneyError(field, 'exponent out of range', raw);
+    pointAt += exp;
+  }
+  if (pointAt < 0) {
+    digits = '0'.repeat(-pointAt) + digits;
+    pointAt = 0;
+  }
+  if (pointAt > digits.length) {
+    digits = digits + '0'.repeat(pointAt - digits.length);
+  }
+  const integer = digits.slice(0, pointAt).replace(/^0+(?=\d)/, '') || '0';
+  const fraction = digits.slice(pointAt).replace(/0+$/, '');
+  if (fraction.length > DECIMALS) {
+    throw new MoneyError(field, `at most ${DECIMALS} decimals allowed`, raw);
+  }
+  const maxDigits = options.maxIntegerDigits ?? MAX_INTEGER_DIGITS;
+  if (integer.length > maxDigits) {
+    throw new MoneyError(field, `at most ${maxDigits} integer digits allowed`, raw);
+  }
+  const minor = BigInt(integer) * SCALE + BigInt(fraction.padEnd(DECIMALS, '0'));
+  if (sign === '-' && minor !== 0n) {
+    if (!options.allowNegative) throw new MoneyError(field, 'must not be negative', raw);
+    return -minor;
+  }
+  return minor;
+}
+
+/** Formats minor units as decimal text with exactly two decimals: `12345n` becomes `"123.45"`. */
+export function formatAmount(minor: Minor): string {
+  const negative = minor < 0n;
+  const abs = negative ? -minor : minor;
+  const integer = abs / SCALE;
+  const fraction = (abs % SCALE).toString().padStart(DECIMALS, '0');
+  return `${negative ? '-' : ''}${integer}.${fraction}`;
+}
+
+/** True when the text is a valid provider amount (non-negative, 18 integer digits, 2 decimals). */
+export function isAmountText(text: string): boolean {
+  try {
+    parseAmount(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Sum of minor-unit amounts. */
+export function sumMinor(values: Iterable<Minor>): Minor {
+  let total = 0n;
+  for (const v of values) total += v;
+  return total;
+}
+
+/**
+ * Converts minor units to a JavaScript number of major units for places that need a number
+ * (an Excel cell). Exact up to 2^53 minor units; beyond it the caller must keep text.
+ */
+export function minorToNumber(minor: Minor): number {
+  const abs = minor < 0n ? -minor : minor;
+  if (abs > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new MoneyError(
+      'amount',
+      'too large to represent as a number; keep it as text',
+      formatAmount(minor),
+    );
+  }
+  return Number(minor) / 100;
+}

@@ -1,0 +1,68 @@
+/**
+ * The one pino root logger. Modules take `logger.child({ module: 'reconciler' })`. Secrets, passwords,
+ * signatures, card numbers and CVVs are redacted by path wherever they appear in a logged object,
+ * up to three levels deep and inside request/response headers.
+ */
+import { type Logger, type LoggerOptions, pino } from 'pino';
+
+/** Keys whose values never reach a log, whatever object they sit in. */
+export const SECRET_KEYS = [
+  'pass',
+  'password',
+  'passwordHash',
+  'password_hash',
+  'secret',
+  'secretKey',
+  'secret_key',
+  'depositSecret',
+  'cashoutSecret',
+  'readOnlyKey',
+  'read_only_key',
+  'apiKey',
+  'token',
+  'checkout_token',
+  'authorization',
+  'Authorization',
+  'payload-signature',
+  'Payload-Signature',
+  'signature',
+  'control',
+  'cookie',
+  'set-cookie',
+  'card_number',
+  'cardNumber',
+  'cvv',
+  'credit_card',
+  'card_token',
+  'expiration_month',
+  'expiration_year',
+] as const;
+
+function redactPaths(): string[] {
+  const paths: string[] = [];
+  for (const key of SECRET_KEYS) {
+    const k = /^[A-Za-z_$][\w$]*$/.test(key) ? key : `["${key}"]`;
+    const dot = k.startsWith('[') ? '' : '.';
+    paths.push(k, `*${dot}${k}`, `*.*${dot}${k}`, `*.*.*${dot}${k}`);
+  }
+  for (const h of ['authorization', 'payload-signature', 'x-login', 'cookie']) {
+    paths.push(`req.headers["${h}"]`, `headers["${h}"]`, `*.headers["${h}"]`);
+  }
+  return paths;
+}
+
+export const REDACT_PATHS: readonly string[] = redactPaths();
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  return pino({
+    level: process.env.LOG_LEVEL ?? 'info',
+    ...options,
+    redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
+    serializers: { err: pino.stdSerializers.err, ...options.serializers },
+  });
+}
+
+/** The process-wide root logger. */
+export const logger: Logger = createLogger();
+
+export type { Logger };
