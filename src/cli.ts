@@ -1,11 +1,16 @@
 /**
- * The one `payrecon` command. Each sub-command wires its part from the modules below; this is the only
- * file that may import both the app and `src/embedded/`.
+ * The one `payrecon` command. Each sub-command's action lives with its area (for example
+ * `src/sandbox/main.ts`); this file only declares options and wires them. It is the only file that may
+ * import both the app and `src/embedded/`.
  */
 import { Command } from 'commander';
 
 export const program = new Command('payrecon')
   .description('Reconciliation pipeline for the Payment Service API v3')
   .version('0.1.0');
+
+// Sub-commands are registered below, one block each, in the order: up, sandbox, broker, registry, db,
+// ingest, poll, fetch, reconcile, relay, alerts, jobs, web, intent, backfill, report.
+// <commands>
 
 await program.parseAsync(process.argv);
