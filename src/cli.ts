@@ -11,6 +11,14 @@ export const program = new Command('payrecon')
 
 // Sub-commands are registered below, one block each, in the order: up, sandbox, broker, registry, db,
 // ingest, poll, fetch, reconcile, relay, alerts, jobs, web, intent, backfill, report.
+program
+  .command('registry')
+  .description('Run the embedded Confluent-compatible schema registry (Avro, durable under --data-dir)')
+  .option('--host <host>', 'address to listen on', '127.0.0.1')
+  .option('--port <port>', 'port to listen on (0 picks a free one and prints it)', '8081')
+  .option('--data-dir <dir>', 'directory holding the registry log', '.payrecon/registry')
+  .action(async (opts) => (await import('./embedded/registry/main.ts')).runRegistryCli(opts));
+
 // <commands>
 
 await program.parseAsync(process.argv);
