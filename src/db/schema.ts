@@ -1,0 +1,263 @@
+/**
+ * Kysely types of the ledger database. Amounts are `numeric` columns holding major units as exact
+ * decimal text (`'123.45'`): `pg` returns numeric as a string and the repositories convert with
+ * `parseAmount`/`formatAmount`, so an amount never becomes a JavaScript number. Ids of bigserial
+ * columns are strings for the same reason. Table and column names are plain so that reports can read
+ * them directly.
+ */
+import type { ColumnType, Generated } from 'kysely';
+
+/** A numeric column: decimal text in major units, e.g. `'123.45'` or `'-0.50'`. */
+export type Numeric = string;
+/** A timestamptz column: read as Date, written as Date or ISO text; defaults filled by the database. */
+export type Timestamp = ColumnType<Date, Date | string, Date | string>;
+export type GeneratedTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+export type Json = ColumnType<Record<string, unknown>, string | Record<string, unknown>, string>;
+
+export type Book = 'live' | 'test' | 'crypto';
+
+/** A merchant account (the provider account of the configuration). */
+export interface MerchantAccountsTable {
+  name: string;
+  created_at: GeneratedTimestamp;
+}
+
+/** One ledger account per (merchant account, currency, book, name); `name` must belong to `book`. */
+export interface LedgerAccountsTable {
+  merchant_account: string;
+  currency: string;
+  book: Book;
+  /** live: available, reserved, deposits, fees, payouts, refunds; test: test_available, test_deposits,
+   * test_fees; crypto: crypto_payers, crypto_in_transit, crypto_customer_wallets. */
+  name: string;
+  created_at: GeneratedTimestamp;
+}
+
+/**
+ * One immutable journal entry: one balance effect of one entity, applied (`direction` 1) or reversed
+ * (`direction` -1, a mirror-image correction). `idempotency_key` is
+ * `<kind>:<account>:<entity id>:<effect>` for the first application, with `:<seq>` appended for later
+ * re-applications and `:reversal:<seq>` for reversals. The amount columns are the effect's parameters
+ * (gross or fee amount, and for `early_release_reversal` the fee it also reverses); the postings are
+ * the signed movements.
+ */
+export interface JournalEntriesTable {
+  id: Generated<string>;
+  idempotency_key: string;
+  merchant_account: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_id: string;
+  /** credit, fee, early_release_reversal, crypto_approved, crypto_delivered, reserve, release, settle, late_reversal */
+  effect: string;
+  direction: 1 | -1;
+  seq: number;
+  book: Book;
+  currency: string;
+  amount: Numeric;
+  fee_currency: string | null;
+  fee_amount: Numeric | null;
+  /** observed_at of the status that made the effect wanted. */
+  effective_at: Timestamp;
+  /** When the entry was booked (transaction time); balances "at an instant" use this. */
+  created_at: GeneratedTimestamp;
+}
+
+/**
+ * A signed posting (debit positive). The postings of each entry sum to zero per currency (checked by
+ * the `postings_balanced_trg` statement trigger) and all lie in the entry's book.
+ */
+export interface PostingsTable {
+  id: Generated<string>;
+  entry_id: string;
+  merchant_account: string;
+  currency: string;
+  book: Book;
+  /** Ledger account name, e.g. `available`. */
+  account: string;
+  amount: Numeric;
+  created_at: GeneratedTimestamp;
+}
+
+/** The merchant's own record of what it created (one row per intent id). */
+export interface IntentsTable {
+  intent_id: string;
+  operation: 'deposit' | 'card_deposit' | 'cashout' | 'refund';
+  merchant_account: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  external_ref: string;
+  entity_id: string | null;
+  currency: string;
+  amount: Numeric;
+  expected_fee: Numeric | null;
+  test: boolean;
+  crypto: boolean;
+  fee_on_payer: boolean;
+  parent_deposit_id: string | null;
+  outcome: 'created' | 'declined' | 'unknown';
+  created_at: Timestamp;
+  request: Json;
+  response: Json | null;
+  recorded_at: GeneratedTimestamp;
+}
+
+/**
+ * Mirror of one provider entity (deposit, cashout or refund): the current state derived from its whole
+ * status history (a cache written in the same transaction as the history and the postings), the
+ * amounts in use, the link to the merchant's intent, and the polling schedule.
+ */
+export interface MirrorsTable {
+  merchant_account: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_id: string;
+  external_ref: string | null;
+  /** Last legal status; null while the entity is known only from an intent or was not found. */
+  status: string | null;
+  /** observed_at of the first observation of the current status. */
+  status_since: Timestamp | null;
+  ever_completed: Generated<boolean>;
+  ever_early_released: Generated<boolean>;
+  currency: string | null;
+  /** Gross amount in use (provider's, else the intent's; cashouts: the intent's). */
+  amount: Numeric | null;
+  fee_currency: string | null;
+  fee_amount: Numeric | null;
+  fee_on_payer: Generated<boolean>;
+  test: Generated<boolean>;
+  crypto: Generated<boolean>;
+  status_reason: string | null;
+  payer_verification: string | null;
+  rejection_code: string | null;
+  rejection_reason: string | null;
+  parent_deposit_id: string | null;
+  /** Deposit expiration_date when the provider reported it. */
+  expires_at: Timestamp | null;
+  details: Json;
+  intent_id: string | null;
+  first_seen_at: Timestamp | null;
+  last_seen_at: Timestamp | null;
+  /** observed_at of the first COMPLETED on the legal path (late-rejection window). */
+  completed_at: Timestamp | null;
+  /** When the poller should ask the provider next; null: never again. */
+  next_poll_at: Timestamp | null;
+  poll_attempts: Generated<number>;
+  created_at: GeneratedTimestamp;
+  updated_at: GeneratedTimestamp;
+}
+
+/**
+ * Append-only history of observations, one row per event id. `from_status` is the legal status before
+ * this one when it was recorded; `stale`: older than a previously recorded observation; `illegal`: not
+ * reachable from the legal path when recorded (not applied).
+ */
+export interface StatusHistoryTable {
+  id: Generated<string>;
+  event_id: string;
+  merchant_account: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_id: string;
+  from_status: string | null;
+  /** Observed status; null when the provider answered "not found". */
+  to_status: string | null;
+  source: 'webhook' | 'poll' | 'intent' | 'backfill';
+  observed_at: Timestamp;
+  recorded_at: GeneratedTimestamp;
+  stale: boolean;
+  illegal: boolean;
+  external_ref: string | null;
+  currency: string | null;
+  amount: Numeric | null;
+  fee_currency: string | null;
+  fee_amount: Numeric | null;
+  fee_on_payer: boolean | null;
+  test: boolean;
+  crypto: boolean;
+  status_reason: string | null;
+  payer_verification: string | null;
+  rejection_code: string | null;
+  rejection_reason: string | null;
+  parent_deposit_id: string | null;
+  details: Json;
+}
+
+/** One row per (type, merchant account, entity kind, entity id); re-raising bumps count and last_seen_at. */
+export interface ExceptionsTable {
+  id: Generated<string>;
+  type: string;
+  merchant_account: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_id: string;
+  severity: 'info' | 'low' | 'medium' | 'high' | 'critical';
+  state: ColumnType<'open' | 'acknowledged' | 'resolved', 'open' | 'acknowledged' | 'resolved' | undefined>;
+  count: Generated<number>;
+  first_seen_at: Timestamp;
+  last_seen_at: Timestamp;
+  details: Json;
+  resolution_note: string | null;
+  resolved_by: string | null;
+  resolved_at: Timestamp | null;
+  updated_at: GeneratedTimestamp;
+}
+
+/** Alerts waiting to be published to `recon.alert.raised.v1`; `alert_id` is deterministic and unique. */
+export interface OutboxTable {
+  id: Generated<string>;
+  alert_id: string;
+  topic: string;
+  /** Kafka key (`<kind>:<entity id>`). */
+  key: string;
+  payload: Json;
+  created_at: GeneratedTimestamp;
+  published_at: Timestamp | null;
+  attempts: Generated<number>;
+  last_error: string | null;
+}
+
+/** A cron tick's claim: inserting the deterministic `run_key` first wins. */
+export interface JobRunsTable {
+  run_key: string;
+  job: string;
+  owner: string | null;
+  status: ColumnType<'running' | 'succeeded' | 'failed', 'running' | 'succeeded' | 'failed' | undefined>;
+  started_at: GeneratedTimestamp;
+  finished_at: Timestamp | null;
+  error: string | null;
+}
+
+/** A generated workbook. */
+export interface ReportRunsTable {
+  id: Generated<string>;
+  run_key: string;
+  report: string;
+  merchant_account: string | null;
+  period_start: Timestamp | null;
+  period_end: Timestamp | null;
+  status: ColumnType<'running' | 'succeeded' | 'failed', 'running' | 'succeeded' | 'failed' | undefined>;
+  file_path: string | null;
+  row_count: number | null;
+  error: string | null;
+  created_at: GeneratedTimestamp;
+  finished_at: Timestamp | null;
+}
+
+/** The whole database as Kysely sees it. */
+export interface Database {
+  merchant_accounts: MerchantAccountsTable;
+  /** Chart of accounts per merchant, currency and book. */
+  ledger_accounts: LedgerAccountsTable;
+  /** Immutable journal: one row per applied or reversed effect. */
+  journal_entries: JournalEntriesTable;
+  /** Signed postings of the journal entries (debit positive). */
+  postings: PostingsTable;
+  /** Merchant intents (creation records). */
+  intents: IntentsTable;
+  /** Current state of each deposit, cashout and refund. */
+  mirrors: MirrorsTable;
+  /** Every observation ever recorded, append-only. */
+  status_history: StatusHistoryTable;
+  /** Reconciliation exceptions. */
+  exceptions: ExceptionsTable;
+  /** Alerts to publish. */
+  outbox: OutboxTable;
+  job_runs: JobRunsTable;
+  report_runs: ReportRunsTable;
+}
