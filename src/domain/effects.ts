@@ -1,0 +1,568 @@
+/**
+ * The balance-effect rules of the ledger (ARCHITECTURE.md, "The ledger"), as pure functions.
+ *
+ * An entity's state is a pure function of its whole observation history: sort by observed_at (ties by
+ * lifecycle order, then event id), walk it, and accept an observation when its status is reachable
+ * (`canReach`) from the last accepted one; anything else is illegal and not applied. The wanted effects
+ * follow from that state and the amounts in use; the journal then gets the difference between wanted
+ * and applied (reversals of effects no longer wanted, applications of missing ones). So any order and
+ * any number of replays converge on the same ledger.
+ */
+import { assertNever } from './errors.ts';
+import { formatAmount, type Minor } from './money.ts';
+import type { ObservationSource } from './observation.ts';
+import {
+  type AnyStatus,
+  canReach,
+  type EntityKind,
+  type EntityStatus,
+  isStatus,
+  STATUSES,
+} from './statuses.ts';
+
+export const EFFECTS = [
+  'credit',
+  'fee',
+  'early_release_reversal',
+  'crypto_approved',
+  'crypto_delivered',
+  'reserve',
+  'release',
+  'settle',
+  'late_reversal',
+] as const;
+export type Effect = (typeof EFFECTS)[number];
+
+export const BOOKS = ['live', 'test', 'crypto'] as const;
+export type Book = (typeof BOOKS)[number];
+
+/** Ledger accounts of each book. */
+export const BOOK_ACCOUNTS = {
+  live: ['available', 'reserved', 'deposits', 'fees', 'payouts', 'refunds'],
+  test: ['test_available', 'test_deposits', 'test_fees'],
+  crypto: ['crypto_payers', 'crypto_in_transit', 'crypto_customer_wallets'],
+} as const satisfies Record<Book, readonly string[]>;
+
+// ---------------------------------------------------------------- status path
+
+/** One recorded observation, as far as the rules need it. */
+export interface HistoryItem {
+  eventId: string;
+  /** Null when the provider answered "not found". */
+  status: string | null;
+  observedAt: Date;
+  source: ObservationSource;
+  externalRef: string | null;
+  currency: string | null;
+  amount: Minor | null;
+  feeCurrency: string | null;
+  feeAmount: Minor | null;
+  feeOnPayer: boolean | null;
+  test: boolean;
+  crypto: boolean;
+  statusReason: string | null;
+  payerVerification: string | null;
+  rejectionCode: string | null;
+  rejectionReason: string | null;
+  parentDepositId: string | null;
+}
+
+export interface PathState {
+  /** Last legal status; null when no observation carried a status. */
+  status: AnyStatus | null;
+  /** observed_at of the first observation of the current status run. */
+  statusSince: Date | null;
+  everCompleted: boolean;
+  everEarlyReleased: boolean;
+  /** observed_at of the first COMPLETED on the legal path. */
+  completedAt: Date | null;
+  /** Event ids not applied because their status is not reachable from the legal path. */
+  illegal: ReadonlySet<string>;
+  /** For each event id with a status, the legal status before it on the walk (null for the first). */
+  fromStatus: ReadonlyMap<string, AnyStatus | null>;
+  /** The history in walk order. */
+  sorted: readonly HistoryItem[];
+}
+
+function statusRank(kind: EntityKind, status: string | null): number {
+  if (status === null) return -1;
+  return (STATUSES[kind] as readonly string[]).indexOf(status);
+}
+
+/** Deterministic order: observed_at, then lifecycle order of the status, then event id. */
+export function compareHistory(kind: EntityKind, a: HistoryItem, b: HistoryItem): number {
+  const t = a.observedAt.getTime() - b.observedAt.getTime();
+  if (t !== 0) return t;
+  const r = statusRank(kind, a.status) - statusRank(kind, b.status);
+  if (r !== 0) return r;
+  return a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0;
+}
+
+/** Walks the whole history and returns the legal path's state. */
+export function derivePath(kind: EntityKind, history: readonly HistoryItem[]): PathState {
+  const sorted = [...history].sort((a, b) => compareHistory(kind, a, b));
+  let status: AnyStatus | null = null;
+  let statusSince: Date | null = null;
+  let everCompleted = false;
+  let everEarlyReleased = false;
+  let completedAt: Date | null = null;
+  const illegal = new Set<string>();
+  const fromStatus = new Map<string, AnyStatus | null>();
+  for (const item of sorted) {
+    if (item.status === null) continue;
+    if (!isStatus(kind, item.status)) {
+      illegal.add(item.eventId);
+      fromStatus.set(item.eventId, status);
+      continue;
+    }
+    const next = item.status as EntityStatus<typeof kind>;
+    fromStatus.set(item.eventId, status);
+    if (status !== null && !canReach(kind, status as EntityStatus<typeof kind>, next)) {
+      illegal.add(item.eventId);
+      continue;
+    }
+    if (status !== next) statusSince = item.observedAt;
+    status = next;
+    if (next === 'COMPLETED' && !everCompleted) {
+      everCompleted = true;
+      completedAt = item.observedAt;
+    }
+    if (next === 'EARLY_RELEASED') everEarlyReleased = true;
+  }
+  return { status, statusSince, everCompleted, everEarlyReleased, completedAt, illegal, fromStatus, sorted };
+}
+
+// ---------------------------------------------------------------- the effect table
+
+/** What the effect table needs to know about an entity. */
+export interface EffectState {
+  kind: EntityKind;
+  status: AnyStatus | null;
+  everCompleted: boolean;
+  everEarlyReleased: boolean;
+  test: boolean;
+  crypto: boolean;
+}
+
+export function bookOf(kind: EntityKind, test: boolean, crypto: boolean): Book {
+  if (kind !== 'deposit') return 'live';
+  if (test) return 'test';
+  return crypto ? 'crypto' : 'live';
+}
+
+const DEPOSIT_FAILED: readonly string[] = ['CANCELLED', 'DECLINED', 'EXPIRED'];
+const PAYOUT_IN_FLIGHT: readonly string[] = ['PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS'];
+
+/**
+ * The effect table of ARCHITECTURE.md: the effects an entity must have, from its current status and
+ * whether it ever reached COMPLETED or EARLY_RELEASED. Test deposits follow the live rules in the test
+ * book; crypto deposits have their own two effects.
+ */
+export function wantedEffectNames(state: EffectState): Effect[] {
+  const { kind, status } = state;
+  if (status === null) return [];
+  switch (kind) {
+    case 'deposit': {
+      if (bookOf(kind, state.test, state.crypto) === 'crypto') {
+        if (status === 'APPROVED') return ['crypto_approved'];
+        if (status === 'COMPLETED') return ['crypto_approved', 'crypto_delivered'];
+        return [];
+      }
+      if (status === 'COMPLETED' || status === 'EARLY_RELEASED') return ['credit', 'fee'];
+      if (DEPOSIT_FAILED.includes(status) && state.everEarlyReleased) {
+        return ['credit', 'fee', 'early_release_reversal'];
+      }
+      return [];
+    }
+    case 'cashout':
+    case 'refund': {
+      if (PAYOUT_IN_FLIGHT.includes(status)) return ['reserve'];
+      if (status === 'CANCELLED') return ['reserve', 'release'];
+      if (status === 'REJECTED') {
+        return state.everCompleted ? ['reserve', 'settle', 'late_reversal'] : ['reserve', 'release'];
+      }
+      if (status === 'COMPLETED') return ['reserve', 'settle'];
+      return [];
+    }
+    default:
+      return assertNever(kind, 'entity kind');
+  }
+}
+
+/** A cashout or refund rejected after it had completed: the bank returned the money. */
+export function isLateRejection(state: EffectState): boolean {
+  return state.kind !== 'deposit' && state.status === 'REJECTED' && state.everCompleted;
+}
+
+/** A deposit released early that then failed: the credit is taken back. */
+export function isEarlyReleaseReversed(state: EffectState): boolean {
+  return wantedEffectNames(state).includes('early_release_reversal');
+}
+
+/** True while a cashout or refund holds money in `reserved`. */
+export function isInFlight(kind: EntityKind, status: string | null): boolean {
+  return kind !== 'deposit' && status !== null && PAYOUT_IN_FLIGHT.includes(status);
+}
+
+// ---------------------------------------------------------------- amounts and postings
+
+/** The parameters an effect's postings are computed from; two applications are equal when these are. */
+export interface EffectParams {
+  book: Book;
+  currency: string;
+  /** Gross amount, or the fee for `fee`. */
+  amount: Minor;
+  /** For `early_release_reversal`: the fee reversed with the credit (null when no fee was debited). */
+  feeCurrency: string | null;
+  feeAmount: Minor | null;
+}
+
+export interface WantedEffect extends EffectParams {
+  effect: Effect;
+}
+
+/** Amounts an entity's effects are computed from. */
+export interface EffectAmounts {
+  currency: string | null;
+  amount: Minor | null;
+  feeCurrency: string | null;
+  feeAmount: Minor | null;
+  feeOnPayer: boolean;
+}
+
+export interface WantedResult {
+  effects: WantedEffect[];
+  /** Effects wanted by the table whose amount is not known yet (they wait for the intent). */
+  waiting: Effect[];
+}
+
+/** The wanted effects with their parameters. Zero amounts post nothing. */
+export function wantedEffects(state: EffectState, amounts: EffectAmounts): WantedResult {
+  const names = wantedEffectNames(state);
+  const book = bookOf(state.kind, state.test, state.crypto);
+  const effects: WantedEffect[] = [];
+  const waiting: Effect[] = [];
+  const known = amounts.amount !== null && amounts.currency !== null;
+  const fee =
+    !amounts.feeOnPayer && amounts.feeAmount !== null && amounts.feeAmount > 0n
+      ? { feeAmount: amounts.feeAmount, feeCurrency: amounts.feeCurrency ?? amounts.currency }
+      : null;
+  for (const effect of names) {
+    if (effect === 'fee') {
+      if (fee?.feeCurrency) {
+        effects.push({
+          effect,
+          book,
+          currency: fee.feeCurrency,
+          amount: fee.feeAmount,
+          feeCurrency: null,
+          feeAmount: null,
+        });
+      }
+      continue;
+    }
+    if (!known) {
+      waiting.push(effect);
+      continue;
+    }
+    if (amounts.amount === 0n) continue;
+    const withFee = effect === 'early_release_reversal' && fee?.feeCurrency;
+    effects.push({
+      effect,
+      book,
+      currency: amounts.currency!,
+      amount: amounts.amount!,
+      feeCurrency: withFee ? fee.feeCurrency : null,
+      feeAmount: withFee ? fee.feeAmount : null,
+    });
+  }
+  return { effects, waiting };
+}
+
+export interface PostingLine {
+  account: string;
+  currency: string;
+  /** Signed minor units, debit positive. */
+  amount: Minor;
+}
+
+function creditLines(kind: EntityKind, p: EffectParams, book: Book): PostingLine[] {
+  const [avail, deposits] = book === 'test' ? ['test_available', 'test_deposits'] : ['available', 'deposits'];
+  void kind;
+  return [
+    { account: avail, currency: p.currency, amount: p.amount },
+    { account: deposits, currency: p.currency, amount: -p.amount },
+  ];
+}
+
+function feeLines(book: Book, currency: string, fee: Minor): PostingLine[] {
+  const [fees, avail] = book === 'test' ? ['test_fees', 'test_available'] : ['fees', 'available'];
+  return [
+    { account: fees, currency, amount: fee },
+    { account: avail, currency, amount: -fee },
+  ];
+}
+
+/** Sums lines per (account, currency), dropping zeros, in a stable order. */
+export function mergeLines(lines: readonly PostingLine[]): PostingLine[] {
+  const map = new Map<string, PostingLine>();
+  for (const l of lines) {
+    const k = `${l.account}\u0000${l.currency}`;
+    const prev = map.get(k);
+    map.set(k, prev ? { ...prev, amount: prev.amount + l.amount } : { ...l });
+  }
+  return [...map.values()].filter((l) => l.amount !== 0n);
+}
+
+/** The postings of one application of an effect (a reversal is their negation). */
+export function effectPostings(kind: EntityKind, effect: Effect, p: EffectParams): PostingLine[] {
+  const A = p.amount;
+  const c = p.currency;
+  switch (effect) {
+    case 'credit':
+      return creditLines(kind, p, p.book);
+    case 'fee':
+      return feeLines(p.book, c, A);
+    case 'early_release_reversal': {
+      const lines = creditLines(kind, p, p.book);
+      if (p.feeAmount !== null && p.feeCurrency !== null) {
+        lines.push(...feeLines(p.book, p.feeCurrency, p.feeAmount));
+      }
+      return mergeLines(lines.map((l) => ({ ...l, amount: -l.amount })));
+    }
+    case 'crypto_approved':
+      return [
+        { account: 'crypto_in_transit', currency: c, amount: A },
+        { account: 'crypto_payers', currency: c, amount: -A },
+      ];
+    case 'crypto_delivered':
+      return [
+        { account: 'crypto_customer_wallets', currency: c, amount: A },
+        { account: 'crypto_in_transit', currency: c, amount: -A },
+      ];
+    case 'reserve':
+      return [
+        { account: 'reserved', currency: c, amount: A },
+        { account: 'available', currency: c, amount: -A },
+      ];
+    case 'release':
+      return [
+        { account: 'available', currency: c, amount: A },
+        { account: 'reserved', currency: c, amount: -A },
+      ];
+    case 'settle':
+      return [
+        { account: kind === 'refund' ? 'refunds' : 'payouts', currency: c, amount: A },
+        { account: 'reserved', currency: c, amount: -A },
+      ];
+    case 'late_reversal':
+      return [
+        { account: 'available', currency: c, amount: A },
+        { account: kind === 'refund' ? 'refunds' : 'payouts', currency: c, amount: -A },
+      ];
+    default:
+      return assertNever(effect, 'effect');
+  }
+}
+
+// ---------------------------------------------------------------- wanted minus applied
+
+/** One journal entry already booked for the entity. */
+export interface AppliedEntry extends EffectParams {
+  effect: Effect;
+  direction: 1 | -1;
+  seq: number;
+}
+
+export interface PlannedEntry extends EffectParams {
+  idempotencyKey: string;
+  effect: Effect;
+  direction: 1 | -1;
+  seq: number;
+  postings: PostingLine[];
+}
+
+export function entryKey(
+  kind: EntityKind,
+  account: string,
+  entityId: string,
+  effect: Effect,
+  direction: 1 | -1,
+  seq: number,
+): string {
+  const base = `${kind}:${account}:${entityId}:${effect}`;
+  if (direction === -1) return `${base}:reversal:${seq}`;
+  return seq === 1 ? base : `${base}:${seq}`;
+}
+
+export function sameParams(a: EffectParams, b: EffectParams): boolean {
+  return (
+    a.book === b.book &&
+    a.currency === b.currency &&
+    a.amount === b.amount &&
+    a.feeCurrency === b.feeCurrency &&
+    a.feeAmount === b.feeAmount
+  );
+}
+
+export interface EffectLedgerState {
+  applications: number;
+  reversals: number;
+  /** Parameters of the live application when applications exceed reversals by one. */
+  active: EffectParams | null;
+}
+
+/** Folds the applied entries into per-effect counts and the live application. */
+export function appliedState(applied: readonly AppliedEntry[]): Map<Effect, EffectLedgerState> {
+  const out = new Map<Effect, EffectLedgerState>();
+  const latest = new Map<Effect, AppliedEntry>();
+  for (const e of applied) {
+    const s = out.get(e.effect) ?? { applications: 0, reversals: 0, active: null };
+    if (e.direction === 1) {
+      s.applications += 1;
+      const prev = latest.get(e.effect);
+      if (!prev || e.seq > prev.seq) latest.set(e.effect, e);
+    } else {
+      s.reversals += 1;
+    }
+    out.set(e.effect, s);
+  }
+  for (const [effect, s] of out) {
+    const l = latest.get(effect);
+    s.active = s.applications - s.reversals === 1 && l ? paramsOf(l) : null;
+  }
+  return out;
+}
+
+function paramsOf(p: EffectParams): EffectParams {
+  return {
+    book: p.book,
+    currency: p.currency,
+    amount: p.amount,
+    feeCurrency: p.feeCurrency,
+    feeAmount: p.feeAmount,
+  };
+}
+
+/**
+ * Entries to post so that the applied effects become the wanted ones: a reversal (mirror image, its own
+ * key) for each live application that is no longer wanted or whose amounts changed, and an application
+ * for each wanted effect not live. Effects in `waiting` are left as they are.
+ */
+export function planEntries(
+  kind: EntityKind,
+  account: string,
+  entityId: string,
+  wanted: readonly WantedEffect[],
+  waiting: readonly Effect[],
+  applied: readonly AppliedEntry[],
+): PlannedEntry[] {
+  const state = appliedState(applied);
+  const want = new Map(wanted.map((w) => [w.effect, w]));
+  const plan: PlannedEntry[] = [];
+  for (const effect of EFFECTS) {
+    if (waiting.includes(effect)) continue;
+    const s = state.get(effect) ?? { applications: 0, reversals: 0, active: null };
+    const w = want.get(effect);
+    let live = s.active;
+    if (live && (!w || !sameParams(live, w))) {
+      const seq = s.reversals + 1;
+      plan.push({
+        ...live,
+        idempotencyKey: entryKey(kind, account, entityId, effect, -1, seq),
+        effect,
+        direction: -1,
+        seq,
+        postings: effectPostings(kind, effect, live).map((l) => ({ ...l, amount: -l.amount })),
+      });
+      live = null;
+    }
+    if (w && !live) {
+      const seq = s.applications + 1;
+      const params = paramsOf(w);
+      plan.push({
+        ...params,
+        idempotencyKey: entryKey(kind, account, entityId, effect, 1, seq),
+        effect,
+        direction: 1,
+        seq,
+        postings: effectPostings(kind, effect, params),
+      });
+    }
+  }
+  return plan;
+}
+
+/** Net postings of a set of wanted effects (what the ledger must hold for the entity). */
+export function netPostings(kind: EntityKind, wanted: readonly WantedEffect[]): PostingLine[] {
+  return mergeLines(wanted.flatMap((w) => effectPostings(kind, w.effect, w)));
+}
+
+export function describeParams(p: EffectParams): string {
+  const fee = p.feeAmount === null ? '' : ` fee ${formatAmount(p.feeAmount)} ${p.feeCurrency}`;
+  return `${p.book} ${formatAmount(p.amount)} ${p.currency}${fee}`;
+}
+
+// ---------------------------------------------------------------- facts from history and intent
+
+/** The parts of the merchant's intent the effects can use. */
+export interface IntentFacts {
+  currency: string;
+  amount: Minor;
+  feeOnPayer: boolean;
+  test: boolean;
+  crypto: boolean;
+}
+
+export interface EntityFacts extends EffectAmounts {
+  test: boolean;
+  crypto: boolean;
+  /** Latest amount and currency the provider reported (null when none did). */
+  providerAmount: Minor | null;
+  providerCurrency: string | null;
+}
+
+function lastNonNull<T>(sorted: readonly HistoryItem[], pick: (h: HistoryItem) => T | null): T | null {
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const v = pick(sorted[i]!);
+    if (v !== null && v !== undefined) return v;
+  }
+  return null;
+}
+
+/**
+ * Amounts and flags in use for an entity, from the last observation that reported each (walk order, so
+ * the result does not depend on arrival order) and the intent. Deposits and refunds use the provider's
+ * amount first; cashout status views carry none, so cashouts use the intent's.
+ */
+export function entityFacts(
+  kind: EntityKind,
+  sorted: readonly HistoryItem[],
+  intent: IntentFacts | null,
+): EntityFacts {
+  const withStatus = sorted.filter((h) => h.status !== null);
+  const providerAmount = lastNonNull(withStatus, (h) => h.amount);
+  const providerCurrency = lastNonNull(withStatus, (h) => h.currency);
+  const last = withStatus[withStatus.length - 1];
+  const preferIntent = kind === 'cashout';
+  const amount = preferIntent
+    ? (intent?.amount ?? providerAmount)
+    : (providerAmount ?? intent?.amount ?? null);
+  const currency = preferIntent
+    ? (intent?.currency ?? providerCurrency)
+    : (providerCurrency ?? intent?.currency ?? null);
+  const feeAmount = lastNonNull(withStatus, (h) => h.feeAmount);
+  const feeCurrency = lastNonNull(withStatus, (h) => h.feeCurrency);
+  const feeOnPayer = lastNonNull(withStatus, (h) => h.feeOnPayer) ?? intent?.feeOnPayer ?? false;
+  return {
+    currency,
+    amount,
+    feeAmount,
+    feeCurrency,
+    feeOnPayer,
+    test: last ? last.test : (intent?.test ?? false),
+    crypto: last ? last.crypto : (intent?.crypto ?? false),
+    providerAmount,
+    providerCurrency,
+  };
+}

@@ -1,0 +1,293 @@
+/**
+ * Exception rules of ARCHITECTURE.md ("Exceptions"), pure. The service raises the immediate ones while
+ * applying observations (they depend only on what was just seen); the ones that need time to pass
+ * (STUCK, MISSED_NOTIFICATION, UNKNOWN_TRANSACTION) are raised by `sweepExceptions`, which the jobs call.
+ * Deadlines, severities, grace periods and the fee schedule are configuration: `DEFAULT_EXCEPTION_RULES`
+ * holds the defaults that config overrides.
+ */
+import {
+  type EffectState,
+  type HistoryItem,
+  isEarlyReleaseReversed,
+  isLateRejection,
+  type PathState,
+} from './effects.ts';
+import type { Minor } from './money.ts';
+import { DEFAULT_POLLING_RULES, type PollingRules } from './polling.ts';
+import type { EntityKind } from './statuses.ts';
+
+export const EXCEPTION_TYPES = [
+  'AMOUNT_MISMATCH',
+  'CURRENCY_MISMATCH',
+  'UNKNOWN_TRANSACTION',
+  'MISSING_AT_PROVIDER',
+  'ILLEGAL_TRANSITION',
+  'LATE_REJECTION',
+  'EARLY_RELEASE_REVERSED',
+  'STUCK',
+  'MISSED_NOTIFICATION',
+  'THIRD_PARTY_PAYER',
+  'PAYER_UNMATCH',
+  'OVER_REFUNDED',
+  'DUPLICATE_INVOICE',
+  'FEE_MISMATCH',
+] as const;
+export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
+
+export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+export const EXCEPTION_STATES = ['open', 'acknowledged', 'resolved'] as const;
+export type ExceptionState = (typeof EXCEPTION_STATES)[number];
+
+/** Fee the provider should charge for a deposit: `fixed + amount * percentBps / 10000`, rounded half up. */
+export interface FeeRule {
+  /** Applies to this currency only; null for any. */
+  currency: string | null;
+  percentBps: number;
+  fixed: Minor;
+}
+
+export interface StuckRules {
+  /** A deposit still not final this long after its expiration_date. */
+  depositAfterExpiryMs: number;
+  /** A non-final deposit with no expiration_date, counted from the current status. */
+  depositNoExpiryMs: number;
+  cashoutOnHoldMs: number;
+  cashoutDeliveredMs: number;
+  cashoutPendingMs: number;
+  refundIncorrectDetailsMs: number;
+  refundPendingMs: number;
+  refundDeliveredMs: number;
+}
+
+export interface ExceptionRules {
+  severity: Record<ExceptionType, Severity>;
+  /** Exceptions at or above this severity also go to the alert outbox. */
+  alertMinSeverity: Severity;
+  /** How long an observed entity may lack an intent before UNKNOWN_TRANSACTION. */
+  unknownTransactionGraceMs: number;
+  /** How long a change seen by polling may wait for its webhook before MISSED_NOTIFICATION. */
+  missedNotificationGraceMs: number;
+  stuck: StuckRules;
+  polling: PollingRules;
+  /** Per-currency fee schedule of deposits; empty: only the intent's expected fee is checked. */
+  feeSchedule: FeeRule[];
+  /** Difference tolerated between expected and charged fee, minor units. */
+  feeToleranceMinor: Minor;
+}
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
+  severity: {
+    AMOUNT_MISMATCH: 'high',
+    CURRENCY_MISMATCH: 'high',
+    UNKNOWN_TRANSACTION: 'high',
+    MISSING_AT_PROVIDER: 'high',
+    ILLEGAL_TRANSITION: 'medium',
+    LATE_REJECTION: 'critical',
+    EARLY_RELEASE_REVERSED: 'high',
+    STUCK: 'medium',
+    MISSED_NOTIFICATION: 'low',
+    THIRD_PARTY_PAYER: 'medium',
+    PAYER_UNMATCH: 'medium',
+    OVER_REFUNDED: 'critical',
+    DUPLICATE_INVOICE: 'medium',
+    FEE_MISMATCH: 'low',
+  },
+  alertMinSeverity: 'high',
+  unknownTransactionGraceMs: 15 * 60_000,
+  missedNotificationGraceMs: 30 * 60_000,
+  stuck: {
+    depositAfterExpiryMs: HOUR,
+    depositNoExpiryMs: 2 * DAY,
+    cashoutOnHoldMs: 3 * DAY,
+    cashoutDeliveredMs: 3 * DAY,
+    cashoutPendingMs: 2 * DAY,
+    refundIncorrectDetailsMs: 7 * DAY,
+    refundPendingMs: 3 * DAY,
+    refundDeliveredMs: 5 * DAY,
+  },
+  polling: DEFAULT_POLLING_RULES,
+  feeSchedule: [],
+  feeToleranceMinor: 0n,
+};
+
+export function severityRank(s: Severity): number {
+  return SEVERITIES.indexOf(s);
+}
+
+export function shouldAlert(type: ExceptionType, rules: ExceptionRules): boolean {
+  return severityRank(rules.severity[type]) >= severityRank(rules.alertMinSeverity);
+}
+
+/** Exceptions that stay true once raised and alert exactly once (their alert id has no counter). */
+export const ONCE_PER_ENTITY: readonly ExceptionType[] = ['LATE_REJECTION', 'EARLY_RELEASE_REVERSED'];
+
+/** Deterministic alert id: once per entity for ONCE_PER_ENTITY types, else once per raise count. */
+export function alertId(
+  type: ExceptionType,
+  kind: EntityKind,
+  account: string,
+  entityId: string,
+  count: number,
+): string {
+  const base = `${type}:${kind}:${account}:${entityId}`;
+  return ONCE_PER_ENTITY.includes(type) ? base : `${base}:${count}`;
+}
+
+export function expectedFee(rules: ExceptionRules, currency: string, amount: Minor): Minor | null {
+  const rule =
+    rules.feeSchedule.find((r) => r.currency === currency) ??
+    rules.feeSchedule.find((r) => r.currency === null);
+  if (!rule) return null;
+  const scaled = amount * BigInt(Math.round(rule.percentBps));
+  return rule.fixed + (scaled + 5_000n) / 10_000n;
+}
+
+export interface RaisedException {
+  type: ExceptionType;
+  details: Record<string, unknown>;
+}
+
+export interface IntentForRules {
+  intentId: string;
+  currency: string;
+  amount: Minor;
+  expectedFee: Minor | null;
+}
+
+export interface ObservationRuleInput {
+  kind: EntityKind;
+  /** Observations recorded in this batch (already in the history). */
+  fresh: readonly HistoryItem[];
+  path: PathState;
+  providerAmount: Minor | null;
+  providerCurrency: string | null;
+  feeAmount: Minor | null;
+  feeOnPayer: boolean;
+  intent: IntentForRules | null;
+  /** True when the intent was linked to the entity in this batch. */
+  intentNew: boolean;
+}
+
+/** Exceptions raised by what was just observed (or by the intent just linked). */
+export function observationExceptions(input: ObservationRuleInput, rules: ExceptionRules): RaisedException[] {
+  const out: RaisedException[] = [];
+  const { fresh, path, intent } = input;
+  const illegal = fresh.filter((h) => path.illegal.has(h.eventId));
+  if (illegal.length > 0) {
+    out.push({
+      type: 'ILLEGAL_TRANSITION',
+      details: {
+        moves: illegal.map((h) => ({
+          eventId: h.eventId,
+          from: path.fromStatus.get(h.eventId) ?? null,
+          to: h.status,
+        })),
+      },
+    });
+  }
+  const checkIntent = intent !== null && (fresh.length > 0 || input.intentNew);
+  if (checkIntent && input.providerAmount !== null && input.providerAmount !== intent.amount) {
+    out.push({
+      type: 'AMOUNT_MISMATCH',
+      details: { intent: intent.amount.toString(), provider: input.providerAmount.toString() },
+    });
+  } else if (fresh.some((h) => h.statusReason === 'AMOUNT_MISMATCH')) {
+    out.push({ type: 'AMOUNT_MISMATCH', details: { statusReason: 'AMOUNT_MISMATCH' } });
+  }
+  if (checkIntent && input.providerCurrency !== null && input.providerCurrency !== intent.currency) {
+    out.push({
+      type: 'CURRENCY_MISMATCH',
+      details: { intent: intent.currency, provider: input.providerCurrency },
+    });
+  }
+  if (fresh.some((h) => h.statusReason === 'THIRD_PARTY_PAYER')) {
+    out.push({ type: 'THIRD_PARTY_PAYER', details: { statusReason: 'THIRD_PARTY_PAYER' } });
+  }
+  if (fresh.some((h) => h.payerVerification === 'UNMATCH')) {
+    out.push({ type: 'PAYER_UNMATCH', details: { payerVerification: 'UNMATCH' } });
+  }
+  if (intent !== null && path.status === null && fresh.some((h) => h.status === null)) {
+    out.push({ type: 'MISSING_AT_PROVIDER', details: { intentId: intent.intentId } });
+  }
+  if (
+    input.kind === 'deposit' &&
+    (fresh.length > 0 || input.intentNew) &&
+    input.feeAmount !== null &&
+    !input.feeOnPayer &&
+    input.providerAmount !== null
+  ) {
+    const expected =
+      intent?.expectedFee ??
+      expectedFee(rules, input.providerCurrency ?? intent?.currency ?? '', input.providerAmount);
+    if (expected !== null) {
+      const diff = input.feeAmount - expected;
+      if ((diff < 0n ? -diff : diff) > rules.feeToleranceMinor) {
+        out.push({
+          type: 'FEE_MISMATCH',
+          details: { expected: expected.toString(), charged: input.feeAmount.toString() },
+        });
+      }
+    }
+  }
+  return out;
+}
+
+/** Exceptions raised when the entity's state crosses into a condition (late rejection, early release reversed). */
+export function stateExceptions(before: EffectState | null, after: EffectState): RaisedException[] {
+  const out: RaisedException[] = [];
+  if (isLateRejection(after) && !(before && isLateRejection(before))) {
+    out.push({ type: 'LATE_REJECTION', details: { status: after.status } });
+  }
+  if (isEarlyReleaseReversed(after) && !(before && isEarlyReleaseReversed(before))) {
+    out.push({ type: 'EARLY_RELEASE_REVERSED', details: { status: after.status } });
+  }
+  return out;
+}
+
+export interface StuckInput {
+  kind: EntityKind;
+  status: string | null;
+  statusSince: Date | null;
+  expiresAt: Date | null;
+}
+
+/** When a non-final entity becomes STUCK; null when its status cannot be stuck. */
+export function stuckDeadline(input: StuckInput, rules: ExceptionRules): Date | null {
+  const { kind, status, statusSince } = input;
+  if (status === null || statusSince === null) return null;
+  const s = rules.stuck;
+  const after = (ms: number) => new Date(statusSince.getTime() + ms);
+  if (kind === 'deposit') {
+    if (
+      ![
+        'CREATED',
+        'PENDING',
+        'PENDING_AUTHENTICATION',
+        'FOR_REVIEW',
+        'APPROVED',
+        'EARLY_RELEASED',
+        'EXPIRED',
+      ].includes(status)
+    ) {
+      return null;
+    }
+    if (status === 'EXPIRED') return null; // becomes CANCELLED by itself seven days later
+    if (input.expiresAt) return new Date(input.expiresAt.getTime() + s.depositAfterExpiryMs);
+    return after(s.depositNoExpiryMs);
+  }
+  if (kind === 'cashout') {
+    if (status === 'ON_HOLD') return after(s.cashoutOnHoldMs);
+    if (status === 'DELIVERED') return after(s.cashoutDeliveredMs);
+    if (status === 'PENDING') return after(s.cashoutPendingMs);
+    return null;
+  }
+  if (status === 'INCORRECT_DETAILS') return after(s.refundIncorrectDetailsMs);
+  if (status === 'PENDING') return after(s.refundPendingMs);
+  if (status === 'DELIVERED') return after(s.refundDeliveredMs);
+  return null;
+}
