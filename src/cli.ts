@@ -19,6 +19,18 @@ program
   .option('--data-dir <dir>', 'directory holding the registry log', '.payrecon/registry')
   .action(async (opts) => (await import('./embedded/registry/main.ts')).runRegistryCli(opts));
 
+program
+  .command('broker')
+  .description('Run the embedded Kafka-protocol broker (single node, durable under --data-dir)')
+  .option('--host <host>', 'address to listen on and advertise', '127.0.0.1')
+  .option('--port <port>', 'port to listen on (0 picks a free one and prints it)', '9092')
+  .option('--data-dir <dir>', 'directory holding topics, logs and committed offsets', '.payrecon/broker')
+  .option('--partitions <n>', 'partitions of auto-created topics', '1')
+  .option('--retention-ms <ms>', 'delete segments older than this (-1 keeps all)')
+  .option('--retention-bytes <bytes>', 'per-partition size limit (-1 keeps all)')
+  .option('--segment-bytes <bytes>', 'segment roll size')
+  .action(async (opts) => (await import('./embedded/kafka/main.ts')).runBrokerCli(opts));
+
 // <commands>
 
 await program.parseAsync(process.argv);

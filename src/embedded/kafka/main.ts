@@ -1,0 +1,46 @@
+/**
+ * `payrecon broker`: runs the embedded broker in the foreground until SIGINT/SIGTERM. With `--port 0`
+ * the chosen port is printed on stdout as `listening 127.0.0.1:PORT` so a parent process can read it.
+ */
+import { startBroker } from './broker.ts';
+
+export interface BrokerCliOptions {
+  readonly host: string;
+  readonly port: string;
+  readonly dataDir: string;
+  readonly partitions?: string;
+  readonly retentionMs?: string;
+  readonly retentionBytes?: string;
+  readonly segmentBytes?: string;
+}
+
+function int(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer, got ${value}`);
+  return n;
+}
+
+export async function runBrokerCli(opts: BrokerCliOptions): Promise<void> {
+  const broker = await startBroker({
+    host: opts.host,
+    port: int(opts.port, 'port') ?? 9092,
+    dataDir: opts.dataDir,
+    defaultPartitions: int(opts.partitions, 'partitions'),
+    retentionMs: int(opts.retentionMs, 'retention-ms'),
+    retentionBytes: int(opts.retentionBytes, 'retention-bytes'),
+    segmentBytes: int(opts.segmentBytes, 'segment-bytes'),
+    log: (level, msg, fields) => {
+      process.stderr.write(`${JSON.stringify({ level, time: new Date().toISOString(), msg, ...fields })}\n`);
+    },
+  });
+  process.stdout.write(`listening ${broker.host}:${broker.port}\n`);
+  const stop = () => {
+    broker.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
