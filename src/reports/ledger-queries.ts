@@ -1,0 +1,155 @@
+/**
+ * The reads behind the workbooks and the page, over the ledger's tables (`src/db/schema.ts`). Sums are
+ * computed by PostgreSQL on `numeric` and returned as text, then parsed to bigint minor units: an
+ * amount never passes through a JavaScript number. Periods use the booking time of journal entries
+ * (`journal_entries.created_at`), so a period's report never changes once the period is over, and
+ * opening + movements = closing holds by construction of the same filter.
+ */
+import { type Kysely, type RawBuilder, sql } from 'kysely';
+import type { Database } from '../db/schema.ts';
+import { type Minor, parseAmount } from '../domain/money.ts';
+
+export type Db = Kysely<Database>;
+
+export function toMinor(text: string | null | undefined): Minor {
+  return text === null || text === undefined
+    ? 0n
+    : parseAmount(text, { allowNegative: true, field: 'ledger' });
+}
+
+const accountFilter = (account: string | null, column = 'e.merchant_account') =>
+  account === null ? sql`` : sql` AND ${sql.ref(column)} = ${account}`;
+
+export interface AccountBalance {
+  merchantAccount: string;
+  currency: string;
+  book: string;
+  account: string;
+  balance: Minor;
+}
+
+/** Balance of every ledger account from entries booked strictly before `instant`. */
+export async function balancesBefore(
+  db: Db,
+  instant: Date,
+  account: string | null,
+): Promise<AccountBalance[]> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: string;
+    account: string;
+    balance: string;
+  }>`
+    SELECT p.merchant_account, p.currency, p.book, p.account, sum(p.amount)::text AS balance
+      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+     WHERE e.created_at < ${instant}${accountFilter(account)}
+     GROUP BY 1, 2, 3, 4
+     ORDER BY 1, 2, 3, 4`.execute(db);
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    book: r.book,
+    account: r.account,
+    balance: toMinor(r.balance),
+  }));
+}
+
+export interface Movement {
+  book: string;
+  currency: string;
+  entityKind: string;
+  effect: string;
+  account: string;
+  amount: Minor;
+}
+
+/** Sum of postings per book, currency, entity kind, effect and ledger account, booked in [start, end). */
+export async function movementsBetween(
+  db: Db,
+  start: Date,
+  end: Date,
+  account: string | null,
+): Promise<Movement[]> {
+  const { rows } = await sql<{
+    book: string;
+    currency: string;
+    entity_kind: string;
+    effect: string;
+    account: string;
+    amount: string;
+  }>`
+    SELECT e.book, e.currency, e.entity_kind, e.effect, p.account, sum(p.amount)::text AS amount
+      FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+     WHERE e.created_at >= ${start} AND e.created_at < ${end}${accountFilter(account)}
+     GROUP BY 1, 2, 3, 4, 5
+     ORDER BY 1, 2, 3, 4, 5`.execute(db);
+  return rows.map((r) => ({
+    book: r.book,
+    currency: r.currency,
+    entityKind: r.entity_kind,
+    effect: r.effect,
+    account: r.account,
+    amount: toMinor(r.amount),
+  }));
+}
+
+/** Gross credited in [start, end) on live deposits that were released early, per currency. */
+export async function earlyReleasedCredits(
+  db: Db,
+  start: Date,
+  end: Date,
+  account: string | null,
+): Promise<Map<string, Minor>> {
+  const { rows } = await sql<{ currency: string; amount: string }>`
+    SELECT e.currency, sum(e.amount * e.direction)::text AS amount
+      FROM journal_entries e
+      JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
+                    AND m.entity_id = e.entity_id
+     WHERE e.created_at >= ${start} AND e.created_at < ${end} AND e.book = 'live' AND e.effect = 'credit'
+       AND m.ever_early_released${accountFilter(account)}
+     GROUP BY 1`.execute(db);
+  return new Map(rows.map((r) => [r.currency, toMinor(r.amount)]));
+}
+
+/** Merchant accounts known to the ledger. */
+export async function merchantAccounts(db: Db): Promise<string[]> {
+  const rows = await db.selectFrom('merchant_accounts').select('name').orderBy('name').execute();
+  return rows.map((r) => r.name);
+}
+
+/**
+ * Reads a query's rows in batches through a server-side cursor (`DECLARE ... CURSOR`, `FETCH n`), so
+ * a million rows never sit in memory at once. Must run inside a transaction (`trx`). `onBatch` may
+ * be async (to wait for a write stream to drain).
+ */
+export async function forEachBatch<Row>(
+  trx: Db,
+  query: RawBuilder<Row>,
+  batchSize: number,
+  onBatch: (rows: Row[]) => void | Promise<void>,
+): Promise<number> {
+  const name = `payrecon_cur_${Math.random().toString(36).slice(2, 10)}`;
+  await sql`DECLARE ${sql.raw(name)} NO SCROLL CURSOR FOR ${query}`.execute(trx);
+  let total = 0;
+  try {
+    for (;;) {
+      const { rows } = await sql<Row>`FETCH ${sql.raw(String(batchSize))} FROM ${sql.raw(name)}`.execute(trx);
+      if (rows.length === 0) break;
+      total += rows.length;
+      await onBatch(rows);
+      if (rows.length < batchSize) break;
+    }
+  } finally {
+    await sql`CLOSE ${sql.raw(name)}`.execute(trx);
+  }
+  return total;
+}
+
+/** Number of rows a query would return (for progress). */
+export async function countRows(db: Db, query: RawBuilder<unknown>): Promise<number> {
+  const { rows } = await sql<{ n: string }>`SELECT count(*)::text AS n FROM (${query}) q`.execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
+
+export { accountFilter };

@@ -1,0 +1,261 @@
+/**
+ * A thin layer over the exceljs streaming writer for the workbooks' tables: typed columns (money,
+ * date, integer, text), a bold frozen header row, an autofilter, widths, a totals row with SUM
+ * formulas, and optionally the same rows as a CSV file for machines. Rows are committed as they are
+ * added, so memory stays flat however many rows a sheet holds.
+ */
+import { createWriteStream, type WriteStream } from 'node:fs';
+import type ExcelJS from 'exceljs';
+import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
+import { excelDate } from './period.ts';
+
+/** Excel number formats of the workbooks. */
+export const MONEY_FORMAT = '#,##0.00';
+export const DATE_FORMAT = 'yyyy-mm-dd hh:mm:ss';
+export const DAY_FORMAT = 'yyyy-mm-dd';
+export const INT_FORMAT = '#,##0';
+
+export type ColumnType = 'money' | 'date' | 'day' | 'int' | 'text';
+
+export interface ColumnSpec {
+  header: string;
+  key: string;
+  type: ColumnType;
+  width?: number;
+  /** Add this column's SUM to the totals row (money and int columns). */
+  total?: boolean;
+}
+
+export type CellInput = Minor | Date | number | string | null | undefined;
+
+function columnLetter(index: number): string {
+  let n = index + 1;
+  let s = '';
+  while (n > 0) {
+    const r = (n - 1) % 26;
+    s = String.fromCharCode(65 + r) + s;
+    n = Math.floor((n - 1) / 26);
+  }
+  return s;
+}
+
+function defaultWidth(col: ColumnSpec): number {
+  switch (col.type) {
+    case 'money':
+      return 16;
+    case 'date':
+      return 20;
+    case 'day':
+      return 12;
+    case 'int':
+      return 10;
+    case 'text':
+      return Math.max(12, col.header.length + 2);
+  }
+}
+
+function formatOf(type: ColumnType): string | undefined {
+  switch (type) {
+    case 'money':
+      return MONEY_FORMAT;
+    case 'date':
+      return DATE_FORMAT;
+    case 'day':
+      return DAY_FORMAT;
+    case 'int':
+      return INT_FORMAT;
+    case 'text':
+      return undefined;
+  }
+}
+
+/** Quotes a CSV field when needed (RFC 4180), and defuses spreadsheet formula injection. */
+export function csvField(text: string): string {
+  let t = text;
+  if (/^[=+\-@\t\r]/.test(t) && !/^-?\d/.test(t)) t = `'${t}`;
+  return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+}
+
+/** Rows per worksheet before a table continues on `Name (2)`: Excel's limit is 1,048,576. */
+export const MAX_SHEET_ROWS = 1_048_000;
+
+export interface TableOptions {
+  timeZone: string;
+  /** Also write the rows to this CSV file (amounts as exact decimal text, dates as ISO 8601 UTC). */
+  csvPath?: string | null;
+  /** Lines above the header row (title, period). */
+  preamble?: readonly string[];
+  /** Key of the currency column: totals are written per currency with SUMIF. */
+  currencyKey?: string;
+  maxRowsPerSheet?: number;
+}
+
+interface Part {
+  sheet: ExcelJS.Worksheet;
+  name: string;
+  rows: number;
+}
+
+/**
+ * Streams one table into a worksheet (continuing on further sheets past Excel's row limit) and,
+ * when asked, into a CSV file with the same columns.
+ */
+export class TableSheet {
+  rowCount = 0;
+  private readonly parts: Part[] = [];
+  private readonly headerRow: number;
+  private readonly csv: WriteStream | null;
+  private csvBuffer: string[] = [];
+  private readonly maxRows: number;
+
+  constructor(
+    private readonly workbook: ExcelJS.stream.xlsx.WorkbookWriter,
+    readonly name: string,
+    readonly columns: readonly ColumnSpec[],
+    private readonly options: TableOptions,
+  ) {
+    this.headerRow = (options.preamble?.length ?? 0) + 1;
+    this.maxRows = options.maxRowsPerSheet ?? MAX_SHEET_ROWS;
+    this.openPart(name);
+    this.csv = options.csvPath ? createWriteStream(options.csvPath) : null;
+    if (this.csv) this.csvBuffer.push(columns.map((c) => csvField(c.header)).join(','));
+  }
+
+  private get part(): Part {
+    return this.parts[this.parts.length - 1]!;
+  }
+
+  private openPart(name: string): void {
+    const sheet = this.workbook.addWorksheet(name, {
+      views: [{ state: 'frozen', ySplit: this.headerRow, xSplit: 0 }],
+    });
+    sheet.columns = this.columns.map((c) => {
+      const numFmt = formatOf(c.type);
+      return { key: c.key, width: c.width ?? defaultWidth(c), ...(numFmt ? { style: { numFmt } } : {}) };
+    });
+    for (const line of this.options.preamble ?? []) {
+      const row = sheet.addRow([line]);
+      row.font = { bold: true };
+      row.commit();
+    }
+    const header = sheet.addRow(this.columns.map((c) => c.header));
+    header.font = { bold: true };
+    header.fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFE8ECF2' } };
+    header.commit();
+    // exceljs' WorksheetWriter writes `autoFilter` when the sheet is committed.
+    (sheet as unknown as { autoFilter: string }).autoFilter =
+      `A${this.headerRow}:${columnLetter(this.columns.length - 1)}${this.headerRow}`;
+    this.parts.push({ sheet, name, rows: 0 });
+  }
+
+  /** Adds one data row; values in column order. */
+  add(values: readonly CellInput[]): void {
+    if (this.part.rows >= this.maxRows) {
+      this.part.sheet.commit();
+      this.openPart(`${this.name} (${this.parts.length + 1})`);
+    }
+    const n = this.columns.length;
+    const cells: (number | Date | string | null)[] = new Array(n);
+    const csv: string[] | null = this.csv ? new Array(n) : null;
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      if (v === null || v === undefined || v === '') {
+        cells[i] = null;
+        if (csv) csv[i] = '';
+        continue;
+      }
+      switch (this.columns[i]!.type) {
+        case 'money': {
+          const minor = typeof v === 'bigint' ? v : BigInt(v as number);
+          cells[i] = minorToNumber(minor);
+          if (csv) csv[i] = formatAmount(minor);
+          break;
+        }
+        case 'date':
+        case 'day': {
+          const d = v as Date;
+          cells[i] = excelDate(d, this.options.timeZone);
+          if (csv) csv[i] = d.toISOString();
+          break;
+        }
+        case 'int':
+          cells[i] = Number(v);
+          if (csv) csv[i] = String(v);
+          break;
+        case 'text':
+          cells[i] = String(v);
+          if (csv) csv[i] = csvField(String(v));
+          break;
+      }
+    }
+    this.part.sheet.addRow(cells).commit();
+    this.part.rows++;
+    this.rowCount++;
+    if (csv) {
+      this.csvBuffer.push(csv.join(','));
+      if (this.csvBuffer.length >= 2000) this.flushCsv();
+    }
+  }
+
+  private flushCsv(): void {
+    if (!this.csv || this.csvBuffer.length === 0) return;
+    this.csv.write(`${this.csvBuffer.join('\r\n')}\r\n`);
+    this.csvBuffer = [];
+  }
+
+  /** Waits for the CSV stream to drain (call between batches so memory stays bounded). */
+  async drain(): Promise<void> {
+    this.flushCsv();
+    const csv = this.csv;
+    if (csv?.writableNeedDrain) await new Promise<void>((resolve) => csv.once('drain', () => resolve()));
+  }
+
+  private rangeOf(part: Part, col: number): string {
+    const letter = columnLetter(col);
+    const sheetRef = `'${part.name.replace(/'/g, "''")}'!`;
+    return `${sheetRef}$${letter}$${this.headerRow + 1}:$${letter}$${this.headerRow + Math.max(part.rows, 1)}`;
+  }
+
+  /**
+   * Writes the totals rows and commits the sheet: one row per currency (SUMIF over the currency
+   * column) when `currencyKey` is set, else one row of SUMs. Each formula carries its computed result,
+   * so the file reads correctly without recalculation.
+   */
+  async finish(totals?: ReadonlyMap<string, Partial<Record<string, Minor | number>>>): Promise<void> {
+    if (totals) {
+      const currencyCol = this.options.currencyKey
+        ? this.columns.findIndex((c) => c.key === this.options.currencyKey)
+        : -1;
+      for (const [currency, values] of totals) {
+        const cells = this.columns.map((c, i) => {
+          if (i === 0) return currencyCol >= 0 ? `Total ${currency}` : 'Total';
+          if (i === currencyCol) return currency;
+          const result = values[c.key];
+          if (!c.total || result === undefined) return null;
+          const value = typeof result === 'bigint' ? minorToNumber(result) : result;
+          if (this.rowCount === 0) return value;
+          const formula = this.parts
+            .map((p) =>
+              currencyCol >= 0
+                ? `SUMIF(${this.rangeOf(p, currencyCol)},"${currency}",${this.rangeOf(p, i)})`
+                : `SUM(${this.rangeOf(p, i)})`,
+            )
+            .join('+');
+          return { formula, result: value };
+        });
+        const row = this.part.sheet.addRow(cells);
+        row.font = { bold: true };
+        row.commit();
+      }
+    }
+    this.part.sheet.commit();
+    this.flushCsv();
+    const csv = this.csv;
+    if (csv) {
+      await new Promise<void>((resolve, reject) => {
+        csv.once('error', reject);
+        csv.end(() => resolve());
+      });
+    }
+  }
+}

@@ -1,0 +1,347 @@
+/**
+ * The finance page: reports, exceptions and balances behind a sign-in. `webRoutes` is an encapsulated
+ * fastify plugin (its own cookie handling, form parser and auth hook) so the pipeline's single server
+ * can mount it next to the webhook routes and health endpoints without leaking its auth to them;
+ * `buildWebApp` wraps it in a stand-alone app for `payrecon web` and tests.
+ */
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import fastifyCookie from '@fastify/cookie';
+import fastifyFormbody from '@fastify/formbody';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from '../logger.ts';
+import {
+  authenticate,
+  checkCsrf,
+  csrfToken,
+  decodeSession,
+  encodeSession,
+  newSession,
+  randomId,
+  type Session,
+  type WebUser,
+} from './auth.ts';
+import type { SafeHtml } from './html.ts';
+import {
+  AGE_BUCKETS,
+  type AgeBucketKey,
+  type BalanceView,
+  balancesPage,
+  EXCEPTION_STATES,
+  type ExceptionFilter,
+  type ExceptionState,
+  type ExceptionView,
+  exceptionsPage,
+  loginPage,
+  type PageContext,
+  type ReportKind,
+  type ReportRunView,
+  reportPage,
+  reportsPage,
+  STYLE_CSS,
+} from './views.ts';
+
+/** What the page reads and does; implemented over the ledger by `src/web/services.ts`. */
+export interface WebServices {
+  reports: {
+    list(limit: number): Promise<ReportRunView[]>;
+    get(id: string): Promise<ReportRunView | null>;
+    /** Starts a run in the background and returns its id at once. */
+    start(params: {
+      kind: ReportKind;
+      from: string;
+      to: string;
+      account: string | null;
+      requestedBy: string;
+    }): Promise<string>;
+    /** Absolute path of a downloadable file of a finished run, or null. */
+    filePath(id: string, name: string): Promise<string | null>;
+    accounts(): Promise<string[]>;
+  };
+  exceptions: {
+    list(filter: ExceptionFilter, now: Date): Promise<ExceptionView[]>;
+    types(): Promise<string[]>;
+    /** Acknowledges or resolves; false when the exception does not exist or is already resolved. */
+    act(
+      id: string,
+      action: 'acknowledge' | 'resolve',
+      note: string | null,
+      username: string,
+      now: Date,
+    ): Promise<boolean>;
+  };
+  balances: {
+    list(at: Date): Promise<BalanceView[]>;
+  };
+}
+
+export interface WebOptions {
+  users: readonly WebUser[];
+  /** Signs the session cookie and derives CSRF tokens; at least 32 characters. */
+  sessionSecret: string;
+  /** Session lifetime; default 8 hours. */
+  sessionTtlMs?: number;
+  /** IANA time zone for dates on the page (the report time zone). */
+  timeZone: string;
+  /** Mark cookies Secure (behind TLS). Default false: the page listens on 127.0.0.1. */
+  secureCookies?: boolean;
+  services: WebServices;
+  now?: () => Date;
+  logger?: Logger;
+}
+
+const SESSION_COOKIE = 'payrecon_session';
+const PRELOGIN_COOKIE = 'payrecon_prelogin';
+const DAY_MS = 86_400_000;
+const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    session: Session | null;
+  }
+}
+
+type FormBody = Record<string, string | string[] | undefined>;
+
+function field(body: unknown, name: string): string | undefined {
+  const value = (body as FormBody | undefined)?.[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function isoDate(date: Date, timeZone: string): string {
+  return new Intl.DateTimeFormat('en-CA', {
+    timeZone,
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+  }).format(date);
+}
+
+/** The page's routes as an encapsulated plugin; register with `{ prefix }` to mount it under a path. */
+export async function webRoutes(app: FastifyInstance, options: WebOptions): Promise<void> {
+  if (options.sessionSecret.length < 32) throw new Error('web session secret must be at least 32 characters');
+  const now = options.now ?? (() => new Date());
+  const ttl = options.sessionTtlMs ?? 8 * 3_600_000;
+  const base = app.prefix.replace(/\/$/, '');
+  const cookiePath = base || '/';
+  const secret = options.sessionSecret;
+  const signer = fastifyCookie.signerFactory(secret);
+  const { services, timeZone } = options;
+
+  if (!app.hasDecorator('parseCookie')) await app.register(fastifyCookie);
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) {
+    await app.register(fastifyFormbody, { bodyLimit: 64 * 1024 });
+  }
+  app.decorateRequest('session', null);
+
+  const cookieOptions = {
+    path: cookiePath,
+    httpOnly: true,
+    sameSite: 'lax' as const,
+    secure: options.secureCookies ?? false,
+  };
+
+  const ctx = (request: FastifyRequest): PageContext => ({
+    base,
+    username: request.session?.username ?? null,
+    csrf: request.session ? csrfToken(secret, request.session.sid) : '',
+    timeZone,
+  });
+
+  const send = (reply: FastifyReply, page: SafeHtml, status = 200) =>
+    reply
+      .code(status)
+      .header('content-type', 'text/html; charset=utf-8')
+      .header('cache-control', 'no-store')
+      .header('x-frame-options', 'DENY')
+      .header('content-security-policy', "default-src 'self'; style-src 'self'; form-action 'self'")
+      .send(page.value);
+
+  const isPublic = (url: string): boolean => {
+    const path = url.split('?')[0] ?? '';
+    return path === `${base}/login` || path.startsWith(`${base}/static/`);
+  };
+
+  app.addHook('onRequest', async (request, reply) => {
+    const cookie = request.cookies[SESSION_COOKIE];
+    if (cookie) {
+      const unsigned = signer.unsign(cookie);
+      request.session = unsigned.valid && unsigned.value ? decodeSession(unsigned.value, now()) : null;
+    }
+    if (request.session || isPublic(request.url)) return;
+    // Browsers asking for a page are sent to sign in; anything else is plainly refused.
+    if (request.method === 'GET' && (request.headers.accept ?? '').includes('text/html')) {
+      return reply.code(303).header('location', `${base}/login`).send();
+    }
+    return reply.code(401).header('content-type', 'text/plain; charset=utf-8').send('sign-in required');
+  });
+
+  // Every form post carries the token of the session (or pre-sign-in nonce) that rendered it.
+  app.addHook('preHandler', async (request, reply) => {
+    if (request.method !== 'POST') return;
+    const token = field(request.body, '_csrf');
+    const id = request.session ? request.session.sid : request.cookies[PRELOGIN_COOKIE];
+    if (id && checkCsrf(secret, id, token)) return;
+    return reply
+      .code(403)
+      .header('content-type', 'text/plain; charset=utf-8')
+      .send('invalid or missing form token');
+  });
+
+  app.get('/static/style.css', async (_request, reply) =>
+    reply
+      .header('content-type', 'text/css; charset=utf-8')
+      .header('cache-control', 'max-age=3600')
+      .send(STYLE_CSS),
+  );
+
+  const renderLogin = (reply: FastifyReply, error: string | null, username = '', status = 200) => {
+    const nonce = randomId();
+    reply.setCookie(PRELOGIN_COOKIE, nonce, { ...cookieOptions, maxAge: 3600 });
+    return send(
+      reply,
+      loginPage({ base, username: null, csrf: csrfToken(secret, nonce), timeZone }, error, username),
+      status,
+    );
+  };
+
+  app.get('/login', async (request, reply) => {
+    if (request.session) return reply.redirect(`${base}/reports`, 303);
+    return renderLogin(reply, null);
+  });
+
+  app.post('/login', async (request, reply) => {
+    const username = (field(request.body, 'username') ?? '').trim();
+    const password = field(request.body, 'password') ?? '';
+    const user = username && password ? await authenticate(options.users, username, password) : null;
+    if (!user) {
+      options.logger?.warn({ username }, 'web sign-in refused');
+      return renderLogin(reply, 'Wrong user name or password.', username, 401);
+    }
+    const session = newSession(user.username, ttl, now());
+    reply.clearCookie(PRELOGIN_COOKIE, cookieOptions);
+    reply.setCookie(SESSION_COOKIE, signer.sign(encodeSession(session)), {
+      ...cookieOptions,
+      maxAge: Math.floor(ttl / 1000),
+    });
+    options.logger?.info({ username: user.username }, 'web sign-in');
+    return reply.redirect(`${base}/reports`, 303);
+  });
+
+  app.post('/logout', async (_request, reply) => {
+    reply.clearCookie(SESSION_COOKIE, cookieOptions);
+    return reply.redirect(`${base}/login`, 303);
+  });
+
+  app.get('/', async (_request, reply) => reply.redirect(`${base}/reports`, 303));
+
+  const reportsView = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    error: string | null,
+    status = 200,
+  ) => {
+    const today = now();
+    const yesterday = isoDate(new Date(today.getTime() - DAY_MS), timeZone);
+    const [runs, accounts] = await Promise.all([services.reports.list(50), services.reports.accounts()]);
+    return send(
+      reply,
+      reportsPage(ctx(request), runs, accounts, { from: yesterday, to: yesterday }, error),
+      status,
+    );
+  };
+
+  app.get('/reports', async (request, reply) => reportsView(request, reply, null));
+
+  app.post('/reports', async (request, reply) => {
+    const kind = field(request.body, 'kind');
+    const from = field(request.body, 'from') ?? '';
+    const to = field(request.body, 'to') ?? '';
+    const account = field(request.body, 'account') || null;
+    if (kind !== 'settlement' && kind !== 'exceptions')
+      return reportsView(request, reply, 'Choose a workbook.', 400);
+    if (!DATE_RE.test(from) || !DATE_RE.test(to) || from > to) {
+      return reportsView(request, reply, 'Give a period as two dates, the first not after the second.', 400);
+    }
+    if (account !== null && !(await services.reports.accounts()).includes(account)) {
+      return reportsView(request, reply, 'Unknown account.', 400);
+    }
+    const id = await services.reports.start({
+      kind,
+      from,
+      to,
+      account,
+      requestedBy: request.session?.username ?? 'unknown',
+    });
+    return reply.redirect(`${base}/reports/${encodeURIComponent(id)}`, 303);
+  });
+
+  app.get<{ Params: { id: string } }>('/reports/:id', async (request, reply) => {
+    const run = await services.reports.get(request.params.id);
+    if (!run) return reply.code(404).send('no such report');
+    return send(reply, reportPage(ctx(request), run));
+  });
+
+  app.get<{ Params: { id: string; name: string } }>('/reports/:id/download/:name', async (request, reply) => {
+    const path = await services.reports.filePath(request.params.id, request.params.name);
+    if (!path) return reply.code(404).send('no such file');
+    const info = await stat(path).catch(() => null);
+    if (!info) return reply.code(410).send('file no longer kept');
+    const type = path.endsWith('.csv')
+      ? 'text/csv; charset=utf-8'
+      : 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
+    const name = path.split('/').pop() ?? request.params.name;
+    return reply
+      .header('content-type', type)
+      .header('content-length', String(info.size))
+      .header('content-disposition', `attachment; filename="${name.replace(/[^\w.-]/g, '_')}"`)
+      .send(createReadStream(path));
+  });
+
+  app.get<{ Querystring: Record<string, string | undefined> }>('/exceptions', async (request, reply) => {
+    const q = request.query;
+    const filter: ExceptionFilter = {};
+    if (q.type) filter.type = q.type;
+    if (q.state && (EXCEPTION_STATES as readonly string[]).includes(q.state))
+      filter.state = q.state as ExceptionState;
+    if (q.age && AGE_BUCKETS.some((b) => b.key === q.age)) filter.age = q.age as AgeBucketKey;
+    const at = now();
+    const [rows, types] = await Promise.all([
+      services.exceptions.list(filter, at),
+      services.exceptions.types(),
+    ]);
+    const notice =
+      q.done === 'acknowledge'
+        ? 'Exception acknowledged.'
+        : q.done === 'resolve'
+          ? 'Exception resolved.'
+          : null;
+    return send(reply, exceptionsPage(ctx(request), rows, types, filter, at, notice));
+  });
+
+  app.post<{ Params: { id: string } }>('/exceptions/:id', async (request, reply) => {
+    const action = field(request.body, 'action');
+    const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000) || null;
+    if (action !== 'acknowledge' && action !== 'resolve') return reply.code(400).send('unknown action');
+    const username = request.session?.username ?? 'unknown';
+    const ok = await services.exceptions.act(request.params.id, action, note, username, now());
+    if (!ok) return reply.code(409).send('exception not found or already resolved');
+    options.logger?.info(
+      { exception: request.params.id, action, username },
+      'exception updated from the page',
+    );
+    return reply.redirect(`${base}/exceptions?done=${action}`, 303);
+  });
+
+  app.get('/balances', async (request, reply) => {
+    const at = now();
+    return send(reply, balancesPage(ctx(request), await services.balances.list(at), at));
+  });
+}
+
+/** A stand-alone fastify app serving only the page (for `payrecon web` and tests). */
+export async function buildWebApp(options: WebOptions & { prefix?: string }): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, trustProxy: false });
+  await app.register(webRoutes, { ...options, prefix: options.prefix ?? '' });
+  return app;
+}

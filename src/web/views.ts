@@ -1,0 +1,299 @@
+/**
+ * The finance page's markup: one layout, one embedded style sheet, and a function per page. Pages take
+ * plain view models (amounts as bigint minor units, instants as Date) and return `SafeHtml`.
+ */
+import type { Minor } from '../domain/money.ts';
+import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
+
+export const STYLE_CSS = `
+*{box-sizing:border-box}
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
+header{background:#1d2a44;color:#fff;padding:.6rem 1.5rem;display:flex;gap:1.5rem;align-items:center}
+header a{color:#dbe4ff;text-decoration:none;font-weight:600}
+header a.on{color:#fff;border-bottom:2px solid #8fb0ff}
+header .who{margin-left:auto;font-size:.9rem;color:#c3cde3}
+header form{display:inline}
+main{padding:1.25rem 1.5rem;max-width:1200px}
+h1{font-size:1.35rem;margin:.2rem 0 1rem}
+h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
+table{border-collapse:collapse;background:#fff;width:100%;margin:.5rem 0 1rem;box-shadow:0 1px 2px #0001}
+th,td{padding:.4rem .65rem;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
+th{background:#eef1f5;font-weight:600;font-size:.85rem;text-transform:uppercase;letter-spacing:.02em;color:#46505f}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr:hover td{background:#fafbfd}
+.neg{color:#b3261e}
+form.inline{display:flex;gap:.5rem;flex-wrap:wrap;align-items:end;margin:.5rem 0 1rem}
+label{display:flex;flex-direction:column;font-size:.8rem;color:#46505f;gap:.15rem}
+input,select,button{font:inherit;padding:.3rem .5rem;border:1px solid #b9c0cc;border-radius:4px;background:#fff}
+button{background:#2456c7;color:#fff;border-color:#2456c7;cursor:pointer}
+button.secondary{background:#fff;color:#2456c7}
+.badge{display:inline-block;padding:0 .45rem;border-radius:9px;font-size:.8rem;background:#e3e6eb}
+.badge.open{background:#fde2e1;color:#8c1d18}.badge.acknowledged{background:#fff1c2;color:#6b4e00}
+.badge.resolved{background:#d8f3dc;color:#1b5e20}.badge.done{background:#d8f3dc;color:#1b5e20}
+.badge.running{background:#dbe4ff;color:#1d3a8a}.badge.failed{background:#fde2e1;color:#8c1d18}
+.notice{background:#fff;border-left:4px solid #2456c7;padding:.6rem .9rem;margin:.5rem 0 1rem}
+.error{border-left-color:#b3261e}
+.login{max-width:340px;margin:4rem auto;background:#fff;padding:1.5rem;box-shadow:0 1px 3px #0002}
+.login label{margin-bottom:.7rem}
+progress{width:320px;height:1rem}
+.muted{color:#6b7483;font-size:.85rem}
+`;
+
+export interface PageContext {
+  base: string;
+  username: string | null;
+  csrf: string;
+  timeZone: string;
+  active?: 'reports' | 'exceptions' | 'balances';
+}
+
+export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: SafeHtml): SafeHtml {
+  const nav = (key: NonNullable<PageContext['active']>, label: string) =>
+    html`<a href="${ctx.base}/${key}" class="${ctx.active === key ? 'on' : ''}">${label}</a>`;
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>${title} · payrecon</title><link rel="stylesheet" href="${ctx.base}/static/style.css">${head}</head>
+<body>${
+    ctx.username
+      ? html`<header><strong>payrecon</strong>${nav('reports', 'Reports')}${nav('exceptions', 'Exceptions')}${nav(
+          'balances',
+          'Balances',
+        )}<span class="who">${ctx.username} · times in ${ctx.timeZone}</span>
+<form method="post" action="${ctx.base}/logout"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button class="secondary" type="submit">Sign out</button></form></header>`
+      : ''
+  }
+<main>${body}</main></body></html>`;
+}
+
+function money(minor: Minor): SafeHtml {
+  return html`<td class="num${minor < 0n ? ' neg' : ''}">${formatMoney(minor)}</td>`;
+}
+
+export function loginPage(ctx: PageContext, error: string | null, username = ''): SafeHtml {
+  return layout(
+    ctx,
+    'Sign in',
+    html`<form class="login" method="post" action="${ctx.base}/login">
+<h1>payrecon sign-in</h1>
+${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<label>User name<input name="username" autocomplete="username" value="${username}" required autofocus></label>
+<label>Password<input name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button></form>`,
+  );
+}
+
+// ------------------------------------------------------------------------------------------- reports
+
+export type ReportKind = 'settlement' | 'exceptions';
+export type ReportStatus = 'running' | 'done' | 'failed';
+
+/** One report run as the page shows it. */
+export interface ReportRunView {
+  id: string;
+  kind: ReportKind;
+  account: string | null;
+  /** Period, local dates in the configured time zone, both inclusive (`YYYY-MM-DD`). */
+  from: string;
+  to: string;
+  status: ReportStatus;
+  progress: { done: number; total: number } | null;
+  rowCounts: Record<string, number>;
+  sha256: string | null;
+  /** Downloadable files: the workbook first, then one CSV per detail sheet. */
+  files: { name: string; label: string }[];
+  requestedBy: string | null;
+  trigger: string;
+  createdAt: Date;
+  finishedAt: Date | null;
+  error: string | null;
+}
+
+function runRow(ctx: PageContext, run: ReportRunView): SafeHtml {
+  const rows = Object.values(run.rowCounts).reduce((a, b) => a + b, 0);
+  return html`<tr><td><a href="${ctx.base}/reports/${run.id}">${run.kind}</a></td><td>${run.account ?? 'all'}</td>
+<td>${run.from} – ${run.to}</td><td><span class="badge ${run.status}">${run.status}</span></td>
+<td class="num">${run.status === 'done' ? rows.toLocaleString('en-US') : ''}</td>
+<td>${formatDateTime(run.createdAt, ctx.timeZone)}</td><td>${run.requestedBy ?? run.trigger}</td>
+<td>${run.status === 'done' && run.files[0] ? html`<a href="${ctx.base}/reports/${run.id}/download/${run.files[0].name}">${run.files[0].label}</a>` : ''}</td></tr>`;
+}
+
+export function reportsPage(
+  ctx: PageContext,
+  runs: readonly ReportRunView[],
+  accounts: readonly string[],
+  defaults: { from: string; to: string },
+  error: string | null,
+): SafeHtml {
+  return layout(
+    { ...ctx, active: 'reports' },
+    'Reports',
+    html`<h1>Reports</h1>
+${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
+<h2>Generate a workbook</h2>
+<form class="inline" method="post" action="${ctx.base}/reports">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<label>Workbook<select name="kind"><option value="settlement">Settlement</option><option value="exceptions">Exceptions</option></select></label>
+<label>From<input type="date" name="from" value="${defaults.from}" required></label>
+<label>To (inclusive)<input type="date" name="to" value="${defaults.to}" required></label>
+<label>Account<select name="account"><option value="">All accounts</option>${accounts.map(
+      (a) => html`<option value="${a}">${a}</option>`,
+    )}</select></label>
+<button type="submit">Generate</button></form>
+<h2>Recent runs</h2>
+<table><thead><tr><th>Workbook</th><th>Account</th><th>Period</th><th>Status</th><th class="num">Rows</th><th>Created</th><th>By</th><th>Download</th></tr></thead>
+<tbody>${runs.length ? runs.map((r) => runRow(ctx, r)) : html`<tr><td colspan="8" class="muted">No reports yet.</td></tr>`}</tbody></table>`,
+  );
+}
+
+export function reportPage(ctx: PageContext, run: ReportRunView): SafeHtml {
+  const refresh = run.status === 'running' ? raw('<meta http-equiv="refresh" content="2">') : undefined;
+  const pct =
+    run.progress && run.progress.total > 0 ? Math.floor((run.progress.done / run.progress.total) * 100) : 0;
+  return layout(
+    { ...ctx, active: 'reports' },
+    `${run.kind} ${run.from} – ${run.to}`,
+    html`<h1>${run.kind === 'settlement' ? 'Settlement' : 'Exception'} workbook, ${run.from} – ${run.to}</h1>
+<p>Account: <strong>${run.account ?? 'all accounts'}</strong> · Status: <span class="badge ${run.status}" id="status">${run.status}</span>
+· Requested ${formatDateTime(run.createdAt, ctx.timeZone)} by ${run.requestedBy ?? run.trigger}</p>
+${
+  run.status === 'running'
+    ? html`<p><progress max="100" value="${pct}"></progress> ${pct}%${
+        run.progress
+          ? html` (${run.progress.done.toLocaleString('en-US')} of ${run.progress.total.toLocaleString('en-US')} rows)`
+          : ''
+      } <span class="muted">This page refreshes itself.</span></p>`
+    : ''
+}
+${run.error ? html`<div class="notice error" role="alert">${run.error}</div>` : ''}
+${
+  run.status === 'done'
+    ? html`<h2>Files</h2><ul>${run.files.map(
+        (f) =>
+          html`<li><a href="${ctx.base}/reports/${run.id}/download/${f.name}" download>${f.label}</a></li>`,
+      )}</ul>
+<p class="muted">SHA-256 of the workbook: <code>${run.sha256}</code>${run.finishedAt ? html` · finished ${formatDateTime(run.finishedAt, ctx.timeZone)}` : ''}</p>
+<h2>Rows</h2><table style="width:auto"><thead><tr><th>Sheet</th><th class="num">Rows</th></tr></thead><tbody>${Object.entries(
+        run.rowCounts,
+      ).map(
+        ([k, v]) => html`<tr><td>${k}</td><td class="num">${v.toLocaleString('en-US')}</td></tr>`,
+      )}</tbody></table>`
+    : ''
+}
+<p><a href="${ctx.base}/reports">Back to reports</a></p>`,
+    refresh,
+  );
+}
+
+// ---------------------------------------------------------------------------------------- exceptions
+
+export const EXCEPTION_STATES = ['open', 'acknowledged', 'resolved'] as const;
+export type ExceptionState = (typeof EXCEPTION_STATES)[number];
+
+/** Age buckets of the exception workbook and filter. */
+export const AGE_BUCKETS = [
+  { key: 'lt1d', label: 'under 1 day', minDays: 0, maxDays: 1 },
+  { key: '1to3d', label: '1–3 days', minDays: 1, maxDays: 3 },
+  { key: '3to7d', label: '3–7 days', minDays: 3, maxDays: 7 },
+  { key: 'gt7d', label: 'over 7 days', minDays: 7, maxDays: Number.POSITIVE_INFINITY },
+] as const;
+export type AgeBucketKey = (typeof AGE_BUCKETS)[number]['key'];
+
+export interface ExceptionView {
+  id: string;
+  type: string;
+  account: string;
+  kind: string;
+  entityId: string;
+  severity: string;
+  state: string;
+  count: number;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  note: string | null;
+  actedBy: string | null;
+  actedAt: Date | null;
+}
+
+export interface ExceptionFilter {
+  type?: string;
+  state?: ExceptionState;
+  age?: AgeBucketKey;
+}
+
+export function exceptionsPage(
+  ctx: PageContext,
+  rows: readonly ExceptionView[],
+  types: readonly string[],
+  filter: ExceptionFilter,
+  now: Date,
+  notice: string | null,
+): SafeHtml {
+  const opt = (value: string, label: string, selected: boolean) =>
+    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
+  return layout(
+    { ...ctx, active: 'exceptions' },
+    'Exceptions',
+    html`<h1>Exceptions</h1>
+${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
+<form class="inline" method="get" action="${ctx.base}/exceptions">
+<label>Type<select name="type">${opt('', 'All types', !filter.type)}${types.map((t) => opt(t, t, filter.type === t))}</select></label>
+<label>State<select name="state">${opt('', 'Open and acknowledged', !filter.state)}${EXCEPTION_STATES.map(
+      (s) => opt(s, s, filter.state === s),
+    )}</select></label>
+<label>Age<select name="age">${opt('', 'Any age', !filter.age)}${AGE_BUCKETS.map((b) => opt(b.key, b.label, filter.age === b.key))}</select></label>
+<button type="submit">Filter</button></form>
+<table><thead><tr><th>Type</th><th>Entity</th><th>Account</th><th>Severity</th><th>State</th><th class="num">Seen</th><th>First seen</th><th>Age</th><th>Note</th><th>Action</th></tr></thead>
+<tbody>${
+      rows.length
+        ? rows.map(
+            (
+              e,
+            ) => html`<tr data-exception="${e.id}"><td>${e.type}</td><td>${e.kind} ${e.entityId}</td><td>${e.account}</td><td>${e.severity}</td>
+<td><span class="badge ${e.state}">${e.state}</span></td><td class="num">${e.count}</td>
+<td>${formatDateTime(e.firstSeenAt, ctx.timeZone)}</td><td>${formatAge(now.getTime() - e.firstSeenAt.getTime())}</td>
+<td>${e.note ?? ''}${e.actedBy ? html`<div class="muted">${e.actedBy}, ${formatDateTime(e.actedAt, ctx.timeZone)}</div>` : ''}</td>
+<td>${
+              e.state === 'resolved'
+                ? ''
+                : html`<form class="inline" method="post" action="${ctx.base}/exceptions/${e.id}">
+<input type="hidden" name="_csrf" value="${ctx.csrf}"><input name="note" placeholder="Note" aria-label="Note for ${e.type} ${e.entityId}" maxlength="1000">
+${e.state === 'open' ? html`<button class="secondary" name="action" value="acknowledge">Acknowledge</button>` : ''}
+<button name="action" value="resolve">Resolve</button></form>`
+            }</td></tr>`,
+          )
+        : html`<tr><td colspan="10" class="muted">No exceptions match.</td></tr>`
+    }</tbody></table>`,
+  );
+}
+
+// ------------------------------------------------------------------------------------------ balances
+
+export interface BalanceView {
+  account: string;
+  currency: string;
+  book: string;
+  available: Minor;
+  reserved: Minor;
+  inFlightCashouts: number;
+  inFlightRefunds: number;
+}
+
+export function balancesPage(ctx: PageContext, rows: readonly BalanceView[], at: Date): SafeHtml {
+  return layout(
+    { ...ctx, active: 'balances' },
+    'Balances',
+    html`<h1>Balances</h1><p class="muted">As of ${formatDateTime(at, ctx.timeZone)}. Reserved is held for cashouts and refunds in flight.</p>
+<table><thead><tr><th>Account</th><th>Currency</th><th>Book</th><th class="num">Available</th><th class="num">Reserved</th><th class="num">Cashouts in flight</th><th class="num">Refunds in flight</th></tr></thead>
+<tbody>${
+      rows.length
+        ? rows.map(
+            (
+              b,
+            ) => html`<tr><td>${b.account}</td><td>${b.currency}</td><td>${b.book}</td>${money(b.available)}${money(b.reserved)}
+<td class="num">${b.inFlightCashouts}</td><td class="num">${b.inFlightRefunds}</td></tr>`,
+          )
+        : html`<tr><td colspan="7" class="muted">No balances yet.</td></tr>`
+    }</tbody></table>`,
+  );
+}
