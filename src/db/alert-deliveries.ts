@@ -1,0 +1,42 @@
+/** Repository of `alert_deliveries`: which alert already reached which sink. */
+import { type Kysely, sql } from 'kysely';
+
+export interface AlertDeliveriesTable {
+  alert_id: string;
+  sink: string;
+  delivered_at: Date;
+  digest: boolean;
+}
+
+type Db = Kysely<{ alert_deliveries: AlertDeliveriesTable }>;
+
+/** The subset of `alertIds` already delivered to `sink`. */
+export async function deliveredAlertIds(
+  db: Kysely<any>,
+  sink: string,
+  alertIds: readonly string[],
+): Promise<Set<string>> {
+  if (alertIds.length === 0) return new Set();
+  const rows = await (db as Db)
+    .selectFrom('alert_deliveries')
+    .select('alert_id')
+    .where('sink', '=', sink)
+    .where('alert_id', 'in', [...alertIds])
+    .execute();
+  return new Set(rows.map((r) => r.alert_id));
+}
+
+/** Records deliveries; a pair already present stays as it was. */
+export async function recordAlertDeliveries(
+  db: Kysely<any>,
+  sink: string,
+  alertIds: readonly string[],
+  digest: boolean,
+): Promise<void> {
+  if (alertIds.length === 0) return;
+  await (db as Db)
+    .insertInto('alert_deliveries')
+    .values(alertIds.map((alert_id) => ({ alert_id, sink, digest, delivered_at: sql<Date>`now()` })))
+    .onConflict((oc) => oc.columns(['alert_id', 'sink']).doNothing())
+    .execute();
+}
