@@ -53,7 +53,7 @@ describe('alert dispatcher', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    await deliveries.up(tdb.db);
+    await deliveries.up(tdb.db as never);
     slack = await startSink();
     hook = await startSink();
   });
