@@ -2,12 +2,17 @@
  * The one pino root logger. Modules take `logger.child({ module: 'reconciler' })`. Secrets, passwords,
  * signatures, card numbers and CVVs are redacted by path wherever they appear in a logged object,
  * up to three levels deep and inside request/response headers.
+ *
+ * The logger reads no environment: it starts at `info` and the CLI sets the configured level
+ * (`config.logLevel`) with `setLogLevel` right after `loadConfig()`, before it imports the areas whose
+ * modules create child loggers (a pino child keeps the level it was created with).
  */
-import { type Logger, type LoggerOptions, pino } from 'pino';
+import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 
 /** Keys whose values never reach a log, whatever object they sit in. */
 export const SECRET_KEYS = [
   'pass',
+  'cashoutPass',
   'password',
   'passwordHash',
   'password_hash',
@@ -17,6 +22,8 @@ export const SECRET_KEYS = [
   'depositSecret',
   'cashoutSecret',
   'readOnlyKey',
+  'sessionSecret',
+  'session_secret',
   'read_only_key',
   'apiKey',
   'token',
@@ -32,6 +39,7 @@ export const SECRET_KEYS = [
   'card_number',
   'cardNumber',
   'cvv',
+  'CVV',
   'credit_card',
   'card_token',
   'expiration_month',
@@ -45,7 +53,16 @@ function redactPaths(): string[] {
     const dot = k.startsWith('[') ? '' : '.';
     paths.push(k, `*${dot}${k}`, `*.*${dot}${k}`, `*.*.*${dot}${k}`);
   }
-  for (const h of ['authorization', 'payload-signature', 'x-login', 'cookie']) {
+  for (const h of [
+    'authorization',
+    'payload-signature',
+    'x-login',
+    'cookie',
+    'Authorization',
+    'Payload-Signature',
+    'X-Login',
+    'Cookie',
+  ]) {
     paths.push(`req.headers["${h}"]`, `headers["${h}"]`, `*.headers["${h}"]`);
   }
   return paths;
@@ -53,16 +70,22 @@ function redactPaths(): string[] {
 
 export const REDACT_PATHS: readonly string[] = redactPaths();
 
-export function createLogger(options: LoggerOptions = {}): Logger {
-  return pino({
-    level: process.env.LOG_LEVEL ?? 'info',
+export function createLogger(options: LoggerOptions = {}, destination?: DestinationStream): Logger {
+  const settings: LoggerOptions = {
+    level: 'info',
     ...options,
     redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
     serializers: { err: pino.stdSerializers.err, ...options.serializers },
-  });
+  };
+  return destination ? pino(settings, destination) : pino(settings);
 }
 
 /** The process-wide root logger. */
 export const logger: Logger = createLogger();
+
+/** Sets the root logger's level (from `config.logLevel`); children created afterwards inherit it. */
+export function setLogLevel(level: string): void {
+  logger.level = level;
+}
 
 export type { Logger };

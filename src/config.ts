@@ -1,0 +1,422 @@
+/**
+ * payrecon's configuration: one zod schema over the environment, parsed once at start-up and frozen.
+ * Nothing else in the app reads `process.env`. A missing or malformed setting fails with a
+ * `ConfigError` whose message is one line naming the variable and the rule, e.g.
+ * `PAYRECON_WEB_PORT: must be an integer from 0 to 65535` or
+ * `PAYRECON_ACCOUNTS[0].baseUrl: must be an http(s) URL`. Messages never echo a value.
+ *
+ * Absent DATABASE_URL, KAFKA_BROKERS or SCHEMA_REGISTRY_URL mean "start the embedded one"; no
+ * provider account means "run against the sandbox". Later issues extend the schema here, one block per
+ * concern, each variable with its default.
+ */
+import { readFileSync } from 'node:fs';
+import { validate as validateCron } from 'node-cron';
+import { z } from 'zod';
+import { AppError } from './domain/errors.ts';
+
+// ---------------------------------------------------------------- building blocks
+
+function required(what: string) {
+  return {
+    error: (iss: { input?: unknown }) => (iss.input === undefined ? 'is required' : `must be ${what}`),
+  };
+}
+
+const nonEmpty = (what = 'a non-empty text') => z.string(required(what)).trim().min(1, 'must not be empty');
+
+function httpUrl(what = 'an http(s) URL') {
+  return z
+    .string(required(what))
+    .max(2048, 'at most 2048 characters')
+    .refine((s) => {
+      try {
+        const u = new URL(s);
+        return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+      } catch {
+        return false;
+      }
+    }, `must be ${what}`);
+}
+
+/** An integer given as env text (or a number inside JSON). */
+function intText(min: number, max: number) {
+  const rule = `must be an integer from ${min} to ${max}`;
+  return z
+    .union([z.string(), z.number()], required(`an integer from ${min} to ${max}`))
+    .transform((v, ctx) => {
+      const s = String(v).trim();
+      const n = Number(s);
+      if (!/^-?\d+$/.test(s) || !Number.isSafeInteger(n) || n < min || n > max) {
+        ctx.addIssue({ code: 'custom', message: rule });
+        return z.NEVER;
+      }
+      return n;
+    });
+}
+
+function boolText() {
+  return z.union([z.string(), z.boolean()], required('true or false')).transform((v, ctx) => {
+    if (typeof v === 'boolean') return v;
+    const s = v.trim().toLowerCase();
+    if (['true', '1', 'yes'].includes(s)) return true;
+    if (['false', '0', 'no'].includes(s)) return false;
+    ctx.addIssue({ code: 'custom', message: 'must be true or false' });
+    return z.NEVER;
+  });
+}
+
+/** A JSON document in a variable, validated by `schema`; paths continue inside the JSON. */
+function jsonText<T extends z.ZodType>(schema: T) {
+  return z
+    .string(required('JSON'))
+    .transform((s, ctx): unknown => {
+      try {
+        return JSON.parse(s);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be valid JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+function cron() {
+  return z
+    .string(required('a cron expression'))
+    .trim()
+    .refine((s) => validateCron(s), 'must be a cron expression');
+}
+
+function timeZone() {
+  return z
+    .string(required('an IANA time zone'))
+    .trim()
+    .refine((tz) => {
+      try {
+        new Intl.DateTimeFormat('en', { timeZone: tz });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'must be an IANA time zone such as UTC or America/Sao_Paulo');
+}
+
+// ---------------------------------------------------------------- provider accounts
+
+export const WEBHOOK_SIGNATURE_MODES = ['off', 'warn', 'enforce'] as const;
+export type WebhookSignatureMode = (typeof WEBHOOK_SIGNATURE_MODES)[number];
+
+/**
+ * One merchant account at the provider. Secrets (deposit secret, cashout pass and secret, read-only
+ * key) are redacted by the logger under these names.
+ */
+export const providerAccountSchema = z.object({
+  /** Short name used in topics, ledger accounts and reports. */
+  name: z
+    .string(required('a name'))
+    .regex(
+      /^[a-z0-9][a-z0-9_-]{0,62}$/,
+      'must be 1-63 characters a-z 0-9 _ - starting with a letter or digit',
+    ),
+  /** Main API base URL, e.g. https://api-stg.<provider>/ (paths /v3/... are appended). */
+  baseUrl: httpUrl(),
+  /** Card-data API base URL, e.g. https://cc-api-stg.<provider>/. */
+  cardBaseUrl: httpUrl(),
+  /** Deposit and refund `X-Login`. */
+  depositLogin: nonEmpty(),
+  /** Deposit and refund HMAC secret key. */
+  depositSecret: nonEmpty(),
+  /** Cashout `login` (body credential, max 32). */
+  cashoutLogin: nonEmpty().pipe(z.string().max(32, 'at most 32 characters')),
+  /** Cashout `pass` (body credential, max 32). */
+  cashoutPass: nonEmpty().pipe(z.string().max(32, 'at most 32 characters')),
+  /** Cashout `Payload-Signature` and notification `control` secret key. */
+  cashoutSecret: nonEmpty(),
+  /** Bearer key of the read-only calls (bank list). */
+  readOnlyKey: nonEmpty(),
+  /** Default notification_url of deposits, refunds and cashouts created through payrecon. */
+  notificationUrl: httpUrl().optional(),
+  /** Checking deposit and refund webhook signatures: off, warn (log and accept) or enforce (reject). */
+  webhookSignatureMode: z
+    .enum(WEBHOOK_SIGNATURE_MODES, required('one of off, warn, enforce'))
+    .default('warn'),
+  /** Allowed distance of a webhook's X-Date from now, in seconds (provider-facts: default 5 minutes). */
+  xDateWindowSeconds: intText(1, 86_400).default(300),
+});
+export type ProviderAccount = z.output<typeof providerAccountSchema>;
+
+const accountsSchema = z
+  .array(providerAccountSchema, required('a JSON array of accounts'))
+  .superRefine((accounts, ctx) => {
+    const seen = new Set<string>();
+    accounts.forEach((a, i) => {
+      if (seen.has(a.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: 'must be unique' });
+      seen.add(a.name);
+    });
+  });
+
+// ---------------------------------------------------------------- the rest
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export const SEVERITIES = ['info', 'warning', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+export const EXCEPTION_TYPES = [
+  'AMOUNT_MISMATCH',
+  'CURRENCY_MISMATCH',
+  'UNKNOWN_TRANSACTION',
+  'MISSING_AT_PROVIDER',
+  'ILLEGAL_TRANSITION',
+  'LATE_REJECTION',
+  'EARLY_RELEASE_REVERSED',
+  'STUCK',
+  'MISSED_NOTIFICATION',
+  'THIRD_PARTY_PAYER',
+  'AMOUNT_MISMATCH_REASON',
+  'PAYER_UNMATCH',
+  'OVER_REFUNDED',
+  'DUPLICATE_INVOICE',
+  'FEE_MISMATCH',
+] as const;
+export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
+
+const DEFAULT_SEVERITIES: Record<ExceptionType, Severity> = {
+  AMOUNT_MISMATCH: 'critical',
+  CURRENCY_MISMATCH: 'critical',
+  UNKNOWN_TRANSACTION: 'warning',
+  MISSING_AT_PROVIDER: 'critical',
+  ILLEGAL_TRANSITION: 'critical',
+  LATE_REJECTION: 'critical',
+  EARLY_RELEASE_REVERSED: 'critical',
+  STUCK: 'warning',
+  MISSED_NOTIFICATION: 'info',
+  THIRD_PARTY_PAYER: 'warning',
+  AMOUNT_MISMATCH_REASON: 'warning',
+  PAYER_UNMATCH: 'warning',
+  OVER_REFUNDED: 'critical',
+  DUPLICATE_INVOICE: 'warning',
+  FEE_MISMATCH: 'warning',
+};
+
+const deadlinesSchema = z
+  .object({
+    /** Minutes past a deposit's expiration_date before it counts as STUCK. */
+    depositExpiryGraceMinutes: intText(0, 10_080).default(60),
+    cashoutOnHoldHours: intText(1, 8_760).default(72),
+    cashoutDeliveredHours: intText(1, 8_760).default(48),
+    refundIncorrectDetailsHours: intText(1, 8_760).default(72),
+    refundDeliveredHours: intText(1, 8_760).default(72),
+    /** Days a COMPLETED cashout or refund is still watched for a late rejection. */
+    lateRejectionWatchDays: intText(1, 365).default(30),
+  })
+  .strict();
+
+const severitiesSchema = z
+  .partialRecord(
+    z.enum(EXCEPTION_TYPES, required('an exception type')),
+    z.enum(SEVERITIES, required('one of info, warning, critical')),
+  )
+  .transform((s) => ({ ...DEFAULT_SEVERITIES, ...s }) as Record<ExceptionType, Severity>);
+
+const webUserSchema = z.object({
+  username: z
+    .string(required('a user name'))
+    .regex(/^[A-Za-z0-9._@-]{1,64}$/, 'must be 1-64 characters A-Z a-z 0-9 . _ @ -'),
+  /** `scrypt$<N>$<r>$<p>$<salt base64>$<key base64>` (node:crypto scrypt). */
+  passwordHash: z
+    .string(required('a scrypt hash'))
+    .regex(
+      /^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/,
+      'must be a scrypt hash scrypt$N$r$p$salt$key (base64)',
+    ),
+});
+
+const brokersText = z
+  .string(required('a comma-separated list of host:port'))
+  .transform((s) =>
+    s
+      .split(',')
+      .map((b) => b.trim())
+      .filter((b) => b !== ''),
+  )
+  .refine((list) => list.length > 0 && list.every((b) => /^[A-Za-z0-9.[\]:-]+:\d{1,5}$/.test(b)), {
+    message: 'must be a comma-separated list of host:port',
+  });
+
+const postgresUrl = z
+  .string(required('a postgres:// URL'))
+  .refine((s) => /^postgres(ql)?:\/\/./.test(s), 'must be a postgres:// or postgresql:// URL');
+
+/**
+ * The environment, variable by variable. Keys are the variable names, so an issue's path starts with
+ * the variable that is wrong.
+ */
+const envSchema = z.object({
+  LOG_LEVEL: z.enum(LOG_LEVELS, required(`one of ${LOG_LEVELS.join(', ')}`)).default('info'),
+  PAYRECON_DATA_DIR: nonEmpty('a directory path').default('.payrecon'),
+  PAYRECON_ACCOUNTS: jsonText(accountsSchema).optional(),
+
+  DATABASE_URL: postgresUrl.optional(),
+  KAFKA_BROKERS: brokersText.optional(),
+  KAFKA_CLIENT_ID: nonEmpty().default('payrecon'),
+  SCHEMA_REGISTRY_URL: httpUrl().optional(),
+
+  PAYRECON_WEB_HOST: nonEmpty('a host name or address').default('127.0.0.1'),
+  PAYRECON_WEB_PORT: intText(0, 65_535).default(8080),
+  PAYRECON_WEB_USERS: jsonText(
+    z.array(webUserSchema, required('a JSON array of {username, passwordHash}')),
+  ).optional(),
+  PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
+
+  PAYRECON_TIMEZONE: timeZone().default('UTC'),
+  /** Local time (HH:mm in PAYRECON_TIMEZONE) at which a settlement day ends. */
+  PAYRECON_SETTLEMENT_CUTOFF: z
+    .string(required('a time HH:mm'))
+    .regex(/^(?:[01]\d|2[0-3]):[0-5]\d$/, 'must be a time HH:mm from 00:00 to 23:59')
+    .default('00:00'),
+  PAYRECON_CRON_POLL: cron().default('* * * * *'),
+  PAYRECON_CRON_STUCK_SWEEP: cron().default('*/15 * * * *'),
+  PAYRECON_CRON_LATE_REJECTION_SWEEP: cron().default('0 */6 * * *'),
+  PAYRECON_CRON_SETTLEMENT: cron().default('30 0 * * *'),
+  PAYRECON_CRON_EXCEPTION_REPORT: cron().default('0 7 * * *'),
+  PAYRECON_CRON_LEDGER_VERIFY: cron().default('0 3 * * *'),
+
+  PAYRECON_ALERT_WEBHOOK_URL: httpUrl().optional(),
+  PAYRECON_ALERT_MIN_SEVERITY: z
+    .enum(SEVERITIES, required('one of info, warning, critical'))
+    .default('warning'),
+  PAYRECON_ALERT_TIMEOUT_MS: intText(100, 60_000).default(5_000),
+
+  PAYRECON_EXCEPTION_DEADLINES: jsonText(deadlinesSchema).optional(),
+  PAYRECON_EXCEPTION_SEVERITIES: jsonText(severitiesSchema).optional(),
+
+  PAYRECON_POLL_CONCURRENCY: intText(1, 64).default(4),
+  PAYRECON_POLL_BATCH_SIZE: intText(1, 10_000).default(200),
+  /** Least time between two status reads of the same entity. */
+  PAYRECON_POLL_MIN_INTERVAL_SECONDS: intText(1, 86_400).default(300),
+  PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
+  PAYRECON_PROVIDER_RETRIES: intText(0, 10).default(3),
+
+  PAYRECON_SANDBOX_TRAFFIC: boolText().default(true),
+});
+
+function buildConfig(env: z.output<typeof envSchema>) {
+  return {
+    logLevel: env.LOG_LEVEL,
+    dataDir: env.PAYRECON_DATA_DIR,
+    accounts: env.PAYRECON_ACCOUNTS ?? [],
+    /** null: start embedded PostgreSQL under dataDir. */
+    database: { url: env.DATABASE_URL ?? null },
+    /** brokers null: start the embedded Kafka-compatible broker. */
+    kafka: { brokers: env.KAFKA_BROKERS ?? null, clientId: env.KAFKA_CLIENT_ID },
+    /** url null: start the embedded schema registry. */
+    schemaRegistry: { url: env.SCHEMA_REGISTRY_URL ?? null },
+    web: {
+      host: env.PAYRECON_WEB_HOST,
+      port: env.PAYRECON_WEB_PORT,
+      users: env.PAYRECON_WEB_USERS ?? [],
+      /** null: a random secret per process (sessions end at restart). */
+      sessionSecret: env.PAYRECON_SESSION_SECRET ?? null,
+    },
+    jobs: {
+      timeZone: env.PAYRECON_TIMEZONE,
+      settlementCutoff: env.PAYRECON_SETTLEMENT_CUTOFF,
+      cron: {
+        poll: env.PAYRECON_CRON_POLL,
+        stuckSweep: env.PAYRECON_CRON_STUCK_SWEEP,
+        lateRejectionSweep: env.PAYRECON_CRON_LATE_REJECTION_SWEEP,
+        settlement: env.PAYRECON_CRON_SETTLEMENT,
+        exceptionReport: env.PAYRECON_CRON_EXCEPTION_REPORT,
+        ledgerVerify: env.PAYRECON_CRON_LEDGER_VERIFY,
+      },
+    },
+    alerts: {
+      /** null: alerts go to the log and metrics only. */
+      webhookUrl: env.PAYRECON_ALERT_WEBHOOK_URL ?? null,
+      minSeverity: env.PAYRECON_ALERT_MIN_SEVERITY,
+      timeoutMs: env.PAYRECON_ALERT_TIMEOUT_MS,
+    },
+    exceptions: {
+      deadlines: env.PAYRECON_EXCEPTION_DEADLINES ?? deadlinesSchema.parse({}),
+      severities: env.PAYRECON_EXCEPTION_SEVERITIES ?? { ...DEFAULT_SEVERITIES },
+    },
+    poller: {
+      concurrency: env.PAYRECON_POLL_CONCURRENCY,
+      batchSize: env.PAYRECON_POLL_BATCH_SIZE,
+      minIntervalSeconds: env.PAYRECON_POLL_MIN_INTERVAL_SECONDS,
+    },
+    provider: { timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS, retries: env.PAYRECON_PROVIDER_RETRIES },
+    sandbox: { traffic: env.PAYRECON_SANDBOX_TRAFFIC },
+  };
+}
+
+type Mutable = ReturnType<typeof buildConfig>;
+type DeepReadonly<T> = T extends (infer U)[]
+  ? readonly DeepReadonly<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
+export type Config = DeepReadonly<Mutable>;
+
+/** A setting that is missing or malformed; the message is one line, `VARIABLE: rule`. */
+export class ConfigError extends AppError {
+  readonly variable: string;
+  readonly rule: string;
+  constructor(variable: string, rule: string) {
+    super('CONFIG_INVALID', `${variable}: ${rule}`, { details: { variable, rule } });
+    this.name = 'ConfigError';
+    this.variable = variable;
+    this.rule = rule;
+  }
+}
+
+function issuePath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? String(p) : `.${String(p)}`;
+  return out;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * Reads the configuration from `env` (process.env by default) once. Throws `ConfigError` for the first
+ * problem (the variable and its rule); the result is deeply frozen.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Blank variables count as unset, as shells and compose files often leave them empty.
+  const input: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== '') input[k] = v;
+
+  if (input.PAYRECON_ACCOUNTS_FILE !== undefined) {
+    if (input.PAYRECON_ACCOUNTS !== undefined) {
+      throw new ConfigError('PAYRECON_ACCOUNTS_FILE', 'must not be set together with PAYRECON_ACCOUNTS');
+    }
+    let text: string;
+    try {
+      text = readFileSync(input.PAYRECON_ACCOUNTS_FILE, 'utf8');
+    } catch (err) {
+      throw new ConfigError(
+        'PAYRECON_ACCOUNTS_FILE',
+        `must name a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+    }
+    input.PAYRECON_ACCOUNTS = text;
+  }
+
+  const result = envSchema.safeParse(input);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    let variable = issuePath(issue.path);
+    if (input.PAYRECON_ACCOUNTS_FILE !== undefined && variable.startsWith('PAYRECON_ACCOUNTS')) {
+      variable = variable.replace(/^PAYRECON_ACCOUNTS/, 'PAYRECON_ACCOUNTS_FILE');
+    }
+    throw new ConfigError(variable || 'environment', issue.message);
+  }
+  return deepFreeze(buildConfig(result.data)) as Config;
+}
