@@ -9,6 +9,7 @@
 import type { Kysely } from 'kysely';
 import { request } from 'undici';
 import { deliveredAlertIds, recordAlertDeliveries } from '../db/alert-deliveries.ts';
+import type { Database } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { SEVERITIES, type Severity, severityRank } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
@@ -21,7 +22,7 @@ export type AlertSinkConfig =
   | { name: string; type: 'log'; minSeverity: Severity };
 
 export interface AlertDispatcherDeps {
-  db: Kysely<any>;
+  db: Kysely<Database>;
   sinks: readonly AlertSinkConfig[];
   logger: Logger;
   /** Per-call timeout of an HTTP sink, ms (default 10 s). */

@@ -11,13 +11,13 @@ export interface AlertDeliveriesTable {
 type Db = Kysely<{ alert_deliveries: AlertDeliveriesTable }>;
 
 /** The subset of `alertIds` already delivered to `sink`. */
-export async function deliveredAlertIds(
-  db: Kysely<any>,
+export async function deliveredAlertIds<DB>(
+  db: Kysely<DB>,
   sink: string,
   alertIds: readonly string[],
 ): Promise<Set<string>> {
   if (alertIds.length === 0) return new Set();
-  const rows = await (db as Db)
+  const rows = await (db as unknown as Db)
     .selectFrom('alert_deliveries')
     .select('alert_id')
     .where('sink', '=', sink)
@@ -27,14 +27,14 @@ export async function deliveredAlertIds(
 }
 
 /** Records deliveries; a pair already present stays as it was. */
-export async function recordAlertDeliveries(
-  db: Kysely<any>,
+export async function recordAlertDeliveries<DB>(
+  db: Kysely<DB>,
   sink: string,
   alertIds: readonly string[],
   digest: boolean,
 ): Promise<void> {
   if (alertIds.length === 0) return;
-  await (db as Db)
+  await (db as unknown as Db)
     .insertInto('alert_deliveries')
     .values(alertIds.map((alert_id) => ({ alert_id, sink, digest, delivered_at: sql<Date>`now()` })))
     .onConflict((oc) => oc.columns(['alert_id', 'sink']).doNothing())
