@@ -44,7 +44,7 @@ describe('embedded broker with kafkajs', () => {
     const expectedPartition = (key: string) =>
       partitioner({ topic: 'keyed', partitionMetadata, message: { key, value: null } });
 
-    const consumer = kafka.consumer({ groupId: 'keys-group' });
+    const consumer = kafka.consumer({ groupId: 'keys-group', maxWaitTimeInMs: 500 });
     await consumer.connect();
     await consumer.subscribe({ topic: 'keyed', fromBeginning: true });
     const got: { key: string; value: string; partition: number; headers: Record<string, string> }[] = [];
@@ -90,7 +90,7 @@ describe('embedded broker with kafkajs', () => {
       compression: CompressionTypes.GZIP,
       messages: values.map((value, i) => ({ key: String(i), value })),
     });
-    const consumer = kafka.consumer({ groupId: 'gzip-group' });
+    const consumer = kafka.consumer({ groupId: 'gzip-group', maxWaitTimeInMs: 500 });
     await consumer.connect();
     await consumer.subscribe({ topic: 'zipped', fromBeginning: true });
     const got: string[] = [];
@@ -181,7 +181,11 @@ describe('embedded broker with kafkajs', () => {
     await producer.disconnect();
 
     const consumeUntil = async (n: number): Promise<{ offset: string; value: string }[]> => {
-      const consumer = kafka.consumer({ groupId: 'resume-group', heartbeatInterval: 500 });
+      const consumer = kafka.consumer({
+        groupId: 'resume-group',
+        heartbeatInterval: 500,
+        maxWaitTimeInMs: 500,
+      });
       await consumer.connect();
       await consumer.subscribe({ topic: 'resume', fromBeginning: true });
       const got: { offset: string; value: string }[] = [];
@@ -244,7 +248,7 @@ describe('embedded broker with kafkajs', () => {
     await loop;
     await producer.disconnect();
 
-    const consumer = kafka.consumer({ groupId: 'restart-check' });
+    const consumer = kafka.consumer({ groupId: 'restart-check', maxWaitTimeInMs: 500 });
     await consumer.connect();
     await consumer.subscribe({ topic: 'durable', fromBeginning: true });
     const seen = new Set<string>();
@@ -272,6 +276,7 @@ describe('embedded broker with kafkajs', () => {
         sessionTimeout: 10_000,
         rebalanceTimeout: 15_000,
         heartbeatInterval: 300,
+        maxWaitTimeInMs: 500,
       });
       await consumer.connect();
       await consumer.subscribe({ topic: 'grp', fromBeginning: true });
@@ -339,5 +344,5 @@ describe('embedded broker with kafkajs', () => {
     expect(received.size).toBe(1200);
     const duplicated = [...received].filter(([, owners]) => owners.length > 1);
     expect(duplicated).toEqual([]);
-  });
+  }, 120_000);
 });
