@@ -1,0 +1,212 @@
+/**
+ * Provider-side moves without a person: the automatic mode moves every entity along a realistic path
+ * with configured probabilities and delays (sandbox time, so a fast clock makes a day pass in minutes),
+ * and late rejection (a fault setting, active even when the automatic mode is off) turns COMPLETED
+ * cashouts and refunds REJECTED later.
+ */
+import { z } from 'zod';
+import type { Change, SandboxEngine } from './engine.ts';
+import type { CashoutRecord, DepositRecord, RefundRecord } from './entities.ts';
+import type { Faults } from './faults.ts';
+import type { Rng } from './rng.ts';
+
+const p = z.number().min(0);
+
+export const autoSettingsSchema = z.object({
+  enabled: z.boolean().default(false),
+  /** Sandbox milliseconds between two moves of one entity: uniform in [min, max]. */
+  minDelayMs: z.number().min(0).default(5_000),
+  maxDelayMs: z.number().min(0).default(120_000),
+  /** What a customer does with a PENDING deposit (weights). `none` leaves it to expire. */
+  deposit: z
+    .object({
+      pay: p.default(85),
+      amountMismatch: p.default(2),
+      thirdParty: p.default(2),
+      review: p.default(3),
+      decline: p.default(3),
+      none: p.default(5),
+    })
+    .default({ pay: 85, amountMismatch: 2, thirdParty: 2, review: 3, decline: 3, none: 5 }),
+  /** Probability a HOSTED deposit's customer fills the checkout (else it expires). */
+  hostedFillRate: z.number().min(0).max(1).default(0.9),
+  /** Probability a 3DS challenge passes. */
+  threeDsPassRate: z.number().min(0).max(1).default(0.9),
+  /** Probability a reviewed or early-released deposit ends COMPLETED. */
+  reviewApproveRate: z.number().min(0).max(1).default(0.8),
+  earlyReleaseCompleteRate: z.number().min(0).max(1).default(0.95),
+  /** Probability the bank confirms a delivered cashout/refund (else rejects). */
+  cashoutConfirmRate: z.number().min(0).max(1).default(0.95),
+  refundConfirmRate: z.number().min(0).max(1).default(0.95),
+  refundIncorrectDetailsRate: z.number().min(0).max(1).default(0.05),
+});
+export type AutoSettings = z.infer<typeof autoSettingsSchema>;
+
+/** Bank rejection codes 800-826 (provider-facts.md); a few with names. */
+export const BANK_REJECTIONS: readonly [number, string][] = [
+  [800, 'ERROR_ACCOUNT_INCORRECT'],
+  [801, 'ERROR_OWNER_INCORRECT'],
+  [802, 'ERROR_OWNER_DOCUMENT_INCORRECT'],
+  [803, 'ERROR_ACCOUNT_CLOSED'],
+  [805, 'ERROR_BANK_INVALID'],
+  [810, 'ERROR_AMOUNT_LIMIT_EXCEEDED'],
+  [826, 'ERROR_OTHER'],
+];
+
+export class AutomaticMode {
+  settings: AutoSettings;
+  private readonly engine: SandboxEngine;
+  private readonly rng: Rng;
+  private readonly faults: Faults;
+
+  constructor(engine: SandboxEngine, rng: Rng, faults: Faults, settings: unknown = {}) {
+    this.engine = engine;
+    this.rng = rng;
+    this.faults = faults;
+    this.settings = autoSettingsSchema.parse(settings);
+    engine.onChange((change) => this.onChange(change));
+  }
+
+  set(settings: unknown): AutoSettings {
+    this.settings = autoSettingsSchema.parse(settings);
+    return this.settings;
+  }
+
+  private onChange(change: Change): void {
+    const { record } = change;
+    if (record.kind !== 'deposit' && record.status === 'COMPLETED') this.maybeLateReject(record);
+    if (!this.settings.enabled) return;
+    switch (record.kind) {
+      case 'deposit':
+        this.planDeposit(record);
+        return;
+      case 'cashout':
+        this.planCashout(record);
+        return;
+      case 'refund':
+        this.planRefund(record);
+        return;
+    }
+  }
+
+  /** Runs `fn` after a random delay unless the record moved in the meantime. */
+  private later(record: { history: unknown[] }, fn: () => void, extraMs = 0): void {
+    const { minDelayMs, maxDelayMs } = this.settings;
+    const delay = minDelayMs + this.rng.next() * Math.max(0, maxDelayMs - minDelayMs) + extraMs;
+    const version = record.history.length;
+    this.engine.clock.at(this.engine.clock.now() + delay, () => {
+      if (record.history.length === version && this.settings.enabled) fn();
+    });
+  }
+
+  private planDeposit(d: DepositRecord): void {
+    const e = this.engine;
+    const s = this.settings;
+    const t = { trigger: 'auto' };
+    switch (d.status) {
+      case 'CREATED':
+        if (this.rng.chance(s.hostedFillRate)) this.later(d, () => e.moveDeposit(d, 'PENDING', t));
+        return;
+      case 'PENDING': {
+        const choice = this.rng.weighted(s.deposit);
+        if (choice === 'none') return;
+        this.later(d, () => {
+          switch (choice) {
+            case 'pay':
+              e.moveDeposit(d, d.crypto ? 'APPROVED' : d.earlyRelease ? 'EARLY_RELEASED' : 'COMPLETED', t);
+              return;
+            case 'amountMismatch':
+              e.moveDeposit(d, 'CANCELLED', {
+                ...t,
+                statusReason: 'AMOUNT_MISMATCH',
+                paidAmount: d.amount / 2n,
+              });
+              return;
+            case 'thirdParty':
+              e.moveDeposit(d, 'CANCELLED', { ...t, statusReason: 'THIRD_PARTY_PAYER' });
+              return;
+            case 'review':
+              e.moveDeposit(d, 'FOR_REVIEW', t);
+              return;
+            case 'decline':
+              e.moveDeposit(d, 'DECLINED', t);
+              return;
+          }
+        });
+        return;
+      }
+      case 'PENDING_AUTHENTICATION':
+        this.later(d, () =>
+          e.moveDeposit(d, this.rng.chance(s.threeDsPassRate) ? 'COMPLETED' : 'DECLINED', t),
+        );
+        return;
+      case 'FOR_REVIEW':
+        this.later(d, () =>
+          e.moveDeposit(d, this.rng.chance(s.reviewApproveRate) ? 'COMPLETED' : 'DECLINED', t),
+        );
+        return;
+      case 'EARLY_RELEASED':
+        this.later(d, () =>
+          e.moveDeposit(d, this.rng.chance(s.earlyReleaseCompleteRate) ? 'COMPLETED' : 'CANCELLED', t),
+        );
+        return;
+      case 'APPROVED':
+        this.later(d, () => e.moveDeposit(d, 'COMPLETED', t));
+        return;
+      default:
+        return;
+    }
+  }
+
+  private planCashout(c: CashoutRecord): void {
+    const e = this.engine;
+    const t = { trigger: 'auto' };
+    if (c.status === 'PENDING') this.later(c, () => e.moveCashout(c, 'DELIVERED', t));
+    if (c.status === 'DELIVERED') {
+      this.later(c, () => {
+        if (this.rng.chance(this.settings.cashoutConfirmRate)) e.moveCashout(c, 'COMPLETED', t);
+        else {
+          const [code, reason] = this.rng.pick(BANK_REJECTIONS);
+          e.moveCashout(c, 'REJECTED', { ...t, rejectionCode: code, rejectionReason: reason });
+        }
+      });
+    }
+  }
+
+  private planRefund(r: RefundRecord): void {
+    const e = this.engine;
+    const s = this.settings;
+    const t = { trigger: 'auto' };
+    if (r.status === 'PENDING') {
+      this.later(r, () =>
+        e.moveRefund(r, this.rng.chance(s.refundIncorrectDetailsRate) ? 'INCORRECT_DETAILS' : 'DELIVERED', t),
+      );
+    }
+    if (r.status === 'INCORRECT_DETAILS') this.later(r, () => e.moveRefund(r, 'PENDING', t));
+    if (r.status === 'DELIVERED') {
+      this.later(r, () =>
+        e.moveRefund(r, this.rng.chance(s.refundConfirmRate) ? 'COMPLETED' : 'REJECTED', t),
+      );
+    }
+  }
+
+  private maybeLateReject(record: CashoutRecord | RefundRecord): void {
+    const late = this.faults.settings.lateRejection;
+    const rate = record.kind === 'cashout' ? late.cashoutRate : late.refundRate;
+    if (!this.rng.chance(rate)) return;
+    const version = record.history.length;
+    this.engine.clock.at(this.engine.clock.now() + late.delayMs, () => {
+      if (record.history.length !== version || record.status !== 'COMPLETED') return;
+      const options = { trigger: 'late_rejection', reason: 'returned by the beneficiary bank' };
+      if (record.kind === 'cashout') {
+        this.engine.moveCashout(record, 'REJECTED', {
+          ...options,
+          rejectionCode: 803,
+          rejectionReason: 'ERROR_ACCOUNT_CLOSED',
+        });
+      } else {
+        this.engine.moveRefund(record, 'REJECTED', options);
+      }
+    });
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * Traffic: creates deposits, card deposits, cashouts and refunds over HTTP at a steady rate with a
+ * realistic mix (about 5% test deposits, some crypto, early releases, card rejections and 3DS, cashouts
+ * created on hold, partial refunds) and lets the automatic mode move them. Requests go through the
+ * project's provider client (`traffic-client.ts`).
+ */
+import type { SandboxAccount } from './accounts.ts';
+import type { SandboxDeps } from './app.ts';
+import type { TrafficControl } from './control.ts';
+import { type TrafficClient, trafficClientFor } from './traffic-client.ts';
+
+const METHODS_BY_COUNTRY: Record<
+  string,
+  { method: string; beneficiary?: boolean; reported?: Record<string, string> }[]
+> = {
+  BR: [
+    { method: 'IX' },
+    { method: 'BL' },
+    { method: 'SJ', beneficiary: true },
+    { method: 'BB', reported: { bank_account_number: '12345-6', bank_branch: '1234-5' } },
+  ],
+  MX: [{ method: 'SE' }, { method: 'OX' }],
+  CL: [{ method: 'IA', beneficiary: true }],
+  PE: [{ method: 'BC', beneficiary: true }],
+  CO: [{ method: 'EF' }, { method: 'PC' }],
+};
+
+const MIX = { deposit: 50, card: 25, cashout: 15, refund: 10 } as const;
+
+export class TrafficGenerator implements TrafficControl {
+  private readonly deps: SandboxDeps;
+  private readonly urls: { url: string; ccUrl: string };
+  private timer: NodeJS.Timeout | null = null;
+  private rate = 0;
+  private owed = 0;
+  private inFlight = 0;
+  private seq = 0;
+  private client: TrafficClient | null = null;
+  readonly counts = { deposit: 0, card: 0, cashout: 0, refund: 0, errors: 0, skipped: 0 };
+  private readonly maxInFlight: number;
+
+  constructor(deps: SandboxDeps, urls: { url: string; ccUrl: string }, maxInFlight = 64) {
+    this.deps = deps;
+    this.urls = urls;
+    this.maxInFlight = maxInFlight;
+  }
+
+  start(rate: number): void {
+    this.stop();
+    this.rate = rate;
+    const account = this.deps.accounts.all()[0] as SandboxAccount;
+    this.client ??= trafficClientFor(account, this.urls);
+    const tickMs = 50;
+    this.timer = setInterval(() => {
+      this.owed += (this.rate * tickMs) / 1000;
+      while (this.owed >= 1) {
+        this.owed -= 1;
+        if (this.inFlight >= this.maxInFlight) {
+          this.counts.skipped++;
+          continue;
+        }
+        this.inFlight++;
+        void this.one()
+          .catch(() => {
+            this.counts.errors++;
+          })
+          .finally(() => {
+            this.inFlight--;
+          });
+      }
+    }, tickMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  status(): Record<string, unknown> {
+    return { running: this.timer !== null, rate: this.rate, inFlight: this.inFlight, ...this.counts };
+  }
+
+  private async one(): Promise<void> {
+    const rng = this.deps.engine.rng;
+    const kind = rng.weighted(MIX);
+    const n = ++this.seq;
+    const client = this.client!;
+    const amount = BigInt(rng.int(1000, 200_000));
+    const payer = {
+      document: String(rng.int(10_000_000_000, 99_999_999_999)),
+      email: `payer${n}@example.com`,
+      first_name: rng.pick(['Ana', 'Joao', 'Maria', 'Pedro', 'Lucia']),
+      last_name: rng.pick(['Silva', 'Souza', 'Lima', 'Costa']),
+    };
+    switch (kind) {
+      case 'deposit': {
+        const country = rng.pick(Object.keys(METHODS_BY_COUNTRY));
+        const m = rng.pick(METHODS_BY_COUNTRY[country]!);
+        const body: Record<string, unknown> = {
+          invoice_id: `trf-${Date.now().toString(36)}-${n}`,
+          country,
+          currency: this.deps.engine.catalogue.countries[country]!.currency,
+          amount,
+          payment_method: m.method,
+          test: rng.chance(0.05),
+          early_release: rng.chance(0.03),
+        };
+        // About one deposit in five leaves the payer out: a HOSTED checkout.
+        if (!rng.chance(0.2)) body.payer = payer;
+        if (m.beneficiary)
+          body.reported_info = { bank_beneficiary: `${payer.first_name} ${payer.last_name}` };
+        if (m.reported) body.reported_info = m.reported;
+        if (rng.chance(0.04))
+          body.crypto = { currency: 'USDT', wallet: `0x${rng.hex(40)}`, network: 'ERC20' };
+        await client.createDeposit(body);
+        this.counts.deposit++;
+        return;
+      }
+      case 'card': {
+        const cards = this.deps.engine.catalogue.testCards;
+        // 15% rejection cards, 10% 3DS, the rest a plain valid card.
+        const roll = rng.next();
+        const number =
+          roll < 0.15
+            ? rng.pick(cards.filter((c) => c.result === 'REJECTED')).number
+            : roll < 0.25
+              ? rng.pick(cards.filter((c) => c.result === 'PENDING_AUTHENTICATION')).number
+              : '4111111111111111';
+        await client.createCardDeposit({
+          invoice_id: `trc-${Date.now().toString(36)}-${n}`,
+          country: 'BR',
+          currency: 'BRL',
+          amount,
+          client_ip: '203.0.113.7',
+          payer,
+          credit_card: {
+            card_number: number,
+            cvv: '123',
+            expiration_month: '12',
+            expiration_year: String((new Date().getUTCFullYear() + 3) % 100).padStart(2, '0'),
+            holder_name: `${payer.first_name} ${payer.last_name}`,
+          },
+        });
+        this.counts.card++;
+        return;
+      }
+      case 'cashout': {
+        await client.createCashout({
+          external_id: `trp-${Date.now().toString(36)}-${n}`,
+          country: 'BR',
+          currency: 'BRL',
+          amount,
+          document_id: payer.document,
+          beneficiary_name: payer.first_name,
+          beneficiary_lastname: payer.last_name,
+          bank_code: '341',
+          bank_account: '123456-7',
+          bank_branch: '0001',
+          account_type: 'C',
+          notification_url: 'https://merchant.example/webhooks/cashouts',
+          on_hold: rng.chance(0.2),
+        });
+        this.counts.cashout++;
+        return;
+      }
+      case 'refund': {
+        const completed = [...this.deps.engine.deposits.values()].filter(
+          (d) => d.status === 'COMPLETED' && !d.crypto && d.amount - d.refundedAmount > 100n,
+        );
+        if (completed.length === 0) return;
+        const d = rng.pick(completed.slice(-200));
+        const remaining = d.amount - d.refundedAmount;
+        const partial = rng.chance(0.5);
+        const body: Record<string, unknown> = { deposit_id: d.id };
+        if (partial) body.amount = remaining / 2n;
+        else body.amount = remaining;
+        if (!d.card) {
+          body.bank_account = {
+            beneficiary: 'Ana Silva',
+            bank_code: '341',
+            branch: '0001',
+            account_number: '123456-7',
+            account_type: 'C',
+          };
+        }
+        await client.createRefund(body);
+        this.counts.refund++;
+        return;
+      }
+    }
+  }
+}
