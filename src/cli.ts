@@ -31,6 +31,22 @@ program
   .option('--segment-bytes <bytes>', 'segment roll size')
   .action(async (opts) => (await import('./embedded/kafka/main.ts')).runBrokerCli(opts));
 
+program
+  .command('sandbox')
+  .description('Run the Payment Service API v3 simulator (main API, card API, pages, /_sandbox control API)')
+  .option('--host <host>', 'address to listen on', '127.0.0.1')
+  .option('--port <port>', 'main API port (0 picks a free one and prints it)', '8700')
+  .option('--cc-port <port>', 'card-data API port (0 picks a free one and prints it)', '8701')
+  .option('--seed <n>', 'seed of every random choice', '1')
+  .option('--accounts <file>', 'JSON file with more merchant accounts')
+  .option('--traffic <rate>', 'generate this many operations per second (turns the automatic mode on)')
+  .option('--speed <factor>', 'sandbox seconds per real second', '1')
+  .option('--auto', 'move entities automatically along realistic paths')
+  .option('--notification-base-url <url>', 'deliver every notification to this base URL (path kept)')
+  .option('--notification-url <url>', "default account's notification URL (http allowed)")
+  .option('--faults <file>', 'JSON file with fault settings')
+  .action(async (opts) => (await import('./sandbox/main.ts')).runSandboxCli(opts));
+
 // <commands>
 
 await program.parseAsync(process.argv);
