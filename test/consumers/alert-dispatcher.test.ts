@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type AlertSinkConfig, createAlertDispatcher } from '../../src/consumers/alert-dispatcher.ts';
 import * as deliveries from '../../src/db/migrations/20261121T1300_alert_deliveries.ts';
@@ -53,7 +54,10 @@ describe('alert dispatcher', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    await deliveries.up(tdb.db as never);
+    const { rows } = await sql<{
+      t: string | null;
+    }>`SELECT to_regclass('alert_deliveries')::text AS t`.execute(tdb.db);
+    if (rows[0]?.t == null) await deliveries.up(tdb.db as never);
     slack = await startSink();
     hook = await startSink();
   });
