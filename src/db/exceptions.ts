@@ -1,0 +1,213 @@
+/**
+ * Writing exceptions and their alerts. One row per (type, merchant account, entity kind, entity id):
+ * raising again bumps `count` and `last_seen_at` (and reopens a resolved row). Alerts at or above the
+ * configured severity go to the outbox in the same transaction, under a deterministic alert id, so a
+ * replay or a retry never alerts twice (a late rejection is alerted exactly once).
+ */
+import { type Kysely, sql } from 'kysely';
+import {
+  alertId,
+  DEFAULT_EXCEPTION_RULES,
+  type ExceptionRules,
+  type ExceptionType,
+  shouldAlert,
+  stuckDeadline,
+} from '../domain/exception-rules.ts';
+import type { EntityKind } from '../domain/statuses.ts';
+import type { EntityRef } from './ledger-repository.ts';
+import type { Database } from './schema.ts';
+
+type Db = Kysely<Database>;
+
+export const ALERT_TOPIC = 'recon.alert.raised.v1';
+
+export interface ExceptionToRaise extends EntityRef {
+  type: ExceptionType;
+  details: Record<string, unknown>;
+}
+
+export interface RaiseOptions {
+  /** `increment` (default) bumps count on every raise; `condition` bumps it only when the row was resolved. */
+  mode?: 'increment' | 'condition';
+}
+
+/** Upserts exceptions and queues their alerts. Returns how many rows were created or re-raised. */
+export async function raiseExceptions(
+  db: Db,
+  raised: readonly ExceptionToRaise[],
+  now: Date,
+  rules: ExceptionRules = DEFAULT_EXCEPTION_RULES,
+  options: RaiseOptions = {},
+): Promise<number> {
+  if (raised.length === 0) return 0;
+  const unique = new Map<string, ExceptionToRaise>();
+  for (const r of raised) unique.set(`${r.type}\u0000${r.account}\u0000${r.kind}\u0000${r.entityId}`, r);
+  const rows = [...unique.values()].sort((a, b) =>
+    `${a.type}\u0000${a.account}\u0000${a.kind}\u0000${a.entityId}` <
+    `${b.type}\u0000${b.account}\u0000${b.kind}\u0000${b.entityId}`
+      ? -1
+      : 1,
+  );
+  const col = <T>(f: (r: ExceptionToRaise) => T) => rows.map(f);
+  const conditionMode = options.mode === 'condition';
+  const { rows: written } = await sql<{
+    type: ExceptionType;
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    count: number;
+    severity: string;
+    state: string;
+  }>`
+    INSERT INTO exceptions AS e (type, merchant_account, entity_kind, entity_id, severity, first_seen_at, last_seen_at,
+      details)
+    SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, ${now}::timestamptz,
+      ${now}::timestamptz, v.details
+    FROM unnest(${col((r) => r.type)}::text[], ${col((r) => r.account)}::text[], ${col((r) => r.kind)}::text[],
+      ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
+      ${col((r) => JSON.stringify(r.details))}::jsonb[])
+      AS v(type, merchant_account, entity_kind, entity_id, severity, details)
+    ON CONFLICT (type, merchant_account, entity_kind, entity_id) DO UPDATE SET
+      count = CASE WHEN ${conditionMode} AND e.state <> 'resolved' THEN e.count ELSE e.count + 1 END,
+      last_seen_at = excluded.last_seen_at,
+      details = excluded.details,
+      state = CASE WHEN e.state = 'resolved' THEN 'open' ELSE e.state END,
+      resolved_at = CASE WHEN e.state = 'resolved' THEN NULL ELSE e.resolved_at END,
+      updated_at = now()
+    RETURNING type, merchant_account, entity_kind, entity_id, count, severity, state`.execute(db);
+  const alerts = written
+    .filter((w) => shouldAlert(w.type, rules))
+    .map((w) => {
+      const id = alertId(w.type, w.entity_kind, w.merchant_account, w.entity_id, w.count);
+      const src = unique.get(
+        `${w.type}\u0000${w.merchant_account}\u0000${w.entity_kind}\u0000${w.entity_id}`,
+      );
+      return {
+        id,
+        key: `${w.entity_kind}:${w.entity_id}`,
+        payload: JSON.stringify({
+          alertId: id,
+          type: w.type,
+          severity: w.severity,
+          account: w.merchant_account,
+          kind: w.entity_kind,
+          entityId: w.entity_id,
+          count: w.count,
+          raisedAt: now.toISOString(),
+          details: src?.details ?? {},
+        }),
+      };
+    });
+  if (alerts.length > 0) {
+    await sql`
+      INSERT INTO outbox (alert_id, topic, key, payload)
+      SELECT v.alert_id, ${ALERT_TOPIC}, v.key, v.payload
+      FROM unnest(${alerts.map((a) => a.id)}::text[], ${alerts.map((a) => a.key)}::text[],
+        ${alerts.map((a) => a.payload)}::jsonb[]) AS v(alert_id, key, payload)
+      ON CONFLICT (alert_id) DO NOTHING`.execute(db);
+  }
+  return written.length;
+}
+
+export interface SweepResult {
+  stuck: number;
+  missedNotification: number;
+  unknownTransaction: number;
+}
+
+/**
+ * Raises the exceptions that need time to pass: STUCK (non-final past its deadline), MISSED_NOTIFICATION
+ * (a status change seen by polling with no webhook for it within the grace) and UNKNOWN_TRANSACTION
+ * (observed at the provider, no intent after the grace). A condition still open is not counted again on
+ * every sweep; it is re-raised (count + 1) only once it had been resolved.
+ */
+export async function sweepExceptions(
+  db: Db,
+  now: Date,
+  rules: ExceptionRules = DEFAULT_EXCEPTION_RULES,
+): Promise<SweepResult> {
+  const raised: ExceptionToRaise[] = [];
+
+  const { rows: candidates } = await sql<{
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    status: string;
+    status_since: Date | null;
+    expires_at: Date | null;
+  }>`
+    SELECT merchant_account, entity_kind, entity_id, status, status_since, expires_at FROM mirrors
+    WHERE (entity_kind = 'deposit' AND status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION', 'FOR_REVIEW',
+        'APPROVED', 'EARLY_RELEASED'))
+       OR (entity_kind = 'cashout' AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED'))
+       OR (entity_kind = 'refund' AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED'))`.execute(db);
+  let stuck = 0;
+  for (const c of candidates) {
+    const deadline = stuckDeadline(
+      { kind: c.entity_kind, status: c.status, statusSince: c.status_since, expiresAt: c.expires_at },
+      rules,
+    );
+    if (deadline && deadline.getTime() <= now.getTime()) {
+      stuck += 1;
+      raised.push({
+        type: 'STUCK',
+        account: c.merchant_account,
+        kind: c.entity_kind,
+        entityId: c.entity_id,
+        details: {
+          status: c.status,
+          since: c.status_since?.toISOString() ?? null,
+          deadline: deadline.toISOString(),
+        },
+      });
+    }
+  }
+
+  const missedBefore = new Date(now.getTime() - rules.missedNotificationGraceMs);
+  const { rows: missed } = await sql<{
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    to_status: string;
+    observed_at: Date;
+  }>`
+    SELECT DISTINCT ON (h.merchant_account, h.entity_kind, h.entity_id)
+      h.merchant_account, h.entity_kind, h.entity_id, h.to_status, h.observed_at
+    FROM status_history h
+    WHERE h.source = 'poll' AND NOT h.illegal AND h.to_status IS NOT NULL
+      AND h.from_status IS DISTINCT FROM h.to_status AND h.recorded_at <= ${missedBefore}
+      AND NOT EXISTS (
+        SELECT 1 FROM status_history w
+        WHERE w.merchant_account = h.merchant_account AND w.entity_kind = h.entity_kind
+          AND w.entity_id = h.entity_id AND w.to_status = h.to_status AND w.source = 'webhook')
+    ORDER BY h.merchant_account, h.entity_kind, h.entity_id, h.observed_at DESC`.execute(db);
+  for (const m of missed) {
+    raised.push({
+      type: 'MISSED_NOTIFICATION',
+      account: m.merchant_account,
+      kind: m.entity_kind,
+      entityId: m.entity_id,
+      details: { status: m.to_status, observedAt: m.observed_at.toISOString() },
+    });
+  }
+
+  const unknownBefore = new Date(now.getTime() - rules.unknownTransactionGraceMs);
+  const { rows: unknown } = await sql<{
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+  }>`
+    SELECT merchant_account, entity_kind, entity_id FROM mirrors
+    WHERE intent_id IS NULL AND status IS NOT NULL AND first_seen_at <= ${unknownBefore}`.execute(db);
+  for (const u of unknown) {
+    raised.push({
+      type: 'UNKNOWN_TRANSACTION',
+      account: u.merchant_account,
+      kind: u.entity_kind,
+      entityId: u.entity_id,
+      details: {},
+    });
+  }
+  await raiseExceptions(db, raised, now, rules, { mode: 'condition' });
+  return { stuck, missedNotification: missed.length, unknownTransaction: unknown.length };
+}

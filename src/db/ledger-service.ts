@@ -1,0 +1,511 @@
+/**
+ * The ledger service: `applyObservations` and `recordIntents`, batch-oriented, idempotent and
+ * convergent. For each batch it locks the entities' mirror rows (in key order), loads their whole
+ * histories, intents and booked entries with a few set-based queries, recomputes each entity's state
+ * from its whole history (src/domain/effects.ts), books wanted-minus-applied with multi-row inserts,
+ * and writes history, mirrors, exceptions and alert outbox rows in the same transaction. The caller owns
+ * the transaction; `withLedgerTransaction` runs one with retries on serialization failures and deadlocks.
+ */
+import type { Kysely, Transaction } from 'kysely';
+import { sql } from 'kysely';
+import {
+  derivePath,
+  type EffectState,
+  entityFacts,
+  type HistoryItem,
+  planEntries,
+  wantedEffects,
+} from '../domain/effects.ts';
+import { AppError } from '../domain/errors.ts';
+import {
+  DEFAULT_EXCEPTION_RULES,
+  type ExceptionRules,
+  observationExceptions,
+  stateExceptions,
+} from '../domain/exception-rules.ts';
+import { formatAmount } from '../domain/money.ts';
+import { type Intent, intentKind, type Observation } from '../domain/observation.ts';
+import { nextPollAt } from '../domain/polling.ts';
+import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
+import { logger } from '../logger.ts';
+import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
+import {
+  bookEntries,
+  compareRefs,
+  type EntityRef,
+  type EntryToBook,
+  ensureMerchantAccounts,
+  ensureMirrors,
+  type HistoryRow,
+  insertHistory,
+  loadApplied,
+  loadHistories,
+  loadIntents,
+  lockMirrors,
+  type MirrorUpdate,
+  refKey,
+  toText,
+  updateMirrors,
+} from './ledger-repository.ts';
+import type { Database } from './schema.ts';
+
+const log = logger.child({ module: 'ledger' });
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export interface LedgerOptions {
+  rules?: ExceptionRules;
+  /** Clock for exception timestamps and intent-only poll schedules (tests pass a fixed one). */
+  now?: Date;
+}
+
+export interface ApplyResult {
+  /** Observations recorded in the history (replays excluded). */
+  recorded: number;
+  entities: number;
+  entriesBooked: number;
+  exceptionsRaised: number;
+  /** Entities with effects waiting for an amount (no intent yet). */
+  waiting: number;
+}
+
+function toItem(o: Observation): HistoryItem {
+  return {
+    eventId: o.eventId,
+    status: o.status,
+    observedAt: o.observedAt,
+    source: o.source,
+    externalRef: o.externalRef,
+    currency: o.currency,
+    amount: o.amount,
+    feeCurrency: o.feeCurrency,
+    feeAmount: o.feeAmount,
+    feeOnPayer: o.feeOnPayer,
+    test: o.test,
+    crypto: o.crypto,
+    statusReason: o.statusReason,
+    payerVerification: o.payerVerification,
+    rejectionCode: o.rejectionCode,
+    rejectionReason: o.rejectionReason,
+    parentDepositId: o.parentDepositId,
+  };
+}
+
+function expiresAtOf(details: Record<string, unknown>): Date | null {
+  const v = details.expiration_date ?? details.expirationDate;
+  if (typeof v !== 'string' && !(v instanceof Date)) return null;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? null : d;
+}
+
+const lastOf = <T>(items: readonly HistoryItem[], pick: (h: HistoryItem) => T | null): T | null => {
+  for (let i = items.length - 1; i >= 0; i--) {
+    const v = pick(items[i]!);
+    if (v !== null) return v;
+  }
+  return null;
+};
+
+interface Incoming {
+  observations: Observation[];
+}
+
+/**
+ * Records a batch of observations and brings the ledger of every entity they touch to the wanted state.
+ * Replaying the same observations, in any order and any number of times, leaves the same ledger.
+ */
+export async function applyObservations(
+  trx: Db,
+  observations: readonly Observation[],
+  options: LedgerOptions = {},
+): Promise<ApplyResult> {
+  const incoming = new Map<string, Incoming>();
+  const refs = new Map<string, EntityRef & { externalRef: string | null }>();
+  const seen = new Set<string>();
+  for (const o of observations) {
+    if (seen.has(o.eventId)) continue;
+    seen.add(o.eventId);
+    const ref = { account: o.account, kind: o.kind, entityId: o.entityId };
+    const k = refKey(ref);
+    if (!refs.has(k) || o.externalRef) refs.set(k, { ...ref, externalRef: o.externalRef });
+    const entry = incoming.get(k) ?? { observations: [] };
+    entry.observations.push(o);
+    incoming.set(k, entry);
+  }
+  const list = [...refs.values()];
+  await ensureMerchantAccounts(
+    trx,
+    list.map((r) => r.account),
+  );
+  await ensureMirrors(
+    trx,
+    list.map((r) => ({ ...r, nextPollAt: null })),
+  );
+  return reconcile(trx, list, incoming, new Set(), options);
+}
+
+export interface RecordIntentsResult extends ApplyResult {
+  intentsRecorded: number;
+}
+
+/**
+ * Records the merchant's intents (idempotent by intent id) and recomputes the entities they name, so
+ * effects that waited for an amount (cashouts) are booked and mismatches are raised.
+ */
+export async function recordIntents(
+  trx: Db,
+  intents: readonly Intent[],
+  options: LedgerOptions = {},
+): Promise<RecordIntentsResult> {
+  const rules = options.rules ?? DEFAULT_EXCEPTION_RULES;
+  const unique = [...new Map(intents.map((i) => [i.intentId, i])).values()].sort((a, b) =>
+    a.intentId < b.intentId ? -1 : 1,
+  );
+  const empty = { recorded: 0, entities: 0, entriesBooked: 0, exceptionsRaised: 0, waiting: 0 };
+  if (unique.length === 0) return { ...empty, intentsRecorded: 0 };
+  await ensureMerchantAccounts(
+    trx,
+    unique.map((i) => i.account),
+  );
+  const col = <T>(f: (i: Intent) => T) => unique.map(f);
+  const { rows } = await sql<{ intent_id: string }>`
+    INSERT INTO intents (intent_id, operation, merchant_account, entity_kind, external_ref, entity_id, currency, amount,
+      expected_fee, test, crypto, fee_on_payer, parent_deposit_id, outcome, created_at, request, response)
+    SELECT * FROM unnest(${col((i) => i.intentId)}::text[], ${col((i) => i.operation)}::text[],
+      ${col((i) => i.account)}::text[], ${col((i) => intentKind(i.operation))}::text[],
+      ${col((i) => i.externalRef)}::text[], ${col((i) => i.entityId)}::text[], ${col((i) => i.currency)}::text[],
+      ${col((i) => formatAmount(i.amount))}::numeric[], ${col((i) => toText(i.expectedFee))}::numeric[],
+      ${col((i) => i.test)}::boolean[], ${col((i) => i.crypto)}::boolean[], ${col((i) => i.feeOnPayer)}::boolean[],
+      ${col((i) => i.parentDepositId)}::text[], ${col((i) => i.outcome)}::text[],
+      ${col((i) => i.createdAt)}::timestamptz[], ${col((i) => JSON.stringify(i.request))}::jsonb[],
+      ${col((i) => (i.response === null ? null : JSON.stringify(i.response)))}::jsonb[])
+    ON CONFLICT (intent_id) DO NOTHING
+    RETURNING intent_id`.execute(trx);
+  const fresh = new Set(rows.map((r) => r.intent_id));
+  const freshIntents = unique.filter((i) => fresh.has(i.intentId));
+  const refs = new Map<string, EntityRef & { externalRef: string | null }>();
+  const toCreate: {
+    account: string;
+    kind: EntityKind;
+    entityId: string;
+    externalRef: string;
+    nextPollAt: Date;
+  }[] = [];
+  for (const i of freshIntents) {
+    if (i.entityId === null || i.outcome === 'declined') continue;
+    const ref = { account: i.account, kind: intentKind(i.operation), entityId: i.entityId };
+    refs.set(refKey(ref), { ...ref, externalRef: i.externalRef });
+    toCreate.push({
+      ...ref,
+      externalRef: i.externalRef,
+      nextPollAt: new Date(i.createdAt.getTime() + rules.polling.firstDelayMs),
+    });
+  }
+  const byRef = freshIntents.filter((i) => i.entityId === null);
+  if (byRef.length > 0) {
+    const { rows: matched } = await sql<{
+      merchant_account: string;
+      entity_kind: EntityKind;
+      entity_id: string;
+      external_ref: string;
+    }>`
+      SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
+      WHERE (merchant_account, entity_kind, external_ref) IN (
+        SELECT * FROM unnest(${byRef.map((i) => i.account)}::text[],
+          ${byRef.map((i) => intentKind(i.operation))}::text[], ${byRef.map((i) => i.externalRef)}::text[]))`.execute(
+      trx,
+    );
+    for (const m of matched) {
+      const ref = { account: m.merchant_account, kind: m.entity_kind, entityId: m.entity_id };
+      refs.set(refKey(ref), { ...ref, externalRef: m.external_ref });
+    }
+  }
+  await ensureMirrors(trx, toCreate);
+  const keys = new Set(refs.keys());
+  const result = await reconcile(trx, [...refs.values()], new Map(), keys, options);
+  return { ...result, intentsRecorded: fresh.size };
+}
+
+async function reconcile(
+  trx: Db,
+  refList: readonly (EntityRef & { externalRef: string | null })[],
+  incoming: ReadonlyMap<string, Incoming>,
+  intentTouched: ReadonlySet<string>,
+  options: LedgerOptions,
+): Promise<ApplyResult> {
+  const rules = options.rules ?? DEFAULT_EXCEPTION_RULES;
+  const now = options.now ?? new Date();
+  const refs = [...refList].sort(compareRefs);
+  const result: ApplyResult = {
+    recorded: 0,
+    entities: refs.length,
+    entriesBooked: 0,
+    exceptionsRaised: 0,
+    waiting: 0,
+  };
+  if (refs.length === 0) return result;
+
+  const locked = await lockMirrors(trx, refs);
+  const histories = await loadHistories(trx, refs);
+  const externalRefs = refs.map((r) => {
+    const k = refKey(r);
+    const set = new Set<string>();
+    const add = (x: string | null | undefined) => {
+      if (x) set.add(x);
+    };
+    add(r.externalRef);
+    add(locked.get(k)?.externalRef);
+    for (const h of histories.get(k) ?? []) add(h.externalRef);
+    for (const o of incoming.get(k)?.observations ?? []) add(o.externalRef);
+    return { ...r, externalRefs: [...set] };
+  });
+  const intents = await loadIntents(trx, externalRefs);
+  const applied = await loadApplied(trx, refs);
+
+  const historyRows: HistoryRow[] = [];
+  const entries: EntryToBook[] = [];
+  const mirrorRows: MirrorUpdate[] = [];
+  const raised: ExceptionToRaise[] = [];
+  const newDeposits: EntityRef[] = [];
+  const touchedRefunds: EntityRef[] = [];
+
+  for (const ref of refs) {
+    const k = refKey(ref);
+    const mirror = locked.get(k);
+    if (!mirror) throw new AppError('INTERNAL', `ledger: mirror row missing for ${ref.kind} ${ref.entityId}`);
+    const existing = histories.get(k) ?? [];
+    const known = new Set(existing.map((h) => h.eventId));
+    const freshObs = (incoming.get(k)?.observations ?? []).filter((o) => !known.has(o.eventId));
+    const freshItems = freshObs.map(toItem);
+    const all = existing.concat(freshItems);
+    const path = derivePath(ref.kind, all);
+    const intent = intents.get(k) ?? null;
+    const facts = entityFacts(ref.kind, path.sorted, intent);
+    const state: EffectState = {
+      kind: ref.kind,
+      status: path.status,
+      everCompleted: path.everCompleted,
+      everEarlyReleased: path.everEarlyReleased,
+      test: facts.test,
+      crypto: facts.crypto,
+    };
+    const wanted = wantedEffects(state, facts);
+    if (wanted.waiting.length > 0) result.waiting += 1;
+    const plan = planEntries(
+      ref.kind,
+      ref.account,
+      ref.entityId,
+      wanted.effects,
+      wanted.waiting,
+      applied.get(k) ?? [],
+    );
+    const lastSeen = path.sorted.length > 0 ? path.sorted[path.sorted.length - 1]!.observedAt : null;
+    const effectiveAt = path.statusSince ?? lastSeen ?? now;
+    for (const entry of plan) entries.push({ ...ref, entry, effectiveAt });
+
+    const intentNew = intentTouched.has(k) || (intent !== null && mirror.intentId !== intent.intentId);
+    if (freshItems.length === 0 && !intentNew && plan.length === 0) continue;
+
+    let newest = existing.reduce((max, h) => Math.max(max, h.observedAt.getTime()), Number.NEGATIVE_INFINITY);
+    for (const [i, item] of freshItems.entries()) {
+      historyRows.push({
+        ...ref,
+        item,
+        fromStatus: path.fromStatus.get(item.eventId) ?? null,
+        stale: item.observedAt.getTime() < newest,
+        illegal: path.illegal.has(item.eventId),
+        details: freshObs[i]!.details,
+      });
+      newest = Math.max(newest, item.observedAt.getTime());
+    }
+    result.recorded += freshItems.length;
+
+    const before: EffectState | null =
+      mirror.status === null
+        ? null
+        : {
+            kind: ref.kind,
+            status: mirror.status as AnyStatus,
+            everCompleted: mirror.everCompleted,
+            everEarlyReleased: mirror.everEarlyReleased,
+            test: mirror.test,
+            crypto: mirror.crypto,
+          };
+    const found = [
+      ...stateExceptions(before, state),
+      ...observationExceptions(
+        {
+          kind: ref.kind,
+          fresh: freshItems,
+          path,
+          providerAmount: facts.providerAmount,
+          providerCurrency: facts.providerCurrency,
+          feeAmount: facts.feeAmount,
+          feeOnPayer: facts.feeOnPayer,
+          intent,
+          intentNew,
+        },
+        rules,
+      ),
+    ];
+    for (const f of found) raised.push({ ...ref, type: f.type, details: f.details });
+
+    let pollAttempts = mirror.pollAttempts;
+    let next = mirror.nextPollAt;
+    if (freshItems.length > 0 && lastSeen) {
+      pollAttempts = mirror.status !== path.status ? 0 : mirror.pollAttempts + 1;
+      next = nextPollAt(
+        {
+          kind: ref.kind,
+          status: path.status,
+          attempts: pollAttempts,
+          from: lastSeen,
+          completedAt: path.completedAt,
+        },
+        rules.polling,
+      );
+    }
+    const latestFresh = [...freshObs].sort((a, b) => a.observedAt.getTime() - b.observedAt.getTime()).at(-1);
+    const freshExpiry = freshObs.map((o) => expiresAtOf(o.details)).find((d) => d !== null) ?? null;
+    const parentDepositId = lastOf(path.sorted, (h) => h.parentDepositId);
+    mirrorRows.push({
+      ...ref,
+      externalRef: lastOf(path.sorted, (h) => h.externalRef) ?? intent?.externalRef ?? null,
+      status: path.status,
+      statusSince: path.statusSince,
+      everCompleted: path.everCompleted,
+      everEarlyReleased: path.everEarlyReleased,
+      currency: facts.currency,
+      amount: facts.amount,
+      feeCurrency: facts.feeCurrency,
+      feeAmount: facts.feeAmount,
+      feeOnPayer: facts.feeOnPayer,
+      test: facts.test,
+      crypto: facts.crypto,
+      statusReason: lastOf(path.sorted, (h) => h.statusReason),
+      payerVerification: lastOf(path.sorted, (h) => h.payerVerification),
+      rejectionCode: lastOf(path.sorted, (h) => h.rejectionCode),
+      rejectionReason: lastOf(path.sorted, (h) => h.rejectionReason),
+      parentDepositId,
+      expiresAt: freshExpiry,
+      details: latestFresh ? latestFresh.details : null,
+      intentId: intent?.intentId ?? null,
+      firstSeenAt: path.sorted[0]?.observedAt ?? null,
+      lastSeenAt: lastSeen,
+      completedAt: path.completedAt,
+      nextPollAt: next,
+      pollAttempts,
+    });
+    if (ref.kind === 'deposit' && mirror.firstSeenAt === null && freshItems.length > 0) newDeposits.push(ref);
+    if (ref.kind === 'refund' && parentDepositId !== null) touchedRefunds.push(ref);
+  }
+
+  await insertHistory(trx, historyRows);
+  result.entriesBooked = await bookEntries(trx, entries);
+  await updateMirrors(trx, mirrorRows);
+  raised.push(...(await crossEntityExceptions(trx, newDeposits, touchedRefunds)));
+  result.exceptionsRaised = await raiseExceptions(trx, raised, now, rules);
+  if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
+    log.debug({ ...result }, 'ledger batch applied');
+  }
+  return result;
+}
+
+/** DUPLICATE_INVOICE (a new deposit reuses an invoice id) and OVER_REFUNDED (refunds above their deposit). */
+async function crossEntityExceptions(
+  trx: Db,
+  newDeposits: readonly EntityRef[],
+  refunds: readonly EntityRef[],
+): Promise<ExceptionToRaise[]> {
+  const out: ExceptionToRaise[] = [];
+  if (newDeposits.length > 0) {
+    const { rows } = await sql<{
+      merchant_account: string;
+      entity_id: string;
+      external_ref: string;
+      others: string[];
+    }>`
+      SELECT m.merchant_account, m.entity_id, m.external_ref, array_agg(o.entity_id ORDER BY o.entity_id) AS others
+      FROM mirrors m JOIN mirrors o ON o.merchant_account = m.merchant_account AND o.entity_kind = 'deposit'
+        AND o.external_ref = m.external_ref AND o.entity_id <> m.entity_id
+      WHERE m.entity_kind = 'deposit' AND (m.merchant_account, m.entity_id) IN (
+        SELECT * FROM unnest(${newDeposits.map((d) => d.account)}::text[], ${newDeposits.map((d) => d.entityId)}::text[]))
+      GROUP BY m.merchant_account, m.entity_id, m.external_ref`.execute(trx);
+    for (const r of rows) {
+      out.push({
+        type: 'DUPLICATE_INVOICE',
+        account: r.merchant_account,
+        kind: 'deposit',
+        entityId: r.entity_id,
+        details: { invoiceId: r.external_ref, otherDeposits: r.others },
+      });
+    }
+  }
+  if (refunds.length > 0) {
+    const { rows } = await sql<{
+      merchant_account: string;
+      deposit_id: string;
+      deposit_amount: string;
+      refunded: string;
+    }>`
+      SELECT d.merchant_account, d.entity_id AS deposit_id, d.amount AS deposit_amount, sum(r.amount) AS refunded
+      FROM mirrors d JOIN mirrors r ON r.merchant_account = d.merchant_account AND r.entity_kind = 'refund'
+        AND r.parent_deposit_id = d.entity_id
+        AND r.status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')
+      WHERE d.entity_kind = 'deposit' AND d.amount IS NOT NULL AND (d.merchant_account, d.entity_id) IN (
+        SELECT m.merchant_account, m.parent_deposit_id FROM mirrors m
+        WHERE m.entity_kind = 'refund' AND (m.merchant_account, m.entity_id) IN (
+          SELECT * FROM unnest(${refunds.map((d) => d.account)}::text[], ${refunds.map((d) => d.entityId)}::text[])))
+      GROUP BY d.merchant_account, d.entity_id, d.amount
+      HAVING sum(r.amount) > d.amount`.execute(trx);
+    for (const r of rows) {
+      out.push({
+        type: 'OVER_REFUNDED',
+        account: r.merchant_account,
+        kind: 'deposit',
+        entityId: r.deposit_id,
+        details: { depositAmount: r.deposit_amount, refunded: r.refunded },
+      });
+    }
+  }
+  return out;
+}
+
+const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
+
+export interface RetryOptions {
+  maxAttempts?: number;
+  isolation?: 'read committed' | 'repeatable read' | 'serializable';
+}
+
+/**
+ * Runs `fn` in a transaction, retrying on serialization failures and deadlocks (40001, 40P01) with a
+ * short jittered back-off. Anything else propagates.
+ */
+export async function withLedgerTransaction<T>(
+  db: Kysely<Database>,
+  fn: (trx: Transaction<Database>) => Promise<T>,
+  options: RetryOptions = {},
+): Promise<T> {
+  const max = options.maxAttempts ?? 8;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      let builder = db.transaction();
+      if (options.isolation) builder = builder.setIsolationLevel(options.isolation);
+      return await builder.execute(fn);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code) && attempt < max) {
+        log.warn({ code, attempt }, 'ledger transaction conflict, retrying');
+        await new Promise((r) => setTimeout(r, 5 * attempt + Math.floor(Math.random() * 20)));
+        continue;
+      }
+      if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code)) {
+        throw new AppError('SERIALIZATION_CONFLICT', `ledger transaction failed after ${attempt} attempts`, {
+          cause: err,
+        });
+      }
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,260 @@
+/**
+ * Read queries the rest of payrecon needs: balances at any instant, movements between two instants,
+ * in-flight cashouts and refunds, entities due for polling, open exceptions by type and age. Amounts come
+ * back as bigint minor units.
+ */
+import { type Kysely, sql } from 'kysely';
+import type { Book } from '../domain/effects.ts';
+import type { Minor } from '../domain/money.ts';
+import type { EntityKind } from '../domain/statuses.ts';
+import { toMinor } from './ledger-repository.ts';
+import type { Database } from './schema.ts';
+
+type Db = Kysely<Database>;
+
+export interface BalanceRow {
+  merchantAccount: string;
+  currency: string;
+  book: Book;
+  account: string;
+  balance: Minor;
+}
+
+export interface BalanceFilter {
+  /** Balances as booked up to and including this instant (default: now). */
+  at?: Date;
+  merchantAccount?: string;
+  book?: Book;
+}
+
+/** Balance of every ledger account (accounts with no postings yet show zero). */
+export async function balances(db: Db, filter: BalanceFilter = {}): Promise<BalanceRow[]> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: Book;
+    name: string;
+    balance: string;
+  }>`
+    SELECT a.merchant_account, a.currency, a.book, a.name,
+      coalesce((SELECT sum(p.amount) FROM postings p
+        WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
+          AND p.account = a.name AND (${filter.at ?? null}::timestamptz IS NULL OR p.created_at <= ${filter.at ?? null})), 0)::text
+        AS balance
+    FROM ledger_accounts a
+    WHERE (${filter.merchantAccount ?? null}::text IS NULL OR a.merchant_account = ${filter.merchantAccount ?? null})
+      AND (${filter.book ?? null}::text IS NULL OR a.book = ${filter.book ?? null})
+    ORDER BY a.merchant_account, a.currency, a.book, a.name`.execute(db);
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    book: r.book,
+    account: r.name,
+    balance: toMinor(r.balance) ?? 0n,
+  }));
+}
+
+export interface MovementRow {
+  merchantAccount: string;
+  currency: string;
+  book: Book;
+  effect: string;
+  /** 1 applications, -1 reversals. */
+  direction: 1 | -1;
+  account: string;
+  amount: Minor;
+  entries: number;
+}
+
+/** Postings booked in [from, to), grouped by effect, direction and account. */
+export async function movements(
+  db: Db,
+  from: Date,
+  to: Date,
+  merchantAccount?: string,
+): Promise<MovementRow[]> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: Book;
+    effect: string;
+    direction: number;
+    account: string;
+    amount: string;
+    entries: number;
+  }>`
+    SELECT p.merchant_account, p.currency, p.book, e.effect, e.direction, p.account, sum(p.amount)::text AS amount,
+      count(DISTINCT e.id)::int AS entries
+    FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+    WHERE p.created_at >= ${from} AND p.created_at < ${to}
+      AND (${merchantAccount ?? null}::text IS NULL OR p.merchant_account = ${merchantAccount ?? null})
+    GROUP BY p.merchant_account, p.currency, p.book, e.effect, e.direction, p.account
+    ORDER BY p.merchant_account, p.currency, p.book, e.effect, e.direction DESC, p.account`.execute(db);
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    book: r.book,
+    effect: r.effect,
+    direction: r.direction === -1 ? -1 : 1,
+    account: r.account,
+    amount: toMinor(r.amount) ?? 0n,
+    entries: r.entries,
+  }));
+}
+
+export interface InFlightRow {
+  merchantAccount: string;
+  kind: 'cashout' | 'refund';
+  entityId: string;
+  externalRef: string | null;
+  status: string;
+  statusSince: Date | null;
+  currency: string | null;
+  amount: Minor | null;
+}
+
+/** Cashouts and refunds holding money in `reserved` (PENDING, ON_HOLD, DELIVERED, INCORRECT_DETAILS). */
+export async function inFlight(db: Db, merchantAccount?: string): Promise<InFlightRow[]> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_kind: 'cashout' | 'refund';
+    entity_id: string;
+    external_ref: string | null;
+    status: string;
+    status_since: Date | null;
+    currency: string | null;
+    amount: string | null;
+  }>`
+    SELECT merchant_account, entity_kind, entity_id, external_ref, status, status_since, currency, amount::text
+    FROM mirrors
+    WHERE entity_kind IN ('cashout', 'refund') AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS')
+      AND (${merchantAccount ?? null}::text IS NULL OR merchant_account = ${merchantAccount ?? null})
+    ORDER BY status_since, entity_id`.execute(db);
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+    externalRef: r.external_ref,
+    status: r.status,
+    statusSince: r.status_since,
+    currency: r.currency,
+    amount: toMinor(r.amount),
+  }));
+}
+
+export interface DueEntity {
+  merchantAccount: string;
+  kind: EntityKind;
+  entityId: string;
+  externalRef: string | null;
+  status: string | null;
+  nextPollAt: Date;
+  pollAttempts: number;
+}
+
+/** Entities whose next poll is due at `now`, most overdue first. */
+export async function entitiesDueForPolling(db: Db, now: Date, limit: number): Promise<DueEntity[]> {
+  const rows = await db
+    .selectFrom('mirrors')
+    .select([
+      'merchant_account',
+      'entity_kind',
+      'entity_id',
+      'external_ref',
+      'status',
+      'next_poll_at',
+      'poll_attempts',
+    ])
+    .where('next_poll_at', '<=', now)
+    .orderBy('next_poll_at')
+    .orderBy('entity_id')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+    externalRef: r.external_ref,
+    status: r.status,
+    nextPollAt: r.next_poll_at!,
+    pollAttempts: r.poll_attempts,
+  }));
+}
+
+/**
+ * Pushes the next poll of entities whose poll failed (provider unreachable) so they are not retried on
+ * every tick; a successful poll reschedules through `applyObservations`.
+ */
+export async function deferPolls(
+  db: Db,
+  entities: readonly { merchantAccount: string; kind: EntityKind; entityId: string }[],
+  until: Date,
+): Promise<void> {
+  if (entities.length === 0) return;
+  await sql`
+    UPDATE mirrors SET next_poll_at = ${until}, updated_at = now()
+    WHERE next_poll_at IS NOT NULL AND (merchant_account, entity_kind, entity_id) IN (
+      SELECT * FROM unnest(${entities.map((e) => e.merchantAccount)}::text[], ${entities.map((e) => e.kind)}::text[],
+        ${entities.map((e) => e.entityId)}::text[]))`.execute(db);
+}
+
+export interface OpenExceptionRow {
+  id: string;
+  type: string;
+  severity: string;
+  state: string;
+  merchantAccount: string;
+  kind: EntityKind;
+  entityId: string;
+  count: number;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  ageMs: number;
+  details: Record<string, unknown>;
+}
+
+/** Exceptions not resolved (open or acknowledged), oldest first, optionally of one type. */
+export async function openExceptions(db: Db, now: Date, type?: string): Promise<OpenExceptionRow[]> {
+  let q = db.selectFrom('exceptions').selectAll().where('state', '<>', 'resolved');
+  if (type) q = q.where('type', '=', type);
+  const rows = await q.orderBy('first_seen_at').orderBy('id').execute();
+  return rows.map((r) => ({
+    id: r.id,
+    type: r.type,
+    severity: r.severity,
+    state: r.state,
+    merchantAccount: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+    count: r.count,
+    firstSeenAt: r.first_seen_at,
+    lastSeenAt: r.last_seen_at,
+    ageMs: now.getTime() - r.first_seen_at.getTime(),
+    details: r.details,
+  }));
+}
+
+/** Open exceptions counted per type and severity. */
+export async function openExceptionCounts(
+  db: Db,
+): Promise<{ type: string; severity: string; count: number }[]> {
+  const { rows } = await sql<{ type: string; severity: string; count: number }>`
+    SELECT type, severity, count(*)::int AS count FROM exceptions WHERE state <> 'resolved'
+    GROUP BY type, severity ORDER BY type, severity`.execute(db);
+  return rows;
+}
+
+/** Resolves an exception with a note and who did it. */
+export async function resolveException(
+  db: Db,
+  id: string,
+  note: string,
+  by: string,
+  now = new Date(),
+): Promise<void> {
+  await db
+    .updateTable('exceptions')
+    .set({ state: 'resolved', resolution_note: note, resolved_by: by, resolved_at: now, updated_at: now })
+    .where('id', '=', id)
+    .execute();
+}

@@ -1,0 +1,189 @@
+/**
+ * `payrecon db verify`: checks every ledger invariant against the database and names each failure.
+ * Entries balance per currency, have postings and stay in one book; test deposits touch only the test
+ * book; crypto deposits never touch `available`; each entity's booked effects equal the wanted effects of
+ * its status path (recomputed from the whole history, as the service does); `reserved` equals the sum of
+ * in-flight cashouts and refunds per merchant account and currency.
+ */
+import { type Kysely, sql } from 'kysely';
+import { derivePath, type EffectState, entityFacts, planEntries, wantedEffects } from '../domain/effects.ts';
+import { formatAmount } from '../domain/money.ts';
+import type { EntityKind } from '../domain/statuses.ts';
+import { type EntityRef, loadApplied, loadHistories, loadIntents, refKey } from './ledger-repository.ts';
+import type { Database } from './schema.ts';
+
+type Db = Kysely<Database>;
+
+export interface VerifyResult {
+  ok: boolean;
+  failures: string[];
+  entities: number;
+  entries: number;
+}
+
+const MAX_PER_CHECK = 50;
+
+function listed<T>(name: string, rows: readonly T[], describe: (r: T) => string): string[] {
+  const out = rows.slice(0, MAX_PER_CHECK).map((r) => `${name}: ${describe(r)}`);
+  if (rows.length > MAX_PER_CHECK) out.push(`${name}: ... and ${rows.length - MAX_PER_CHECK} more`);
+  return out;
+}
+
+export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Promise<VerifyResult> {
+  const failures: string[] = [];
+
+  const unbalanced = await sql<{
+    entry_id: string;
+    idempotency_key: string;
+    currency: string;
+    total: string;
+  }>`
+    SELECT p.entry_id, e.idempotency_key, p.currency, sum(p.amount)::text AS total
+    FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+    GROUP BY p.entry_id, e.idempotency_key, p.currency HAVING sum(p.amount) <> 0`.execute(db);
+  failures.push(
+    ...listed(
+      'entry does not balance',
+      unbalanced.rows,
+      (r) => `${r.idempotency_key} ${r.currency} sums to ${r.total}`,
+    ),
+  );
+
+  const empty = await sql<{ idempotency_key: string }>`
+    SELECT e.idempotency_key FROM journal_entries e
+    WHERE NOT EXISTS (SELECT 1 FROM postings p WHERE p.entry_id = e.id)`.execute(db);
+  failures.push(...listed('entry has no postings', empty.rows, (r) => r.idempotency_key));
+
+  const mixed = await sql<{ idempotency_key: string; books: string }>`
+    SELECT e.idempotency_key, string_agg(DISTINCT p.book, ',') AS books
+    FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+    GROUP BY e.id, e.idempotency_key, e.book, e.merchant_account
+    HAVING count(DISTINCT p.book) > 1 OR bool_or(p.book <> e.book) OR bool_or(p.merchant_account <> e.merchant_account)`.execute(
+    db,
+  );
+  failures.push(...listed('entry mixes books', mixed.rows, (r) => `${r.idempotency_key} (${r.books})`));
+
+  const testBook = await sql<{ idempotency_key: string; book: string }>`
+    SELECT e.idempotency_key, e.book FROM journal_entries e
+    LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
+      AND m.entity_id = e.entity_id
+    WHERE (e.entity_kind = 'deposit' AND m.test AND e.book <> 'test')
+       OR (e.book = 'test' AND (e.entity_kind <> 'deposit' OR m.test IS NOT TRUE))`.execute(db);
+  failures.push(
+    ...listed('test book mixed with others', testBook.rows, (r) => `${r.idempotency_key} in book ${r.book}`),
+  );
+
+  const crypto = await sql<{ idempotency_key: string; account: string }>`
+    SELECT e.idempotency_key, p.account FROM journal_entries e
+    JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
+      AND m.entity_id = e.entity_id
+    JOIN postings p ON p.entry_id = e.id
+    WHERE e.entity_kind = 'deposit' AND m.crypto AND p.account = 'available'`.execute(db);
+  failures.push(
+    ...listed(
+      'crypto deposit touches available',
+      crypto.rows,
+      (r) => `${r.idempotency_key} posts to ${r.account}`,
+    ),
+  );
+
+  const reserved = await sql<{
+    merchant_account: string;
+    currency: string;
+    reserved: string;
+    in_flight: string;
+  }>`
+    WITH r AS (
+      SELECT merchant_account, currency, sum(amount) AS reserved FROM postings
+      WHERE book = 'live' AND account = 'reserved' GROUP BY merchant_account, currency),
+    f AS (
+      SELECT merchant_account, currency, sum(amount) AS in_flight FROM mirrors
+      WHERE entity_kind IN ('cashout', 'refund') AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS')
+        AND amount IS NOT NULL AND currency IS NOT NULL
+      GROUP BY merchant_account, currency)
+    SELECT coalesce(r.merchant_account, f.merchant_account) AS merchant_account,
+      coalesce(r.currency, f.currency) AS currency, coalesce(r.reserved, 0)::text AS reserved,
+      coalesce(f.in_flight, 0)::text AS in_flight
+    FROM r FULL JOIN f ON f.merchant_account = r.merchant_account AND f.currency = r.currency
+    WHERE coalesce(r.reserved, 0) <> coalesce(f.in_flight, 0)`.execute(db);
+  failures.push(
+    ...listed(
+      'reserved differs from in-flight cashouts and refunds',
+      reserved.rows,
+      (r) => `${r.merchant_account} ${r.currency}: reserved ${r.reserved}, in flight ${r.in_flight}`,
+    ),
+  );
+
+  // Applied effects against wanted effects, entity by entity, in chunks (keyset pagination).
+  const chunk = options.chunk ?? 2_000;
+  const drift: string[] = [];
+  let entities = 0;
+  let after: [string, string, string] = ['', '', ''];
+  for (;;) {
+    const { rows } = await sql<{
+      merchant_account: string;
+      entity_kind: EntityKind;
+      entity_id: string;
+      external_ref: string | null;
+    }>`
+      SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
+      WHERE (merchant_account, entity_kind, entity_id) > (${after[0]}, ${after[1]}, ${after[2]})
+      ORDER BY merchant_account, entity_kind, entity_id LIMIT ${chunk}`.execute(db);
+    if (rows.length === 0) break;
+    entities += rows.length;
+    const last = rows[rows.length - 1]!;
+    after = [last.merchant_account, last.entity_kind, last.entity_id];
+    const refs: EntityRef[] = rows.map((r) => ({
+      account: r.merchant_account,
+      kind: r.entity_kind,
+      entityId: r.entity_id,
+    }));
+    const histories = await loadHistories(db, refs);
+    const applied = await loadApplied(db, refs);
+    const intents = await loadIntents(
+      db,
+      rows.map((r, i) => {
+        const k = refKey(refs[i]!);
+        const xs = new Set<string>();
+        if (r.external_ref) xs.add(r.external_ref);
+        for (const h of histories.get(k) ?? []) if (h.externalRef) xs.add(h.externalRef);
+        return { ...refs[i]!, externalRefs: [...xs] };
+      }),
+    );
+    for (const ref of refs) {
+      const k = refKey(ref);
+      const path = derivePath(ref.kind, histories.get(k) ?? []);
+      const facts = entityFacts(ref.kind, path.sorted, intents.get(k) ?? null);
+      const state: EffectState = {
+        kind: ref.kind,
+        status: path.status,
+        everCompleted: path.everCompleted,
+        everEarlyReleased: path.everEarlyReleased,
+        test: facts.test,
+        crypto: facts.crypto,
+      };
+      const wanted = wantedEffects(state, facts);
+      const booked = applied.get(k) ?? [];
+      const plan = planEntries(ref.kind, ref.account, ref.entityId, wanted.effects, wanted.waiting, booked);
+      const counts = new Map<string, number>();
+      for (const e of booked) counts.set(e.effect, (counts.get(e.effect) ?? 0) + e.direction);
+      const badCount = [...counts].filter(([, n]) => n !== 0 && n !== 1);
+      if (plan.length > 0 || badCount.length > 0) {
+        const missing = plan
+          .filter((p) => p.direction === 1)
+          .map((p) => `${p.effect} ${formatAmount(p.amount)}`);
+        const extra = plan
+          .filter((p) => p.direction === -1)
+          .map((p) => `${p.effect} ${formatAmount(p.amount)}`);
+        drift.push(
+          `${ref.kind} ${ref.account}/${ref.entityId} (status ${path.status ?? 'none'}): missing [${missing.join(', ')}], ` +
+            `not wanted [${extra.join(', ')}]${badCount.length ? `, net counts ${JSON.stringify(badCount)}` : ''}`,
+        );
+      }
+    }
+  }
+  failures.push(...listed('applied effects differ from wanted', drift, (s) => s));
+
+  const entries = await sql<{ n: string }>`SELECT count(*)::text AS n FROM journal_entries`.execute(db);
+  return { ok: failures.length === 0, failures, entities, entries: Number(entries.rows[0]?.n ?? 0) };
+}

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { balances } from '../../src/db/queries.ts';
+import { verifyLedger } from '../../src/db/verify.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import { intent, obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+
+const apply = (o: Observation[]) => withLedgerTransaction(t.db, (trx) => applyObservations(trx, o));
+
+async function balanceOf(account: string, name: string, currency = 'BRL'): Promise<bigint> {
+  const rows = await balances(t.db, { merchantAccount: account });
+  return rows.find((r) => r.account === name && r.currency === currency)?.balance ?? 0n;
+}
+
+async function expectVerified() {
+  const v = await verifyLedger(t.db);
+  expect(v.failures).toEqual([]);
+}
+
+describe('applyObservations', () => {
+  it('credits a completed deposit with its fee, once however often replayed', async () => {
+    const batch = [
+      obs('deposit', 'd1', 'PENDING', 1),
+      obs('deposit', 'd1', 'COMPLETED', 2, { feeAmount: 300n, feeCurrency: 'BRL' }),
+    ];
+    const first = await apply(batch);
+    expect(first.entriesBooked).toBe(2);
+    const again = await apply(batch);
+    expect(again.entriesBooked).toBe(0);
+    expect(again.recorded).toBe(0);
+    expect(await balanceOf('acme', 'available')).toBe(9_700n);
+    expect(await balanceOf('acme', 'deposits')).toBe(-10_000n);
+    expect(await balanceOf('acme', 'fees')).toBe(300n);
+    await expectVerified();
+  });
+
+  it('waits for the intent before reserving a cashout, then converges on a late rejection', async () => {
+    const r = await apply([obs('cashout', 'c1', 'PENDING', 1, { source: 'webhook' })]);
+    expect(r.waiting).toBe(1);
+    expect(r.entriesBooked).toBe(0);
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 'c1', 5_000n)]));
+    expect(await balanceOf('acme', 'reserved')).toBe(5_000n);
+    // REJECTED seen first: reserve + release.
+    await apply([obs('cashout', 'c1', 'REJECTED', 10)]);
+    expect(await balanceOf('acme', 'reserved')).toBe(0n);
+    // A stale COMPLETED arrives: it is now the late-rejection case; release is reversed.
+    await apply([obs('cashout', 'c1', 'COMPLETED', 5)]);
+    expect(await balanceOf('acme', 'payouts')).toBe(0n);
+    expect(await balanceOf('acme', 'reserved')).toBe(0n);
+    const entries = await t.db
+      .selectFrom('journal_entries')
+      .select(['idempotency_key'])
+      .where('entity_id', '=', 'c1')
+      .orderBy('id')
+      .execute();
+    expect(entries.map((e) => e.idempotency_key)).toEqual([
+      'cashout:acme:c1:reserve',
+      'cashout:acme:c1:release',
+      'cashout:acme:c1:release:reversal:1',
+      'cashout:acme:c1:settle',
+      'cashout:acme:c1:late_reversal',
+    ]);
+    const ex = await t.db.selectFrom('exceptions').selectAll().where('entity_id', '=', 'c1').execute();
+    expect(ex.map((e) => e.type)).toEqual(['LATE_REJECTION']);
+    const alerts = await t.db
+      .selectFrom('outbox')
+      .select('alert_id')
+      .where('key', '=', 'cashout:c1')
+      .execute();
+    expect(alerts.map((a) => a.alert_id)).toEqual(['LATE_REJECTION:cashout:acme:c1']);
+    const hist = await t.db
+      .selectFrom('status_history')
+      .select(['to_status', 'stale', 'illegal'])
+      .where('entity_id', '=', 'c1')
+      .orderBy('id')
+      .execute();
+    expect(hist.at(-1)).toEqual({ to_status: 'COMPLETED', stale: true, illegal: false });
+    await expectVerified();
+  });
+
+  it('records an illegal move without applying it, and raises ILLEGAL_TRANSITION', async () => {
+    await apply([obs('deposit', 'd2', 'COMPLETED', 1), obs('deposit', 'd2', 'PENDING', 2)]);
+    const m = await t.db
+      .selectFrom('mirrors')
+      .selectAll()
+      .where('entity_id', '=', 'd2')
+      .executeTakeFirstOrThrow();
+    expect(m.status).toBe('COMPLETED');
+    const ex = await t.db.selectFrom('exceptions').selectAll().where('entity_id', '=', 'd2').execute();
+    expect(ex.map((e) => [e.type, e.count])).toContainEqual(['ILLEGAL_TRANSITION', 1]);
+    await expectVerified();
+  });
+
+  it('keeps test deposits in the test book and crypto deposits away from available', async () => {
+    const before = await balanceOf('acme', 'available');
+    await apply([
+      obs('deposit', 'dt', 'COMPLETED', 1, { test: true, feeAmount: 100n, feeCurrency: 'BRL' }),
+      obs('deposit', 'dc', 'APPROVED', 1, { crypto: true }),
+      obs('deposit', 'dc', 'COMPLETED', 2, { crypto: true }),
+    ]);
+    expect(await balanceOf('acme', 'available')).toBe(before);
+    expect(await balanceOf('acme', 'test_available')).toBe(9_900n);
+    expect(await balanceOf('acme', 'crypto_customer_wallets')).toBe(10_000n);
+    expect(await balanceOf('acme', 'crypto_in_transit')).toBe(0n);
+    await expectVerified();
+  });
+
+  it('reverses an early-released deposit that is then cancelled, and alerts once', async () => {
+    await apply([obs('deposit', 'de', 'EARLY_RELEASED', 1, { feeAmount: 200n, feeCurrency: 'BRL' })]);
+    const credited = await balanceOf('acme', 'available');
+    await apply([obs('deposit', 'de', 'CANCELLED', 2, { feeAmount: 200n, feeCurrency: 'BRL' })]);
+    expect(await balanceOf('acme', 'available')).toBe(credited - 9_800n);
+    const ex = await t.db.selectFrom('exceptions').select('type').where('entity_id', '=', 'de').execute();
+    expect(ex.map((e) => e.type)).toEqual(['EARLY_RELEASE_REVERSED']);
+    await expectVerified();
+  });
+});
