@@ -25,13 +25,11 @@ function scrypt(password: string, salt: Buffer, n: number, r: number, p: number)
   });
 }
 
-/** Hashes a password as `scrypt$N$r$p$<salt base64url>$<key base64url>`. */
+/** Hashes a password as `scrypt$N$r$p$<salt base64>$<key base64>` (the form config accepts). */
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
   const key = await scrypt(password, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P);
-  return ['scrypt', SCRYPT_N, SCRYPT_R, SCRYPT_P, salt.toString('base64url'), key.toString('base64url')].join(
-    '$',
-  );
+  return ['scrypt', SCRYPT_N, SCRYPT_R, SCRYPT_P, salt.toString('base64'), key.toString('base64')].join('$');
 }
 
 /** Constant-time check of a password against a stored hash; a malformed hash never matches. */
@@ -40,8 +38,8 @@ export async function verifyPassword(password: string, stored: string): Promise<
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [n, r, p] = parts.slice(1, 4).map(Number);
   if (!n || !r || !p || n > 1 << 20) return false;
-  const salt = Buffer.from(parts[4] ?? '', 'base64url');
-  const expected = Buffer.from(parts[5] ?? '', 'base64url');
+  const salt = Buffer.from(parts[4] ?? '', 'base64');
+  const expected = Buffer.from(parts[5] ?? '', 'base64');
   if (expected.length !== KEY_LENGTH) return false;
   const actual = await scrypt(password, salt, n, r, p);
   return timingSafeEqual(actual, expected);

@@ -29,7 +29,7 @@ button{background:#2456c7;color:#fff;border-color:#2456c7;cursor:pointer}
 button.secondary{background:#fff;color:#2456c7}
 .badge{display:inline-block;padding:0 .45rem;border-radius:9px;font-size:.8rem;background:#e3e6eb}
 .badge.open{background:#fde2e1;color:#8c1d18}.badge.acknowledged{background:#fff1c2;color:#6b4e00}
-.badge.resolved{background:#d8f3dc;color:#1b5e20}.badge.done{background:#d8f3dc;color:#1b5e20}
+.badge.resolved{background:#d8f3dc;color:#1b5e20}.badge.succeeded{background:#d8f3dc;color:#1b5e20}
 .badge.running{background:#dbe4ff;color:#1d3a8a}.badge.failed{background:#fde2e1;color:#8c1d18}
 .notice{background:#fff;border-left:4px solid #2456c7;padding:.6rem .9rem;margin:.5rem 0 1rem}
 .error{border-left-color:#b3261e}
@@ -86,7 +86,7 @@ ${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
 // ------------------------------------------------------------------------------------------- reports
 
 export type ReportKind = 'settlement' | 'exceptions';
-export type ReportStatus = 'running' | 'done' | 'failed';
+export type ReportStatus = 'running' | 'succeeded' | 'failed';
 
 /** One report run as the page shows it. */
 export interface ReportRunView {
@@ -113,9 +113,9 @@ function runRow(ctx: PageContext, run: ReportRunView): SafeHtml {
   const rows = Object.values(run.rowCounts).reduce((a, b) => a + b, 0);
   return html`<tr><td><a href="${ctx.base}/reports/${run.id}">${run.kind}</a></td><td>${run.account ?? 'all'}</td>
 <td>${run.from} – ${run.to}</td><td><span class="badge ${run.status}">${run.status}</span></td>
-<td class="num">${run.status === 'done' ? rows.toLocaleString('en-US') : ''}</td>
+<td class="num">${run.status === 'succeeded' ? rows.toLocaleString('en-US') : ''}</td>
 <td>${formatDateTime(run.createdAt, ctx.timeZone)}</td><td>${run.requestedBy ?? run.trigger}</td>
-<td>${run.status === 'done' && run.files[0] ? html`<a href="${ctx.base}/reports/${run.id}/download/${run.files[0].name}">${run.files[0].label}</a>` : ''}</td></tr>`;
+<td>${run.status === 'succeeded' && run.files[0] ? html`<a href="${ctx.base}/reports/${run.id}/download/${run.files[0].name}">${run.files[0].label}</a>` : ''}</td></tr>`;
 }
 
 export function reportsPage(
@@ -167,7 +167,7 @@ ${
 }
 ${run.error ? html`<div class="notice error" role="alert">${run.error}</div>` : ''}
 ${
-  run.status === 'done'
+  run.status === 'succeeded'
     ? html`<h2>Files</h2><ul>${run.files.map(
         (f) =>
           html`<li><a href="${ctx.base}/reports/${run.id}/download/${f.name}" download>${f.label}</a></li>`,

@@ -1,0 +1,62 @@
+/**
+ * Job-run claims: before doing a period's work an instance inserts the period's deterministic key
+ * (`settlement:2026-11-21:acct`) into `job_runs`; the insert that wins runs the job, every other
+ * instance (or a later catch-up) sees the key taken and skips. A claim whose run failed, or whose owner
+ * stopped answering past the lease, can be taken again.
+ */
+import { sql } from 'kysely';
+import type { Db } from '../reports/ledger-queries.ts';
+
+export interface ClaimOptions {
+  job: string;
+  owner: string;
+  /** A `running` claim older than this is considered abandoned (default 2 hours). */
+  leaseMs?: number;
+}
+
+/** True when this caller now holds `runKey`. */
+export async function claimRun(db: Db, runKey: string, options: ClaimOptions): Promise<boolean> {
+  const lease = new Date(Date.now() - (options.leaseMs ?? 2 * 3_600_000));
+  const { rows } = await sql<{ run_key: string }>`
+    INSERT INTO job_runs AS j (run_key, job, owner, status)
+    VALUES (${runKey}, ${options.job}, ${options.owner}, 'running')
+    ON CONFLICT (run_key) DO UPDATE
+      SET owner = EXCLUDED.owner, status = 'running', started_at = now(), finished_at = NULL, error = NULL
+      WHERE j.status = 'failed' OR (j.status = 'running' AND j.started_at < ${lease})
+    RETURNING run_key`.execute(db);
+  return rows.length === 1;
+}
+
+export async function finishRun(db: Db, runKey: string, owner: string, error: string | null): Promise<void> {
+  await sql`
+    UPDATE job_runs SET status = ${error === null ? 'succeeded' : 'failed'}, finished_at = now(),
+           error = ${error === null ? null : error.slice(0, 2000)}
+     WHERE run_key = ${runKey} AND owner = ${owner}`.execute(db);
+}
+
+export interface JobRunRow {
+  runKey: string;
+  job: string;
+  owner: string | null;
+  status: string;
+  error: string | null;
+}
+
+export async function listRuns(db: Db, job?: string): Promise<JobRunRow[]> {
+  const { rows } = await sql<{
+    run_key: string;
+    job: string;
+    owner: string | null;
+    status: string;
+    error: string | null;
+  }>`
+    SELECT run_key, job, owner, status, error FROM job_runs
+     ${job ? sql`WHERE job = ${job}` : sql``} ORDER BY started_at, run_key`.execute(db);
+  return rows.map((r) => ({
+    runKey: r.run_key,
+    job: r.job,
+    owner: r.owner,
+    status: r.status,
+    error: r.error,
+  }));
+}

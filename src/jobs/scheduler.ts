@@ -1,0 +1,174 @@
+/**
+ * Runs the job catalog with node-cron. Each tick asks the job which runs are due at the tick's
+ * scheduled time (one claim key per period, and per account where the job is per account), claims
+ * each key in `job_runs` and runs only what it won. At start, each catch-up job's fire times within the
+ * catch-up window are replayed oldest first: the runs missed while the process was down are claimed
+ * and done once, and those already done (here or by another instance) are skipped by their keys.
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import cron, { type ScheduledTask } from 'node-cron';
+import { type Logger, logger as rootLogger } from '../logger.ts';
+import type { Db } from '../reports/ledger-queries.ts';
+import { claimRun, finishRun } from './claims.ts';
+
+/** One piece of work for one period, behind its claim key. */
+export interface DueRun {
+  /** Deterministic: `<job>:<period>[:<account>]`. */
+  key: string;
+  run: () => Promise<void>;
+}
+
+/** A job of the catalog. */
+export interface JobDefinition {
+  name: string;
+  /** node-cron expression (5 or 6 fields), evaluated in `timeZone`. */
+  cron: string;
+  timeZone: string;
+  /** The runs due for the tick scheduled at `at`. */
+  due(at: Date): DueRun[] | Promise<DueRun[]>;
+  /** Replay missed ticks at start (daily workbooks, verification, retention); frequent jobs do not. */
+  catchUp?: boolean;
+  /** Claim lease for long runs (default 2 hours). */
+  leaseMs?: number;
+}
+
+export interface SchedulerOptions {
+  db: Db;
+  jobs: readonly JobDefinition[];
+  /** Identifies this instance in `job_runs.owner`. */
+  owner?: string;
+  /** How far back catch-up looks at start (default 3 days). */
+  catchUpWindowMs?: number;
+  now?: () => Date;
+  logger?: Logger;
+}
+
+export interface TickResult {
+  ran: string[];
+  skipped: string[];
+  failed: string[];
+}
+
+const MINUTE = 60_000;
+
+/** Fire times of a cron expression in (from, to], oldest first, at minute resolution. */
+export function fireTimesBetween(expression: string, timeZone: string, from: Date, to: Date): Date[] {
+  const task = cron.createTask(expression, () => undefined, { timezone: timeZone });
+  try {
+    const times: Date[] = [];
+    const start = Math.floor(from.getTime() / MINUTE) * MINUTE + MINUTE;
+    for (let t = start; t <= to.getTime(); t += MINUTE) {
+      const d = new Date(t);
+      if (task.match(d)) times.push(d);
+    }
+    return times;
+  } finally {
+    void task.destroy();
+  }
+}
+
+export class JobScheduler {
+  readonly owner: string;
+  private readonly db: Db;
+  private readonly jobs: readonly JobDefinition[];
+  private readonly window: number;
+  private readonly now: () => Date;
+  private readonly log: Logger;
+  private tasks: ScheduledTask[] = [];
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(options: SchedulerOptions) {
+    this.db = options.db;
+    this.jobs = options.jobs;
+    this.owner = options.owner ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.window = options.catchUpWindowMs ?? 3 * 24 * 3_600_000;
+    this.now = options.now ?? (() => new Date());
+    this.log = (options.logger ?? rootLogger).child({ module: 'jobs', owner: this.owner });
+    for (const job of this.jobs) {
+      if (!cron.validate(job.cron)) throw new Error(`job ${job.name}: invalid cron expression ${job.cron}`);
+    }
+  }
+
+  /** Claims and runs every run due for `job` at `at`. */
+  async tick(job: JobDefinition, at: Date): Promise<TickResult> {
+    const result: TickResult = { ran: [], skipped: [], failed: [] };
+    let due: DueRun[];
+    try {
+      due = await job.due(at);
+    } catch (err) {
+      this.log.error({ err, job: job.name }, 'job could not list its runs');
+      result.failed.push(job.name);
+      return result;
+    }
+    for (const run of due) {
+      const claimed = await claimRun(this.db, run.key, {
+        job: job.name,
+        owner: this.owner,
+        ...(job.leaseMs ? { leaseMs: job.leaseMs } : {}),
+      });
+      if (!claimed) {
+        result.skipped.push(run.key);
+        continue;
+      }
+      const started = Date.now();
+      try {
+        await run.run();
+        await finishRun(this.db, run.key, this.owner, null);
+        result.ran.push(run.key);
+        this.log.info({ job: job.name, key: run.key, ms: Date.now() - started }, 'job run done');
+      } catch (err) {
+        await finishRun(this.db, run.key, this.owner, String((err as Error)?.message ?? err)).catch(
+          () => undefined,
+        );
+        result.failed.push(run.key);
+        this.log.error({ err, job: job.name, key: run.key }, 'job run failed');
+      }
+    }
+    return result;
+  }
+
+  /** Replays the fire times of catch-up jobs within the window (runs already claimed are skipped). */
+  async catchUp(): Promise<TickResult> {
+    const total: TickResult = { ran: [], skipped: [], failed: [] };
+    const now = this.now();
+    for (const job of this.jobs) {
+      if (!job.catchUp) continue;
+      const times = fireTimesBetween(job.cron, job.timeZone, new Date(now.getTime() - this.window), now);
+      for (const at of times) {
+        const r = await this.tick(job, at);
+        total.ran.push(...r.ran);
+        total.skipped.push(...r.skipped);
+        total.failed.push(...r.failed);
+      }
+    }
+    if (total.ran.length) this.log.info({ ran: total.ran }, 'caught up runs missed while down');
+    return total;
+  }
+
+  /** Catches up, then schedules every job. */
+  async start(): Promise<TickResult> {
+    const caught = await this.catchUp();
+    for (const job of this.jobs) {
+      const task = cron.schedule(
+        job.cron,
+        (ctx) => {
+          const at = new Date(Math.floor(ctx.date.getTime() / MINUTE) * MINUTE);
+          const p = this.tick(job, at);
+          this.inFlight.add(p);
+          return p.finally(() => this.inFlight.delete(p));
+        },
+        { timezone: job.timeZone, name: `payrecon:${job.name}:${this.owner}`, noOverlap: true },
+      );
+      this.tasks.push(task);
+    }
+    return caught;
+  }
+
+  /** Stops scheduling and waits for runs in progress. */
+  async stop(): Promise<void> {
+    for (const t of this.tasks) await t.destroy();
+    this.tasks = [];
+    await Promise.allSettled([...this.inFlight]);
+  }
+}

@@ -1,0 +1,328 @@
+/**
+ * Report runs: every workbook generated (on a schedule, on demand from the page, or from the CLI) is a
+ * row of `report_runs` with its parameters, row counts per sheet, the workbook's SHA-256, the files
+ * written and its progress. Files live in one directory per run under the reports directory; the page
+ * downloads them by name through `filePath`, never by a path taken from a request.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { basename, join, relative, resolve } from 'node:path';
+import { sql } from 'kysely';
+import type { Logger } from '../logger.ts';
+import { writeExceptionWorkbook } from './exception-workbook.ts';
+import { type Db, merchantAccounts } from './ledger-queries.ts';
+import { type Period, periodOf } from './period.ts';
+import { writeSettlementWorkbook } from './settlement-workbook.ts';
+
+export const REPORT_KINDS = ['settlement', 'exceptions'] as const;
+export type ReportKind = (typeof REPORT_KINDS)[number];
+
+export interface ReportParams {
+  kind: ReportKind;
+  /** Business days, both inclusive (`YYYY-MM-DD`). */
+  from: string;
+  to: string;
+  account: string | null;
+}
+
+export interface ReportFile {
+  name: string;
+  label: string;
+  /** Path relative to the reports directory. */
+  path: string;
+}
+
+export interface ReportRun {
+  id: string;
+  runKey: string;
+  kind: ReportKind;
+  account: string | null;
+  from: string;
+  to: string;
+  status: 'running' | 'succeeded' | 'failed';
+  progress: { done: number; total: number } | null;
+  rowCounts: Record<string, number>;
+  rowCount: number | null;
+  sha256: string | null;
+  files: ReportFile[];
+  filePath: string | null;
+  requestedBy: string | null;
+  trigger: string;
+  createdAt: Date;
+  finishedAt: Date | null;
+  error: string | null;
+  deleted: boolean;
+}
+
+export interface ReportRunnerOptions {
+  db: Db;
+  /** Directory holding one sub-directory per run. */
+  dir: string;
+  timeZone: string;
+  /** Settlement cut-off, local `HH:MM` (default `00:00`). */
+  cutoff?: string;
+  /** Write one CSV per detail sheet (default true). */
+  csv?: boolean;
+  now?: () => Date;
+  logger?: Logger;
+}
+
+export interface StartOptions {
+  /** Deterministic key for scheduled runs; on-demand runs get a random one. */
+  runKey?: string;
+  trigger?: 'schedule' | 'demand' | 'cli' | 'catch-up';
+  requestedBy?: string | null;
+  /** Called with (done, total) as rows are written. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface RunOutcome {
+  run: ReportRun;
+  /** Per-currency summary of a settlement run (for the terminal). */
+  lines: string[];
+}
+
+interface RunRow {
+  id: string;
+  run_key: string;
+  report: string;
+  merchant_account: string | null;
+  status: 'running' | 'succeeded' | 'failed';
+  file_path: string | null;
+  row_count: number | null;
+  error: string | null;
+  created_at: Date;
+  finished_at: Date | null;
+  parameters: { from?: string; to?: string };
+  row_counts: Record<string, number>;
+  sha256: string | null;
+  files: ReportFile[];
+  requested_by: string | null;
+  trigger: string;
+  progress_done: string;
+  progress_total: string;
+  deleted_at: Date | null;
+}
+
+function toRun(r: RunRow): ReportRun {
+  const total = Number(r.progress_total);
+  return {
+    id: String(r.id),
+    runKey: r.run_key,
+    kind: r.report as ReportKind,
+    account: r.merchant_account,
+    from: r.parameters.from ?? '',
+    to: r.parameters.to ?? '',
+    status: r.status,
+    progress: total > 0 ? { done: Number(r.progress_done), total } : null,
+    rowCounts: r.row_counts ?? {},
+    rowCount: r.row_count,
+    sha256: r.sha256,
+    files: r.deleted_at ? [] : (r.files ?? []),
+    filePath: r.file_path,
+    requestedBy: r.requested_by,
+    trigger: r.trigger,
+    createdAt: r.created_at,
+    finishedAt: r.finished_at,
+    error: r.error,
+    deleted: r.deleted_at !== null,
+  };
+}
+
+/** SHA-256 of a file, streamed. */
+export async function sha256File(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+const SELECT_RUN = sql`SELECT id::text AS id, run_key, report, merchant_account, status, file_path, row_count, error,
+  created_at, finished_at, parameters, row_counts, sha256, files, requested_by, trigger,
+  progress_done::text AS progress_done, progress_total::text AS progress_total, deleted_at FROM report_runs`;
+
+/** Generates workbooks and keeps their runs; shared by the jobs, the page and the CLI. */
+export class ReportRunner {
+  readonly db: Db;
+  readonly dir: string;
+  readonly timeZone: string;
+  readonly cutoff: string;
+  private readonly csv: boolean;
+  private readonly now: () => Date;
+  private readonly logger: Logger | undefined;
+  private readonly active = new Map<string, Promise<RunOutcome>>();
+
+  constructor(options: ReportRunnerOptions) {
+    this.db = options.db;
+    this.dir = resolve(options.dir);
+    this.timeZone = options.timeZone;
+    this.cutoff = options.cutoff ?? '00:00';
+    this.csv = options.csv ?? true;
+    this.now = options.now ?? (() => new Date());
+    this.logger = options.logger;
+  }
+
+  period(params: ReportParams): Period {
+    return periodOf(params.from, params.to, this.timeZone, this.cutoff);
+  }
+
+  /**
+   * Inserts the run row (claiming `runKey`) and starts generating in the background. Returns null
+   * when a run with this key already exists (another instance or an earlier tick made it).
+   */
+  async start(
+    params: ReportParams,
+    options: StartOptions = {},
+  ): Promise<{ id: string; done: Promise<RunOutcome> } | null> {
+    const period = this.period(params);
+    const runKey = options.runKey ?? `demand:${randomUUID()}`;
+    const { rows } = await sql<{ id: string }>`
+      INSERT INTO report_runs (run_key, report, merchant_account, period_start, period_end, status, parameters,
+                               requested_by, trigger)
+      VALUES (${runKey}, ${params.kind}, ${params.account}, ${period.start}, ${period.end}, 'running',
+              ${JSON.stringify({ ...params, timeZone: this.timeZone, cutoff: this.cutoff, csv: this.csv })}::jsonb,
+              ${options.requestedBy ?? null}, ${options.trigger ?? 'demand'})
+      ON CONFLICT (run_key) DO NOTHING
+      RETURNING id::text AS id`.execute(this.db);
+    const id = rows[0]?.id;
+    if (!id) return null;
+    const done = this.generate(id, params, period, options.onProgress);
+    this.active.set(id, done);
+    done.catch(() => undefined).finally(() => this.active.delete(id));
+    return { id, done };
+  }
+
+  /** Starts and waits; throws when the generation fails. */
+  async run(params: ReportParams, options: StartOptions = {}): Promise<RunOutcome | null> {
+    const started = await this.start(params, options);
+    return started ? started.done : null;
+  }
+
+  /** Waits for every run this process started (for shutdown and tests). */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.active.values()]);
+  }
+
+  private async generate(
+    id: string,
+    params: ReportParams,
+    period: Period,
+    onProgress?: (done: number, total: number) => void,
+  ): Promise<RunOutcome> {
+    const log = this.logger?.child({ report: params.kind, run: id });
+    const stem = `${params.kind}-${params.account ?? 'all'}-${params.from}_${params.to}`.replace(
+      /[^\w.-]/g,
+      '_',
+    );
+    const runDir = join(this.dir, `run-${id}`);
+    const out = join(runDir, `${stem}.xlsx`);
+    const csvDir = this.csv ? runDir : null;
+    let lastWrite = 0;
+    let pending: Promise<unknown> = Promise.resolve();
+    const progress = (done: number, total: number) => {
+      onProgress?.(done, total);
+      const t = Date.now();
+      if (t - lastWrite < 500 && done < total) return;
+      lastWrite = t;
+      pending = pending.then(() =>
+        sql`UPDATE report_runs SET progress_done = ${done}, progress_total = ${total} WHERE id = ${id}`
+          .execute(this.db)
+          .catch(() => undefined),
+      );
+    };
+    try {
+      let rowCounts: Record<string, number>;
+      let files: string[];
+      let lines: string[] = [];
+      if (params.kind === 'settlement') {
+        const r = await writeSettlementWorkbook(this.db, {
+          period,
+          account: params.account,
+          out,
+          csvDir,
+          onProgress: progress,
+        });
+        rowCounts = r.rowCounts;
+        files = r.files;
+        lines = r.summaries.map(
+          (s) =>
+            `${s.currency}: proof available ${s.proofAvailable === 0n ? 'ok' : 'FAILED'}, reserved ${s.proofReserved === 0n ? 'ok' : 'FAILED'}`,
+        );
+      } else {
+        const r = await writeExceptionWorkbook(this.db, {
+          period,
+          account: params.account,
+          out,
+          csvDir,
+          now: this.now(),
+          onProgress: progress,
+        });
+        rowCounts = r.rowCounts;
+        files = r.files;
+      }
+      await pending;
+      const sha256 = await sha256File(out);
+      const fileList: ReportFile[] = files.map((f, i) => ({
+        name: basename(f),
+        label: i === 0 ? `Workbook (${basename(f)})` : `CSV: ${basename(f)}`,
+        path: relative(this.dir, f),
+      }));
+      const rowCount = Object.values(rowCounts).reduce((a, b) => a + b, 0);
+      await sql`
+        UPDATE report_runs SET status = 'succeeded', file_path = ${out}, row_count = ${rowCount},
+               row_counts = ${JSON.stringify(rowCounts)}::jsonb, sha256 = ${sha256},
+               files = ${JSON.stringify(fileList)}::jsonb, finished_at = now(),
+               progress_done = progress_total
+         WHERE id = ${id}`.execute(this.db);
+      log?.info({ rowCount, sha256 }, 'report written');
+      const run = await this.get(id);
+      return { run: run!, lines };
+    } catch (err) {
+      await pending;
+      log?.error({ err }, 'report failed');
+      await sql`UPDATE report_runs SET status = 'failed', error = ${String((err as Error).message ?? err).slice(0, 2000)},
+                finished_at = now() WHERE id = ${id}`
+        .execute(this.db)
+        .catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async get(id: string): Promise<ReportRun | null> {
+    if (!/^\d{1,18}$/.test(id)) return null;
+    const { rows } = await sql<RunRow>`${SELECT_RUN} WHERE id = ${id}`.execute(this.db);
+    return rows[0] ? toRun(rows[0]) : null;
+  }
+
+  async list(limit = 50): Promise<ReportRun[]> {
+    const { rows } =
+      await sql<RunRow>`${SELECT_RUN} ORDER BY created_at DESC, id DESC LIMIT ${limit}`.execute(this.db);
+    return rows.map(toRun);
+  }
+
+  /** Absolute path of a file of a finished run, looked up by its name in the run's file list. */
+  async filePath(id: string, name: string): Promise<string | null> {
+    const run = await this.get(id);
+    if (run?.status !== 'succeeded') return null;
+    const file = run.files.find((f) => f.name === name);
+    if (!file) return null;
+    const path = resolve(this.dir, file.path);
+    return path.startsWith(`${this.dir}/`) ? path : null;
+  }
+
+  accounts(): Promise<string[]> {
+    return merchantAccounts(this.db);
+  }
+
+  /** Deletes the files of runs finished before `before`; the rows stay, marked deleted. */
+  async deleteOlderThan(before: Date): Promise<number> {
+    const { rows } = await sql<{ id: string }>`
+      SELECT id::text AS id FROM report_runs
+       WHERE finished_at < ${before} AND deleted_at IS NULL ORDER BY id`.execute(this.db);
+    for (const { id } of rows) {
+      await rm(join(this.dir, `run-${id}`), { recursive: true, force: true });
+      await sql`UPDATE report_runs SET deleted_at = now() WHERE id = ${id}`.execute(this.db);
+    }
+    return rows.length;
+  }
+}
