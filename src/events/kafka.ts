@@ -1,0 +1,416 @@
+/**
+ * kafkajs wiring shared by every producer and consumer: the client, an idempotent publisher whose
+ * `publish` resolves only once the broker acknowledged (acks -1), topic creation from the catalog, and
+ * the batch consumer runner.
+ *
+ * The runner (`runBatchConsumer`) decodes a batch, hands the decoded messages to `handleBatch`, and
+ * only then resolves and commits the offsets. A message that fails its schema goes straight to
+ * `<topic>.dlq`. A handler error marked retryable (`isRetryable`) is retried with the catalog's
+ * back-off; once the attempts are spent, or on a non-retryable error, the batch is replayed one
+ * message at a time to isolate the offending messages, which go to the DLQ, and the consumer moves on.
+ * Offsets are never committed before the handler (or the DLQ publish) has resolved, so a crash
+ * replays the batch: handlers must be idempotent.
+ */
+import {
+  type Admin,
+  type Consumer,
+  type IHeaders,
+  Kafka,
+  type KafkaMessage,
+  type LogEntry,
+  logLevel,
+  type Producer,
+} from 'kafkajs';
+import { AppError, isRetryable } from '../domain/errors.ts';
+import { type Logger, logger as rootLogger } from '../logger.ts';
+import type { DlqEnvelope } from './payloads.ts';
+import type { Serde } from './serde.ts';
+import {
+  type AnyTopicName,
+  backoffMs,
+  dlqTopicOf,
+  isDlqTopicName,
+  type RetryPolicy,
+  TOPIC_NAMES,
+  TOPICS,
+  type TopicName,
+  type TopicValues,
+  type ValueOf,
+} from './topics.ts';
+
+export interface KafkaConfig {
+  brokers: string[];
+  clientId: string;
+  /** kafkajs connection retries (default 8). */
+  retries?: number;
+  logger?: Logger;
+}
+
+/** The kafkajs client, logging through pino. */
+export function createKafka(config: KafkaConfig): Kafka {
+  const log = (config.logger ?? rootLogger).child({ module: 'kafkajs' });
+  return new Kafka({
+    clientId: config.clientId,
+    brokers: config.brokers,
+    retry: { initialRetryTime: 100, retries: config.retries ?? 8 },
+    logLevel: logLevel.WARN,
+    logCreator: () => (entry: LogEntry) => {
+      const { message, timestamp: _t, ...fields } = entry.log;
+      const data = { namespace: entry.namespace, ...fields };
+      if (entry.level === logLevel.ERROR) log.error(data, message);
+      else if (entry.level === logLevel.WARN) log.warn(data, message);
+      else if (entry.level === logLevel.INFO) log.info(data, message);
+      else log.debug(data, message);
+    },
+  });
+}
+
+// ---- topics
+
+/**
+ * Creates every catalog topic and its `.dlq` companion with the catalog's partition count. Existing
+ * topics are left as they are (a topic with fewer partitions than the catalog says is logged).
+ */
+export async function ensureTopics(admin: Admin, log: Logger = rootLogger): Promise<string[]> {
+  const wanted = TOPIC_NAMES.flatMap((t) => [
+    { topic: t as string, numPartitions: TOPICS[t].partitions },
+    { topic: dlqTopicOf(t) as string, numPartitions: TOPICS[t].partitions },
+  ]);
+  const existing = new Set(await admin.listTopics());
+  const missing = wanted.filter((w) => !existing.has(w.topic));
+  if (missing.length > 0) {
+    await admin.createTopics({ topics: missing, waitForLeaders: true });
+  }
+  const present = wanted.filter((w) => existing.has(w.topic)).map((w) => w.topic);
+  if (present.length > 0) {
+    const metadata = await admin.fetchTopicMetadata({ topics: present });
+    for (const t of metadata.topics) {
+      const want = wanted.find((w) => w.topic === t.name)?.numPartitions ?? 0;
+      if (t.partitions.length < want) {
+        log
+          .child({ module: 'events' })
+          .warn(
+            { topic: t.name, partitions: t.partitions.length, catalog: want },
+            'topic has fewer partitions than the catalog declares',
+          );
+      }
+    }
+  }
+  return missing.map((m) => m.topic);
+}
+
+// ---- publishing
+
+export interface OutgoingMessage<T> {
+  value: T;
+  headers?: Record<string, string>;
+  /** Overrides the catalog's key (the DLQ keeps the original message's key). */
+  key?: string | null;
+}
+
+export interface Publisher {
+  /** Encodes and sends; resolves once every message is acknowledged by all in-sync replicas. */
+  publish<T extends AnyTopicName>(topic: T, messages: OutgoingMessage<ValueOf<T>>[]): Promise<void>;
+  readonly producer: Producer;
+  disconnect(): Promise<void>;
+}
+
+function keyOf<T extends AnyTopicName>(topic: T, message: OutgoingMessage<ValueOf<T>>): string | null {
+  if (message.key !== undefined) return message.key;
+  if (isDlqTopicName(topic)) return (message.value as DlqEnvelope).key;
+  const spec = TOPICS[topic as TopicName] as { key(value: unknown): string };
+  return spec.key(message.value);
+}
+
+/** An idempotent producer (acks -1, one request in flight, so retries never reorder or duplicate). */
+export async function createPublisher(kafka: Kafka, serde: Serde): Promise<Publisher> {
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+  });
+  await producer.connect();
+  return {
+    producer,
+    async publish(topic, messages) {
+      if (messages.length === 0) return;
+      const encoded = await Promise.all(
+        messages.map(async (m) => ({
+          key: keyOf(topic, m),
+          value: await serde.encode(topic, m.value),
+          headers: m.headers,
+        })),
+      );
+      try {
+        await producer.send({ topic, messages: encoded, acks: -1 });
+      } catch (err) {
+        throw new AppError('PUBLISH_FAILED', `publishing ${messages.length} message(s) to ${topic} failed`, {
+          cause: err,
+          details: { topic },
+        });
+      }
+    },
+    disconnect: () => producer.disconnect(),
+  };
+}
+
+// ---- consuming
+
+export interface ConsumedMessage<T> {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string | null;
+  timestamp: string;
+  headers: Record<string, string>;
+  value: T;
+}
+
+export interface BatchContext {
+  /** Call during long work so the group does not drop the member. */
+  heartbeat(): Promise<void>;
+  /** How many times this batch has been tried, the current try included. */
+  attempt: number;
+}
+
+export interface BatchConsumerOptions<T extends TopicName> {
+  kafka: Kafka;
+  groupId: string;
+  topic: T;
+  serde: Serde;
+  handleBatch(messages: ConsumedMessage<TopicValues[T]>[], context: BatchContext): Promise<void>;
+  /** Where given-up messages go (`<topic>.dlq`). */
+  dlq: Publisher;
+  /** Overrides of the catalog's retry policy (tests use short back-offs). */
+  retry?: Partial<RetryPolicy>;
+  /** Start from the earliest offset when the group has none committed (default true). */
+  fromBeginning?: boolean;
+  sessionTimeout?: number;
+  heartbeatInterval?: number;
+  logger?: Logger;
+}
+
+export interface RunningConsumer {
+  consumer: Consumer;
+  /** Resolves once the consumer has joined its group the first time. */
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Header names of a DLQ message; the same facts are in the envelope. */
+export const DLQ_HEADERS = {
+  reason: 'x-dlq-reason',
+  errorCode: 'x-dlq-error-code',
+  originalTopic: 'x-dlq-original-topic',
+  partition: 'x-dlq-original-partition',
+  offset: 'x-dlq-original-offset',
+  attempts: 'x-dlq-attempts',
+  group: 'x-dlq-consumer-group',
+} as const;
+
+const MAX_REASON = 2_000;
+
+interface Failure {
+  message: KafkaMessage;
+  error: unknown;
+  attempts: number;
+}
+
+class Stopped extends Error {}
+
+function headersToStrings(headers: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, raw] of Object.entries(headers ?? {})) {
+    const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
+    if (value !== undefined) out[name] = Buffer.isBuffer(value) ? value.toString('utf8') : String(value);
+  }
+  return out;
+}
+
+function errorCode(err: unknown): string {
+  return err instanceof AppError ? err.code : 'INTERNAL';
+}
+
+function errorText(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, MAX_REASON);
+}
+
+/**
+ * Runs a consumer group member on `topic` with `eachBatch`, offsets resolved by hand
+ * (`eachBatchAutoResolve: false`) and committed only after the batch was handled or dead-lettered.
+ */
+export async function runBatchConsumer<T extends TopicName>(
+  options: BatchConsumerOptions<T>,
+): Promise<RunningConsumer> {
+  const { kafka, groupId, topic, serde, handleBatch, dlq } = options;
+  const policy: RetryPolicy = { ...TOPICS[topic].retry, ...options.retry };
+  const log = (options.logger ?? rootLogger).child({ module: 'consumer', topic, groupId });
+  const consumer = kafka.consumer({
+    groupId,
+    allowAutoTopicCreation: false,
+    sessionTimeout: options.sessionTimeout ?? 30_000,
+    heartbeatInterval: options.heartbeatInterval ?? 3_000,
+  });
+
+  let joined: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    joined = resolve;
+  });
+  consumer.on(consumer.events.GROUP_JOIN, () => joined());
+  consumer.on(consumer.events.CRASH, (event) => {
+    log.error({ err: event.payload.error, restart: event.payload.restart }, 'consumer crashed');
+  });
+
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: options.fromBeginning ?? true });
+
+  await consumer.run({
+    eachBatchAutoResolve: false,
+    autoCommit: true,
+    eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
+      if (batch.messages.length === 0) return;
+      const live = () => isRunning() && !isStale();
+      /** Waits the back-off before try `attempt`, heartbeating, and gives up if the member stops. */
+      const pause = async (attempt: number) => {
+        let left = backoffMs(policy, attempt);
+        while (left > 0) {
+          if (!live()) throw new Stopped();
+          const step = Math.min(left, 1_000);
+          await new Promise((r) => setTimeout(r, step));
+          left -= step;
+          if (live()) await heartbeat();
+        }
+        if (!live()) throw new Stopped();
+      };
+      /** Tries `work` per the policy; answers the last error and the tries spent, or null on success. */
+      const attempt = async (
+        work: (n: number) => Promise<void>,
+      ): Promise<{ error: unknown; tries: number } | null> => {
+        for (let n = 1; ; n++) {
+          try {
+            await work(n);
+            return null;
+          } catch (error) {
+            if (error instanceof Stopped) throw error;
+            if (!isRetryable(error) || n >= policy.attempts) return { error, tries: n };
+            log.warn({ err: error, attempt: n, partition: batch.partition }, 'batch failed, retrying');
+            await pause(n + 1);
+          }
+        }
+      };
+
+      try {
+        const decoded: ConsumedMessage<TopicValues[T]>[] = [];
+        const failures: Failure[] = [];
+        for (const message of batch.messages) {
+          let value: TopicValues[T] | undefined;
+          const failed = await attempt(async () => {
+            value = (await serde.decode(topic, message.value)) as TopicValues[T];
+          });
+          if (failed) {
+            failures.push({ message, error: failed.error, attempts: failed.tries });
+            continue;
+          }
+          decoded.push({
+            topic,
+            partition: batch.partition,
+            offset: message.offset,
+            key: message.key === null ? null : message.key.toString('utf8'),
+            timestamp: message.timestamp,
+            headers: headersToStrings(message.headers),
+            value: value as TopicValues[T],
+          });
+        }
+
+        if (decoded.length > 0) {
+          const failed = await attempt((n) => handleBatch(decoded, { heartbeat, attempt: n }));
+          if (failed && decoded.length === 1) {
+            failures.push({
+              message: original(batch.messages, decoded[0]!),
+              error: failed.error,
+              attempts: failed.tries,
+            });
+          } else if (failed) {
+            log.warn(
+              { err: failed.error, size: decoded.length },
+              'batch failed, isolating the offending messages',
+            );
+            for (const one of decoded) {
+              const alone = await attempt((n) => handleBatch([one], { heartbeat, attempt: n }));
+              if (alone)
+                failures.push({
+                  message: original(batch.messages, one),
+                  error: alone.error,
+                  attempts: alone.tries,
+                });
+            }
+          }
+        }
+
+        if (failures.length > 0) await sendToDlq(failures);
+        const last = batch.messages[batch.messages.length - 1]!;
+        resolveOffset(last.offset);
+        await commitOffsetsIfNecessary();
+      } catch (err) {
+        if (err instanceof Stopped) {
+          log.info({ partition: batch.partition }, 'member stopping or rebalanced; batch left uncommitted');
+          return;
+        }
+        throw err;
+      }
+
+      async function sendToDlq(failures: Failure[]) {
+        failures.sort((a, b) => Number(BigInt(a.message.offset) - BigInt(b.message.offset)));
+        const failedAt = new Date();
+        await dlq.publish(
+          dlqTopicOf(topic),
+          failures.map(({ message, error, attempts }) => {
+            const key = message.key === null ? null : message.key.toString('utf8');
+            const envelope: DlqEnvelope = {
+              originalTopic: topic,
+              partition: batch.partition,
+              offset: message.offset,
+              key,
+              value: message.value,
+              reason: errorText(error),
+              errorCode: errorCode(error),
+              failedAt,
+              attempts,
+              consumerGroup: groupId,
+            };
+            log.error(
+              { err: error, partition: batch.partition, offset: message.offset, key, attempts },
+              'message sent to the DLQ',
+            );
+            return {
+              key,
+              value: envelope,
+              headers: {
+                ...headersToStrings(message.headers),
+                [DLQ_HEADERS.reason]: envelope.reason,
+                [DLQ_HEADERS.errorCode]: envelope.errorCode,
+                [DLQ_HEADERS.originalTopic]: topic,
+                [DLQ_HEADERS.partition]: String(batch.partition),
+                [DLQ_HEADERS.offset]: message.offset,
+                [DLQ_HEADERS.attempts]: String(attempts),
+                [DLQ_HEADERS.group]: groupId,
+              },
+            };
+          }),
+        );
+      }
+    },
+  });
+
+  return {
+    consumer,
+    ready,
+    stop: async () => {
+      await consumer.disconnect();
+    },
+  };
+}
+
+function original(messages: KafkaMessage[], decoded: { offset: string }): KafkaMessage {
+  return messages.find((m) => m.offset === decoded.offset)!;
+}
