@@ -169,6 +169,10 @@ class RegistryApi {
         if (n >= 4 && c === 'versions' && d !== undefined) {
           if (n === 4 && method === 'GET') return [200, this.versionAnswer(this.findVersion(b, d))];
           if (n === 4 && method === 'DELETE') return [200, this.deleteVersion(b, d)];
+          if (n === 5 && e === 'referencedby' && method === 'GET') {
+            const v = this.findVersion(b, d);
+            return [200, this.referencingIds(v)];
+          }
           if (n === 5 && e === 'schema' && method === 'GET') {
             return [200, JSON.parse(this.schemaOfId(String(this.findVersion(b, d).id)).schema)];
           }
@@ -182,6 +186,8 @@ class RegistryApi {
       if (n === 4 && d === 'versions')
         return [200, this.testCompatibility(c, null, body, query.get('verbose') === 'true')];
     }
+    // Read-only mode is not supported: the registry is always READWRITE.
+    if (a === 'mode' && n <= 2 && method === 'GET') return [200, { mode: 'READWRITE' }];
     if (a === 'config') {
       if (n === 1 && method === 'GET') return [200, { compatibilityLevel: this.store.globalConfig() }];
       if (n === 1 && method === 'PUT') return [200, this.putConfig(null, body)];
@@ -222,6 +228,18 @@ class RegistryApi {
       .subjectNames()
       .flatMap((subject) => this.store.versions(subject))
       .map((v) => this.versionAnswer(v));
+  }
+
+  /** Ids of schemas whose references name this subject version. */
+  private referencingIds(v: SubjectVersion): number[] {
+    const ids = new Set<number>();
+    for (const subject of this.store.subjectNames()) {
+      for (const other of this.store.versions(subject)) {
+        const s = this.store.schemaById(other.id)!;
+        if (s.references.some((r) => r.subject === v.subject && r.version === v.version)) ids.add(s.id);
+      }
+    }
+    return [...ids].sort((x, y) => x - y);
   }
 
   private typeOf(id: number): AvroType {

@@ -178,6 +178,8 @@ describe('embedded schema registry with @kafkajs/confluent-schema-registry', () 
     const notJson = await call(registry, 'POST', '/subjects/codes-value/versions', { schema: '{oops' });
     expect(notJson.body.error_code).toBe(42201);
     await expect(client.getRegistryIdBySchema('codes-value', avro(PAYMENT_V2))).rejects.toThrow();
+    expect((await call(registry, 'GET', '/mode')).body).toEqual({ mode: 'READWRITE' });
+    expect((await call(registry, 'GET', '/nothing/here')).status).toBe(404);
   });
 
   it('keeps subjects, versions, ids and configs across a restart', async () => {
@@ -200,6 +202,41 @@ describe('embedded schema registry with @kafkajs/confluent-schema-registry', () 
     // A new schema gets a new id, never one already handed out.
     const next = await fresh.register(avro({ ...PAYMENT_V1, name: 'Other' }), { subject: 'other-value' });
     expect(next.id).toBeGreaterThan(Math.max(v1.id, v2.id));
+  });
+
+  it('resolves schema references', async () => {
+    const money = {
+      type: 'record',
+      name: 'Money',
+      namespace: 'test.registry',
+      fields: [
+        { name: 'amount', type: 'string' },
+        { name: 'currency', type: 'string' },
+      ],
+    };
+    await client.register(avro(money), { subject: 'money' });
+    const order = {
+      type: 'record',
+      name: 'Order',
+      namespace: 'test.registry',
+      fields: [
+        { name: 'id', type: 'string' },
+        { name: 'total', type: 'test.registry.Money' },
+      ],
+    };
+    const { id } = await client.register(
+      { ...avro(order), references: [{ name: 'test.registry.Money', subject: 'money', version: 1 }] },
+      { subject: 'orders-value' },
+    );
+    const value = { id: 'o-1', total: { amount: '10.00', currency: 'EUR' } };
+    const fresh = new SchemaRegistry({ host: registry.url });
+    expect(await fresh.decode(await client.encode(id, value))).toEqual(value);
+    expect((await call(registry, 'GET', '/subjects/money/versions/1/referencedby')).body).toEqual([id]);
+    // Without the reference the type name is unknown: invalid schema.
+    const orphan = await call(registry, 'POST', '/subjects/orphans-value/versions', {
+      schema: JSON.stringify(order),
+    });
+    expect(orphan.body.error_code).toBe(42201);
   });
 
   it('soft-deletes a subject, keeping its ids', async () => {
