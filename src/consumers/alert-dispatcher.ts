@@ -6,6 +6,7 @@
  * (the consumer is at-least-once) does not page anyone twice. A failing sink throws a retryable error
  * after the other sinks were served; the retry skips the sinks already done.
  */
+import type { Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
 import { request } from 'undici';
 import { deliveredAlertIds, recordAlertDeliveries } from '../db/alert-deliveries.ts';
@@ -13,8 +14,11 @@ import type { Database } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { SEVERITIES, type Severity, severityRank } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
+import { type Publisher, type RunningConsumer, runBatchConsumer } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
+import type { Serde } from '../events/serde.ts';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 
 export type AlertSinkConfig =
   | { name: string; type: 'slack'; url: string; minSeverity: Severity; perMinute: number }
@@ -110,7 +114,9 @@ class TokenBucket {
 
 export interface AlertDispatcher {
   /** Delivers a batch; throws a retryable AppError when a sink failed (after serving the others). */
-  dispatch(alerts: readonly AlertRaised[]): Promise<{ delivered: number; digests: number }>;
+  dispatch(
+    alerts: readonly AlertRaised[],
+  ): Promise<{ delivered: number; digests: number; perSink: Record<string, number> }>;
 }
 
 export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatcher {
@@ -208,6 +214,7 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
       const unique = [...new Map(alerts.map((a) => [a.alertId, a])).values()];
       let delivered = 0;
       let digests = 0;
+      const perSink: Record<string, number> = {};
       const failures: AppError[] = [];
       for (const sink of deps.sinks) {
         const eligible = unique.filter((a) => severityRank(severityOf(a)) >= severityRank(sink.minSeverity));
@@ -222,6 +229,7 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
         try {
           const r = await deliverTo(sink, todo);
           delivered += todo.length;
+          perSink[sink.name] = todo.length;
           digests += r.digests;
         } catch (err) {
           log.error({ err, sink: sink.name }, 'alert sink failed');
@@ -236,7 +244,34 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
           retryable: true,
         });
       }
-      return { delivered, digests };
+      return { delivered, digests, perSink };
     },
   };
+}
+
+export interface AlertConsumerDeps extends AlertDispatcherDeps {
+  kafka: Kafka;
+  serde: Serde;
+  dlq: Publisher;
+  metrics?: Metrics;
+}
+
+export const ALERT_DISPATCHER_GROUP = 'payrecon-alert-dispatcher';
+
+/** Runs the dispatcher as a consumer of `recon.alert.raised.v1`; offsets commit after delivery. */
+export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<RunningConsumer> {
+  const dispatcher = createAlertDispatcher(deps);
+  return runBatchConsumer({
+    kafka: deps.kafka,
+    groupId: ALERT_DISPATCHER_GROUP,
+    topic: 'recon.alert.raised.v1',
+    serde: deps.serde,
+    dlq: deps.dlq,
+    logger: deps.logger,
+    handleBatch: async (messages) => {
+      const result = await dispatcher.dispatch(messages.map((m) => m.value));
+      deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);
+      for (const [sink, n] of Object.entries(result.perSink)) deps.metrics?.alertsDelivered.inc({ sink }, n);
+    },
+  });
 }

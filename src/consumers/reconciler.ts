@@ -1,0 +1,128 @@
+/**
+ * The reconciler: consumes observations and intents in batches and applies each batch to the ledger in
+ * one database transaction (`applyObservations` / `recordIntents`). The batch runner commits offsets
+ * only after that transaction committed, so a crash replays the batch, which the ledger absorbs
+ * (idempotent by event id, intent id and entry key).
+ *
+ * While PostgreSQL is unreachable the batch waits and retries for as long as it takes, heartbeating:
+ * an outage is not a reason to dead-letter good messages. Other failures follow the topic's retry
+ * policy and end in the DLQ.
+ */
+import type { Kafka } from 'kafkajs';
+import type { Kysely } from 'kysely';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../db/ledger-service.ts';
+import type { Database } from '../db/schema.ts';
+import { AppError } from '../domain/errors.ts';
+import type { ExceptionRules } from '../domain/exception-rules.ts';
+import type { BatchContext, Publisher, RunningConsumer } from '../events/kafka.ts';
+import { runBatchConsumer } from '../events/kafka.ts';
+import type { Serde } from '../events/serde.ts';
+import type { TopicName } from '../events/topics.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+
+export const RECONCILER_GROUPS = {
+  observations: 'payrecon-reconciler-observations',
+  intents: 'payrecon-reconciler-intents',
+} as const;
+
+export interface ReconcilerDeps {
+  kafka: Kafka;
+  serde: Serde;
+  dlq: Publisher;
+  db: Kysely<Database>;
+  logger: Logger;
+  metrics?: Metrics;
+  rules?: ExceptionRules;
+  /** Longest wait between two tries while the database is down (default 5 s). */
+  maxOutageBackoffMs?: number;
+}
+
+/** PostgreSQL or socket errors that mean "the server is not there right now". */
+export function isDatabaseOutage(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN'].includes(code))
+    return true;
+  // 08: connection exceptions; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now.
+  if (/^08/.test(code) || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
+  const message = typeof e?.message === 'string' ? e.message : '';
+  return /Connection terminated|connection timeout|Client has encountered a connection error|terminating connection/i.test(
+    message,
+  );
+}
+
+export interface Reconciler {
+  consumers: RunningConsumer[];
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler> {
+  const log = deps.logger.child({ module: 'reconciler' });
+  const maxBackoff = deps.maxOutageBackoffMs ?? 5_000;
+  let stopping = false;
+
+  /** Runs one ledger transaction, waiting out database outages until it commits or we stop. */
+  async function inLedger<T>(topic: TopicName, ctx: BatchContext, work: () => Promise<T>): Promise<T> {
+    for (let outage = 0; ; outage++) {
+      const timer = deps.metrics?.reconcileBatchSeconds.startTimer({ topic });
+      try {
+        const result = await work();
+        timer?.();
+        return result;
+      } catch (err) {
+        if (!isDatabaseOutage(err)) throw err;
+        if (stopping) {
+          // Retryable: the runner sees the member stopping and leaves the batch uncommitted.
+          throw new AppError('DATABASE_UNAVAILABLE', 'database unavailable while stopping', { cause: err });
+        }
+        const wait = Math.min(maxBackoff, 100 * 2 ** Math.min(outage, 6));
+        log.warn({ err, wait, attempt: outage + 1 }, 'database unavailable, batch waits');
+        await new Promise((r) => setTimeout(r, wait));
+        await ctx.heartbeat().catch(() => undefined);
+      }
+    }
+  }
+
+  const observations = await runBatchConsumer({
+    kafka: deps.kafka,
+    groupId: RECONCILER_GROUPS.observations,
+    topic: 'provider.status.observed.v1',
+    serde: deps.serde,
+    dlq: deps.dlq,
+    logger: deps.logger,
+    handleBatch: async (messages, ctx) => {
+      const values = messages.map((m) => m.value);
+      await inLedger('provider.status.observed.v1', ctx, () =>
+        withLedgerTransaction(deps.db, (trx) => applyObservations(trx, values, { rules: deps.rules })),
+      );
+      deps.metrics?.eventsConsumed.inc({ topic: 'provider.status.observed.v1' }, messages.length);
+    },
+  });
+
+  const intents = await runBatchConsumer({
+    kafka: deps.kafka,
+    groupId: RECONCILER_GROUPS.intents,
+    topic: 'merchant.intent.recorded.v1',
+    serde: deps.serde,
+    dlq: deps.dlq,
+    logger: deps.logger,
+    handleBatch: async (messages, ctx) => {
+      const values = messages.map((m) => m.value);
+      await inLedger('merchant.intent.recorded.v1', ctx, () =>
+        withLedgerTransaction(deps.db, (trx) => recordIntents(trx, values, { rules: deps.rules })),
+      );
+      deps.metrics?.eventsConsumed.inc({ topic: 'merchant.intent.recorded.v1' }, messages.length);
+    },
+  });
+
+  return {
+    consumers: [observations, intents],
+    ready: Promise.all([observations.ready, intents.ready]).then(() => undefined),
+    async stop() {
+      stopping = true;
+      await Promise.all([observations.stop(), intents.stop()]);
+    },
+  };
+}

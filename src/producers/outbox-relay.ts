@@ -1,0 +1,177 @@
+/**
+ * The outbox relay: publishes the alert rows the ledger wrote in its transactions (`outbox`) to
+ * `recon.alert.raised.v1` and marks them published once Kafka acknowledged them. Rows are claimed with
+ * `FOR UPDATE SKIP LOCKED`, so several relays never publish the same row at once. A crash between the
+ * acknowledgement and the mark publishes the row again; the alert id is the same, and the dispatcher
+ * delivers each alert id once.
+ */
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Database } from '../db/schema.ts';
+import { isRetryable } from '../domain/errors.ts';
+import { SEVERITIES, type Severity } from '../domain/exception-rules.ts';
+import { parseAmount } from '../domain/money.ts';
+import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
+import type { Publisher } from '../events/kafka.ts';
+import type { AlertRaised } from '../events/payloads.ts';
+import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+
+const ALERT_TOPIC = 'recon.alert.raised.v1' as const;
+
+/** What the ledger writes into `outbox.payload` (src/db/exceptions.ts). */
+interface OutboxPayload {
+  alertId: string;
+  type: string;
+  severity: string;
+  account: string;
+  kind?: string;
+  entityId?: string;
+  count?: number;
+  raisedAt: string;
+  details?: Record<string, unknown>;
+}
+
+const MESSAGES: Record<string, string> = {
+  LATE_REJECTION: 'a COMPLETED payment was REJECTED afterwards; the amount is back in available',
+  EARLY_RELEASE_REVERSED: 'an early-released deposit failed; the released amount was reversed',
+  AMOUNT_MISMATCH: 'the provider amount differs from the merchant intent',
+  CURRENCY_MISMATCH: 'the provider currency differs from the merchant intent',
+  UNKNOWN_TRANSACTION: 'the provider knows this transaction but no merchant intent exists',
+  MISSING_AT_PROVIDER: 'the merchant recorded this transaction but the provider answers not found',
+  ILLEGAL_TRANSITION: 'the provider reported a status change the spec does not allow',
+  STUCK: 'the transaction has stayed in a non-final status past its deadline',
+  MISSED_NOTIFICATION: 'a status change was seen only by polling, no webhook arrived',
+  THIRD_PARTY_PAYER: 'the deposit was cancelled: paid by a third party',
+  PAYER_UNMATCH: 'the payer does not match the customer',
+  OVER_REFUNDED: 'refunds exceed the deposit amount',
+  DUPLICATE_INVOICE: 'the same invoice id names more than one deposit',
+  FEE_MISMATCH: 'the fee charged differs from the fee schedule',
+};
+
+function text(v: unknown): string | null {
+  return typeof v === 'string' && v.length > 0 ? v : null;
+}
+
+/** Maps an outbox row's payload to the alert event. Amounts in details stay exact (decimal text). */
+export function alertFromOutbox(payload: OutboxPayload): AlertRaised {
+  const details = payload.details ?? {};
+  const amountText = text(details.amount) ?? text(details.providerAmount) ?? text(details.provider_amount);
+  let amount: bigint | null = null;
+  if (amountText) {
+    try {
+      amount = parseAmount(amountText, { allowNegative: true });
+    } catch {
+      amount = null;
+    }
+  }
+  const kind = (ENTITY_KINDS as readonly string[]).includes(payload.kind ?? '')
+    ? (payload.kind as EntityKind)
+    : null;
+  const severity = (SEVERITIES as readonly string[]).includes(payload.severity)
+    ? (payload.severity as Severity)
+    : 'critical';
+  return {
+    alertId: payload.alertId,
+    type: payload.type,
+    severity: severity as AlertRaised['severity'],
+    account: payload.account,
+    entityKind: kind,
+    entityId: payload.entityId ?? null,
+    amount,
+    currency: text(details.currency),
+    message: MESSAGES[payload.type] ?? payload.type,
+    raisedAt: new Date(payload.raisedAt),
+    details,
+  };
+}
+
+export interface OutboxRelayDeps {
+  db: Kysely<Database>;
+  publisher: Publisher;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Rows per publish (default 500). */
+  batchSize?: number;
+  /** Idle wait between empty polls, ms (default 250). */
+  idleMs?: number;
+}
+
+export interface OutboxRelay {
+  /** Publishes what is pending now; returns how many rows were published. */
+  relayOnce(): Promise<number>;
+  /** Publishes everything pending, then stops the loop. */
+  stop(): Promise<void>;
+}
+
+export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolean } = {}): OutboxRelay {
+  const log = deps.logger.child({ module: 'outbox-relay' });
+  const batchSize = deps.batchSize ?? 500;
+  const idleMs = deps.idleMs ?? 250;
+  let running = options.loop ?? true;
+  let wake: (() => void) | null = null;
+
+  async function relayOnce(): Promise<number> {
+    return deps.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ id: string; alert_id: string; key: string; payload: OutboxPayload }>`
+        SELECT id::text AS id, alert_id, key, payload FROM outbox
+        WHERE published_at IS NULL ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`.execute(trx);
+      if (rows.length === 0) return 0;
+      try {
+        await deps.publisher.publish(
+          ALERT_TOPIC,
+          rows.map((r) => ({ key: r.key, value: alertFromOutbox(r.payload) })),
+        );
+      } catch (err) {
+        await sql`UPDATE outbox SET attempts = attempts + 1, last_error = ${String((err as Error).message).slice(0, 500)}
+          WHERE id = ANY(${rows.map((r) => r.id)}::bigint[])`.execute(trx);
+        throw err;
+      }
+      await sql`UPDATE outbox SET published_at = now(), attempts = attempts + 1, last_error = NULL
+        WHERE id = ANY(${rows.map((r) => r.id)}::bigint[])`.execute(trx);
+      deps.metrics?.eventsPublished.inc({ topic: ALERT_TOPIC }, rows.length);
+      return rows.length;
+    });
+  }
+
+  const loop = (async () => {
+    let failures = 0;
+    while (running) {
+      let published = 0;
+      try {
+        published = await relayOnce();
+        failures = 0;
+      } catch (err) {
+        failures += 1;
+        log.warn({ err, failures, retryable: isRetryable(err) }, 'outbox relay failed, will retry');
+      }
+      if (published >= batchSize) continue;
+      const wait = failures > 0 ? Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) : idleMs;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, wait);
+        wake = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      wake = null;
+    }
+  })();
+
+  return {
+    relayOnce,
+    async stop() {
+      running = false;
+      (wake as (() => void) | null)?.();
+      await loop;
+      // Flush what is left so a clean stop leaves nothing behind.
+      try {
+        while ((await relayOnce()) > 0) {
+          /* keep flushing */
+        }
+      } catch (err) {
+        log.warn({ err }, 'outbox flush at stop failed; rows stay for the next start');
+      }
+    },
+  };
+}
