@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sweepExceptions } from '../../src/db/exceptions.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import {
+  entitiesDueForPolling,
+  inFlight,
+  movements,
+  openExceptions,
+  resolveException,
+} from '../../src/db/queries.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import { intent, obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+
+const apply = (o: Observation[]) => withLedgerTransaction(t.db, (trx) => applyObservations(trx, o));
+const minute = (m: number) => new Date(Date.UTC(2026, 10, 1) + m * 60_000);
+
+async function exceptionsOf(entityId: string) {
+  return t.db
+    .selectFrom('exceptions')
+    .selectAll()
+    .where('entity_id', '=', entityId)
+    .orderBy('type')
+    .execute();
+}
+
+describe('sweepExceptions', () => {
+  it('raises STUCK once past the deadline, counts it again only after resolution', async () => {
+    await apply([obs('cashout', 'stuck1', 'ON_HOLD', 0, { source: 'webhook' })]);
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 'stuck1', 100n)]));
+    const early = await sweepExceptions(t.db, minute(60));
+    expect(early.stuck).toBe(0);
+    const late = minute(3 * 24 * 60 + 1);
+    expect((await sweepExceptions(t.db, late)).stuck).toBe(1);
+    await sweepExceptions(t.db, late);
+    let rows = (await exceptionsOf('stuck1')).filter((e) => e.type === 'STUCK');
+    expect(rows.map((r) => [r.count, r.state])).toEqual([[1, 'open']]);
+    await resolveException(t.db, rows[0]!.id, 'called the bank', 'ana');
+    await sweepExceptions(t.db, late);
+    rows = (await exceptionsOf('stuck1')).filter((e) => e.type === 'STUCK');
+    expect(rows.map((r) => [r.count, r.state])).toEqual([[2, 'open']]);
+  });
+
+  it('raises MISSED_NOTIFICATION for a change seen only by polling, after the grace', async () => {
+    await apply([
+      obs('deposit', 'poll1', 'PENDING', 0, { source: 'webhook' }),
+      obs('deposit', 'poll1', 'COMPLETED', 5, { source: 'poll' }),
+      obs('deposit', 'hook1', 'COMPLETED', 5, { source: 'webhook' }),
+    ]);
+    await sweepExceptions(t.db, new Date(Date.now() + 60_000));
+    expect((await exceptionsOf('poll1')).map((e) => e.type)).not.toContain('MISSED_NOTIFICATION');
+    await sweepExceptions(t.db, new Date(Date.now() + 31 * 60_000));
+    expect((await exceptionsOf('poll1')).map((e) => e.type)).toContain('MISSED_NOTIFICATION');
+    expect((await exceptionsOf('hook1')).map((e) => e.type)).not.toContain('MISSED_NOTIFICATION');
+  });
+
+  it('raises UNKNOWN_TRANSACTION for an observed entity with no intent after the grace', async () => {
+    await apply([obs('deposit', 'unk1', 'PENDING', 0, { source: 'webhook' })]);
+    await sweepExceptions(t.db, minute(10));
+    expect((await exceptionsOf('unk1')).map((e) => e.type)).not.toContain('UNKNOWN_TRANSACTION');
+    await sweepExceptions(t.db, minute(16));
+    expect((await exceptionsOf('unk1')).map((e) => e.type)).toContain('UNKNOWN_TRANSACTION');
+    // stuck1 has its intent.
+    expect((await exceptionsOf('stuck1')).map((e) => e.type)).not.toContain('UNKNOWN_TRANSACTION');
+    const open = await openExceptions(t.db, minute(60), 'UNKNOWN_TRANSACTION');
+    expect(open.map((e) => e.entityId)).toContain('unk1');
+  });
+
+  it('raises immediate exceptions: amount mismatch, missing at provider, duplicate invoice, over-refund', async () => {
+    await withLedgerTransaction(t.db, (trx) =>
+      recordIntents(trx, [intent('deposit', 'mm1', 9_999n), intent('deposit', 'gone1', 100n)]),
+    );
+    await apply([
+      obs('deposit', 'mm1', 'COMPLETED', 1),
+      obs('deposit', 'gone1', null, 1),
+      obs('deposit', 'dup1', 'PENDING', 1, { externalRef: 'inv-same' }),
+    ]);
+    await apply([obs('deposit', 'dup2', 'PENDING', 2, { externalRef: 'inv-same' })]);
+    await apply([
+      obs('refund', 'r1', 'PENDING', 3, { parentDepositId: 'mm1', amount: 6_000n }),
+      obs('refund', 'r2', 'PENDING', 3, { parentDepositId: 'mm1', amount: 6_000n }),
+    ]);
+    expect((await exceptionsOf('mm1')).map((e) => e.type)).toEqual(['AMOUNT_MISMATCH', 'OVER_REFUNDED']);
+    expect((await exceptionsOf('gone1')).map((e) => e.type)).toEqual(['MISSING_AT_PROVIDER']);
+    expect((await exceptionsOf('dup2')).map((e) => e.type)).toEqual(['DUPLICATE_INVOICE']);
+    const alerts = await t.db.selectFrom('outbox').select('alert_id').execute();
+    expect(alerts.map((a) => a.alert_id)).toEqual(
+      expect.arrayContaining(['AMOUNT_MISMATCH:deposit:acme:mm1:1', 'OVER_REFUNDED:deposit:acme:mm1:1']),
+    );
+    const refunds = await inFlight(t.db, 'acme');
+    expect(refunds.filter((r) => r.kind === 'refund').map((r) => r.amount)).toEqual([6_000n, 6_000n]);
+    const moved = await movements(
+      t.db,
+      new Date(Date.now() - 3_600_000),
+      new Date(Date.now() + 3_600_000),
+      'acme',
+    );
+    const reserve = moved.filter((m) => m.effect === 'reserve' && m.account === 'reserved');
+    expect(reserve.reduce((s, m) => s + m.amount, 0n)).toBe(12_100n);
+  });
+});
+
+describe('polling schedule', () => {
+  it('backs off while unchanged, resets on a change, stops when final', async () => {
+    await apply([obs('refund', 'p1', 'PENDING', 100)]);
+    expect((await entitiesDueForPolling(t.db, minute(100), 100)).map((d) => d.entityId)).not.toContain('p1');
+    const due = await entitiesDueForPolling(t.db, minute(101), 1000);
+    expect(due.find((d) => d.entityId === 'p1')).toMatchObject({ nextPollAt: minute(101), pollAttempts: 0 });
+    await apply([obs('refund', 'p1', 'PENDING', 101)]);
+    await apply([obs('refund', 'p1', 'PENDING', 103)]);
+    let m = await t.db
+      .selectFrom('mirrors')
+      .selectAll()
+      .where('entity_id', '=', 'p1')
+      .executeTakeFirstOrThrow();
+    expect([m.poll_attempts, m.next_poll_at]).toEqual([2, minute(107)]);
+    await apply([obs('refund', 'p1', 'CANCELLED', 104)]);
+    m = await t.db.selectFrom('mirrors').selectAll().where('entity_id', '=', 'p1').executeTakeFirstOrThrow();
+    expect(m.next_poll_at).toBeNull();
+  });
+
+  it('schedules an intent-only entity from its creation', async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 'new1', 50n)]));
+    const due = await entitiesDueForPolling(t.db, minute(1), 1000);
+    expect(due.find((d) => d.entityId === 'new1')).toMatchObject({ status: null, kind: 'cashout' });
+  });
+});
