@@ -187,6 +187,8 @@ export interface BatchConsumerOptions<T extends TopicName> {
   fromBeginning?: boolean;
   sessionTimeout?: number;
   heartbeatInterval?: number;
+  /** Longest a fetch waits for data (kafkajs default 5 s); a stop waits for the fetch in flight. */
+  maxWaitTimeInMs?: number;
   logger?: Logger;
 }
 
@@ -250,6 +252,7 @@ export async function runBatchConsumer<T extends TopicName>(
     allowAutoTopicCreation: false,
     sessionTimeout: options.sessionTimeout ?? 30_000,
     heartbeatInterval: options.heartbeatInterval ?? 3_000,
+    maxWaitTimeInMs: options.maxWaitTimeInMs ?? 5_000,
   });
 
   let joined: () => void = () => {};

@@ -103,7 +103,11 @@ async function committed(groupId: string): Promise<Map<number, string>> {
 /** Reads every message of a DLQ topic from the start. */
 async function readDlq(count: number): Promise<{ envelope: DlqEnvelope; headers: Record<string, string> }[]> {
   const out: { envelope: DlqEnvelope; headers: Record<string, string> }[] = [];
-  const consumer = kafka.consumer({ groupId: `dlq-reader-${Date.now()}`, heartbeatInterval: 300 });
+  const consumer = kafka.consumer({
+    groupId: `dlq-reader-${Date.now()}`,
+    heartbeatInterval: 300,
+    maxWaitTimeInMs: 300,
+  });
   await consumer.connect();
   await consumer.subscribe({ topics: [dlqTopicOf(OBSERVED)], fromBeginning: true });
   await consumer.run({
@@ -135,6 +139,7 @@ function start(
     retry,
     logger: quiet,
     heartbeatInterval: 300,
+    maxWaitTimeInMs: 300,
     sessionTimeout: 10_000,
     handleBatch,
   }).then((c) => {
