@@ -49,7 +49,7 @@ const entitySpec: fc.Arbitrary<EntitySpec> = fc.record({
   amount: fc.bigInt({ min: 1n, max: 10n ** 20n - 1n }),
   fee: fc.bigInt({ min: 0n, max: 500n }),
   feeOnPayer: fc.boolean(),
-  test: fc.boolean({ pct: 20 } as never).map((b) => b),
+  test: fc.boolean(),
   crypto: fc.boolean(),
   withIntent: fc.boolean(),
   walk: fc.array(fc.nat(20), { minLength: 1, maxLength: 6 }),
