@@ -36,6 +36,7 @@ button.secondary{background:#fff;color:#2456c7}
 .login{max-width:340px;margin:4rem auto;background:#fff;padding:1.5rem;box-shadow:0 1px 3px #0002}
 .login label{margin-bottom:.7rem}
 progress{width:320px;height:1rem}
+table.narrow{width:auto}
 .muted{color:#6b7483;font-size:.85rem}
 `;
 
@@ -173,7 +174,7 @@ ${
           html`<li><a href="${ctx.base}/reports/${run.id}/download/${f.name}" download>${f.label}</a></li>`,
       )}</ul>
 <p class="muted">SHA-256 of the workbook: <code>${run.sha256}</code>${run.finishedAt ? html` · finished ${formatDateTime(run.finishedAt, ctx.timeZone)}` : ''}</p>
-<h2>Rows</h2><table style="width:auto"><thead><tr><th>Sheet</th><th class="num">Rows</th></tr></thead><tbody>${Object.entries(
+<h2>Rows</h2><table class="narrow"><thead><tr><th>Sheet</th><th class="num">Rows</th></tr></thead><tbody>${Object.entries(
         run.rowCounts,
       ).map(
         ([k, v]) => html`<tr><td>${k}</td><td class="num">${v.toLocaleString('en-US')}</td></tr>`,
