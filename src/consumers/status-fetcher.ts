@@ -1,0 +1,168 @@
+/**
+ * The status fetcher: a notification says only "something happened to deposit N"; this consumer asks
+ * the provider's status endpoint what, and publishes the answer as an observation (source `webhook`) on
+ * `provider.status.observed.v1`.
+ *
+ * `handleNotifications(messages)` is the `handleBatch` of `runBatchConsumer` on
+ * `provider.notification.received.v1`. It reads the batch's statuses with bounded concurrency (one
+ * read per distinct entity: a duplicated notification in one batch costs one call), maps them through
+ * `src/provider/to-observation.ts`, and publishes the whole batch's observations in one acknowledged
+ * send before it resolves, so the runner commits offsets only after they are safe.
+ *
+ * - "Not found" (404, code 208, code 509) becomes an observation with `status: null`: the ledger raises
+ *   MISSING_AT_PROVIDER.
+ * - Transient provider errors (timeouts, network, 5xx, 429) are thrown retryable: the runner retries
+ *   the batch with back-off. Anything else (schema drift, an unknown account) is thrown non-retryable:
+ *   the runner isolates the message and dead-letters it.
+ */
+import type { ProviderAccount } from '../config.ts';
+import { AppError } from '../domain/errors.ts';
+import type { Observation } from '../domain/observation.ts';
+import { type ConsumedMessage, createPublisher, type Publisher, runBatchConsumer } from '../events/kafka.ts';
+import type { NotificationReceived } from '../events/payloads.ts';
+import { type Logger, logger as rootLogger } from '../logger.ts';
+import { createProviderClient, type ProviderClientOptions } from '../provider/client.ts';
+import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
+
+export const OBSERVED_TOPIC = 'provider.status.observed.v1';
+export const NOTIFICATIONS_TOPIC = 'provider.notification.received.v1';
+
+export interface StatusFetcherDeps {
+  /** The provider client of an account; undefined when the account is not configured. */
+  clientFor(account: string): StatusReader | undefined;
+  publisher: Pick<Publisher, 'publish'>;
+  /** Status calls in flight at once (default 8). */
+  concurrency?: number;
+  now?: () => Date;
+  /** Called per observation published (metrics). */
+  onObserved?: (observation: Observation) => void;
+  logger?: Logger;
+}
+
+export interface StatusFetcher {
+  handleNotifications(messages: readonly ConsumedMessage<NotificationReceived>[]): Promise<void>;
+}
+
+/** Runs `work` over `items` with at most `limit` in flight; rejects with the first error, after all settle. */
+export async function mapBounded<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  let failed = false;
+  let firstError: unknown;
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      const i = next++;
+      try {
+        results[i] = await work(items[i]!, i);
+      } catch (err) {
+        if (!failed) firstError = err;
+        failed = true;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+  if (failed) throw firstError;
+  return results;
+}
+
+/** Provider clients per configured account, built once. */
+export function clientsFor(
+  accounts: readonly ProviderAccount[],
+  options: ProviderClientOptions = {},
+): (account: string) => StatusReader | undefined {
+  const clients = new Map(accounts.map((a) => [a.name, createProviderClient(a, options)]));
+  return (name) => clients.get(name);
+}
+
+export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
+  const concurrency = deps.concurrency ?? 8;
+  const now = deps.now ?? (() => new Date());
+  const log = (deps.logger ?? rootLogger).child({ module: 'status-fetcher' });
+
+  return {
+    async handleNotifications(messages) {
+      // One read per entity per batch: duplicates and bursts collapse.
+      const entities = new Map<string, EntityToRead>();
+      for (const m of messages) {
+        const n = m.value;
+        const key = `${n.kind}:${n.account}:${n.entityId}`;
+        const known = entities.get(key);
+        if (known === undefined) {
+          entities.set(key, {
+            kind: n.kind,
+            account: n.account,
+            entityId: n.entityId,
+            externalRef: n.externalId,
+          });
+        } else if (known.externalRef === null && n.externalId !== null) {
+          known.externalRef = n.externalId;
+        }
+      }
+      const observations = await mapBounded([...entities.values()], concurrency, async (entity) => {
+        const client = deps.clientFor(entity.account);
+        if (!client) {
+          throw new AppError(
+            'NOT_FOUND',
+            `notification for account ${entity.account}, which is not configured`,
+            {
+              retryable: false,
+              details: { account: entity.account },
+            },
+          );
+        }
+        return readStatus(client, entity, 'webhook', now);
+      });
+      await deps.publisher.publish(
+        OBSERVED_TOPIC,
+        observations.map((value) => ({ value })),
+      );
+      for (const o of observations) deps.onObserved?.(o);
+      log.debug({ notifications: messages.length, observations: observations.length }, 'statuses fetched');
+    },
+  };
+}
+
+export interface RunStatusFetcherOptions {
+  kafka: Parameters<typeof runBatchConsumer>[0]['kafka'];
+  serde: Parameters<typeof runBatchConsumer>[0]['serde'];
+  accounts: readonly ProviderAccount[];
+  providerOptions?: ProviderClientOptions;
+  groupId?: string;
+  concurrency?: number;
+  logger?: Logger;
+}
+
+/**
+ * The fetcher as a running consumer group member (`payrecon fetch`, and `payrecon up`): its own
+ * publisher for observations and DLQ messages. `stop()` leaves the group and disconnects.
+ */
+export async function runStatusFetcher(options: RunStatusFetcherOptions) {
+  const publisher = await createPublisher(options.kafka, options.serde);
+  const fetcher = createStatusFetcher({
+    clientFor: clientsFor(options.accounts, options.providerOptions),
+    publisher,
+    ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  });
+  const consumer = await runBatchConsumer({
+    kafka: options.kafka,
+    groupId: options.groupId ?? 'payrecon-status-fetcher',
+    topic: NOTIFICATIONS_TOPIC,
+    serde: options.serde,
+    dlq: publisher,
+    handleBatch: (messages) => fetcher.handleNotifications(messages),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  });
+  return {
+    ready: consumer.ready,
+    consumer: consumer.consumer,
+    async stop() {
+      await consumer.stop();
+      await publisher.disconnect();
+    },
+  };
+}

@@ -1,0 +1,429 @@
+/**
+ * Webhook ingress: the provider's notifications (provider-facts.md, "Notifications") in, one
+ * `NotificationReceived` event per notification out on `provider.notification.received.v1`. The route
+ * only verifies, records and acknowledges; the status fetcher does the work.
+ *
+ * Routes (an encapsulated fastify plugin, so `payrecon up` and `payrecon ingest` mount the same one):
+ *
+ * - `POST /webhooks/:account/deposits`, `/webhooks/:account/refunds`, `/webhooks/:account/cashouts`
+ * - `POST /webhooks/:account`: any kind, told apart by the body (`deposit_id`, `refund_id`, or a cashout
+ *   form), for merchants who give the provider one notification URL for everything;
+ * - `POST /webhooks/deposits` (and refunds, cashouts): the default account, when one is configured.
+ *
+ * Deposit and refund JSON bodies name their own kind, so the deposits and refunds routes take either
+ * (the provider sends both to the deposit's notification_url, which is often one URL).
+ *
+ * Answers: 200 only once Kafka acknowledged the event (acks all); 503 when publishing failed, so the
+ * provider retries and nothing is lost; 400 malformed, 401 forged or replayed (enforce mode), 404 unknown
+ * account, 413 body over the limit, 415 content type neither JSON nor form. Every 4xx names the field and
+ * the rule and publishes nothing. The signature, the `control` value and the body never reach the event
+ * or a log: the event carries a SHA-256 of the raw body and the outcome of the check.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import type {
+  FastifyError,
+  FastifyInstance,
+  FastifyPluginAsync,
+  FastifyReply,
+  FastifyRequest,
+} from 'fastify';
+import type { ProviderAccount, WebhookSignatureMode } from '../config.ts';
+import type { EntityKind } from '../domain/statuses.ts';
+import type { Publisher } from '../events/kafka.ts';
+import type { Authenticity, NotificationReceived } from '../events/payloads.ts';
+import { type Logger, logger as rootLogger } from '../logger.ts';
+import { parseProviderJson } from '../provider/json.ts';
+import {
+  cashoutNotificationSchema,
+  depositNotificationSchema,
+  formatZodIssues,
+  refundNotificationSchema,
+} from '../provider/schemas.ts';
+import {
+  isXDateInWindow,
+  parseXDate,
+  verifyCashoutControl,
+  verifyDepositAuthorization,
+} from '../provider/signing.ts';
+
+export const NOTIFICATION_TOPIC = 'provider.notification.received.v1';
+
+/** Why a notification was turned away (the label of the rejection counter). */
+export const WEBHOOK_REJECTIONS = [
+  'malformed',
+  'forged',
+  'replayed',
+  'unknown_account',
+  'too_large',
+  'unsupported_media_type',
+  'unavailable',
+] as const;
+export type WebhookRejection = (typeof WEBHOOK_REJECTIONS)[number];
+
+const STATUS_OF: Record<WebhookRejection, number> = {
+  malformed: 400,
+  forged: 401,
+  replayed: 401,
+  unknown_account: 404,
+  too_large: 413,
+  unsupported_media_type: 415,
+  unavailable: 503,
+};
+
+export interface WebhookIngressDeps {
+  accounts: readonly ProviderAccount[];
+  publisher: Pick<Publisher, 'publish'>;
+  /** Account of the routes without an account segment (`/webhooks/cashouts`); none: those answer 404. */
+  defaultAccount?: string | null;
+  /** Largest body accepted, bytes (default 64 KiB). */
+  bodyLimit?: number;
+  now?: () => Date;
+  /** Called once per rejected notification (metrics). */
+  onRejected?: (reason: WebhookRejection) => void;
+  /** Called once per notification published (metrics). */
+  onAccepted?: (kind: EntityKind, authenticity: Authenticity) => void;
+  logger?: Logger;
+}
+
+export const DEFAULT_WEBHOOK_BODY_LIMIT = 64 * 1024;
+
+const ROUTE_KINDS: Record<string, EntityKind> = {
+  deposits: 'deposit',
+  refunds: 'refund',
+  cashouts: 'cashout',
+};
+
+/** Body keys that are secrets or credentials: never copied into the event. */
+const SECRET_FIELDS = new Set([
+  'control',
+  'signature',
+  'authorization',
+  'payload_signature',
+  'login',
+  'pass',
+  'password',
+  'secret',
+  'token',
+]);
+
+class Rejection extends Error {
+  constructor(
+    readonly reason: WebhookRejection,
+    readonly field: string,
+    readonly rule: string,
+  ) {
+    super(`${field}: ${rule}`);
+  }
+}
+
+type ContentKind = 'json' | 'form';
+
+function contentKind(req: FastifyRequest): ContentKind | null {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type === 'application/json') return 'json';
+  if (type === 'application/x-www-form-urlencoded') return 'form';
+  return null;
+}
+
+/** The body as a flat object of values (JSON numbers kept as their text). */
+function parseBody(raw: Buffer, kind: ContentKind): Record<string, unknown> {
+  if (raw.length === 0) throw new Rejection('malformed', 'body', 'must not be empty');
+  const text = raw.toString('utf8');
+  if (kind === 'form') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of new URLSearchParams(text)) {
+      if (!(k in out)) out[k] = v;
+    }
+    return out;
+  }
+  let value: unknown;
+  try {
+    value = parseProviderJson(text);
+  } catch {
+    throw new Rejection('malformed', 'body', 'must be valid JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new Rejection('malformed', 'body', 'must be a JSON object');
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Which kind the body is: the route's, or for deposit/refund JSON the one the body names. */
+function kindOf(body: Record<string, unknown>, routeKind: EntityKind | null): EntityKind {
+  const named: EntityKind | null =
+    'cashout_id' in body || 'control' in body
+      ? 'cashout'
+      : 'refund_id' in body
+        ? 'refund'
+        : 'deposit_id' in body
+          ? 'deposit'
+          : null;
+  if (routeKind === 'cashout' || named === 'cashout') {
+    if (routeKind !== null && routeKind !== 'cashout') {
+      throw new Rejection(
+        'malformed',
+        `${routeKind}_id`,
+        'is required (this route takes deposit and refund notifications)',
+      );
+    }
+    return 'cashout';
+  }
+  if (named !== null) return named;
+  if (routeKind !== null) throw new Rejection('malformed', `${routeKind}_id`, 'is required');
+  throw new Rejection('malformed', 'body', 'must name deposit_id, refund_id or cashout_id');
+}
+
+function firstIssue(error: Parameters<typeof formatZodIssues>[0]): Rejection {
+  const issue = formatZodIssues(error)[0] ?? { field: 'body', rule: 'is invalid' };
+  return new Rejection('malformed', issue.field, issue.rule);
+}
+
+/** Text of the non-secret fields, empty values dropped. */
+function publicFields(body: Record<string, unknown>, skip: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(body)) {
+    if (skip.includes(k) || SECRET_FIELDS.has(k.toLowerCase())) continue;
+    if (v === undefined || v === null || v === '') continue;
+    out[k] = typeof v === 'string' ? v : JSON.stringify(v);
+  }
+  return out;
+}
+
+/** `YYYY-MM-DD HH:MM:SS` GMT, as the cashout notification writes its date. */
+function providerDate(text: string | undefined): Date | null {
+  if (text === undefined) return null;
+  const d = new Date(`${text.replace(' ', 'T')}Z`);
+  return Number.isNaN(d.getTime()) ? null : d;
+}
+
+function header(req: FastifyRequest, name: string): string | undefined {
+  const v = req.headers[name];
+  const s = Array.isArray(v) ? v[0] : v;
+  return s === undefined || s.trim() === '' ? undefined : s.trim();
+}
+
+/** The deposit/refund check: X-Date, X-Login and Authorization like a request (provider-facts). */
+function checkDepositHeaders(
+  req: FastifyRequest,
+  raw: Buffer,
+  account: ProviderAccount,
+  now: Date,
+): Rejection | null {
+  const xDate = header(req, 'x-date');
+  const xLogin = header(req, 'x-login');
+  const authorization = header(req, 'authorization');
+  if (xDate === undefined) return new Rejection('forged', 'x-date', 'is required');
+  if (xLogin === undefined) return new Rejection('forged', 'x-login', 'is required');
+  if (authorization === undefined) return new Rejection('forged', 'authorization', 'is required');
+  if (xLogin !== account.depositLogin)
+    return new Rejection('forged', 'x-login', "must be the account's deposit login");
+  if (parseXDate(xDate) === null)
+    return new Rejection('forged', 'x-date', 'must be yyyy-MM-ddTHH:mm:ssZ in UTC');
+  if (
+    !verifyDepositAuthorization({ xDate, xLogin, body: raw, secret: account.depositSecret, authorization })
+  ) {
+    return new Rejection(
+      'forged',
+      'authorization',
+      'must be "D24 " and the HMAC-SHA256 of X-Date + X-Login + body',
+    );
+  }
+  if (!isXDateInWindow(xDate, now, account.xDateWindowSeconds * 1000)) {
+    return new Rejection(
+      'replayed',
+      'x-date',
+      `must be within ${account.xDateWindowSeconds} s of the receiver's clock`,
+    );
+  }
+  return null;
+}
+
+/**
+ * Builds the plugin. Register it on any fastify instance: `app.register(webhookIngressPlugin(deps))`.
+ * It replaces the content-type parsers inside its own scope only.
+ */
+export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsync {
+  const accounts = new Map(deps.accounts.map((a) => [a.name, a]));
+  const bodyLimit = deps.bodyLimit ?? DEFAULT_WEBHOOK_BODY_LIMIT;
+  const now = deps.now ?? (() => new Date());
+  const log = (deps.logger ?? rootLogger).child({ module: 'webhook-ingress' });
+
+  const reject = (reply: FastifyReply, r: Rejection, context: Record<string, unknown> = {}) => {
+    deps.onRejected?.(r.reason);
+    log.warn({ ...context, reason: r.reason, field: r.field, rule: r.rule }, 'notification rejected');
+    return reply
+      .code(STATUS_OF[r.reason])
+      .send({ error: r.reason, field: r.field, rule: r.rule, message: `${r.field}: ${r.rule}` });
+  };
+
+  async function handle(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    accountName: string | null,
+    routeKind: EntityKind | null,
+  ): Promise<FastifyReply> {
+    const context: Record<string, unknown> = { account: accountName, route: routeKind };
+    try {
+      const account = accountName === null ? undefined : accounts.get(accountName);
+      if (!account) {
+        throw new Rejection(
+          'unknown_account',
+          'account',
+          accountName === null
+            ? 'no default account is configured'
+            : 'must name a configured provider account',
+        );
+      }
+      const type = contentKind(req);
+      if (type === null) {
+        throw new Rejection(
+          'unsupported_media_type',
+          'content-type',
+          'must be application/json or application/x-www-form-urlencoded',
+        );
+      }
+      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const body = parseBody(raw, type);
+      const kind = kindOf(body, routeKind);
+      context.kind = kind;
+      const receivedAt = now();
+      const mode: WebhookSignatureMode = account.webhookSignatureMode;
+
+      let entityId: string;
+      let externalId: string | null = null;
+      let notificationDate: Date | null = null;
+      let fields: Record<string, string>;
+      let problem: Rejection | null = null;
+
+      if (kind === 'cashout') {
+        // Empty form values mean "absent" (the provider sends every key).
+        const present = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== ''));
+        const parsed = cashoutNotificationSchema.omit({ control: true }).safeParse(present);
+        if (!parsed.success) throw firstIssue(parsed.error);
+        entityId = String(parsed.data.cashout_id);
+        externalId = parsed.data.external_id;
+        notificationDate = providerDate(parsed.data.date);
+        fields = publicFields(body, ['cashout_id', 'external_id']);
+        if (mode !== 'off') {
+          const control = typeof present.control === 'string' ? present.control : undefined;
+          if (control === undefined) problem = new Rejection('forged', 'control', 'is required');
+          else if (!verifyCashoutControl(externalId, account.cashoutSecret, control)) {
+            problem = new Rejection(
+              'forged',
+              'control',
+              'must be the HMAC-SHA256 of "Be4" + external_id + "Bo7"',
+            );
+          }
+        }
+      } else {
+        const schema = kind === 'deposit' ? depositNotificationSchema : refundNotificationSchema;
+        const parsed = schema.safeParse(body);
+        if (!parsed.success) throw firstIssue(parsed.error);
+        const data = parsed.data as { deposit_id?: number; refund_id?: number };
+        entityId = String(kind === 'deposit' ? data.deposit_id : data.refund_id);
+        fields = publicFields(body, [`${kind}_id`]);
+        const xDate = header(req, 'x-date');
+        if (xDate !== undefined && parseXDate(xDate) !== null) fields.x_date = xDate;
+        if (mode !== 'off') problem = checkDepositHeaders(req, raw, account, receivedAt);
+      }
+
+      let authenticity: Authenticity = mode === 'off' ? 'unchecked' : 'verified';
+      if (problem !== null) {
+        if (mode === 'enforce') throw problem;
+        authenticity = 'failed';
+        log.warn(
+          { ...context, entityId, reason: problem.reason, field: problem.field, rule: problem.rule },
+          'notification failed its authenticity check; accepted (warn mode)',
+        );
+      }
+
+      const event: NotificationReceived = {
+        notificationId: randomUUID(),
+        kind,
+        account: account.name,
+        entityId,
+        externalId,
+        notificationDate,
+        receivedAt,
+        bodySha256: createHash('sha256').update(raw).digest('hex'),
+        sourceIp: req.ip ?? null,
+        authenticity,
+        fields,
+      };
+      try {
+        await deps.publisher.publish(NOTIFICATION_TOPIC, [{ value: event }]);
+      } catch (err) {
+        deps.onRejected?.('unavailable');
+        log.error(
+          { ...context, entityId, err },
+          'notification not published; answering 503 so the provider retries',
+        );
+        return reply
+          .code(503)
+          .header('retry-after', '5')
+          .send({ error: 'unavailable', message: 'the notification could not be recorded; retry later' });
+      }
+      deps.onAccepted?.(kind, authenticity);
+      log.debug(
+        { ...context, entityId, notificationId: event.notificationId, authenticity },
+        'notification recorded',
+      );
+      return reply.code(200).send({ received: true, notification_id: event.notificationId });
+    } catch (err) {
+      if (err instanceof Rejection) return reject(reply, err, context);
+      throw err;
+    }
+  }
+
+  return async (app: FastifyInstance) => {
+    // The signature is over the exact bytes: keep them, parse them ourselves.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
+
+    app.setErrorHandler((err: FastifyError, req, reply) => {
+      const accountName = (req.params as { a?: string } | undefined)?.a ?? null;
+      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
+        return reject(reply, new Rejection('too_large', 'body', `must be at most ${bodyLimit} bytes`), {
+          account: accountName,
+        });
+      }
+      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) {
+        return reject(
+          reply,
+          new Rejection(
+            'unsupported_media_type',
+            'content-type',
+            'must be application/json or application/x-www-form-urlencoded',
+          ),
+          { account: accountName },
+        );
+      }
+      if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+        return reject(reply, new Rejection('malformed', 'body', err.message), { account: accountName });
+      }
+      log.error({ err, account: accountName }, 'webhook handler failed');
+      return reply.code(500).send({ error: 'internal', message: 'internal error' });
+    });
+
+    app.post<{ Params: { a: string; b: string } }>('/webhooks/:a/:b', async (req, reply) => {
+      const kind = ROUTE_KINDS[req.params.b];
+      if (!kind) {
+        return reject(
+          reply,
+          new Rejection('malformed', 'path', 'must end in /deposits, /refunds or /cashouts'),
+          {
+            account: req.params.a,
+          },
+        );
+      }
+      return handle(req, reply, req.params.a, kind);
+    });
+
+    app.post<{ Params: { a: string } }>('/webhooks/:a', async (req, reply) => {
+      const kind = ROUTE_KINDS[req.params.a];
+      // A kind name is the default account's route; anything else names an account.
+      if (kind) return handle(req, reply, deps.defaultAccount ?? null, kind);
+      return handle(req, reply, req.params.a, null);
+    });
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * Real parts for the producer and fetcher tests: the embedded schema registry and broker on port 0,
+ * the catalog's topics, a publisher, a kafkajs consumer that collects decoded values, and the
+ * provider account of the sandbox's default merchant.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import type { Consumer, Kafka } from 'kafkajs';
+import type { ProviderAccount } from '../../src/config.ts';
+import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
+import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
+import { createKafka, createPublisher, ensureTopics, type Publisher } from '../../src/events/kafka.ts';
+import { registerSchemas, type Serde } from '../../src/events/serde.ts';
+import type { TopicName, TopicValues } from '../../src/events/topics.ts';
+import { createLogger } from '../../src/logger.ts';
+import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
+
+export const quiet = createLogger({ level: 'silent' });
+
+export interface Infra {
+  registry: RunningRegistry;
+  broker: RunningBroker;
+  kafka: Kafka;
+  serde: Serde;
+  publisher: Publisher;
+  close(): Promise<void>;
+}
+
+export async function startInfra(): Promise<Infra> {
+  const dirs = [
+    mkdtempSync(join(tmpdir(), 'payrecon-prod-reg-')),
+    mkdtempSync(join(tmpdir(), 'payrecon-prod-kafka-')),
+  ];
+  const registry = await startRegistry({ host: '127.0.0.1', port: 0, dataDir: dirs[0]! });
+  const serde = await registerSchemas(new SchemaRegistry({ host: registry.url }));
+  const broker = await startBroker({ host: '127.0.0.1', port: 0, dataDir: dirs[1]! });
+  const kafka = createKafka({
+    brokers: [`127.0.0.1:${broker.port}`],
+    clientId: 'producers-test',
+    retries: 2,
+    logger: quiet,
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, quiet);
+  await admin.disconnect();
+  const publisher = await createPublisher(kafka, serde);
+  let closed = false;
+  return {
+    registry,
+    broker,
+    kafka,
+    serde,
+    publisher,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await publisher.disconnect().catch(() => undefined);
+      await broker.close().catch(() => undefined);
+      await registry.close().catch(() => undefined);
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Collector<T> {
+  values: T[];
+  headers: Record<string, string>[];
+  keys: (string | null)[];
+  /** Waits until at least `n` values arrived. */
+  waitFor(n: number, ms?: number): Promise<T[]>;
+  /** Waits `ms` more and answers what arrived (to prove nothing more came). */
+  settle(ms?: number): Promise<T[]>;
+  stop(): Promise<void>;
+}
+
+/** A fresh consumer group reading `topic` from the beginning, decoding every value. */
+export async function collect<T extends TopicName>(
+  infra: Infra,
+  topic: T,
+): Promise<Collector<TopicValues[T]>> {
+  const values: TopicValues[T][] = [];
+  const headers: Record<string, string>[] = [];
+  const keys: (string | null)[] = [];
+  const consumer: Consumer = infra.kafka.consumer({
+    groupId: `collect-${randomBytes(4).toString('hex')}`,
+    maxWaitTimeInMs: 100,
+  });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  let joined: () => void = () => {};
+  const ready = new Promise<void>((r) => {
+    joined = r;
+  });
+  consumer.on(consumer.events.GROUP_JOIN, () => joined());
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      values.push((await infra.serde.decode(topic, message.value)) as TopicValues[T]);
+      keys.push(message.key?.toString('utf8') ?? null);
+      const h: Record<string, string> = {};
+      for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) h[k] = String(v);
+      headers.push(h);
+    },
+  });
+  await ready;
+  return {
+    values,
+    headers,
+    keys,
+    async waitFor(n, ms = 20_000) {
+      const deadline = Date.now() + ms;
+      while (values.length < n) {
+        if (Date.now() > deadline)
+          throw new Error(`waited ${ms} ms for ${n} message(s) on ${topic}, got ${values.length}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return values;
+    },
+    async settle(ms = 1_000) {
+      await new Promise((r) => setTimeout(r, ms));
+      return values;
+    },
+    stop: () => consumer.disconnect(),
+  };
+}
+
+/** The provider account of the sandbox's default merchant, pointing at a running sandbox. */
+export function sandboxAccount(
+  urls: { url: string; ccUrl: string },
+  overrides: Partial<ProviderAccount> = {},
+): ProviderAccount {
+  return {
+    name: 'main',
+    baseUrl: urls.url,
+    cardBaseUrl: urls.ccUrl,
+    depositLogin: DEFAULT_ACCOUNT.login,
+    depositSecret: DEFAULT_ACCOUNT.depositSecret,
+    cashoutLogin: DEFAULT_ACCOUNT.cashoutLogin,
+    cashoutPass: DEFAULT_ACCOUNT.cashoutPass,
+    cashoutSecret: DEFAULT_ACCOUNT.cashoutSecret,
+    readOnlyKey: DEFAULT_ACCOUNT.readOnlyKey,
+    webhookSignatureMode: 'enforce',
+    xDateWindowSeconds: 300,
+    ...overrides,
+  };
+}
+
+export async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
