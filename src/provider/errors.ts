@@ -10,7 +10,7 @@
  * HTTP statuses marked *inferred* are not published; they follow the nearest documented case.
  */
 import { AppError, type ErrorCode } from '../domain/errors.ts';
-import type { FieldIssue } from './schemas.ts';
+import type { CardRejectionCode, FieldIssue } from './schemas.ts';
 
 export type ProviderErrorScope = 'headers' | 'deposit' | 'refund' | 'cashout';
 
@@ -66,6 +66,32 @@ export const PROVIDER_ERRORS = {
 } as const satisfies Record<number, ProviderErrorInfo>;
 
 export type ProviderErrorCode = keyof typeof PROVIDER_ERRORS;
+
+/** Card rejection reasons (7.3): `payment_info.reason_code` of a REJECTED card deposit. */
+export const CARD_REJECTION_REASONS: Readonly<Record<CardRejectionCode, string>> = {
+  EXTERNAL_HIGH_RISK: 'Rejected by the issuer anti-fraud',
+  TRX_NOT_SUPPORTED: 'Transaction type not supported by the acquirer',
+  INVALID_CARD_NUMBER: 'Invalid card number',
+  INVALID_CARD_HOLDER: 'Invalid card holder',
+  INVALID_CARD_EXPIRATION: 'Invalid card expiration',
+  INVALID_SECURITY_CODE: 'Invalid security code',
+  INVALID_ISSUER: 'Invalid issuer',
+  INVALID_PIN: 'Invalid PIN',
+  DUPLICATE_PAYMENT: 'Duplicate payment',
+  MAX_ATTEMPTS_REACHED: 'Maximum attempts reached for this user and card',
+  INSUFFICIENT_FUNDS: 'Insufficient funds',
+  AUTHORIZATION_CALL_REQUIRED: 'The customer must call the bank to activate the card',
+  CARD_BIN_NOT_FOUND: 'Card BIN not found',
+  CARD_EXPIRED: 'Card expired',
+  CARD_DECLINED: 'Card declined',
+  CARD_REPORTED_STOLEN: 'Card reported as stolen',
+  CARD_REPORTED_LOST: 'Card reported as lost',
+  CARD_RESTRICTED_BY_BANK: 'Card restricted by the bank',
+  CARD_REQUESTED_BY_BANK: 'Card requested by the bank',
+  CARD_BLACKLISTED: 'Card blacklisted',
+  CARD_DISABLED: 'Card disabled',
+  OTHER_REASON: 'Card rejected',
+};
 
 /** Registry entry of a provider code, or undefined for a code the registry does not know. */
 export function providerErrorInfo(code: number | null | undefined): ProviderErrorInfo | undefined {

@@ -357,6 +357,27 @@ describe('cashouts', () => {
     expect(seen.map((s) => s.url)).toEqual(['/api/v3/cashout', '/api/v3/cashout/status', '/api/v3/cashout']);
   });
 
+  it('resolves a 511 on a resend by looking the cashout up, never creating twice', async () => {
+    let created = 0;
+    let lookups = 0;
+    handlers['POST /api/v3/cashout'] = (_req, reply) => {
+      if (++created === 1) return json(reply, 502, '{"code":0,"message":"bad gateway"}'); // created anyway
+      return json(reply, 412, '{"code":511,"message":"External ID already used"}');
+    };
+    handlers['POST /api/v3/cashout/status'] = (_req, reply) =>
+      ++lookups === 1
+        ? json(reply, 412, '{"code":509,"message":"Cashout not found with this ID"}') // not visible yet
+        : json(reply, 200, '{"cashout_id":8405149,"external_id":"ext-42","cashout_status":0}');
+    const res = await client().createCashout(NEW_CASHOUT);
+    expect(res.cashout_id).toBe(8405149);
+    expect(seen.map((s) => s.url)).toEqual([
+      '/api/v3/cashout',
+      '/api/v3/cashout/status',
+      '/api/v3/cashout',
+      '/api/v3/cashout/status',
+    ]);
+  });
+
   it('does not resend when the lookup itself fails', async () => {
     handlers['POST /api/v3/cashout'] = (_req, reply) =>
       json(reply, 502, '{"code":0,"message":"bad gateway"}');
