@@ -162,6 +162,47 @@ describe('ensureTopics', () => {
   });
 });
 
+describe('publish', () => {
+  it('fails with PUBLISH_FAILED when the topic does not exist, and never creates it', async () => {
+    const bare = await startBroker({ host: '127.0.0.1', port: 0, dataDir: tempDir('events-bare') });
+    const k = createKafka({
+      brokers: [`127.0.0.1:${bare.port}`],
+      clientId: 'bare',
+      retries: 1,
+      logger: quiet,
+    });
+    const p = await createPublisher(k, serde);
+    try {
+      const err = await p.publish(OBSERVED, [{ value: observation(1) }]).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).code).toBe('PUBLISH_FAILED');
+      expect((err as AppError).retryable).toBe(true);
+      const a = k.admin();
+      await a.connect();
+      expect(await a.listTopics()).not.toContain(OBSERVED);
+      await a.disconnect();
+    } finally {
+      await p.disconnect();
+      await bare.close();
+    }
+  });
+
+  it('refuses a value that does not fit its schema before sending anything', async () => {
+    const err = await publisher
+      .publish(OBSERVED, [{ value: observation(1, { amount: 1.5 as unknown as bigint }) }])
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect((err as AppError).code).toBe('SCHEMA_INVALID');
+    const ends = await admin.fetchTopicOffsets(OBSERVED);
+    expect(ends.every((p) => p.high === '0')).toBe(true);
+  });
+});
+
 describe('publish and runBatchConsumer', () => {
   it('publishes keyed Avro messages and hands decoded values to the handler, then commits', async () => {
     const values = [1, 2, 3, 4, 5].map((n) => observation(n));
@@ -171,6 +212,10 @@ describe('publish and runBatchConsumer', () => {
       OBSERVED,
       values.map((value) => ({ value, headers: { 'x-trace': value.eventId } })),
     );
+
+    // publish resolved: the broker has acknowledged every message.
+    const ends = await admin.fetchTopicOffsets(OBSERVED);
+    expect(ends.reduce((sum, p) => sum + Number(p.high), 0)).toBe(values.length);
 
     const seen: ConsumedMessage<Observation>[] = [];
     await start('reconciler-roundtrip', async (batch) => {

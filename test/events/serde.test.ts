@@ -186,6 +186,36 @@ describe('encode and decode', () => {
     await expectSchemaInvalid(serde.decode(OBSERVED, alert), /schema id/);
   });
 
+  it('reports an unreachable registry as retryable, not as a bad message', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'payrecon-serde-down-'));
+    const other = await startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir });
+    try {
+      // A message written by another producer with an older schema version, unknown to this serde.
+      const writer = new SchemaRegistry({ host: other.url });
+      const current = JSON.parse(readSchemaFile(TOPICS[OBSERVED].schemaFile)) as {
+        fields: { name: string }[];
+      };
+      const older = { ...current, fields: current.fields.filter((f) => f.name !== 'crypto') };
+      const { id: oldId } = await writer.register(
+        { type: SchemaType.AVRO, schema: JSON.stringify(older) },
+        { subject: `${OBSERVED}-value` },
+      );
+      const { crypto: _c, ...oldRecord } = toRecord(OBSERVED, sampleObservation());
+      const message = await writer.encode(oldId, oldRecord);
+      const s = await registerSchemas(new SchemaRegistry({ host: other.url, retry: { retries: 0 } }));
+      await other.close();
+      const err = await s.decode(OBSERVED, message).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).code).not.toBe('SCHEMA_INVALID');
+      expect((err as AppError).retryable).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('reads a message written with an older compatible version of the schema', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'payrecon-serde-evolve-'));
     const other = await startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir });
