@@ -35,6 +35,8 @@ export interface BrokerOptions {
   readonly segmentBytes?: number;
   /** How often retention runs (default 60 s). */
   readonly retentionCheckMs?: number;
+  /** Cap on one Fetch response's record bytes whatever the client asks, bounding memory (default 8 MiB). */
+  readonly fetchMaxBytes?: number;
   /** Largest accepted request frame (default 100 MiB). */
   readonly maxFrameBytes?: number;
   readonly log?: BrokerLog;
@@ -97,6 +99,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
   const defaultPartitions = options.defaultPartitions ?? 1;
   const autoCreate = options.autoCreateTopics ?? true;
   const maxFrame = options.maxFrameBytes ?? 100 * 1024 * 1024;
+  const fetchMaxBytes = options.fetchMaxBytes ?? 8 * 1024 * 1024;
   const topics = new TopicStore(options.dataDir, {
     segmentBytes: options.segmentBytes ?? 64 * 1024 * 1024,
     retentionBytes: options.retentionBytes ?? -1,
@@ -215,7 +218,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     },
 
     [API.Fetch]: (req, ctx) => {
-      const maxBytes = ctx.version >= 3 ? (req.maxBytes as number) : 0x7fffffff;
+      const maxBytes = Math.min(fetchMaxBytes, ctx.version >= 3 ? (req.maxBytes as number) : fetchMaxBytes);
       const build = (): { body: Struct; bytes: number } => {
         let remaining = maxBytes;
         let bytes = 0;
@@ -526,7 +529,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     }),
   };
 
-  function apiVersionsFallback(correlationId: number): Buffer {
+  function apiVersionsFallback(correlationId: number): Buffer[] {
     // librdkafka opens with ApiVersions v3 (flexible); a v0 body with UNSUPPORTED_VERSION that lists
     // what we support makes it retry with v2.
     const w = new Writer().int32(0).int32(correlationId);
@@ -537,13 +540,14 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     return finish(w);
   }
 
-  function finish(w: Writer): Buffer {
-    const out = w.done();
-    out.writeInt32BE(out.length - 4, 0);
-    return out;
+  /** Fills in the size prefix (the writer's first 4 bytes) and returns the frame's pieces. */
+  function finish(w: Writer): Buffer[] {
+    const parts = w.chunks();
+    parts[0]!.writeInt32BE(w.length - 4, 0);
+    return parts;
   }
 
-  async function handle(frame: Buffer, clientHost: string): Promise<Buffer | null> {
+  async function handle(frame: Buffer, clientHost: string): Promise<Buffer[] | null> {
     const r = new Reader(frame);
     const apiKey = r.int16();
     const version = r.int16();
@@ -569,12 +573,14 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     const chunks: Buffer[] = [];
     let buffered = 0;
     // Responses leave in request order, as Kafka guarantees per connection.
-    const outQueue: { buf: Buffer | null; done: boolean }[] = [];
+    const outQueue: { buf: Buffer[] | null; done: boolean }[] = [];
     const drain = () => {
+      socket.cork();
       while (outQueue.length > 0 && outQueue[0]!.done) {
         const head = outQueue.shift()!;
-        if (head.buf && !socket.destroyed) socket.write(head.buf);
+        if (head.buf && !socket.destroyed) for (const part of head.buf) socket.write(part);
       }
+      socket.uncork();
     };
     socket.on('data', (chunk) => {
       chunks.push(chunk);
@@ -598,7 +604,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         chunks.length = 0;
         if (rest.length > 0) chunks.push(rest);
         buffered = rest.length;
-        const slot: { buf: Buffer | null; done: boolean } = { buf: null, done: false };
+        const slot: { buf: Buffer[] | null; done: boolean } = { buf: null, done: false };
         outQueue.push(slot);
         handle(frame, clientHost)
           .then((buf) => {

@@ -78,9 +78,16 @@ export class Reader {
   }
 }
 
+/** Byte fields at least this large are referenced, not copied, in the encoded output. */
+const ZERO_COPY_BYTES = 16 * 1024;
+
 export class Writer {
   private buf: Buffer;
   pos = 0;
+  /** Finished pieces before `buf`: filled buffers and large byte fields passed by reference. */
+  private readonly parts: Buffer[] = [];
+  private partsLength = 0;
+
   constructor(size = 256) {
     this.buf = Buffer.allocUnsafe(size);
   }
@@ -135,18 +142,30 @@ export class Writer {
   nbytes(v: Buffer | null | undefined): this {
     if (v === null || v === undefined) return this.int32(-1);
     this.int32(v.length);
-    this.raw(v);
-    return this;
-  }
-  raw(v: Buffer): this {
+    if (v.length >= ZERO_COPY_BYTES) {
+      this.parts.push(this.buf.subarray(0, this.pos), v);
+      this.partsLength += this.pos + v.length;
+      this.buf = this.buf.subarray(this.pos);
+      this.pos = 0;
+      return this;
+    }
     this.ensure(v.length);
     v.copy(this.buf, this.pos);
     this.pos += v.length;
     return this;
   }
-  /** The bytes written so far (a view, not a copy). */
+  /** Total bytes written. */
+  get length(): number {
+    return this.partsLength + this.pos;
+  }
+  /** The output as a list of buffers (views, not copies), for a vectored socket write. */
+  chunks(): Buffer[] {
+    return [...this.parts, this.buf.subarray(0, this.pos)].filter((b) => b.length > 0);
+  }
+  /** The output as one buffer (copies only when large byte fields were referenced). */
   done(): Buffer {
-    return this.buf.subarray(0, this.pos);
+    if (this.parts.length === 0) return this.buf.subarray(0, this.pos);
+    return Buffer.concat(this.chunks(), this.length);
   }
 }
 
