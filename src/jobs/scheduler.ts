@@ -153,7 +153,8 @@ export class JobScheduler {
       const task = cron.schedule(
         job.cron,
         (ctx) => {
-          const at = new Date(Math.floor(ctx.date.getTime() / MINUTE) * MINUTE);
+          // The tick's scheduled second: every instance derives the same period key from it.
+          const at = new Date(Math.floor(ctx.date.getTime() / 1000) * 1000);
           const p = this.tick(job, at);
           this.inFlight.add(p);
           return p.finally(() => this.inFlight.delete(p));

@@ -51,7 +51,9 @@ export async function opsRoutes(app: FastifyInstance, options: OpsOptions): Prom
       }),
     );
     const ready = results.every(([, r]) => r === 'ok');
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks: Object.fromEntries(results) });
+    return reply
+      .code(ready ? 200 : 503)
+      .send({ status: ready ? 'ready' : 'not ready', checks: Object.fromEntries(results) });
   });
 
   app.get('/metrics', async (_req, reply) => {

@@ -1,0 +1,190 @@
+/**
+ * The job scheduler against a real database: a settlement cut-off missed while no scheduler ran is
+ * caught up at start with exactly one workbook, also when two schedulers start at once, and not again
+ * after a restart; cron ticks of two schedulers claim each period once.
+ */
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ExcelJS from 'exceljs';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildJobCatalog } from '../../src/jobs/catalog.ts';
+import { claimRun, finishRun, listRuns } from '../../src/jobs/claims.ts';
+import { fireTimesBetween, type JobDefinition, JobScheduler } from '../../src/jobs/scheduler.ts';
+import { addDays, localDate } from '../../src/reports/period.ts';
+import { ReportRunner } from '../../src/reports/runs.ts';
+import { ensureReportSchema } from '../../src/reports/schema.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+
+const TZ = 'UTC';
+let t: TestDatabase;
+let dir: string;
+let runner: ReportRunner;
+let today: string;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await ensureReportSchema(t.db);
+  await seedBefore(t.db);
+  await seedPeriod(t.db);
+  today = localDate(new Date(), TZ);
+  dir = await mkdtemp(join(tmpdir(), 'payrecon-jobs-'));
+  runner = new ReportRunner({ db: t.db, dir, timeZone: TZ, cutoff: '00:00' });
+});
+
+afterAll(async () => {
+  await runner?.idle();
+  await t?.drop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function catalog(): JobDefinition[] {
+  return buildJobCatalog({
+    timeZone: TZ,
+    settlementCutoff: '00:00',
+    cron: { settlement: '30 0 * * *', 'exception-report': '0 6 * * *' },
+    reports: runner,
+    accounts: async () => ['acme'],
+  });
+}
+
+describe('catch-up at start', () => {
+  // The schedulers start tomorrow at 10:00: today's business day closed at midnight and its
+  // settlement tick (00:30) was missed.
+  const tomorrowTen = () => new Date(`${addDays(today, 1)}T10:00:00Z`);
+
+  it('produces exactly one settlement workbook for the missed cut-off with two schedulers starting at once', async () => {
+    const options = { db: t.db, jobs: catalog(), catchUpWindowMs: 24 * 3_600_000, now: tomorrowTen };
+    const a = new JobScheduler({ ...options, owner: 'instance-a' });
+    const b = new JobScheduler({ ...options, owner: 'instance-b' });
+    try {
+      const [ra, rb] = await Promise.all([a.start(), b.start()]);
+      const key = `settlement:${today}:acme`;
+      expect([...ra.ran, ...rb.ran].filter((k) => k === key)).toEqual([key]);
+      expect([...ra.skipped, ...rb.skipped]).toContain(key);
+      expect([...ra.failed, ...rb.failed]).toEqual([]);
+
+      const { rows } = await sql<{
+        run_key: string;
+        status: string;
+        file_path: string;
+        parameters: { from: string };
+      }>`
+        SELECT run_key, status, file_path, parameters FROM report_runs WHERE report = 'settlement'`.execute(
+        t.db,
+      );
+      expect(rows).toHaveLength(1);
+      expect(rows[0]!.status).toBe('succeeded');
+      expect(rows[0]!.run_key.startsWith(`${key}@`)).toBe(true);
+      expect(rows[0]!.parameters.from).toBe(today);
+      expect(existsSync(rows[0]!.file_path)).toBe(true);
+      const wb = new ExcelJS.Workbook();
+      await wb.xlsx.readFile(rows[0]!.file_path);
+      expect(wb.getWorksheet('Deposits')!.rowCount).toBeGreaterThan(3);
+
+      const exceptions = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM report_runs WHERE report = 'exceptions'`.execute(t.db);
+      expect(exceptions.rows[0]!.n).toBe(1);
+      const claims = await listRuns(t.db, 'settlement');
+      expect(claims.map((c) => [c.runKey, c.status])).toEqual([[key, 'succeeded']]);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  it('does nothing more after a restart', async () => {
+    const c = new JobScheduler({
+      db: t.db,
+      jobs: catalog(),
+      catchUpWindowMs: 24 * 3_600_000,
+      now: tomorrowTen,
+      owner: 'instance-c',
+    });
+    try {
+      const r = await c.start();
+      expect(r.ran).toEqual([]);
+      const { rows } = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM report_runs WHERE report = 'settlement'`.execute(t.db);
+      expect(rows[0]!.n).toBe(1);
+    } finally {
+      await c.stop();
+    }
+  });
+
+  it('catches up each missed business day once over a longer outage', async () => {
+    const d = new JobScheduler({
+      db: t.db,
+      jobs: catalog().filter((j) => j.name === 'settlement'),
+      catchUpWindowMs: 3 * 24 * 3_600_000,
+      now: tomorrowTen,
+      owner: 'instance-d',
+    });
+    const r = await d.catchUp();
+    expect(r.ran).toEqual([`settlement:${addDays(today, -2)}:acme`, `settlement:${addDays(today, -1)}:acme`]);
+    await d.stop();
+  });
+});
+
+describe('claims', () => {
+  it('lets one caller win a key, and a failed run be claimed again', async () => {
+    const key = `test-job:${Date.now()}`;
+    const [x, y] = await Promise.all([
+      claimRun(t.db, key, { job: 'test-job', owner: 'x' }),
+      claimRun(t.db, key, { job: 'test-job', owner: 'y' }),
+    ]);
+    expect([x, y].filter(Boolean)).toHaveLength(1);
+    const winner = x ? 'x' : 'y';
+    expect(await claimRun(t.db, key, { job: 'test-job', owner: 'z' })).toBe(false);
+    await finishRun(t.db, key, winner, 'boom');
+    expect(await claimRun(t.db, key, { job: 'test-job', owner: 'z' })).toBe(true);
+    await finishRun(t.db, key, 'z', null);
+    expect(await claimRun(t.db, key, { job: 'test-job', owner: 'w' })).toBe(false);
+  });
+
+  it('two running schedulers run each cron period once', async () => {
+    const calls: string[] = [];
+    const jobs: JobDefinition[] = [
+      {
+        name: 'tick',
+        cron: '* * * * * *',
+        timeZone: TZ,
+        // One period per second: both schedulers tick every second and derive the same key.
+        due: (at) => [
+          {
+            key: `tick:${at.toISOString()}`,
+            run: async () => {
+              calls.push(at.toISOString());
+            },
+          },
+        ],
+      },
+    ];
+    const a = new JobScheduler({ db: t.db, jobs, owner: 'tick-a' });
+    const b = new JobScheduler({ db: t.db, jobs, owner: 'tick-b' });
+    await Promise.all([a.start(), b.start()]);
+    await new Promise((r) => setTimeout(r, 4500));
+    await Promise.all([a.stop(), b.stop()]);
+    const claimed = await listRuns(t.db, 'tick');
+    expect(calls.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(calls).size).toBe(calls.length);
+    expect(claimed.map((c) => c.runKey).sort()).toEqual(calls.map((c) => `tick:${c}`).sort());
+  });
+});
+
+describe('fire times', () => {
+  it('lists a daily cron in its time zone', () => {
+    const times = fireTimesBetween(
+      '30 0 * * *',
+      'Europe/Berlin',
+      new Date('2026-11-19T12:00:00Z'),
+      new Date('2026-11-21T12:00:00Z'),
+    );
+    expect(times.map((d) => d.toISOString())).toEqual([
+      '2026-11-19T23:30:00.000Z',
+      '2026-11-20T23:30:00.000Z',
+    ]);
+  });
+});
