@@ -120,15 +120,15 @@ export class WebhookSender {
     }
   }
 
-  /** Resolves when no delivery is in flight (tests). */
+  /** Resolves when no attempt is running (attempts waiting on the clock do not count). */
   async idle(): Promise<void> {
     if (this.inFlight === 0) return;
     await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   private schedule(n: Notification, attempt: number, delayMs: number): void {
-    this.inFlight++;
     const run = () => {
+      this.inFlight++;
       void this.attempt(n, attempt).finally(() => {
         this.inFlight--;
         if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
