@@ -47,6 +47,24 @@ program
   .option('--faults <file>', 'JSON file with fault settings')
   .action(async (opts) => (await import('./sandbox/main.ts')).runSandboxCli(opts));
 
+const db = program.command('db').description('Ledger database: migrations and verification');
+for (const [name, description] of [
+  ['migrate', 'Apply pending migrations (DATABASE_URL, else the embedded PostgreSQL under .payrecon/pg)'],
+  ['verify', 'Check every ledger invariant; exits non-zero naming each failure'],
+  ['rollback', 'Revert the latest migration'],
+] as const) {
+  db.command(name)
+    .description(description)
+    .option('--url <url>', 'postgres:// URL (default: DATABASE_URL)')
+    .action(async (opts) =>
+      (await import('./db/cli.ts')).runDbCli(
+        name,
+        opts,
+        async () => (await import('./embedded/postgres.ts')).startEmbeddedPostgres,
+      ),
+    );
+}
+
 // <commands>
 
 await program.parseAsync(process.argv);

