@@ -145,7 +145,7 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
               for (const p of t.partitions) {
                 const end = Number(ends.find((e) => e.partition === p.partition)?.high ?? 0);
                 const at = Number(p.offset);
-                lag += Math.max(0, end - (at < 0 ? 0 : at));
+                lag += Math.max(0, end - Math.max(at, 0));
               }
               this.set({ group: groupId, topic: t.topic }, lag);
             }
