@@ -522,7 +522,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
               isDefault: !e.own,
               configSource: e.own ? 1 : 5,
               isSensitive: false,
-              synonyms: ctx.version >= 1 && req.includeSynonyms ? [] : [],
+              synonyms: [],
             })),
         };
       }),

@@ -239,6 +239,13 @@ describe('embedded broker with kafkajs', () => {
       }
     })();
     await waitFor(() => acked.length >= 200, 20_000, '200 acks before the stop');
+    // A consumer that keeps running through the restart (its group is rebuilt by rejoining).
+    const live = kafka.consumer({ groupId: 'restart-live', maxWaitTimeInMs: 500, heartbeatInterval: 500 });
+    await live.connect();
+    await live.subscribe({ topic: 'durable', fromBeginning: true });
+    const seenLive = new Set<string>();
+    await live.run({ eachMessage: async ({ message }) => void seenLive.add(String(message.value)) });
+    await waitFor(() => seenLive.size > 0, 20_000, 'the live consumer to start');
     await b.close();
     const atStop = acked.length;
     await new Promise((r) => setTimeout(r, 300));
@@ -254,9 +261,12 @@ describe('embedded broker with kafkajs', () => {
     const seen = new Set<string>();
     await consumer.run({ eachMessage: async ({ message }) => void seen.add(String(message.value)) });
     await waitFor(() => acked.every((v) => seen.has(v)), 20_000, 'every acknowledged message');
+    await waitFor(() => acked.every((v) => seenLive.has(v)), 30_000, 'the live consumer to catch up');
     await consumer.disconnect();
+    await live.disconnect();
     await b.close();
     expect(acked.filter((v) => !seen.has(v))).toEqual([]);
+    expect(acked.filter((v) => !seenLive.has(v))).toEqual([]);
   });
 
   it('rebalances a three-member group on leave and on join without losing or duplicating a message', async () => {
