@@ -80,6 +80,21 @@ describe('Avro record conversion', () => {
     ).toMatch(/field amount/);
   });
 
+  it('names the field of an unknown authenticity, severity or entity kind', () => {
+    const n = toRecord('provider.notification.received.v1', sampleNotification());
+    expect(
+      schemaError(() => fromRecord('provider.notification.received.v1', { ...n, authenticity: 'maybe' }))
+        .message,
+    ).toMatch(/field authenticity/);
+    const a = toRecord('recon.alert.raised.v1', sampleAlert());
+    expect(schemaError(() => fromRecord('recon.alert.raised.v1', { ...a, severity: 'meh' })).message).toMatch(
+      /field severity/,
+    );
+    expect(
+      schemaError(() => fromRecord('recon.alert.raised.v1', { ...a, entity_kind: 'transfer' })).message,
+    ).toMatch(/field entity_kind/);
+  });
+
   it('keeps bigint values inside details as text', () => {
     const record = toRecord('recon.alert.raised.v1', sampleAlert({ details: { shortfall: 12n } }));
     expect(JSON.parse(record.details as string)).toEqual({ shortfall: '12' });

@@ -8,13 +8,15 @@
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, parseAmount } from '../domain/money.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import type {
-  AlertRaised,
-  AlertSeverity,
-  Authenticity,
-  DlqEnvelope,
-  NotificationReceived,
+import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
+import {
+  ALERT_SEVERITIES,
+  type AlertRaised,
+  type AlertSeverity,
+  AUTHENTICITY_RESULTS,
+  type Authenticity,
+  type DlqEnvelope,
+  type NotificationReceived,
 } from './payloads.ts';
 import { type AnyTopicName, isDlqTopicName, type ValueOf } from './topics.ts';
 
@@ -259,7 +261,7 @@ function notificationToRecord(c: Converter, v: NotificationReceived): AvroRecord
 
 function notificationFromRecord(c: Converter, r: AvroRecord): NotificationReceived {
   const authenticity = str(r.authenticity);
-  if (!['verified', 'failed', 'unchecked'].includes(authenticity)) {
+  if (!(AUTHENTICITY_RESULTS as readonly string[]).includes(authenticity)) {
     throw schemaInvalid(c.topic, 'authenticity', `unknown value ${JSON.stringify(authenticity)}`);
   }
   return {
@@ -295,11 +297,11 @@ function alertToRecord(c: Converter, v: AlertRaised): AvroRecord {
 
 function alertFromRecord(c: Converter, r: AvroRecord): AlertRaised {
   const severity = str(r.severity);
-  if (!['info', 'warning', 'critical'].includes(severity)) {
+  if (!(ALERT_SEVERITIES as readonly string[]).includes(severity)) {
     throw schemaInvalid(c.topic, 'severity', `unknown severity ${JSON.stringify(severity)}`);
   }
   const entityKind = optStr(r.entity_kind);
-  if (entityKind !== null && !['deposit', 'cashout', 'refund'].includes(entityKind)) {
+  if (entityKind !== null && !(ENTITY_KINDS as readonly string[]).includes(entityKind)) {
     throw schemaInvalid(c.topic, 'entity_kind', `unknown entity kind ${JSON.stringify(entityKind)}`);
   }
   return {
