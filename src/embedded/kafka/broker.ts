@@ -469,7 +469,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
       return { throttleTimeMs: 0, errorCode: 0, producerId: producerIdSeq, producerEpoch: 0 };
     },
 
-    [API.DescribeConfigs]: (req, ctx) => ({
+    [API.DescribeConfigs]: (req) => ({
       throttleTimeMs: 0,
       results: (req.resources as Struct[]).map((r) => {
         const base = { resourceType: r.resourceType, resourceName: r.resourceName, errorMessage: null };
