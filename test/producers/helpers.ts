@@ -159,3 +159,35 @@ export async function waitUntil(
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** Moves a sandbox entity through the control API (`/_sandbox/<kind>s/<id>/transition`). */
+export async function move(
+  sandboxUrl: string,
+  kind: 'deposit' | 'cashout' | 'refund',
+  id: number | string,
+  to: string,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const { request } = await import('undici');
+  const res = await request(`${sandboxUrl}/_sandbox/${kind}s/${id}/transition`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ to, ...extra }),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`move ${kind} ${id} to ${to}: HTTP ${res.statusCode} ${text}`);
+}
+
+export const PAYER = {
+  document: '12345678909',
+  document_type: 'CPF',
+  email: 'ana@example.com',
+  first_name: 'Ana',
+  last_name: 'Silva',
+};
+
+let seq = 0;
+export function uniqueRef(prefix: string): string {
+  seq++;
+  return `${prefix}-${Date.now().toString(36)}-${seq}`;
+}
