@@ -5,7 +5,16 @@
  * versions survive a restart and are never reused. A torn last line (a crash mid-write) is ignored:
  * its request was never acknowledged.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 export const COMPATIBILITY_LEVELS = [
@@ -73,15 +82,27 @@ export class RegistryStore {
 
   static open(dataDir: string): RegistryStore {
     mkdirSync(dataDir, { recursive: true });
-    const store = new RegistryStore(join(dataDir, 'registry.log'));
-    store.replay();
-    store.fd = openSync(store.logPath, 'a');
-    return store;
+    const lockPath = join(dataDir, 'registry.lock');
+    takeLock(lockPath);
+    try {
+      const store = new RegistryStore(join(dataDir, 'registry.log'));
+      store.lockPath = lockPath;
+      store.replay();
+      store.fd = openSync(store.logPath, 'a');
+      return store;
+    } catch (err) {
+      rmSync(lockPath, { force: true });
+      throw err;
+    }
   }
+
+  private lockPath: string | null = null;
 
   close(): void {
     if (this.fd !== null) closeSync(this.fd);
     this.fd = null;
+    if (this.lockPath !== null) rmSync(this.lockPath, { force: true });
+    this.lockPath = null;
   }
 
   private replay(): void {
@@ -223,6 +244,41 @@ export class RegistryStore {
 
   deleteVersion(subject: string, version: number): void {
     this.append({ op: 'delete-version', subject, version });
+  }
+}
+
+/**
+ * One registry per data directory: two appending to one log would hand out the same id twice. The
+ * lock file holds the owner's pid; a lock whose process is gone (a crash) is taken over.
+ */
+function takeLock(lockPath: string): void {
+  for (let tries = 0; tries < 2; tries++) {
+    try {
+      writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    let owner = Number.NaN;
+    try {
+      owner = Number(readFileSync(lockPath, 'utf8').trim());
+    } catch {
+      // Removed in between: try again.
+    }
+    if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) {
+      throw new Error(`registry data directory is in use by process ${owner} (${lockPath})`);
+    }
+    rmSync(lockPath, { force: true });
+  }
+  throw new Error(`could not lock ${lockPath}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

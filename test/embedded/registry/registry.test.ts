@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
@@ -268,5 +268,21 @@ describe('registry log', () => {
     } finally {
       await second.close();
     }
+  });
+
+  it('refuses a second registry on the same data directory, and takes over the lock of a dead owner', async () => {
+    const dataDir = tempDir();
+    const first = await startRegistry({ host: '127.0.0.1', port: 0, dataDir });
+    try {
+      await expect(startRegistry({ host: '127.0.0.1', port: 0, dataDir })).rejects.toThrow(
+        /in use by process/,
+      );
+    } finally {
+      await first.close();
+    }
+    // A crash leaves the lock behind with a pid that no longer runs.
+    writeFileSync(join(dataDir, 'registry.lock'), '999999999');
+    const second = await startRegistry({ host: '127.0.0.1', port: 0, dataDir });
+    await second.close();
   });
 });
