@@ -4,6 +4,8 @@
  * created on hold, partial refunds) and lets the automatic mode move them. Requests go through the
  * project's provider client (`traffic-client.ts`).
  */
+
+import type { DepositCreateRequestInput, RefundCreateRequestInput } from '../provider/schemas.ts';
 import type { SandboxAccount } from './accounts.ts';
 import type { SandboxDeps } from './app.ts';
 import type { TrafficControl } from './control.ts';
@@ -36,6 +38,9 @@ export class TrafficGenerator implements TrafficControl {
   private inFlight = 0;
   private seq = 0;
   private client: TrafficClient | null = null;
+  private lastError: string | null = null;
+  /** Deposits with a refund request in flight (two at once could ask for more than is left). */
+  private readonly refunding = new Set<number>();
   readonly counts = { deposit: 0, card: 0, cashout: 0, refund: 0, errors: 0, skipped: 0 };
   private readonly maxInFlight: number;
 
@@ -61,8 +66,9 @@ export class TrafficGenerator implements TrafficControl {
         }
         this.inFlight++;
         void this.one()
-          .catch(() => {
+          .catch((err: unknown) => {
             this.counts.errors++;
+            this.lastError = err instanceof Error ? err.message : String(err);
           })
           .finally(() => {
             this.inFlight--;
@@ -78,7 +84,13 @@ export class TrafficGenerator implements TrafficControl {
   }
 
   status(): Record<string, unknown> {
-    return { running: this.timer !== null, rate: this.rate, inFlight: this.inFlight, ...this.counts };
+    return {
+      running: this.timer !== null,
+      rate: this.rate,
+      inFlight: this.inFlight,
+      ...this.counts,
+      lastError: this.lastError,
+    };
   }
 
   private async one(): Promise<void> {
@@ -97,7 +109,7 @@ export class TrafficGenerator implements TrafficControl {
       case 'deposit': {
         const country = rng.pick(Object.keys(METHODS_BY_COUNTRY));
         const m = rng.pick(METHODS_BY_COUNTRY[country]!);
-        const body: Record<string, unknown> = {
+        const body: DepositCreateRequestInput = {
           invoice_id: `trf-${Date.now().toString(36)}-${n}`,
           country,
           currency: this.deps.engine.catalogue.countries[country]!.currency,
@@ -166,13 +178,17 @@ export class TrafficGenerator implements TrafficControl {
       }
       case 'refund': {
         const completed = [...this.deps.engine.deposits.values()].filter(
-          (d) => d.status === 'COMPLETED' && !d.crypto && d.amount - d.refundedAmount > 100n,
+          (d) =>
+            d.status === 'COMPLETED' &&
+            !d.crypto &&
+            d.amount - d.refundedAmount > 100n &&
+            !this.refunding.has(d.id),
         );
         if (completed.length === 0) return;
         const d = rng.pick(completed.slice(-200));
         const remaining = d.amount - d.refundedAmount;
         const partial = rng.chance(0.5);
-        const body: Record<string, unknown> = { deposit_id: d.id };
+        const body: RefundCreateRequestInput = { deposit_id: d.id };
         if (partial) body.amount = remaining / 2n;
         else body.amount = remaining;
         if (!d.card) {
@@ -184,7 +200,12 @@ export class TrafficGenerator implements TrafficControl {
             account_type: 'C',
           };
         }
-        await client.createRefund(body);
+        this.refunding.add(d.id);
+        try {
+          await client.createRefund(body);
+        } finally {
+          this.refunding.delete(d.id);
+        }
         this.counts.refund++;
         return;
       }
