@@ -1,0 +1,472 @@
+/**
+ * How the parts become running processes. `startPipeline` starts every part of payrecon in one process
+ * (`payrecon up`); the production sub-commands (`ingest`, `fetch`, `reconcile`, `relay`, `alerts`,
+ * `jobs`, `web`) start one part each through the same functions. The embedded PostgreSQL, broker and
+ * registry are handed in by `src/cli.ts` (the app never imports `src/embedded/`): the pipeline only
+ * ever talks to them over the network, exactly as to real PostgreSQL, Kafka and a Confluent registry.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Admin, Kafka } from 'kafkajs';
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Config, ProviderAccount } from './config.ts';
+import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
+import { RECONCILER_GROUPS, startReconciler } from './consumers/reconciler.ts';
+import { runStatusFetcher } from './consumers/status-fetcher.ts';
+import { createDb, migrateToLatest } from './db/connection.ts';
+import { sweepExceptions } from './db/exceptions.ts';
+import type { Database } from './db/schema.ts';
+import { verifyLedger } from './db/verify.ts';
+import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
+import { createKafka, createPublisher, ensureTopics, type Publisher } from './events/kafka.ts';
+import { registerSchemas, type Serde } from './events/serde.ts';
+import { buildJobCatalog } from './jobs/catalog.ts';
+import { JobScheduler } from './jobs/scheduler.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+import { startOutboxRelay } from './producers/outbox-relay.ts';
+import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
+import { ReportRunner } from './reports/runs.ts';
+import { webRoutes } from './web/app.ts';
+import { hashPassword } from './web/auth.ts';
+import { opsRoutes } from './web/ops.ts';
+import { ledgerWebServices } from './web/services.ts';
+
+/** Starters of the embedded services, given by the CLI. */
+export interface EmbeddedStarters {
+  postgres(options: { dataDir: string; logger: Logger }): Promise<{ url: string; stop(): Promise<void> }>;
+  broker(options: { dataDir: string }): Promise<{ host: string; port: number; close(): Promise<void> }>;
+  registry(options: { dataDir: string }): Promise<{ url: string; close(): Promise<void> }>;
+}
+
+/** The sandbox as `payrecon up` runs it when no provider account is configured. */
+export const SANDBOX_ACCOUNT_NAME = 'sandbox';
+/** Web sign-in when payrecon runs against the sandbox and no users are configured (documented). */
+export const SANDBOX_WEB_USER = { username: 'finance', password: 'sandbox' } as const;
+
+type Stopper = { name: string; stop: () => Promise<unknown> };
+
+/** Things started, stopped in reverse order. */
+class Lifecycle {
+  private readonly stoppers: Stopper[] = [];
+  constructor(private readonly log: Logger) {}
+  add(name: string, stop: () => Promise<unknown>): void {
+    this.stoppers.push({ name, stop });
+  }
+  async stopAll(): Promise<void> {
+    while (this.stoppers.length > 0) {
+      const s = this.stoppers.pop()!;
+      try {
+        await s.stop();
+        this.log.debug({ part: s.name }, 'stopped');
+      } catch (err) {
+        this.log.warn({ err, part: s.name }, 'stopping failed');
+      }
+    }
+  }
+}
+
+export interface Infrastructure {
+  config: Config;
+  logger: Logger;
+  dataDir: string;
+  db: Kysely<Database>;
+  databaseUrl: string;
+  kafka: Kafka;
+  admin: Admin;
+  brokers: string[];
+  registryUrl: string;
+  serde: Serde;
+  publisher: Publisher;
+  rules: ExceptionRules;
+  lifecycle: Lifecycle;
+}
+
+/** Exception rules from the configuration (deadlines and severities), on top of the defaults. */
+export function exceptionRulesFrom(config: Config): ExceptionRules {
+  const d = config.exceptions.deadlines;
+  const hour = 3_600_000;
+  return {
+    ...DEFAULT_EXCEPTION_RULES,
+    stuck: {
+      ...DEFAULT_EXCEPTION_RULES.stuck,
+      depositAfterExpiryMs: d.depositExpiryGraceMinutes * 60_000,
+      cashoutOnHoldMs: d.cashoutOnHoldHours * hour,
+      cashoutDeliveredMs: d.cashoutDeliveredHours * hour,
+      refundIncorrectDetailsMs: d.refundIncorrectDetailsHours * hour,
+      refundDeliveredMs: d.refundDeliveredHours * hour,
+    },
+    polling: {
+      ...DEFAULT_EXCEPTION_RULES.polling,
+      lateRejectionWindowMs: d.lateRejectionWatchDays * 24 * hour,
+    },
+  };
+}
+
+/** Connects (or starts) PostgreSQL, Kafka and the registry, migrates, creates topics, registers schemas. */
+export async function startInfrastructure(
+  config: Config,
+  embedded: EmbeddedStarters | null,
+): Promise<Infrastructure> {
+  const logger = createLogger({ level: config.logLevel });
+  const log = logger.child({ module: 'up' });
+  const lifecycle = new Lifecycle(log);
+  const dataDir = resolve(config.dataDir);
+  mkdirSync(dataDir, { recursive: true });
+  const need = (what: string, variable: string) => {
+    if (!embedded) throw new Error(`${variable}: must be set (${what} is not embedded in this command)`);
+    return embedded;
+  };
+  try {
+    let databaseUrl = config.database.url;
+    if (!databaseUrl) {
+      const pg = await need('PostgreSQL', 'DATABASE_URL').postgres({ dataDir: join(dataDir, 'pg'), logger });
+      lifecycle.add('embedded postgres', () => pg.stop());
+      databaseUrl = pg.url;
+      log.info({ dataDir: join(dataDir, 'pg') }, 'embedded PostgreSQL started');
+    }
+    const db = createDb(databaseUrl, 12);
+    lifecycle.add('database pool', () => db.destroy());
+    for (const line of await migrateToLatest(db)) log.info(line);
+
+    let brokers = config.kafka.brokers ? [...config.kafka.brokers] : null;
+    if (!brokers) {
+      const broker = await need('Kafka', 'KAFKA_BROKERS').broker({ dataDir: join(dataDir, 'kafka') });
+      lifecycle.add('embedded broker', () => broker.close());
+      brokers = [`${broker.host}:${broker.port}`];
+      log.info({ brokers }, 'embedded Kafka-compatible broker started');
+    }
+    let registryUrl = config.schemaRegistry.url;
+    if (!registryUrl) {
+      const registry = await need('the schema registry', 'SCHEMA_REGISTRY_URL').registry({
+        dataDir: join(dataDir, 'registry'),
+      });
+      lifecycle.add('embedded registry', () => registry.close());
+      registryUrl = registry.url;
+      log.info({ url: registryUrl }, 'embedded schema registry started');
+    }
+
+    const kafka = createKafka({ brokers, clientId: config.kafka.clientId, logger });
+    const admin = kafka.admin();
+    await admin.connect();
+    lifecycle.add('kafka admin', () => admin.disconnect());
+    const created = await ensureTopics(admin, logger);
+    if (created.length > 0) log.info({ topics: created }, 'topics created');
+    const serde = await registerSchemas(new SchemaRegistry({ host: registryUrl }));
+    const publisher = await createPublisher(kafka, serde);
+    lifecycle.add('publisher', () => publisher.disconnect());
+    return {
+      config,
+      logger,
+      dataDir,
+      db,
+      databaseUrl,
+      kafka,
+      admin,
+      brokers,
+      registryUrl,
+      serde,
+      publisher,
+      rules: exceptionRulesFrom(config),
+      lifecycle,
+    };
+  } catch (err) {
+    await lifecycle.stopAll();
+    throw err;
+  }
+}
+
+/** Alert sinks from the configuration; the log sink is always there. */
+export function alertSinksFrom(config: Config): AlertSinkConfig[] {
+  const min = config.alerts.minSeverity === 'warning' ? 'medium' : config.alerts.minSeverity;
+  const sinks: AlertSinkConfig[] = [{ name: 'log', type: 'log', minSeverity: min }];
+  if (config.alerts.webhookUrl) {
+    const url = config.alerts.webhookUrl;
+    // Slack incoming webhooks take {text}; anything else gets the alert as JSON.
+    const type = /hooks\.slack\.com|\/slack\b/i.test(url) ? 'slack' : 'webhook';
+    sinks.push({ name: type, type, url, minSeverity: min, perMinute: 30 });
+  }
+  return sinks;
+}
+
+export interface WebServerParts {
+  accounts: readonly ProviderAccount[];
+  metrics: Metrics;
+  /** Mount the finance page (needs users). */
+  page: boolean;
+  /** Mount the webhook routes. */
+  webhooks: boolean;
+  defaultAccount?: string | null;
+  sandboxUsers?: boolean;
+}
+
+/** The one HTTP server: page, webhooks, health and metrics. */
+export async function buildServer(infra: Infrastructure, parts: WebServerParts): Promise<FastifyInstance> {
+  const { config, db, logger } = infra;
+  const app = Fastify({ logger: false, trustProxy: false });
+  await app.register(opsRoutes, {
+    metrics: parts.metrics,
+    checks: [
+      { name: 'database', check: async () => void (await sql`SELECT 1`.execute(db)) },
+      { name: 'kafka', check: async () => void (await infra.admin.describeCluster()) },
+      {
+        name: 'schema_registry',
+        check: async () => {
+          const res = await fetch(`${infra.registryUrl}/subjects`);
+          if (!res.ok) throw new Error(`HTTP ${res.status}`);
+        },
+      },
+    ],
+  });
+  if (parts.webhooks) {
+    await app.register(
+      webhookIngressPlugin({
+        accounts: parts.accounts,
+        publisher: infra.publisher,
+        defaultAccount: parts.defaultAccount ?? null,
+        logger,
+        onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
+        onAccepted: (kind) => {
+          parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' });
+          parts.metrics.eventsPublished.inc({ topic: 'provider.notification.received.v1' });
+        },
+      }),
+    );
+  }
+  if (parts.page) {
+    let users = config.web.users.map((u) => ({ username: u.username, passwordHash: u.passwordHash }));
+    if (users.length === 0 && parts.sandboxUsers) {
+      users = [
+        { username: SANDBOX_WEB_USER.username, passwordHash: await hashPassword(SANDBOX_WEB_USER.password) },
+      ];
+    }
+    if (users.length === 0) {
+      logger.warn('PAYRECON_WEB_USERS is empty: the finance page is not served');
+    } else {
+      const reports = new ReportRunner({
+        db,
+        dir: join(infra.dataDir, 'reports'),
+        timeZone: config.jobs.timeZone,
+        cutoff: config.jobs.settlementCutoff,
+        logger,
+      });
+      await app.register(webRoutes, {
+        prefix: '/',
+        users,
+        sessionSecret: config.web.sessionSecret ?? randomBytes(32).toString('hex'),
+        timeZone: config.jobs.timeZone,
+        services: ledgerWebServices(db, reports),
+        logger,
+      });
+    }
+  }
+  return app;
+}
+
+/** The jobs of the catalog, run by one scheduler; claims keep two instances from doubling a run. */
+export function startJobs(infra: Infrastructure, options: { poll?: (now: Date) => Promise<void> } = {}) {
+  const { config, db, logger, rules } = infra;
+  const reports = new ReportRunner({
+    db,
+    dir: join(infra.dataDir, 'reports'),
+    timeZone: config.jobs.timeZone,
+    cutoff: config.jobs.settlementCutoff,
+    logger,
+  });
+  const jobs = buildJobCatalog({
+    timeZone: config.jobs.timeZone,
+    settlementCutoff: config.jobs.settlementCutoff,
+    cron: {
+      poll: config.jobs.cron.poll,
+      'stuck-sweep': config.jobs.cron.stuckSweep,
+      'late-rejection-sweep': config.jobs.cron.lateRejectionSweep,
+      settlement: config.jobs.cron.settlement,
+      'exception-report': config.jobs.cron.exceptionReport,
+      'ledger-verify': config.jobs.cron.ledgerVerify,
+    },
+    reports,
+    accounts: async () =>
+      (await db.selectFrom('merchant_accounts').select('name').orderBy('name').execute()).map((r) => r.name),
+    ...(options.poll ? { schedulePolls: options.poll } : {}),
+    sweepStuck: async (now) => void (await sweepExceptions(db, now, rules)),
+    verifyLedger: async () => {
+      const result = await verifyLedger(db);
+      return { failures: result.failures };
+    },
+    raiseAlert: async (alert) => {
+      const id = `${alert.type}:${new Date().toISOString().slice(0, 13)}`;
+      await sql`INSERT INTO outbox (alert_id, topic, key, payload)
+        VALUES (${id}, 'recon.alert.raised.v1', ${`alert:${id}`}, ${JSON.stringify({
+          alertId: id,
+          type: alert.type,
+          severity: alert.severity === 'warning' ? 'medium' : alert.severity,
+          account: '*',
+          raisedAt: new Date().toISOString(),
+          details: { message: alert.message, ...(alert.details ?? {}) },
+        })}::jsonb)
+        ON CONFLICT (alert_id) DO NOTHING`.execute(db);
+    },
+    logger,
+  });
+  const scheduler = new JobScheduler({ db, jobs, logger });
+  return scheduler;
+}
+
+export {
+  createMetrics,
+  RECONCILER_GROUPS,
+  runStatusFetcher,
+  startAlertConsumer,
+  startOutboxRelay,
+  startReconciler,
+};
+
+export interface UpOptions {
+  embedded: EmbeddedStarters;
+  /** Starts the sandbox when no provider account is configured (returns its accounts and a stop). */
+  sandbox?: (options: { webBaseUrl: string; logger: Logger }) => Promise<SandboxRun>;
+  /** Print a line for a person (URLs). */
+  print?: (line: string) => void;
+}
+
+/** The sandbox as `payrecon up` runs it. */
+export interface SandboxRun {
+  accounts: ProviderAccount[];
+  urls: Record<string, string>;
+  /** Starts traffic once the pipeline is ready; intents go through `recordIntent`. */
+  startTraffic(recordIntent: (intent: import('./domain/observation.ts').Intent) => Promise<void>): void;
+  stop(): Promise<void>;
+}
+
+export interface RunningPipeline {
+  infra: Infrastructure;
+  url: string;
+  server: FastifyInstance;
+  sandbox: SandboxRun | null;
+  stop(): Promise<void>;
+}
+
+/** Everything in one process: what `payrecon up` (and `npm start`) runs. */
+export async function startPipeline(config: Config, options: UpOptions): Promise<RunningPipeline> {
+  const infra = await startInfrastructure(config, options.embedded);
+  const { logger, lifecycle } = infra;
+  const log = logger.child({ module: 'up' });
+  const print = options.print ?? ((line: string) => log.info(line));
+  try {
+    const webBaseUrl = `http://${config.web.host}:${config.web.port}`;
+    let sandbox: SandboxRun | null = null;
+    let accounts: readonly ProviderAccount[] = config.accounts;
+    if (accounts.length === 0) {
+      if (!options.sandbox) throw new Error('PAYRECON_ACCOUNTS: must list at least one provider account');
+      sandbox = await options.sandbox({ webBaseUrl, logger });
+      const running = sandbox;
+      lifecycle.add('sandbox', () => running.stop());
+      accounts = running.accounts;
+    }
+    const metrics = createMetrics({
+      db: infra.db,
+      admin: infra.admin,
+      groups: [
+        RECONCILER_GROUPS.observations,
+        RECONCILER_GROUPS.intents,
+        'payrecon-status-fetcher',
+        'payrecon-alert-dispatcher',
+      ],
+    });
+
+    const reconciler = await startReconciler({ ...infra, dlq: infra.publisher, metrics, rules: infra.rules });
+    lifecycle.add('reconciler', () => reconciler.stop());
+    const fetcher = await runStatusFetcher({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      accounts,
+      providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
+      logger,
+    });
+    lifecycle.add('status fetcher', () => fetcher.stop());
+    const alerts = await startAlertConsumer({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      dlq: infra.publisher,
+      db: infra.db,
+      logger,
+      metrics,
+      sinks: alertSinksFrom(config),
+      timeoutMs: config.alerts.timeoutMs,
+    });
+    lifecycle.add('alert dispatcher', () => alerts.stop());
+    const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger, metrics });
+    lifecycle.add('outbox relay', () => relay.stop());
+
+    const server = await buildServer(infra, {
+      accounts,
+      metrics,
+      page: true,
+      webhooks: true,
+      defaultAccount: sandbox
+        ? SANDBOX_ACCOUNT_NAME
+        : accounts.length === 1
+          ? (accounts[0]?.name ?? null)
+          : null,
+      sandboxUsers: sandbox !== null,
+    });
+    await server.listen({ host: config.web.host, port: config.web.port });
+    lifecycle.add('web server', () => server.close());
+    const address = server.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.web.port;
+    const url = `http://${config.web.host}:${port}`;
+
+    const scheduler = startJobs(infra);
+    await scheduler.start();
+    lifecycle.add('jobs', () => scheduler.stop());
+
+    await Promise.all([reconciler.ready, fetcher.ready, alerts.ready]);
+    if (sandbox) {
+      sandbox.startTraffic(async (intent) => {
+        await infra.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+        metrics.eventsPublished.inc({ topic: 'merchant.intent.recorded.v1' });
+      });
+    }
+
+    print(`payrecon is up: ${url}/ (finance page)`);
+    print(`  webhooks  ${url}/webhooks/<account>/{deposits,refunds,cashouts}`);
+    print(`  health    ${url}/healthz  ${url}/readyz`);
+    print(`  metrics   ${url}/metrics`);
+    print(`  database  ${redactUrl(infra.databaseUrl)}`);
+    print(`  kafka     ${infra.brokers.join(',')}`);
+    print(`  registry  ${infra.registryUrl}`);
+    if (sandbox) {
+      for (const [name, u] of Object.entries(sandbox.urls)) print(`  sandbox   ${name} ${u}`);
+      if (config.web.users.length === 0) {
+        print(
+          `  sign in as ${SANDBOX_WEB_USER.username} / ${SANDBOX_WEB_USER.password} (sandbox only; see README)`,
+        );
+      }
+    }
+    return {
+      infra,
+      url,
+      server,
+      sandbox,
+      stop: () => lifecycle.stopAll(),
+    };
+  } catch (err) {
+    await lifecycle.stopAll();
+    throw err;
+  }
+}
+
+/** A database URL without its password, for printing. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
