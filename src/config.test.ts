@@ -38,6 +38,11 @@ describe('loadConfig', () => {
     expect(config.web).toMatchObject({ host: '127.0.0.1', port: 8080, users: [] });
     expect(config.jobs.timeZone).toBe('UTC');
     expect(config.exceptions.severities.LATE_REJECTION).toBe('critical');
+    // Deadline defaults are the domain's exception rules, in hours.
+    expect(config.exceptions.deadlines).toMatchObject({
+      cashoutOnHoldHours: 72,
+      refundIncorrectDetailsHours: 168,
+    });
   });
 
   it('reads accounts with their defaults and freezes everything', () => {
@@ -142,7 +147,7 @@ describe('loadConfig', () => {
       'PAYRECON_EXCEPTION_SEVERITIES',
       '{"STUCK":"critical"}',
       '{"STUCK":"urgent"}',
-      'PAYRECON_EXCEPTION_SEVERITIES.STUCK: must be one of info, warning, critical',
+      'PAYRECON_EXCEPTION_SEVERITIES.STUCK: must be one of info, low, medium, high, critical',
     ],
     ['PAYRECON_POLL_CONCURRENCY', '8', '0', 'PAYRECON_POLL_CONCURRENCY: must be an integer from 1 to 64'],
     ['PAYRECON_SANDBOX_TRAFFIC', 'false', 'maybe', 'PAYRECON_SANDBOX_TRAFFIC: must be true or false'],
@@ -186,6 +191,22 @@ describe('loadConfig', () => {
   ])('%s: accepts %s, rejects %s', (variable, good, bad, message) => {
     expect(() => loadConfig({ [variable]: good })).not.toThrow();
     expect(errorOf({ [variable]: bad })).toBe(message);
+  });
+
+  it('overrides one severity and keeps the domain defaults for the rest', () => {
+    const config = loadConfig({ PAYRECON_EXCEPTION_SEVERITIES: '{"STUCK":"critical"}' });
+    expect(config.exceptions.severities.STUCK).toBe('critical');
+    expect(config.exceptions.severities.FEE_MISMATCH).toBe('low');
+    expect(errorOf({ PAYRECON_EXCEPTION_SEVERITIES: '{"NOPE":"low"}' })).toBe(
+      'PAYRECON_EXCEPTION_SEVERITIES.NOPE: is not a known key',
+    );
+    expect(errorOf({ PAYRECON_EXCEPTION_DEADLINES: '[1]' })).toBe(
+      'PAYRECON_EXCEPTION_DEADLINES: must be a JSON object',
+    );
+    expect(errorOf({ PAYRECON_ACCOUNTS: '[7]' })).toBe('PAYRECON_ACCOUNTS[0]: must be a JSON object');
+    expect(errorOf({ PAYRECON_EXCEPTION_DEADLINES: '{"cashoutOnHold":1}' })).toBe(
+      'PAYRECON_EXCEPTION_DEADLINES.cashoutOnHold: is not a known key',
+    );
   });
 
   it('rejects duplicate account names and both account sources at once', () => {

@@ -13,6 +13,14 @@ import { readFileSync } from 'node:fs';
 import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
 import { AppError } from './domain/errors.ts';
+import {
+  DEFAULT_EXCEPTION_RULES,
+  EXCEPTION_TYPES,
+  type ExceptionType,
+  SEVERITIES,
+  type Severity,
+} from './domain/exception-rules.ts';
+import { DEFAULT_POLLING_RULES } from './domain/polling.ts';
 
 // ---------------------------------------------------------------- building blocks
 
@@ -158,65 +166,54 @@ const accountsSchema = z
 // ---------------------------------------------------------------- the rest
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export const SEVERITIES = ['info', 'warning', 'critical'] as const;
-export type Severity = (typeof SEVERITIES)[number];
+/** Alert sink threshold scale (PAYRECON_ALERT_MIN_SEVERITY). */
+export const ALERT_SEVERITIES = ['info', 'warning', 'critical'] as const;
+export type AlertSeverity = (typeof ALERT_SEVERITIES)[number];
 
-export const EXCEPTION_TYPES = [
-  'AMOUNT_MISMATCH',
-  'CURRENCY_MISMATCH',
-  'UNKNOWN_TRANSACTION',
-  'MISSING_AT_PROVIDER',
-  'ILLEGAL_TRANSITION',
-  'LATE_REJECTION',
-  'EARLY_RELEASE_REVERSED',
-  'STUCK',
-  'MISSED_NOTIFICATION',
-  'THIRD_PARTY_PAYER',
-  'AMOUNT_MISMATCH_REASON',
-  'PAYER_UNMATCH',
-  'OVER_REFUNDED',
-  'DUPLICATE_INVOICE',
-  'FEE_MISMATCH',
-] as const;
-export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
+const HOUR_MS = 3_600_000;
+const STUCK = DEFAULT_EXCEPTION_RULES.stuck;
 
-const DEFAULT_SEVERITIES: Record<ExceptionType, Severity> = {
-  AMOUNT_MISMATCH: 'critical',
-  CURRENCY_MISMATCH: 'critical',
-  UNKNOWN_TRANSACTION: 'warning',
-  MISSING_AT_PROVIDER: 'critical',
-  ILLEGAL_TRANSITION: 'critical',
-  LATE_REJECTION: 'critical',
-  EARLY_RELEASE_REVERSED: 'critical',
-  STUCK: 'warning',
-  MISSED_NOTIFICATION: 'info',
-  THIRD_PARTY_PAYER: 'warning',
-  AMOUNT_MISMATCH_REASON: 'warning',
-  PAYER_UNMATCH: 'warning',
-  OVER_REFUNDED: 'critical',
-  DUPLICATE_INVOICE: 'warning',
-  FEE_MISMATCH: 'warning',
-};
-
+/**
+ * Exception deadlines (PAYRECON_EXCEPTION_DEADLINES, JSON, every key optional). Defaults are the
+ * domain's `DEFAULT_EXCEPTION_RULES`, in whole minutes, hours or days.
+ */
 const deadlinesSchema = z
   .object({
     /** Minutes past a deposit's expiration_date before it counts as STUCK. */
-    depositExpiryGraceMinutes: intText(0, 10_080).default(60),
-    cashoutOnHoldHours: intText(1, 8_760).default(72),
-    cashoutDeliveredHours: intText(1, 8_760).default(48),
-    refundIncorrectDetailsHours: intText(1, 8_760).default(72),
-    refundDeliveredHours: intText(1, 8_760).default(72),
+    depositExpiryGraceMinutes: intText(0, 10_080).default(STUCK.depositAfterExpiryMs / 60_000),
+    /** Hours a non-final deposit without an expiration_date may stay in its status. */
+    depositNoExpiryHours: intText(1, 8_760).default(STUCK.depositNoExpiryMs / HOUR_MS),
+    cashoutPendingHours: intText(1, 8_760).default(STUCK.cashoutPendingMs / HOUR_MS),
+    cashoutOnHoldHours: intText(1, 8_760).default(STUCK.cashoutOnHoldMs / HOUR_MS),
+    cashoutDeliveredHours: intText(1, 8_760).default(STUCK.cashoutDeliveredMs / HOUR_MS),
+    refundPendingHours: intText(1, 8_760).default(STUCK.refundPendingMs / HOUR_MS),
+    refundIncorrectDetailsHours: intText(1, 8_760).default(STUCK.refundIncorrectDetailsMs / HOUR_MS),
+    refundDeliveredHours: intText(1, 8_760).default(STUCK.refundDeliveredMs / HOUR_MS),
     /** Days a COMPLETED cashout or refund is still watched for a late rejection. */
-    lateRejectionWatchDays: intText(1, 365).default(30),
+    lateRejectionWatchDays: intText(1, 365).default(
+      DEFAULT_POLLING_RULES.lateRejectionWindowMs / (24 * HOUR_MS),
+    ),
+    /** Minutes an observed entity may lack an intent before UNKNOWN_TRANSACTION. */
+    unknownTransactionGraceMinutes: intText(0, 10_080).default(
+      DEFAULT_EXCEPTION_RULES.unknownTransactionGraceMs / 60_000,
+    ),
+    /** Minutes a change seen by polling may wait for its webhook before MISSED_NOTIFICATION. */
+    missedNotificationGraceMinutes: intText(0, 10_080).default(
+      DEFAULT_EXCEPTION_RULES.missedNotificationGraceMs / 60_000,
+    ),
   })
   .strict();
 
+/**
+ * Severity per exception type (PAYRECON_EXCEPTION_SEVERITIES, JSON `{"STUCK": "high"}`), on the
+ * domain's scale; types not named keep `DEFAULT_EXCEPTION_RULES.severity`.
+ */
 const severitiesSchema = z
   .partialRecord(
-    z.enum(EXCEPTION_TYPES, required('an exception type')),
-    z.enum(SEVERITIES, required('one of info, warning, critical')),
+    z.enum(EXCEPTION_TYPES, required(`an exception type (${EXCEPTION_TYPES.join(', ')})`)),
+    z.enum(SEVERITIES, required(`one of ${SEVERITIES.join(', ')}`)),
   )
-  .transform((s) => ({ ...DEFAULT_SEVERITIES, ...s }) as Record<ExceptionType, Severity>);
+  .transform((s) => ({ ...DEFAULT_EXCEPTION_RULES.severity, ...s }) as Record<ExceptionType, Severity>);
 
 const webUserSchema = z.object({
   username: z
@@ -283,7 +280,7 @@ const envSchema = z.object({
 
   PAYRECON_ALERT_WEBHOOK_URL: httpUrl().optional(),
   PAYRECON_ALERT_MIN_SEVERITY: z
-    .enum(SEVERITIES, required('one of info, warning, critical'))
+    .enum(ALERT_SEVERITIES, required('one of info, warning, critical'))
     .default('warning'),
   PAYRECON_ALERT_TIMEOUT_MS: intText(100, 60_000).default(5_000),
 
@@ -338,7 +335,7 @@ function buildConfig(env: z.output<typeof envSchema>) {
     },
     exceptions: {
       deadlines: env.PAYRECON_EXCEPTION_DEADLINES ?? deadlinesSchema.parse({}),
-      severities: env.PAYRECON_EXCEPTION_SEVERITIES ?? { ...DEFAULT_SEVERITIES },
+      severities: env.PAYRECON_EXCEPTION_SEVERITIES ?? { ...DEFAULT_EXCEPTION_RULES.severity },
     },
     poller: {
       concurrency: env.PAYRECON_POLL_CONCURRENCY,
@@ -413,10 +410,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     let variable = issuePath(issue.path);
+    let rule = issue.message;
+    if (issue.code === 'unrecognized_keys') {
+      variable = issuePath([...issue.path, issue.keys[0] ?? '?']);
+      rule = 'is not a known key';
+    } else if (issue.code === 'invalid_type' && rule.startsWith('Invalid input')) {
+      rule = `must be ${issue.expected === 'object' ? 'a JSON object' : issue.expected === 'array' ? 'a JSON array' : issue.expected}`;
+    }
     if (input.PAYRECON_ACCOUNTS_FILE !== undefined && variable.startsWith('PAYRECON_ACCOUNTS')) {
       variable = variable.replace(/^PAYRECON_ACCOUNTS/, 'PAYRECON_ACCOUNTS_FILE');
     }
-    throw new ConfigError(variable || 'environment', issue.message);
+    throw new ConfigError(variable || 'environment', rule);
   }
   return deepFreeze(buildConfig(result.data)) as Config;
 }

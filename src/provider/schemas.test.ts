@@ -403,3 +403,21 @@ describe('response schemas', () => {
     expect(cashoutNotificationSchema.safeParse({ ...form, control: 'xyz' }).success).toBe(false);
   });
 });
+
+describe('issue texts', () => {
+  it.each([
+    ['{"country":"BR","currency":"BRL","amount":"1","payer":"ana"}', 'payer: must be an object'],
+    [
+      '{"country":"BR","currency":"BRL","amount":"1","payment_types":"ALL"}',
+      'payment_types: must be a list of payment types',
+    ],
+    [
+      '{"country":"BR","currency":"BRL","amount":"1","reported_info":[1]}',
+      'reported_info: must be an object',
+    ],
+    ['[1]', 'body: must be an object'],
+  ])('%s gives "%s"', (text, line) => {
+    const result = depositCreateRequestSchema.safeParse(parseProviderJson(text));
+    expect(result.success ? [] : validationMessages(result.error)).toContain(line);
+  });
+});

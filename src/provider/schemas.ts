@@ -835,12 +835,27 @@ function pathText(path: readonly PropertyKey[]): string {
   return out === '' ? 'body' : out;
 }
 
+/** The issue's rule text; zod's own generic messages are replaced by rule-style ones. */
+function ruleText(issue: z.core.$ZodIssue): string {
+  if (!issue.message.startsWith('Invalid input') && !issue.message.startsWith('Unrecognized key')) {
+    return issue.message;
+  }
+  if (issue.code === 'invalid_type') {
+    if (issue.input === undefined && issue.message.includes('received undefined')) return 'is required';
+    if (issue.expected === 'object') return 'must be an object';
+    if (issue.expected === 'array') return 'must be a list';
+    return `must be ${issue.expected}`;
+  }
+  if (issue.code === 'unrecognized_keys') return `unknown field ${issue.keys.join(', ')}`;
+  return 'has an invalid value';
+}
+
 /** Flattens a zod error into `{ field, rule }` pairs, in order, without duplicates. */
 export function formatZodIssues(error: z.ZodError | { issues: readonly z.core.$ZodIssue[] }): FieldIssue[] {
   const out: FieldIssue[] = [];
   const seen = new Set<string>();
   for (const issue of error.issues) {
-    const item = { field: pathText(issue.path), rule: issue.message };
+    const item = { field: pathText(issue.path), rule: ruleText(issue) };
     const key = `${item.field}\u0000${item.rule}`;
     if (!seen.has(key)) {
       seen.add(key);
