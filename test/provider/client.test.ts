@@ -236,10 +236,10 @@ describe('deposits', () => {
   it('retries a GET that timed out', async () => {
     let calls = 0;
     handlers['GET /api/v3/deposits/3000000001'] = async (_req, reply) => {
-      if (++calls === 1) await sleep(600);
+      if (++calls === 1) await sleep(2_000);
       return json(reply, 200, DEPOSIT_VIEW);
     };
-    const d = await client({ timeoutMs: 200 }).getDeposit(3000000001);
+    const d = await client({ timeoutMs: 500 }).getDeposit(3000000001);
     expect(d.deposit_id).toBe(3000000001);
     expect(calls).toBe(2);
   });
@@ -326,7 +326,7 @@ describe('cashouts', () => {
     handlers['POST /api/v3/cashout'] = async (req, reply) => {
       const body = parseProviderJson(req.body) as { external_id: string };
       created.push(body.external_id);
-      await sleep(700); // created, but the answer comes too late
+      await sleep(2_000); // created, but the answer comes too late
       return json(reply, 200, '{"cashout_id":8405147}');
     };
     handlers['POST /api/v3/cashout/status'] = (req, reply) => {
@@ -338,7 +338,7 @@ describe('cashouts', () => {
         '{"cashout_id":8405147,"external_id":"ext-42","cashout_status":0,"cashout_status_description":"Pending"}',
       );
     };
-    const res = await client({ timeoutMs: 250 }).createCashout(NEW_CASHOUT);
+    const res = await client({ timeoutMs: 500 }).createCashout(NEW_CASHOUT);
     expect(res.cashout_id).toBe(8405147);
     expect(created).toEqual(['ext-42']);
     expect(seen.map((s) => s.url)).toEqual(['/api/v3/cashout', '/api/v3/cashout/status']);
@@ -685,10 +685,10 @@ describe('typed errors', () => {
 
   it('times out and reports PROVIDER_TIMEOUT after the retries', async () => {
     handlers['GET /api/v3/banks'] = async (_req, reply) => {
-      await sleep(400);
+      await sleep(2_000);
       return json(reply, 200, '[]');
     };
-    const err = await failure(client({ timeoutMs: 100, retries: 1 }).listBanks('BR'));
+    const err = await failure(client({ timeoutMs: 300, retries: 1 }).listBanks('BR'));
     expect(err).toMatchObject({ code: 'PROVIDER_TIMEOUT', status: null, retryable: true });
     expect(seen).toHaveLength(2);
   });
