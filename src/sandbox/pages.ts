@@ -48,6 +48,16 @@ function setPath(target: Record<string, unknown>, path: string, value: string): 
   cur[parts[parts.length - 1]!] = value;
 }
 
+const PAYER_BASICS = ['payer.document', 'payer.email', 'payer.first_name', 'payer.last_name'];
+
+function valueAt(d: DepositRecord, field: string): unknown {
+  const [root, ...rest] = field.split('.');
+  let cur: unknown = root === 'payer' ? d.payer : root === 'reported_info' ? d.reportedInfo : undefined;
+  for (const part of rest)
+    cur = typeof cur === 'object' && cur !== null ? (cur as Record<string, unknown>)[part] : undefined;
+  return cur;
+}
+
 function summary(d: DepositRecord): string {
   return `<dl><dt>Deposit</dt><dd id="deposit-id">${d.id}</dd><dt>Amount</dt><dd>${esc(formatAmount(d.amount))} ${esc(d.currency)}</dd>
 <dt>Status</dt><dd id="status">${esc(d.status)}</dd>${d.description ? `<dt>Product</dt><dd>${esc(d.description)}</dd>` : ''}</dl>`;
@@ -63,12 +73,28 @@ export function registerPages(app: FastifyInstance, engine: SandboxEngine): void
     return id === undefined ? undefined : engine.deposits.get(id);
   };
 
+  /** Fields the checkout still has to collect: the method, then what the chosen method needs (rule 4). */
+  const needed = (d: DepositRecord): string[] => {
+    const out = new Set<string>();
+    const method = d.paymentMethod ? engine.catalogue.method(d.paymentMethod) : undefined;
+    if (!method) out.add('payment_method');
+    for (const f of method ? method.requires : PAYER_BASICS) {
+      const v = valueAt(d, f);
+      if (v === undefined || v === null || v === '') out.add(f);
+    }
+    // Values refused under rule 6 (invalid phone, state or postal code) are asked again.
+    for (const f of d.missing) {
+      if (f !== 'payment_method' && valueAt(d, f) === undefined) out.add(f);
+    }
+    return [...out];
+  };
+
   const checkoutPage = (d: DepositRecord, error?: string): string => {
     if (d.status === 'CREATED') {
       const methods = engine.catalogue.paymentMethods.filter(
         (m) => m.countries.includes(d.country) && m.type !== 'CREDIT_CARD',
       );
-      const inputs = d.missing
+      const inputs = needed(d)
         .map((field) => {
           if (field === 'payment_method') {
             const options = methods
@@ -115,7 +141,7 @@ ${d.backUrl ? `<p><a href="${esc(d.backUrl)}">Cancel</a></p>` : ''}`,
     if (d.status !== 'CREATED') return reply.redirect(`/checkout/${d.pageToken}`, 303);
     const form = new URLSearchParams(typeof req.body === 'string' ? req.body : '');
     const values: Record<string, string> = {};
-    for (const field of d.missing) {
+    for (const field of needed(d)) {
       const v = (form.get(field) ?? '').trim();
       if (v === '') return html(reply, 400, checkoutPage(d, `${FIELD_LABELS[field] ?? field} is required`));
       if (field === 'payer.email' && !/^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/.test(v)) {
@@ -142,6 +168,9 @@ ${d.backUrl ? `<p><a href="${esc(d.backUrl)}">Cancel</a></p>` : ''}`,
         setPath(d.reportedInfo, field.slice('reported_info.'.length), v);
       }
     }
+    d.cachedBody = undefined;
+    // A method chosen on the page may need more fields: ask for them before the deposit moves on.
+    if (needed(d).length > 0) return html(reply, 200, checkoutPage(d));
     d.missing = [];
     if (d.payer?.document) d.payerVerification = 'MATCH';
     engine.moveDeposit(d, 'PENDING', {
