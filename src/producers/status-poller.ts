@@ -1,0 +1,285 @@
+/**
+ * The status poller: asks the provider about entities whose next poll is due (the ledger keeps the
+ * schedule in `mirrors.next_poll_at`, computed by `src/domain/polling.ts` each time it applies an
+ * observation) and publishes what it reads as observations with source `poll`. A change seen only this
+ * way is what the ledger raises as MISSED_NOTIFICATION.
+ *
+ * One round (`pollOnce`):
+ * 1. pick up to `batchSize` due entities, most overdue first;
+ * 2. push their next poll `leaseMs` ahead before calling anyone, so a slow round is never picked twice
+ *    (by this loop or by another poller instance); applying the observation reschedules them properly;
+ * 3. read their statuses with at most `concurrency` calls in flight;
+ * 4. publish the observations in one acknowledged send.
+ *
+ * A 429 stops the whole poller until the provider's Retry-After has passed (read from the answer's
+ * header by an undici interceptor, since the client's error does not carry it); the entities not read
+ * are deferred to then. Other failures defer just the entity (by `leaseMs`).
+ */
+import type { Kysely } from 'kysely';
+import { Agent, DecoratorHandler, type Dispatcher } from 'undici';
+import type { ProviderAccount } from '../config.ts';
+import { deferPolls, entitiesDueForPolling } from '../db/queries.ts';
+import type { Database } from '../db/schema.ts';
+import type { Observation, ObservationSource } from '../domain/observation.ts';
+import type { EntityKind } from '../domain/statuses.ts';
+import type { Publisher } from '../events/kafka.ts';
+import { type Logger, logger as rootLogger } from '../logger.ts';
+import { createProviderClient, type ProviderClientOptions, parseRetryAfter } from '../provider/client.ts';
+import { ProviderError } from '../provider/errors.ts';
+import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
+
+export const OBSERVED_TOPIC = 'provider.status.observed.v1';
+
+export interface StatusPollerDeps {
+  db: Kysely<Database>;
+  /** The provider client of an account (see `pollingClients`); undefined when not configured. */
+  clientFor(account: string): StatusReader | undefined;
+  publisher: Pick<Publisher, 'publish'>;
+  /** Latest Retry-After seen on a 429, in ms (see `pollingClients`); null when none was sent. */
+  lastRetryAfterMs?: () => number | null;
+  /** Status calls in flight at once (default 8). */
+  concurrency?: number;
+  /** Entities per round (default 200). */
+  batchSize?: number;
+  /** How far a picked entity's next poll is pushed while it is being read (default 5 minutes). */
+  leaseMs?: number;
+  /** Pause after a 429 without a Retry-After (default 30 s). */
+  rateLimitPauseMs?: number;
+  /** Wait between rounds when the last one found less than a full batch (default 5 s). */
+  idleMs?: number;
+  /** Source of the observations (default `poll`; backfill uses `backfill`). */
+  source?: ObservationSource;
+  now?: () => Date;
+  onRound?: (result: PollResult) => void;
+  logger?: Logger;
+}
+
+export interface PollResult {
+  /** Entities picked. */
+  due: number;
+  /** Observations published. */
+  published: number;
+  failed: number;
+  /** Entities left unread because the provider answered 429. */
+  rateLimited: number;
+  /** True when the round did not run because the poller is paused by a 429. */
+  paused: boolean;
+  /** When the poller may call the provider again (null: not paused). */
+  pausedUntil: Date | null;
+}
+
+export interface StatusPoller {
+  /** One round; safe to call while the loop runs (rounds never overlap). */
+  pollOnce(): Promise<PollResult>;
+  /** Stops the loop and waits for the round in progress. */
+  stop(): Promise<void>;
+}
+
+function isRateLimited(err: unknown): boolean {
+  return err instanceof ProviderError && (err.status === 429 || err.code === 'PROVIDER_RATE_LIMITED');
+}
+
+/** Reads the Retry-After of every 429 answer passing through the dispatcher. */
+type DispatchHandler = Dispatcher.DispatchHandler;
+type ResponseStart = Required<DispatchHandler>['onResponseStart'];
+
+/**
+ * Wraps a dispatch handler to read the Retry-After of 429 answers. undici's DecoratorHandler forwards
+ * every callback in both handler styles; its type declarations predate the new ones, hence the casts.
+ */
+function recordingRetryAfter(handler: DispatchHandler, record: (ms: number | null) => void): DispatchHandler {
+  const Decorator = DecoratorHandler as unknown as new (
+    h: DispatchHandler,
+  ) => DispatchHandler & {
+    onResponseStart: ResponseStart;
+  };
+  const decorated = new Decorator(handler);
+  const forward = decorated.onResponseStart.bind(decorated);
+  decorated.onResponseStart = (controller, statusCode, headers, statusMessage) => {
+    if (statusCode === 429) {
+      const raw = headers['retry-after'];
+      record(parseRetryAfter(Array.isArray(raw) ? raw[0] : raw, new Date()));
+    }
+    return forward(controller, statusCode, headers, statusMessage);
+  };
+  return decorated;
+}
+
+export interface PollingClients {
+  clientFor(account: string): StatusReader | undefined;
+  lastRetryAfterMs(): number | null;
+  close(): Promise<void>;
+}
+
+/**
+ * Provider clients for polling: a 429 is not waited out inside the client (`maxRetryAfterMs: 0`) but
+ * surfaces at once, so the poller can pause as a whole; the Retry-After is recorded on the way.
+ */
+export function pollingClients(
+  accounts: readonly ProviderAccount[],
+  options: ProviderClientOptions = {},
+): PollingClients {
+  let last: number | null = null;
+  const agent = new Agent();
+  const dispatcher = agent.compose(
+    (dispatch) => (opts, handler) =>
+      dispatch(
+        opts,
+        recordingRetryAfter(handler, (ms) => {
+          last = ms;
+        }),
+      ),
+  );
+  const clients = new Map(
+    accounts.map((a) => [a.name, createProviderClient(a, { ...options, maxRetryAfterMs: 0, dispatcher })]),
+  );
+  return {
+    clientFor: (name) => clients.get(name),
+    lastRetryAfterMs: () => last,
+    close: () => agent.close(),
+  };
+}
+
+export function startStatusPoller(deps: StatusPollerDeps, options: { loop?: boolean } = {}): StatusPoller {
+  const concurrency = deps.concurrency ?? 8;
+  const batchSize = deps.batchSize ?? 200;
+  const leaseMs = deps.leaseMs ?? 5 * 60_000;
+  const rateLimitPauseMs = deps.rateLimitPauseMs ?? 30_000;
+  const idleMs = deps.idleMs ?? 5_000;
+  const source = deps.source ?? 'poll';
+  const now = deps.now ?? (() => new Date());
+  const log = (deps.logger ?? rootLogger).child({ module: 'status-poller' });
+
+  const state: { pausedUntil: Date | null } = { pausedUntil: null };
+  let current: Promise<PollResult> | null = null;
+  let stopped = false;
+  let timer: NodeJS.Timeout | null = null;
+  let wake: (() => void) | null = null;
+
+  async function round(): Promise<PollResult> {
+    const start = now();
+    if (state.pausedUntil !== null && state.pausedUntil > start) {
+      return {
+        due: 0,
+        published: 0,
+        failed: 0,
+        rateLimited: 0,
+        paused: true,
+        pausedUntil: state.pausedUntil,
+      };
+    }
+    state.pausedUntil = null;
+    const due = await entitiesDueForPolling(deps.db, start, batchSize);
+    if (due.length === 0) {
+      return { due: 0, published: 0, failed: 0, rateLimited: 0, paused: false, pausedUntil: null };
+    }
+    const refs = due.map((d) => ({ merchantAccount: d.merchantAccount, kind: d.kind, entityId: d.entityId }));
+    await deferPolls(deps.db, refs, new Date(start.getTime() + leaseMs));
+
+    const observations: Observation[] = [];
+    const failed: typeof refs = [];
+    const unread: typeof refs = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < due.length) {
+        const d = due[next++]!;
+        const ref = { merchantAccount: d.merchantAccount, kind: d.kind as EntityKind, entityId: d.entityId };
+        if (state.pausedUntil !== null) {
+          unread.push(ref);
+          continue;
+        }
+        const client = deps.clientFor(d.merchantAccount);
+        if (!client) {
+          log.warn({ account: d.merchantAccount }, 'entity of an account that is not configured; not polled');
+          failed.push(ref);
+          continue;
+        }
+        const entity: EntityToRead = {
+          kind: d.kind,
+          account: d.merchantAccount,
+          entityId: d.entityId,
+          externalRef: d.externalRef,
+        };
+        try {
+          observations.push(await readStatus(client, entity, source, now));
+        } catch (err) {
+          if (isRateLimited(err)) {
+            const wait = deps.lastRetryAfterMs?.() ?? null;
+            const until = new Date(now().getTime() + (wait ?? rateLimitPauseMs));
+            const paused = state.pausedUntil as Date | null;
+            if (paused === null || until > paused) state.pausedUntil = until;
+            unread.push(ref);
+          } else {
+            log.warn({ err, kind: d.kind, entityId: d.entityId, account: d.merchantAccount }, 'poll failed');
+            failed.push(ref);
+          }
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, due.length) }, worker));
+
+    const { pausedUntil } = state;
+    if (pausedUntil !== null && unread.length > 0) {
+      // Ask again as soon as the provider allows, not a whole lease later.
+      await deferPolls(deps.db, unread, pausedUntil);
+      log.warn({ pausedUntil, unread: unread.length }, 'provider answered 429; poller paused');
+    }
+    await deps.publisher.publish(
+      OBSERVED_TOPIC,
+      observations.map((value) => ({ value })),
+    );
+    const result: PollResult = {
+      due: due.length,
+      published: observations.length,
+      failed: failed.length,
+      rateLimited: unread.length,
+      paused: false,
+      pausedUntil,
+    };
+    log.debug(result, 'poll round');
+    return result;
+  }
+
+  async function pollOnce(): Promise<PollResult> {
+    while (current) await current.catch(() => undefined);
+    current = round();
+    try {
+      const result = await current;
+      deps.onRound?.(result);
+      return result;
+    } finally {
+      current = null;
+    }
+  }
+
+  async function loop(): Promise<void> {
+    while (!stopped) {
+      let delay = idleMs;
+      try {
+        const result = await pollOnce();
+        if (result.pausedUntil !== null) delay = Math.max(0, result.pausedUntil.getTime() - now().getTime());
+        else if (result.due >= batchSize) delay = 0;
+      } catch (err) {
+        log.error({ err }, 'poll round failed; the picked entities are retried after their lease');
+      }
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, delay);
+      });
+    }
+  }
+
+  const running = options.loop === false ? Promise.resolve() : loop();
+
+  return {
+    pollOnce,
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      wake?.();
+      await running;
+      while (current) await current.catch(() => undefined);
+    },
+  };
+}

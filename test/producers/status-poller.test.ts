@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ProviderAccount } from '../../src/config.ts';
+import { applyObservations } from '../../src/db/ledger-service.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import type { EntityKind } from '../../src/domain/statuses.ts';
+import { type PollingClients, pollingClients, startStatusPoller } from '../../src/producers/status-poller.ts';
+import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
+import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import {
+  type Collector,
+  collect,
+  type Infra,
+  move,
+  PAYER,
+  quiet,
+  sandboxAccount,
+  startInfra,
+  uniqueRef,
+  waitUntil,
+} from './helpers.ts';
+
+let infra: Infra;
+let sandbox: RunningSandbox;
+let database: TestDatabase;
+let account: ProviderAccount;
+let client: ProviderClient;
+let clients: PollingClients;
+let observed: Collector<Observation>;
+const seeded: { kind: EntityKind; id: string }[] = [];
+let changedDeposit = '';
+
+function seedObservation(
+  kind: EntityKind,
+  entityId: string,
+  status: string,
+  externalRef: string | null,
+): Observation {
+  return {
+    eventId: randomUUID(),
+    kind,
+    account: 'main',
+    entityId,
+    externalRef,
+    status,
+    observedAt: new Date(Date.now() - 60_000),
+    source: 'webhook',
+    currency: 'BRL',
+    amount: kind === 'cashout' ? null : 10_00n,
+    feeAmount: null,
+    feeCurrency: null,
+    feeOnPayer: null,
+    test: false,
+    crypto: false,
+    statusReason: null,
+    payerVerification: null,
+    rejectionCode: null,
+    rejectionReason: null,
+    parentDepositId: null,
+    details: {},
+  };
+}
+
+async function makeAllDue(): Promise<void> {
+  await sql`UPDATE mirrors SET next_poll_at = now() - interval '1 minute'`.execute(database.db);
+}
+
+async function nextPolls(): Promise<Map<string, Date | null>> {
+  const rows = await database.db
+    .selectFrom('mirrors')
+    .select(['entity_kind', 'entity_id', 'next_poll_at'])
+    .execute();
+  return new Map(rows.map((r) => [`${r.entity_kind}:${r.entity_id}`, r.next_poll_at]));
+}
+
+beforeAll(async () => {
+  infra = await startInfra();
+  sandbox = await startSandbox({ seed: 5 });
+  database = await createTestDatabase();
+  account = sandboxAccount(sandbox, { name: 'main' });
+  client = createProviderClient(account, { retries: 0, logger: quiet });
+  clients = pollingClients([account], { retries: 0, logger: quiet });
+  observed = await collect(infra, 'provider.status.observed.v1');
+
+  const deposit = await client.createDeposit({
+    invoice_id: uniqueRef('inv'),
+    country: 'BR',
+    currency: 'BRL',
+    amount: 10_00n,
+    payment_method: 'IX',
+    payer: PAYER,
+  });
+  changedDeposit = String(deposit.deposit_id);
+  const externalId = uniqueRef('ext');
+  const cashout = await client.createCashout({
+    external_id: externalId,
+    country: 'BR',
+    currency: 'BRL',
+    amount: 5_00n,
+    document_id: '12345678909',
+    beneficiary_name: 'Ana',
+    bank_code: '341',
+    bank_account: '123456-7',
+    bank_branch: '0001',
+    account_type: 'C',
+    notification_url: 'https://merchant.example/webhooks/main/cashouts',
+  });
+  const observations = [
+    seedObservation('deposit', changedDeposit, 'PENDING', deposit.merchant_invoice_id),
+    seedObservation('cashout', String(cashout.cashout_id), 'PENDING', externalId),
+    seedObservation('deposit', '999999999', 'PENDING', 'inv-gone'),
+  ];
+  for (const o of observations) seeded.push({ kind: o.kind, id: o.entityId });
+  await database.db.transaction().execute((trx) => applyObservations(trx, observations));
+  // The change the provider never notified: only polling can see it.
+  await move(sandbox.url, 'deposit', changedDeposit, 'COMPLETED');
+}, 90_000);
+
+afterAll(async () => {
+  await observed?.stop();
+  await clients?.close();
+  await sandbox?.close();
+  await database?.drop();
+  await infra?.close();
+});
+
+describe('status poller', () => {
+  it('publishes an observation (source poll) per due entity and defers them first', async () => {
+    await makeAllDue();
+    const poller = startStatusPoller(
+      {
+        db: database.db,
+        clientFor: clients.clientFor,
+        lastRetryAfterMs: clients.lastRetryAfterMs,
+        publisher: infra.publisher,
+        leaseMs: 120_000,
+        logger: quiet,
+      },
+      { loop: false },
+    );
+    const before = observed.values.length;
+    const startedAt = Date.now();
+    const result = await poller.pollOnce();
+    expect(result).toMatchObject({ due: 3, published: 3, failed: 0, rateLimited: 0, paused: false });
+    const values = (await observed.waitFor(before + 3)).slice(before);
+    expect(values.every((o) => o.source === 'poll')).toBe(true);
+    const byId = new Map(values.map((o) => [o.entityId, o]));
+    expect(byId.get(changedDeposit)).toMatchObject({ kind: 'deposit', status: 'COMPLETED', amount: 10_00n });
+    expect(byId.get('999999999')?.status).toBeNull();
+    const cashout = seeded.find((s) => s.kind === 'cashout')!;
+    expect(byId.get(cashout.id)).toMatchObject({ status: 'PENDING', amount: null });
+
+    // Deferred by the lease: a second round finds nothing due.
+    const polls = await nextPolls();
+    for (const s of seeded)
+      expect(polls.get(`${s.kind}:${s.id}`)!.getTime()).toBeGreaterThan(startedAt + 100_000);
+    expect((await poller.pollOnce()).due).toBe(0);
+    await poller.stop();
+  }, 60_000);
+
+  it('honours 429: pauses the whole poller by Retry-After and asks again only then', async () => {
+    await makeAllDue();
+    const poller = startStatusPoller(
+      {
+        db: database.db,
+        clientFor: clients.clientFor,
+        lastRetryAfterMs: clients.lastRetryAfterMs,
+        publisher: infra.publisher,
+        concurrency: 8,
+        logger: quiet,
+      },
+      { loop: false },
+    );
+    const before = observed.values.length;
+    sandbox.control.deps.faults.set({ endpoints: { '*': { rateLimitRate: 1, retryAfterSeconds: 3 } } });
+    let limited: Awaited<ReturnType<typeof poller.pollOnce>>;
+    const at = Date.now();
+    try {
+      limited = await poller.pollOnce();
+    } finally {
+      sandbox.control.deps.faults.set({});
+    }
+    expect(limited.published).toBe(0);
+    expect(limited.rateLimited).toBe(3);
+    const pausedFor = limited.pausedUntil!.getTime() - at;
+    expect(pausedFor).toBeGreaterThan(2_000);
+    expect(pausedFor).toBeLessThan(5_000);
+
+    // Paused: no round runs, though the faults are gone.
+    const paused = await poller.pollOnce();
+    expect(paused).toMatchObject({ paused: true, due: 0 });
+    // The unread entities are due again exactly when the pause ends.
+    const polls = await nextPolls();
+    for (const s of seeded)
+      expect(polls.get(`${s.kind}:${s.id}`)!.getTime()).toBe(limited.pausedUntil!.getTime());
+
+    await waitUntil(() => Date.now() > limited.pausedUntil!.getTime() + 50, 'the pause to end', 10_000);
+    const resumed = await poller.pollOnce();
+    expect(resumed).toMatchObject({ due: 3, published: 3, paused: false });
+    await observed.waitFor(before + 3);
+    await poller.stop();
+  }, 60_000);
+
+  it('runs as a loop until stopped', async () => {
+    await makeAllDue();
+    const before = observed.values.length;
+    const rounds: number[] = [];
+    const poller = startStatusPoller({
+      db: database.db,
+      clientFor: clients.clientFor,
+      publisher: infra.publisher,
+      idleMs: 100,
+      logger: quiet,
+      onRound: (r) => rounds.push(r.due),
+    });
+    await observed.waitFor(before + 3);
+    await poller.stop();
+    const count = rounds.length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(rounds.length).toBe(count);
+    expect(rounds[0]).toBe(3);
+  }, 60_000);
+});
