@@ -11,7 +11,8 @@
  *     fixed before the first attempt; the provider answers a replay with the first result);
  *   - cashout creation: never blindly. After an ambiguous failure the client looks the `external_id`
  *     up; if the cashout exists its id is returned, if the provider answers 509 (not found) the
- *     creation is sent again; a 511 (external id already used) on a retry is resolved the same way;
+ *     creation is sent again; a 511 (external id already used) on a retry is resolved the same way,
+ *     and so is the last failure when no retry is left;
  *   - cashout cancel: only on 429 (the request was not processed).
  * - Failures are `ProviderError`s with HTTP status, provider code and type. An answer that breaks its
  *   schema is a `ProviderError` with code PROVIDER_SCHEMA_DRIFT; unknown extra fields are kept and
@@ -367,8 +368,15 @@ export function createProviderClient(
         (call.retry === 'free' ||
           call.retry === 'idempotent' ||
           (call.retry === 'rate-limit-only' && failure.status === 429));
-      if (!allowed) throw failure;
-      if (retryAfterMs !== null && retryAfterMs > maxRetryAfterMs) throw failure;
+      const giveUp = !allowed || (retryAfterMs !== null && retryAfterMs > maxRetryAfterMs);
+      if (giveUp) {
+        // Out of retries after an ambiguous failure: still tell the caller what exists, if anything.
+        if (onAmbiguous && isRetryableFailure(failure)) {
+          const found = await onAmbiguous(failure, attempt);
+          if (found !== undefined) return found;
+        }
+        throw failure;
+      }
       const delay = retryAfterMs ?? backoff(attempt);
       log.info(
         {

@@ -378,6 +378,19 @@ describe('cashouts', () => {
     ]);
   });
 
+  it('with no retries left still looks the cashout up instead of reporting a failure', async () => {
+    handlers['POST /api/v3/cashout'] = (_req, reply) => json(reply, 503, '{"code":0,"message":"busy"}');
+    handlers['POST /api/v3/cashout/status'] = (_req, reply) =>
+      json(reply, 200, '{"cashout_id":8405150,"external_id":"ext-42","cashout_status":0}');
+    expect((await client({ retries: 0 }).createCashout(NEW_CASHOUT)).cashout_id).toBe(8405150);
+    handlers['POST /api/v3/cashout/status'] = (_req, reply) =>
+      json(reply, 412, '{"code":509,"message":"Cashout not found with this ID"}');
+    seen = [];
+    const err = await failure(client({ retries: 0 }).createCashout(NEW_CASHOUT));
+    expect(err).toMatchObject({ status: 503, code: 'PROVIDER_UNAVAILABLE' });
+    expect(seen.map((s) => s.url)).toEqual(['/api/v3/cashout', '/api/v3/cashout/status']);
+  });
+
   it('does not resend when the lookup itself fails', async () => {
     handlers['POST /api/v3/cashout'] = (_req, reply) =>
       json(reply, 502, '{"code":0,"message":"bad gateway"}');
