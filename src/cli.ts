@@ -65,6 +65,49 @@ for (const [name, description] of [
     );
 }
 
+program
+  .command('jobs')
+  .description(
+    'Run the scheduled jobs (workbooks, sweeps, ledger verification), catching up missed runs at start',
+  )
+  .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
+  .option('--retention-days <n>', 'keep generated workbooks this many days (default 90)')
+  .action(async (opts) => (await import('./jobs/main.ts')).runJobsCli(opts));
+
+const web = program
+  .command('web')
+  .description('Serve the finance page (reports, exceptions, balances) on its own')
+  .option('--host <host>', 'address to listen on (default PAYRECON_WEB_HOST)')
+  .option('--port <port>', 'port to listen on (default PAYRECON_WEB_PORT)')
+  .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
+  .action(async (opts) => (await import('./web/main.ts')).runWebCli(opts));
+web
+  .command('hash-password')
+  .description('Read a password from stdin and print its scrypt hash for PAYRECON_WEB_USERS')
+  .action(async () => (await import('./web/main.ts')).runHashPasswordCli());
+
+const report = program.command('report').description('Generate a workbook now, recorded as a report run');
+for (const kind of ['settlement', 'exceptions'] as const) {
+  report
+    .command(kind)
+    .description(
+      kind === 'settlement'
+        ? 'Settlement workbook for business days FROM..TO'
+        : 'Exception workbook for FROM..TO',
+    )
+    .requiredOption('--from <date>', 'first business day, YYYY-MM-DD')
+    .requiredOption('--to <date>', 'last business day (inclusive), YYYY-MM-DD')
+    .option('--account <name>', 'one merchant account (default: all)')
+    .requiredOption('--out <file.xlsx>', 'workbook to write')
+    .option('--csv-dir <dir>', 'directory for the CSV of each detail sheet (default: next to --out)')
+    .option('--no-csv', 'do not write CSV files')
+    .option('--time-zone <zone>', 'IANA time zone (default PAYRECON_TIMEZONE)')
+    .option('--cutoff <HH:MM>', 'settlement cut-off (default PAYRECON_SETTLEMENT_CUTOFF)')
+    .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
+    .option('--quiet', 'no progress bar')
+    .action(async (opts) => (await import('./reports/main.ts')).runReportCli(kind, opts));
+}
+
 // <commands>
 
 await program.parseAsync(process.argv);

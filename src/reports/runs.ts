@@ -7,7 +7,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { basename, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { sql } from 'kysely';
 import type { Logger } from '../logger.ts';
 import { writeExceptionWorkbook } from './exception-workbook.ts';
@@ -29,7 +29,7 @@ export interface ReportParams {
 export interface ReportFile {
   name: string;
   label: string;
-  /** Path relative to the reports directory. */
+  /** Absolute path (written by the runner, never taken from a request). */
   path: string;
 }
 
@@ -75,6 +75,10 @@ export interface StartOptions {
   requestedBy?: string | null;
   /** Called with (done, total) as rows are written. */
   onProgress?: (done: number, total: number) => void;
+  /** Workbook path (CLI `--out`); default: a file in the run's directory under the reports directory. */
+  out?: string;
+  /** Directory for the CSVs when `out` is given; null: none. Default: next to the workbook. */
+  csvDir?: string | null;
 }
 
 export interface RunOutcome {
@@ -95,7 +99,7 @@ interface RunRow {
   created_at: Date;
   finished_at: Date | null;
   parameters: { from?: string; to?: string };
-  row_counts: Record<string, number>;
+  row_counts: { sheet: string; rows: number }[] | Record<string, number>;
   sha256: string | null;
   files: ReportFile[];
   requested_by: string | null;
@@ -116,7 +120,9 @@ function toRun(r: RunRow): ReportRun {
     to: r.parameters.to ?? '',
     status: r.status,
     progress: total > 0 ? { done: Number(r.progress_done), total } : null,
-    rowCounts: r.row_counts ?? {},
+    rowCounts: Array.isArray(r.row_counts)
+      ? Object.fromEntries(r.row_counts.map((c) => [c.sheet, c.rows]))
+      : (r.row_counts ?? {}),
     rowCount: r.row_count,
     sha256: r.sha256,
     files: r.deleted_at ? [] : (r.files ?? []),
@@ -186,7 +192,7 @@ export class ReportRunner {
       RETURNING id::text AS id`.execute(this.db);
     const id = rows[0]?.id;
     if (!id) return null;
-    const done = this.generate(id, params, period, options.onProgress);
+    const done = this.generate(id, params, period, options);
     this.active.set(id, done);
     done.catch(() => undefined).finally(() => this.active.delete(id));
     return { id, done };
@@ -207,16 +213,18 @@ export class ReportRunner {
     id: string,
     params: ReportParams,
     period: Period,
-    onProgress?: (done: number, total: number) => void,
+    options: StartOptions,
   ): Promise<RunOutcome> {
+    const onProgress = options.onProgress;
     const log = this.logger?.child({ report: params.kind, run: id });
     const stem = `${params.kind}-${params.account ?? 'all'}-${params.from}_${params.to}`.replace(
       /[^\w.-]/g,
       '_',
     );
     const runDir = join(this.dir, `run-${id}`);
-    const out = join(runDir, `${stem}.xlsx`);
-    const csvDir = this.csv ? runDir : null;
+    const out = options.out ? resolve(options.out) : join(runDir, `${stem}.xlsx`);
+    const csvDir =
+      options.csvDir !== undefined ? options.csvDir : this.csv ? (options.out ? dirname(out) : runDir) : null;
     let lastWrite = 0;
     let pending: Promise<unknown> = Promise.resolve();
     const progress = (done: number, total: number) => {
@@ -265,12 +273,12 @@ export class ReportRunner {
       const fileList: ReportFile[] = files.map((f, i) => ({
         name: basename(f),
         label: i === 0 ? `Workbook (${basename(f)})` : `CSV: ${basename(f)}`,
-        path: relative(this.dir, f),
+        path: resolve(f),
       }));
       const rowCount = Object.values(rowCounts).reduce((a, b) => a + b, 0);
       await sql`
         UPDATE report_runs SET status = 'succeeded', file_path = ${out}, row_count = ${rowCount},
-               row_counts = ${JSON.stringify(rowCounts)}::jsonb, sha256 = ${sha256},
+               row_counts = ${JSON.stringify(Object.entries(rowCounts).map(([sheet, rows]) => ({ sheet, rows })))}::jsonb, sha256 = ${sha256},
                files = ${JSON.stringify(fileList)}::jsonb, finished_at = now(),
                progress_done = progress_total
          WHERE id = ${id}`.execute(this.db);
@@ -304,10 +312,7 @@ export class ReportRunner {
   async filePath(id: string, name: string): Promise<string | null> {
     const run = await this.get(id);
     if (run?.status !== 'succeeded') return null;
-    const file = run.files.find((f) => f.name === name);
-    if (!file) return null;
-    const path = resolve(this.dir, file.path);
-    return path.startsWith(`${this.dir}/`) ? path : null;
+    return run.files.find((f) => f.name === name)?.path ?? null;
   }
 
   accounts(): Promise<string[]> {

@@ -1,0 +1,83 @@
+/**
+ * `payrecon web`: the finance page on its own (the single `payrecon up` server mounts `webRoutes`
+ * instead), and `payrecon web hash-password`, which reads a password from stdin and prints the scrypt
+ * hash to put in PAYRECON_WEB_USERS.
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { loadConfig } from '../config.ts';
+import { createDb, migrateToLatest } from '../db/connection.ts';
+import { AppError } from '../domain/errors.ts';
+import { logger } from '../logger.ts';
+import { ReportRunner } from '../reports/runs.ts';
+import { ensureReportSchema } from '../reports/schema.ts';
+import { buildWebApp } from './app.ts';
+import { hashPassword } from './auth.ts';
+import { ledgerWebServices } from './services.ts';
+
+async function readPassword(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write('Password (input is not hidden; pipe it to avoid echo): ');
+  const rl = createInterface({ input: process.stdin, terminal: false });
+  for await (const line of rl) {
+    rl.close();
+    return line;
+  }
+  return '';
+}
+
+export async function runHashPasswordCli(): Promise<void> {
+  const password = await readPassword();
+  if (password.length < 8) throw new AppError('VALIDATION_FAILED', 'password: at least 8 characters');
+  process.stdout.write(`${await hashPassword(password)}\n`);
+}
+
+export interface WebCliOptions {
+  host?: string;
+  port?: string;
+  databaseUrl?: string;
+}
+
+export async function runWebCli(opts: WebCliOptions): Promise<void> {
+  const config = loadConfig();
+  const url = opts.databaseUrl ?? config.database.url;
+  if (!url)
+    throw new AppError('CONFIG_INVALID', 'DATABASE_URL: required for `payrecon web` (or use `payrecon up`)');
+  if (config.web.users.length === 0) {
+    throw new AppError(
+      'CONFIG_INVALID',
+      'PAYRECON_WEB_USERS: no users (create a hash with `payrecon web hash-password`)',
+    );
+  }
+  const log = logger.child({ module: 'web' });
+  const db = createDb(url);
+  await migrateToLatest(db);
+  await ensureReportSchema(db);
+  const runner = new ReportRunner({
+    db,
+    dir: join(config.dataDir, 'reports'),
+    timeZone: config.jobs.timeZone,
+    cutoff: config.jobs.settlementCutoff,
+    logger: log,
+  });
+  const app = await buildWebApp({
+    users: config.web.users,
+    sessionSecret: config.web.sessionSecret ?? randomBytes(32).toString('base64url'),
+    timeZone: config.jobs.timeZone,
+    services: ledgerWebServices(db, runner),
+    logger: log,
+  });
+  const address = await app.listen({
+    host: opts.host ?? config.web.host,
+    port: Number(opts.port ?? config.web.port),
+  });
+  log.info({ address }, 'finance page listening');
+  const stop = async () => {
+    await app.close();
+    await runner.idle();
+    await db.destroy();
+    process.exit(0);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
