@@ -14,6 +14,13 @@ const LEADER_EPOCH = 12;
 const MAGIC = 16;
 const LAST_OFFSET_DELTA = 23;
 const MAX_TIMESTAMP = 35;
+const PRODUCER_ID = 43;
+const PRODUCER_EPOCH = 51;
+const BASE_SEQUENCE = 53;
+/** Idempotent-producer batches remembered per producer for duplicate detection (Kafka keeps 5). */
+const PRODUCER_BATCHES = 5;
+/** How much of the active segment a reopen scans to rebuild idempotent-producer state. */
+const PRODUCER_SCAN_BYTES = 4 * 1024 * 1024;
 /** Smallest possible RecordBatch v2 (header with zero records). */
 export const BATCH_HEADER_SIZE = 61;
 const INDEX_INTERVAL = 4096;
@@ -29,6 +36,21 @@ export interface LogConfig {
 }
 
 export class InvalidBatchError extends Error {}
+
+interface BatchHeader {
+  base: number;
+  length: number;
+  lastDelta: number;
+  maxTimestamp: number;
+  producerId: number;
+  producerEpoch: number;
+  baseSequence: number;
+}
+
+interface ProducerState {
+  epoch: number;
+  batches: { firstSeq: number; lastSeq: number; baseOffset: number }[];
+}
 
 interface IndexEntry {
   offset: number;
@@ -121,7 +143,7 @@ class Segment {
   }
 
   /** Reads the fixed part of the batch header at `pos`, or undefined when it is not a valid batch. */
-  header(pos: number): { base: number; length: number; lastDelta: number; maxTimestamp: number } | undefined {
+  header(pos: number): BatchHeader | undefined {
     if (pos + BATCH_HEADER_SIZE > this.size) return undefined;
     const buf = Buffer.allocUnsafe(BATCH_HEADER_SIZE);
     fs.readSync(this.fd, buf, 0, BATCH_HEADER_SIZE, pos);
@@ -132,7 +154,22 @@ class Segment {
       length,
       lastDelta: buf.readInt32BE(LAST_OFFSET_DELTA),
       maxTimestamp: Number(buf.readBigInt64BE(MAX_TIMESTAMP)),
+      producerId: Number(buf.readBigInt64BE(PRODUCER_ID)),
+      producerEpoch: buf.readInt16BE(PRODUCER_EPOCH),
+      baseSequence: buf.readInt32BE(BASE_SEQUENCE),
     };
+  }
+
+  /** Calls `visit` for each batch header from the indexed position at or before `from` to the end. */
+  scan(from: number, visit: (h: BatchHeader) => void): void {
+    let pos = 0;
+    for (const e of this.entries) if (e.position <= from) pos = e.position;
+    while (pos < this.size) {
+      const head = this.header(pos);
+      if (!head) return;
+      visit(head);
+      pos += head.length;
+    }
   }
 
   append(batch: Buffer, offset: number, nextOffset: number): void {
@@ -215,6 +252,8 @@ class Segment {
 /** The append-only log of one topic partition. */
 export class PartitionLog {
   private readonly segments: Segment[] = [];
+  /** Recent batches of idempotent producers, so a retried batch is acknowledged, not appended twice. */
+  private readonly producers = new Map<number, ProducerState>();
   /** Segments written since the last fsync. */
   readonly dirty = new Set<Segment>();
 
@@ -239,7 +278,39 @@ export class PartitionLog {
       log.segments.push(seg);
     });
     if (log.segments.length === 0) log.segments.push(Segment.create(dir, 0));
+    const active = log.active;
+    active.scan(active.size - PRODUCER_SCAN_BYTES, (h) =>
+      log.remember(h.producerId, h.producerEpoch, h.baseSequence, h.lastDelta, h.base),
+    );
     return log;
+  }
+
+  private remember(
+    producerId: number,
+    epoch: number,
+    firstSeq: number,
+    lastDelta: number,
+    baseOffset: number,
+  ): void {
+    if (producerId < 0 || firstSeq < 0) return;
+    let state = this.producers.get(producerId);
+    if (!state || state.epoch !== epoch) {
+      state = { epoch, batches: [] };
+      this.producers.set(producerId, state);
+    }
+    state.batches.push({ firstSeq, lastSeq: firstSeq + lastDelta, baseOffset });
+    if (state.batches.length > PRODUCER_BATCHES) state.batches.shift();
+  }
+
+  /** The offset a batch already got when an idempotent producer retries it, else undefined. */
+  private duplicateOf(batch: Buffer): number | undefined {
+    const producerId = Number(batch.readBigInt64BE(PRODUCER_ID));
+    if (producerId < 0) return undefined;
+    const state = this.producers.get(producerId);
+    if (!state || state.epoch !== batch.readInt16BE(PRODUCER_EPOCH)) return undefined;
+    const firstSeq = batch.readInt32BE(BASE_SEQUENCE);
+    const lastSeq = firstSeq + batch.readInt32BE(LAST_OFFSET_DELTA);
+    return state.batches.find((b) => b.firstSeq === firstSeq && b.lastSeq === lastSeq)?.baseOffset;
   }
 
   setConfig(config: LogConfig): void {
@@ -280,6 +351,8 @@ export class PartitionLog {
       pos += len;
     }
     if (batches.length === 0) throw new InvalidBatchError('empty records');
+    const duplicate = batches.length === 1 ? this.duplicateOf(batches[0]!) : undefined;
+    if (duplicate !== undefined) return duplicate;
     const first = this.endOffset;
     for (const batch of batches) {
       const base = this.endOffset;
@@ -291,6 +364,13 @@ export class PartitionLog {
       batch.writeInt32BE(0, LEADER_EPOCH);
       this.active.append(batch, base, next);
       this.dirty.add(this.active);
+      this.remember(
+        Number(batch.readBigInt64BE(PRODUCER_ID)),
+        batch.readInt16BE(PRODUCER_EPOCH),
+        batch.readInt32BE(BASE_SEQUENCE),
+        next - base - 1,
+        base,
+      );
     }
     return first;
   }

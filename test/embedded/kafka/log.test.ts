@@ -106,6 +106,32 @@ describe('PartitionLog', () => {
     aged.close();
   });
 
+  it('acknowledges a retried idempotent batch with its first offset instead of appending it again', () => {
+    const d = dir();
+    const idempotent = (seq: number, records: number) => {
+      const b = batch(records);
+      b.writeBigInt64BE(7000n, 43);
+      b.writeInt16BE(0, 51);
+      b.writeInt32BE(seq, 53);
+      return b;
+    };
+    const log = PartitionLog.open(d, config);
+    expect(log.append(idempotent(0, 3))).toBe(0);
+    expect(log.append(idempotent(3, 2))).toBe(3);
+    expect(log.append(idempotent(3, 2))).toBe(3);
+    expect(log.endOffset).toBe(5);
+    log.close();
+    // The producer state is rebuilt from the log after a restart.
+    const again = PartitionLog.open(d, config);
+    expect(again.append(idempotent(3, 2))).toBe(3);
+    expect(again.append(idempotent(5, 1))).toBe(5);
+    expect(again.endOffset).toBe(6);
+    // Non-idempotent batches (producer id -1) are never deduplicated.
+    expect(again.append(batch(1))).toBe(6);
+    expect(again.append(batch(1))).toBe(7);
+    again.close();
+  });
+
   it('rejects anything that is not a RecordBatch v2', () => {
     const log = PartitionLog.open(dir(), config);
     const v1 = batch(1);
