@@ -134,8 +134,8 @@ describe('loadConfig', () => {
     [
       'PAYRECON_ALERT_MIN_SEVERITY',
       'critical',
-      'high',
-      'PAYRECON_ALERT_MIN_SEVERITY: must be one of info, warning, critical',
+      'warning',
+      'PAYRECON_ALERT_MIN_SEVERITY: must be one of info, low, medium, high, critical',
     ],
     [
       'PAYRECON_EXCEPTION_DEADLINES',

@@ -166,9 +166,6 @@ const accountsSchema = z
 // ---------------------------------------------------------------- the rest
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-/** Alert sink threshold scale (PAYRECON_ALERT_MIN_SEVERITY). */
-export const ALERT_SEVERITIES = ['info', 'warning', 'critical'] as const;
-export type AlertSeverity = (typeof ALERT_SEVERITIES)[number];
 
 const HOUR_MS = 3_600_000;
 const STUCK = DEFAULT_EXCEPTION_RULES.stuck;
@@ -280,8 +277,8 @@ const envSchema = z.object({
 
   PAYRECON_ALERT_WEBHOOK_URL: httpUrl().optional(),
   PAYRECON_ALERT_MIN_SEVERITY: z
-    .enum(ALERT_SEVERITIES, required('one of info, warning, critical'))
-    .default('warning'),
+    .enum(SEVERITIES, required(`one of ${SEVERITIES.join(', ')}`))
+    .default('high'),
   PAYRECON_ALERT_TIMEOUT_MS: intText(100, 60_000).default(5_000),
 
   PAYRECON_EXCEPTION_DEADLINES: jsonText(deadlinesSchema).optional(),

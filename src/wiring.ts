@@ -182,7 +182,7 @@ export async function startInfrastructure(
 
 /** Alert sinks from the configuration; the log sink is always there. */
 export function alertSinksFrom(config: Config): AlertSinkConfig[] {
-  const min = config.alerts.minSeverity === 'warning' ? 'medium' : config.alerts.minSeverity;
+  const min = config.alerts.minSeverity;
   const sinks: AlertSinkConfig[] = [{ name: 'log', type: 'log', minSeverity: min }];
   if (config.alerts.webhookUrl) {
     const url = config.alerts.webhookUrl;

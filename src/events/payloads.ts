@@ -4,6 +4,7 @@
  * Avro records (`schemas/*.avsc`) carry decimal strings and epoch milliseconds, and `records.ts`
  * converts between the two.
  */
+import { SEVERITIES, type Severity } from '../domain/exception-rules.ts';
 import type { Minor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 
@@ -35,8 +36,9 @@ export interface NotificationReceived {
   fields: Record<string, string>;
 }
 
-export const ALERT_SEVERITIES = ['info', 'warning', 'critical'] as const;
-export type AlertSeverity = (typeof ALERT_SEVERITIES)[number];
+/** Alerts use the exception severities of the ledger rules (one scale everywhere). */
+export const ALERT_SEVERITIES = SEVERITIES;
+export type AlertSeverity = Severity;
 
 /** An alert raised by the reconciler or a job (`recon.alert.raised.v1`). */
 export interface AlertRaised {
