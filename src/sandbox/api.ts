@@ -63,37 +63,55 @@ function rawOf(req: FastifyRequest): string {
 export function installCommon(app: FastifyInstance, faults: Faults): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('onRequest', (req, reply, done) => {
     const endpoint = req.routeOptions.config.endpoint;
-    if (!endpoint || faults.quiet) return;
-    const decision = faults.decide(endpoint);
-    if (decision.latencyMs > 0) await new Promise((r) => setTimeout(r, decision.latencyMs));
-    switch (decision.kind) {
-      case 'none':
-        return;
-      case 'hang':
-        // Never answer: the connection stays open until the client gives up or the sandbox closes.
-        reply.hijack();
-        return;
-      case 'rate_limit':
-        return reply
-          .code(429)
-          .header('retry-after', String(decision.retryAfterSeconds))
-          .type('application/json')
-          .send({ code: 429, description: 'Too many requests', type: 'RATE_LIMITED' });
-      case 'error':
-        return reply.code(decision.status).type('application/json').send({
-          code: decision.status,
-          description: 'Service unavailable (sandbox fault)',
-          type: 'SERVER_ERROR',
-        });
+    // Fast path: no fault configured, no promise, no draw.
+    if (!endpoint || faults.quiet) {
+      done();
+      return;
     }
+    const decision = faults.decide(endpoint);
+    const act = () => {
+      switch (decision.kind) {
+        case 'none':
+          done();
+          return;
+        case 'hang':
+          // Never answer: the connection stays open until the client gives up or the sandbox closes.
+          reply.hijack();
+          return;
+        case 'rate_limit':
+          reply
+            .code(429)
+            .header('retry-after', String(decision.retryAfterSeconds))
+            .type('application/json')
+            .send({ code: 429, description: 'Too many requests', type: 'RATE_LIMITED' });
+          return;
+        case 'error':
+          reply.code(decision.status).type('application/json').send({
+            code: decision.status,
+            description: 'Service unavailable (sandbox fault)',
+            type: 'SERVER_ERROR',
+          });
+          return;
+      }
+    };
+    if (decision.latencyMs > 0) setTimeout(act, decision.latencyMs);
+    else act();
   });
 }
 
 function parseJsonBody(raw: string): { ok: true; value: unknown } | { ok: false } {
   try {
     return { ok: true, value: parseProviderJson(raw) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function parsePlainJson(raw: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(raw) };
   } catch {
     return { ok: false };
   }
@@ -213,7 +231,9 @@ export function registerMainApi(app: FastifyInstance, deps: ApiDeps): void {
     (handler: (account: SandboxAccount, body: unknown) => Answer | string, withIdempotency: boolean) =>
     async (req: FastifyRequest, reply: FastifyReply) => {
       const raw = rawOf(req);
-      const parsed = parseJsonBody(raw);
+      // Creation carries an amount (lossless parse); status, update and cancel carry only ids and text,
+      // where JSON.parse is exact for every valid id (an id past 2^53 fails the schema's integer rule).
+      const parsed = withIdempotency ? parseJsonBody(raw) : parsePlainJson(raw);
       if (!parsed.ok || typeof parsed.value !== 'object' || parsed.value === null) {
         return send(reply, CASHOUT_ERRORS.invalidJson());
       }

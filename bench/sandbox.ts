@@ -1,0 +1,178 @@
+/**
+ * Sandbox status-call throughput: `npm run bench:sandbox` (tsx bench/sandbox.ts).
+ *
+ * The sandbox runs in this process; the load comes from a child process (undici Pool, many
+ * connections), so the two share the machine's cores as the pipeline and the sandbox would. Each
+ * request is a fully signed GET /v3/deposits/{id} (X-Date, X-Login, D24 Authorization checked by the
+ * sandbox) over a set of deposits; then POST /v3/cashout/status (body credentials + Payload-Signature).
+ *
+ * Options (env): BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 64), BENCH_ENTITIES (default 1000).
+ */
+import { fork } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import { DEFAULT_ACCOUNT } from '../src/sandbox/accounts.ts';
+
+interface Job {
+  url: string;
+  kind: 'deposit' | 'cashout';
+  ids: number[];
+  seconds: number;
+  connections: number;
+}
+
+interface Result {
+  kind: string;
+  requests: number;
+  ok: number;
+  errors: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+}
+
+const A = DEFAULT_ACCOUNT;
+const hmac = (key: string, msg: string) => createHmac('sha256', key).update(msg).digest('hex');
+
+async function client(job: Job): Promise<Result> {
+  const pool = new Pool(job.url, { connections: job.connections, pipelining: 1 });
+  let xDate = '';
+  let xDateAt = 0;
+  const deadline = Date.now() + job.seconds * 1000;
+  const latencies: number[] = [];
+  let ok = 0;
+  let errors = 0;
+  let i = 0;
+  const one = async () => {
+    const id = job.ids[i++ % job.ids.length]!;
+    const now = Date.now();
+    if (now - xDateAt >= 1000) {
+      xDate = `${new Date(now).toISOString().slice(0, 19)}Z`;
+      xDateAt = now;
+    }
+    const t0 = performance.now();
+    try {
+      let res: Awaited<ReturnType<Pool['request']>>;
+      if (job.kind === 'deposit') {
+        res = await pool.request({
+          path: `/v3/deposits/${id}`,
+          method: 'GET',
+          headers: {
+            'content-type': 'application/json',
+            'x-date': xDate,
+            'x-login': A.login,
+            authorization: `D24 ${hmac(A.depositSecret, xDate + A.login)}`,
+          },
+        });
+      } else {
+        const body = `{"login":"${A.cashoutLogin}","pass":"${A.cashoutPass}","cashout_id":${id}}`;
+        res = await pool.request({
+          path: '/v3/cashout/status',
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json', 'payload-signature': hmac(A.cashoutSecret, body) },
+        });
+      }
+      await res.body.text();
+      if (res.statusCode === 200) ok++;
+      else errors++;
+    } catch {
+      errors++;
+    }
+    latencies.push(performance.now() - t0);
+  };
+  const worker = async () => {
+    while (Date.now() < deadline) await one();
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: job.connections * 2 }, worker));
+  const seconds = (performance.now() - started) / 1000;
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const q = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+  return { kind: job.kind, requests: latencies.length, ok, errors, seconds, p50: q(0.5), p99: q(0.99) };
+}
+
+function runChild(job: Job): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = fork(fileURLToPath(import.meta.url), ['--client'], { execArgv: ['--import', 'tsx'] });
+    child.once('message', (m) => resolve(m as Result));
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`bench client exited with ${code}`));
+    });
+    child.send(job);
+  });
+}
+
+async function main(): Promise<void> {
+  const { startSandbox } = await import('../src/sandbox/main.ts');
+  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const connections = Number(process.env.BENCH_CONNECTIONS ?? 64);
+  const entities = Number(process.env.BENCH_ENTITIES ?? 1000);
+  const sb = await startSandbox({ seed: 1, auto: { enabled: false } });
+  try {
+    const { signed, cashouts } = await seed(sb.url, entities);
+    const out: Result[] = [];
+    // Warm-up (JIT, connection set-up), not reported.
+    await runChild({ url: sb.url, kind: 'deposit', ids: signed, seconds: 2, connections });
+    out.push(await runChild({ url: sb.url, kind: 'deposit', ids: signed, seconds, connections }));
+    out.push(await runChild({ url: sb.url, kind: 'cashout', ids: cashouts, seconds, connections }));
+    for (const r of out) {
+      const rate = r.ok / r.seconds;
+      console.log(
+        `${r.kind === 'deposit' ? 'GET /v3/deposits/{id}    ' : 'POST /v3/cashout/status  '} ${rate.toFixed(0).padStart(6)} req/s  ` +
+          `(${r.ok} ok, ${r.errors} errors in ${r.seconds.toFixed(1)} s, ${connections} connections)  ` +
+          `p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms`,
+      );
+    }
+    const cpus = (await import('node:os')).cpus().length;
+    console.log(`node ${process.version}, ${cpus} CPUs, ${entities} deposits and ${entities} cashouts in the store`);
+    if (out.some((r) => r.errors > 0)) process.exitCode = 1;
+  } finally {
+    await sb.close();
+  }
+}
+
+/** Creates the entities to query through the sandbox's own API. */
+async function seed(url: string, n: number): Promise<{ signed: number[]; cashouts: number[] }> {
+  const pool = new Pool(url, { connections: 8 });
+  const ids: number[] = [];
+  const cashouts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const xDate = `${new Date().toISOString().slice(0, 19)}Z`;
+    const body = `{"country":"BR","currency":"BRL","amount":${10 + i}.25,"payment_method":"SJ","payer":{"document":"12345678909","email":"b${i}@example.com","first_name":"Ana","last_name":"Silva"},"reported_info":{"bank_beneficiary":"Ana Silva"}}`;
+    const res = await pool.request({
+      path: '/v3/deposits',
+      method: 'POST',
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'x-date': xDate,
+        'x-login': A.login,
+        authorization: `D24 ${hmac(A.depositSecret, xDate + A.login + body)}`,
+      },
+    });
+    ids.push(((await res.body.json()) as { deposit_id: number }).deposit_id);
+    const cbody = `{"login":"${A.cashoutLogin}","pass":"${A.cashoutPass}","external_id":"bench-${i}","country":"BR","amount":${5 + i},"document_id":"1","beneficiary_name":"Ana","notification_url":"https://m.example/h"}`;
+    const cres = await pool.request({
+      path: '/v3/cashout',
+      method: 'POST',
+      body: cbody,
+      headers: { 'content-type': 'application/json', 'payload-signature': hmac(A.cashoutSecret, cbody) },
+    });
+    cashouts.push(Number(((await cres.body.json()) as { cashout_id: string }).cashout_id));
+  }
+  await pool.close();
+  return { signed: ids, cashouts };
+}
+
+if (process.argv.includes('--client')) {
+  process.once('message', async (job) => {
+    const result = await client(job as Job);
+    process.send!(result, () => process.exit(0));
+  });
+} else {
+  await main();
+}
