@@ -26,7 +26,7 @@ import { createKafka, createPublisher, ensureTopics, type Publisher } from './ev
 import { registerSchemas, type Serde } from './events/serde.ts';
 import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
-import { createLogger, type Logger } from './logger.ts';
+import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { startOutboxRelay } from './producers/outbox-relay.ts';
 import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
@@ -112,7 +112,9 @@ export async function startInfrastructure(
   config: Config,
   embedded: EmbeddedStarters | null,
 ): Promise<Infrastructure> {
-  const logger = createLogger({ level: config.logLevel });
+  // Modules that log through the root logger follow the configured level too.
+  setLogLevel(config.logLevel);
+  const logger = rootLogger;
   const log = logger.child({ module: 'up' });
   const lifecycle = new Lifecycle(log);
   const dataDir = resolve(config.dataDir);
