@@ -1,0 +1,301 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Intent } from '../../src/domain/observation.ts';
+import { intentsPlugin, recordingClient } from '../../src/producers/intent-recorder.ts';
+import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
+import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
+import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { trafficClientFor } from '../../src/sandbox/traffic-client.ts';
+import {
+  type Collector,
+  collect,
+  type Infra,
+  move,
+  PAYER,
+  quiet,
+  sandboxAccount,
+  startInfra,
+  uniqueRef,
+} from './helpers.ts';
+
+let infra: Infra;
+let sandbox: RunningSandbox;
+let app: FastifyInstance;
+let base: string;
+let intents: Collector<Intent>;
+
+beforeAll(async () => {
+  infra = await startInfra();
+  sandbox = await startSandbox({ seed: 9 });
+  intents = await collect(infra, 'merchant.intent.recorded.v1');
+  app = Fastify({ logger: false, forceCloseConnections: true });
+  await app.register(
+    intentsPlugin({ publisher: infra.publisher, token: 'test-token', accounts: ['main'], logger: quiet }),
+  );
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('no address');
+  base = `http://127.0.0.1:${address.port}`;
+}, 60_000);
+
+afterAll(async () => {
+  await intents?.stop();
+  await app?.close();
+  await sandbox?.close();
+  await infra?.close();
+});
+
+async function postIntents(body: string, headers: Record<string, string> = {}) {
+  const res = await request(`${base}/intents`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/json', authorization: 'Bearer test-token', ...headers },
+  });
+  return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
+}
+
+const GOOD = {
+  intentId: 'http-1',
+  operation: 'cashout',
+  account: 'main',
+  externalRef: 'ext-http-1',
+  entityId: '8405147',
+  currency: 'BRL',
+  amount: '123456789012345678.99',
+  createdAt: '2026-11-21T10:00:00Z',
+  request: { login: 'cash-login', pass: 'cash-pass', amount: '100.00' },
+};
+
+describe('POST /intents', () => {
+  it('refuses a request without the bearer token', async () => {
+    const res = await postIntents(JSON.stringify(GOOD), { authorization: 'Bearer wrong-token' });
+    expect(res.status).toBe(401);
+  });
+
+  it('answers 400 naming every field and rule, and publishes nothing', async () => {
+    const before = intents.values.length;
+    const res = await postIntents(
+      JSON.stringify([
+        { ...GOOD, amount: '10.005' },
+        { ...GOOD, currency: 'reais', operation: 'refund' },
+        { ...GOOD, account: 'other' },
+      ]),
+    );
+    expect(res.status).toBe(400);
+    const issues = res.json.issues as { index: number; field: string; rule: string }[];
+    expect(issues).toContainEqual({
+      index: 0,
+      field: 'amount',
+      rule: 'at most 2 decimals allowed',
+    });
+    expect(issues).toContainEqual({
+      index: 1,
+      field: 'currency',
+      rule: 'must be an ISO 4217 code such as BRL',
+    });
+    expect(issues).toContainEqual({ index: 1, field: 'parentDepositId', rule: 'is required for a refund' });
+    expect(issues).toContainEqual({
+      index: 2,
+      field: 'account',
+      rule: 'must name a configured provider account',
+    });
+    const bad = await postIntents('{"operation": ');
+    expect(bad.status).toBe(400);
+    expect(await intents.settle(800)).toHaveLength(before);
+  });
+
+  it('answers 200 once the intents are on the topic, amounts exact, credentials dropped', async () => {
+    const before = intents.values.length;
+    const res = await postIntents(
+      JSON.stringify([
+        GOOD,
+        {
+          ...GOOD,
+          intentId: 'http-2',
+          operation: 'refund',
+          externalRef: 'r-1',
+          entityId: 99,
+          parentDepositId: 3000000001,
+          amount: 12.5,
+        },
+      ]),
+    );
+    expect(res.status).toBe(200);
+    expect(res.json.recorded).toBe(2);
+    const values = (await intents.waitFor(before + 2)).slice(before);
+    const cashout = values.find((v) => v.intentId === 'http-1')!;
+    expect(cashout).toMatchObject({
+      amount: 123456789012345678_99n,
+      operation: 'cashout',
+      entityId: '8405147',
+      outcome: 'created',
+    });
+    expect(cashout.createdAt.toISOString()).toBe('2026-11-21T10:00:00.000Z');
+    expect(cashout.request).toEqual({ amount: '100.00' });
+    expect(values.find((v) => v.intentId === 'http-2')).toMatchObject({
+      amount: 12_50n,
+      parentDepositId: '3000000001',
+    });
+  });
+});
+
+describe('recordingClient', () => {
+  let client: ProviderClient;
+  const recorded: Intent[] = [];
+
+  beforeAll(() => {
+    const account = sandboxAccount(sandbox, { name: 'main' });
+    client = recordingClient(createProviderClient(account, { retries: 0, logger: quiet }), (i) => {
+      recorded.push(i);
+    });
+  });
+
+  it('records deposit, card deposit, cashout and refund intents without card data or credentials', async () => {
+    const invoice = uniqueRef('inv');
+    const deposit = await client.createDeposit({
+      invoice_id: invoice,
+      country: 'BR',
+      currency: 'BRL',
+      amount: 150_00n,
+      payment_method: 'IX',
+      payer: PAYER,
+    });
+    const card = await client.createCardDeposit({
+      invoice_id: uniqueRef('card'),
+      country: 'BR',
+      currency: 'BRL',
+      amount: 42_00n,
+      client_ip: '203.0.113.7',
+      payer: PAYER,
+      credit_card: {
+        card_number: '4111111111111111',
+        cvv: '123',
+        expiration_month: '12',
+        expiration_year: String((new Date().getUTCFullYear() + 2) % 100).padStart(2, '0'),
+        holder_name: 'Ana Silva',
+      },
+    });
+    const externalId = uniqueRef('ext');
+    const cashout = await client.createCashout({
+      external_id: externalId,
+      country: 'BR',
+      amount: 20_00n,
+      document_id: '12345678909',
+      beneficiary_name: 'Ana',
+      bank_code: '341',
+      bank_account: '123456-7',
+      bank_branch: '0001',
+      account_type: 'C',
+      notification_url: 'https://merchant.example/webhooks/main/cashouts',
+    });
+    const refund = await client.createRefund({ deposit_id: card.deposit_id, amount: 10_00n });
+
+    expect(recorded).toHaveLength(4);
+    const [d, c, p, r] = recorded as [Intent, Intent, Intent, Intent];
+    expect(d).toMatchObject({
+      operation: 'deposit',
+      externalRef: invoice,
+      entityId: String(deposit.deposit_id),
+      amount: 150_00n,
+      currency: 'BRL',
+      outcome: 'created',
+    });
+    expect(c).toMatchObject({ operation: 'card_deposit', entityId: String(card.deposit_id), amount: 42_00n });
+    expect(p).toMatchObject({
+      operation: 'cashout',
+      externalRef: externalId,
+      entityId: String(cashout.cashout_id),
+      currency: 'BRL',
+      amount: 20_00n,
+    });
+    expect(r).toMatchObject({
+      operation: 'refund',
+      entityId: String(refund.refund_id),
+      parentDepositId: String(card.deposit_id),
+      currency: 'BRL',
+      amount: 10_00n,
+    });
+    const text = JSON.stringify(recorded, (_k, v) => (typeof v === 'bigint' ? String(v) : v));
+    for (const secret of [
+      '4111111111111111',
+      '"cvv"',
+      'Ana Silva',
+      DEFAULT_ACCOUNT.cashoutPass,
+      DEFAULT_ACCOUNT.cashoutLogin,
+      'credit_card',
+    ]) {
+      expect(text).not.toContain(secret);
+    }
+  });
+
+  it('records a refused creation as declined and still throws', async () => {
+    recorded.length = 0;
+    const externalId = uniqueRef('dup');
+    const body = {
+      external_id: externalId,
+      country: 'BR',
+      currency: 'BRL',
+      amount: 5_00n,
+      document_id: '12345678909',
+      beneficiary_name: 'Ana',
+      notification_url: 'https://merchant.example/webhooks/main/cashouts',
+    };
+    await client.createCashout(body);
+    await expect(client.createCashout(body)).rejects.toThrow(/511/);
+    expect(recorded.map((i) => i.outcome)).toEqual(['created', 'declined']);
+    expect(recorded[1]!.entityId).toBeNull();
+  });
+});
+
+describe('recordingClient around the sandbox traffic client', () => {
+  it("records the intents of the traffic generator's client, refund currency read from the deposit", async () => {
+    const recorded: Intent[] = [];
+    const plain = createProviderClient(sandboxAccount(sandbox, { name: 'main' }), {
+      retries: 0,
+      logger: quiet,
+    });
+    const traffic = recordingClient(
+      trafficClientFor(DEFAULT_ACCOUNT, sandbox),
+      (i) => {
+        recorded.push(i);
+      },
+      { account: 'main', depositCurrency: async (id) => (await plain.getDeposit(id)).currency },
+    );
+    const invoice = uniqueRef('trf');
+    const deposit = await traffic.createDeposit({
+      invoice_id: invoice,
+      country: 'MX',
+      currency: 'MXN',
+      amount: 33_00n,
+      payment_method: 'SE',
+      payer: { ...PAYER, document_type: undefined },
+    });
+    await move(sandbox.url, 'deposit', deposit.deposit_id, 'COMPLETED');
+    await traffic.createRefund({
+      deposit_id: deposit.deposit_id,
+      amount: 3_00n,
+      bank_account: {
+        beneficiary: 'Ana Silva',
+        bank_code: '002',
+        branch: '0001',
+        account_number: '123456-7',
+        account_type: 'C',
+      },
+    });
+    expect(recorded).toHaveLength(2);
+    expect(recorded[0]).toMatchObject({
+      operation: 'deposit',
+      externalRef: invoice,
+      amount: 33_00n,
+      outcome: 'created',
+    });
+    expect(recorded[0]!.entityId).toBe(String(deposit.deposit_id));
+    expect(recorded[1]).toMatchObject({
+      operation: 'refund',
+      currency: 'MXN',
+      amount: 3_00n,
+      outcome: 'created',
+    });
+  });
+});
