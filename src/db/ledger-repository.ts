@@ -240,10 +240,12 @@ export async function loadIntents(
   }>`
     SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
       crypto, fee_on_payer, created_at
-    FROM intents
-    WHERE ${inRefs(refs)}
-       OR (merchant_account, entity_kind, external_ref) IN (
-         SELECT * FROM unnest(${accounts}::text[], ${kinds}::text[], ${xrefs}::text[]))
+    FROM intents WHERE ${inRefs(refs)}
+    UNION
+    SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
+      crypto, fee_on_payer, created_at
+    FROM intents WHERE (merchant_account, entity_kind, external_ref) IN (
+      SELECT * FROM unnest(${accounts}::text[], ${kinds}::text[], ${xrefs}::text[]))
     ORDER BY created_at, intent_id`.execute(db);
   const byId = new Map<string, LinkedIntent>();
   const byRef = new Map<string, LinkedIntent[]>();

@@ -23,7 +23,7 @@ import {
   observationExceptions,
   stateExceptions,
 } from '../domain/exception-rules.ts';
-import { formatAmount } from '../domain/money.ts';
+import { formatAmount, parseAmount } from '../domain/money.ts';
 import { type Intent, intentKind, type Observation } from '../domain/observation.ts';
 import { nextPollAt } from '../domain/polling.ts';
 import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
@@ -57,6 +57,8 @@ export interface LedgerOptions {
   rules?: ExceptionRules;
   /** Clock for exception timestamps and intent-only poll schedules (tests pass a fixed one). */
   now?: Date;
+  /** When given, milliseconds spent per step are added to it (the bench reports them). */
+  timings?: Record<string, number>;
 }
 
 export interface ApplyResult {
@@ -245,8 +247,18 @@ async function reconcile(
   };
   if (refs.length === 0) return result;
 
+  const timings = options.timings;
+  let mark = performance.now();
+  const step = (name: string) => {
+    if (!timings) return;
+    const t = performance.now();
+    timings[name] = (timings[name] ?? 0) + t - mark;
+    mark = t;
+  };
   const locked = await lockMirrors(trx, refs);
+  step('lock');
   const histories = await loadHistories(trx, refs);
+  step('load history');
   const externalRefs = refs.map((r) => {
     const k = refKey(r);
     const set = new Set<string>();
@@ -260,14 +272,16 @@ async function reconcile(
     return { ...r, externalRefs: [...set] };
   });
   const intents = await loadIntents(trx, externalRefs);
+  step('load intents');
   const applied = await loadApplied(trx, refs);
+  step('load entries');
 
   const historyRows: HistoryRow[] = [];
   const entries: EntryToBook[] = [];
   const mirrorRows: MirrorUpdate[] = [];
   const raised: ExceptionToRaise[] = [];
-  const newDeposits: EntityRef[] = [];
-  const touchedRefunds: EntityRef[] = [];
+  const newDeposits: (EntityRef & { externalRef: string })[] = [];
+  const touchedRefunds: (EntityRef & { parentDepositId: string })[] = [];
 
   for (const ref of refs) {
     const k = refKey(ref);
@@ -396,76 +410,104 @@ async function reconcile(
       nextPollAt: next,
       pollAttempts,
     });
-    if (ref.kind === 'deposit' && mirror.firstSeenAt === null && freshItems.length > 0) newDeposits.push(ref);
-    if (ref.kind === 'refund' && parentDepositId !== null) touchedRefunds.push(ref);
+    const invoice = lastOf(path.sorted, (h) => h.externalRef);
+    if (ref.kind === 'deposit' && mirror.firstSeenAt === null && freshItems.length > 0 && invoice !== null) {
+      newDeposits.push({ ...ref, externalRef: invoice });
+    }
+    if (ref.kind === 'refund' && parentDepositId !== null && (freshItems.length > 0 || intentNew)) {
+      touchedRefunds.push({ ...ref, parentDepositId });
+    }
   }
 
+  step('compute');
   await insertHistory(trx, historyRows);
+  step('insert history');
   result.entriesBooked = await bookEntries(trx, entries);
+  step('book entries');
   await updateMirrors(trx, mirrorRows);
+  step('update mirrors');
   raised.push(...(await crossEntityExceptions(trx, newDeposits, touchedRefunds)));
   result.exceptionsRaised = await raiseExceptions(trx, raised, now, rules);
+  step('exceptions');
   if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
     log.debug({ ...result }, 'ledger batch applied');
   }
   return result;
 }
 
-/** DUPLICATE_INVOICE (a new deposit reuses an invoice id) and OVER_REFUNDED (refunds above their deposit). */
+/**
+ * DUPLICATE_INVOICE (a new deposit reuses an invoice id) and OVER_REFUNDED (refunds holding or paid out
+ * more than their deposit). Index lookups by key, grouped here, so the cost does not grow with the table.
+ */
 async function crossEntityExceptions(
   trx: Db,
-  newDeposits: readonly EntityRef[],
-  refunds: readonly EntityRef[],
+  newDeposits: readonly (EntityRef & { externalRef: string })[],
+  refunds: readonly (EntityRef & { parentDepositId: string })[],
 ): Promise<ExceptionToRaise[]> {
   const out: ExceptionToRaise[] = [];
   if (newDeposits.length > 0) {
-    const { rows } = await sql<{
-      merchant_account: string;
-      entity_id: string;
-      external_ref: string;
-      others: string[];
-    }>`
-      SELECT m.merchant_account, m.entity_id, m.external_ref, array_agg(o.entity_id ORDER BY o.entity_id) AS others
-      FROM mirrors m JOIN mirrors o ON o.merchant_account = m.merchant_account AND o.entity_kind = 'deposit'
-        AND o.external_ref = m.external_ref AND o.entity_id <> m.entity_id
-      WHERE m.entity_kind = 'deposit' AND (m.merchant_account, m.entity_id) IN (
-        SELECT * FROM unnest(${newDeposits.map((d) => d.account)}::text[], ${newDeposits.map((d) => d.entityId)}::text[]))
-      GROUP BY m.merchant_account, m.entity_id, m.external_ref`.execute(trx);
+    const { rows } = await sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
+      SELECT merchant_account, entity_id, external_ref FROM mirrors
+      WHERE (merchant_account, entity_kind, external_ref) IN (
+        SELECT a, 'deposit', x FROM unnest(${newDeposits.map((d) => d.account)}::text[],
+          ${newDeposits.map((d) => d.externalRef)}::text[]) AS v(a, x))`.execute(trx);
+    const byInvoice = new Map<string, string[]>();
     for (const r of rows) {
-      out.push({
-        type: 'DUPLICATE_INVOICE',
-        account: r.merchant_account,
-        kind: 'deposit',
-        entityId: r.entity_id,
-        details: { invoiceId: r.external_ref, otherDeposits: r.others },
-      });
+      const k = `${r.merchant_account}\u0000${r.external_ref}`;
+      byInvoice.set(k, [...(byInvoice.get(k) ?? []), r.entity_id]);
+    }
+    for (const d of newDeposits) {
+      const others = (byInvoice.get(`${d.account}\u0000${d.externalRef}`) ?? []).filter(
+        (id) => id !== d.entityId,
+      );
+      if (others.length > 0) {
+        out.push({
+          type: 'DUPLICATE_INVOICE',
+          account: d.account,
+          kind: 'deposit',
+          entityId: d.entityId,
+          details: { invoiceId: d.externalRef, otherDeposits: others.sort() },
+        });
+      }
     }
   }
   if (refunds.length > 0) {
-    const { rows } = await sql<{
+    const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
+    const accounts = parents.map((p) => p.account);
+    const ids = parents.map((p) => p.parentDepositId);
+    const { rows: deposits } = await sql<{
       merchant_account: string;
-      deposit_id: string;
-      deposit_amount: string;
+      entity_id: string;
+      amount: string | null;
+    }>`
+      SELECT merchant_account, entity_id, amount::text FROM mirrors
+      WHERE (merchant_account, entity_kind, entity_id) IN (
+        SELECT a, 'deposit', i FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i))`.execute(trx);
+    const { rows: sums } = await sql<{
+      merchant_account: string;
+      parent_deposit_id: string;
       refunded: string;
     }>`
-      SELECT d.merchant_account, d.entity_id AS deposit_id, d.amount AS deposit_amount, sum(r.amount) AS refunded
-      FROM mirrors d JOIN mirrors r ON r.merchant_account = d.merchant_account AND r.entity_kind = 'refund'
-        AND r.parent_deposit_id = d.entity_id
-        AND r.status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')
-      WHERE d.entity_kind = 'deposit' AND d.amount IS NOT NULL AND (d.merchant_account, d.entity_id) IN (
-        SELECT m.merchant_account, m.parent_deposit_id FROM mirrors m
-        WHERE m.entity_kind = 'refund' AND (m.merchant_account, m.entity_id) IN (
-          SELECT * FROM unnest(${refunds.map((d) => d.account)}::text[], ${refunds.map((d) => d.entityId)}::text[])))
-      GROUP BY d.merchant_account, d.entity_id, d.amount
-      HAVING sum(r.amount) > d.amount`.execute(trx);
-    for (const r of rows) {
-      out.push({
-        type: 'OVER_REFUNDED',
-        account: r.merchant_account,
-        kind: 'deposit',
-        entityId: r.deposit_id,
-        details: { depositAmount: r.deposit_amount, refunded: r.refunded },
-      });
+      SELECT merchant_account, parent_deposit_id, sum(amount)::text AS refunded FROM mirrors
+      WHERE entity_kind = 'refund' AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')
+        AND (merchant_account, parent_deposit_id) IN (
+          SELECT * FROM unnest(${accounts}::text[], ${ids}::text[]))
+      GROUP BY merchant_account, parent_deposit_id`.execute(trx);
+    const refunded = new Map(
+      sums.map((s) => [`${s.merchant_account}\u0000${s.parent_deposit_id}`, s.refunded]),
+    );
+    for (const d of deposits) {
+      const total = refunded.get(`${d.merchant_account}\u0000${d.entity_id}`);
+      if (d.amount === null || total === undefined) continue;
+      if (parseAmount(total) > parseAmount(d.amount)) {
+        out.push({
+          type: 'OVER_REFUNDED',
+          account: d.merchant_account,
+          kind: 'deposit',
+          entityId: d.entity_id,
+          details: { depositAmount: d.amount, refunded: total },
+        });
+      }
     }
   }
   return out;

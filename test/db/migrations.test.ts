@@ -153,10 +153,61 @@ describe('migrations and ledger constraints', () => {
     ).rejects.toThrow(/ledger_accounts_book_name_ck/);
   });
 
+  it('refuses postings to an unknown entry or ledger account', async () => {
+    await expect(
+      t.db
+        .insertInto('postings')
+        .values([
+          {
+            entry_id: '999999',
+            merchant_account: 'm1',
+            currency: 'BRL',
+            book: 'live',
+            account: 'available',
+            amount: '1.00',
+          },
+          {
+            entry_id: '999999',
+            merchant_account: 'm1',
+            currency: 'BRL',
+            book: 'live',
+            account: 'deposits',
+            amount: '-1.00',
+          },
+        ])
+        .execute(),
+    ).rejects.toThrow(/does not exist/);
+    const e = await insertEntry('e-acct');
+    await expect(
+      t.db
+        .insertInto('postings')
+        .values([
+          {
+            entry_id: e,
+            merchant_account: 'm1',
+            currency: 'BRL',
+            book: 'live',
+            account: 'available',
+            amount: '1.00',
+          },
+          {
+            entry_id: e,
+            merchant_account: 'm1',
+            currency: 'BRL',
+            book: 'live',
+            account: 'payouts',
+            amount: '-1.00',
+          },
+        ])
+        .execute(),
+    ).rejects.toThrow(/unknown ledger account/);
+  });
+
   it('refuses UPDATE, DELETE and TRUNCATE of entries and postings', async () => {
     await expect(sql`UPDATE postings SET amount = amount`.execute(t.db)).rejects.toThrow(/immutable/);
     await expect(sql`DELETE FROM journal_entries`.execute(t.db)).rejects.toThrow(/immutable/);
     await expect(sql`TRUNCATE postings`.execute(t.db)).rejects.toThrow(/immutable/);
+    await expect(sql`DELETE FROM ledger_accounts`.execute(t.db)).rejects.toThrow(/immutable/);
   });
 
   it('keeps the idempotency key unique', async () => {
