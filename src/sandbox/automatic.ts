@@ -68,7 +68,14 @@ export class AutomaticMode {
   }
 
   set(settings: unknown): AutoSettings {
+    const wasEnabled = this.settings.enabled;
     this.settings = autoSettingsSchema.parse(settings);
+    // Switched on: entities already waiting get their next move planned too.
+    if (this.settings.enabled && !wasEnabled) {
+      for (const d of this.engine.deposits.values()) this.planDeposit(d);
+      for (const c of this.engine.cashouts.values()) this.planCashout(c);
+      for (const r of this.engine.refunds.values()) this.planRefund(r);
+    }
     return this.settings;
   }
 

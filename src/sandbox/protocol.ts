@@ -183,6 +183,12 @@ interface IdempotencyEntry {
  */
 export class IdempotencyStore {
   private readonly entries = new Map<string, IdempotencyEntry>();
+  /** Keys kept (oldest forgotten first), so long traffic runs stay bounded in memory. */
+  private readonly limit: number;
+
+  constructor(limit = 200_000) {
+    this.limit = limit;
+  }
 
   async run(
     scope: string,
@@ -198,6 +204,10 @@ export class IdempotencyStore {
     if (existing) return existing.bodyHash === bodyHash ? existing.answer : conflict();
     const answer = compute();
     this.entries.set(id, { bodyHash, answer });
+    if (this.entries.size > this.limit) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
     return answer;
   }
 

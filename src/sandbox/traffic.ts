@@ -110,7 +110,7 @@ export class TrafficGenerator implements TrafficControl {
         const country = rng.pick(Object.keys(METHODS_BY_COUNTRY));
         const m = rng.pick(METHODS_BY_COUNTRY[country]!);
         const body: DepositCreateRequestInput = {
-          invoice_id: `trf-${Date.now().toString(36)}-${n}`,
+          invoice_id: `trf-${rng.hex(10)}-${n}`,
           country,
           currency: this.deps.engine.catalogue.countries[country]!.currency,
           amount,
@@ -140,7 +140,7 @@ export class TrafficGenerator implements TrafficControl {
               ? rng.pick(cards.filter((c) => c.result === 'PENDING_AUTHENTICATION')).number
               : '4111111111111111';
         await client.createCardDeposit({
-          invoice_id: `trc-${Date.now().toString(36)}-${n}`,
+          invoice_id: `trc-${rng.hex(10)}-${n}`,
           country: 'BR',
           currency: 'BRL',
           amount,
@@ -159,7 +159,7 @@ export class TrafficGenerator implements TrafficControl {
       }
       case 'cashout': {
         await client.createCashout({
-          external_id: `trp-${Date.now().toString(36)}-${n}`,
+          external_id: `trp-${rng.hex(10)}-${n}`,
           country: 'BR',
           currency: 'BRL',
           amount,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cardBody, oneShotBody, PAYER, signed, startTestSandbox } from './helpers.ts';
+import { cardBody, cashoutCall, control, oneShotBody, PAYER, signed, startTestSandbox } from './helpers.ts';
 
 let sb: Awaited<ReturnType<typeof startTestSandbox>>;
 beforeAll(async () => {
@@ -317,5 +317,114 @@ describe('card deposit field rules (2.8, 8): rejected and accepted', () => {
     const body = fresh(withPath(cardBody(), 'credit_card', undefined));
     const res = await signed(sb.ccUrl, '/v3/deposits', { body: { ...body, card_token: 'tok_abc' } });
     expect(res.json.payment_info.result).toBe('SUCCESS');
+  });
+});
+
+const CASHOUT_RULES: Row[] = [
+  ['external_id', long(101), long(100)],
+  ['external_id', undefined, 'present-1'],
+  ['country', 'XX', 'BR'],
+  ['country', undefined, 'BR'],
+  ['currency', 'brl', 'BRL'],
+  ['amount', 1.001, 1.01],
+  ['amount', undefined, 2],
+  ['document_id', long(31, '1'), long(30, '1')],
+  ['document_id', undefined, '1'],
+  ['document_type', 'DNI', 'CPF'],
+  ['beneficiary_name', long(256), long(255)],
+  ['beneficiary_name', undefined, 'Ana'],
+  ['beneficiary_lastname', long(256), long(255)],
+  ['email', 'ana@', 'ana@example.com'],
+  ['phone', 'call me', '+55 11 91234-5678'],
+  ['bank_account', long(46, '1'), long(45, '1')],
+  ['bank_branch', long(46, '1'), long(45, '1')],
+  ['account_type', 'X', 'S'],
+  ['address', long(256), long(255)],
+  ['city', long(129), long(128)],
+  ['postal_code', long(17, '1'), long(16, '1')],
+  ['beneficiary_birthdate', '1990-01-01', '19900101'],
+  ['comments', long(256), long(255)],
+  ['on_hold', 'yes', true],
+  ['type', long(33), 'BANK'],
+  ['notification_url', 'ftp://x.example/h', 'http://x.example/h'],
+  ['notification_url', undefined, 'https://x.example/h'],
+];
+
+describe('cashout creation field rules (provider-facts.md): rejected with 300, accepted', () => {
+  let n = 0;
+  const base = () => ({
+    external_id: `cv-${++n}`,
+    country: 'BR',
+    currency: 'BRL',
+    amount: 25,
+    document_id: '12345678909',
+    beneficiary_name: 'Ana',
+    notification_url: 'https://x.example/h',
+  });
+  it.each(CASHOUT_RULES.map((r, i) => [i, ...r] as const))(
+    '#%i %s: %j is rejected naming the field, %j is accepted',
+    async (_i, field, bad, good) => {
+      const rejected = await cashoutCall(sb.url, '/v3/cashout', withPath(base(), field, bad));
+      expect(rejected.status).toBe(412);
+      expect(rejected.json.code).toBe(300);
+      expect(rejected.json.details.some((d: string) => d.startsWith(`${field}: `))).toBe(true);
+      const accepted = await cashoutCall(sb.url, '/v3/cashout', withPath(base(), field, good));
+      expect(accepted.status, accepted.text).toBe(200);
+    },
+  );
+
+  it('checks the ids and status of status, update and cancel calls', async () => {
+    const created = await cashoutCall(sb.url, '/v3/cashout', base());
+    const id = Number(created.json.cashout_id);
+    const cases = [
+      ['POST', '/v3/cashout/status', {}, 'cashout_id'],
+      ['POST', '/v3/cashout/status', { cashout_id: 'abc' }, 'cashout_id'],
+      ['POST', '/v3/cashout/status', { external_id: long(101) }, 'external_id'],
+      ['PUT', '/v3/cashout/status', { cashout_id: id }, 'status'],
+      ['PUT', '/v3/cashout/status', { cashout_id: id, status: 'DELIVERED' }, 'status'],
+      ['PUT', '/v3/cashout/status', { status: 'ON_HOLD' }, 'cashout_id'],
+      ['DELETE', '/v3/cashout/cancel', {}, 'cashout_id'],
+    ] as const;
+    for (const [method, path, body, field] of cases) {
+      const res = await cashoutCall(sb.url, path, body, { method });
+      expect(res.status, `${method} ${path} ${JSON.stringify(body)}`).toBe(412);
+      expect(res.json.code).toBe(300);
+      expect(res.json.details.some((d: string) => d.startsWith(`${field}: `))).toBe(true);
+    }
+    expect((await cashoutCall(sb.url, '/v3/cashout/status', { cashout_id: id })).status).toBe(200);
+  });
+});
+
+describe('refund creation field rules: rejected naming the field, accepted', () => {
+  const bank = { beneficiary: 'Ana Silva', bank_code: '341', branch: '1', account_number: '1' };
+  const REFUND_RULES: Row[] = [
+    ['amount', 1.001, 1.01],
+    ['amount', 0, 1],
+    ['invoice_id', 'bad id', undefined],
+    ['comments', long(256), long(255)],
+    ['notification_url', 'http://x.example/r', 'https://x.example/r'],
+    ['bank_account.beneficiary', long(256), 'Ana Silva'],
+    ['bank_account.account_number', long(46, '1'), long(45, '1')],
+  ];
+  it.each(REFUND_RULES.map((r, i) => [i, ...r] as const))(
+    '#%i %s: %j rejected, %j accepted',
+    async (_i, field, bad, good) => {
+      const d = await signed(sb.url, '/v3/deposits', { body: fresh(oneShotBody()) });
+      await control(sb.url, `/deposits/${d.json.deposit_id}/pay`, {});
+      const body = { deposit_id: d.json.deposit_id, amount: 10, bank_account: bank };
+      const rejected = await signed(sb.url, '/v3/refunds', { body: toJson(withPath(body, field, bad)) });
+      expect(rejected.status).toBe(400);
+      expect(rejected.json.details.some((x: string) => x.startsWith(`${field}: `))).toBe(true);
+      const accepted = await signed(sb.url, '/v3/refunds', { body: toJson(withPath(body, field, good)) });
+      expect(accepted.status, accepted.text).toBe(200);
+    },
+  );
+
+  it('rejects a missing or non-integer deposit_id', async () => {
+    for (const body of [{}, { deposit_id: 'abc' }, { deposit_id: 1.5 }]) {
+      const res = await signed(sb.url, '/v3/refunds', { body });
+      expect(res.status).toBe(400);
+      expect(res.json.details.some((x: string) => x.startsWith('deposit_id: '))).toBe(true);
+    }
   });
 });

@@ -323,6 +323,17 @@ describe('automatic mode', () => {
   });
 });
 
+describe('automatic mode switched on later', () => {
+  it('plans the entities that were already waiting', async () => {
+    const id = Number((await cashoutCall(sb.url, '/v3/cashout', cashoutBody())).json.cashout_id);
+    await sb.clock.advance(24 * 60 * MIN);
+    expect((await control(sb.url, `/cashouts/${id}`)).json.status).toBe('PENDING');
+    await control(sb.url, '/auto', { enabled: true, minDelayMs: 1000, maxDelayMs: 5000 }, 'PUT');
+    for (let i = 0; i < 5; i++) await sb.clock.advance(5000);
+    expect(['COMPLETED', 'REJECTED']).toContain((await control(sb.url, `/cashouts/${id}`)).json.status);
+  });
+});
+
 describe('ground truth', () => {
   const GT: SandboxAccount = {
     name: 'gt',
