@@ -95,7 +95,15 @@ export function computeBalances(engine: SandboxEngine): BalanceRow[] {
   };
   for (const d of engine.deposits.values()) applyDeposit(row(d.account, d.currency), d);
   for (const c of engine.cashouts.values()) applyOutflow(row(c.account, c.currency), c, 'payouts');
-  for (const r of engine.refunds.values()) applyOutflow(row(r.account, r.currency), r, 'refunds');
+  for (const r of engine.refunds.values()) {
+    const deposit = engine.deposits.get(r.depositId);
+    if (deposit?.test) {
+      // A refund of a test deposit stays in the test book.
+      const shadow = emptyRow(r.account, r.currency);
+      applyOutflow(shadow, r, 'refunds');
+      row(r.account, r.currency).testAvailable += shadow.available;
+    } else applyOutflow(row(r.account, r.currency), r, 'refunds');
+  }
   return [...rows.values()].sort((a, b) =>
     a.account === b.account ? a.currency.localeCompare(b.currency) : a.account.localeCompare(b.account),
   );

@@ -185,7 +185,9 @@ export class WebhookSender {
       return { body: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } };
     }
     const body = n.kind === 'deposit' ? `{"deposit_id":${n.record.id}}` : `{"refund_id":${n.record.id}}`;
-    const xDate = formatXDateAt(now);
+    // Signed with wall-clock time like a request: the receiver checks X-Date against its own clock,
+    // whatever the speed of the sandbox clock.
+    const xDate = formatXDateAt(Date.now());
     return {
       body,
       headers: {

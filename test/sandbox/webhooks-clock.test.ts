@@ -383,6 +383,17 @@ describe('ground truth', () => {
     const h = await co(10);
     for (const x of ['deliver', 'confirm', 'return']) await control(sb.url, `/cashouts/${h}/${x}`, {});
     await control(sb.url, `/cashouts/${await co(5)}/cancel`, {});
+    const testDeposit = await dep({ amount: 8, test: true });
+    await control(sb.url, `/deposits/${testDeposit}/pay`, {});
+    const testRefund = await signed(sb.url, '/v3/refunds', {
+      ...as,
+      body: {
+        deposit_id: testDeposit,
+        amount: 3,
+        bank_account: { beneficiary: 'Ana Silva', account_number: '1' },
+      },
+    });
+    expect(testRefund.status).toBe(200);
     const refund = await signed(sb.url, '/v3/refunds', {
       ...as,
       body: { deposit_id: a, amount: 20, bank_account: { beneficiary: 'Ana Silva', account_number: '1' } },
@@ -401,7 +412,8 @@ describe('ground truth', () => {
         fees: '1.51',
         payouts: '40.00',
         refunds: '0.00',
-        test_available: '49.25',
+        // 50.00 - 0.75 and 8.00 - 0.12, less the 3.00 refund of the test deposit
+        test_available: '54.13',
         crypto_in_transit: '30.00',
         crypto_wallets: '0.00',
       },
@@ -409,9 +421,9 @@ describe('ground truth', () => {
     expect((await control(sb.url, '/balances?account=sandbox')).json).toEqual([]);
 
     const exported = (await control(sb.url, '/export?account=gt')).json;
-    expect(exported.deposits).toHaveLength(6);
+    expect(exported.deposits).toHaveLength(7);
     expect(exported.cashouts).toHaveLength(4);
-    expect(exported.refunds).toHaveLength(1);
+    expect(exported.refunds).toHaveLength(2);
     const returned = exported.cashouts.find((c: { id: number }) => c.id === h);
     expect(returned.history.map((x: { to: string }) => x.to)).toEqual([
       'PENDING',
