@@ -280,6 +280,43 @@ describe('embedded broker with kafkajs', () => {
     expect(acked.filter((v) => !seenLive.has(v))).toEqual([]);
   });
 
+  it('applies size retention: old segments go, consumers start at the new log start', async () => {
+    const b = await broker(dir('retention'), {
+      segmentBytes: 2048,
+      retentionBytes: 6144,
+      retentionCheckMs: 100,
+    });
+    const kafka = client(b);
+    const producer = kafka.producer();
+    await producer.connect();
+    for (let i = 0; i < 60; i++) {
+      await producer.send({ topic: 'short', messages: [{ value: `${i}`.padEnd(300, '.') }] });
+    }
+    await producer.disconnect();
+    const admin = kafka.admin();
+    await admin.connect();
+    await waitFor(
+      async () => Number((await admin.fetchTopicOffsets('short'))[0]?.low) > 0,
+      5000,
+      'retention',
+    );
+    const [offsets] = await admin.fetchTopicOffsets('short');
+    await admin.disconnect();
+    expect(offsets).toMatchObject({ high: '60' });
+    const low = Number(offsets?.low);
+    expect(low).toBeGreaterThan(30);
+
+    const consumer = kafka.consumer({ groupId: 'retention-group', maxWaitTimeInMs: 500 });
+    await consumer.connect();
+    await consumer.subscribe({ topic: 'short', fromBeginning: true });
+    const got: number[] = [];
+    await consumer.run({ eachMessage: async ({ message }) => void got.push(Number(message.offset)) });
+    await waitFor(() => got.length >= 60 - low, 20_000, 'the retained messages');
+    await consumer.disconnect();
+    await b.close();
+    expect(got).toEqual(Array.from({ length: 60 - low }, (_, i) => low + i));
+  });
+
   it('rebalances a three-member group on leave and on join without losing or duplicating a message', async () => {
     const b = await broker(dir('group'));
     const kafka = client(b);
