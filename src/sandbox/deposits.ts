@@ -287,6 +287,9 @@ export async function createDeposit(
     user_id: record.userId,
     merchant_invoice_id: invoiceId,
   };
+  // Stored before the QR code is drawn (an await): a concurrent request with the same invoice_id
+  // then finds it taken.
+  engine.addDeposit(record, 'api', false);
   if (!hosted && method) {
     const { metadata, secondary } = await paymentDetails(record, method, account);
     response.payment_info = {
@@ -302,7 +305,6 @@ export async function createDeposit(
     if (secondary) response.secondary_metadata = secondary;
   }
   if (req.requested_token) response.checkout_token = engine.rng.hex(40);
-  engine.addDeposit(record, 'api', false);
   return { status: 200, body: response };
 }
 

@@ -388,3 +388,16 @@ describe('refunds (provider-facts creation, 4.7 status)', () => {
     expect(res.status).toBe(400);
   });
 });
+
+describe('concurrency', () => {
+  it('two concurrent creations with one invoice_id create one deposit', async () => {
+    const body = oneShotBody({ invoice_id: 'race-1' });
+    const [a, b] = await Promise.all([
+      signed(sb.url, '/v3/deposits', { body }),
+      signed(sb.url, '/v3/deposits', { body }),
+    ]);
+    expect([a.status, b.status].sort()).toEqual([200, 400]);
+    const all = sb.control.exportEntities().deposits.filter((d) => d.invoiceId === 'race-1');
+    expect(all).toHaveLength(1);
+  });
+});
