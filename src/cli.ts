@@ -108,6 +108,27 @@ for (const kind of ['settlement', 'exceptions'] as const) {
     .action(async (opts) => (await import('./reports/main.ts')).runReportCli(kind, opts));
 }
 
+const intent = program.command('intent').description("Record the merchant's own creations (intents)");
+intent
+  .command('record')
+  .description('Publish intents from a JSON file (one or an array); nothing is published if one is invalid')
+  .requiredOption('--file <file>', 'JSON file with the intent(s)')
+  .action(async (opts) => (await import('./producers/intent-recorder.ts')).runIntentRecordCli(opts));
+
+const backfill = program.command('backfill').description('Import intents, re-poll entities after the fact');
+backfill
+  .command('intents')
+  .description('Import intents from a CSV file with a header row (columns in src/producers/backfill.ts)')
+  .requiredOption('--csv <file>', 'CSV file of intents')
+  .action(async (opts) => (await import('./producers/backfill.ts')).runBackfillIntentsCli(opts));
+backfill
+  .command('poll')
+  .description('Read again the status of every entity first seen in a date range (source backfill)')
+  .requiredOption('--from <date>', 'start, YYYY-MM-DD (UTC) or ISO 8601')
+  .requiredOption('--to <date>', 'end, YYYY-MM-DD (that day included) or ISO 8601')
+  .option('--account <name>', 'only this provider account')
+  .action(async (opts) => (await import('./producers/backfill.ts')).runBackfillPollCli(opts));
+
 // <commands>
 
 await program.parseAsync(process.argv);
