@@ -50,6 +50,14 @@ export class TrafficGenerator implements TrafficControl {
     this.maxInFlight = maxInFlight;
   }
 
+  /**
+   * Sends the traffic through `client` instead of a plain provider client for the first account (the
+   * pipeline wraps it to record the merchant's intent of every creation).
+   */
+  useClient(client: TrafficClient): void {
+    this.client = client;
+  }
+
   start(rate: number): void {
     this.stop();
     this.rate = rate;
