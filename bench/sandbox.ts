@@ -24,6 +24,8 @@ interface Job {
 
 interface Result {
   kind: string;
+  /** Sandbox (this process) CPU microseconds spent during the run. */
+  serverCpuUs?: number;
   requests: number;
   ok: number;
   errors: number;
@@ -117,8 +119,15 @@ async function main(): Promise<void> {
     const out: Result[] = [];
     // Warm-up (JIT, connection set-up), not reported.
     await runChild({ url: sb.url, kind: 'deposit', ids: signed, seconds: 2, connections });
-    out.push(await runChild({ url: sb.url, kind: 'deposit', ids: signed, seconds, connections }));
-    out.push(await runChild({ url: sb.url, kind: 'cashout', ids: cashouts, seconds, connections }));
+    for (const [kind, ids] of [
+      ['deposit', signed],
+      ['cashout', cashouts],
+    ] as const) {
+      const cpu0 = process.cpuUsage();
+      const r = await runChild({ url: sb.url, kind, ids, seconds, connections });
+      const cpu = process.cpuUsage(cpu0);
+      out.push({ ...r, serverCpuUs: cpu.user + cpu.system });
+    }
     for (const r of out) {
       const rate = r.ok / r.seconds;
       console.log(
@@ -126,9 +135,16 @@ async function main(): Promise<void> {
           `(${r.ok} ok, ${r.errors} errors in ${r.seconds.toFixed(1)} s, ${connections} connections)  ` +
           `p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms`,
       );
+      // CPU the sandbox spent per answered request: the rate one core sustains, whatever else runs.
+      const perRequest = (r.serverCpuUs ?? 0) / Math.max(1, r.requests);
+      console.log(
+        `    sandbox CPU ${perRequest.toFixed(1)} us/request -> ${(1e6 / perRequest).toFixed(0)} req/s per fully available core`,
+      );
     }
     const cpus = (await import('node:os')).cpus().length;
-    console.log(`node ${process.version}, ${cpus} CPUs, ${entities} deposits and ${entities} cashouts in the store`);
+    console.log(
+      `node ${process.version}, ${cpus} CPUs, ${entities} deposits and ${entities} cashouts in the store`,
+    );
     if (out.some((r) => r.errors > 0)) process.exitCode = 1;
   } finally {
     await sb.close();
