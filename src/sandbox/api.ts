@@ -4,6 +4,7 @@
  * bytes) and parsed losslessly. Each route has an endpoint name for the fault settings.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { logger } from '../logger.ts';
 import { parseProviderJson, stringifyProviderJson } from '../provider/json.ts';
 import type { AccountRegistry, SandboxAccount } from './accounts.ts';
 import { createCardDeposit, createDeposit, type DepositContext } from './deposits.ts';
@@ -59,8 +60,24 @@ function rawOf(req: FastifyRequest): string {
   return typeof req.body === 'string' ? req.body : '';
 }
 
-/** Registers the raw-body parser and the fault hook on an app. */
+const log = logger.child({ module: 'sandbox' });
+
+/** Registers the raw-body parser, the fault hook and the provider-style error answer on an app. */
 export function installCommon(app: FastifyInstance, faults: Faults): void {
+  app.setErrorHandler((err, req, reply) => {
+    const status = (err as { statusCode?: number }).statusCode ?? 500;
+    // Only the method and path: bodies may carry card data and credentials.
+    if (status >= 500)
+      log.error({ err, method: req.method, path: req.routeOptions.url }, 'sandbox request failed');
+    return reply
+      .code(status)
+      .type('application/json')
+      .send({
+        code: status,
+        description: status >= 500 ? 'Internal error' : String((err as Error).message),
+        type: 'ERROR',
+      });
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
   app.addHook('onRequest', (req, reply, done) => {

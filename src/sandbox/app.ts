@@ -107,17 +107,20 @@ export function buildSandboxApps(deps: SandboxDeps): SandboxApps {
   };
   installCommon(api, deps.faults);
   installCommon(cc, deps.faults);
-  registerMainApi(api, apiDeps);
-  registerPages(api, deps.engine);
-  registerControl(api, {
-    engine: deps.engine,
-    accounts: deps.accounts,
-    faults: deps.faults,
-    auto: deps.auto,
-    webhooks: deps.webhooks,
-    clock: deps.clock,
-    traffic: () => deps.traffic,
-  });
-  registerCardApi(cc, apiDeps);
+  // Each area is its own encapsulated plugin (the control API has its own error handler).
+  void api.register(async (scope) => registerMainApi(scope, apiDeps));
+  void api.register(async (scope) => registerPages(scope, deps.engine));
+  void api.register(async (scope) =>
+    registerControl(scope, {
+      engine: deps.engine,
+      accounts: deps.accounts,
+      faults: deps.faults,
+      auto: deps.auto,
+      webhooks: deps.webhooks,
+      clock: deps.clock,
+      traffic: () => deps.traffic,
+    }),
+  );
+  void cc.register(async (scope) => registerCardApi(scope, apiDeps));
   return { api, cc };
 }
