@@ -7,12 +7,12 @@
  */
 import { request } from 'undici';
 import type { EntityKind } from '../domain/statuses.ts';
+import { cashoutControl, depositAuthorization } from '../provider/signing.ts';
 import type { SandboxAccount } from './accounts.ts';
 import { type Clock, formatProviderDateTime, formatXDateAt } from './clock.ts';
 import type { AnyRecord } from './entities.ts';
 import type { Faults } from './faults.ts';
 import type { Rng } from './rng.ts';
-import { cashoutControlFor, depositAuthorizationFor } from './sign.ts';
 
 /** Minutes between attempts: 5 more attempts after the first. */
 export const RETRY_SCHEDULE_MINUTES = [5, 25, 125, 625, 3125] as const;
@@ -178,7 +178,7 @@ export class WebhookSender {
         bank_reference_id: c.providerExternalReference ?? '',
         comments: c.comments ?? '',
         external_id: c.externalId,
-        control: cashoutControlFor(n.account.cashoutSecret, c.externalId),
+        control: cashoutControl(c.externalId, n.account.cashoutSecret),
         cashout_id: String(c.id),
         status_reason: c.statusReason ?? '',
       });
@@ -194,7 +194,12 @@ export class WebhookSender {
         'content-type': 'application/json',
         'x-date': xDate,
         'x-login': n.account.login,
-        authorization: depositAuthorizationFor(n.account.depositSecret, xDate, n.account.login, body),
+        authorization: depositAuthorization({
+          xDate,
+          xLogin: n.account.login,
+          body,
+          secret: n.account.depositSecret,
+        }),
       },
     };
   }
