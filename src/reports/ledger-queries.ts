@@ -55,6 +55,46 @@ export async function balancesBefore(
   }));
 }
 
+export interface OpeningClosing {
+  opening: AccountBalance[];
+  closing: AccountBalance[];
+}
+
+/**
+ * Balances before `start` and before `end` in one pass over the postings. Both are sums of postings
+ * (the closing is not derived from the movements), so the proof line checks the ledger.
+ */
+export async function balancesAround(
+  db: Db,
+  start: Date,
+  end: Date,
+  account: string | null,
+): Promise<OpeningClosing> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: string;
+    account: string;
+    opening: string | null;
+    closing: string | null;
+  }>`
+    SELECT p.merchant_account, p.currency, p.book, p.account,
+           sum(p.amount) FILTER (WHERE e.created_at < ${start})::text AS opening,
+           sum(p.amount)::text AS closing
+      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+     WHERE e.created_at < ${end}${accountFilter(account)}
+     GROUP BY 1, 2, 3, 4
+     ORDER BY 1, 2, 3, 4`.execute(db);
+  const pick = (r: (typeof rows)[number], v: string | null): AccountBalance => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    book: r.book,
+    account: r.account,
+    balance: toMinor(v),
+  });
+  return { opening: rows.map((r) => pick(r, r.opening)), closing: rows.map((r) => pick(r, r.closing)) };
+}
+
 export interface Movement {
   book: string;
   currency: string;
@@ -62,6 +102,8 @@ export interface Movement {
   effect: string;
   account: string;
   amount: Minor;
+  /** Number of postings in the group (journal lines). */
+  lines: number;
 }
 
 /** Sum of postings per book, currency, entity kind, effect and ledger account, booked in [start, end). */
@@ -78,8 +120,10 @@ export async function movementsBetween(
     effect: string;
     account: string;
     amount: string;
+    lines: string;
   }>`
-    SELECT e.book, e.currency, e.entity_kind, e.effect, p.account, sum(p.amount)::text AS amount
+    SELECT e.book, e.currency, e.entity_kind, e.effect, p.account, sum(p.amount)::text AS amount,
+           count(*)::text AS lines
       FROM journal_entries e JOIN postings p ON p.entry_id = e.id
      WHERE e.created_at >= ${start} AND e.created_at < ${end}${accountFilter(account)}
      GROUP BY 1, 2, 3, 4, 5
@@ -91,7 +135,26 @@ export async function movementsBetween(
     effect: r.effect,
     account: r.account,
     amount: toMinor(r.amount),
+    lines: Number(r.lines),
   }));
+}
+
+/** Live entities (with a mirror) per kind with journal activity in [start, end): the entity sheets' rows. */
+export async function activeEntityCounts(
+  db: Db,
+  start: Date,
+  end: Date,
+  account: string | null,
+): Promise<Record<string, number>> {
+  const { rows } = await sql<{ entity_kind: string; n: string }>`
+    SELECT entity_kind, count(*)::text AS n FROM (
+      SELECT DISTINCT e.entity_kind, e.merchant_account, e.entity_id, e.currency
+        FROM journal_entries e
+        JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
+                      AND m.entity_id = e.entity_id
+       WHERE e.created_at >= ${start} AND e.created_at < ${end} AND e.book = 'live'${accountFilter(account)}
+    ) x GROUP BY 1`.execute(db);
+  return Object.fromEntries(rows.map((r) => [r.entity_kind, Number(r.n)]));
 }
 
 /** Gross credited in [start, end) on live deposits that were released early, per currency. */
@@ -132,13 +195,23 @@ export async function forEachBatch<Row>(
   const name = `payrecon_cur_${Math.random().toString(36).slice(2, 10)}`;
   await sql`DECLARE ${sql.raw(name)} NO SCROLL CURSOR FOR ${query}`.execute(trx);
   let total = 0;
+  const fetch = () => {
+    const p = sql<Row>`FETCH ${sql.raw(String(batchSize))} FROM ${sql.raw(name)}`.execute(trx);
+    // Awaited below; this only keeps a prefetch failing after an earlier error from going unhandled.
+    p.catch(() => undefined);
+    return p;
+  };
   try {
+    // The next batch is fetched while the current one is written: PostgreSQL works while we format.
+    let next = fetch();
     for (;;) {
-      const { rows } = await sql<Row>`FETCH ${sql.raw(String(batchSize))} FROM ${sql.raw(name)}`.execute(trx);
+      const { rows } = await next;
       if (rows.length === 0) break;
+      const more = rows.length === batchSize;
+      if (more) next = fetch();
       total += rows.length;
       await onBatch(rows);
-      if (rows.length < batchSize) break;
+      if (!more) break;
     }
   } finally {
     await sql`CLOSE ${sql.raw(name)}`.execute(trx);

@@ -47,11 +47,23 @@ export function zonedParts(
   };
 }
 
+// Offsets change only at transitions, which fall on whole quarter hours in every zone; caching per
+// quarter hour keeps Intl out of the per-row path of a million-row workbook.
+const QUARTER_HOUR = 900_000;
+const offsetCache = new Map<string, number>();
+
 /** Offset of the time zone from UTC at an instant, in milliseconds (local minus UTC). */
 export function zoneOffsetMs(instant: Date, timeZone: string): number {
-  const p = zonedParts(instant, timeZone);
-  const asUtc = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
-  return asUtc - Math.floor(instant.getTime() / 1000) * 1000;
+  const bucket = Math.floor(instant.getTime() / QUARTER_HOUR);
+  const key = `${timeZone}|${bucket}`;
+  const cached = offsetCache.get(key);
+  if (cached !== undefined) return cached;
+  const at = new Date(bucket * QUARTER_HOUR);
+  const p = zonedParts(at, timeZone);
+  const offset = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - at.getTime();
+  if (offsetCache.size > 50_000) offsetCache.clear();
+  offsetCache.set(key, offset);
+  return offset;
 }
 
 /** The instant at which the local wall clock in `timeZone` shows the given date and time. */

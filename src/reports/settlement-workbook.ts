@@ -15,9 +15,10 @@ import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
 import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
 import {
+  type AccountBalance,
   accountFilter,
-  balancesBefore,
-  countRows,
+  activeEntityCounts,
+  balancesAround,
   type Db,
   earlyReleasedCredits,
   forEachBatch,
@@ -186,32 +187,33 @@ interface EntityRow {
   reserved_delta: string;
 }
 
-/** Live entities of one kind with journal activity in the period, with that activity per effect. */
+/**
+ * Live entities of one kind (with their mirror) with journal activity in the period, with that
+ * activity per effect read from the postings: credit, fee and reversal on `available`; reserve and
+ * settle on `reserved`; release and late reversal on `available`.
+ */
 function entityQuery(kind: string, p: Period, account: string | null): RawBuilder<EntityRow> {
-  const eff = (effect: string) =>
-    sql`coalesce(sum(e.amount * e.direction) FILTER (WHERE e.effect = ${effect}), 0)::text`;
+  const on = (effect: string, ledgerAccount: string) =>
+    sql`coalesce(sum(p.amount) FILTER (WHERE e.effect = ${effect} AND p.account = ${ledgerAccount}), 0)::text`;
   return sql<EntityRow>`
     SELECT m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
            m.rejection_code, m.rejection_reason, e.currency, m.amount::text AS amount,
            m.fee_amount::text AS fee_amount, m.fee_on_payer, m.ever_early_released, m.first_seen_at,
            m.status_since, m.completed_at,
-           ${eff('credit')} AS e_credit, ${eff('fee')} AS e_fee, ${eff('early_release_reversal')} AS e_reversal,
-           ${eff('reserve')} AS e_reserve, ${eff('release')} AS e_release, ${eff('settle')} AS e_settle,
-           ${eff('late_reversal')} AS e_late,
-           coalesce(sum(x.available), 0)::text AS available_delta,
-           coalesce(sum(x.reserved), 0)::text AS reserved_delta
-      FROM journal_entries e
-      JOIN LATERAL (
-        SELECT sum(p.amount) FILTER (WHERE p.account = 'available') AS available,
-               sum(p.amount) FILTER (WHERE p.account = 'reserved') AS reserved
-          FROM postings p WHERE p.entry_id = e.id
-      ) x ON true
-      JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
-                    AND m.entity_id = e.entity_id
-     WHERE e.created_at >= ${p.start} AND e.created_at < ${p.end} AND e.book = 'live'
-       AND e.entity_kind = ${kind}${accountFilter(account)}
+           ${on('credit', 'available')} AS e_credit, ${on('fee', 'available')} AS e_fee,
+           ${on('early_release_reversal', 'available')} AS e_reversal,
+           ${on('reserve', 'reserved')} AS e_reserve, ${on('release', 'available')} AS e_release,
+           ${on('settle', 'reserved')} AS e_settle, ${on('late_reversal', 'available')} AS e_late,
+           coalesce(sum(p.amount) FILTER (WHERE p.account = 'available'), 0)::text AS available_delta,
+           coalesce(sum(p.amount) FILTER (WHERE p.account = 'reserved'), 0)::text AS reserved_delta
+      FROM mirrors m
+      JOIN journal_entries e ON e.merchant_account = m.merchant_account AND e.entity_kind = m.entity_kind
+                            AND e.entity_id = m.entity_id
+      JOIN postings p ON p.entry_id = e.id
+     WHERE m.entity_kind = ${kind} AND e.created_at >= ${p.start} AND e.created_at < ${p.end}
+       AND e.book = 'live'${accountFilter(account)}
      GROUP BY m.merchant_account, m.entity_kind, m.entity_id, e.currency
-     ORDER BY e.currency, min(e.created_at), m.entity_id`;
+     ORDER BY e.currency, min(e.id), m.entity_id`;
 }
 
 interface JournalRow {
@@ -234,7 +236,7 @@ export function journalQuery(book: string, p: Period, account: string | null): R
            e.direction, p.account, p.currency, p.amount::text AS amount
       FROM journal_entries e JOIN postings p ON p.entry_id = e.id
      WHERE e.created_at >= ${p.start} AND e.created_at < ${p.end} AND e.book = ${book}${accountFilter(account)}
-     ORDER BY e.created_at, e.id, p.id`;
+     ORDER BY e.id, p.id`;
 }
 
 export function journalCells(r: JournalRow): (Minor | Date | number | string | null)[] {
@@ -260,8 +262,8 @@ function add(map: Map<string, Record<string, Minor>>, currency: string, values: 
 
 function summarize(
   period: Period,
-  opening: Awaited<ReturnType<typeof balancesBefore>>,
-  closing: Awaited<ReturnType<typeof balancesBefore>>,
+  opening: AccountBalance[],
+  closing: AccountBalance[],
   movements: Awaited<ReturnType<typeof movementsBetween>>,
   early: Map<string, Minor>,
 ): { summaries: CurrencySummary[]; otherBooks: BookBalance[] } {
@@ -418,12 +420,11 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     .setIsolationLevel('repeatable read')
     .setAccessMode('read only')
     .execute(async (trx) => {
-      const [opening, closing, movements, early] = await Promise.all([
-        balancesBefore(trx, period.start, account),
-        balancesBefore(trx, period.end, account),
-        movementsBetween(trx, period.start, period.end, account),
-        earlyReleasedCredits(trx, period.start, period.end, account),
-      ]);
+      // Sorts of the journal stay in memory; the transaction is read-only.
+      await sql`SET LOCAL work_mem = '64MB'`.execute(trx);
+      const { opening, closing } = await balancesAround(trx, period.start, period.end, account);
+      const movements = await movementsBetween(trx, period.start, period.end, account);
+      const early = await earlyReleasedCredits(trx, period.start, period.end, account);
       const { summaries, otherBooks } = summarize(period, opening, closing, movements, early);
 
       const queries = {
@@ -434,8 +435,10 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
         test: journalQuery('test', period, account),
         crypto: journalQuery('crypto', period, account),
       };
-      let total = 0;
-      for (const q of Object.values(queries)) total += await countRows(trx, q);
+      // Progress total: journal lines from the movements already at hand, entity rows from one count.
+      const entities = await activeEntityCounts(trx, period.start, period.end, account);
+      const total =
+        movements.reduce((n, m) => n + m.lines, 0) + Object.values(entities).reduce((a, b) => a + b, 0);
       let done = 0;
       const progress = (k: number) => {
         done += k;
@@ -525,7 +528,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
             const v = {
               reserved: toMinor(r.e_reserve),
               released: toMinor(r.e_release),
-              settled: toMinor(r.e_settle),
+              settled: -toMinor(r.e_settle),
               late: toMinor(r.e_late),
               availableDelta: toMinor(r.available_delta),
               reservedDelta: toMinor(r.reserved_delta),

@@ -76,6 +76,25 @@ export function csvField(text: string): string {
   return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
 }
 
+/**
+ * Waits until the zip behind a streaming worksheet has taken what was written so far. exceljs writes
+ * committed rows into the zip entry without backpressure, so a producer faster than the compressor
+ * would pile rows up in memory; awaiting this between batches keeps memory flat.
+ */
+export async function drainWorksheet(sheet: ExcelJS.Worksheet): Promise<void> {
+  const stream = (sheet as unknown as { stream?: { pipes?: unknown[] } }).stream;
+  for (const pipe of stream?.pipes ?? []) {
+    // archiver's entry streams come from readable-stream: read its writable state directly.
+    const w = pipe as {
+      _writableState?: { length: number; highWaterMark: number };
+      once(event: string, listener: () => void): void;
+    };
+    const state = w._writableState;
+    if (state && state.length > state.highWaterMark)
+      await new Promise<void>((resolve) => w.once('drain', resolve));
+  }
+}
+
 /** Rows per worksheet before a table continues on `Name (2)`: Excel's limit is 1,048,576. */
 export const MAX_SHEET_ROWS = 1_048_000;
 
@@ -203,8 +222,9 @@ export class TableSheet {
     this.csvBuffer = [];
   }
 
-  /** Waits for the CSV stream to drain (call between batches so memory stays bounded). */
+  /** Waits for the zip and the CSV stream to take what was written (call between batches). */
   async drain(): Promise<void> {
+    await drainWorksheet(this.part.sheet);
     this.flushCsv();
     const csv = this.csv;
     if (csv?.writableNeedDrain) await new Promise<void>((resolve) => csv.once('drain', () => resolve()));
