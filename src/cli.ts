@@ -12,6 +12,50 @@ export const program = new Command('payrecon')
 // Sub-commands are registered below, one block each, in the order: up, sandbox, broker, registry, db,
 // ingest, poll, fetch, reconcile, relay, alerts, jobs, web, intent, backfill, report.
 program
+  .command('up')
+  .description(
+    'Run everything in one process: embedded PostgreSQL, broker and registry unless configured, and the sandbox with traffic when no provider account is configured',
+  )
+  .option('--traffic <rate>', 'sandbox creations per second (when running against the sandbox)', '2')
+  .option('--speed <factor>', 'sandbox clock: provider seconds per real second', '60')
+  .action(async (opts) => (await import('./wiring.ts')).runUp(opts, await embeddedStarters()));
+
+for (const [part, description] of [
+  ['ingest', 'Serve the webhook and intent routes (and health, metrics)'],
+  ['poll', 'Poll the provider for entities due and publish observations'],
+  ['fetch', 'Consume notifications, read the status at the provider, publish observations'],
+  ['reconcile', 'Consume observations and intents into the ledger'],
+  ['relay', 'Publish the alert outbox to Kafka'],
+  ['alerts', 'Deliver alerts to the configured sinks'],
+] as const) {
+  program
+    .command(part)
+    .description(`${description} (production: DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL)`)
+    .action(async () => (await import('./wiring.ts')).runPart(part));
+}
+
+/** The embedded services, started only by `payrecon up` when their address is not configured. */
+async function embeddedStarters(): Promise<import('./wiring.ts').EmbeddedStarters> {
+  return {
+    postgres: async ({ dataDir }) =>
+      (await import('./embedded/postgres.ts')).startEmbeddedPostgres({ dataDir }),
+    broker: async ({ dataDir }) =>
+      (await import('./embedded/kafka/broker.ts')).startBroker({
+        host: '127.0.0.1',
+        port: 0,
+        dataDir,
+        defaultPartitions: 3,
+      }),
+    registry: async ({ dataDir }) =>
+      (await import('./embedded/registry/registry.ts')).startRegistry({
+        host: '127.0.0.1',
+        port: 0,
+        dataDir,
+      }),
+  };
+}
+
+program
   .command('registry')
   .description('Run the embedded Confluent-compatible schema registry (Avro, durable under --data-dir)')
   .option('--host <host>', 'address to listen on', '127.0.0.1')

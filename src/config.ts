@@ -260,6 +260,8 @@ const envSchema = z.object({
   PAYRECON_WEB_USERS: jsonText(
     z.array(webUserSchema, required('a JSON array of {username, passwordHash}')),
   ).optional(),
+  /** Bearer token required on POST /intents; absent: the route is open (a warning at start-up). */
+  PAYRECON_INTENTS_TOKEN: z.string(required('text')).min(16, 'at least 16 characters').optional(),
   PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
 
   PAYRECON_TIMEZONE: timeZone().default('UTC'),
@@ -311,6 +313,7 @@ function buildConfig(env: z.output<typeof envSchema>) {
       users: env.PAYRECON_WEB_USERS ?? [],
       /** null: a random secret per process (sessions end at restart). */
       sessionSecret: env.PAYRECON_SESSION_SECRET ?? null,
+      intentsToken: env.PAYRECON_INTENTS_TOKEN ?? null,
     },
     jobs: {
       timeZone: env.PAYRECON_TIMEZONE,

@@ -28,7 +28,9 @@ import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
 import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { intentsPlugin } from './producers/intent-recorder.ts';
 import { startOutboxRelay } from './producers/outbox-relay.ts';
+import { pollingClients, type StatusPollerDeps, startStatusPoller } from './producers/status-poller.ts';
 import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
 import { ReportRunner } from './reports/runs.ts';
 import { webRoutes } from './web/app.ts';
@@ -202,6 +204,8 @@ export interface WebServerParts {
   page: boolean;
   /** Mount the webhook routes. */
   webhooks: boolean;
+  /** Mount POST /intents. */
+  intents: boolean;
   defaultAccount?: string | null;
   sandboxUsers?: boolean;
 }
@@ -239,6 +243,16 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
       }),
     );
   }
+  if (parts.intents) {
+    await app.register(
+      intentsPlugin({
+        publisher: infra.publisher,
+        token: config.web.intentsToken,
+        accounts: parts.accounts.map((a) => a.name),
+        logger,
+      }),
+    );
+  }
   if (parts.page) {
     let users = config.web.users.map((u) => ({ username: u.username, passwordHash: u.passwordHash }));
     if (users.length === 0 && parts.sandboxUsers) {
@@ -267,6 +281,42 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
     }
   }
   return app;
+}
+
+/** The status poller over every account, with the configuration's concurrency and batch size. */
+export function startPoller(
+  infra: Infrastructure,
+  accounts: readonly ProviderAccount[],
+  metrics: Metrics,
+  overrides: Partial<StatusPollerDeps> = {},
+) {
+  const { config } = infra;
+  const clients = pollingClients(accounts, {
+    timeoutMs: config.provider.timeoutMs,
+    retries: config.provider.retries,
+  });
+  const poller = startStatusPoller({
+    db: infra.db,
+    clientFor: clients.clientFor,
+    lastRetryAfterMs: clients.lastRetryAfterMs,
+    publisher: infra.publisher,
+    concurrency: config.poller.concurrency,
+    batchSize: config.poller.batchSize,
+    leaseMs: config.poller.minIntervalSeconds * 1000,
+    logger: infra.logger,
+    onRound: (r) => {
+      if (r.published > 0) metrics.pollCalls.inc({ outcome: 'published' }, r.published);
+      if (r.failed > 0) metrics.pollCalls.inc({ outcome: 'failed' }, r.failed);
+    },
+    ...overrides,
+  });
+  return {
+    pollOnce: () => poller.pollOnce(),
+    async stop() {
+      await poller.stop();
+      await clients.close();
+    },
+  };
 }
 
 /** The jobs of the catalog, run by one scheduler; claims keep two instances from doubling a run. */
@@ -333,6 +383,8 @@ export interface UpOptions {
   sandbox?: (options: { webBaseUrl: string; logger: Logger }) => Promise<SandboxRun>;
   /** Print a line for a person (URLs). */
   print?: (line: string) => void;
+  /** Poller settings beyond the configuration (tests use short idle waits). */
+  pollerOverrides?: Partial<StatusPollerDeps>;
 }
 
 /** The sandbox as `payrecon up` runs it. */
@@ -403,12 +455,15 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     lifecycle.add('alert dispatcher', () => alerts.stop());
     const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger, metrics });
     lifecycle.add('outbox relay', () => relay.stop());
+    const poller = startPoller(infra, accounts, metrics, options.pollerOverrides);
+    lifecycle.add('status poller', () => poller.stop());
 
     const server = await buildServer(infra, {
       accounts,
       metrics,
       page: true,
       webhooks: true,
+      intents: true,
       defaultAccount: sandbox
         ? SANDBOX_ACCOUNT_NAME
         : accounts.length === 1
@@ -470,5 +525,187 @@ export function redactUrl(url: string): string {
     return u.toString();
   } catch {
     return '(unparseable URL)';
+  }
+}
+
+export interface SandboxForUpOptions {
+  webBaseUrl: string;
+  logger: Logger;
+  /** Sandbox seconds per real second (default 60: a minute of provider time per second). */
+  speed?: number;
+  /** Creations per second (default 2). */
+  trafficRate?: number;
+  seed?: number;
+  /** Fault settings of the sandbox (see src/sandbox/faults.ts). */
+  faults?: unknown;
+  /** Automatic-mode settings (see src/sandbox/automatic.ts); enabled unless said otherwise. */
+  auto?: Record<string, unknown>;
+}
+
+/**
+ * The sandbox as `payrecon up` runs it: the default account (`sandbox`), notifications delivered to the
+ * pipeline's own webhook routes, the automatic mode on a fast clock, and traffic sent through the
+ * project's provider client wrapped so that every creation records its intent.
+ */
+export async function startSandboxForUp(options: SandboxForUpOptions): Promise<SandboxRun> {
+  const { startSandbox } = await import('./sandbox/main.ts');
+  const { providerAccountFor } = await import('./sandbox/traffic-client.ts');
+  const { DEFAULT_ACCOUNT } = await import('./sandbox/accounts.ts');
+  const { createProviderClient } = await import('./provider/client.ts');
+  const { recordingClient } = await import('./producers/intent-recorder.ts');
+  const sandbox = await startSandbox({
+    host: '127.0.0.1',
+    port: 0,
+    ccPort: 0,
+    seed: options.seed ?? 1,
+    speed: options.speed ?? 60,
+    auto: { enabled: true, ...(options.auto ?? {}) },
+    notificationBaseUrl: options.webBaseUrl,
+    defaultNotificationUrl: `${options.webBaseUrl}/webhooks/${DEFAULT_ACCOUNT.name}`,
+    ...(options.faults === undefined ? {} : { faults: options.faults }),
+  });
+  const account = {
+    ...providerAccountFor(DEFAULT_ACCOUNT, { url: sandbox.url, ccUrl: sandbox.ccUrl }),
+    // The sandbox signs its notifications like a request; check them as production would.
+    webhookSignatureMode: 'enforce' as const,
+  };
+  return {
+    accounts: [account],
+    urls: { api: sandbox.url, 'card api': sandbox.ccUrl, control: `${sandbox.url}/_sandbox/` },
+    startTraffic(recordIntent) {
+      const client = createProviderClient(account, { retries: 1 });
+      sandbox.control.traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
+      sandbox.control.traffic.start(options.trafficRate ?? 2);
+    },
+    stop: () => sandbox.close(),
+  };
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+export function untilSignal(): Promise<string> {
+  return new Promise((resolveSignal) => {
+    const on = (signal: string) => () => resolveSignal(signal);
+    process.once('SIGINT', on('SIGINT'));
+    process.once('SIGTERM', on('SIGTERM'));
+  });
+}
+
+/** Loads the configuration or ends the process with one line naming the variable and the rule. */
+export async function configOrExit(): Promise<Config> {
+  const { loadConfig, ConfigError } = await import('./config.ts');
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`payrecon: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
+/** `payrecon up`: everything in one process until Ctrl-C or SIGTERM. */
+export async function runUp(
+  opts: { traffic?: string; speed?: string },
+  embedded: EmbeddedStarters,
+): Promise<void> {
+  const config = await configOrExit();
+  const traffic = Number(opts.traffic ?? '2');
+  const speed = Number(opts.speed ?? '60');
+  if (!(traffic >= 0)) throw new Error('--traffic: must be a non-negative number');
+  if (!(speed > 0)) throw new Error('--speed: must be a positive number');
+  const pipeline = await startPipeline(config, {
+    embedded,
+    sandbox: ({ webBaseUrl, logger }) =>
+      startSandboxForUp({ webBaseUrl, logger, trafficRate: config.sandbox.traffic ? traffic : 0, speed }),
+    print: (line) => process.stdout.write(`${line}\n`),
+  });
+  const signal = await untilSignal();
+  process.stdout.write(`payrecon: ${signal}, stopping\n`);
+  await pipeline.stop();
+  process.stdout.write('payrecon: stopped\n');
+}
+
+export const PARTS = ['ingest', 'poll', 'fetch', 'reconcile', 'relay', 'alerts'] as const;
+export type Part = (typeof PARTS)[number];
+
+/**
+ * One part of the pipeline as its own process (production: DATABASE_URL, KAFKA_BROKERS and
+ * SCHEMA_REGISTRY_URL must be set, nothing is embedded).
+ */
+export async function runPart(part: Part): Promise<void> {
+  const config = await configOrExit();
+  if (config.accounts.length === 0 && ['ingest', 'poll', 'fetch'].includes(part)) {
+    process.stderr.write('payrecon: PAYRECON_ACCOUNTS: must list at least one provider account\n');
+    process.exit(2);
+  }
+  const infra = await startInfrastructure(config, null);
+  const { lifecycle, logger } = infra;
+  const metrics = createMetrics({ db: infra.db, admin: infra.admin });
+  try {
+    switch (part) {
+      case 'ingest': {
+        const server = await buildServer(infra, {
+          accounts: config.accounts,
+          metrics,
+          page: false,
+          webhooks: true,
+          intents: true,
+          defaultAccount: config.accounts.length === 1 ? (config.accounts[0]?.name ?? null) : null,
+        });
+        await server.listen({ host: config.web.host, port: config.web.port });
+        lifecycle.add('web server', () => server.close());
+        break;
+      }
+      case 'poll': {
+        const poller = startPoller(infra, config.accounts, metrics);
+        lifecycle.add('status poller', () => poller.stop());
+        break;
+      }
+      case 'fetch': {
+        const fetcher = await runStatusFetcher({
+          kafka: infra.kafka,
+          serde: infra.serde,
+          accounts: config.accounts,
+          providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
+          logger,
+        });
+        lifecycle.add('status fetcher', () => fetcher.stop());
+        break;
+      }
+      case 'reconcile': {
+        const reconciler = await startReconciler({
+          ...infra,
+          dlq: infra.publisher,
+          metrics,
+          rules: infra.rules,
+        });
+        lifecycle.add('reconciler', () => reconciler.stop());
+        break;
+      }
+      case 'relay': {
+        const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger, metrics });
+        lifecycle.add('outbox relay', () => relay.stop());
+        break;
+      }
+      case 'alerts': {
+        const alerts = await startAlertConsumer({
+          kafka: infra.kafka,
+          serde: infra.serde,
+          dlq: infra.publisher,
+          db: infra.db,
+          logger,
+          metrics,
+          sinks: alertSinksFrom(config),
+          timeoutMs: config.alerts.timeoutMs,
+        });
+        lifecycle.add('alert dispatcher', () => alerts.stop());
+        break;
+      }
+    }
+    logger.info({ part }, 'running');
+    await untilSignal();
+  } finally {
+    await lifecycle.stopAll();
   }
 }
