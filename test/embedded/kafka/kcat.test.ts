@@ -62,6 +62,8 @@ describe.skipIf(!hasKcat && !required)('embedded broker with kcat (librdkafka)',
     const consumed = await kcat([
       '-b',
       brokerAddr,
+      '-X',
+      'check.crcs=true',
       '-C',
       '-t',
       'kc',
@@ -103,6 +105,36 @@ describe.skipIf(!hasKcat && !required)('embedded broker with kcat (librdkafka)',
     await admin.disconnect();
     expect(offsets.reduce((n, o) => n + Number(o.high), 0)).toBe(1000);
   });
+
+  it.each(['snappy', 'lz4', 'zstd', 'gzip'])(
+    'passes %s-compressed batches through verbatim',
+    async (codec) => {
+      const topic = `codec-${codec}`;
+      const values = Array.from({ length: 300 }, (_, i) => `${codec} record ${i} ${'y'.repeat(50)}`);
+      const produced = await kcat(
+        ['-b', brokerAddr, '-P', '-t', topic, '-z', codec],
+        `${values.join('\n')}\n`,
+      );
+      expect(produced.code, produced.stderr).toBe(0);
+      const consumed = await kcat([
+        '-b',
+        brokerAddr,
+        '-X',
+        'check.crcs=true',
+        '-C',
+        '-t',
+        topic,
+        '-o',
+        'beginning',
+        '-e',
+        '-q',
+        '-f',
+        '%s\n',
+      ]);
+      expect(consumed.code, consumed.stderr).toBe(0);
+      expect(consumed.stdout.trim().split('\n').sort()).toEqual([...values].sort());
+    },
+  );
 
   it('consumes as a group member, commits offsets, and resumes from them', async () => {
     const group = ['-b', brokerAddr, '-G', 'kcat-group', '-X', 'auto.offset.reset=earliest', '-e', '-q'];
