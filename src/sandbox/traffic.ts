@@ -64,8 +64,12 @@ export class TrafficGenerator implements TrafficControl {
     const account = this.deps.accounts.all()[0] as SandboxAccount;
     this.client ??= trafficClientFor(account, this.urls);
     const tickMs = 50;
+    let last = Date.now();
     this.timer = setInterval(() => {
-      this.owed += (this.rate * tickMs) / 1000;
+      // Elapsed time, not the nominal tick: a busy event loop does not lower the rate.
+      const now = Date.now();
+      this.owed += (this.rate * (now - last)) / 1000;
+      last = now;
       while (this.owed >= 1) {
         this.owed -= 1;
         if (this.inFlight >= this.maxInFlight) {
