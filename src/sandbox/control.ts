@@ -250,6 +250,16 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
     },
   );
 
+  // Sends an entity's notification again (replays, duplicate handling in the receiver).
+  app.post<{ Params: { kind: string; id: string } }>(
+    '/_sandbox/webhooks/:kind/:id/resend',
+    async (req, reply) => {
+      const record = findRecord(req.params.kind, req.params.id);
+      deps.webhooks.notify(record.kind, record);
+      return sendJson(reply, 202, { kind: record.kind, id: record.id, status: record.status });
+    },
+  );
+
   app.put('/_sandbox/webhooks/base-url', async (req, reply) => {
     const body = bodyOf(req.body);
     deps.webhooks.notificationBaseUrl = str(body.url);

@@ -111,6 +111,17 @@ describe('notifications (provider-facts.md)', () => {
     expect(bodies).toEqual([`{"refund_id":${r.json.refund_id}}`, `{"refund_id":${r.json.refund_id}}`]);
   });
 
+  it('the control API resends a notification on demand', async () => {
+    const c = await signed(sb.url, '/v3/deposits', {
+      body: oneShotBody({ notification_url: 'https://m.example/r' }),
+    });
+    const res = await control(sb.url, `/webhooks/deposits/${c.json.deposit_id}/resend`, {});
+    expect(res.status).toBe(202);
+    await settle();
+    expect(receiver.received.map((r) => r.body)).toEqual([`{"deposit_id":${c.json.deposit_id}}`]);
+    expect((await control(sb.url, '/webhooks/deposits/1/resend', {})).status).toBe(404);
+  });
+
   it('retries a non-2xx after 5, 25, 125, 625 and 3125 minutes of sandbox time, then gives up', async () => {
     answer = () => 500;
     const c = await signed(sb.url, '/v3/deposits', {
