@@ -84,6 +84,12 @@ function validateDeposit(engine: SandboxEngine, body: Record<string, unknown>) {
   return { parsed, issues };
 }
 
+/** Payment types a hosted checkout offers: `payment_types`, else `payment_type`; ALL (or none) is null. */
+function offeredTypes(type: string | undefined, types: string[] | undefined): string[] | null {
+  const list = types && types.length > 0 ? types : type ? [type] : [];
+  return list.length === 0 || list.includes('ALL') ? null : list;
+}
+
 export function feeOf(amount: Minor, bps: number): Minor {
   return (amount * BigInt(bps) + 5000n) / 10000n;
 }
@@ -264,6 +270,7 @@ export async function createDeposit(
     expiresAt: now + (req.expiration ?? maxExpiration) * 60_000,
     card: null,
     pageToken: engine.rng.hex(32),
+    offeredTypes: offeredTypes(req.payment_type, req.payment_types),
     missing,
     bonusAmount: req.bonus_amount ?? null,
     bonusRelative: req.bonus_amount !== undefined ? (req.bonus_relative ?? false) : null,
@@ -450,6 +457,7 @@ export function createCardDeposit(ctx: DepositContext, account: SandboxAccount, 
     expiresAt: status === 'PENDING_AUTHENTICATION' ? now + method.expirationMinutes * 60_000 : null,
     card,
     pageToken: engine.rng.hex(32),
+    offeredTypes: null,
     missing: [],
     bonusAmount: null,
     bonusRelative: null,

@@ -65,6 +65,8 @@ export interface DepositRecord extends BaseRecord {
   card: CardInfo | null;
   /** Token of the hosted checkout or 3DS page. */
   pageToken: string;
+  /** Payment types the hosted checkout offers (payment_type / payment_types); null for all. */
+  offeredTypes: string[] | null;
   /** Request fields the hosted checkout still has to collect. */
   missing: string[];
   bonusAmount: Minor | null;

@@ -92,7 +92,10 @@ export function registerPages(app: FastifyInstance, engine: SandboxEngine): void
   const checkoutPage = (d: DepositRecord, error?: string): string => {
     if (d.status === 'CREATED') {
       const methods = engine.catalogue.paymentMethods.filter(
-        (m) => m.countries.includes(d.country) && m.type !== 'CREDIT_CARD',
+        (m) =>
+          m.countries.includes(d.country) &&
+          m.type !== 'CREDIT_CARD' &&
+          (d.offeredTypes === null || d.offeredTypes.includes(m.type)),
       );
       const inputs = needed(d)
         .map((field) => {

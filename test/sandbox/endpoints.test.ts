@@ -108,6 +108,19 @@ describe('POST /v3/deposits (4.1)', () => {
     expect(hostedOnly.json.checkout_type).toBe('HOSTED');
   });
 
+  it('the hosted checkout offers the methods of payment_types only', async () => {
+    const res = await signed(sb.url, '/v3/deposits', {
+      body: { country: 'BR', currency: 'BRL', amount: 10, payment_types: ['VOUCHER'] },
+    });
+    const page = await get(res.json.redirect_url);
+    expect(page.text).toContain('value="BL"');
+    expect(page.text).not.toContain('value="IX"');
+    const all = await signed(sb.url, '/v3/deposits', {
+      body: { country: 'BR', currency: 'BRL', amount: 10, payment_type: 'ALL' },
+    });
+    expect((await get(all.json.redirect_url)).text).toContain('value="IX"');
+  });
+
   it('returns checkout_token only when requested', async () => {
     const a = await signed(sb.url, '/v3/deposits', { body: oneShotBody({ requested_token: true }) });
     expect(typeof a.json.checkout_token).toBe('string');
