@@ -385,12 +385,16 @@ export interface UpOptions {
   print?: (line: string) => void;
   /** Poller settings beyond the configuration (tests use short idle waits). */
   pollerOverrides?: Partial<StatusPollerDeps>;
+  /** Exception and polling rules beyond the configuration (tests use short polling delays). */
+  rules?: Partial<ExceptionRules>;
 }
 
 /** The sandbox as `payrecon up` runs it. */
 export interface SandboxRun {
   accounts: ProviderAccount[];
   urls: Record<string, string>;
+  /** Delivers notifications to the pipeline listening at `baseUrl` (known once it listens). */
+  deliverTo(baseUrl: string): void;
   /** Starts traffic once the pipeline is ready; intents go through `recordIntent`. */
   startTraffic(recordIntent: (intent: import('./domain/observation.ts').Intent) => Promise<void>): void;
   stop(): Promise<void>;
@@ -407,6 +411,7 @@ export interface RunningPipeline {
 /** Everything in one process: what `payrecon up` (and `npm start`) runs. */
 export async function startPipeline(config: Config, options: UpOptions): Promise<RunningPipeline> {
   const infra = await startInfrastructure(config, options.embedded);
+  if (options.rules) infra.rules = { ...infra.rules, ...options.rules };
   const { logger, lifecycle } = infra;
   const log = logger.child({ module: 'up' });
   const print = options.print ?? ((line: string) => log.info(line));
@@ -476,6 +481,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     const address = server.server.address();
     const port = typeof address === 'object' && address ? address.port : config.web.port;
     const url = `http://${config.web.host}:${port}`;
+    sandbox?.deliverTo(url);
 
     const scheduler = startJobs(infra);
     await scheduler.start();
@@ -531,6 +537,8 @@ export function redactUrl(url: string): string {
 export interface SandboxForUpOptions {
   webBaseUrl: string;
   logger: Logger;
+  /** Traffic client retries (default 1: traffic must not retry into the sandbox's own faults forever). */
+  clientRetries?: number;
   /** Sandbox seconds per real second (default 60: a minute of provider time per second). */
   speed?: number;
   /** Creations per second (default 2). */
@@ -540,6 +548,8 @@ export interface SandboxForUpOptions {
   faults?: unknown;
   /** Automatic-mode settings (see src/sandbox/automatic.ts); enabled unless said otherwise. */
   auto?: Record<string, unknown>;
+  /** The sandbox's clock (tests pass a manual one); default: real time times `speed`. */
+  clock?: import('./sandbox/clock.ts').Clock;
 }
 
 /**
@@ -563,6 +573,7 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     notificationBaseUrl: options.webBaseUrl,
     defaultNotificationUrl: `${options.webBaseUrl}/webhooks/${DEFAULT_ACCOUNT.name}`,
     ...(options.faults === undefined ? {} : { faults: options.faults }),
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
   });
   const account = {
     ...providerAccountFor(DEFAULT_ACCOUNT, { url: sandbox.url, ccUrl: sandbox.ccUrl }),
@@ -572,8 +583,13 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
   return {
     accounts: [account],
     urls: { api: sandbox.url, 'card api': sandbox.ccUrl, control: `${sandbox.url}/_sandbox/` },
+    deliverTo(baseUrl) {
+      sandbox.control.deps.webhooks.notificationBaseUrl = baseUrl;
+      sandbox.control.deps.accounts.named(DEFAULT_ACCOUNT.name)!.notificationUrl =
+        `${baseUrl}/webhooks/${DEFAULT_ACCOUNT.name}`;
+    },
     startTraffic(recordIntent) {
-      const client = createProviderClient(account, { retries: 1 });
+      const client = createProviderClient(account, { retries: options.clientRetries ?? 1 });
       sandbox.control.traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
       sandbox.control.traffic.start(options.trafficRate ?? 2);
     },
