@@ -9,7 +9,6 @@ export type MetadataKind = 'bank_deposit' | 'voucher' | 'instant' | 'hosted_only
 export interface CountryInfo {
   name: string;
   currency: string;
-  documentTypes: string[];
   states: string[];
   zipPattern: string;
   phonePattern: string;
