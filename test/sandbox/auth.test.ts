@@ -215,3 +215,35 @@ describe('idempotency keys on POST', () => {
     expect(JSON.stringify(res.json)).not.toContain(ACCOUNT.depositSecret);
   });
 });
+
+describe('card-data endpoint restricted to PCI-compliant accounts', () => {
+  it('answers 403 to an account without PCI attestation, and its other calls work', async () => {
+    const other = await startTestSandbox({
+      accounts: [
+        {
+          name: 'nopci',
+          login: 'nopci-login',
+          depositSecret: 'nopci-secret',
+          cashoutLogin: 'nopci-co',
+          cashoutPass: 'p',
+          cashoutSecret: 's',
+          readOnlyKey: 'ro',
+          notificationUrl: null,
+          pci: false,
+        },
+      ],
+    });
+    try {
+      const as = { login: 'nopci-login', secret: 'nopci-secret' };
+      const card = await signed(other.ccUrl, '/v3/deposits', { ...as, body: { country: 'BR', amount: 1 } });
+      expect(card.status).toBe(403);
+      expect(card.json).toMatchObject({ code: 100, type: 'NOT_PCI_COMPLIANT' });
+      expect((await signed(other.url, '/v3/deposits', { ...as, body: oneShotBody() })).status).toBe(200);
+      // The default account's deposits are not visible to this one.
+      const mine = await signed(other.url, '/v3/deposits', { body: oneShotBody() });
+      expect((await signed(other.url, `/v3/deposits/${mine.json.deposit_id}`, as)).status).toBe(404);
+    } finally {
+      await other.close();
+    }
+  });
+});
