@@ -11,10 +11,16 @@ import { type Minor, parseAmount } from '../domain/money.ts';
 
 export type Db = Kysely<Database>;
 
+const SCALE2 = /^-?\d+\.\d\d$/;
+
+/**
+ * Ledger text (PostgreSQL `numeric(22,2)` output, always two decimals) to minor units. The common
+ * shape is read by dropping the point; anything else goes through `parseAmount`.
+ */
 export function toMinor(text: string | null | undefined): Minor {
-  return text === null || text === undefined
-    ? 0n
-    : parseAmount(text, { allowNegative: true, field: 'ledger' });
+  if (text === null || text === undefined) return 0n;
+  if (SCALE2.test(text)) return BigInt(text.slice(0, -3) + text.slice(-2));
+  return parseAmount(text, { allowNegative: true, field: 'ledger' });
 }
 
 const accountFilter = (account: string | null, column = 'e.merchant_account') =>
@@ -55,46 +61,6 @@ export async function balancesBefore(
   }));
 }
 
-export interface OpeningClosing {
-  opening: AccountBalance[];
-  closing: AccountBalance[];
-}
-
-/**
- * Balances before `start` and before `end` in one pass over the postings. Both are sums of postings
- * (the closing is not derived from the movements), so the proof line checks the ledger.
- */
-export async function balancesAround(
-  db: Db,
-  start: Date,
-  end: Date,
-  account: string | null,
-): Promise<OpeningClosing> {
-  const { rows } = await sql<{
-    merchant_account: string;
-    currency: string;
-    book: string;
-    account: string;
-    opening: string | null;
-    closing: string | null;
-  }>`
-    SELECT p.merchant_account, p.currency, p.book, p.account,
-           sum(p.amount) FILTER (WHERE e.created_at < ${start})::text AS opening,
-           sum(p.amount)::text AS closing
-      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-     WHERE e.created_at < ${end}${accountFilter(account)}
-     GROUP BY 1, 2, 3, 4
-     ORDER BY 1, 2, 3, 4`.execute(db);
-  const pick = (r: (typeof rows)[number], v: string | null): AccountBalance => ({
-    merchantAccount: r.merchant_account,
-    currency: r.currency,
-    book: r.book,
-    account: r.account,
-    balance: toMinor(v),
-  });
-  return { opening: rows.map((r) => pick(r, r.opening)), closing: rows.map((r) => pick(r, r.closing)) };
-}
-
 export interface Movement {
   book: string;
   currency: string;
@@ -106,37 +72,84 @@ export interface Movement {
   lines: number;
 }
 
-/** Sum of postings per book, currency, entity kind, effect and ledger account, booked in [start, end). */
-export async function movementsBetween(
+export interface LedgerTotals {
+  /** Balances from entries booked before the period. */
+  opening: AccountBalance[];
+  /** Balances from entries booked before the period's end (summed, not derived from the movements). */
+  closing: AccountBalance[];
+  /** Postings booked in the period per book, currency, entity kind, effect and ledger account. */
+  movements: Movement[];
+}
+
+/**
+ * Opening balances, closing balances and the period's movements by effect in one pass over the
+ * postings booked before `end`.
+ */
+export async function ledgerTotals(
   db: Db,
   start: Date,
   end: Date,
   account: string | null,
-): Promise<Movement[]> {
+): Promise<LedgerTotals> {
   const { rows } = await sql<{
-    book: string;
+    merchant_account: string;
     currency: string;
+    book: string;
+    account: string;
     entity_kind: string;
     effect: string;
-    account: string;
-    amount: string;
+    before_start: string | null;
+    in_period: string | null;
     lines: string;
+    before_end: string;
   }>`
-    SELECT e.book, e.currency, e.entity_kind, e.effect, p.account, sum(p.amount)::text AS amount,
-           count(*)::text AS lines
-      FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-     WHERE e.created_at >= ${start} AND e.created_at < ${end}${accountFilter(account)}
-     GROUP BY 1, 2, 3, 4, 5
-     ORDER BY 1, 2, 3, 4, 5`.execute(db);
-  return rows.map((r) => ({
-    book: r.book,
-    currency: r.currency,
-    entityKind: r.entity_kind,
-    effect: r.effect,
-    account: r.account,
-    amount: toMinor(r.amount),
-    lines: Number(r.lines),
-  }));
+    SELECT p.merchant_account, p.currency, p.book, p.account, e.entity_kind, e.effect,
+           sum(p.amount) FILTER (WHERE e.created_at < ${start})::text AS before_start,
+           sum(p.amount) FILTER (WHERE e.created_at >= ${start})::text AS in_period,
+           count(*) FILTER (WHERE e.created_at >= ${start})::text AS lines,
+           sum(p.amount)::text AS before_end
+      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+     WHERE e.created_at < ${end}${accountFilter(account)}
+     GROUP BY 1, 2, 3, 4, 5, 6`.execute(db);
+  const balances = (pick: (r: (typeof rows)[number]) => string | null): AccountBalance[] => {
+    const map = new Map<string, AccountBalance>();
+    for (const r of rows) {
+      const key = `${r.merchant_account}|${r.currency}|${r.book}|${r.account}`;
+      const b = map.get(key) ?? {
+        merchantAccount: r.merchant_account,
+        currency: r.currency,
+        book: r.book,
+        account: r.account,
+        balance: 0n,
+      };
+      b.balance += toMinor(pick(r));
+      map.set(key, b);
+    }
+    return [...map.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, b]) => b);
+  };
+  const movements = new Map<string, Movement>();
+  for (const r of rows) {
+    const lines = Number(r.lines);
+    if (lines === 0) continue;
+    const key = `${r.book}|${r.currency}|${r.entity_kind}|${r.effect}|${r.account}`;
+    const m = movements.get(key) ?? {
+      book: r.book,
+      currency: r.currency,
+      entityKind: r.entity_kind,
+      effect: r.effect,
+      account: r.account,
+      amount: 0n,
+      lines: 0,
+    };
+    m.amount += toMinor(r.in_period);
+    m.lines += lines;
+    movements.set(key, m);
+  }
+  return {
+    opening: balances((r) => r.before_start),
+    closing: balances((r) => r.before_end),
+    movements: [...movements.values()],
+  };
 }
 
 /** Live entities (with a mirror) per kind with journal activity in [start, end): the entity sheets' rows. */

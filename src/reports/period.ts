@@ -53,16 +53,25 @@ const QUARTER_HOUR = 900_000;
 const offsetCache = new Map<string, number>();
 
 /** Offset of the time zone from UTC at an instant, in milliseconds (local minus UTC). */
+let lastZone = '';
+let lastBucket = Number.NaN;
+let lastOffset = 0;
+
 export function zoneOffsetMs(instant: Date, timeZone: string): number {
   const bucket = Math.floor(instant.getTime() / QUARTER_HOUR);
+  if (bucket === lastBucket && timeZone === lastZone) return lastOffset;
   const key = `${timeZone}|${bucket}`;
-  const cached = offsetCache.get(key);
-  if (cached !== undefined) return cached;
-  const at = new Date(bucket * QUARTER_HOUR);
-  const p = zonedParts(at, timeZone);
-  const offset = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - at.getTime();
-  if (offsetCache.size > 50_000) offsetCache.clear();
-  offsetCache.set(key, offset);
+  let offset = offsetCache.get(key);
+  if (offset === undefined) {
+    const at = new Date(bucket * QUARTER_HOUR);
+    const p = zonedParts(at, timeZone);
+    offset = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - at.getTime();
+    if (offsetCache.size > 50_000) offsetCache.clear();
+    offsetCache.set(key, offset);
+  }
+  lastZone = timeZone;
+  lastBucket = bucket;
+  lastOffset = offset;
   return offset;
 }
 
