@@ -5,7 +5,7 @@
  * both and their ratio. Targets: >= 10,000 observations/s and >= 0.3 of the bare rate.
  *
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
- *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500)
+ *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database
  */
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
@@ -235,7 +235,8 @@ async function main(): Promise<void> {
     if (!verify.ok) process.exitCode = 1;
   } finally {
     await db.destroy();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    if (process.env.BENCH_KEEP === '1') process.stdout.write(`kept database ${name}\n`);
+    else await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await admin.end();
   }
 }

@@ -36,8 +36,9 @@ export function compareRefs(a: EntityRef, b: EntityRef): number {
   return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 
+/** Numeric text to minor units; sums (balances, refund totals) may exceed the 18 integer digits of one amount. */
 export const toMinor = (v: string | null): Minor | null =>
-  v === null ? null : parseAmount(v, { allowNegative: true });
+  v === null ? null : parseAmount(v, { allowNegative: true, maxIntegerDigits: 40 });
 export const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
 
 function refArrays(refs: readonly EntityRef[]) {
@@ -92,6 +93,8 @@ export interface LockedMirror extends EntityRef {
   firstSeenAt: Date | null;
   externalRef: string | null;
   nextPollAt: Date | null;
+  /** The intent linked by the previous computation (read with the lock, no extra query). */
+  intent: LinkedIntent | null;
 }
 
 /** Locks the mirror rows, ordered by key so that two batches on the same entities queue instead of deadlocking. */
@@ -112,12 +115,24 @@ export async function lockMirrors(db: Db, refs: readonly EntityRef[]): Promise<M
     first_seen_at: Date | null;
     external_ref: string | null;
     next_poll_at: Date | null;
+    i_currency: string | null;
+    i_amount: string | null;
+    i_expected_fee: string | null;
+    i_test: boolean | null;
+    i_crypto: boolean | null;
+    i_fee_on_payer: boolean | null;
+    i_entity_id: string | null;
+    i_external_ref: string | null;
   }>`
-    SELECT merchant_account, entity_kind, entity_id, status, ever_completed, ever_early_released, test, crypto,
-      poll_attempts, intent_id, first_seen_at, external_ref, next_poll_at
-    FROM mirrors WHERE ${inRefs(refs)}
-    ORDER BY merchant_account, entity_kind, entity_id
-    FOR UPDATE`.execute(db);
+    SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released, m.test,
+      m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, m.next_poll_at,
+      i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee, i.test AS i_test,
+      i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
+      i.external_ref AS i_external_ref
+    FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
+    WHERE ${inRefs(refs, 'm')}
+    ORDER BY m.merchant_account, m.entity_kind, m.entity_id
+    FOR UPDATE OF m`.execute(db);
   for (const r of rows) {
     const ref = { account: r.merchant_account, kind: r.entity_kind, entityId: r.entity_id };
     out.set(refKey(ref), {
@@ -132,6 +147,20 @@ export async function lockMirrors(db: Db, refs: readonly EntityRef[]): Promise<M
       firstSeenAt: r.first_seen_at,
       externalRef: r.external_ref,
       nextPollAt: r.next_poll_at,
+      intent:
+        r.intent_id !== null && r.i_amount !== null
+          ? {
+              intentId: r.intent_id,
+              currency: r.i_currency!,
+              amount: parseAmount(r.i_amount),
+              expectedFee: r.i_expected_fee === null ? null : parseAmount(r.i_expected_fee),
+              test: r.i_test!,
+              crypto: r.i_crypto!,
+              feeOnPayer: r.i_fee_on_payer!,
+              entityId: r.i_entity_id,
+              externalRef: r.i_external_ref!,
+            }
+          : null,
     });
   }
   return out;

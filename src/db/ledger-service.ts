@@ -44,6 +44,7 @@ import {
   lockMirrors,
   type MirrorUpdate,
   refKey,
+  toMinor,
   toText,
   updateMirrors,
 } from './ledger-repository.ts';
@@ -259,7 +260,13 @@ async function reconcile(
   step('lock');
   const histories = await loadHistories(trx, refs);
   step('load history');
-  const externalRefs = refs.map((r) => {
+  // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
+  // marks those), so only unlinked or intent-touched entities search the intents table.
+  const toSearch = refs.filter((r) => {
+    const m = locked.get(refKey(r));
+    return !m?.intent || intentTouched.has(refKey(r));
+  });
+  const externalRefs = toSearch.map((r) => {
     const k = refKey(r);
     const set = new Set<string>();
     const add = (x: string | null | undefined) => {
@@ -293,7 +300,7 @@ async function reconcile(
     const freshItems = freshObs.map(toItem);
     const all = existing.concat(freshItems);
     const path = derivePath(ref.kind, all);
-    const intent = intents.get(k) ?? null;
+    const intent = intents.get(k) ?? (intentTouched.has(k) ? null : mirror.intent);
     const facts = entityFacts(ref.kind, path.sorted, intent);
     const state: EffectState = {
       kind: ref.kind,
@@ -499,7 +506,7 @@ async function crossEntityExceptions(
     for (const d of deposits) {
       const total = refunded.get(`${d.merchant_account}\u0000${d.entity_id}`);
       if (d.amount === null || total === undefined) continue;
-      if (parseAmount(total) > parseAmount(d.amount)) {
+      if (toMinor(total)! > parseAmount(d.amount)) {
         out.push({
           type: 'OVER_REFUNDED',
           account: d.merchant_account,

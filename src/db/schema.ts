@@ -195,6 +195,10 @@ export interface ExceptionsTable {
   resolution_note: string | null;
   resolved_by: string | null;
   resolved_at: Timestamp | null;
+  /** Acknowledgement columns (migration 20261121T1200_report_runs_detail, finance page). */
+  acknowledged_by: string | null;
+  acknowledged_at: Timestamp | null;
+  acknowledgement_note: string | null;
   updated_at: GeneratedTimestamp;
 }
 
@@ -237,6 +241,24 @@ export interface ReportRunsTable {
   error: string | null;
   created_at: GeneratedTimestamp;
   finished_at: Timestamp | null;
+  /** Columns of migration 20261121T1200_report_runs_detail (finance page). */
+  parameters: Generated<Record<string, unknown>>;
+  row_counts: Generated<Record<string, unknown>>;
+  sha256: string | null;
+  files: Generated<unknown[]>;
+  requested_by: string | null;
+  trigger: Generated<string>;
+  progress_done: Generated<string>;
+  progress_total: Generated<string>;
+  deleted_at: Timestamp | null;
+}
+
+/** Which alert reached which sink (migration 20261121T1300_alert_deliveries, alert dispatcher). */
+export interface AlertDeliveriesTable {
+  alert_id: string;
+  sink: string;
+  delivered_at: GeneratedTimestamp;
+  digest: Generated<boolean>;
 }
 
 /** The whole database as Kysely sees it. */
@@ -260,4 +282,5 @@ export interface Database {
   outbox: OutboxTable;
   job_runs: JobRunsTable;
   report_runs: ReportRunsTable;
+  alert_deliveries: AlertDeliveriesTable;
 }

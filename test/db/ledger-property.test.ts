@@ -277,7 +277,10 @@ describe('ledger property', () => {
           expect(Object.fromEntries(actual)).toEqual(Object.fromEntries(expected));
         },
       ),
-      { numRuns: Number(process.env.LEDGER_PROPERTY_RUNS ?? 40) },
+      {
+        numRuns: Number(process.env.LEDGER_PROPERTY_RUNS ?? 40),
+        endOnFailure: process.env.LEDGER_PROPERTY_SHRINK !== '1',
+      },
     );
   }, 240_000);
 });

@@ -5,7 +5,13 @@
  * statement's postings of each entry sum to zero per currency. Since every entry balanced before the
  * statement, an entry balances after it exactly when the statement's postings of it sum to zero, so the
  * trigger reads only the transition table and one index lookup per distinct entry and account. Ledger
- * accounts become undeletable, as entries and postings are. Imports nothing of the app.
+ * accounts become undeletable, as entries and postings are.
+ *
+ * Secondary indexes of mirrors and intents are reordered to lead with their own column: sharing the
+ * (merchant_account, entity_kind) prefix of the primary key let the planner, with missing or stale
+ * statistics, probe them for key lookups and scan a whole account per probe. The status index of mirrors
+ * goes: every batch rewrites the status, and its readers (sweeps, verification) scan anyway. Imports
+ * nothing of the app.
  */
 import { type Kysely, sql } from 'kysely';
 
@@ -50,11 +56,30 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
     CREATE TRIGGER ledger_accounts_immutable_trg BEFORE UPDATE OR DELETE ON ledger_accounts
       FOR EACH ROW EXECUTE FUNCTION ledger_refuse_change();
+
+    DROP INDEX mirrors_external_ref_ix;
+    DROP INDEX mirrors_parent_ix;
+    DROP INDEX mirrors_status_ix;
+    DROP INDEX intents_entity_ix;
+    DROP INDEX intents_external_ref_ix;
+    CREATE INDEX mirrors_external_ref_ix ON mirrors (external_ref, merchant_account, entity_kind);
+    CREATE INDEX mirrors_parent_ix ON mirrors (parent_deposit_id, merchant_account) WHERE parent_deposit_id IS NOT NULL;
+    CREATE INDEX intents_entity_ix ON intents (entity_id, merchant_account, entity_kind);
+    CREATE INDEX intents_external_ref_ix ON intents (external_ref, merchant_account, entity_kind);
   `.execute(db);
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
+    DROP INDEX mirrors_external_ref_ix;
+    DROP INDEX mirrors_parent_ix;
+    DROP INDEX intents_entity_ix;
+    DROP INDEX intents_external_ref_ix;
+    CREATE INDEX mirrors_external_ref_ix ON mirrors (merchant_account, entity_kind, external_ref);
+    CREATE INDEX mirrors_parent_ix ON mirrors (merchant_account, parent_deposit_id) WHERE parent_deposit_id IS NOT NULL;
+    CREATE INDEX mirrors_status_ix ON mirrors (entity_kind, status);
+    CREATE INDEX intents_entity_ix ON intents (merchant_account, entity_kind, entity_id);
+    CREATE INDEX intents_external_ref_ix ON intents (merchant_account, entity_kind, external_ref);
     DROP TRIGGER IF EXISTS ledger_accounts_immutable_trg ON ledger_accounts;
     CREATE OR REPLACE FUNCTION postings_check_balanced() RETURNS trigger LANGUAGE plpgsql AS $fn$
     DECLARE
