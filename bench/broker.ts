@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { type ISocketFactory, Kafka, logLevel, type Producer } from 'kafkajs';
 
@@ -240,6 +241,9 @@ async function main(): Promise<void> {
     },
   });
   await new Promise((r) => setTimeout(r, 3000));
+  // Stalls of this (client) process count in the latency too; measured so they can be told apart.
+  const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+  loopDelay.enable();
   const target = latencySeconds * 1000;
   let sent = 0;
   let inFlight = 0;
@@ -265,6 +269,7 @@ async function main(): Promise<void> {
   });
   const deadline = Date.now() + 10_000;
   while (latencies.length < target && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  loopDelay.disable();
   await latConsumer.disconnect();
   await producer.disconnect();
   await admin.disconnect();
@@ -309,6 +314,9 @@ async function main(): Promise<void> {
       p50Ms: Number(pct(sorted, 0.5).toFixed(2)),
       p99Ms: Number(pct(sorted, 0.99).toFixed(2)),
       maxMs: Number((sorted.at(-1) ?? 0).toFixed(2)),
+      clientEventLoopDelayP99Ms: Number((loopDelay.percentile(99) / 1e6).toFixed(2)),
+      clientEventLoopDelayMaxMs: Number((loopDelay.max / 1e6).toFixed(2)),
+      loadAverage1m: Number(os.loadavg()[0]!.toFixed(2)),
     },
     brokerMemory: {
       rssWithLogStoredMiB: Number(mb(storedRss)),
