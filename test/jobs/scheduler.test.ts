@@ -174,6 +174,55 @@ describe('claims', () => {
   });
 });
 
+describe('ledger verification and retention', () => {
+  it('raises one alert per failed hourly verification', async () => {
+    const alerts: string[] = [];
+    let verifications = 0;
+    const jobs = buildJobCatalog({
+      timeZone: TZ,
+      settlementCutoff: '00:00',
+      reports: runner,
+      accounts: async () => [],
+      verifyLedger: async () => {
+        verifications++;
+        return { failures: ['entry 7 does not balance in BRL'] };
+      },
+      raiseAlert: async (a) => {
+        alerts.push(`${a.type} ${a.severity} ${a.message}`);
+      },
+    }).filter((j) => j.name === 'ledger-verify');
+    const at = new Date('2026-11-21T10:00:00Z');
+    const a = new JobScheduler({ db: t.db, jobs, owner: 'verify-a' });
+    const b = new JobScheduler({ db: t.db, jobs, owner: 'verify-b' });
+    await Promise.all([a.tick(jobs[0]!, at), b.tick(jobs[0]!, at)]);
+    expect(verifications).toBe(1);
+    expect(alerts).toEqual([
+      'LEDGER_VERIFICATION_FAILED critical Ledger verification failed: 1 invariant(s) broken: entry 7 does not balance in BRL',
+    ]);
+  });
+
+  it('removes the files of old workbooks and keeps their runs', async () => {
+    const started = await runner.run({ kind: 'exceptions', from: today, to: today, account: null });
+    const run = started!.run;
+    expect(existsSync(run.files[0]!.path)).toBe(true);
+    const jobs = buildJobCatalog({
+      timeZone: TZ,
+      settlementCutoff: '00:00',
+      reports: runner,
+      accounts: async () => [],
+      retentionDays: 0,
+    }).filter((j) => j.name === 'report-retention');
+    const s = new JobScheduler({ db: t.db, jobs, owner: 'retention' });
+    const r = await s.tick(jobs[0]!, new Date(Date.now() + 60_000));
+    expect(r.ran).toHaveLength(1);
+    expect(existsSync(run.files[0]!.path)).toBe(false);
+    const after = await runner.get(run.id);
+    expect(after?.deleted).toBe(true);
+    expect(after?.files).toEqual([]);
+    expect(await runner.filePath(run.id, run.files[0]!.name)).toBeNull();
+  });
+});
+
 describe('fire times', () => {
   it('lists a daily cron in its time zone', () => {
     const times = fireTimesBetween(

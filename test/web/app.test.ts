@@ -7,13 +7,13 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
-import { buildWebApp } from '../../src/web/app.ts';
+import { buildWebApp, webRoutes } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
@@ -303,5 +303,54 @@ describe('signed in', () => {
     expect(res.statusCode).toBe(303);
     expect(jar.cookies.has('payrecon_session')).toBe(false);
     expect((await get(jar, '/balances', '*/*')).statusCode).toBe(401);
+  });
+});
+
+describe('mounted in a larger server', () => {
+  it('keeps its sign-in to its own routes under a prefix', async () => {
+    const server = Fastify();
+    server.get('/healthz', async () => ({ ok: true }));
+    await server.register(webRoutes, {
+      prefix: '/finance',
+      users: [{ username: 'finance', passwordHash: await hashPassword('correct horse battery') }],
+      sessionSecret: SECRET,
+      timeZone: TZ,
+      services: ledgerWebServices(t.db, runner),
+    });
+    try {
+      expect((await server.inject({ url: '/healthz' })).statusCode).toBe(200);
+      const refused = await server.inject({ url: '/finance/balances', headers: { accept: 'text/html' } });
+      expect(refused.statusCode).toBe(303);
+      expect(refused.headers.location).toBe('/finance/login');
+      const login = await server.inject({ url: '/finance/login' });
+      expect(login.body).toContain('action="/finance/login"');
+      const token = csrfOf(login.body);
+      const prelogin = login.cookies.find((c) => c.name === 'payrecon_prelogin')!;
+      expect(prelogin.path).toBe('/finance');
+      const res = await server.inject({
+        method: 'POST',
+        url: '/finance/login',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          cookie: `payrecon_prelogin=${prelogin.value}`,
+        },
+        payload: new URLSearchParams({
+          _csrf: token,
+          username: 'finance',
+          password: 'correct horse battery',
+        }).toString(),
+      });
+      expect(res.statusCode).toBe(303);
+      expect(res.headers.location).toBe('/finance/reports');
+      const session = res.cookies.find((c) => c.name === 'payrecon_session')!;
+      const page = await server.inject({
+        url: '/finance/balances',
+        headers: { cookie: `payrecon_session=${session.value}` },
+      });
+      expect(page.statusCode).toBe(200);
+      expect(page.body).toContain('href="/finance/static/style.css"');
+    } finally {
+      await server.close();
+    }
   });
 });
