@@ -5,7 +5,6 @@
  */
 import { join } from 'node:path';
 import { loadConfig } from '../config.ts';
-import { logger } from '../logger.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
 import { verifyLedger } from './verify.ts';
 
@@ -20,7 +19,6 @@ export async function runDbCli(
   opts: { url?: string },
   startEmbedded: () => Promise<StartEmbeddedPostgres>,
 ): Promise<void> {
-  const log = logger.child({ module: 'db-cli' });
   const config = loadConfig();
   let url = opts.url ?? config.database.url;
   let stop: (() => Promise<void>) | null = null;
@@ -34,7 +32,6 @@ export async function runDbCli(
   try {
     if (action === 'migrate') {
       const lines = await migrateToLatest(db);
-      for (const line of lines) log.info(line);
       process.stdout.write(lines.length ? `${lines.join('\n')}\n` : 'database is up to date\n');
     } else if (action === 'rollback') {
       const lines = await migrateDown(db);
