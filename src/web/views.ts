@@ -20,6 +20,7 @@ table{border-collapse:collapse;background:#fff;width:100%;margin:.5rem 0 1rem;bo
 th,td{padding:.4rem .65rem;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
 th{background:#eef1f5;font-weight:600;font-size:.85rem;text-transform:uppercase;letter-spacing:.02em;color:#46505f}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.when{white-space:nowrap}
 tr:hover td{background:#fafbfd}
 .neg{color:#b3261e}
 form.inline{display:flex;gap:.5rem;flex-wrap:wrap;align-items:end;margin:.5rem 0 1rem}
@@ -113,9 +114,9 @@ export interface ReportRunView {
 function runRow(ctx: PageContext, run: ReportRunView): SafeHtml {
   const rows = Object.values(run.rowCounts).reduce((a, b) => a + b, 0);
   return html`<tr><td><a href="${ctx.base}/reports/${run.id}">${run.kind}</a></td><td>${run.account ?? 'all'}</td>
-<td>${run.from} – ${run.to}</td><td><span class="badge ${run.status}">${run.status}</span></td>
+<td class="when">${run.from} – ${run.to}</td><td><span class="badge ${run.status}">${run.status}</span></td>
 <td class="num">${run.status === 'succeeded' ? rows.toLocaleString('en-US') : ''}</td>
-<td>${formatDateTime(run.createdAt, ctx.timeZone)}</td><td>${run.requestedBy ?? run.trigger}</td>
+<td class="when">${formatDateTime(run.createdAt, ctx.timeZone)}</td><td>${run.requestedBy ?? run.trigger}</td>
 <td>${run.status === 'succeeded' && run.files[0] ? html`<a href="${ctx.base}/reports/${run.id}/download/${run.files[0].name}">${run.files[0].label}</a>` : ''}</td></tr>`;
 }
 
@@ -252,7 +253,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
               e,
             ) => html`<tr data-exception="${e.id}"><td>${e.type}</td><td>${e.kind} ${e.entityId}</td><td>${e.account}</td><td>${e.severity}</td>
 <td><span class="badge ${e.state}">${e.state}</span></td><td class="num">${e.count}</td>
-<td>${formatDateTime(e.firstSeenAt, ctx.timeZone)}</td><td>${formatAge(now.getTime() - e.firstSeenAt.getTime())}</td>
+<td class="when">${formatDateTime(e.firstSeenAt, ctx.timeZone)}</td><td class="when">${formatAge(now.getTime() - e.firstSeenAt.getTime())}</td>
 <td>${e.note ?? ''}${e.actedBy ? html`<div class="muted">${e.actedBy}, ${formatDateTime(e.actedAt, ctx.timeZone)}</div>` : ''}</td>
 <td>${
               e.state === 'resolved'
