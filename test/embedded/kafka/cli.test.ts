@@ -8,21 +8,23 @@ import { client, tempDir, waitFor } from './helpers.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const children: ChildProcess[] = [];
 const dataDir = tempDir('cli');
+const crashDir = tempDir('cli-crash');
 afterAll(() => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   fs.rmSync(dataDir, { recursive: true, force: true });
+  fs.rmSync(crashDir, { recursive: true, force: true });
 });
 
-async function runBroker(): Promise<{ child: ChildProcess; port: number }> {
+async function runBroker(port = 0, dir = dataDir): Promise<{ child: ChildProcess; port: number }> {
   const child = spawn(
     process.execPath,
     [
       path.join(root, 'bin/payrecon.mjs'),
       'broker',
       '--port',
-      '0',
+      String(port),
       '--data-dir',
-      dataDir,
+      dir,
       '--partitions',
       '2',
     ],
@@ -70,5 +72,63 @@ describe('payrecon broker', () => {
     const code2 = exited(second.child);
     second.child.kill('SIGTERM');
     expect(await code2).toBe(0);
+  }, 90_000);
+
+  it('keeps every acknowledged message and committed offset when the broker process is killed (SIGKILL)', async () => {
+    const first = await runBroker(0, crashDir);
+    const kafka = client(first);
+    const producer = kafka.producer({ retry: { retries: 0 } });
+    await producer.connect();
+    const acked: string[] = [];
+    let stop = false;
+    const loop = (async () => {
+      for (let i = 0; !stop; i++) {
+        try {
+          await producer.send({
+            topic: 'crash',
+            acks: -1,
+            messages: [{ key: String(i % 5), value: `c${i}` }],
+          });
+          acked.push(`c${i}`);
+        } catch {
+          stop = true;
+        }
+      }
+    })();
+    await waitFor(() => acked.length >= 300, 20_000, '300 acknowledged messages');
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.setOffsets({
+      groupId: 'crash-group',
+      topic: 'crash',
+      partitions: [{ partition: 0, offset: '7' }],
+    });
+    await admin.disconnect();
+    const code = exited(first.child);
+    first.child.kill('SIGKILL');
+    await code;
+    stop = true;
+    await loop;
+    await producer.disconnect().catch(() => {});
+
+    const second = await runBroker(0, crashDir);
+    const admin2 = client(second).admin();
+    await admin2.connect();
+    const committed = await admin2.fetchOffsets({ groupId: 'crash-group', topics: ['crash'] });
+    expect(committed[0]?.partitions.find((p) => p.partition === 0)?.offset).toBe('7');
+    await admin2.disconnect();
+    const consumer = client(second).consumer({ groupId: 'crash-check', maxWaitTimeInMs: 500 });
+    await consumer.connect();
+    await consumer.subscribe({ topic: 'crash', fromBeginning: true });
+    const seen = new Set<string>();
+    await consumer.run({ eachMessage: async ({ message }) => void seen.add(String(message.value)) });
+    await waitFor(
+      () => acked.every((v) => seen.has(v)),
+      20_000,
+      'every acknowledged message after the crash',
+    );
+    await consumer.disconnect();
+    second.child.kill('SIGTERM');
+    expect(acked.filter((v) => !seen.has(v))).toEqual([]);
   }, 90_000);
 });
