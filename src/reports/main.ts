@@ -8,7 +8,6 @@ import cliProgress from 'cli-progress';
 import { loadConfig } from '../config.ts';
 import { createDb, migrateToLatest } from '../db/connection.ts';
 import { AppError } from '../domain/errors.ts';
-import { logger } from '../logger.ts';
 import { isIsoDate } from './period.ts';
 import { type ReportKind, ReportRunner } from './runs.ts';
 import { ensureReportSchema } from './schema.ts';
@@ -65,7 +64,6 @@ export async function runReportCli(kind: ReportKind, opts: ReportCliOptions): Pr
       dir: join(config.dataDir, 'reports'),
       timeZone: opts.timeZone ?? config.jobs.timeZone,
       cutoff: opts.cutoff ?? config.jobs.settlementCutoff,
-      logger: logger.child({ module: 'reports' }),
     });
     const csvDir = opts.csv === false ? null : (opts.csvDir ?? dirname(opts.out));
     const outcome = await runner.run(

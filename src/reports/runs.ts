@@ -319,6 +319,18 @@ export class ReportRunner {
     return merchantAccounts(this.db);
   }
 
+  /**
+   * Marks runs still `running` after `maxAgeMs` as failed: their process stopped while writing (a run
+   * of a million rows takes about a minute), and the page would otherwise wait for them forever.
+   */
+  async failAbandoned(maxAgeMs = 6 * 3_600_000): Promise<number> {
+    const before = new Date(this.now().getTime() - maxAgeMs);
+    const result = await sql`
+      UPDATE report_runs SET status = 'failed', error = 'abandoned: the process writing it stopped', finished_at = now()
+       WHERE status = 'running' AND created_at < ${before}`.execute(this.db);
+    return Number(result.numAffectedRows ?? 0n);
+  }
+
   /** Deletes the files of runs finished before `before`; the rows stay, marked deleted. */
   async deleteOlderThan(before: Date): Promise<number> {
     const { rows } = await sql<{ id: string }>`

@@ -60,6 +60,7 @@ export async function runWebCli(opts: WebCliOptions): Promise<void> {
     cutoff: config.jobs.settlementCutoff,
     logger: log,
   });
+  await runner.failAbandoned();
   const app = await buildWebApp({
     users: config.web.users,
     sessionSecret: config.web.sessionSecret ?? randomBytes(32).toString('base64url'),

@@ -221,6 +221,15 @@ describe('ledger verification and retention', () => {
     expect(after?.files).toEqual([]);
     expect(await runner.filePath(run.id, run.files[0]!.name)).toBeNull();
   });
+
+  it('marks runs abandoned by a stopped process as failed', async () => {
+    await sql`INSERT INTO report_runs (run_key, report, status, created_at)
+              VALUES ('abandoned-run', 'settlement', 'running', now() - interval '7 hours')`.execute(t.db);
+    expect(await runner.failAbandoned()).toBe(1);
+    const { rows } = await sql<{ status: string; error: string }>`
+      SELECT status, error FROM report_runs WHERE run_key = 'abandoned-run'`.execute(t.db);
+    expect(rows[0]).toEqual({ status: 'failed', error: 'abandoned: the process writing it stopped' });
+  });
 });
 
 describe('fire times', () => {
