@@ -286,9 +286,8 @@ export interface PostingLine {
   amount: Minor;
 }
 
-function creditLines(kind: EntityKind, p: EffectParams, book: Book): PostingLine[] {
+function creditLines(p: EffectParams, book: Book): PostingLine[] {
   const [avail, deposits] = book === 'test' ? ['test_available', 'test_deposits'] : ['available', 'deposits'];
-  void kind;
   return [
     { account: avail, currency: p.currency, amount: p.amount },
     { account: deposits, currency: p.currency, amount: -p.amount },
@@ -320,11 +319,11 @@ export function effectPostings(kind: EntityKind, effect: Effect, p: EffectParams
   const c = p.currency;
   switch (effect) {
     case 'credit':
-      return creditLines(kind, p, p.book);
+      return creditLines(p, p.book);
     case 'fee':
       return feeLines(p.book, c, A);
     case 'early_release_reversal': {
-      const lines = creditLines(kind, p, p.book);
+      const lines = creditLines(p, p.book);
       if (p.feeAmount !== null && p.feeCurrency !== null) {
         lines.push(...feeLines(p.book, p.feeCurrency, p.feeAmount));
       }
