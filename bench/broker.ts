@@ -42,6 +42,9 @@ function procStatus(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
+/** Worst event-loop delay the broker reported (its `--stats-ms` lines) since the last reset. */
+const brokerLoop = { p99: 0, max: 0 };
+
 async function startChild(): Promise<{ child: ChildProcess; port: number }> {
   const child = spawn(
     process.execPath,
@@ -54,9 +57,23 @@ async function startChild(): Promise<{ child: ChildProcess; port: number }> {
       dataDir,
       '--partitions',
       '1',
+      '--stats-ms',
+      '500',
     ],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
+    { stdio: ['ignore', 'pipe', 'pipe'] },
   );
+  let err = '';
+  child.stderr!.on('data', (c: Buffer) => {
+    err += c.toString();
+    const lines = err.split('\n');
+    err = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line.includes('"broker stats"')) continue;
+      const stats = JSON.parse(line) as { eventLoopDelayP99Ms: number; eventLoopDelayMaxMs: number };
+      brokerLoop.p99 = Math.max(brokerLoop.p99, stats.eventLoopDelayP99Ms);
+      brokerLoop.max = Math.max(brokerLoop.max, stats.eventLoopDelayMaxMs);
+    }
+  });
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (c: Buffer) => {
@@ -85,6 +102,47 @@ const noDelaySocket: ISocketFactory = ({ host, port, onConnect }) => {
 function cpuSeconds(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * Pings the broker with ApiVersions every 10 ms on a raw socket; the round trips show how responsive the
+ * broker itself is, apart from kafkajs.
+ */
+function startProbe(port: number): { stop(): number[] } {
+  const rtts: number[] = [];
+  const socket = net.connect({ host: '127.0.0.1', port });
+  socket.setNoDelay(true);
+  const sentAt = new Map<number, number>();
+  let buffered = Buffer.alloc(0);
+  socket.on('data', (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    while (buffered.length >= 8 && buffered.length >= buffered.readInt32BE(0) + 4) {
+      const id = buffered.readInt32BE(4);
+      const t = sentAt.get(id);
+      if (t !== undefined) rtts.push(performance.now() - t);
+      sentAt.delete(id);
+      buffered = buffered.subarray(buffered.readInt32BE(0) + 4);
+    }
+  });
+  socket.on('error', () => {});
+  let id = 0;
+  const timer = setInterval(() => {
+    const frame = Buffer.alloc(14);
+    frame.writeInt32BE(10, 0);
+    frame.writeInt16BE(18, 4);
+    frame.writeInt16BE(0, 6);
+    frame.writeInt32BE(++id, 8);
+    frame.writeInt16BE(-1, 12);
+    sentAt.set(id, performance.now());
+    socket.write(frame);
+  }, 10);
+  return {
+    stop() {
+      clearInterval(timer);
+      socket.destroy();
+      return rtts;
+    },
+  };
 }
 
 const cpuOf = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
@@ -244,6 +302,9 @@ async function main(): Promise<void> {
   // Stalls of this (client) process count in the latency too; measured so they can be told apart.
   const loopDelay = monitorEventLoopDelay({ resolution: 5 });
   loopDelay.enable();
+  const probe = startProbe(port);
+  brokerLoop.p99 = 0;
+  brokerLoop.max = 0;
   const target = latencySeconds * 1000;
   let sent = 0;
   let inFlight = 0;
@@ -270,6 +331,7 @@ async function main(): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (latencies.length < target && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   loopDelay.disable();
+  const probeRtts = probe.stop().sort((a, b) => a - b);
   await latConsumer.disconnect();
   await producer.disconnect();
   await admin.disconnect();
@@ -314,6 +376,10 @@ async function main(): Promise<void> {
       p50Ms: Number(pct(sorted, 0.5).toFixed(2)),
       p99Ms: Number(pct(sorted, 0.99).toFixed(2)),
       maxMs: Number((sorted.at(-1) ?? 0).toFixed(2)),
+      brokerPingP50Ms: Number(pct(probeRtts, 0.5).toFixed(2)),
+      brokerPingP99Ms: Number(pct(probeRtts, 0.99).toFixed(2)),
+      brokerEventLoopDelayWorstP99Ms: Number(brokerLoop.p99.toFixed(2)),
+      brokerEventLoopDelayMaxMs: Number(brokerLoop.max.toFixed(2)),
       clientEventLoopDelayP99Ms: Number((loopDelay.percentile(99) / 1e6).toFixed(2)),
       clientEventLoopDelayMaxMs: Number((loopDelay.max / 1e6).toFixed(2)),
       loadAverage1m: Number(os.loadavg()[0]!.toFixed(2)),

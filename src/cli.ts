@@ -73,6 +73,7 @@ program
   .option('--retention-ms <ms>', 'delete segments older than this (-1 keeps all)')
   .option('--retention-bytes <bytes>', 'per-partition size limit (-1 keeps all)')
   .option('--segment-bytes <bytes>', 'segment roll size')
+  .option('--stats-ms <ms>', 'log event-loop delay and memory at this interval')
   .action(async (opts) => (await import('./embedded/kafka/main.ts')).runBrokerCli(opts));
 
 program

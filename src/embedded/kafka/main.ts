@@ -2,6 +2,7 @@
  * `payrecon broker`: runs the embedded broker in the foreground until SIGINT/SIGTERM. With `--port 0`
  * the chosen port is printed on stdout as `listening 127.0.0.1:PORT` so a parent process can read it.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startBroker } from './broker.ts';
 
 export interface BrokerCliOptions {
@@ -12,6 +13,8 @@ export interface BrokerCliOptions {
   readonly retentionMs?: string;
   readonly retentionBytes?: string;
   readonly segmentBytes?: string;
+  /** When set, logs event-loop delay and memory every this many milliseconds. */
+  readonly statsMs?: string;
 }
 
 function int(value: string | undefined, name: string): number | undefined {
@@ -35,6 +38,27 @@ export async function runBrokerCli(opts: BrokerCliOptions): Promise<void> {
     },
   });
   process.stdout.write(`listening ${broker.host}:${broker.port}\n`);
+  const statsMs = int(opts.statsMs, 'stats-ms');
+  if (statsMs && statsMs > 0) {
+    const delay = monitorEventLoopDelay({ resolution: 5 });
+    delay.enable();
+    setInterval(() => {
+      const mem = process.memoryUsage();
+      process.stderr.write(
+        `${JSON.stringify({
+          level: 'info',
+          time: new Date().toISOString(),
+          msg: 'broker stats',
+          eventLoopDelayP99Ms: delay.percentile(99) / 1e6,
+          eventLoopDelayMaxMs: delay.max / 1e6,
+          rssBytes: mem.rss,
+          heapUsedBytes: mem.heapUsed,
+          externalBytes: mem.external,
+        })}\n`,
+      );
+      delay.reset();
+    }, statsMs).unref();
+  }
   const stop = () => {
     broker.close().then(
       () => process.exit(0),
