@@ -207,7 +207,8 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
             return { ...out, baseOffset: base, logStartOffset: partLog.startOffset };
           } catch (err) {
             if (err instanceof InvalidBatchError) return { ...out, errorCode: ERR.CORRUPT_MESSAGE };
-            throw err;
+            log('error', 'append failed', { topic: t.name, partition: p.index, err: String(err) });
+            return { ...out, errorCode: ERR.KAFKA_STORAGE_ERROR };
           }
         }),
       }));
@@ -271,7 +272,11 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
           },
           respond: () => {
             clearTimeout(timer);
-            for (const k of keys) parked.get(k)?.delete(entry);
+            for (const k of keys) {
+              const set = parked.get(k);
+              set?.delete(entry);
+              if (set?.size === 0) parked.delete(k);
+            }
             resolve((last ?? build()).body);
           },
         };

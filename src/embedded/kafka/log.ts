@@ -173,7 +173,14 @@ class Segment {
   }
 
   append(batch: Buffer, offset: number, nextOffset: number): void {
-    fs.writeSync(this.fd, batch, 0, batch.length, this.size);
+    try {
+      const n = fs.writeSync(this.fd, batch, 0, batch.length, this.size);
+      if (n !== batch.length) throw new Error(`short write: ${n} of ${batch.length} bytes`);
+    } catch (err) {
+      // Leave no partial batch behind (a full disk, say): the next append must start on a boundary.
+      fs.ftruncateSync(this.fd, this.size);
+      throw err;
+    }
     if (this.entries.length === 0 || this.bytesSinceIndex >= INDEX_INTERVAL) {
       this.addIndex(offset, this.size);
       this.bytesSinceIndex = 0;
