@@ -5,9 +5,11 @@
  * both and their ratio. Targets: >= 10,000 observations/s and >= 0.3 of the bare rate.
  *
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
- *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database
+ *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database,
+ *   BENCH_STREAMS (default 1): partitions applied concurrently, one connection each (bare likewise)
  */
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
@@ -22,6 +24,49 @@ const ADMIN =
   'postgres://postgres@127.0.0.1:5432/postgres';
 const TOTAL = Number(process.env.BENCH_OBSERVATIONS ?? 100_000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 500);
+const STREAMS = Math.max(1, Number(process.env.BENCH_STREAMS ?? 1));
+
+/** Stable partition of an entity id (FNV-1a), like a keyed Kafka topic. */
+function partitionOf(key: string, partitions: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % partitions;
+}
+
+/**
+ * CPU seconds used so far by this process and by the server process behind the single connection (from
+ * /proc, Linux only; null elsewhere). Wall time on a shared machine depends on the other load; CPU time
+ * does not, so the bench also reports rates per CPU second of client plus server.
+ */
+async function cpuSeconds(backendPid: number | null): Promise<{ client: number; server: number } | null> {
+  const own = process.cpuUsage();
+  const client = (own.user + own.system) / 1e6;
+  if (backendPid === null) return null;
+  try {
+    const stat = await readFile(`/proc/${backendPid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return { client, server: ticks / 100 };
+  } catch {
+    return null;
+  }
+}
+
+function cpuDelta(
+  a: { client: number; server: number } | null,
+  b: { client: number; server: number } | null,
+) {
+  return a && b
+    ? {
+        client: b.client - a.client,
+        server: b.server - a.server,
+        total: b.client - a.client + b.server - a.server,
+      }
+    : null;
+}
 
 /** Small deterministic PRNG (mulberry32), so every run sees the same stream. */
 function prng(seed: number): () => number {
@@ -133,16 +178,19 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(ADMIN);
   url.pathname = `/${name}`;
-  const db = createDb(url.toString(), 4);
+  // One connection: the run is sequential, and the server process's CPU time can be read from /proc.
+  const db = createDb(url.toString(), 1);
   try {
     await migrateToLatest(db);
     const { observations, intents } = generate(TOTAL);
     const version = await sql<{ v: string }>`SELECT current_setting('server_version') AS v`.execute(db);
     process.stdout.write(
       `bench:ledger  PostgreSQL ${version.rows[0]?.v}  ${observations.length} observations, batches of ${BATCH}, ` +
-        `${intents.length} intents\n`,
+        `${intents.length} intents, ${STREAMS} stream(s)\n`,
     );
 
+    const pidRow = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
+    const backendPid = pidRow.rows[0]?.pid ?? null;
     let t = performance.now();
     for (let i = 0; i < intents.length; i += BATCH) {
       const chunk = intents.slice(i, i + BATCH);
@@ -150,72 +198,74 @@ async function main(): Promise<void> {
     }
     const intentMs = performance.now() - t;
 
-    // Postings booked by each batch, to replay them bare afterwards with the same grouping.
-    const batchPostingIds: Array<[string, string]> = [];
+    // Observations are keyed by entity like the Kafka topic: with BENCH_STREAMS > 1 each stream (a
+    // partition) is applied in its own batches on its own connection, concurrently.
+    const streamObs: Observation[][] = Array.from({ length: STREAMS }, () => []);
+    for (const o of observations) streamObs[partitionOf(o.entityId, STREAMS)]!.push(o);
+    const dbs = [db, ...Array.from({ length: STREAMS - 1 }, () => createDb(url.toString(), 1))];
     const timings: Record<string, number> = {};
     let booked = 0;
+    let batchCount = 0;
+    const cpuLedger0 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
     t = performance.now();
-    for (let i = 0; i < observations.length; i += BATCH) {
-      const chunk = observations.slice(i, i + BATCH);
-      const before = await sql<{ id: string | null }>`SELECT max(id)::text AS id FROM postings`.execute(db);
-      const r = await withLedgerTransaction(db, (trx) => applyObservations(trx, chunk, { timings }));
-      const after = await sql<{ id: string | null }>`SELECT max(id)::text AS id FROM postings`.execute(db);
-      batchPostingIds.push([before.rows[0]?.id ?? '0', after.rows[0]?.id ?? '0']);
-      booked += r.entriesBooked;
-    }
-    const ledgerMsGross = performance.now() - t;
-    // The two max(id) probes per batch are bench bookkeeping; time them alone and subtract.
-    t = performance.now();
-    for (let i = 0; i < batchPostingIds.length; i++) {
-      await sql`SELECT max(id)::text AS id FROM postings`.execute(db);
-      await sql`SELECT max(id)::text AS id FROM postings`.execute(db);
-    }
-    const probeMs = performance.now() - t;
-    const ledgerMs = ledgerMsGross - probeMs;
+    await Promise.all(
+      dbs.map(async (conn, s) => {
+        const list = streamObs[s]!;
+        for (let i = 0; i < list.length; i += BATCH) {
+          const chunk = list.slice(i, i + BATCH);
+          const r = await withLedgerTransaction(conn, (trx) => applyObservations(trx, chunk, { timings }));
+          booked += r.entriesBooked;
+          batchCount += 1;
+        }
+      }),
+    );
+    const ledgerMs = performance.now() - t;
+    const cpuLedger1 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
 
     await sql`
       CREATE TABLE bare_postings (
         id bigserial PRIMARY KEY, entry_id bigint NOT NULL, merchant_account text NOT NULL, currency text NOT NULL,
         book text NOT NULL, account text NOT NULL, amount numeric(22, 2) NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now())`.execute(db);
-    const batches: {
-      entry: string[];
-      acc: string[];
-      cur: string[];
-      book: string[];
-      name: string[];
-      amount: string[];
-    }[] = [];
-    for (const [lo, hi] of batchPostingIds) {
-      const { rows } = await sql<{
-        entry_id: string;
-        merchant_account: string;
-        currency: string;
-        book: string;
-        account: string;
-        amount: string;
-      }>`SELECT entry_id, merchant_account, currency, book, account, amount::text FROM postings
-         WHERE id > ${lo}::bigint AND id <= ${hi}::bigint ORDER BY id`.execute(db);
-      batches.push({
-        entry: rows.map((r) => r.entry_id),
-        acc: rows.map((r) => r.merchant_account),
-        cur: rows.map((r) => r.currency),
-        book: rows.map((r) => r.book),
-        name: rows.map((r) => r.account),
-        amount: rows.map((r) => r.amount),
-      });
-    }
-    const postingRows = batches.reduce((s, b) => s + b.entry.length, 0);
+    const { rows: all } = await sql<{
+      entry_id: string;
+      merchant_account: string;
+      currency: string;
+      book: string;
+      account: string;
+      amount: string;
+    }>`SELECT entry_id, merchant_account, currency, book, account, amount::text FROM postings ORDER BY id`.execute(
+      db,
+    );
+    const postingRows = all.length;
+    // The same rows in as many multi-row INSERTs as the ledger had batches, over as many connections.
+    const per = Math.ceil(postingRows / batchCount);
+    const chunks: (typeof all)[] = [];
+    for (let i = 0; i < postingRows; i += per) chunks.push(all.slice(i, i + per));
+    const cpuBare0 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
     t = performance.now();
-    for (const b of batches) {
-      await db.transaction().execute(async (trx) => {
-        if (b.entry.length === 0) return;
-        await sql`INSERT INTO bare_postings (entry_id, merchant_account, currency, book, account, amount)
-          SELECT * FROM unnest(${b.entry}::bigint[], ${b.acc}::text[], ${b.cur}::text[], ${b.book}::text[],
-            ${b.name}::text[], ${b.amount}::numeric[])`.execute(trx);
-      });
-    }
+    await Promise.all(
+      dbs.map(async (conn, s) => {
+        for (let c = s; c < chunks.length; c += STREAMS) {
+          const rows = chunks[c]!;
+          await conn.transaction().execute(async (trx) => {
+            await sql`INSERT INTO bare_postings (entry_id, merchant_account, currency, book, account, amount)
+              SELECT * FROM unnest(${rows.map((r) => r.entry_id)}::bigint[], ${rows.map((r) => r.merchant_account)}::text[],
+                ${rows.map((r) => r.currency)}::text[], ${rows.map((r) => r.book)}::text[],
+                ${rows.map((r) => r.account)}::text[], ${rows.map((r) => r.amount)}::numeric[])`.execute(trx);
+          });
+        }
+      }),
+    );
     const bareMs = performance.now() - t;
+    const cpuBare1 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
+    for (const extra of dbs.slice(1)) await extra.destroy();
+    const cpuLedger = cpuDelta(cpuLedger0, cpuLedger1);
+    const cpuBare = cpuDelta(cpuBare0, cpuBare1);
+    const loadAvg = (await readFile('/proc/loadavg', 'utf8').catch(() => '?'))
+      .split(' ')
+      .slice(0, 3)
+      .join(' ');
 
     const verify = await verifyLedger(db);
     const ledgerRate = observations.length / (ledgerMs / 1000);
@@ -225,6 +275,13 @@ async function main(): Promise<void> {
       `ledger:                  ${observations.length} observations in ${(ledgerMs / 1000).toFixed(2)} s = ${Math.round(ledgerRate)} observations/s (${booked} entries, ${postingRows} postings)`,
       `bare INSERT of postings: ${postingRows} rows in ${(bareMs / 1000).toFixed(2)} s = ${Math.round(bareRate)} observations/s equivalent`,
       `ratio ledger / bare:     ${(ledgerRate / bareRate).toFixed(3)}`,
+      cpuLedger !== null && cpuBare !== null
+        ? `CPU (client + server):   ledger ${cpuLedger.client.toFixed(1)} + ${cpuLedger.server.toFixed(1)} s = ` +
+          `${Math.round(observations.length / cpuLedger.total)} observations per CPU-second; bare ` +
+          `${cpuBare.client.toFixed(2)} + ${cpuBare.server.toFixed(2)} s = ${Math.round(observations.length / cpuBare.total)}; ` +
+          `ratio ${(cpuBare.total / cpuLedger.total).toFixed(3)}`
+        : 'CPU (client + server):   measured with one stream on Linux only',
+      `load average at the end: ${loadAvg}`,
       `targets:                 >= 10000 observations/s: ${ledgerRate >= 10_000 ? 'met' : 'NOT met'}; >= 0.3 of bare: ${ledgerRate / bareRate >= 0.3 ? 'met' : 'NOT met'}`,
       `ledger time per step:    ${Object.entries(timings)
         .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)} s`)
