@@ -20,7 +20,7 @@ const BASE_SEQUENCE = 53;
 /** Idempotent-producer batches remembered per producer for duplicate detection (Kafka keeps 5). */
 const PRODUCER_BATCHES = 5;
 /** How much of the active segment a reopen scans to rebuild idempotent-producer state. */
-const PRODUCER_SCAN_BYTES = 4 * 1024 * 1024;
+const PRODUCER_SCAN_BYTES = 1024 * 1024;
 /** Smallest possible RecordBatch v2 (header with zero records). */
 export const BATCH_HEADER_SIZE = 61;
 const INDEX_INTERVAL = 4096;
