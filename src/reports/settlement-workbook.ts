@@ -262,13 +262,11 @@ function add(map: Map<string, Record<string, Minor>>, currency: string, values: 
 }
 
 function summarize(
-  period: Period,
   opening: AccountBalance[],
   closing: AccountBalance[],
   movements: Movement[],
   early: Map<string, Minor>,
 ): { summaries: CurrencySummary[]; otherBooks: BookBalance[] } {
-  void period;
   const live = (rows: typeof opening, currency: string, account: string) =>
     rows
       .filter((r) => r.book === 'live' && r.currency === currency && r.account === account)
@@ -426,7 +424,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       await sql`SET LOCAL jit = off`.execute(trx);
       const { opening, closing, movements } = await ledgerTotals(trx, period.start, period.end, account);
       const early = await earlyReleasedCredits(trx, period.start, period.end, account);
-      const { summaries, otherBooks } = summarize(period, opening, closing, movements, early);
+      const { summaries, otherBooks } = summarize(opening, closing, movements, early);
 
       const queries = {
         deposit: entityQuery('deposit', period, account),
