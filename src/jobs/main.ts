@@ -61,7 +61,7 @@ export async function runJobsCli(opts: JobsCliOptions): Promise<void> {
     },
     logger: log,
   });
-  const scheduler = new JobScheduler({ db, jobs, logger: log });
+  const scheduler = new JobScheduler({ db, jobs, logger });
   const caught = await scheduler.start();
   log.info({ jobs: jobs.map((j) => `${j.name} (${j.cron})`), caughtUp: caught.ran }, 'jobs scheduled');
   const stop = async () => {
