@@ -31,9 +31,13 @@ export function refKey(r: EntityRef): string {
 }
 
 export function compareRefs(a: EntityRef, b: EntityRef): number {
-  const ka = refKey(a);
-  const kb = refKey(b);
-  return ka < kb ? -1 : ka > kb ? 1 : 0;
+  return (
+    compareText(a.account, b.account) || compareText(a.kind, b.kind) || compareText(a.entityId, b.entityId)
+  );
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Numeric text to minor units; sums (balances, refund totals) may exceed the 18 integer digits of one amount. */
