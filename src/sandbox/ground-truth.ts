@@ -45,6 +45,12 @@ export function merchantFee(d: DepositRecord): Minor {
 }
 
 function applyDeposit(row: BalanceRow, d: DepositRecord): void {
+  // A test deposit moves no real money, a customer's crypto wallet included: test wins over crypto.
+  if (d.test) {
+    if (d.status === 'COMPLETED' || d.status === 'EARLY_RELEASED')
+      row.testAvailable += d.amount - merchantFee(d);
+    return;
+  }
   if (d.crypto) {
     // Crypto deposits credit the customer's wallet, never the merchant's balance.
     if (d.status === 'APPROVED') row.cryptoInTransit += d.amount;
@@ -54,10 +60,6 @@ function applyDeposit(row: BalanceRow, d: DepositRecord): void {
   // Credited while COMPLETED or EARLY_RELEASED; an early release that then fails is reversed (net 0).
   if (d.status !== 'COMPLETED' && d.status !== 'EARLY_RELEASED') return;
   const fee = merchantFee(d);
-  if (d.test) {
-    row.testAvailable += d.amount - fee;
-    return;
-  }
   row.available += d.amount - fee;
   row.deposits += d.amount;
   row.fees += fee;
