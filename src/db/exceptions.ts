@@ -117,7 +117,9 @@ export interface SweepResult {
 
 /**
  * Raises the exceptions that need time to pass: STUCK (non-final past its deadline), MISSED_NOTIFICATION
- * (a status change seen by polling with no webhook for it within the grace) and UNKNOWN_TRANSACTION
+ * (the entity's current status was first seen by polling, as a change, and no webhook about the entity
+ * arrived after it within the grace: the first reading of an entity is not a change a webhook announces,
+ * and a status left before its webhook was read is announced by the next one) and UNKNOWN_TRANSACTION
  * (observed at the provider, no intent after the grace). A condition still open is not counted again on
  * every sweep; it is re-raised (count + 1) only once it had been resolved.
  */
@@ -171,16 +173,19 @@ export async function sweepExceptions(
     to_status: string;
     observed_at: Date;
   }>`
-    SELECT DISTINCT ON (h.merchant_account, h.entity_kind, h.entity_id)
-      h.merchant_account, h.entity_kind, h.entity_id, h.to_status, h.observed_at
-    FROM status_history h
-    WHERE h.source = 'poll' AND NOT h.illegal AND h.to_status IS NOT NULL
-      AND h.from_status IS DISTINCT FROM h.to_status AND h.recorded_at <= ${missedBefore}
+    SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status AS to_status, f.observed_at
+    FROM mirrors m
+    JOIN LATERAL (
+      SELECT h.source, h.observed_at, h.recorded_at, h.from_status FROM status_history h
+      WHERE h.merchant_account = m.merchant_account AND h.entity_kind = m.entity_kind
+        AND h.entity_id = m.entity_id AND h.to_status = m.status AND NOT h.illegal
+      ORDER BY h.observed_at, h.id LIMIT 1) f ON true
+    WHERE m.status IS NOT NULL AND f.source = 'poll'
+      AND f.from_status IS NOT NULL AND f.from_status <> m.status AND f.recorded_at <= ${missedBefore}
       AND NOT EXISTS (
         SELECT 1 FROM status_history w
-        WHERE w.merchant_account = h.merchant_account AND w.entity_kind = h.entity_kind
-          AND w.entity_id = h.entity_id AND w.to_status = h.to_status AND w.source = 'webhook')
-    ORDER BY h.merchant_account, h.entity_kind, h.entity_id, h.observed_at DESC`.execute(db);
+        WHERE w.merchant_account = m.merchant_account AND w.entity_kind = m.entity_kind
+          AND w.entity_id = m.entity_id AND w.source = 'webhook' AND w.observed_at >= f.observed_at)`.execute(db);
   for (const m of missed) {
     raised.push({
       type: 'MISSED_NOTIFICATION',
