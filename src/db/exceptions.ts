@@ -185,7 +185,9 @@ export async function sweepExceptions(
       AND NOT EXISTS (
         SELECT 1 FROM status_history w
         WHERE w.merchant_account = m.merchant_account AND w.entity_kind = m.entity_kind
-          AND w.entity_id = m.entity_id AND w.source = 'webhook' AND w.observed_at >= f.observed_at)`.execute(db);
+          AND w.entity_id = m.entity_id AND w.source = 'webhook' AND w.observed_at >= f.observed_at)`.execute(
+    db,
+  );
   for (const m of missed) {
     raised.push({
       type: 'MISSED_NOTIFICATION',
