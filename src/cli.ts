@@ -115,9 +115,8 @@ program
   .description(
     'Run the scheduled jobs (workbooks, sweeps, ledger verification), catching up missed runs at start',
   )
-  .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
   .option('--retention-days <n>', 'keep generated workbooks this many days (default 90)')
-  .action(async (opts) => (await import('./jobs/main.ts')).runJobsCli(opts));
+  .action(async (opts) => (await import('./wiring.ts')).runPart('jobs', opts));
 
 const web = program
   .command('web')

@@ -19,6 +19,8 @@ import { RECONCILER_GROUPS, startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import { createDb, migrateToLatest } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
+import { withLedgerTransaction } from './db/ledger-service.ts';
+import { scheduleLateRejectionChecks } from './db/queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
@@ -289,27 +291,31 @@ export function startPoller(
   accounts: readonly ProviderAccount[],
   metrics: Metrics,
   overrides: Partial<StatusPollerDeps> = {},
+  loop = true,
 ) {
   const { config } = infra;
   const clients = pollingClients(accounts, {
     timeoutMs: config.provider.timeoutMs,
     retries: config.provider.retries,
   });
-  const poller = startStatusPoller({
-    db: infra.db,
-    clientFor: clients.clientFor,
-    lastRetryAfterMs: clients.lastRetryAfterMs,
-    publisher: infra.publisher,
-    concurrency: config.poller.concurrency,
-    batchSize: config.poller.batchSize,
-    leaseMs: config.poller.minIntervalSeconds * 1000,
-    logger: infra.logger,
-    onRound: (r) => {
-      if (r.published > 0) metrics.pollCalls.inc({ outcome: 'published' }, r.published);
-      if (r.failed > 0) metrics.pollCalls.inc({ outcome: 'failed' }, r.failed);
+  const poller = startStatusPoller(
+    {
+      db: infra.db,
+      clientFor: clients.clientFor,
+      lastRetryAfterMs: clients.lastRetryAfterMs,
+      publisher: infra.publisher,
+      concurrency: config.poller.concurrency,
+      batchSize: config.poller.batchSize,
+      leaseMs: config.poller.minIntervalSeconds * 1000,
+      logger: infra.logger,
+      onRound: (r) => {
+        if (r.published > 0) metrics.pollCalls.inc({ outcome: 'published' }, r.published);
+        if (r.failed > 0) metrics.pollCalls.inc({ outcome: 'failed' }, r.failed);
+      },
+      ...overrides,
     },
-    ...overrides,
-  });
+    { loop },
+  );
   return {
     pollOnce: () => poller.pollOnce(),
     async stop() {
@@ -320,7 +326,10 @@ export function startPoller(
 }
 
 /** The jobs of the catalog, run by one scheduler; claims keep two instances from doubling a run. */
-export function startJobs(infra: Infrastructure, options: { poll?: (now: Date) => Promise<void> } = {}) {
+export function startJobs(
+  infra: Infrastructure,
+  options: { poll?: () => Promise<unknown>; retentionDays?: number } = {},
+) {
   const { config, db, logger, rules } = infra;
   const reports = new ReportRunner({
     db,
@@ -329,6 +338,7 @@ export function startJobs(infra: Infrastructure, options: { poll?: (now: Date) =
     cutoff: config.jobs.settlementCutoff,
     logger,
   });
+  const poll = options.poll;
   const jobs = buildJobCatalog({
     timeZone: config.jobs.timeZone,
     settlementCutoff: config.jobs.settlementCutoff,
@@ -341,10 +351,22 @@ export function startJobs(infra: Infrastructure, options: { poll?: (now: Date) =
       'ledger-verify': config.jobs.cron.ledgerVerify,
     },
     reports,
+    ...(options.retentionDays === undefined ? {} : { retentionDays: options.retentionDays }),
     accounts: async () =>
       (await db.selectFrom('merchant_accounts').select('name').orderBy('name').execute()).map((r) => r.name),
-    ...(options.poll ? { schedulePolls: options.poll } : {}),
-    sweepStuck: async (now) => void (await sweepExceptions(db, now, rules)),
+    ...(poll ? { schedulePolls: async () => void (await poll()) } : {}),
+    sweepStuck: async (now) =>
+      void (await withLedgerTransaction(db, (trx) => sweepExceptions(trx, now, rules))),
+    sweepLateRejections: async (now) => {
+      const due = await scheduleLateRejectionChecks(
+        db,
+        now,
+        rules.polling.lateRejectionWindowMs,
+        rules.polling.completedRecheckMs,
+      );
+      if (due > 0) logger.info({ due }, 'completed payouts and refunds made due for a late-rejection check');
+      if (poll) await poll();
+    },
     verifyLedger: async () => {
       const result = await verifyLedger(db);
       return { failures: result.failures };
@@ -642,16 +664,16 @@ export async function runUp(
   process.stdout.write('payrecon: stopped\n');
 }
 
-export const PARTS = ['ingest', 'poll', 'fetch', 'reconcile', 'relay', 'alerts'] as const;
+export const PARTS = ['ingest', 'poll', 'fetch', 'reconcile', 'relay', 'alerts', 'jobs'] as const;
 export type Part = (typeof PARTS)[number];
 
 /**
  * One part of the pipeline as its own process (production: DATABASE_URL, KAFKA_BROKERS and
  * SCHEMA_REGISTRY_URL must be set, nothing is embedded).
  */
-export async function runPart(part: Part): Promise<void> {
+export async function runPart(part: Part, options: { retentionDays?: string } = {}): Promise<void> {
   const config = await configOrExit();
-  if (config.accounts.length === 0 && ['ingest', 'poll', 'fetch'].includes(part)) {
+  if (config.accounts.length === 0 && ['ingest', 'poll', 'fetch', 'jobs'].includes(part)) {
     process.stderr.write('payrecon: PAYRECON_ACCOUNTS: must list at least one provider account\n');
     process.exit(2);
   }
@@ -702,6 +724,18 @@ export async function runPart(part: Part): Promise<void> {
       case 'relay': {
         const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger, metrics });
         lifecycle.add('outbox relay', () => relay.stop());
+        break;
+      }
+      case 'jobs': {
+        // The jobs poll on their schedule (and for the late-rejection watch) through a poller of their own.
+        const poller = startPoller(infra, config.accounts, metrics, {}, false);
+        lifecycle.add('status poller', () => poller.stop());
+        const scheduler = startJobs(infra, {
+          poll: () => poller.pollOnce(),
+          ...(options.retentionDays ? { retentionDays: Number(options.retentionDays) } : {}),
+        });
+        await scheduler.start();
+        lifecycle.add('jobs', () => scheduler.stop());
         break;
       }
       case 'alerts': {

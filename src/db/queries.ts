@@ -258,3 +258,24 @@ export async function resolveException(
     .where('id', '=', id)
     .execute();
 }
+
+/**
+ * The late-rejection watch: every COMPLETED cashout and refund still inside the late-rejection window
+ * whose next poll is further away than `recheckMs` (or unset) is made due now, so the poller reads it
+ * again and a COMPLETED payout turned REJECTED is seen. Returns how many were made due.
+ */
+export async function scheduleLateRejectionChecks(
+  db: Db,
+  now: Date,
+  windowMs: number,
+  recheckMs: number,
+): Promise<number> {
+  const since = new Date(now.getTime() - windowMs);
+  const later = new Date(now.getTime() + recheckMs);
+  const result = await sql`
+    UPDATE mirrors SET next_poll_at = ${now}, updated_at = now()
+    WHERE entity_kind IN ('cashout', 'refund') AND status = 'COMPLETED'
+      AND completed_at IS NOT NULL AND completed_at >= ${since}
+      AND (next_poll_at IS NULL OR next_poll_at > ${later})`.execute(db);
+  return Number(result.numAffectedRows ?? 0n);
+}

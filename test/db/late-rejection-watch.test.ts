@@ -1,0 +1,51 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scheduleLateRejectionChecks } from '../../src/db/queries.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+const DAY = 86_400_000;
+
+describe('late-rejection watch', () => {
+  let tdb: TestDatabase;
+  beforeAll(async () => {
+    tdb = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await tdb.drop();
+  });
+
+  it('makes completed cashouts and refunds inside the window due, and nothing else', async () => {
+    const now = new Date('2026-11-21T12:00:00Z');
+    const at = (days: number) => new Date(now.getTime() + days * DAY);
+    await sql`INSERT INTO merchant_accounts (name) VALUES ('main')`.execute(tdb.db);
+    const rows: [string, string, string, Date | null, Date | null][] = [
+      // kind, id, status, completed_at, next_poll_at
+      ['cashout', '1', 'COMPLETED', at(-2), at(5)], // in the window, next poll far: made due
+      ['refund', '2', 'COMPLETED', at(-10), null], // in the window, no poll planned: made due
+      ['cashout', '3', 'COMPLETED', at(-40), at(5)], // outside the 30-day window
+      ['cashout', '4', 'COMPLETED', at(-1), at(0.5)], // next poll within the recheck interval already
+      ['cashout', '5', 'REJECTED', at(-3), null], // not COMPLETED
+      ['deposit', '6', 'COMPLETED', at(-1), null], // deposits are not rejected later
+    ];
+    for (const [kind, id, status, completed, next] of rows) {
+      await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, completed_at, next_poll_at, details)
+        VALUES ('main', ${kind}, ${id}, ${status}, ${completed}, ${next}, '{}'::jsonb)`.execute(tdb.db);
+    }
+    const due = await scheduleLateRejectionChecks(tdb.db, now, 30 * DAY, DAY);
+    expect(due).toBe(2);
+    const after = await tdb.db
+      .selectFrom('mirrors')
+      .select(['entity_id', 'next_poll_at'])
+      .orderBy('entity_id')
+      .execute();
+    const next = Object.fromEntries(after.map((r) => [r.entity_id, r.next_poll_at?.toISOString() ?? null]));
+    expect(next).toEqual({
+      '1': now.toISOString(),
+      '2': now.toISOString(),
+      '3': at(5).toISOString(),
+      '4': at(0.5).toISOString(),
+      '5': null,
+      '6': null,
+    });
+  });
+});
