@@ -9,6 +9,7 @@
  *
  * Targets (issue 5): >= 50,000 msg/s each way, p99 < 50 ms, broker memory < 200 MB.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -16,7 +17,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { type ISocketFactory, Kafka, logLevel, type Producer } from 'kafkajs';
+import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { noDelaySocketFactory } from '../src/events/kafka.ts';
 
 const MESSAGE_BYTES = 1024;
 const PER_SEND = 1000;
@@ -91,12 +93,7 @@ async function startChild(): Promise<{ child: ChildProcess; port: number }> {
  * adds tens of milliseconds. The pipeline's clients should use this factory too (BENCH_BROKER_NAGLE=1
  * measures kafkajs' default).
  */
-const noDelaySocket: ISocketFactory = ({ host, port, onConnect }) => {
-  const socket = net.connect({ host, port }, onConnect);
-  socket.setNoDelay(true);
-  socket.setKeepAlive(true, 60_000);
-  return socket;
-};
+const noDelaySocket = noDelaySocketFactory;
 
 /** CPU seconds (user + system) the process has used. */
 function cpuSeconds(pid: number): number {
