@@ -17,7 +17,7 @@ import type { Config, ProviderAccount } from './config.ts';
 import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
 import { RECONCILER_GROUPS, startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
-import { createDb, migrateToLatest } from './db/connection.ts';
+import { createDb, migrateWhenReady } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
 import { withLedgerTransaction } from './db/ledger-service.ts';
 import { scheduleLateRejectionChecks } from './db/queries.ts';
@@ -137,7 +137,11 @@ export async function startInfrastructure(
     }
     const db = createDb(databaseUrl, 12);
     lifecycle.add('database pool', () => db.destroy());
-    for (const line of await migrateToLatest(db)) log.info(line);
+    const migrated = await migrateWhenReady(db, {
+      onWait: (err, attempt, wait) =>
+        log.warn({ err, attempt, wait }, 'database unavailable at start-up, waiting'),
+    });
+    for (const line of migrated) log.info(line);
 
     let brokers = config.kafka.brokers ? [...config.kafka.brokers] : null;
     if (!brokers) {

@@ -10,6 +10,7 @@
  */
 import type { Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
+import { isDatabaseOutage } from '../db/connection.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../db/ledger-service.ts';
 import type { Database } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
@@ -36,20 +37,6 @@ export interface ReconcilerDeps {
   rules?: ExceptionRules;
   /** Longest wait between two tries while the database is down (default 5 s). */
   maxOutageBackoffMs?: number;
-}
-
-/** PostgreSQL or socket errors that mean "the server is not there right now". */
-export function isDatabaseOutage(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown } | null;
-  const code = typeof e?.code === 'string' ? e.code : '';
-  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN'].includes(code))
-    return true;
-  // 08: connection exceptions; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now.
-  if (/^08/.test(code) || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
-  const message = typeof e?.message === 'string' ? e.message : '';
-  return /Connection terminated|connection timeout|Client has encountered a connection error|terminating connection/i.test(
-    message,
-  );
 }
 
 export interface Reconciler {

@@ -65,3 +65,52 @@ export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
 export async function migrateDown(db: Kysely<Database>): Promise<string[]> {
   return check(await migrator(db).migrateDown(), 'rollback');
 }
+
+/**
+ * PostgreSQL or socket errors that mean "the server is not there right now" (refused, reset, shutting
+ * down, starting up, too many connections), looked for along the `cause` chain.
+ */
+export function isDatabaseOutage(err: unknown): boolean {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | null, depth = 0;
+    e && depth < 5;
+    depth++
+  ) {
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN'].includes(code))
+      return true;
+    // 08: connection exceptions; 57P01-57P03: admin shutdown, crash shutdown, cannot connect now; 53300: too many connections.
+    if (/^08/.test(code) || ['57P01', '57P02', '57P03', '53300'].includes(code)) return true;
+    const message = typeof e.message === 'string' ? e.message : '';
+    if (
+      /Connection terminated|connection timeout|Client has encountered a connection error|terminating connection|the database system is (starting up|shutting down)/i.test(
+        message,
+      )
+    ) {
+      return true;
+    }
+    e = e.cause as typeof e;
+  }
+  return false;
+}
+
+/**
+ * Migrates once the server answers: a process started while PostgreSQL restarts waits (with back-off,
+ * up to `maxWaitMs`, default 5 minutes) instead of exiting.
+ */
+export async function migrateWhenReady(
+  db: Kysely<Database>,
+  options: { maxWaitMs?: number; onWait?: (err: unknown, attempt: number, waitMs: number) => void } = {},
+): Promise<string[]> {
+  const deadline = Date.now() + (options.maxWaitMs ?? 300_000);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrateToLatest(db);
+    } catch (err) {
+      if (!isDatabaseOutage(err) || Date.now() > deadline) throw err;
+      const wait = Math.min(5_000, 100 * 2 ** Math.min(attempt, 6));
+      options.onWait?.(err, attempt, wait);
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
