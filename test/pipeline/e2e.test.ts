@@ -20,6 +20,7 @@ import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from './helpers.ts';
 
 const ENTITIES = Number(process.env.E2E_ENTITIES ?? 1500);
 const MINUTE = 60_000;
@@ -43,21 +44,6 @@ interface SbExport {
   deposits: SbEntity[];
   cashouts: SbEntity[];
   refunds: SbEntity[];
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 describe('the pipeline end to end against the sandbox', () => {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
 import { type Reconciler, startReconciler } from '../../src/consumers/reconciler.ts';
 import { balances } from '../../src/db/queries.ts';
-import type { Intent, Observation } from '../../src/domain/observation.ts';
+import type { Intent } from '../../src/domain/observation.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import {
@@ -27,6 +27,7 @@ import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { observation, waitFor } from './helpers.ts';
 
 const logger = createLogger({ level: 'silent' });
 const dirs: string[] = [];
@@ -35,42 +36,6 @@ const tempDir = (p: string) => {
   dirs.push(d);
   return d;
 };
-
-function observation(
-  o: Partial<Observation> & Pick<Observation, 'kind' | 'entityId' | 'status'>,
-): Observation {
-  return {
-    eventId: randomUUID(),
-    account: 'main',
-    externalRef: null,
-    observedAt: new Date(),
-    source: 'webhook',
-    currency: null,
-    amount: null,
-    feeAmount: null,
-    feeCurrency: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
-    details: {},
-    ...o,
-  };
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('reconciler, outbox relay and alert dispatcher over Kafka', () => {
   let tdb: TestDatabase;

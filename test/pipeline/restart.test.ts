@@ -6,7 +6,6 @@
  * twice, every event in the history once, and the ledger verifies.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,50 +23,12 @@ import { type RunningRegistry, startRegistry } from '../../src/embedded/registry
 import { createKafka, createPublisher, ensureTopics, type Publisher } from '../../src/events/kafka.ts';
 import { registerSchemas } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
+import { observation, waitFor } from './helpers.ts';
 
 const logger = createLogger({ level: 'silent' });
 const DEPOSITS = 1_200;
 const CASHOUTS = 300;
 const CHUNKS = 20;
-
-function obs(
-  o: Partial<Observation> & Pick<Observation, 'kind' | 'entityId' | 'status' | 'observedAt'>,
-): Observation {
-  return {
-    eventId: randomUUID(),
-    account: 'main',
-    externalRef: null,
-    source: 'webhook',
-    currency: null,
-    amount: null,
-    feeAmount: null,
-    feeCurrency: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
-    details: {},
-    ...o,
-  };
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch {
-      // the database may be restarting
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', () => {
   const dirs: string[] = [];
@@ -162,9 +123,9 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
         currency: 'BRL',
         amount,
       };
-      stream.push(obs({ ...base, status: 'PENDING', observedAt: at(i) }));
+      stream.push(observation({ ...base, status: 'PENDING', observedAt: at(i) }));
       stream.push(
-        obs({
+        observation({
           ...base,
           status: 'COMPLETED',
           observedAt: at(i + 60),
@@ -197,10 +158,10 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
         response: {},
       });
       const base = { kind: 'cashout' as const, entityId: id, externalRef: `ext-${i}` };
-      stream.push(obs({ ...base, status: 'PENDING', observedAt: at(i + 1) }));
-      stream.push(obs({ ...base, status: 'DELIVERED', observedAt: at(i + 30) }));
-      stream.push(obs({ ...base, status: 'COMPLETED', observedAt: at(i + 90) }));
-      if (i % 10 === 0) stream.push(obs({ ...base, status: 'REJECTED', observedAt: at(i + 9_000) }));
+      stream.push(observation({ ...base, status: 'PENDING', observedAt: at(i + 1) }));
+      stream.push(observation({ ...base, status: 'DELIVERED', observedAt: at(i + 30) }));
+      stream.push(observation({ ...base, status: 'COMPLETED', observedAt: at(i + 90) }));
+      if (i % 10 === 0) stream.push(observation({ ...base, status: 'REJECTED', observedAt: at(i + 9_000) }));
       else expectedAvailable -= amount;
     }
     await publisher.publish(
