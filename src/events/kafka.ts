@@ -140,7 +140,20 @@ function keyOf<T extends AnyTopicName>(topic: T, message: OutgoingMessage<ValueO
   return spec.key(message.value);
 }
 
-/** An idempotent producer (acks -1, one request in flight, so retries never reorder or duplicate). */
+interface PendingSend {
+  topic: string;
+  messages: { key: string | null; value: Buffer; headers?: Record<string, string> }[];
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * An idempotent producer (acks -1, one request in flight, so retries never reorder or duplicate) with
+ * group commit: publishes that arrive while a request is in flight wait and go out together in the next
+ * `sendBatch`, so many concurrent callers (one per webhook) share one round trip instead of queueing
+ * one request each. Every caller still resolves only once its own messages are acknowledged, and fails
+ * with PUBLISH_FAILED when the request carrying them fails. Order per topic is the order of `publish`.
+ */
 export async function createPublisher(kafka: Kafka, serde: Serde): Promise<Publisher> {
   const producer = kafka.producer({
     idempotent: true,
@@ -148,6 +161,48 @@ export async function createPublisher(kafka: Kafka, serde: Serde): Promise<Publi
     allowAutoTopicCreation: false,
   });
   await producer.connect();
+  let pending: PendingSend[] = [];
+  let pumping = false;
+
+  async function pump(): Promise<void> {
+    if (pumping) return;
+    pumping = true;
+    try {
+      while (pending.length > 0) {
+        const sends = pending;
+        pending = [];
+        const byTopic = new Map<string, PendingSend['messages']>();
+        for (const s of sends) {
+          const list = byTopic.get(s.topic) ?? [];
+          list.push(...s.messages);
+          byTopic.set(s.topic, list);
+        }
+        try {
+          await producer.sendBatch({
+            acks: -1,
+            topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+          });
+          for (const s of sends) s.resolve();
+        } catch (err) {
+          for (const s of sends) {
+            s.reject(
+              new AppError(
+                'PUBLISH_FAILED',
+                `publishing ${s.messages.length} message(s) to ${s.topic} failed`,
+                {
+                  cause: err,
+                  details: { topic: s.topic },
+                },
+              ),
+            );
+          }
+        }
+      }
+    } finally {
+      pumping = false;
+    }
+  }
+
   return {
     producer,
     async publish(topic, messages) {
@@ -156,17 +211,13 @@ export async function createPublisher(kafka: Kafka, serde: Serde): Promise<Publi
         messages.map(async (m) => ({
           key: keyOf(topic, m),
           value: await serde.encode(topic, m.value),
-          headers: m.headers,
+          ...(m.headers ? { headers: m.headers } : {}),
         })),
       );
-      try {
-        await producer.send({ topic, messages: encoded, acks: -1 });
-      } catch (err) {
-        throw new AppError('PUBLISH_FAILED', `publishing ${messages.length} message(s) to ${topic} failed`, {
-          cause: err,
-          details: { topic },
-        });
-      }
+      await new Promise<void>((resolve, reject) => {
+        pending.push({ topic, messages: encoded, resolve, reject });
+        void pump();
+      });
     },
     disconnect: () => producer.disconnect(),
   };
