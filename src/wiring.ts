@@ -216,6 +216,18 @@ export interface WebServerParts {
   sandboxUsers?: boolean;
 }
 
+/** Workbooks under `<data dir>/reports`, in the configured time zone and cut-off. */
+export function reportRunner(infra: Infrastructure): ReportRunner {
+  const { config } = infra;
+  return new ReportRunner({
+    db: infra.db,
+    dir: join(infra.dataDir, 'reports'),
+    timeZone: config.jobs.timeZone,
+    cutoff: config.jobs.settlementCutoff,
+    logger: infra.logger,
+  });
+}
+
 /** The one HTTP server: page, webhooks, health and metrics. */
 export async function buildServer(infra: Infrastructure, parts: WebServerParts): Promise<FastifyInstance> {
   const { config, db, logger } = infra;
@@ -269,13 +281,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
     if (users.length === 0) {
       logger.warn('PAYRECON_WEB_USERS is empty: the finance page is not served');
     } else {
-      const reports = new ReportRunner({
-        db,
-        dir: join(infra.dataDir, 'reports'),
-        timeZone: config.jobs.timeZone,
-        cutoff: config.jobs.settlementCutoff,
-        logger,
-      });
+      const reports = reportRunner(infra);
       await app.register(webRoutes, {
         prefix: '/',
         users,
@@ -335,13 +341,7 @@ export function startJobs(
   options: { poll?: () => Promise<unknown>; retentionDays?: number } = {},
 ) {
   const { config, db, logger, rules } = infra;
-  const reports = new ReportRunner({
-    db,
-    dir: join(infra.dataDir, 'reports'),
-    timeZone: config.jobs.timeZone,
-    cutoff: config.jobs.settlementCutoff,
-    logger,
-  });
+  const reports = reportRunner(infra);
   const poll = options.poll;
   const jobs = buildJobCatalog({
     timeZone: config.jobs.timeZone,
