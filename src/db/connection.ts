@@ -30,6 +30,12 @@ export function createDb(url: string, max = 10): Kysely<Database> {
   const pool = new pg.Pool({ connectionString: url, max });
   // An idle client's error (server restart) must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
+  // Nor may a checked-out client's: a server shutdown (57P01) arriving between two queries of a
+  // transaction is emitted on the client, which pg-pool only guards while idle. The next query on it
+  // fails and the caller's outage handling takes over (found by the restart test).
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 

@@ -193,14 +193,22 @@ describe('traffic through the client', () => {
       expect(status.deposit!).toBeGreaterThan(status.card!);
       expect(status.cashout!).toBeGreaterThan(0);
       expect(status.refund!).toBeGreaterThan(0);
+      // Every kind of outcome shows up once enough traffic has moved (random, so wait for it, bounded).
       const moved = () => {
         const { deposits, cashouts } = live.control.exportEntities();
         return (
+          deposits.some((d) => d.test === true) &&
+          deposits.some((d) => d.card !== null && d.status === 'DECLINED') &&
+          cashouts.some((c) => (c.history as { to: string }[])[0]!.to === 'ON_HOLD') &&
           cashouts.some((c) => c.status === 'COMPLETED' || c.status === 'DELIVERED') &&
           deposits.some((d) => d.status === 'COMPLETED' && d.card === null)
         );
       };
-      await waitUntil(moved, 30_000);
+      if (!moved()) {
+        live.control.traffic.start(40);
+        await waitUntil(moved, 30_000);
+        live.control.traffic.stop();
+      }
       const { deposits, cashouts } = live.control.exportEntities();
       expect(deposits.some((d) => d.test === true)).toBe(true);
       expect(deposits.some((d) => d.card !== null && d.status === 'DECLINED')).toBe(true);
