@@ -394,15 +394,6 @@ export function startJobs(
   return scheduler;
 }
 
-export {
-  createMetrics,
-  RECONCILER_GROUPS,
-  runStatusFetcher,
-  startAlertConsumer,
-  startOutboxRelay,
-  startReconciler,
-};
-
 export interface UpOptions {
   embedded: EmbeddedStarters;
   /** Starts the sandbox when no provider account is configured (returns its accounts and a stop). */

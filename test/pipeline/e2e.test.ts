@@ -8,7 +8,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
@@ -190,101 +189,6 @@ describe('the pipeline end to end against the sandbox', () => {
     const truth = await sandboxExport();
     const all = entities(truth);
 
-    if (process.env.E2E_DEBUG) {
-      const byId = new Map(truth.deposits.map((d) => [String(d.id), d]));
-      const refundsOfTest = (truth.refunds as (SbEntity & { depositId: number })[]).filter(
-        (r) => byId.get(String(r.depositId))?.test,
-      );
-      console.info(
-        'refunds of test deposits',
-        refundsOfTest.length,
-        JSON.stringify(refundsOfTest.slice(0, 3)),
-      );
-      for (const r of truth.refunds as (SbEntity & {
-        depositId: number;
-        amount: string;
-        currency: string;
-      })[]) {
-        if (!byId.get(String(r.depositId))?.test) continue;
-        const rows = await tdb.db
-          .selectFrom('journal_entries')
-          .select(['effect', 'book', 'amount', 'direction'])
-          .where('entity_kind', '=', 'refund')
-          .where('entity_id', '=', String(r.id))
-          .execute();
-        console.info('test refund', r.id, r.status, r.amount, r.currency, JSON.stringify(rows));
-      }
-      for (const d of truth.deposits as (SbEntity & {
-        amount: string;
-        currency: string;
-        feeAmount: string;
-        feeOnPayer: boolean;
-      })[]) {
-        if (!d.test) continue;
-        const { rows } = await sql<{ net: string | null }>`
-          SELECT sum(p.amount)::text AS net FROM postings p JOIN journal_entries j ON j.id = p.entry_id
-          WHERE j.entity_kind = 'deposit' AND j.entity_id = ${String(d.id)} AND p.account = 'test_available'`.execute(
-          tdb.db,
-        );
-        const net = rows[0]?.net ?? '0';
-        const credited = d.status === 'COMPLETED' || d.status === 'EARLY_RELEASED';
-        const fee = d.feeOnPayer ? 0 : Number(d.feeAmount);
-        const want = credited ? (Number(d.amount) - fee).toFixed(2) : '0.00';
-        if (Number(net).toFixed(2) !== want) {
-          console.info(
-            'test deposit mismatch',
-            d.id,
-            d.status,
-            d.amount,
-            d.feeAmount,
-            d.feeOnPayer,
-            JSON.stringify(d.history.map((h) => h.to)),
-            'ledger',
-            net,
-            'sandbox',
-            want,
-          );
-        }
-      }
-    }
-
-    if (process.env.E2E_DEBUG) {
-      const sums = new Map<string, number>();
-      for (const d of truth.deposits as (SbEntity & {
-        amount: string;
-        currency: string;
-        feeAmount: string;
-        feeOnPayer: boolean;
-        crypto: unknown;
-      })[]) {
-        if (!d.test || !(d.status === 'COMPLETED' || d.status === 'EARLY_RELEASED')) continue;
-        sums.set(
-          d.currency,
-          (sums.get(d.currency) ?? 0) + Number(d.amount) - (d.feeOnPayer ? 0 : Number(d.feeAmount)),
-        );
-        if (d.crypto) console.info('test crypto deposit', d.id, d.status, d.amount, d.currency);
-      }
-      const gtNow = (await (await fetch(`${sandboxApi}/_sandbox/balances`)).json()) as Record<
-        string,
-        string
-      >[];
-      const { rows } = await sql<{ currency: string; account: string; n: string }>`
-        SELECT currency, account, sum(amount)::text AS n FROM postings WHERE book = 'test' GROUP BY 1, 2`.execute(
-        tdb.db,
-      );
-      for (const g of gtNow) {
-        console.info(
-          'test book',
-          g.currency,
-          'sandbox',
-          g.test_available,
-          'export',
-          (sums.get(g.currency!) ?? 0).toFixed(2),
-          'ledger',
-          JSON.stringify(rows.filter((r) => r.currency === g.currency)),
-        );
-      }
-    }
     // 4. Balances per account, currency and book equal the ground truth.
     const gt = (await (await fetch(`${sandboxApi}/_sandbox/balances`)).json()) as Record<string, string>[];
     const ledger = await balances(tdb.db);
