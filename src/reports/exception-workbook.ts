@@ -1,17 +1,9 @@
-/**
- * The exception workbook: open exceptions by type and age bucket (under 1 day, 1-3, 3-7, over 7 days,
- * aged at the end of the period or now, whichever is earlier), exceptions opened and resolved in the
- * period per type, a detail sheet, and the late REJECTED payouts and refunds (cashouts and refunds
- * rejected after COMPLETED) booked in the period with amounts and dates.
- */
-import { mkdir } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
 import type { Minor } from '../domain/money.ts';
 import { accountFilter, countRows, type Db, forEachBatch, toMinor } from './ledger-queries.ts';
 import type { Period } from './period.ts';
-import { type ColumnSpec, INT_FORMAT, TableSheet } from './sheet-writer.ts';
+import { type ColumnSpec, INT_FORMAT, inSnapshot, prepareOutputs, TableSheet } from './sheet-writer.ts';
 
 export const AGE_BUCKET_LABELS = ['under 1 day', '1-3 days', '3-7 days', 'over 7 days'] as const;
 
@@ -149,24 +141,18 @@ export async function writeExceptionWorkbook(
   const { period, account } = options;
   const tz = period.timeZone;
   const asOf = new Date(Math.min(period.end.getTime(), options.now.getTime()));
-  await mkdir(dirname(options.out), { recursive: true });
-  if (options.csvDir) await mkdir(options.csvDir, { recursive: true });
-  const csvPath = (name: string) => (options.csvDir ? join(options.csvDir, `${name}.csv`) : null);
+  const csvPath = await prepareOutputs(options);
 
-  return db
-    .transaction()
-    .setIsolationLevel('repeatable read')
-    .setAccessMode('read only')
-    .execute(async (trx) => {
-      const { rows: stats } = await sql<{
-        type: string;
-        b0: number;
-        b1: number;
-        b2: number;
-        b3: number;
-        opened: number;
-        resolved: number;
-      }>`
+  return inSnapshot(db, async (trx) => {
+    const { rows: stats } = await sql<{
+      type: string;
+      b0: number;
+      b1: number;
+      b2: number;
+      b3: number;
+      opened: number;
+      resolved: number;
+    }>`
         WITH x AS (
           SELECT type, first_seen_at, resolved_at,
                  (first_seen_at < ${asOf} AND (resolved_at IS NULL OR resolved_at > ${asOf})) AS open_at,
@@ -182,167 +168,167 @@ export async function writeExceptionWorkbook(
                count(*) FILTER (WHERE first_seen_at >= ${period.start} AND first_seen_at < ${period.end})::int AS opened,
                count(*) FILTER (WHERE resolved_at >= ${period.start} AND resolved_at < ${period.end})::int AS resolved
           FROM x GROUP BY type ORDER BY type`.execute(trx);
-      const byType: TypeCounts[] = stats
-        .map((s) => ({
-          type: s.type,
-          open: [s.b0, s.b1, s.b2, s.b3] as [number, number, number, number],
-          openedInPeriod: s.opened,
-          resolvedInPeriod: s.resolved,
-        }))
-        .filter((t) => t.open.some((n) => n > 0) || t.openedInPeriod > 0 || t.resolvedInPeriod > 0);
+    const byType: TypeCounts[] = stats
+      .map((s) => ({
+        type: s.type,
+        open: [s.b0, s.b1, s.b2, s.b3] as [number, number, number, number],
+        openedInPeriod: s.opened,
+        resolvedInPeriod: s.resolved,
+      }))
+      .filter((t) => t.open.some((n) => n > 0) || t.openedInPeriod > 0 || t.resolvedInPeriod > 0);
 
-      const detailQuery = exceptionQuery(period, asOf, account);
-      const late = lateQuery(period, account);
-      const total = (await countRows(trx, detailQuery)) + (await countRows(trx, late));
-      let done = 0;
-      options.onProgress?.(0, total);
+    const detailQuery = exceptionQuery(period, asOf, account);
+    const late = lateQuery(period, account);
+    const total = (await countRows(trx, detailQuery)) + (await countRows(trx, late));
+    let done = 0;
+    options.onProgress?.(0, total);
 
-      const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
-        filename: options.out,
-        useStyles: true,
-        useSharedStrings: false,
-      });
-      wb.creator = 'payrecon';
-
-      // Summary: one table of open exceptions by age, one of opened and resolved in the period.
-      const ws = wb.addWorksheet('Summary', { views: [{ state: 'frozen', ySplit: 3 }] });
-      ws.columns = [
-        { key: 'type', width: 28 },
-        ...[1, 2, 3, 4, 5, 6].map(() => ({ width: 14, style: { numFmt: INT_FORMAT } })),
-      ];
-      const title = ws.addRow([
-        `Exceptions · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · open as of ${asOf.toISOString()}`,
-      ]);
-      title.font = { bold: true, size: 13 };
-      title.commit();
-      ws.addRow([]).commit();
-      const h1 = ws.addRow(['Open exceptions by type', ...AGE_BUCKET_LABELS, 'Total open']);
-      h1.font = { bold: true };
-      h1.commit();
-      const firstTypeRow = 4;
-      byType.forEach((t, i) => {
-        const r = firstTypeRow + i;
-        ws.addRow([
-          t.type,
-          ...t.open,
-          { formula: `SUM(B${r}:E${r})`, result: t.open.reduce((a, b) => a + b, 0) },
-        ]).commit();
-      });
-      const lastTypeRow = firstTypeRow + byType.length - 1;
-      const col = (c: string, values: number[]) =>
-        byType.length
-          ? {
-              formula: `SUM(${c}${firstTypeRow}:${c}${lastTypeRow})`,
-              result: values.reduce((a, b) => a + b, 0),
-            }
-          : 0;
-      const totals = ws.addRow([
-        'Total',
-        ...[0, 1, 2, 3].map((b) =>
-          col(
-            String.fromCharCode(66 + b),
-            byType.map((t) => t.open[b]!),
-          ),
-        ),
-        col(
-          'F',
-          byType.map((t) => t.open.reduce((a, b) => a + b, 0)),
-        ),
-      ]);
-      totals.font = { bold: true };
-      totals.commit();
-      ws.addRow([]).commit();
-      const h2 = ws.addRow(['In the period, by type', 'Opened', 'Resolved']);
-      h2.font = { bold: true };
-      h2.commit();
-      for (const t of byType) ws.addRow([t.type, t.openedInPeriod, t.resolvedInPeriod]).commit();
-      ws.commit();
-
-      const rowCounts: Record<string, number> = {};
-      const files = [options.out];
-
-      const exPath = csvPath('exceptions');
-      const detail = new TableSheet(wb, 'Exceptions', DETAIL_COLUMNS, {
-        timeZone: tz,
-        csvPath: exPath,
-        preamble: [`Exceptions open at ${period.to} or opened or resolved in the period · times in ${tz}`],
-      });
-      let seen = 0;
-      await forEachBatch(trx, detailQuery, 5000, async (rows) => {
-        for (const r of rows) {
-          seen += r.count;
-          detail.add([
-            Number(r.id),
-            r.type,
-            r.severity,
-            r.state,
-            r.merchant_account,
-            r.entity_kind,
-            r.entity_id,
-            r.count,
-            r.first_seen_at,
-            r.last_seen_at,
-            Math.floor((asOf.getTime() - r.first_seen_at.getTime()) / 86_400_000),
-            r.acknowledged_by,
-            r.acknowledged_at,
-            r.resolved_by,
-            r.resolved_at,
-            r.note,
-          ]);
-        }
-        done += rows.length;
-        options.onProgress?.(done, total);
-        await detail.drain();
-      });
-      await detail.finish(new Map([['', { count: seen }]]));
-      rowCounts.Exceptions = detail.rowCount;
-      if (exPath) files.push(exPath);
-
-      const latePath = csvPath('late-rejections');
-      const lateSheet = new TableSheet(wb, 'Late rejections', LATE_COLUMNS, {
-        timeZone: tz,
-        csvPath: latePath,
-        preamble: [
-          `Cashouts and refunds REJECTED after COMPLETED, reversal booked in the period · times in ${tz}`,
-        ],
-        currencyKey: 'currency',
-      });
-      const lateTotals = new Map<string, { amount: Minor }>();
-      await forEachBatch(trx, late, 5000, async (rows) => {
-        for (const r of rows) {
-          const amount = toMinor(r.amount);
-          lateSheet.add([
-            r.merchant_account,
-            r.entity_kind,
-            r.entity_id,
-            r.entity_kind === 'refund' ? r.parent_deposit_id : r.external_ref,
-            r.status,
-            [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
-            r.currency,
-            amount,
-            r.completed_at,
-            r.status_since,
-            r.booked_at,
-          ]);
-          const t = lateTotals.get(r.currency) ?? { amount: 0n };
-          t.amount += amount;
-          lateTotals.set(r.currency, t);
-        }
-        done += rows.length;
-        options.onProgress?.(done, total);
-        await lateSheet.drain();
-      });
-      await lateSheet.finish(lateTotals);
-      rowCounts['Late rejections'] = lateSheet.rowCount;
-      if (latePath) files.push(latePath);
-
-      await wb.commit();
-      return {
-        asOf,
-        byType,
-        rowCounts,
-        files,
-        lateRejections: [...lateTotals].map(([currency, t]) => ({ currency, amount: t.amount })),
-      };
+    const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
+      filename: options.out,
+      useStyles: true,
+      useSharedStrings: false,
     });
+    wb.creator = 'payrecon';
+
+    // Summary: one table of open exceptions by age, one of opened and resolved in the period.
+    const ws = wb.addWorksheet('Summary', { views: [{ state: 'frozen', ySplit: 3 }] });
+    ws.columns = [
+      { key: 'type', width: 28 },
+      ...[1, 2, 3, 4, 5, 6].map(() => ({ width: 14, style: { numFmt: INT_FORMAT } })),
+    ];
+    const title = ws.addRow([
+      `Exceptions · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · open as of ${asOf.toISOString()}`,
+    ]);
+    title.font = { bold: true, size: 13 };
+    title.commit();
+    ws.addRow([]).commit();
+    const h1 = ws.addRow(['Open exceptions by type', ...AGE_BUCKET_LABELS, 'Total open']);
+    h1.font = { bold: true };
+    h1.commit();
+    const firstTypeRow = 4;
+    byType.forEach((t, i) => {
+      const r = firstTypeRow + i;
+      ws.addRow([
+        t.type,
+        ...t.open,
+        { formula: `SUM(B${r}:E${r})`, result: t.open.reduce((a, b) => a + b, 0) },
+      ]).commit();
+    });
+    const lastTypeRow = firstTypeRow + byType.length - 1;
+    const col = (c: string, values: number[]) =>
+      byType.length
+        ? {
+            formula: `SUM(${c}${firstTypeRow}:${c}${lastTypeRow})`,
+            result: values.reduce((a, b) => a + b, 0),
+          }
+        : 0;
+    const totals = ws.addRow([
+      'Total',
+      ...[0, 1, 2, 3].map((b) =>
+        col(
+          String.fromCharCode(66 + b),
+          byType.map((t) => t.open[b]!),
+        ),
+      ),
+      col(
+        'F',
+        byType.map((t) => t.open.reduce((a, b) => a + b, 0)),
+      ),
+    ]);
+    totals.font = { bold: true };
+    totals.commit();
+    ws.addRow([]).commit();
+    const h2 = ws.addRow(['In the period, by type', 'Opened', 'Resolved']);
+    h2.font = { bold: true };
+    h2.commit();
+    for (const t of byType) ws.addRow([t.type, t.openedInPeriod, t.resolvedInPeriod]).commit();
+    ws.commit();
+
+    const rowCounts: Record<string, number> = {};
+    const files = [options.out];
+
+    const exPath = csvPath('exceptions');
+    const detail = new TableSheet(wb, 'Exceptions', DETAIL_COLUMNS, {
+      timeZone: tz,
+      csvPath: exPath,
+      preamble: [`Exceptions open at ${period.to} or opened or resolved in the period · times in ${tz}`],
+    });
+    let seen = 0;
+    await forEachBatch(trx, detailQuery, 5000, async (rows) => {
+      for (const r of rows) {
+        seen += r.count;
+        detail.add([
+          Number(r.id),
+          r.type,
+          r.severity,
+          r.state,
+          r.merchant_account,
+          r.entity_kind,
+          r.entity_id,
+          r.count,
+          r.first_seen_at,
+          r.last_seen_at,
+          Math.floor((asOf.getTime() - r.first_seen_at.getTime()) / 86_400_000),
+          r.acknowledged_by,
+          r.acknowledged_at,
+          r.resolved_by,
+          r.resolved_at,
+          r.note,
+        ]);
+      }
+      done += rows.length;
+      options.onProgress?.(done, total);
+      await detail.drain();
+    });
+    await detail.finish(new Map([['', { count: seen }]]));
+    rowCounts.Exceptions = detail.rowCount;
+    if (exPath) files.push(exPath);
+
+    const latePath = csvPath('late-rejections');
+    const lateSheet = new TableSheet(wb, 'Late rejections', LATE_COLUMNS, {
+      timeZone: tz,
+      csvPath: latePath,
+      preamble: [
+        `Cashouts and refunds REJECTED after COMPLETED, reversal booked in the period · times in ${tz}`,
+      ],
+      currencyKey: 'currency',
+    });
+    const lateTotals = new Map<string, { amount: Minor }>();
+    await forEachBatch(trx, late, 5000, async (rows) => {
+      for (const r of rows) {
+        const amount = toMinor(r.amount);
+        lateSheet.add([
+          r.merchant_account,
+          r.entity_kind,
+          r.entity_id,
+          r.entity_kind === 'refund' ? r.parent_deposit_id : r.external_ref,
+          r.status,
+          [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
+          r.currency,
+          amount,
+          r.completed_at,
+          r.status_since,
+          r.booked_at,
+        ]);
+        const t = lateTotals.get(r.currency) ?? { amount: 0n };
+        t.amount += amount;
+        lateTotals.set(r.currency, t);
+      }
+      done += rows.length;
+      options.onProgress?.(done, total);
+      await lateSheet.drain();
+    });
+    await lateSheet.finish(lateTotals);
+    rowCounts['Late rejections'] = lateSheet.rowCount;
+    if (latePath) files.push(latePath);
+
+    await wb.commit();
+    return {
+      asOf,
+      byType,
+      rowCounts,
+      files,
+      lateRejections: [...lateTotals].map(([currency, t]) => ({ currency, amount: t.amount })),
+    };
+  });
 }

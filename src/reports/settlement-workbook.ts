@@ -1,16 +1,3 @@
-/**
- * The settlement workbook: per currency a Summary sheet (opening `available` and `reserved`, the
- * period's movements by effect, closing balances and the proof line opening + movements - closing = 0),
- * then detail sheets for deposits, cashouts and refunds with activity in the period, the journal
- * (one row per posting), and the test and crypto books on their own sheets, never in live totals.
- * Everything is read in one REPEATABLE READ transaction, so the sheets agree with each other, and
- * streamed (server-side cursor in, exceljs streaming writer out).
- *
- * To add a column to a detail sheet: add it to the sheet's `*_COLUMNS`, its SQL select, and its row
- * mapping below.
- */
-import { mkdir } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
 import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
@@ -26,7 +13,14 @@ import {
   toMinor,
 } from './ledger-queries.ts';
 import { excelDate, type Period } from './period.ts';
-import { type ColumnSpec, DATE_FORMAT, MONEY_FORMAT, TableSheet } from './sheet-writer.ts';
+import {
+  type ColumnSpec,
+  DATE_FORMAT,
+  inSnapshot,
+  MONEY_FORMAT,
+  prepareOutputs,
+  TableSheet,
+} from './sheet-writer.ts';
 
 export const FETCH_SIZE = 5000;
 
@@ -410,221 +404,210 @@ function writeSummarySheet(
 export async function writeSettlementWorkbook(db: Db, options: SettlementOptions): Promise<SettlementResult> {
   const { period, account } = options;
   const tz = period.timeZone;
-  await mkdir(dirname(options.out), { recursive: true });
-  if (options.csvDir) await mkdir(options.csvDir, { recursive: true });
-  const csvPath = (name: string) => (options.csvDir ? join(options.csvDir, `${name}.csv`) : null);
+  const csvPath = await prepareOutputs(options);
 
-  return db
-    .transaction()
-    .setIsolationLevel('repeatable read')
-    .setAccessMode('read only')
-    .execute(async (trx) => {
-      // Sorts stay in memory; JIT compilation costs more than it saves on these one-off queries.
-      await sql`SET LOCAL work_mem = '64MB'`.execute(trx);
-      await sql`SET LOCAL jit = off`.execute(trx);
-      const { opening, closing, movements } = await ledgerTotals(trx, period.start, period.end, account);
-      const early = await earlyReleasedCredits(trx, period.start, period.end, account);
-      const { summaries, otherBooks } = summarize(opening, closing, movements, early);
+  return inSnapshot(db, async (trx) => {
+    // Sorts stay in memory; JIT compilation costs more than it saves on these one-off queries.
+    await sql`SET LOCAL work_mem = '64MB'`.execute(trx);
+    await sql`SET LOCAL jit = off`.execute(trx);
+    const { opening, closing, movements } = await ledgerTotals(trx, period.start, period.end, account);
+    const early = await earlyReleasedCredits(trx, period.start, period.end, account);
+    const { summaries, otherBooks } = summarize(opening, closing, movements, early);
 
-      const queries = {
-        deposit: entityQuery('deposit', period, account),
-        cashout: entityQuery('cashout', period, account),
-        refund: entityQuery('refund', period, account),
-        live: journalQuery('live', period, account),
-        test: journalQuery('test', period, account),
-        crypto: journalQuery('crypto', period, account),
-      };
-      // Progress total: journal lines from the movements already at hand, entity rows from one count.
-      const entities = await activeEntityCounts(trx, period.start, period.end, account);
-      const total =
-        movements.reduce((n, m) => n + m.lines, 0) + Object.values(entities).reduce((a, b) => a + b, 0);
-      let done = 0;
-      const progress = (k: number) => {
-        done += k;
-        options.onProgress?.(done, total);
-      };
-      progress(0);
+    const queries = {
+      deposit: entityQuery('deposit', period, account),
+      cashout: entityQuery('cashout', period, account),
+      refund: entityQuery('refund', period, account),
+      live: journalQuery('live', period, account),
+      test: journalQuery('test', period, account),
+      crypto: journalQuery('crypto', period, account),
+    };
+    // Progress total: journal lines from the movements already at hand, entity rows from one count.
+    const entities = await activeEntityCounts(trx, period.start, period.end, account);
+    const total =
+      movements.reduce((n, m) => n + m.lines, 0) + Object.values(entities).reduce((a, b) => a + b, 0);
+    let done = 0;
+    const progress = (k: number) => {
+      done += k;
+      options.onProgress?.(done, total);
+    };
+    progress(0);
 
-      const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
-        filename: options.out,
-        useStyles: true,
-        useSharedStrings: false,
+    const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
+      filename: options.out,
+      useStyles: true,
+      useSharedStrings: false,
+    });
+    wb.creator = 'payrecon';
+    wb.created = new Date(0);
+    wb.modified = new Date(0);
+    for (const s of summaries) writeSummarySheet(wb, s, period, account);
+    if (summaries.length === 0) {
+      const ws = wb.addWorksheet('Summary');
+      ws.addRow([
+        `No live activity or balances for ${account ?? 'any account'} up to ${period.to}.`,
+      ]).commit();
+      ws.commit();
+    }
+    const rowCounts: Record<string, number> = {};
+    const files = [options.out];
+    const preamble = (what: string) => [
+      `${what} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
+    ];
+
+    // Deposits
+    {
+      const path = csvPath('deposits');
+      const t = new TableSheet(wb, 'Deposits', DEPOSIT_COLUMNS, {
+        timeZone: tz,
+        csvPath: path,
+        preamble: preamble('Live deposits with activity in the period'),
+        currencyKey: 'currency',
       });
-      wb.creator = 'payrecon';
-      wb.created = new Date(0);
-      wb.modified = new Date(0);
-      for (const s of summaries) writeSummarySheet(wb, s, period, account);
-      if (summaries.length === 0) {
-        const ws = wb.addWorksheet('Summary');
-        ws.addRow([
-          `No live activity or balances for ${account ?? 'any account'} up to ${period.to}.`,
-        ]).commit();
-        ws.commit();
-      }
-      const rowCounts: Record<string, number> = {};
-      const files = [options.out];
-      const preamble = (what: string) => [
-        `${what} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
-      ];
-
-      // Deposits
-      {
-        const path = csvPath('deposits');
-        const t = new TableSheet(wb, 'Deposits', DEPOSIT_COLUMNS, {
-          timeZone: tz,
-          csvPath: path,
-          preamble: preamble('Live deposits with activity in the period'),
-          currencyKey: 'currency',
-        });
-        const totals = new Map<string, Record<string, Minor>>();
-        await forEachBatch(trx, queries.deposit, FETCH_SIZE, async (rows) => {
-          for (const r of rows) {
-            const credited = toMinor(r.e_credit);
-            const fees = -toMinor(r.e_fee);
-            const reversed = -toMinor(r.e_reversal);
-            const net = toMinor(r.available_delta);
-            t.add([
-              r.merchant_account,
-              r.entity_id,
-              r.external_ref,
-              r.status,
-              r.status_reason,
-              r.currency,
-              r.amount === null ? null : toMinor(r.amount),
-              r.fee_amount === null ? null : toMinor(r.fee_amount),
-              r.fee_on_payer ? 'yes' : 'no',
-              r.ever_early_released ? 'yes' : 'no',
-              r.first_seen_at,
-              r.status_since,
-              credited,
-              fees,
-              reversed,
-              net,
-            ]);
-            add(totals, r.currency, { credited, fees, reversed, net });
-          }
-          progress(rows.length);
-          await t.drain();
-        });
-        for (const s of summaries) if (!totals.has(s.currency)) totals.set(s.currency, {});
-        await t.finish(totals);
-        rowCounts.Deposits = t.rowCount;
-        if (path) files.push(path);
-      }
-
-      for (const kind of ['cashout', 'refund'] as const) {
-        const name = kind === 'cashout' ? 'Cashouts' : 'Refunds';
-        const path = csvPath(name.toLowerCase());
-        const t = new TableSheet(wb, name, PAYOUT_COLUMNS(kind), {
-          timeZone: tz,
-          csvPath: path,
-          preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
-          currencyKey: 'currency',
-        });
-        const totals = new Map<string, Record<string, Minor>>();
-        await forEachBatch(trx, queries[kind], FETCH_SIZE, async (rows) => {
-          for (const r of rows) {
-            const v = {
-              reserved: toMinor(r.e_reserve),
-              released: toMinor(r.e_release),
-              settled: -toMinor(r.e_settle),
-              late: toMinor(r.e_late),
-              availableDelta: toMinor(r.available_delta),
-              reservedDelta: toMinor(r.reserved_delta),
-            };
-            t.add([
-              r.merchant_account,
-              r.entity_id,
-              kind === 'cashout' ? r.external_ref : r.parent_deposit_id,
-              r.status,
-              [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
-              r.currency,
-              r.amount === null ? null : toMinor(r.amount),
-              r.first_seen_at,
-              r.status_since,
-              r.completed_at,
-              v.reserved,
-              v.released,
-              v.settled,
-              v.late,
-              v.availableDelta,
-              v.reservedDelta,
-            ]);
-            add(totals, r.currency, v);
-          }
-          progress(rows.length);
-          await t.drain();
-        });
-        await t.finish(totals);
-        rowCounts[name] = t.rowCount;
-        if (path) files.push(path);
-      }
-
-      const journals = [
-        { book: 'live', sheet: 'Journal', csv: 'journal', title: 'Live journal, one row per posting' },
-        {
-          book: 'test',
-          sheet: 'Test journal',
-          csv: 'test-journal',
-          title: 'Test book journal (not in live totals)',
-        },
-        {
-          book: 'crypto',
-          sheet: 'Crypto journal',
-          csv: 'crypto-journal',
-          title: 'Crypto book journal (not in live totals)',
-        },
-      ] as const;
-      for (const j of journals) {
-        if (j.book !== 'live') {
-          const rows = otherBooks.filter((b) => b.book === j.book);
-          const bookSheet = new TableSheet(
-            wb,
-            j.book === 'test' ? 'Test book' : 'Crypto book',
-            BOOK_COLUMNS,
-            {
-              timeZone: tz,
-              preamble: [
-                `${j.book === 'test' ? 'Test' : 'Crypto'} book balances · never part of the live summary · ${period.from} to ${period.to}`,
-              ],
-              currencyKey: 'currency',
-            },
-          );
-          const totals = new Map<string, Record<string, Minor>>();
-          for (const b of rows) {
-            bookSheet.add([b.currency, b.account, b.opening, b.movement, b.closing]);
-            add(totals, b.currency, { opening: b.opening, movement: b.movement, closing: b.closing });
-          }
-          await bookSheet.finish(totals);
-          rowCounts[bookSheet.name] = bookSheet.rowCount;
+      const totals = new Map<string, Record<string, Minor>>();
+      await forEachBatch(trx, queries.deposit, FETCH_SIZE, async (rows) => {
+        for (const r of rows) {
+          const credited = toMinor(r.e_credit);
+          const fees = -toMinor(r.e_fee);
+          const reversed = -toMinor(r.e_reversal);
+          const net = toMinor(r.available_delta);
+          t.add([
+            r.merchant_account,
+            r.entity_id,
+            r.external_ref,
+            r.status,
+            r.status_reason,
+            r.currency,
+            r.amount === null ? null : toMinor(r.amount),
+            r.fee_amount === null ? null : toMinor(r.fee_amount),
+            r.fee_on_payer ? 'yes' : 'no',
+            r.ever_early_released ? 'yes' : 'no',
+            r.first_seen_at,
+            r.status_since,
+            credited,
+            fees,
+            reversed,
+            net,
+          ]);
+          add(totals, r.currency, { credited, fees, reversed, net });
         }
-        const path = csvPath(j.csv);
-        const t = new TableSheet(wb, j.sheet, JOURNAL_COLUMNS, {
+        progress(rows.length);
+        await t.drain();
+      });
+      for (const s of summaries) if (!totals.has(s.currency)) totals.set(s.currency, {});
+      await t.finish(totals);
+      rowCounts.Deposits = t.rowCount;
+      if (path) files.push(path);
+    }
+
+    for (const kind of ['cashout', 'refund'] as const) {
+      const name = kind === 'cashout' ? 'Cashouts' : 'Refunds';
+      const path = csvPath(name.toLowerCase());
+      const t = new TableSheet(wb, name, PAYOUT_COLUMNS(kind), {
+        timeZone: tz,
+        csvPath: path,
+        preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
+        currencyKey: 'currency',
+      });
+      const totals = new Map<string, Record<string, Minor>>();
+      await forEachBatch(trx, queries[kind], FETCH_SIZE, async (rows) => {
+        for (const r of rows) {
+          const v = {
+            reserved: toMinor(r.e_reserve),
+            released: toMinor(r.e_release),
+            settled: -toMinor(r.e_settle),
+            late: toMinor(r.e_late),
+            availableDelta: toMinor(r.available_delta),
+            reservedDelta: toMinor(r.reserved_delta),
+          };
+          t.add([
+            r.merchant_account,
+            r.entity_id,
+            kind === 'cashout' ? r.external_ref : r.parent_deposit_id,
+            r.status,
+            [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
+            r.currency,
+            r.amount === null ? null : toMinor(r.amount),
+            r.first_seen_at,
+            r.status_since,
+            r.completed_at,
+            v.reserved,
+            v.released,
+            v.settled,
+            v.late,
+            v.availableDelta,
+            v.reservedDelta,
+          ]);
+          add(totals, r.currency, v);
+        }
+        progress(rows.length);
+        await t.drain();
+      });
+      await t.finish(totals);
+      rowCounts[name] = t.rowCount;
+      if (path) files.push(path);
+    }
+
+    const journals = [
+      { book: 'live', sheet: 'Journal', csv: 'journal', title: 'Live journal, one row per posting' },
+      {
+        book: 'test',
+        sheet: 'Test journal',
+        csv: 'test-journal',
+        title: 'Test book journal (not in live totals)',
+      },
+      {
+        book: 'crypto',
+        sheet: 'Crypto journal',
+        csv: 'crypto-journal',
+        title: 'Crypto book journal (not in live totals)',
+      },
+    ] as const;
+    for (const j of journals) {
+      if (j.book !== 'live') {
+        const rows = otherBooks.filter((b) => b.book === j.book);
+        const bookSheet = new TableSheet(wb, j.book === 'test' ? 'Test book' : 'Crypto book', BOOK_COLUMNS, {
           timeZone: tz,
-          csvPath: path,
           preamble: [
-            `${j.title} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
+            `${j.book === 'test' ? 'Test' : 'Crypto'} book balances · never part of the live summary · ${period.from} to ${period.to}`,
           ],
           currencyKey: 'currency',
         });
         const totals = new Map<string, Record<string, Minor>>();
-        await forEachBatch(trx, queries[j.book], FETCH_SIZE, async (rows) => {
-          for (const r of rows) {
-            const cells = journalCells(r);
-            t.add(cells);
-            add(totals, r.currency, { amount: cells[9] as Minor });
-          }
-          progress(rows.length);
-          await t.drain();
-        });
-        await t.finish(totals);
-        rowCounts[j.sheet] = t.rowCount;
-        if (path) files.push(path);
+        for (const b of rows) {
+          bookSheet.add([b.currency, b.account, b.opening, b.movement, b.closing]);
+          add(totals, b.currency, { opening: b.opening, movement: b.movement, closing: b.closing });
+        }
+        await bookSheet.finish(totals);
+        rowCounts[bookSheet.name] = bookSheet.rowCount;
       }
+      const path = csvPath(j.csv);
+      const t = new TableSheet(wb, j.sheet, JOURNAL_COLUMNS, {
+        timeZone: tz,
+        csvPath: path,
+        preamble: [
+          `${j.title} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
+        ],
+        currencyKey: 'currency',
+      });
+      const totals = new Map<string, Record<string, Minor>>();
+      await forEachBatch(trx, queries[j.book], FETCH_SIZE, async (rows) => {
+        for (const r of rows) {
+          const cells = journalCells(r);
+          t.add(cells);
+          add(totals, r.currency, { amount: cells[9] as Minor });
+        }
+        progress(rows.length);
+        await t.drain();
+      });
+      await t.finish(totals);
+      rowCounts[j.sheet] = t.rowCount;
+      if (path) files.push(path);
+    }
 
-      await wb.commit();
-      return { summaries, otherBooks, rowCounts, files };
-    });
+    await wb.commit();
+    return { summaries, otherBooks, rowCounts, files };
+  });
 }
 
 /** Text of a summary for logs and the terminal: one line per currency. */

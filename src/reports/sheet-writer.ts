@@ -5,7 +5,10 @@
  * added, so memory stays flat however many rows a sheet holds.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type ExcelJS from 'exceljs';
+import type { Kysely, Transaction } from 'kysely';
 import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
 import { excelDate } from './period.ts';
 
@@ -278,4 +281,26 @@ export class TableSheet {
       });
     }
   }
+}
+
+/**
+ * Creates the workbook's folder and the CSV folder, and answers where each detail sheet's CSV goes
+ * (null when no CSV is wanted).
+ */
+export async function prepareOutputs(options: {
+  out: string;
+  csvDir?: string | null | undefined;
+}): Promise<(sheet: string) => string | null> {
+  await mkdir(dirname(options.out), { recursive: true });
+  const csvDir = options.csvDir;
+  if (csvDir) await mkdir(csvDir, { recursive: true });
+  return (sheet) => (csvDir ? join(csvDir, `${sheet}.csv`) : null);
+}
+
+/**
+ * Runs `fn` in one read-only REPEATABLE READ transaction: every sheet of a workbook reads the same
+ * snapshot of the ledger, so its totals agree with each other whatever is booked meanwhile.
+ */
+export function inSnapshot<DB, T>(db: Kysely<DB>, fn: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
+  return db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
 }
