@@ -290,6 +290,12 @@ const envSchema = z.object({
   PAYRECON_POLL_BATCH_SIZE: intText(1, 10_000).default(200),
   /** Least time between two status reads of the same entity. */
   PAYRECON_POLL_MIN_INTERVAL_SECONDS: intText(1, 86_400).default(300),
+  /** Polling schedule (src/domain/polling.ts): first back-off, its cap, re-poll of COMPLETED payouts. */
+  PAYRECON_POLL_FIRST_DELAY_SECONDS: intText(1, 86_400).default(DEFAULT_POLLING_RULES.firstDelayMs / 1000),
+  PAYRECON_POLL_MAX_DELAY_SECONDS: intText(1, 604_800).default(DEFAULT_POLLING_RULES.maxDelayMs / 1000),
+  PAYRECON_POLL_COMPLETED_RECHECK_SECONDS: intText(1, 604_800).default(
+    DEFAULT_POLLING_RULES.completedRecheckMs / 1000,
+  ),
   PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
   PAYRECON_PROVIDER_RETRIES: intText(0, 10).default(3),
 
@@ -341,6 +347,9 @@ function buildConfig(env: z.output<typeof envSchema>) {
       concurrency: env.PAYRECON_POLL_CONCURRENCY,
       batchSize: env.PAYRECON_POLL_BATCH_SIZE,
       minIntervalSeconds: env.PAYRECON_POLL_MIN_INTERVAL_SECONDS,
+      firstDelaySeconds: env.PAYRECON_POLL_FIRST_DELAY_SECONDS,
+      maxDelaySeconds: env.PAYRECON_POLL_MAX_DELAY_SECONDS,
+      completedRecheckSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SECONDS,
     },
     provider: { timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS, retries: env.PAYRECON_PROVIDER_RETRIES },
     sandbox: { traffic: env.PAYRECON_SANDBOX_TRAFFIC },

@@ -106,6 +106,9 @@ export function exceptionRulesFrom(config: Config): ExceptionRules {
     },
     polling: {
       ...DEFAULT_EXCEPTION_RULES.polling,
+      firstDelayMs: config.poller.firstDelaySeconds * 1000,
+      maxDelayMs: config.poller.maxDelaySeconds * 1000,
+      completedRecheckMs: config.poller.completedRecheckSeconds * 1000,
       lateRejectionWindowMs: d.lateRejectionWatchDays * 24 * hour,
     },
   };
