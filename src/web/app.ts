@@ -134,6 +134,10 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   }
   app.decorateRequest('session', null);
 
+  // Signed-out sessions (id -> expiry), refused until they would have expired anyway: the signed cookie
+  // alone cannot be recalled, so sign-out must be remembered on the server.
+  const signedOut = new Map<string, number>();
+
   const cookieOptions = {
     path: cookiePath,
     httpOnly: true,
@@ -167,6 +171,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     if (cookie) {
       const unsigned = signer.unsign(cookie);
       request.session = unsigned.valid && unsigned.value ? decodeSession(unsigned.value, now()) : null;
+      if (request.session && signedOut.has(request.session.sid)) request.session = null;
     }
     if (request.session || isPublic(request.url)) return;
     // Browsers asking for a page are sent to sign in; anything else is plainly refused.
@@ -228,7 +233,10 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     return reply.redirect(`${base}/reports`, 303);
   });
 
-  app.post('/logout', async (_request, reply) => {
+  app.post('/logout', async (request, reply) => {
+    const at = now().getTime();
+    for (const [sid, exp] of signedOut) if (exp <= at) signedOut.delete(sid);
+    if (request.session) signedOut.set(request.session.sid, request.session.exp);
     reply.clearCookie(SESSION_COOKIE, cookieOptions);
     return reply.redirect(`${base}/login`, 303);
   });
