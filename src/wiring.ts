@@ -217,6 +217,8 @@ export interface WebServerParts {
   intents: boolean;
   defaultAccount?: string | null;
   sandboxUsers?: boolean;
+  /** The page's clock and session lifetime (default: the wall clock and 8 hours). */
+  pageOptions?: { now?: () => Date; sessionTtlMs?: number };
 }
 
 /** Workbooks under `<data dir>/reports`, in the configured time zone and cut-off. */
@@ -292,6 +294,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
         timeZone: config.jobs.timeZone,
         services: ledgerWebServices(db, reports),
         logger,
+        ...parts.pageOptions,
       });
     }
   }
