@@ -79,7 +79,11 @@ export function installCommon(app: FastifyInstance, faults: Faults): void {
       });
   });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
+    const refused = refuseBody(req, body as Buffer);
+    if (typeof refused === 'string') done(null, refused);
+    else done(refused, undefined);
+  });
   app.addHook('onRequest', (req, reply, done) => {
     const endpoint = req.routeOptions.config.endpoint;
     // Fast path: no fault configured, no promise, no draw.
@@ -116,6 +120,35 @@ export function installCommon(app: FastifyInstance, faults: Faults): void {
     if (decision.latencyMs > 0) setTimeout(act, decision.latencyMs);
     else act();
   });
+}
+
+// BOM kept: the signatures cover the exact bytes, so the text must give them back.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function httpError(statusCode: number, message: string): Error {
+  return Object.assign(new Error(message), { statusCode });
+}
+
+/**
+ * The body as text, or why it is refused: a Content-Encoding (the sandbox takes no compressed bodies:
+ * 415, RFC 9110), a Content-Type other than application/json on an API route (the contract's headers;
+ * the pages take forms), bytes that are not UTF-8 (400; decoding them with replacement characters
+ * would check the signature against other bytes than those sent).
+ */
+function refuseBody(req: FastifyRequest, body: Buffer): string | Error {
+  const encoding = req.headers['content-encoding']?.trim().toLowerCase();
+  if (encoding && encoding !== 'identity') {
+    return httpError(415, `Content-Encoding ${encoding} is not supported`);
+  }
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (req.routeOptions.config.endpoint && type !== 'application/json') {
+    return httpError(415, 'Content-Type must be application/json');
+  }
+  try {
+    return utf8.decode(body);
+  } catch {
+    return httpError(400, 'Body is not valid UTF-8');
+  }
 }
 
 function parseJsonBody(raw: string): { ok: true; value: unknown } | { ok: false } {

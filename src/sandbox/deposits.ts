@@ -351,6 +351,10 @@ export function createCardDeposit(ctx: DepositContext, account: SandboxAccount, 
       'Card data endpoint restricted to PCI-compliant merchants',
     );
   }
+  // The schema's cross-field check reads the body's fields even when the body is not an object.
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return providerError(400, 300, 'INVALID_PARAMETERS', 'Invalid request', ['body: must be a JSON object']);
+  }
   const parsed = cardDepositRequestSchema.safeParse(body);
   if (!parsed.success) {
     return providerError(
