@@ -53,12 +53,24 @@ function refArrays(refs: readonly EntityRef[]) {
   };
 }
 
-/** `(merchant_account, entity_kind, entity_id) IN (...)` for many refs with three array parameters. */
-function inRefs(refs: readonly EntityRef[], alias = '') {
+/**
+ * The refs as a row source, in the given order: `unnest(...) WITH ORDINALITY AS r(account, kind, id, n)`.
+ * Keyed reads join it to a table through `CROSS JOIN LATERAL (... WHERE <keyOf> ... OFFSET 0)`: the
+ * OFFSET keeps the planner from flattening the subquery into a join, so every ref is one index probe
+ * whatever the statistics say. (With missing or stale statistics, which is every table that has grown
+ * since its last ANALYZE, a plain `IN (SELECT * FROM unnest(...))` became a hash join that scanned the
+ * whole table once per batch: the cost of a batch grew with the ledger.)
+ */
+function refsSource(refs: readonly EntityRef[]) {
   const a = refArrays(refs);
-  const p = alias ? `${alias}.` : '';
-  return sql`(${sql.raw(`${p}merchant_account, ${p}entity_kind, ${p}entity_id`)}) IN (
-    SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[]))`;
+  return sql`unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[]) WITH ORDINALITY AS r(account, kind, id, n)`;
+}
+
+/** `<alias>.merchant_account = r.account AND ...`: the key condition against `refsSource`. */
+function keyOf(alias: string) {
+  return sql.raw(
+    `${alias}.merchant_account = r.account AND ${alias}.entity_kind = r.kind AND ${alias}.entity_id = r.id`,
+  );
 }
 
 export async function ensureMerchantAccounts(db: Db, accounts: readonly string[]): Promise<void> {
@@ -101,10 +113,76 @@ export interface LockedMirror extends EntityRef {
   intent: LinkedIntent | null;
 }
 
-/** Locks the mirror rows, ordered by key so that two batches on the same entities queue instead of deadlocking. */
-export async function lockMirrors(db: Db, refs: readonly EntityRef[]): Promise<Map<string, LockedMirror>> {
-  const out = new Map<string, LockedMirror>();
-  if (refs.length === 0) return out;
+/**
+ * Per entity, its history as a JSON array of arrays (one per observation, in `decodeHistory`'s column
+ * order) and its booked entries likewise (`decodeApplied`). The server builds the JSON and the client
+ * reads it with the native parser: a batch costs one `JSON.parse` per entity instead of per-column
+ * conversions of thousands of rows. Timestamps travel as epoch milliseconds, amounts as decimal text.
+ * Both are correlated subqueries on `r` (the refs source): one index probe per entity.
+ */
+const HISTORY_JSON = sql`(
+  SELECT coalesce(json_agg(json_build_array(h.event_id, h.to_status,
+    floor(extract(epoch FROM h.observed_at) * 1000)::bigint, h.source, h.external_ref, h.currency, h.amount::text,
+    h.fee_currency, h.fee_amount::text, h.fee_on_payer, h.test, h.crypto, h.status_reason, h.payer_verification,
+    h.rejection_code, h.rejection_reason, h.parent_deposit_id)), '[]'::json)
+  FROM status_history h WHERE ${keyOf('h')})`;
+
+const APPLIED_JSON = sql`(
+  SELECT coalesce(json_agg(json_build_array(j.effect, j.direction, j.seq, j.book, j.currency, j.amount::text,
+    j.fee_currency, j.fee_amount::text)), '[]'::json)
+  FROM journal_entries j WHERE ${keyOf('j')})`;
+
+type Json = string | number | boolean | null;
+
+function decodeHistory(rows: readonly Json[][]): HistoryItem[] {
+  return rows.map((h) => ({
+    eventId: h[0] as string,
+    status: h[1] as string | null,
+    observedAt: new Date(h[2] as number),
+    source: h[3] as ObservationSource,
+    externalRef: h[4] as string | null,
+    currency: h[5] as string | null,
+    amount: toMinor(h[6] as string | null),
+    feeCurrency: h[7] as string | null,
+    feeAmount: toMinor(h[8] as string | null),
+    feeOnPayer: h[9] as boolean | null,
+    test: h[10] as boolean,
+    crypto: h[11] as boolean,
+    statusReason: h[12] as string | null,
+    payerVerification: h[13] as string | null,
+    rejectionCode: h[14] as string | null,
+    rejectionReason: h[15] as string | null,
+    parentDepositId: h[16] as string | null,
+  }));
+}
+
+function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
+  return rows.map((e) => ({
+    effect: e[0] as Effect,
+    direction: e[1] === -1 ? -1 : 1,
+    seq: e[2] as number,
+    book: e[3] as Book,
+    currency: e[4] as string,
+    amount: parseAmount(e[5] as string),
+    feeCurrency: e[6] as string | null,
+    feeAmount: e[7] === null ? null : parseAmount(e[7] as string),
+  }));
+}
+
+export interface BatchState {
+  locked: Map<string, LockedMirror>;
+  histories: Map<string, HistoryItem[]>;
+  applied: Map<string, AppliedEntry[]>;
+}
+
+/**
+ * One statement per batch for everything the computation reads: locks the mirror rows one key at a time
+ * in the order given (callers sort by `compareRefs`, so two batches on the same entities queue instead of
+ * deadlocking) and returns each with its linked intent, its history and its booked entries.
+ */
+export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<BatchState> {
+  const state: BatchState = { locked: new Map(), histories: new Map(), applied: new Map() };
+  if (refs.length === 0) return state;
   const { rows } = await sql<{
     merchant_account: string;
     entity_kind: EntityKind;
@@ -127,19 +205,27 @@ export async function lockMirrors(db: Db, refs: readonly EntityRef[]): Promise<M
     i_fee_on_payer: boolean | null;
     i_entity_id: string | null;
     i_external_ref: string | null;
+    history: Json[][];
+    applied: Json[][];
   }>`
-    SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released, m.test,
-      m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, m.next_poll_at,
-      i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee, i.test AS i_test,
-      i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
-      i.external_ref AS i_external_ref
-    FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
-    WHERE ${inRefs(refs, 'm')}
-    ORDER BY m.merchant_account, m.entity_kind, m.entity_id
-    FOR UPDATE OF m`.execute(db);
+    SELECT x.*, ${HISTORY_JSON} AS history, ${APPLIED_JSON} AS applied
+    FROM ${refsSource(refs)}
+    CROSS JOIN LATERAL (
+      SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
+        m.test, m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, m.next_poll_at,
+        i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
+        i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
+        i.external_ref AS i_external_ref
+      FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
+      WHERE ${keyOf('m')}
+      FOR UPDATE OF m) x
+    ORDER BY r.n`.execute(db);
   for (const r of rows) {
     const ref = { account: r.merchant_account, kind: r.entity_kind, entityId: r.entity_id };
-    out.set(refKey(ref), {
+    const key = refKey(ref);
+    state.histories.set(key, decodeHistory(r.history));
+    state.applied.set(key, decodeApplied(r.applied));
+    state.locked.set(key, {
       ...ref,
       status: r.status,
       everCompleted: r.ever_completed,
@@ -167,65 +253,19 @@ export async function lockMirrors(db: Db, refs: readonly EntityRef[]): Promise<M
           : null,
     });
   }
-  return out;
+  return state;
 }
 
-/** The recorded history of the entities, grouped by entity key. */
+/** The recorded history of the entities, grouped by entity key (read-only; `loadBatch` locks). */
 export async function loadHistories(db: Db, refs: readonly EntityRef[]): Promise<Map<string, HistoryItem[]>> {
   const out = new Map<string, HistoryItem[]>();
   if (refs.length === 0) return out;
-  const { rows } = await sql<{
-    merchant_account: string;
-    entity_kind: EntityKind;
-    entity_id: string;
-    event_id: string;
-    to_status: string | null;
-    observed_at: Date;
-    source: ObservationSource;
-    external_ref: string | null;
-    currency: string | null;
-    amount: string | null;
-    fee_currency: string | null;
-    fee_amount: string | null;
-    fee_on_payer: boolean | null;
-    test: boolean;
-    crypto: boolean;
-    status_reason: string | null;
-    payer_verification: string | null;
-    rejection_code: string | null;
-    rejection_reason: string | null;
-    parent_deposit_id: string | null;
-  }>`
-    SELECT merchant_account, entity_kind, entity_id, event_id, to_status, observed_at, source, external_ref,
-      currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason, payer_verification,
-      rejection_code, rejection_reason, parent_deposit_id
-    FROM status_history WHERE ${inRefs(refs)}`.execute(db);
+  const { rows } = await sql<{ account: string; kind: EntityKind; id: string; history: Json[][] }>`
+    SELECT r.account, r.kind, r.id, ${HISTORY_JSON} AS history FROM ${refsSource(refs)}`.execute(db);
   for (const r of rows) {
-    const key = refKey({ account: r.merchant_account, kind: r.entity_kind, entityId: r.entity_id });
-    let list = out.get(key);
-    if (!list) {
-      list = [];
-      out.set(key, list);
+    if (r.history.length > 0) {
+      out.set(refKey({ account: r.account, kind: r.kind, entityId: r.id }), decodeHistory(r.history));
     }
-    list.push({
-      eventId: r.event_id,
-      status: r.to_status,
-      observedAt: r.observed_at,
-      source: r.source,
-      externalRef: r.external_ref,
-      currency: r.currency,
-      amount: toMinor(r.amount),
-      feeCurrency: r.fee_currency,
-      feeAmount: toMinor(r.fee_amount),
-      feeOnPayer: r.fee_on_payer,
-      test: r.test,
-      crypto: r.crypto,
-      statusReason: r.status_reason,
-      payerVerification: r.payer_verification,
-      rejectionCode: r.rejection_code,
-      rejectionReason: r.rejection_reason,
-      parentDepositId: r.parent_deposit_id,
-    });
   }
   return out;
 }
@@ -271,14 +311,19 @@ export async function loadIntents(
     fee_on_payer: boolean;
     created_at: Date;
   }>`
-    SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
-      crypto, fee_on_payer, created_at
-    FROM intents WHERE ${inRefs(refs)}
+    SELECT x.* FROM ${refsSource(refs)}
+    CROSS JOIN LATERAL (
+      SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
+        crypto, fee_on_payer, created_at
+      FROM intents i WHERE i.entity_id = r.id AND i.merchant_account = r.account AND i.entity_kind = r.kind
+      OFFSET 0) x
     UNION
-    SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
-      crypto, fee_on_payer, created_at
-    FROM intents WHERE (merchant_account, entity_kind, external_ref) IN (
-      SELECT * FROM unnest(${accounts}::text[], ${kinds}::text[], ${xrefs}::text[]))
+    SELECT x.* FROM unnest(${accounts}::text[], ${kinds}::text[], ${xrefs}::text[]) AS r(account, kind, xref)
+    CROSS JOIN LATERAL (
+      SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
+        crypto, fee_on_payer, created_at
+      FROM intents i WHERE i.external_ref = r.xref AND i.merchant_account = r.account AND i.entity_kind = r.kind
+      OFFSET 0) x
     ORDER BY created_at, intent_id`.execute(db);
   const byId = new Map<string, LinkedIntent>();
   const byRef = new Map<string, LinkedIntent[]>();
@@ -316,43 +361,16 @@ export async function loadIntents(
   return out;
 }
 
-/** Journal entries already booked for the entities. */
+/** Journal entries already booked for the entities (read-only; `loadBatch` locks). */
 export async function loadApplied(db: Db, refs: readonly EntityRef[]): Promise<Map<string, AppliedEntry[]>> {
   const out = new Map<string, AppliedEntry[]>();
   if (refs.length === 0) return out;
-  const { rows } = await sql<{
-    merchant_account: string;
-    entity_kind: EntityKind;
-    entity_id: string;
-    effect: Effect;
-    direction: number;
-    seq: number;
-    book: Book;
-    currency: string;
-    amount: string;
-    fee_currency: string | null;
-    fee_amount: string | null;
-  }>`
-    SELECT merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency, amount, fee_currency,
-      fee_amount
-    FROM journal_entries WHERE ${inRefs(refs)}`.execute(db);
+  const { rows } = await sql<{ account: string; kind: EntityKind; id: string; applied: Json[][] }>`
+    SELECT r.account, r.kind, r.id, ${APPLIED_JSON} AS applied FROM ${refsSource(refs)}`.execute(db);
   for (const r of rows) {
-    const key = refKey({ account: r.merchant_account, kind: r.entity_kind, entityId: r.entity_id });
-    let list = out.get(key);
-    if (!list) {
-      list = [];
-      out.set(key, list);
+    if (r.applied.length > 0) {
+      out.set(refKey({ account: r.account, kind: r.kind, entityId: r.id }), decodeApplied(r.applied));
     }
-    list.push({
-      effect: r.effect,
-      direction: r.direction === -1 ? -1 : 1,
-      seq: r.seq,
-      book: r.book,
-      currency: r.currency,
-      amount: parseAmount(r.amount),
-      feeCurrency: r.fee_currency,
-      feeAmount: r.fee_amount === null ? null : parseAmount(r.fee_amount),
-    });
   }
   return out;
 }
@@ -365,95 +383,9 @@ export interface HistoryRow extends EntityRef {
   details: Record<string, unknown>;
 }
 
-export async function insertHistory(db: Db, rows: readonly HistoryRow[]): Promise<void> {
-  if (rows.length === 0) return;
-  const col = <T>(f: (r: HistoryRow) => T) => rows.map(f);
-  await sql`
-    INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
-      observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
-      crypto, status_reason, payer_verification, rejection_code, rejection_reason, parent_deposit_id, details)
-    SELECT * FROM unnest(
-      ${col((r) => r.item.eventId)}::text[], ${col((r) => r.account)}::text[], ${col((r) => r.kind)}::text[],
-      ${col((r) => r.entityId)}::text[], ${col((r) => r.fromStatus)}::text[], ${col((r) => r.item.status)}::text[],
-      ${col((r) => r.item.source)}::text[], ${col((r) => r.item.observedAt)}::timestamptz[],
-      ${col((r) => r.stale)}::boolean[], ${col((r) => r.illegal)}::boolean[],
-      ${col((r) => r.item.externalRef)}::text[], ${col((r) => r.item.currency)}::text[],
-      ${col((r) => toText(r.item.amount))}::numeric[], ${col((r) => r.item.feeCurrency)}::text[],
-      ${col((r) => toText(r.item.feeAmount))}::numeric[], ${col((r) => r.item.feeOnPayer)}::boolean[],
-      ${col((r) => r.item.test)}::boolean[], ${col((r) => r.item.crypto)}::boolean[],
-      ${col((r) => r.item.statusReason)}::text[], ${col((r) => r.item.payerVerification)}::text[],
-      ${col((r) => r.item.rejectionCode)}::text[], ${col((r) => r.item.rejectionReason)}::text[],
-      ${col((r) => r.item.parentDepositId)}::text[], ${col((r) => JSON.stringify(r.details))}::jsonb[])
-    ON CONFLICT (event_id) DO NOTHING`.execute(db);
-}
-
 export interface EntryToBook extends EntityRef {
   entry: PlannedEntry;
   effectiveAt: Date;
-}
-
-/**
- * Books entries and their postings: one multi-row INSERT for the entries, one for all their postings (so
- * the balance trigger sees each entry whole). Entries whose key exists are skipped with their postings.
- * Returns the number of entries booked.
- */
-export async function bookEntries(db: Db, entries: readonly EntryToBook[]): Promise<number> {
-  if (entries.length === 0) return 0;
-  const accounts = new Map<string, [string, string, string, string]>();
-  for (const e of entries) {
-    for (const p of e.entry.postings) {
-      accounts.set(`${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`, [
-        e.account,
-        p.currency,
-        e.entry.book,
-        p.account,
-      ]);
-    }
-  }
-  const acc = [...accounts.values()].sort();
-  await sql`
-    INSERT INTO ledger_accounts (merchant_account, currency, book, name)
-    SELECT * FROM unnest(${acc.map((a) => a[0])}::text[], ${acc.map((a) => a[1])}::text[],
-      ${acc.map((a) => a[2])}::text[], ${acc.map((a) => a[3])}::text[])
-    ON CONFLICT DO NOTHING`.execute(db);
-  const col = <T>(f: (r: EntryToBook) => T) => entries.map(f);
-  const { rows } = await sql<{ id: string; idempotency_key: string }>`
-    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
-      book, currency, amount, fee_currency, fee_amount, effective_at)
-    SELECT * FROM unnest(${col((e) => e.entry.idempotencyKey)}::text[], ${col((e) => e.account)}::text[],
-      ${col((e) => e.kind)}::text[], ${col((e) => e.entityId)}::text[], ${col((e) => e.entry.effect)}::text[],
-      ${col((e) => e.entry.direction)}::smallint[], ${col((e) => e.entry.seq)}::integer[],
-      ${col((e) => e.entry.book)}::text[], ${col((e) => e.entry.currency)}::text[],
-      ${col((e) => formatAmount(e.entry.amount))}::numeric[], ${col((e) => e.entry.feeCurrency)}::text[],
-      ${col((e) => toText(e.entry.feeAmount))}::numeric[], ${col((e) => e.effectiveAt)}::timestamptz[])
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id, idempotency_key`.execute(db);
-  const ids = new Map(rows.map((r) => [r.idempotency_key, r.id]));
-  const pEntry: string[] = [];
-  const pAccount: string[] = [];
-  const pCurrency: string[] = [];
-  const pBook: string[] = [];
-  const pName: string[] = [];
-  const pAmount: string[] = [];
-  for (const e of entries) {
-    const id = ids.get(e.entry.idempotencyKey);
-    if (id === undefined) continue;
-    for (const p of e.entry.postings) {
-      pEntry.push(id);
-      pAccount.push(e.account);
-      pCurrency.push(p.currency);
-      pBook.push(e.entry.book);
-      pName.push(p.account);
-      pAmount.push(formatAmount(p.amount));
-    }
-  }
-  if (pEntry.length > 0) {
-    await sql`
-      INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
-      SELECT * FROM unnest(${pEntry}::bigint[], ${pAccount}::text[], ${pCurrency}::text[], ${pBook}::text[],
-        ${pName}::text[], ${pAmount}::numeric[])`.execute(db);
-  }
-  return rows.length;
 }
 
 export interface MirrorUpdate extends EntityRef {
@@ -486,39 +418,176 @@ export interface MirrorUpdate extends EntityRef {
   pollAttempts: number;
 }
 
-export async function updateMirrors(db: Db, rows: readonly MirrorUpdate[]): Promise<void> {
-  if (rows.length === 0) return;
-  const col = <T>(f: (r: MirrorUpdate) => T) => rows.map(f);
-  await sql`
-    UPDATE mirrors m SET
-      external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
-      ever_completed = v.ever_completed, ever_early_released = v.ever_early_released, currency = v.currency,
-      amount = v.amount, fee_currency = v.fee_currency, fee_amount = v.fee_amount, fee_on_payer = v.fee_on_payer,
-      test = v.test, crypto = v.crypto, status_reason = v.status_reason, payer_verification = v.payer_verification,
-      rejection_code = v.rejection_code, rejection_reason = v.rejection_reason,
-      parent_deposit_id = coalesce(v.parent_deposit_id, m.parent_deposit_id),
-      expires_at = coalesce(v.expires_at, m.expires_at), details = coalesce(v.details, m.details),
-      intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
-      completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
-      updated_at = now()
-    FROM unnest(${col((r) => r.account)}::text[], ${col((r) => r.kind)}::text[], ${col((r) => r.entityId)}::text[],
-      ${col((r) => r.externalRef)}::text[], ${col((r) => r.status)}::text[],
-      ${col((r) => r.statusSince)}::timestamptz[], ${col((r) => r.everCompleted)}::boolean[],
-      ${col((r) => r.everEarlyReleased)}::boolean[], ${col((r) => r.currency)}::text[],
-      ${col((r) => toText(r.amount))}::numeric[], ${col((r) => r.feeCurrency)}::text[],
-      ${col((r) => toText(r.feeAmount))}::numeric[], ${col((r) => r.feeOnPayer)}::boolean[],
-      ${col((r) => r.test)}::boolean[], ${col((r) => r.crypto)}::boolean[], ${col((r) => r.statusReason)}::text[],
-      ${col((r) => r.payerVerification)}::text[], ${col((r) => r.rejectionCode)}::text[],
-      ${col((r) => r.rejectionReason)}::text[], ${col((r) => r.parentDepositId)}::text[],
-      ${col((r) => r.expiresAt)}::timestamptz[],
-      ${col((r) => (r.details === null ? null : JSON.stringify(r.details)))}::jsonb[],
-      ${col((r) => r.intentId)}::text[], ${col((r) => r.firstSeenAt)}::timestamptz[],
-      ${col((r) => r.lastSeenAt)}::timestamptz[], ${col((r) => r.completedAt)}::timestamptz[],
-      ${col((r) => r.nextPollAt)}::timestamptz[], ${col((r) => r.pollAttempts)}::integer[])
-      AS v(merchant_account, entity_kind, entity_id, external_ref, status, status_since, ever_completed,
-        ever_early_released, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
-        payer_verification, rejection_code, rejection_reason, parent_deposit_id, expires_at, details, intent_id,
-        first_seen_at, last_seen_at, completed_at, next_poll_at, poll_attempts)
-    WHERE m.merchant_account = v.merchant_account AND m.entity_kind = v.entity_kind
-      AND m.entity_id = v.entity_id`.execute(db);
+/** A JSON parameter: amounts as decimal text, instants as ISO text, bigint never reaches JSON.stringify. */
+const json = (rows: readonly unknown[]) => JSON.stringify(rows);
+
+export interface BatchWrites {
+  history: readonly HistoryRow[];
+  entries: readonly EntryToBook[];
+  mirrors: readonly MirrorUpdate[];
+}
+
+/**
+ * Writes a batch's results in one statement: the new history rows, the ledger accounts the postings
+ * need, the journal entries and their postings, and the recomputed mirror rows. Rows travel as one JSON
+ * array per table (`json_to_recordset`), parsed on the server; entries whose idempotency key exists are
+ * skipped with their postings, so the postings' statement-level trigger sees each new entry whole.
+ * Mirror rows are found by key (one index probe each) and updated through their `ctid`: they are locked
+ * by this transaction (`loadBatch`), so the version found is the one updated. Returns the number of
+ * entries booked.
+ */
+export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
+  const { history, entries, mirrors } = writes;
+  if (history.length === 0 && entries.length === 0 && mirrors.length === 0) return 0;
+  const accounts = new Map<string, { a: string; c: string; b: string; n: string }>();
+  const postings: { k: string; c: string; n: string; x: string }[] = [];
+  for (const e of entries) {
+    for (const p of e.entry.postings) {
+      accounts.set(`${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`, {
+        a: e.account,
+        c: p.currency,
+        b: e.entry.book,
+        n: p.account,
+      });
+      postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: formatAmount(p.amount) });
+    }
+  }
+  const historyJson = json(
+    history.map((r) => ({
+      event_id: r.item.eventId,
+      merchant_account: r.account,
+      entity_kind: r.kind,
+      entity_id: r.entityId,
+      from_status: r.fromStatus,
+      to_status: r.item.status,
+      source: r.item.source,
+      observed_at: r.item.observedAt,
+      stale: r.stale,
+      illegal: r.illegal,
+      external_ref: r.item.externalRef,
+      currency: r.item.currency,
+      amount: toText(r.item.amount),
+      fee_currency: r.item.feeCurrency,
+      fee_amount: toText(r.item.feeAmount),
+      fee_on_payer: r.item.feeOnPayer,
+      test: r.item.test,
+      crypto: r.item.crypto,
+      status_reason: r.item.statusReason,
+      payer_verification: r.item.payerVerification,
+      rejection_code: r.item.rejectionCode,
+      rejection_reason: r.item.rejectionReason,
+      parent_deposit_id: r.item.parentDepositId,
+      details: r.details,
+    })),
+  );
+  const entriesJson = json(
+    entries.map((e) => ({
+      idempotency_key: e.entry.idempotencyKey,
+      merchant_account: e.account,
+      entity_kind: e.kind,
+      entity_id: e.entityId,
+      effect: e.entry.effect,
+      direction: e.entry.direction,
+      seq: e.entry.seq,
+      book: e.entry.book,
+      currency: e.entry.currency,
+      amount: formatAmount(e.entry.amount),
+      fee_currency: e.entry.feeCurrency,
+      fee_amount: toText(e.entry.feeAmount),
+      effective_at: e.effectiveAt,
+    })),
+  );
+  const mirrorsJson = json(
+    mirrors.map((r) => ({
+      merchant_account: r.account,
+      entity_kind: r.kind,
+      entity_id: r.entityId,
+      external_ref: r.externalRef,
+      status: r.status,
+      status_since: r.statusSince,
+      ever_completed: r.everCompleted,
+      ever_early_released: r.everEarlyReleased,
+      currency: r.currency,
+      amount: toText(r.amount),
+      fee_currency: r.feeCurrency,
+      fee_amount: toText(r.feeAmount),
+      fee_on_payer: r.feeOnPayer,
+      test: r.test,
+      crypto: r.crypto,
+      status_reason: r.statusReason,
+      payer_verification: r.payerVerification,
+      rejection_code: r.rejectionCode,
+      rejection_reason: r.rejectionReason,
+      parent_deposit_id: r.parentDepositId,
+      expires_at: r.expiresAt,
+      details: r.details,
+      intent_id: r.intentId,
+      first_seen_at: r.firstSeenAt,
+      last_seen_at: r.lastSeenAt,
+      completed_at: r.completedAt,
+      next_poll_at: r.nextPollAt,
+      poll_attempts: r.pollAttempts,
+    })),
+  );
+  const accountsJson = json(
+    [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v),
+  );
+  const { rows } = await sql<{ booked: string }>`
+    WITH h AS (
+      INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
+        observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
+        crypto, status_reason, payer_verification, rejection_code, rejection_reason, parent_deposit_id, details)
+      SELECT event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at, stale,
+        illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
+        payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
+      FROM json_to_recordset(${historyJson}::json) AS v(event_id text, merchant_account text, entity_kind text,
+        entity_id text, from_status text, to_status text, source text, observed_at timestamptz, stale boolean,
+        illegal boolean, external_ref text, currency text, amount numeric, fee_currency text, fee_amount numeric,
+        fee_on_payer boolean, test boolean, crypto boolean, status_reason text, payer_verification text,
+        rejection_code text, rejection_reason text, parent_deposit_id text, details jsonb)
+      ON CONFLICT (event_id) DO NOTHING
+    ), m AS (
+      UPDATE mirrors m SET
+        external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
+        ever_completed = v.ever_completed, ever_early_released = v.ever_early_released, currency = v.currency,
+        amount = v.amount, fee_currency = v.fee_currency, fee_amount = v.fee_amount, fee_on_payer = v.fee_on_payer,
+        test = v.test, crypto = v.crypto, status_reason = v.status_reason, payer_verification = v.payer_verification,
+        rejection_code = v.rejection_code, rejection_reason = v.rejection_reason,
+        parent_deposit_id = coalesce(v.parent_deposit_id, m.parent_deposit_id),
+        expires_at = coalesce(v.expires_at, m.expires_at), details = coalesce(v.details, m.details),
+        intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
+        completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
+        updated_at = now()
+      FROM json_to_recordset(${mirrorsJson}::json) AS v(merchant_account text, entity_kind text, entity_id text,
+        external_ref text, status text, status_since timestamptz, ever_completed boolean, ever_early_released boolean,
+        currency text, amount numeric, fee_currency text, fee_amount numeric, fee_on_payer boolean, test boolean,
+        crypto boolean, status_reason text, payer_verification text, rejection_code text, rejection_reason text,
+        parent_deposit_id text, expires_at timestamptz, details jsonb, intent_id text, first_seen_at timestamptz,
+        last_seen_at timestamptz, completed_at timestamptz, next_poll_at timestamptz, poll_attempts integer)
+        CROSS JOIN LATERAL (
+          SELECT ctid AS tid FROM mirrors x WHERE x.merchant_account = v.merchant_account
+            AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
+      WHERE m.ctid = t.tid
+    ), a AS (
+      INSERT INTO ledger_accounts (merchant_account, currency, book, name)
+      SELECT a, c, b, n FROM json_to_recordset(${accountsJson}::json) AS v(a text, c text, b text, n text)
+      ON CONFLICT DO NOTHING
+    ), e AS (
+      INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
+        book, currency, amount, fee_currency, fee_amount, effective_at)
+      SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
+        amount, fee_currency, fee_amount, effective_at
+      FROM json_to_recordset(${entriesJson}::json) AS v(idempotency_key text, merchant_account text,
+        entity_kind text, entity_id text, effect text, direction smallint, seq integer, book text, currency text,
+        amount numeric, fee_currency text, fee_amount numeric, effective_at timestamptz)
+      ON CONFLICT (idempotency_key) DO NOTHING
+      RETURNING id, idempotency_key, merchant_account, book
+    ), p AS (
+      INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
+      SELECT e.id, e.merchant_account, v.c, e.book, v.n, v.x
+      FROM json_to_recordset(${json(postings)}::json) AS v(k text, c text, n text, x numeric)
+        JOIN e ON e.idempotency_key = v.k
+    )
+    SELECT count(*)::text AS booked FROM e`.execute(db);
+  return Number(rows[0]?.booked ?? 0);
 }

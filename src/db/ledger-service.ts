@@ -1,9 +1,9 @@
 /**
  * The ledger service: `applyObservations` and `recordIntents`, batch-oriented, idempotent and
- * convergent. For each batch it locks the entities' mirror rows (in key order), loads their whole
- * histories, intents and booked entries with a few set-based queries, recomputes each entity's state
- * from its whole history (src/domain/effects.ts), books wanted-minus-applied with multi-row inserts,
- * and writes history, mirrors, exceptions and alert outbox rows in the same transaction. The caller owns
+ * convergent. For each batch it locks the entities' mirror rows (in key order) and reads their whole
+ * histories and booked entries in one statement (plus the intents of entities not yet linked), recomputes
+ * each entity's state from its whole history (src/domain/effects.ts), and writes history, entries,
+ * postings and mirrors in one statement, then exceptions and alert outbox rows, in the same transaction. The caller owns
  * the transaction; `withLedgerTransaction` runs one with retries on serialization failures and deadlocks.
  */
 import type { Kysely, Transaction } from 'kysely';
@@ -30,23 +30,19 @@ import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
 import { logger } from '../logger.ts';
 import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
-  bookEntries,
   compareRefs,
   type EntityRef,
   type EntryToBook,
   ensureMerchantAccounts,
   ensureMirrors,
   type HistoryRow,
-  insertHistory,
-  loadApplied,
-  loadHistories,
+  loadBatch,
   loadIntents,
-  lockMirrors,
   type MirrorUpdate,
   refKey,
   toMinor,
   toText,
-  updateMirrors,
+  writeBatch,
 } from './ledger-repository.ts';
 import type { Database } from './schema.ts';
 
@@ -256,10 +252,8 @@ async function reconcile(
     timings[name] = (timings[name] ?? 0) + t - mark;
     mark = t;
   };
-  const locked = await lockMirrors(trx, refs);
-  step('lock');
-  const histories = await loadHistories(trx, refs);
-  step('load history');
+  const { locked, histories, applied } = await loadBatch(trx, refs);
+  step('lock and load');
   // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
   // marks those), so only unlinked or intent-touched entities search the intents table.
   const toSearch = refs.filter((r) => {
@@ -280,8 +274,6 @@ async function reconcile(
   });
   const intents = await loadIntents(trx, externalRefs);
   step('load intents');
-  const applied = await loadApplied(trx, refs);
-  step('load entries');
 
   const historyRows: HistoryRow[] = [];
   const entries: EntryToBook[] = [];
@@ -427,12 +419,8 @@ async function reconcile(
   }
 
   step('compute');
-  await insertHistory(trx, historyRows);
-  step('insert history');
-  result.entriesBooked = await bookEntries(trx, entries);
-  step('book entries');
-  await updateMirrors(trx, mirrorRows);
-  step('update mirrors');
+  result.entriesBooked = await writeBatch(trx, { history: historyRows, entries, mirrors: mirrorRows });
+  step('write');
   raised.push(...(await crossEntityExceptions(trx, newDeposits, touchedRefunds)));
   result.exceptionsRaised = await raiseExceptions(trx, raised, now, rules);
   step('exceptions');
@@ -444,7 +432,8 @@ async function reconcile(
 
 /**
  * DUPLICATE_INVOICE (a new deposit reuses an invoice id) and OVER_REFUNDED (refunds holding or paid out
- * more than their deposit). Index lookups by key, grouped here, so the cost does not grow with the table.
+ * more than their deposit). One index probe per key (LATERAL, see ledger-repository.ts), so the cost does
+ * not grow with the table.
  */
 async function crossEntityExceptions(
   trx: Db,
@@ -454,10 +443,13 @@ async function crossEntityExceptions(
   const out: ExceptionToRaise[] = [];
   if (newDeposits.length > 0) {
     const { rows } = await sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
-      SELECT merchant_account, entity_id, external_ref FROM mirrors
-      WHERE (merchant_account, entity_kind, external_ref) IN (
-        SELECT a, 'deposit', x FROM unnest(${newDeposits.map((d) => d.account)}::text[],
-          ${newDeposits.map((d) => d.externalRef)}::text[]) AS v(a, x))`.execute(trx);
+      SELECT DISTINCT m.* FROM unnest(${newDeposits.map((d) => d.account)}::text[],
+        ${newDeposits.map((d) => d.externalRef)}::text[]) AS v(a, x)
+      CROSS JOIN LATERAL (
+        SELECT merchant_account, entity_id, external_ref FROM mirrors
+        WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m`.execute(
+      trx,
+    );
     const byInvoice = new Map<string, string[]>();
     for (const r of rows) {
       const k = `${r.merchant_account}\u0000${r.external_ref}`;
@@ -487,19 +479,24 @@ async function crossEntityExceptions(
       entity_id: string;
       amount: string | null;
     }>`
-      SELECT merchant_account, entity_id, amount::text FROM mirrors
-      WHERE (merchant_account, entity_kind, entity_id) IN (
-        SELECT a, 'deposit', i FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i))`.execute(trx);
+      SELECT m.* FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i)
+      CROSS JOIN LATERAL (
+        SELECT merchant_account, entity_id, amount::text FROM mirrors
+        WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m`.execute(
+      trx,
+    );
     const { rows: sums } = await sql<{
       merchant_account: string;
       parent_deposit_id: string;
       refunded: string;
     }>`
-      SELECT merchant_account, parent_deposit_id, sum(amount)::text AS refunded FROM mirrors
-      WHERE entity_kind = 'refund' AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')
-        AND (merchant_account, parent_deposit_id) IN (
-          SELECT * FROM unnest(${accounts}::text[], ${ids}::text[]))
-      GROUP BY merchant_account, parent_deposit_id`.execute(trx);
+      SELECT v.a AS merchant_account, v.i AS parent_deposit_id, s.refunded
+      FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i)
+      CROSS JOIN LATERAL (
+        SELECT sum(amount)::text AS refunded FROM mirrors
+        WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
+          AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')) s
+      WHERE s.refunded IS NOT NULL`.execute(trx);
     const refunded = new Map(
       sums.map((s) => [`${s.merchant_account}\u0000${s.parent_deposit_id}`, s.refunded]),
     );
