@@ -9,9 +9,15 @@
  *   3. the machine's limit in the same run: a bare multi-row INSERT of the same postings (two per
  *      deposit credit), as in bench:ledger, as the ratio's denominator.
  *
+ * The provider (the sandbox) and Kafka (the embedded broker) run as their own processes, as they do in a
+ * deployment (`payrecon sandbox`, `payrecon broker`); the pipeline under test (ingress, fetcher,
+ * reconciler, relay, with the registry) runs in this process as `payrecon up` runs it. The bench's own
+ * webhook sender shares this process. BENCH_LAYOUT=one-process puts the sandbox and broker back in it.
+ *
  *   npm run bench:pipeline            EVENTS=20000 LATENCY_SECONDS=10
  *   BENCH_DATABASE_URL=postgres://... (default postgres://postgres@127.0.0.1:5432/postgres)
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +42,35 @@ const EVENTS = Number(process.env.EVENTS ?? 20_000);
 const LATENCY_SECONDS = Number(process.env.LATENCY_SECONDS ?? 10);
 const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
+const SPLIT = process.env.BENCH_LAYOUT !== 'one-process';
+const ROOT = join(import.meta.dirname, '..');
+
+/** Starts `payrecon <args>` as its own process and resolves with the lines it printed once `ready` matched. */
+function spawnPart(args: string[], ready: RegExp): Promise<{ child: ChildProcess; output: string }> {
+  const child = spawn(process.execPath, ['bin/payrecon.mjs', ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, LOG_LEVEL: 'error' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      if (ready.test(output)) resolve({ child, output });
+    });
+    child.once('exit', (code) =>
+      reject(new Error(`payrecon ${args[0]} exited (${code}) before it was ready`)),
+    );
+  });
+}
+
+async function stopPart(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 }
@@ -50,7 +85,30 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'payrecon-bench-pipeline-'));
 
   // The sandbox without automatic moves or notifications of its own: the bench sends the webhooks.
-  const sandbox = await startSandbox({ host: '127.0.0.1', port: 0, ccPort: 0, seed: 7 });
+  const parts: ChildProcess[] = [];
+  let sandbox: { url: string; ccUrl: string; close: () => Promise<void> };
+  let brokers: string | undefined;
+  if (SPLIT) {
+    const sb = await spawnPart(
+      ['sandbox', '--port', '0', '--cc-port', '0', '--seed', '7'],
+      /sandbox card api (\S+)\n/,
+    );
+    parts.push(sb.child);
+    sandbox = {
+      url: /sandbox api (\S+)\n/.exec(sb.output)![1]!,
+      ccUrl: /sandbox card api (\S+)\n/.exec(sb.output)![1]!,
+      close: () => stopPart(sb.child),
+    };
+    const bk = await spawnPart(
+      ['broker', '--port', '0', '--partitions', '3', '--data-dir', join(dataDir, 'broker')],
+      /listening (\S+)\n/,
+    );
+    parts.push(bk.child);
+    brokers = /listening (\S+)\n/.exec(bk.output)![1]!;
+  } else {
+    const sb = await startSandbox({ host: '127.0.0.1', port: 0, ccPort: 0, seed: 7 });
+    sandbox = { url: sb.url, ccUrl: sb.ccUrl, close: () => sb.close() };
+  }
   const account = {
     ...providerAccountFor(DEFAULT_ACCOUNT, { url: sandbox.url, ccUrl: sandbox.ccUrl }),
     webhookSignatureMode: 'enforce' as const,
@@ -58,6 +116,7 @@ async function main(): Promise<void> {
   const config = loadConfig({
     DATABASE_URL: url.toString(),
     PAYRECON_DATA_DIR: dataDir,
+    ...(brokers ? { KAFKA_BROKERS: brokers } : {}),
     PAYRECON_WEB_PORT: '0',
     LOG_LEVEL: 'error',
     PAYRECON_CRON_POLL: '0 0 1 1 *',
@@ -194,12 +253,16 @@ async function main(): Promise<void> {
   }
   await Promise.all(inflight);
   await until(EVENTS + paced.length);
-  const { rows } = await sql<{ entity_id: string; at: Date }>`
-    SELECT entity_id, min(recorded_at) AS at FROM status_history
+  const { rows } = await sql<{ entity_id: string; at: Date; observed: Date }>`
+    SELECT entity_id, min(recorded_at) AS at, min(observed_at) AS observed FROM status_history
     WHERE source = 'webhook' AND entity_id = ANY(${paced.map(String)}::text[]) GROUP BY entity_id`.execute(
     db,
   );
   const latencies = rows.map((r) => r.at.getTime() - sent.get(r.entity_id)!).sort((a, b) => a - b);
+  // Where the time goes: POST to the fetcher's provider status call (ingress, Kafka, fetcher), and that
+  // call to the ledger transaction (Kafka, reconciler).
+  const toObserved = rows.map((r) => r.observed.getTime() - sent.get(r.entity_id)!).sort((a, b) => a - b);
+  const toCommit = rows.map((r) => r.at.getTime() - r.observed.getTime()).sort((a, b) => a - b);
 
   // 3. The bare INSERT of the same postings (two per deposit credit), in the same run.
   const bare = createDb(url.toString(), 1);
@@ -240,9 +303,11 @@ async function main(): Promise<void> {
     .join(' ');
   process.stdout.write(
     [
-      `bench:pipeline  ${EVENTS} webhooks sustained, ${paced.length} paced at 1,000/s, node ${process.version}`,
+      `bench:pipeline  ${EVENTS} webhooks sustained, ${paced.length} paced at 1,000/s, node ${process.version}, ${SPLIT ? 'sandbox and broker in their own processes' : 'one process'}`,
       `sustained webhook -> ledger:  ${rate.toFixed(0)} events/s (webhooks acknowledged at ${ingressRate.toFixed(0)}/s)`,
       `latency at 1,000 events/s:    p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${latencies.at(-1)} ms (${latencies.length} events)`,
+      `  POST -> status call:         p50 ${quantile(toObserved, 0.5)} ms, p99 ${quantile(toObserved, 0.99)} ms`,
+      `  status call -> ledger:       p50 ${quantile(toCommit, 0.5)} ms, p99 ${quantile(toCommit, 0.99)} ms`,
       `bare INSERT of the postings:  ${bareRate.toFixed(0)} events/s equivalent; ratio ${(rate / bareRate).toFixed(3)}`,
       `targets: >= 5,000 events/s ${rate >= 5_000 ? 'met' : 'NOT met'}; p99 < 500 ms ${quantile(latencies, 0.99) < 500 ? 'met' : 'NOT met'}`,
       `load average at the end: ${load}`,
@@ -252,6 +317,7 @@ async function main(): Promise<void> {
 
   await http.close();
   await pipeline.stop();
+  for (const child of parts) await stopPart(child);
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await admin.end();
   rmSync(dataDir, { recursive: true, force: true });

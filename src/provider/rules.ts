@@ -137,10 +137,18 @@ const regionNames = new Intl.DisplayNames(['en'], { type: 'region' });
 const NOT_COUNTRIES = new Set(['EU', 'EZ', 'UN', 'QO', 'ZZ', 'XA', 'XB', 'AA', 'QU']);
 
 /** ISO 3166-1 alpha-2 country code (upper case), checked against the ICU region list. */
+/** Answers of `regionNames.of` by code (at most 26 x 26 entries): ICU's lookup costs microseconds a call. */
+const countryAnswers = new Map<string, boolean>();
+
 export function isCountryCode(value: string): boolean {
   if (!/^[A-Z]{2}$/.test(value) || NOT_COUNTRIES.has(value)) return false;
-  const name = regionNames.of(value);
-  return name !== undefined && name !== value;
+  let known = countryAnswers.get(value);
+  if (known === undefined) {
+    const name = regionNames.of(value);
+    known = name !== undefined && name !== value;
+    countryAnswers.set(value, known);
+  }
+  return known;
 }
 
 export function country() {
