@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Book } from '../domain/effects.ts';
 import type { Minor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { toMinor } from './ledger-repository.ts';
+import { compareRefs, toMinor } from './ledger-repository.ts';
 import type { Database } from './schema.ts';
 
 type Db = Kysely<Database>;
@@ -191,11 +191,29 @@ export async function deferPolls(
   until: Date,
 ): Promise<void> {
   if (entities.length === 0) return;
-  await sql`
-    UPDATE mirrors SET next_poll_at = ${until}, updated_at = now()
-    WHERE next_poll_at IS NOT NULL AND (merchant_account, entity_kind, entity_id) IN (
-      SELECT * FROM unnest(${entities.map((e) => e.merchantAccount)}::text[], ${entities.map((e) => e.kind)}::text[],
-        ${entities.map((e) => e.entityId)}::text[]))`.execute(db);
+  // Rows locked one at a time in the ledger's order (`compareRefs`), as `loadBatch` locks them, before the
+  // update: a plain multi-row UPDATE locks in scan order and deadlocked with the reconciler's batches (found
+  // by the chaos soak).
+  const sorted = entities
+    .map((e) => ({ account: e.merchantAccount, kind: e.kind, entityId: e.entityId }))
+    .sort(compareRefs);
+  const accounts = sorted.map((e) => e.account);
+  const kinds = sorted.map((e) => e.kind);
+  const ids = sorted.map((e) => e.entityId);
+  await db.transaction().execute(async (trx) => {
+    await sql`
+      SELECT l.entity_id FROM unnest(${accounts}::text[], ${kinds}::text[], ${ids}::text[])
+        WITH ORDINALITY AS r(account, kind, id, n)
+      CROSS JOIN LATERAL (
+        SELECT x.entity_id FROM mirrors x
+        WHERE x.merchant_account = r.account AND x.entity_kind = r.kind AND x.entity_id = r.id
+        FOR UPDATE OF x) l
+      ORDER BY r.n`.execute(trx);
+    await sql`
+      UPDATE mirrors SET next_poll_at = ${until}, updated_at = now()
+      WHERE next_poll_at IS NOT NULL AND (merchant_account, entity_kind, entity_id) IN (
+        SELECT * FROM unnest(${accounts}::text[], ${kinds}::text[], ${ids}::text[]))`.execute(trx);
+  });
 }
 
 export interface OpenExceptionRow {
