@@ -1,0 +1,49 @@
+/**
+ * The chaos soak in its CI size (test/chaos/soak.ts; `npm run chaos` runs 100,000 entities): about 2,000
+ * entities through the sandbox with every fault of the issue — provider 5% 5xx, 1% hanging calls, bursts
+ * of 429; webhooks 20% duplicated, 10% reordered, 5% dropped; late rejections; the reconciler process
+ * killed with SIGKILL three times, the broker and PostgreSQL each restarted once. At the end the ledger
+ * equals the sandbox's ground truth, verifies (in process and through `payrecon db verify`), holds no
+ * idempotency key or observation twice, every dropped webhook's status reached the ledger, and every late
+ * rejection raised one exception and one alert.
+ */
+import { describe, expect, it } from 'vitest';
+import { describeFigures, ISSUE_FAULT_PLAN, runSoak } from './soak.ts';
+
+const ENTITIES = Number(process.env.CHAOS_TEST_ENTITIES ?? 2000);
+
+describe('chaos soak (CI size)', () => {
+  it('converges on the ground truth through provider faults, webhook faults, kills and restarts', async () => {
+    const f = await runSoak({ entities: ENTITIES, plan: ISSUE_FAULT_PLAN });
+    console.info(describeFigures(f).join('\n'));
+
+    // The faults really happened.
+    expect(f.entities.total).toBeGreaterThanOrEqual(ENTITIES);
+    expect(f.events.filter((e) => e.what === 'reconciler SIGKILL')).toHaveLength(3);
+    expect(f.events.filter((e) => e.what === 'broker restart')).toHaveLength(1);
+    expect(f.events.filter((e) => e.what === 'PostgreSQL restart')).toHaveLength(1);
+    expect(f.provider.errors5xx).toBeGreaterThan(0);
+    expect(f.provider.hangs).toBeGreaterThan(0);
+    expect(f.provider.rateLimited429).toBeGreaterThan(0);
+    expect(f.webhooks.dropped).toBeGreaterThan(0);
+    expect(f.webhooks.duplicated).toBeGreaterThan(0);
+    expect(f.webhooks.reordered).toBeGreaterThan(0);
+    expect(f.lateRejections.atProvider).toBeGreaterThan(0);
+
+    // And the books survived them.
+    expect(f.ledger.groundTruthDiffSample).toEqual([]);
+    expect(f.ledger.groundTruthDiff).toBe(0);
+    expect(f.ledger.statusDiff).toBe(0);
+    expect(f.ledger.verifyFailures).toEqual([]);
+    expect(f.ledger.verifyCli.exitCode).toBe(0);
+    expect(f.ledger.duplicateIdempotencyKeys).toBe(0);
+    expect(f.ledger.duplicateObservations).toBe(0);
+    expect(f.ledger.postings).toBeGreaterThan(0);
+    expect(f.droppedRecovery.unrecovered).toBe(0);
+    expect(f.droppedRecovery.recoveredByPolling).toBeGreaterThan(0);
+    expect(f.lateRejections.mismatched).toEqual([]);
+    expect(f.lateRejections.alertsDelivered).toBe(f.lateRejections.atProvider);
+    expect(f.lateRejections.duplicateAlerts).toBe(0);
+    expect(f.deadLettered).toBe(0);
+  }, 1_200_000);
+});

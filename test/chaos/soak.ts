@@ -1,0 +1,807 @@
+/**
+ * The chaos soak (issue 8): the sandbox generates mixed traffic while faults are injected — provider 5xx,
+ * hanging calls and bursts of 429 on every endpoint; webhooks duplicated, reordered and dropped; late
+ * rejections; the reconciler (`payrecon reconcile`, its own process) killed with SIGKILL; the broker
+ * (`payrecon broker`, its own process) stopped and started again on its data; PostgreSQL (embedded, so the
+ * machine's is left alone) stopped and started again. Ten provider days pass on a manual clock; when
+ * everything is quiet the soak measures what the issue asks: the ledger against the sandbox's ground truth
+ * per account, currency and book, `payrecon db verify`, duplicate postings, dropped webhooks recovered,
+ * late rejections alerted once.
+ *
+ * `runSoak` returns the figures and never asserts: the test (`chaos.test.ts`) and the runner (`run.ts`)
+ * decide. Everything talks over the network: the in-process parts (webhook ingress, status fetcher,
+ * poller, outbox relay, alert dispatcher) are wired exactly as `payrecon up` wires them.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { loadConfig } from '../../src/config.ts';
+import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
+import { RECONCILER_GROUPS } from '../../src/consumers/reconciler.ts';
+import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
+import { balances } from '../../src/db/queries.ts';
+import { verifyLedger } from '../../src/db/verify.ts';
+import type { Intent } from '../../src/domain/observation.ts';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
+import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
+import { dlqTopicOf, TOPIC_NAMES } from '../../src/events/topics.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { recordingClient } from '../../src/producers/intent-recorder.ts';
+import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
+import { createProviderClient } from '../../src/provider/client.ts';
+import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
+import type { FaultDecision } from '../../src/sandbox/faults.ts';
+import { computeBalances } from '../../src/sandbox/ground-truth.ts';
+import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { providerAccountFor } from '../../src/sandbox/traffic-client.ts';
+import type { DeliveryLogEntry } from '../../src/sandbox/webhooks.ts';
+import {
+  alertSinksFrom,
+  buildServer,
+  type Infrastructure,
+  SANDBOX_ACCOUNT_NAME,
+  startInfrastructure,
+  startPoller,
+} from '../../src/wiring.ts';
+import { HeapClock } from './clock.ts';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const ROOT = join(import.meta.dirname, '../..');
+/** Real time the broker and PostgreSQL stay down (the clock moves a step meanwhile). */
+const OUTAGE_MS = 5_000;
+
+/** What goes wrong, and when (provider hours after the traffic stopped; the soak runs ten provider days). */
+export interface FaultPlan {
+  provider: { errorRate: number; hangRate: number };
+  /** Bursts of 429 on every endpoint: at these provider hours, `rate` of calls for `realMs`. */
+  rateLimitBursts: { atHours: number[]; rate: number; realMs: number };
+  webhooks: { dropRate: number; duplicateRate: number; reorderRate: number; reorderDelayMs: number };
+  lateRejection: { cashoutRate: number; refundRate: number; delayMs: number };
+  /** Provider hours at which the reconciler process is killed with SIGKILL. */
+  killReconcilerAtHours: number[];
+  restartBrokerAtHours: number[];
+  restartPostgresAtHours: number[];
+}
+
+/** The issue's plan. */
+export const ISSUE_FAULT_PLAN: FaultPlan = {
+  provider: { errorRate: 0.05, hangRate: 0.01 },
+  rateLimitBursts: { atHours: [2, 30, 96, 170], rate: 0.6, realMs: 3_000 },
+  webhooks: { dropRate: 0.05, duplicateRate: 0.2, reorderRate: 0.1, reorderDelayMs: 20 * MINUTE },
+  lateRejection: { cashoutRate: 0.1, refundRate: 0.1, delayMs: 2 * DAY },
+  killReconcilerAtHours: [3, 60, 150],
+  restartBrokerAtHours: [24],
+  restartPostgresAtHours: [110],
+};
+
+export interface SoakOptions {
+  entities: number;
+  plan: FaultPlan;
+  /** Creations per second asked of the traffic generator (default 150). */
+  trafficRate?: number;
+  seed?: number;
+  /** Polling schedule given to every part through PAYRECON_POLL_* (seconds). */
+  polling?: { firstDelaySeconds: number; maxDelaySeconds: number; completedRecheckSeconds: number };
+  /** Longest wait for the ledger to catch up at a checkpoint (default 240 s). */
+  catchUpMs?: number;
+  /** Progress lines. */
+  log?: (line: string) => void;
+}
+
+export interface ChaosEvent {
+  what: string;
+  providerHour: number;
+  /** Seconds since the soak started. */
+  atSeconds: number;
+  /** Seconds the part was away (kills: until the new process was started). */
+  downSeconds: number;
+}
+
+export interface SoakFigures {
+  entities: {
+    total: number;
+    /** kind -> currency -> count (kinds: deposit, card deposit, cashout, refund). */
+    byKindAndCurrency: Record<string, Record<string, number>>;
+    trafficErrors: number;
+  };
+  webhooks: {
+    notifications: number;
+    sent: number;
+    duplicated: number;
+    reordered: number;
+    dropped: number;
+    deliveredAttempts: number;
+    failedAttempts: number;
+    gaveUp: number;
+  };
+  provider: { calls: number; errors5xx: number; hangs: number; rateLimited429: number };
+  events: ChaosEvent[];
+  droppedRecovery: {
+    dropped: number;
+    /** Dropped statuses first seen by the ledger through polling. */
+    recoveredByPolling: number;
+    /** Dropped statuses first seen through another webhook (a late or duplicated one read the status). */
+    seenThroughOtherWebhook: number;
+    /** Dropped statuses the provider left before anyone read them (no money moved in the meantime). */
+    supersededUnread: number;
+    /** Dropped statuses still current at the provider and never seen by the ledger: must be 0. */
+    unrecovered: number;
+  };
+  lateRejections: {
+    atProvider: number;
+    exceptions: number;
+    alertsDelivered: number;
+    duplicateAlerts: number;
+    /** Late rejections without exactly one exception and one alert: must be 0. */
+    mismatched: string[];
+  };
+  ledger: {
+    postings: number;
+    journalEntries: number;
+    duplicateIdempotencyKeys: number;
+    observations: number;
+    duplicateObservations: number;
+    intents: number;
+    /** Cells (account, currency, book account) where the ledger and the ground truth differ. */
+    groundTruthDiff: number;
+    groundTruthDiffSample: string[];
+    /** Entities whose ledger status differs from the sandbox at the end. */
+    statusDiff: number;
+    verifyFailures: string[];
+    /** `payrecon db verify`: exit code and last line. */
+    verifyCli: { exitCode: number | null; output: string };
+  };
+  wallSeconds: number;
+  /** Observations and intents booked per second of wall time. */
+  eventsPerSecond: number;
+  /** Messages on the pipeline's topics (end offsets summed). */
+  topicMessages: number;
+  /** Messages on the DLQ topics: a good message dead-lettered by an outage is lost work (must be 0). */
+  deadLettered: number;
+  /** Log files of every process (for the secrets audit). */
+  logFiles: string[];
+}
+
+interface Child {
+  proc: ChildProcess;
+  exited: Promise<void>;
+}
+
+function spawnPart(args: string[], env: Record<string, string>, logFile: WriteStream): Child {
+  const proc = spawn(process.execPath, ['bin/payrecon.mjs', ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout?.pipe(logFile, { end: false });
+  proc.stderr?.pipe(logFile, { end: false });
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  return { proc, exited };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The broker as its own process; resolves with its port once it listens. */
+async function startBrokerProcess(
+  dataDir: string,
+  port: number,
+  logFile: WriteStream,
+): Promise<Child & { port: number }> {
+  const child = spawnPart(
+    ['broker', '--host', '127.0.0.1', '--port', String(port), '--data-dir', dataDir, '--partitions', '3'],
+    {},
+    logFile,
+  );
+  const listening = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`broker did not start: ${out}`)), 60_000);
+    child.proc.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+      const m = /listening [^:\s]+:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    child.proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`broker exited ${code}: ${out}`));
+    });
+  });
+  return { ...child, port: listening };
+}
+
+export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
+  const started = Date.now();
+  const say = options.log ?? (() => undefined);
+  const seconds = () => Math.round((Date.now() - started) / 100) / 10;
+  const plan = options.plan;
+  const polling = options.polling ?? { firstDelaySeconds: 1, maxDelaySeconds: 3, completedRecheckSeconds: 3 };
+  const catchUpMs = options.catchUpMs ?? 240_000;
+  const work = mkdtempSync(join(tmpdir(), 'payrecon-chaos-'));
+  const logDir = join(work, 'logs');
+  mkdirSync(logDir);
+  const logs: { path: string; stream: WriteStream }[] = [];
+  const logFile = (name: string) => {
+    const path = join(logDir, name);
+    const stream = createWriteStream(path, { flags: 'a' });
+    logs.push({ path, stream });
+    return stream;
+  };
+  const events: ChaosEvent[] = [];
+  const cleanups: (() => Promise<unknown>)[] = [];
+
+  let pg: EmbeddedPostgres | null = null;
+  let broker: (Child & { port: number }) | null = null;
+  let reconciler: Child | null = null;
+  let sink: FastifyInstance | null = null;
+  let registry: RunningRegistry | null = null;
+  let sandbox: RunningSandbox | null = null;
+  let infra: Infrastructure | null = null;
+  try {
+    // ---------------------------------------------------------------- infrastructure
+    const pgDir = join(work, 'pg');
+    const pgLog = logFile('postgres.log');
+    pg = await startEmbeddedPostgres({ dataDir: pgDir, onLog: (l) => pgLog.write(`${l}\n`) });
+    const pgPort = pg.port;
+    registry = await startRegistry({ host: '127.0.0.1', port: 0, dataDir: join(work, 'registry') });
+    const brokerDir = join(work, 'broker');
+    const brokerLog = logFile('broker.log');
+    broker = await startBrokerProcess(brokerDir, 0, brokerLog);
+    const brokerPort = broker.port;
+
+    const alerts: { alert_id: string; type: string; entity_kind: string | null; entity_id: string | null }[] =
+      [];
+    sink = Fastify({ bodyLimit: 50 * 1024 * 1024 });
+    sink.post('/alerts', async (req) => {
+      const body = req.body as { digest?: boolean; alerts?: typeof alerts } & (typeof alerts)[number];
+      if (body.digest && body.alerts) alerts.push(...body.alerts);
+      else alerts.push(body);
+      return 'ok';
+    });
+    const sinkUrl = `${await sink.listen({ host: '127.0.0.1', port: 0 })}/alerts`;
+
+    const env: Record<string, string> = {
+      DATABASE_URL: pg.url,
+      KAFKA_BROKERS: `127.0.0.1:${brokerPort}`,
+      SCHEMA_REGISTRY_URL: registry.url,
+      PAYRECON_DATA_DIR: join(work, 'data'),
+      PAYRECON_WEB_PORT: '0',
+      LOG_LEVEL: 'warn',
+      PAYRECON_ALERT_WEBHOOK_URL: sinkUrl,
+      PAYRECON_ALERT_MIN_SEVERITY: 'high',
+      PAYRECON_POLL_CONCURRENCY: '16',
+      PAYRECON_POLL_BATCH_SIZE: '500',
+      PAYRECON_POLL_MIN_INTERVAL_SECONDS: '2',
+      PAYRECON_POLL_FIRST_DELAY_SECONDS: String(polling.firstDelaySeconds),
+      PAYRECON_POLL_MAX_DELAY_SECONDS: String(polling.maxDelaySeconds),
+      PAYRECON_POLL_COMPLETED_RECHECK_SECONDS: String(polling.completedRecheckSeconds),
+      // A hanging provider call is given up after a second (then retried), not ten.
+      PAYRECON_PROVIDER_TIMEOUT_MS: '1000',
+      PAYRECON_SANDBOX_TRAFFIC: 'false',
+      PAYRECON_CRON_POLL: '0 0 1 1 *',
+      PAYRECON_CRON_STUCK_SWEEP: '0 0 1 1 *',
+      PAYRECON_CRON_LATE_REJECTION_SWEEP: '0 0 1 1 *',
+      PAYRECON_CRON_SETTLEMENT: '0 0 1 1 *',
+      PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
+      PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
+    };
+    // In this process only errors reach stdout; the separate processes log warnings to their files.
+    const config = loadConfig({ ...env, LOG_LEVEL: 'error' });
+    infra = await startInfrastructure(config, null);
+    const running = infra;
+    cleanups.push(() => running.lifecycle.stopAll());
+    const db = infra.db;
+
+    // ---------------------------------------------------------------- the sandbox, with counted faults
+    const clock = new HeapClock(Date.now());
+    const providerFaults = (rateLimitRate: number) => ({
+      endpoints: {
+        '*': {
+          errorRate: plan.provider.errorRate,
+          hangRate: plan.provider.hangRate,
+          rateLimitRate,
+          retryAfterSeconds: 1,
+        },
+      },
+      webhooks: plan.webhooks,
+      lateRejection: plan.lateRejection,
+    });
+    sandbox = await startSandbox({
+      host: '127.0.0.1',
+      port: 0,
+      ccPort: 0,
+      seed: options.seed ?? 1,
+      clock,
+      // Moves of one entity at least six provider hours apart: the pipeline catches up every six hours, so
+      // it can observe every intermediate status as a merchant would (as in test/pipeline/e2e.test.ts).
+      auto: { enabled: true, minDelayMs: 6 * HOUR, maxDelayMs: 12 * HOUR },
+      notificationBaseUrl: 'http://127.0.0.1:1',
+      defaultNotificationUrl: `http://127.0.0.1:1/webhooks/${DEFAULT_ACCOUNT.name}`,
+      faults: providerFaults(0),
+    });
+    const sb = sandbox;
+    const deps = sb.control.deps;
+    const served = { calls: 0, error: 0, hang: 0, rate_limit: 0 };
+    const decide = deps.faults.decide.bind(deps.faults);
+    deps.faults.decide = (endpoint): FaultDecision => {
+      const d = decide(endpoint);
+      served.calls++;
+      if (d.kind !== 'none') served[d.kind]++;
+      return d;
+    };
+    // Every delivery-log entry is counted (the sandbox keeps only the latest 20,000).
+    const hooks = {
+      notifications: 0,
+      sent: 0,
+      duplicated: 0,
+      reordered: 0,
+      dropped: 0,
+      delivered: 0,
+      failed: 0,
+      gaveUp: 0,
+    };
+    const droppedList: { kind: string; entityId: number; status: string }[] = [];
+    const log = deps.webhooks.log;
+    const push = log.push.bind(log);
+    log.push = (...entries: DeliveryLogEntry[]) => {
+      for (const e of entries) {
+        if (e.outcome === 'dropped') {
+          hooks.notifications++;
+          hooks.dropped++;
+          droppedList.push({ kind: e.kind, entityId: e.entityId, status: e.status });
+        } else if (e.attempt === 1) {
+          hooks.notifications++;
+          hooks.sent++;
+          if (e.duplicate) hooks.duplicated++;
+          else if (e.reordered) hooks.reordered++;
+        }
+        if (e.outcome === 'delivered') hooks.delivered++;
+        if (e.outcome === 'scheduled_retry' || e.outcome === 'failed') hooks.failed++;
+        if (e.outcome === 'gave_up') hooks.gaveUp++;
+      }
+      return push(...entries);
+    };
+    const account = {
+      ...providerAccountFor(DEFAULT_ACCOUNT, { url: sb.url, ccUrl: sb.ccUrl }),
+      webhookSignatureMode: 'enforce' as const,
+    };
+
+    // ---------------------------------------------------------------- the pipeline's parts
+    const metrics = createMetrics({
+      db,
+      admin: infra.admin,
+      groups: [RECONCILER_GROUPS.observations, RECONCILER_GROUPS.intents],
+    });
+    const providerOptions = { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries };
+    const fetcher = await runStatusFetcher({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      accounts: [account],
+      providerOptions,
+      logger: infra.logger,
+    });
+    infra.lifecycle.add('status fetcher', () => fetcher.stop());
+    const alertConsumer = await startAlertConsumer({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      dlq: infra.publisher,
+      db,
+      logger: infra.logger,
+      metrics,
+      sinks: alertSinksFrom(config),
+      timeoutMs: config.alerts.timeoutMs,
+    });
+    infra.lifecycle.add('alert dispatcher', () => alertConsumer.stop());
+    const relay = startOutboxRelay({ db, publisher: infra.publisher, logger: infra.logger, metrics });
+    infra.lifecycle.add('outbox relay', () => relay.stop());
+    const poller = startPoller(infra, [account], metrics, { idleMs: 250 });
+    infra.lifecycle.add('status poller', () => poller.stop());
+    const server = await buildServer(infra, {
+      accounts: [account],
+      metrics,
+      page: false,
+      webhooks: true,
+      intents: false,
+      defaultAccount: SANDBOX_ACCOUNT_NAME,
+    });
+    await server.listen({ host: '127.0.0.1', port: 0 });
+    infra.lifecycle.add('web server', () => server.close());
+    const address = server.server.address();
+    const webUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    deps.webhooks.notificationBaseUrl = webUrl;
+    deps.accounts.named(DEFAULT_ACCOUNT.name)!.notificationUrl = `${webUrl}/webhooks/${DEFAULT_ACCOUNT.name}`;
+
+    // The reconciler: its own process, the one the soak kills.
+    const reconcilerLog = logFile('reconciler.log');
+    let reconcilerStarts = 0;
+    const startReconcilerProcess = () => {
+      reconcilerStarts++;
+      reconcilerLog.write(`--- reconciler start ${reconcilerStarts} at ${seconds()} s\n`);
+      reconciler = spawnPart(
+        ['reconcile'],
+        { ...env, PAYRECON_DATA_DIR: join(work, 'reconciler') },
+        reconcilerLog,
+      );
+    };
+    startReconcilerProcess();
+    await Promise.all([fetcher.ready, alertConsumer.ready]);
+    say(`chaos: infrastructure up at ${seconds()} s (work dir ${work})`);
+
+    // ---------------------------------------------------------------- 1. traffic, every creation's intent recorded
+    const entitiesNow = () =>
+      deps.engine.deposits.size + deps.engine.cashouts.size + deps.engine.refunds.size;
+    const client = createProviderClient(account, { retries: 3, timeoutMs: 2_000 });
+    const recordIntent = async (intent: Intent) => {
+      await infra!.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+    };
+    const traffic = sb.control.traffic;
+    traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
+    const trafficStarted = Date.now();
+    traffic.start(options.trafficRate ?? 150);
+    let lastReport = 0;
+    while (entitiesNow() < options.entities) {
+      await sleep(200);
+      if (Date.now() - lastReport > 15_000) {
+        lastReport = Date.now();
+        say(`chaos: ${entitiesNow()} of ${options.entities} entities created`);
+      }
+      if (Date.now() - trafficStarted > Math.max(600_000, options.entities * 50)) {
+        throw new Error(`traffic stalled at ${entitiesNow()} entities: ${JSON.stringify(traffic.status())}`);
+      }
+    }
+    traffic.stop();
+    while ((traffic.status().inFlight as number) > 0) await sleep(100);
+    say(
+      `chaos: ${entitiesNow()} entities created in ${Math.round((Date.now() - trafficStarted) / 1000)} s ` +
+        `(${JSON.stringify(traffic.status())})`,
+    );
+
+    // ---------------------------------------------------------------- catching up
+    const mirrorsDiffer = async (): Promise<number> => {
+      const rows = await db.selectFrom('mirrors').select(['entity_kind', 'entity_id', 'status']).execute();
+      const seen = new Map(rows.map((r) => [`${r.entity_kind}:${r.entity_id}`, r.status]));
+      let differ = 0;
+      for (const [kind, map] of [
+        ['deposit', deps.engine.deposits],
+        ['cashout', deps.engine.cashouts],
+        ['refund', deps.engine.refunds],
+      ] as const) {
+        for (const e of map.values()) if (seen.get(`${kind}:${e.id}`) !== e.status) differ++;
+      }
+      return differ;
+    };
+    const caughtUp = async (what: string) => {
+      const end = Date.now() + catchUpMs;
+      let differ = -1;
+      for (;;) {
+        try {
+          differ = await mirrorsDiffer();
+          if (differ === 0) return;
+        } catch {
+          // PostgreSQL restarting: ask again.
+        }
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${differ} entities differ`);
+        await sleep(250);
+      }
+    };
+
+    // ---------------------------------------------------------------- 2. ten provider days, with the faults
+    const injections = new Map<number, string[]>();
+    const at = (hour: number, what: string) => {
+      const step = Math.round((hour * HOUR) / (10 * MINUTE));
+      injections.set(step, [...(injections.get(step) ?? []), what]);
+    };
+    for (const h of plan.killReconcilerAtHours) at(h, 'kill');
+    for (const h of plan.restartBrokerAtHours) at(h, 'broker');
+    for (const h of plan.restartPostgresAtHours) at(h, 'postgres');
+    for (const h of plan.rateLimitBursts.atHours) at(h, '429');
+    const steps = (10 * DAY) / (10 * MINUTE);
+    for (let step = 1; step <= steps; step++) {
+      const t = step * 10 * MINUTE;
+      const hour = t / HOUR;
+      await clock.advance(10 * MINUTE);
+      for (const what of injections.get(step) ?? []) {
+        const t0 = Date.now();
+        if (what === 'kill') {
+          // While the batches this step caused are in flight.
+          await sleep(300);
+          const proc = reconciler!;
+          proc.proc.kill('SIGKILL');
+          await proc.exited;
+          await sleep(200);
+          startReconcilerProcess();
+        } else if (what === 'broker') {
+          broker!.proc.kill('SIGTERM');
+          await broker!.exited;
+          // Webhooks and polls meet the outage: the next step's traffic goes nowhere.
+          await clock.advance(10 * MINUTE);
+          step++;
+          await sleep(OUTAGE_MS);
+          broker = await startBrokerProcess(brokerDir, brokerPort, brokerLog);
+        } else if (what === 'postgres') {
+          await pg!.stop();
+          await clock.advance(10 * MINUTE);
+          step++;
+          await sleep(OUTAGE_MS);
+          pg = await startEmbeddedPostgres({
+            dataDir: pgDir,
+            port: pgPort,
+            onLog: (l) => pgLog.write(`${l}\n`),
+          });
+        } else if (what === '429') {
+          deps.faults.set(providerFaults(plan.rateLimitBursts.rate));
+          setTimeout(() => deps.faults.set(providerFaults(0)), plan.rateLimitBursts.realMs).unref();
+        }
+        events.push({
+          what:
+            what === 'kill'
+              ? 'reconciler SIGKILL'
+              : what === 'broker'
+                ? 'broker restart'
+                : what === 'postgres'
+                  ? 'PostgreSQL restart'
+                  : `429 burst (${plan.rateLimitBursts.rate * 100}% for ${plan.rateLimitBursts.realMs / 1000} s)`,
+          providerHour: hour,
+          atSeconds: Math.round((t0 - started) / 100) / 10,
+          downSeconds:
+            what === '429' ? plan.rateLimitBursts.realMs / 1000 : Math.round((Date.now() - t0) / 100) / 10,
+        });
+        say(`chaos: ${events.at(-1)!.what} at provider hour ${hour} (${events.at(-1)!.atSeconds} s)`);
+      }
+      // Hourly on the first day (early releases race the deposits' 12-hour expiry), then every six hours.
+      if (t % (t <= DAY ? HOUR : 6 * HOUR) === 0) {
+        await caughtUp(`the ledger at provider hour ${hour}`);
+        if (hour % 24 === 0) say(`chaos: provider day ${hour / 24} caught up at ${seconds()} s`);
+      }
+    }
+    await caughtUp('the ledger to show every sandbox status');
+
+    // ---------------------------------------------------------------- 3. the figures
+    const lateAtProvider = [
+      ...[...deps.engine.cashouts.values()].map((e) => ({ kind: 'cashout', e })),
+      ...[...deps.engine.refunds.values()].map((e) => ({ kind: 'refund', e })),
+    ]
+      .filter(({ e }) => {
+        const i = e.history.findIndex((h) => h.to === 'COMPLETED');
+        return i >= 0 && e.history.slice(i + 1).some((h) => h.to === 'REJECTED');
+      })
+      .map(({ kind, e }) => `${kind}:${e.id}`)
+      .sort();
+    const lateExceptions = (
+      await db
+        .selectFrom('exceptions')
+        .select(['entity_kind', 'entity_id'])
+        .where('type', '=', 'LATE_REJECTION')
+        .execute()
+    ).map((x) => `${x.entity_kind}:${x.entity_id}`);
+    // Alerts travel ledger -> outbox -> relay -> topic -> dispatcher -> sink.
+    const alertEnd = Date.now() + 60_000;
+    const lateAlerts = () => alerts.filter((a) => a.type === 'LATE_REJECTION');
+    while (lateAlerts().length < lateAtProvider.length && Date.now() < alertEnd) await sleep(250);
+    await sleep(2_000); // a duplicate would arrive now
+    const late = lateAlerts();
+    const alertsPerEntity = new Map<string, number>();
+    const alertKey = (a: (typeof alerts)[number]) => `${a.entity_kind}:${a.entity_id}`;
+    for (const a of late) alertsPerEntity.set(alertKey(a), (alertsPerEntity.get(alertKey(a)) ?? 0) + 1);
+    const exceptionsPerEntity = new Map<string, number>();
+    for (const k of lateExceptions) exceptionsPerEntity.set(k, (exceptionsPerEntity.get(k) ?? 0) + 1);
+    const mismatched = [
+      ...lateAtProvider.filter((k) => exceptionsPerEntity.get(k) !== 1 || alertsPerEntity.get(k) !== 1),
+      ...lateExceptions.filter((k) => !lateAtProvider.includes(k)).map((k) => `unexpected exception ${k}`),
+      ...late
+        .filter((a) => !lateAtProvider.includes(alertKey(a)))
+        .map((a) => `unexpected alert ${alertKey(a)}`),
+    ];
+
+    // Dropped webhooks: how the ledger came to know each dropped status.
+    const history = await db
+      .selectFrom('status_history')
+      .select(['entity_kind', 'entity_id', 'to_status', 'source', 'observed_at', 'event_id'])
+      .orderBy('observed_at')
+      .execute();
+    const firstSeen = new Map<string, string>();
+    for (const h of history) {
+      const k = `${h.entity_kind}:${h.entity_id}:${h.to_status}`;
+      if (!firstSeen.has(k)) firstSeen.set(k, h.source);
+    }
+    const recovery = {
+      recoveredByPolling: 0,
+      seenThroughOtherWebhook: 0,
+      supersededUnread: 0,
+      unrecovered: 0,
+    };
+    for (const d of droppedList) {
+      const source = firstSeen.get(`${d.kind}:${d.entityId}:${d.status}`);
+      const record = deps.engine.get(d.kind as 'deposit', d.entityId);
+      if (source === 'poll') recovery.recoveredByPolling++;
+      else if (source !== undefined) recovery.seenThroughOtherWebhook++;
+      else if (record && record.status !== d.status) recovery.supersededUnread++;
+      else recovery.unrecovered++;
+    }
+
+    // Ground truth per account, currency and book account.
+    const truth = computeBalances(deps.engine);
+    const ledger = await balances(db);
+    const ledgerOf = new Map<string, bigint>();
+    for (const r of ledger) {
+      const k = `${r.merchantAccount}|${r.currency}|${r.account}`;
+      ledgerOf.set(k, (ledgerOf.get(k) ?? 0n) + r.balance);
+    }
+    const cells: [string, keyof (typeof truth)[number], bigint][] = [
+      ['available', 'available', 1n],
+      ['reserved', 'reserved', 1n],
+      ['deposits', 'deposits', -1n],
+      ['fees', 'fees', 1n],
+      ['payouts', 'payouts', 1n],
+      ['refunds', 'refunds', 1n],
+      ['test_available', 'testAvailable', 1n],
+      ['crypto_in_transit', 'cryptoInTransit', 1n],
+      ['crypto_customer_wallets', 'cryptoWallets', 1n],
+    ];
+    const diffs: string[] = [];
+    const compared = new Set<string>();
+    for (const row of truth) {
+      for (const [name, field, sign] of cells) {
+        const k = `${row.account}|${row.currency}|${name}`;
+        compared.add(k);
+        const want = (row[field] as bigint) * sign;
+        const got = ledgerOf.get(k) ?? 0n;
+        if (got !== want) diffs.push(`${k}: ledger ${got}, ground truth ${want}`);
+      }
+    }
+    for (const [k, v] of ledgerOf) {
+      const name = k.split('|')[2]!;
+      if (!compared.has(k) && v !== 0n && cells.some(([n]) => n === name)) {
+        diffs.push(`${k}: ledger ${v}, ground truth 0`);
+      }
+    }
+
+    const [keys] = await sql<{ n: string; distinct: string }>`
+      SELECT count(*)::text AS n, count(DISTINCT idempotency_key)::text AS distinct FROM journal_entries`
+      .execute(db)
+      .then((r) => r.rows);
+    const [postings] = await sql<{ n: string }>`SELECT count(*)::text AS n FROM postings`
+      .execute(db)
+      .then((r) => r.rows);
+    const [intents] = await sql<{ n: string }>`SELECT count(*)::text AS n FROM intents`
+      .execute(db)
+      .then((r) => r.rows);
+    const distinctEvents = new Set(history.map((h) => h.event_id)).size;
+    const verified = await verifyLedger(db);
+    const verifyCli = await new Promise<{ exitCode: number | null; output: string }>((resolve) => {
+      const out: Buffer[] = [];
+      const p = spawn(process.execPath, ['bin/payrecon.mjs', 'db', 'verify'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: env.DATABASE_URL!, LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      p.stdout.on('data', (c: Buffer) => out.push(c));
+      p.stderr.on('data', (c: Buffer) => out.push(c));
+      p.on('exit', (code) => {
+        const text = Buffer.concat(out).toString('utf8').trim().split('\n');
+        resolve({ exitCode: code, output: text.at(-1) ?? '' });
+      });
+    });
+    const messagesOn = async (topics: string[]) =>
+      (await Promise.all(topics.map((topic) => infra!.admin.fetchTopicOffsets(topic))))
+        .flat()
+        .reduce((s, p) => s + Number(p.high), 0);
+    const topicMessages = await messagesOn(TOPIC_NAMES);
+    const deadLettered = await messagesOn(TOPIC_NAMES.map(dlqTopicOf));
+
+    const byKindAndCurrency: Record<string, Record<string, number>> = {};
+    const count = (kind: string, currency: string) => {
+      const row = byKindAndCurrency[kind] ?? {};
+      row[currency] = (row[currency] ?? 0) + 1;
+      byKindAndCurrency[kind] = row;
+    };
+    for (const d of deps.engine.deposits.values()) count(d.card ? 'card deposit' : 'deposit', d.currency);
+    for (const c of deps.engine.cashouts.values()) count('cashout', c.currency);
+    for (const r of deps.engine.refunds.values()) count('refund', r.currency);
+
+    const wallSeconds = (Date.now() - started) / 1000;
+    const figures: SoakFigures = {
+      entities: {
+        total: entitiesNow(),
+        byKindAndCurrency,
+        trafficErrors: traffic.status().errors as number,
+      },
+      webhooks: {
+        notifications: hooks.notifications,
+        sent: hooks.sent,
+        duplicated: hooks.duplicated,
+        reordered: hooks.reordered,
+        dropped: hooks.dropped,
+        deliveredAttempts: hooks.delivered,
+        failedAttempts: hooks.failed,
+        gaveUp: hooks.gaveUp,
+      },
+      provider: {
+        calls: served.calls,
+        errors5xx: served.error,
+        hangs: served.hang,
+        rateLimited429: served.rate_limit,
+      },
+      events,
+      droppedRecovery: { dropped: droppedList.length, ...recovery },
+      lateRejections: {
+        atProvider: lateAtProvider.length,
+        exceptions: lateExceptions.length,
+        alertsDelivered: late.length,
+        duplicateAlerts: late.length - new Set(late.map((a) => a.alert_id)).size,
+        mismatched,
+      },
+      ledger: {
+        postings: Number(postings?.n),
+        journalEntries: Number(keys?.n),
+        duplicateIdempotencyKeys: Number(keys?.n) - Number(keys?.distinct),
+        observations: history.length,
+        duplicateObservations: history.length - distinctEvents,
+        intents: Number(intents?.n),
+        groundTruthDiff: diffs.length,
+        groundTruthDiffSample: diffs.slice(0, 10),
+        statusDiff: await mirrorsDiffer(),
+        verifyFailures: verified.failures,
+        verifyCli,
+      },
+      wallSeconds: Math.round(wallSeconds),
+      eventsPerSecond: Math.round((history.length + Number(intents?.n)) / wallSeconds),
+      topicMessages,
+      deadLettered,
+      logFiles: logs.map((l) => l.path),
+    };
+    say(`chaos: done at ${seconds()} s (reconciler started ${reconcilerStarts} times)`);
+    return figures;
+  } finally {
+    // Reverse order: the parts of this process, the sandbox, then the processes and servers.
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    await sandbox?.close().catch(() => undefined);
+    const r = reconciler as Child | null;
+    if (r) {
+      r.proc.kill('SIGKILL');
+      await r.exited;
+    }
+    if (broker) {
+      broker.proc.kill('SIGTERM');
+      await broker.exited;
+    }
+    await registry?.close().catch(() => undefined);
+    await sink?.close().catch(() => undefined);
+    await pg?.stop().catch(() => undefined);
+    for (const l of logs) l.stream.end();
+    if (!process.env.CHAOS_KEEP) rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** The figures as lines for a person. */
+export function describeFigures(f: SoakFigures): string[] {
+  const kinds = Object.entries(f.entities.byKindAndCurrency)
+    .map(
+      ([k, byCurrency]) =>
+        `${k} ${Object.entries(byCurrency)
+          .map(([c, n]) => `${c} ${n}`)
+          .join(', ')}`,
+    )
+    .join('; ');
+  return [
+    `entities ${f.entities.total}: ${kinds} (traffic calls failed after retries: ${f.entities.trafficErrors})`,
+    `webhooks: ${f.webhooks.notifications} notifications, ${f.webhooks.sent} sent (${f.webhooks.duplicated} duplicates, ${f.webhooks.reordered} reordered), ${f.webhooks.dropped} dropped; attempts delivered ${f.webhooks.deliveredAttempts}, failed and retried ${f.webhooks.failedAttempts}, given up ${f.webhooks.gaveUp}`,
+    `provider: ${f.provider.calls} calls, ${f.provider.errors5xx} answered 5xx, ${f.provider.hangs} hung, ${f.provider.rateLimited429} answered 429`,
+    ...f.events.map(
+      (e) =>
+        `  ${e.what} at provider hour ${e.providerHour}, ${e.atSeconds} s into the run (${e.downSeconds} s)`,
+    ),
+    `dropped webhooks ${f.droppedRecovery.dropped}: ${f.droppedRecovery.recoveredByPolling} recovered by polling, ${f.droppedRecovery.seenThroughOtherWebhook} read through another webhook, ${f.droppedRecovery.supersededUnread} superseded before anyone could read them, ${f.droppedRecovery.unrecovered} unrecovered`,
+    `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
+    `ledger: ${f.ledger.postings} postings in ${f.ledger.journalEntries} journal entries, ${f.ledger.duplicateIdempotencyKeys} duplicate idempotency keys; ${f.ledger.observations} observations (${f.ledger.duplicateObservations} twice), ${f.ledger.intents} intents`,
+    `ground-truth diff ${f.ledger.groundTruthDiff}${f.ledger.groundTruthDiffSample.length ? ` (${f.ledger.groundTruthDiffSample.join('; ')})` : ''}; status diff ${f.ledger.statusDiff}`,
+    `verify: ${f.ledger.verifyFailures.length} failures in process; payrecon db verify exit ${f.ledger.verifyCli.exitCode} (${f.ledger.verifyCli.output})`,
+    `wall time ${f.wallSeconds} s, ${f.eventsPerSecond} events/s booked, ${f.topicMessages} messages on the topics, ${f.deadLettered} dead-lettered`,
+  ];
+}
