@@ -805,3 +805,43 @@ export function describeFigures(f: SoakFigures): string[] {
     `wall time ${f.wallSeconds} s, ${f.eventsPerSecond} events/s booked, ${f.topicMessages} messages on the topics, ${f.deadLettered} dead-lettered`,
   ];
 }
+
+/** The issue's end conditions; each failed one as a line (empty: the soak passed). */
+export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
+  const failed: string[] = [];
+  const check = (ok: boolean, what: string) => {
+    if (!ok) failed.push(what);
+  };
+  const happened = (what: string) => f.events.filter((e) => e.what === what).length;
+  check(
+    happened('reconciler SIGKILL') === plan.killReconcilerAtHours.length,
+    'every planned SIGKILL happened',
+  );
+  check(
+    happened('broker restart') === plan.restartBrokerAtHours.length,
+    'every planned broker restart happened',
+  );
+  check(
+    happened('PostgreSQL restart') === plan.restartPostgresAtHours.length,
+    'every planned PostgreSQL restart happened',
+  );
+  check(
+    f.ledger.groundTruthDiff === 0,
+    `ledger equals ground truth (${f.ledger.groundTruthDiff} cells differ)`,
+  );
+  check(f.ledger.statusDiff === 0, `every entity's status in the ledger (${f.ledger.statusDiff} differ)`);
+  check(f.ledger.verifyFailures.length === 0, `ledger verifies (${f.ledger.verifyFailures.join('; ')})`);
+  check(f.ledger.verifyCli.exitCode === 0, `payrecon db verify exits 0 (${f.ledger.verifyCli.exitCode})`);
+  check(f.ledger.duplicateIdempotencyKeys === 0, 'no duplicate idempotency keys');
+  check(f.ledger.duplicateObservations === 0, 'no observation booked twice');
+  check(
+    f.droppedRecovery.unrecovered === 0,
+    `every dropped webhook recovered (${f.droppedRecovery.unrecovered} not)`,
+  );
+  check(
+    f.lateRejections.mismatched.length === 0 && f.lateRejections.duplicateAlerts === 0,
+    `every late rejection alerted once (${f.lateRejections.mismatched.slice(0, 5).join(', ')})`,
+  );
+  check(f.deadLettered === 0, `nothing dead-lettered (${f.deadLettered})`);
+  return failed;
+}

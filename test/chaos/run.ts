@@ -1,0 +1,110 @@
+/**
+ * `npm run chaos`: the chaos soak at full size (CHAOS_ENTITIES, default 100,000; test/chaos/soak.ts). Prints
+ * its figures, writes them into the "Chaos soak" section of RELIABILITY.md (replacing the previous run's),
+ * and exits non-zero when an end condition of the issue does not hold.
+ *
+ * The polling schedule scales with the count (the poller reads every non-final entity at most every
+ * CHAOS_POLL_MAX_DELAY_SECONDS, default one second per thousand entities, at least 3), so the provider is
+ * not asked about 100,000 entities every three seconds.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { describeFigures, failedChecks, ISSUE_FAULT_PLAN, runSoak, type SoakFigures } from './soak.ts';
+
+const entities = Number(process.env.CHAOS_ENTITIES ?? 100_000);
+if (!Number.isInteger(entities) || entities < 100) {
+  process.stderr.write('CHAOS_ENTITIES: must be an integer of at least 100\n');
+  process.exit(2);
+}
+const maxDelay = Number(process.env.CHAOS_POLL_MAX_DELAY_SECONDS ?? Math.max(3, Math.round(entities / 1000)));
+const polling = {
+  firstDelaySeconds: 1,
+  maxDelaySeconds: maxDelay,
+  completedRecheckSeconds: maxDelay,
+};
+const plan = ISSUE_FAULT_PLAN;
+
+const figures = await runSoak({
+  entities,
+  plan,
+  polling,
+  catchUpMs: Math.max(240_000, entities * 20),
+  log: (line) => process.stdout.write(`${line}\n`),
+});
+const failed = failedChecks(figures, plan);
+process.stdout.write(`${describeFigures(figures).join('\n')}\n`);
+process.stdout.write(failed.length === 0 ? 'chaos: passed\n' : `chaos: FAILED\n  ${failed.join('\n  ')}\n`);
+
+const path = join(import.meta.dirname, '../../RELIABILITY.md');
+writeFileSync(path, withSection(readFileSync(path, 'utf8'), section(figures, failed)));
+process.stdout.write(`chaos: figures written to ${path}\n`);
+process.exit(failed.length === 0 ? 0 : 1);
+
+function n(x: number): string {
+  return x.toLocaleString('en-US');
+}
+
+function section(f: SoakFigures, failed: string[]): string {
+  const pct = (x: number) => `${Math.round(x * 1000) / 10}%`;
+  const currencies = [
+    ...new Set(Object.values(f.entities.byKindAndCurrency).flatMap((r) => Object.keys(r))),
+  ].sort();
+  const kindRows = Object.entries(f.entities.byKindAndCurrency).map(
+    ([kind, row]) =>
+      `| ${kind} | ${currencies.map((c) => n(row[c] ?? 0)).join(' | ')} | ${n(Object.values(row).reduce((s, x) => s + x, 0))} |`,
+  );
+  const lines = [
+    `## Chaos soak (\`npm run chaos\`; \`test/chaos/\`, 2,000 entities in \`npm test\`)`,
+    '',
+    `Last run ${new Date().toISOString().slice(0, 10)}: ${n(f.entities.total)} entities${
+      entities < 100_000
+        ? ` (CHAOS_ENTITIES=${n(entities)}; the issue's 100,000 did not fit the time on this shared machine)`
+        : ''
+    }, ${cpus().length} vCPU, ${Math.round(totalmem() / 2 ** 30)} GiB, Node.js ${process.versions.node}. ` +
+      `Ten provider days on a manual clock; the reconciler (\`payrecon reconcile\`) and the broker (\`payrecon broker\`) ` +
+      `run as their own processes, PostgreSQL is embedded; polling every ${polling.maxDelaySeconds} s at most. ` +
+      `Faults: provider ${pct(plan.provider.errorRate)} 5xx and ${pct(plan.provider.hangRate)} hanging calls on every ` +
+      `endpoint, bursts of ${pct(plan.rateLimitBursts.rate)} 429; webhooks ${pct(plan.webhooks.duplicateRate)} duplicated, ` +
+      `${pct(plan.webhooks.reorderRate)} reordered, ${pct(plan.webhooks.dropRate)} dropped; ` +
+      `${pct(plan.lateRejection.cashoutRate)} of completed cashouts and refunds rejected two provider days later.`,
+    '',
+    `| entities | ${currencies.join(' | ')} | total |`,
+    `|---|${currencies.map(() => '---:').join('|')}|---:|`,
+    ...kindRows,
+    '',
+    '| figure | value |',
+    '|---|---|',
+    `| webhooks | ${n(f.webhooks.notifications)} notifications: ${n(f.webhooks.sent)} sent, ${n(f.webhooks.duplicated)} duplicated, ${n(f.webhooks.reordered)} reordered, ${n(f.webhooks.dropped)} dropped; ${n(f.webhooks.failedAttempts)} attempts failed and retried |`,
+    `| provider faults served | ${n(f.provider.errors5xx)} 5xx, ${n(f.provider.hangs)} hangs, ${n(f.provider.rateLimited429)} 429 of ${n(f.provider.calls)} calls |`,
+    ...f.events.map(
+      (e) =>
+        `| ${e.what} | provider hour ${e.providerHour}, ${e.atSeconds} s into the run${e.what.startsWith('429') ? '' : `, ${e.downSeconds} s down`} |`,
+    ),
+    `| dropped webhooks recovered | ${n(f.droppedRecovery.recoveredByPolling)} by polling, ${n(f.droppedRecovery.seenThroughOtherWebhook)} read through another webhook, ${n(f.droppedRecovery.supersededUnread)} superseded before anyone could read them (no money moved), ${n(f.droppedRecovery.unrecovered)} unrecovered |`,
+    `| late rejections | ${n(f.lateRejections.atProvider)} at the provider, ${n(f.lateRejections.exceptions)} exceptions, ${n(f.lateRejections.alertsDelivered)} alerts delivered, ${n(f.lateRejections.duplicateAlerts)} twice |`,
+    `| postings | ${n(f.ledger.postings)} in ${n(f.ledger.journalEntries)} journal entries; ${n(f.ledger.duplicateIdempotencyKeys)} duplicate idempotency keys |`,
+    `| observations, intents | ${n(f.ledger.observations)} (${n(f.ledger.duplicateObservations)} twice), ${n(f.ledger.intents)} |`,
+    `| ground-truth diff | ${n(f.ledger.groundTruthDiff)} cells (account, currency, book account); ${n(f.ledger.statusDiff)} entity statuses |`,
+    `| verify | ${f.ledger.verifyFailures.length} failures; \`payrecon db verify\` exit ${f.ledger.verifyCli.exitCode}: ${f.ledger.verifyCli.output} |`,
+    `| dead-lettered | ${n(f.deadLettered)} |`,
+    `| wall time | ${n(f.wallSeconds)} s; ${n(f.eventsPerSecond)} observations and intents booked per second; ${n(f.topicMessages)} messages on the topics |`,
+    '',
+    failed.length === 0 ? 'Result: every end condition held.' : `Result: FAILED — ${failed.join('; ')}.`,
+    '',
+  ];
+  return lines.join('\n');
+}
+
+/** Replaces the "## Chaos soak" section, or adds it before "## Not yet built". */
+function withSection(doc: string, text: string): string {
+  const start = doc.search(/^## Chaos soak/m);
+  if (start >= 0) {
+    const rest = doc.slice(start + 1);
+    const next = rest.search(/^## /m);
+    return doc.slice(0, start) + text + (next >= 0 ? `\n${rest.slice(next)}` : '');
+  }
+  const before = doc.search(/^## Not yet built/m);
+  if (before < 0) return `${doc.trimEnd()}\n\n${text}`;
+  return `${doc.slice(0, before)}${text}\n${doc.slice(before)}`;
+}
