@@ -8,7 +8,7 @@
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, parseAmount } from '../domain/money.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
-import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
+import { ENTITY_KINDS, type EntityKind, isStatus } from '../domain/statuses.ts';
 import {
   ALERT_SEVERITIES,
   type AlertRaised,
@@ -63,6 +63,10 @@ export function fromRecord<T extends AnyTopicName>(topic: T, record: AvroRecord)
   throw schemaInvalid(topic, '(topic)', 'not in the topic catalog');
 }
 
+/** 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z. */
+const MIN_TIME_MS = -62_135_596_800_000;
+const MAX_TIME_MS = 253_402_300_799_999;
+
 /** Field conversions that name the field in their errors. */
 class Converter {
   constructor(readonly topic: string) {}
@@ -103,9 +107,12 @@ class Converter {
     if (typeof ms !== 'number' || !Number.isSafeInteger(ms)) {
       throw schemaInvalid(this.topic, field, 'must be epoch milliseconds');
     }
-    const date = new Date(ms);
-    if (Number.isNaN(date.getTime())) throw schemaInvalid(this.topic, field, 'timestamp out of range');
-    return date;
+    // Years 1 to 9999: what an ISO timestamp and PostgreSQL take (a later year is written "+012345-...",
+    // which the database refuses with an error naming no field).
+    if (ms < MIN_TIME_MS || ms > MAX_TIME_MS) {
+      throw schemaInvalid(this.topic, field, `timestamp ${ms} out of range (years 1 to 9999)`);
+    }
+    return new Date(ms);
   }
 
   optionalTimeIn(field: string, ms: unknown): Date | null {
@@ -174,13 +181,18 @@ function observationToRecord(c: Converter, v: Observation): AvroRecord {
 }
 
 function observationFromRecord(c: Converter, r: AvroRecord): Observation {
+  // Producers take statuses from the contract's status sets, so any other one is a corrupted message.
+  const status = optStr(r.status);
+  if (status !== null && !isStatus(r.kind as EntityKind, status)) {
+    throw schemaInvalid(c.topic, 'status', `unknown ${String(r.kind)} status ${JSON.stringify(status)}`);
+  }
   return {
     eventId: str(r.event_id),
     kind: r.kind as EntityKind,
     account: str(r.account),
     entityId: str(r.entity_id),
     externalRef: optStr(r.external_ref),
-    status: optStr(r.status),
+    status,
     observedAt: c.timeIn('observed_at', r.observed_at),
     source: r.source as Observation['source'],
     currency: optStr(r.currency),
