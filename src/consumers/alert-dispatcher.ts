@@ -268,6 +268,8 @@ export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<Runni
     serde: deps.serde,
     dlq: deps.dlq,
     logger: deps.logger,
+    // One batch at a time: the rate limit and its digests are one budget across partitions.
+    partitionsConsumedConcurrently: 1,
     handleBatch: async (messages) => {
       const result = await dispatcher.dispatch(messages.map((m) => m.value));
       deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);

@@ -258,6 +258,11 @@ export interface BatchConsumerOptions<T extends TopicName> {
   heartbeatInterval?: number;
   /** Longest a fetch waits for data (kafkajs default 5 s); a stop waits for the fetch in flight. */
   maxWaitTimeInMs?: number;
+  /**
+   * Batches of different partitions handled at once (default: the topic's partition count). Keys are
+   * entities, so concurrent batches touch different entities; per-partition order and offsets are kept.
+   */
+  partitionsConsumedConcurrently?: number;
   logger?: Logger;
 }
 
@@ -337,6 +342,7 @@ export async function runBatchConsumer<T extends TopicName>(
   await consumer.subscribe({ topics: [topic], fromBeginning: options.fromBeginning ?? true });
 
   await consumer.run({
+    partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? TOPICS[topic].partitions,
     eachBatchAutoResolve: false,
     autoCommit: true,
     eachBatch: async ({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isRunning, isStale }) => {
