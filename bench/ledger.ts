@@ -7,6 +7,9 @@
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database,
  *   BENCH_STREAMS (default 1): partitions applied concurrently, one connection each (bare likewise)
+ *
+ * It also reports the floor of the design: every row the ledger wrote (history, entries and postings),
+ * inserted again bare in the same number of statements.
  */
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -259,6 +262,42 @@ async function main(): Promise<void> {
     );
     const bareMs = performance.now() - t;
     const cpuBare1 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
+
+    // The floor of this design: every row the ledger had to write (history, entries, postings), inserted
+    // again bare (copies without index, trigger or constraint) in as many multi-row INSERTs as the ledger
+    // had batches, sent as the ledger sends them (a JSON array per statement). Mirror updates not included.
+    const floorTables = ['status_history', 'journal_entries', 'postings'] as const;
+    const floorRows: Record<string, unknown[]> = {};
+    for (const table of floorTables) {
+      await sql`CREATE TABLE ${sql.id(`floor_${table}`)} (LIKE ${sql.id(table)} INCLUDING DEFAULTS)`.execute(
+        db,
+      );
+      const { rows } = await sql<{
+        r: unknown;
+      }>`SELECT to_json(t) AS r FROM ${sql.id(table)} t ORDER BY id`.execute(db);
+      floorRows[table] = rows.map((x) => x.r);
+    }
+    t = performance.now();
+    await Promise.all(
+      dbs.map(async (conn, s) => {
+        for (let c = s; c < batchCount; c += STREAMS) {
+          await conn.transaction().execute(async (trx) => {
+            for (const table of floorTables) {
+              const rows = floorRows[table]!;
+              const per = Math.ceil(rows.length / batchCount);
+              const chunk = rows.slice(c * per, (c + 1) * per);
+              if (chunk.length === 0) continue;
+              await sql`INSERT INTO ${sql.id(`floor_${table}`)}
+                SELECT * FROM json_populate_recordset(NULL::${sql.id(`floor_${table}`)}, ${JSON.stringify(chunk)}::json)`.execute(
+                trx,
+              );
+            }
+          });
+        }
+      }),
+    );
+    const floorMs = performance.now() - t;
+    const floorCount = floorTables.reduce((n, table) => n + floorRows[table]!.length, 0);
     for (const extra of dbs.slice(1)) await extra.destroy();
     const cpuLedger = cpuDelta(cpuLedger0, cpuLedger1);
     const cpuBare = cpuDelta(cpuBare0, cpuBare1);
@@ -275,6 +314,7 @@ async function main(): Promise<void> {
       `ledger:                  ${observations.length} observations in ${(ledgerMs / 1000).toFixed(2)} s = ${Math.round(ledgerRate)} observations/s (${booked} entries, ${postingRows} postings)`,
       `bare INSERT of postings: ${postingRows} rows in ${(bareMs / 1000).toFixed(2)} s = ${Math.round(bareRate)} observations/s equivalent`,
       `ratio ledger / bare:     ${(ledgerRate / bareRate).toFixed(3)}`,
+      `floor (bare INSERT of every row written: history, entries, postings; ${floorCount} rows): ${(floorMs / 1000).toFixed(2)} s = ${Math.round(observations.length / (floorMs / 1000))} observations/s equivalent; ledger / floor ${(ledgerRate / (observations.length / (floorMs / 1000))).toFixed(3)}`,
       cpuLedger !== null && cpuBare !== null
         ? `CPU (client + server):   ledger ${cpuLedger.client.toFixed(1)} + ${cpuLedger.server.toFixed(1)} s = ` +
           `${Math.round(observations.length / cpuLedger.total)} observations per CPU-second; bare ` +
