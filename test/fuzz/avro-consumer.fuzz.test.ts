@@ -220,7 +220,17 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
       topic === OBSERVED
         ? fc.oneof(
             fc
-              .constantFrom('abc', '1.234', '12,50', '-5.00', '', '1e3', '99999999999999999999.00')
+              .constantFrom(
+                'abc',
+                '1.234',
+                '12,50',
+                '-5.00',
+                '',
+                '1.2.3',
+                'NaN',
+                'Infinity',
+                '99999999999999999999.00',
+              )
               .map((amount) =>
                 corrupt('domain: amount', encodeRecord({ ...validRecord(), amount }), /field amount/),
               ),
