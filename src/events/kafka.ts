@@ -11,6 +11,7 @@
  * Offsets are never committed before the handler (or the DLQ publish) has resolved, so a crash
  * replays the batch: handlers must be idempotent.
  */
+import { createHash } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import {
@@ -273,6 +274,14 @@ export interface RunningConsumer {
   stop(): Promise<void>;
 }
 
+/**
+ * Largest original value a DLQ envelope carries whole. A broker refuses messages above its limit (Kafka's
+ * default is about 1 MB), and a DLQ publish that fails leaves the batch uncommitted and retried for
+ * ever; above this size the envelope keeps the value's start, its size and SHA-256, and where the
+ * original still is (topic, partition, offset).
+ */
+export const DLQ_VALUE_LIMIT = 256 * 1024;
+
 /** Header names of a DLQ message; the same facts are in the envelope. */
 export const DLQ_HEADERS = {
   reason: 'x-dlq-reason',
@@ -444,12 +453,17 @@ export async function runBatchConsumer<T extends TopicName>(
           dlqTopicOf(topic),
           failures.map(({ message, error, attempts }) => {
             const key = message.key === null ? null : message.key.toString('utf8');
+            const value = message.value;
+            const truncated = value !== null && value.length > DLQ_VALUE_LIMIT;
             const envelope: DlqEnvelope = {
               originalTopic: topic,
               partition: batch.partition,
               offset: message.offset,
               key,
-              value: message.value,
+              value: truncated ? value.subarray(0, DLQ_VALUE_LIMIT) : value,
+              valueSize: value === null ? null : value.length,
+              valueSha256: value === null ? null : createHash('sha256').update(value).digest('hex'),
+              valueTruncated: truncated,
               reason: errorText(error),
               errorCode: errorCode(error),
               failedAt,

@@ -63,7 +63,7 @@ export interface DlqEnvelope {
   /** Kafka offset as decimal text (int64). */
   offset: string;
   key: string | null;
-  /** The original value bytes, verbatim (so a corrupted message is kept as it was). */
+  /** The original value bytes, verbatim (so a corrupted message is kept as it was); see `valueTruncated`. */
   value: Buffer | null;
   reason: string;
   /** AppError code, e.g. SCHEMA_INVALID. */
@@ -71,4 +71,10 @@ export interface DlqEnvelope {
   failedAt: Date;
   attempts: number;
   consumerGroup: string | null;
+  /** Size of the original value in bytes (null in envelopes written before the field existed). */
+  valueSize: number | null;
+  /** SHA-256 of the original value, hex. */
+  valueSha256: string | null;
+  /** The original exceeded `DLQ_VALUE_LIMIT` and `value` holds only its start. */
+  valueTruncated: boolean;
 }

@@ -344,6 +344,9 @@ function dlqToRecord(c: Converter, v: DlqEnvelope): AvroRecord {
     failed_at: c.timeOut('failed_at', v.failedAt),
     attempts: v.attempts,
     consumer_group: v.consumerGroup,
+    value_size: v.valueSize,
+    value_sha256: v.valueSha256,
+    value_truncated: v.valueTruncated,
   };
 }
 
@@ -359,5 +362,8 @@ function dlqFromRecord(c: Converter, r: AvroRecord): DlqEnvelope {
     failedAt: c.timeIn('failed_at', r.failed_at),
     attempts: r.attempts as number,
     consumerGroup: optStr(r.consumer_group),
+    valueSize: r.value_size === null || r.value_size === undefined ? null : Number(r.value_size),
+    valueSha256: optStr(r.value_sha256),
+    valueTruncated: r.value_truncated === true,
   };
 }

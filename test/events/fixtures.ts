@@ -97,6 +97,9 @@ export function sampleDlq(overrides: Partial<DlqEnvelope> = {}): DlqEnvelope {
     failedAt: new Date('2026-11-21T11:00:00.000Z'),
     attempts: 1,
     consumerGroup: 'reconciler',
+    valueSize: 4,
+    valueSha256: '3d1f57c984978ef98a18378c8166c1cb8ede02c03eeb6aee7e2f121dfeee3e56',
+    valueTruncated: false,
     ...overrides,
   };
 }

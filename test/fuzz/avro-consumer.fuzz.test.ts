@@ -11,7 +11,7 @@
  * The count grows with `FUZZ_REQUESTS` (CI: 2,000 gives 200 messages per topic; `npm run fuzz`: 1,000).
  * `FUZZ_LOG=1` shows the consumers' warnings and errors.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import avsc from 'avsc';
 import fc from 'fast-check';
 import type { Consumer, Producer } from 'kafkajs';
@@ -20,7 +20,7 @@ import { RECONCILER_GROUPS, type Reconciler, startReconciler } from '../../src/c
 import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { isStatus } from '../../src/domain/statuses.ts';
-import { DLQ_HEADERS } from '../../src/events/kafka.ts';
+import { DLQ_HEADERS, DLQ_VALUE_LIMIT } from '../../src/events/kafka.ts';
 import type { DlqEnvelope, NotificationReceived } from '../../src/events/payloads.ts';
 import { type AvroRecord, toRecord } from '../../src/events/records.ts';
 import { readSchemaFile } from '../../src/events/serde.ts';
@@ -164,6 +164,9 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
         failedAt: new Date(),
         attempts: 1,
         consumerGroup: null,
+        valueSize: 1,
+        valueSha256: null,
+        valueTruncated: false,
       };
       const values: Record<string, unknown> = {
         [OBSERVED]: validObservation(),
@@ -507,11 +510,18 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
         problems.push(`${m.id} ${m.category}: code ${headers[DLQ_HEADERS.errorCode]}`);
       if (headers[DLQ_HEADERS.originalTopic] !== m.topic)
         problems.push(`${m.id}: original topic ${headers[DLQ_HEADERS.originalTopic]}`);
-      // The envelope keeps the message as it was, byte for byte.
+      // The envelope keeps the message as it was, byte for byte, up to DLQ_VALUE_LIMIT (then its start,
+      // with the whole value's size and SHA-256), so a huge message cannot make the DLQ publish fail.
       const envelope = await infra.serde.decode(dlqTopicOf(m.topic), value);
+      const long = m.value !== null && m.value.length > DLQ_VALUE_LIMIT;
+      const kept = m.value === null ? null : long ? m.value.subarray(0, DLQ_VALUE_LIMIT) : m.value;
       if (
         envelope.reason !== reason ||
-        !(envelope.value === null ? m.value === null : m.value !== null && envelope.value.equals(m.value))
+        !(envelope.value === null ? kept === null : kept !== null && envelope.value.equals(kept)) ||
+        envelope.valueTruncated !== long ||
+        envelope.valueSize !== (m.value === null ? null : m.value.length) ||
+        envelope.valueSha256 !==
+          (m.value === null ? null : createHash('sha256').update(m.value).digest('hex'))
       ) {
         problems.push(`${m.id} ${m.category}: envelope differs`);
       }
