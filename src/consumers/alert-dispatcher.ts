@@ -10,6 +10,7 @@ import type { Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
 import { request } from 'undici';
 import { deliveredAlertIds, recordAlertDeliveries } from '../db/alert-deliveries.ts';
+import { isDatabaseOutage } from '../db/connection.ts';
 import type { Database } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { SEVERITIES, type Severity, severityRank } from '../domain/exception-rules.ts';
@@ -258,10 +259,17 @@ export interface AlertConsumerDeps extends AlertDispatcherDeps {
 
 export const ALERT_DISPATCHER_GROUP = 'payrecon-alert-dispatcher';
 
-/** Runs the dispatcher as a consumer of `recon.alert.raised.v1`; offsets commit after delivery. */
+/**
+ * Runs the dispatcher as a consumer of `recon.alert.raised.v1`; offsets commit after delivery. While
+ * PostgreSQL (the delivery record) is unreachable the batch waits and retries, heartbeating, as the
+ * reconciler's do: an outage is not a reason to dead-letter an alert (the chaos soak lost a late-rejection
+ * alert to the DLQ that way during a PostgreSQL restart).
+ */
 export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<RunningConsumer> {
   const dispatcher = createAlertDispatcher(deps);
-  return runBatchConsumer({
+  const log = deps.logger.child({ module: 'alert-dispatcher' });
+  let stopping = false;
+  const consumer = await runBatchConsumer({
     kafka: deps.kafka,
     groupId: ALERT_DISPATCHER_GROUP,
     topic: 'recon.alert.raised.v1',
@@ -270,10 +278,37 @@ export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<Runni
     logger: deps.logger,
     // One batch at a time: the rate limit and its digests are one budget across partitions.
     partitionsConsumedConcurrently: 1,
-    handleBatch: async (messages) => {
-      const result = await dispatcher.dispatch(messages.map((m) => m.value));
-      deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);
-      for (const [sink, n] of Object.entries(result.perSink)) deps.metrics?.alertsDelivered.inc({ sink }, n);
+    handleBatch: async (messages, ctx) => {
+      for (let outage = 0; ; outage++) {
+        try {
+          const result = await dispatcher.dispatch(messages.map((m) => m.value));
+          deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);
+          for (const [sink, n] of Object.entries(result.perSink)) {
+            deps.metrics?.alertsDelivered.inc({ sink }, n);
+          }
+          return;
+        } catch (err) {
+          if (!isDatabaseOutage(err)) throw err;
+          if (stopping) {
+            throw new AppError('DATABASE_UNAVAILABLE', 'database unavailable while stopping', {
+              cause: err,
+              retryable: true,
+            });
+          }
+          const wait = Math.min(5_000, 100 * 2 ** Math.min(outage, 6));
+          log.warn({ err, wait, attempt: outage + 1 }, 'database unavailable, alert batch waits');
+          await new Promise((r) => setTimeout(r, wait));
+          await ctx.heartbeat().catch(() => undefined);
+        }
+      }
     },
   });
+  return {
+    consumer: consumer.consumer,
+    ready: consumer.ready,
+    async stop() {
+      stopping = true;
+      await consumer.stop();
+    },
+  };
 }
