@@ -125,6 +125,15 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
   const log = deps.logger.child({ module: 'alert-dispatcher' });
   const timeoutMs = deps.timeoutMs ?? 10_000;
   const buckets = new Map<string, TokenBucket>();
+  // Alerts a sink has taken whose delivery record is not written yet (PostgreSQL went away in between):
+  // the batch's retry records them instead of sending them again. Key: sink NUL alert id; value: digest.
+  const unrecorded = new Map<string, boolean>();
+  const sent = (sink: string, id: string) => `${sink}\u0000${id}`;
+  async function record(sink: string, ids: readonly string[], digest: boolean): Promise<void> {
+    for (const id of ids) unrecorded.set(sent(sink, id), digest);
+    await recordAlertDeliveries(deps.db, sink, ids, digest);
+    for (const id of ids) unrecorded.delete(sent(sink, id));
+  }
   for (const sink of deps.sinks) {
     if (sink.type !== 'log') buckets.set(sink.name, new TokenBucket(Math.max(1, sink.perMinute), now));
   }
@@ -170,8 +179,7 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
   ): Promise<{ digests: number }> {
     if (sink.type === 'log') {
       for (const a of alerts) log.warn({ alert: alertToJson(a), sink: sink.name }, alertLine(a));
-      await recordAlertDeliveries(
-        deps.db,
+      await record(
         sink.name,
         alerts.map((a) => a.alertId),
         false,
@@ -191,13 +199,12 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
       const singles = tokens >= pending.length ? pending.length : tokens - 1;
       for (const a of pending.slice(0, singles)) {
         await post(sink, body([a]));
-        await recordAlertDeliveries(deps.db, sink.name, [a.alertId], false);
+        await record(sink.name, [a.alertId], false);
       }
       const rest = pending.slice(singles);
       if (rest.length > 0) {
         await post(sink, body(rest));
-        await recordAlertDeliveries(
-          deps.db,
+        await record(
           sink.name,
           rest.map((a) => a.alertId),
           true,
@@ -225,6 +232,15 @@ export function createAlertDispatcher(deps: AlertDispatcherDeps): AlertDispatche
           sink.name,
           eligible.map((a) => a.alertId),
         );
+        for (const digest of [false, true]) {
+          const owed = eligible
+            .filter((a) => !done.has(a.alertId) && unrecorded.get(sent(sink.name, a.alertId)) === digest)
+            .map((a) => a.alertId);
+          if (owed.length > 0) {
+            await record(sink.name, owed, digest);
+            for (const id of owed) done.add(id);
+          }
+        }
         const todo = eligible.filter((a) => !done.has(a.alertId));
         if (todo.length === 0) continue;
         try {
