@@ -5,7 +5,8 @@
  * killed with SIGKILL three times, the broker and PostgreSQL each restarted once. At the end the ledger
  * equals the sandbox's ground truth, verifies (in process and through `payrecon db verify`), holds no
  * idempotency key or observation twice, every dropped webhook's status reached the ledger, and every late
- * rejection raised one exception and one alert.
+ * rejection raised one exception and one alert, nothing was dead-lettered, and the secrets scan
+ * (test/audit/secrets-scan.ts) finds nothing in the run's logs, tables, topics and workbooks.
  */
 import { describe, expect, it } from 'vitest';
 import { describeFigures, ISSUE_FAULT_PLAN, runSoak } from './soak.ts';
@@ -45,5 +46,10 @@ describe('chaos soak (CI size)', () => {
     expect(f.lateRejections.alertsDelivered).toBe(f.lateRejections.atProvider);
     expect(f.lateRejections.duplicateAlerts).toBe(0);
     expect(f.deadLettered).toBe(0);
+    // Nothing secret in the logs, tables, topics or workbooks of the run.
+    expect(f.secrets.sample).toEqual([]);
+    expect(f.secrets.hits).toBe(0);
+    expect(f.secrets.stats.topics).toBeGreaterThan(0);
+    expect(f.secrets.stats.workbooks).toBeGreaterThan(0);
   }, 1_200_000);
 });

@@ -13,11 +13,13 @@
  * poller, outbox relay, alert dispatcher) are wired exactly as `payrecon up` wires them.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import diagnostics from 'node:diagnostics_channel';
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
+import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
 import { RECONCILER_GROUPS } from '../../src/consumers/reconciler.ts';
@@ -28,11 +30,13 @@ import type { Intent } from '../../src/domain/observation.ts';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import { dlqTopicOf, TOPIC_NAMES } from '../../src/events/topics.ts';
+import { logger as rootLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { recordingClient } from '../../src/producers/intent-recorder.ts';
 import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
+import { loadCatalogue } from '../../src/sandbox/catalogue.ts';
 import type { FaultDecision } from '../../src/sandbox/faults.ts';
 import { computeBalances } from '../../src/sandbox/ground-truth.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
@@ -42,10 +46,12 @@ import {
   alertSinksFrom,
   buildServer,
   type Infrastructure,
+  reportRunner,
   SANDBOX_ACCOUNT_NAME,
   startInfrastructure,
   startPoller,
 } from '../../src/wiring.ts';
+import { emptyStats, type KnownSecret, type ScanStats, scanForSecrets } from '../audit/secrets-scan.ts';
 import { HeapClock } from './clock.ts';
 
 const MINUTE = 60_000;
@@ -163,6 +169,8 @@ export interface SoakFigures {
   topicMessages: number;
   /** Messages on the DLQ topics: a good message dead-lettered by an outage is lost work (must be 0). */
   deadLettered: number;
+  /** The secrets scan (test/audit/secrets-scan.ts) of logs, tables, topics and workbooks: hits must be 0. */
+  secrets: { hits: number; sample: string[]; stats: ScanStats; wireSignatures: number };
   /** Log files of every process (for the secrets audit). */
   logFiles: string[];
 }
@@ -234,6 +242,31 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     return stream;
   };
   const events: ChaosEvent[] = [];
+  // Every line this process logs (the parts share the root logger's stream) goes to a file of the run.
+  const inProcessLog = logFile('in-process.log');
+  const rootStream = (rootLogger as unknown as Record<symbol, { write(s: string): boolean }>)[
+    pino.symbols.streamSym
+  ]!;
+  const rootWrite = rootStream.write;
+  rootStream.write = (line: string) => inProcessLog.write(line);
+  // Authorization and Payload-Signature values on the wire (a sample: every one would be a million patterns).
+  const wire = new Set<string>();
+  let wireSeen = 0;
+  const onHeaders = (message: unknown) => {
+    const { headers } = message as { headers: string | string[] };
+    const text = Array.isArray(headers) ? headers.join('\r\n') : String(headers);
+    for (const line of text.split(/\r?\n/)) {
+      const m = /^(authorization|payload-signature):\s*(.+)$/i.exec(line.trim());
+      if (!m) continue;
+      wireSeen++;
+      if (wire.size >= 2_000 || (wireSeen > 1_000 && wireSeen % 97 !== 0)) continue;
+      const value = m[2]!.trim();
+      wire.add(value);
+      const credential = value.split(' ').pop()!;
+      if (credential !== value) wire.add(credential);
+    }
+  };
+  diagnostics.subscribe('undici:client:sendHeaders', onHeaders);
   const cleanups: (() => Promise<unknown>)[] = [];
 
   let pg: EmbeddedPostgres | null = null;
@@ -291,8 +324,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
       PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
     };
-    // In this process only errors reach stdout; the separate processes log warnings to their files.
-    const config = loadConfig({ ...env, LOG_LEVEL: 'error' });
+    const config = loadConfig(env);
     infra = await startInfrastructure(config, null);
     const running = infra;
     cleanups.push(() => running.lifecycle.stopAll());
@@ -695,6 +727,37 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     const topicMessages = await messagesOn(TOPIC_NAMES);
     const deadLettered = await messagesOn(TOPIC_NAMES.map(dlqTopicOf));
 
+    // Workbooks of the run, then the secrets scan of everything the run wrote.
+    const reports = reportRunner(infra);
+    const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+    for (const kind of ['settlement', 'exceptions'] as const) {
+      await reports.run({ kind, from: day(started - DAY), to: day(clock.now() + DAY), account: null });
+    }
+    const secretStats = emptyStats();
+    const secrets: KnownSecret[] = [
+      { label: 'deposit secret', value: account.depositSecret },
+      { label: 'cashout pass', value: account.cashoutPass },
+      { label: 'cashout secret', value: account.cashoutSecret },
+      { label: 'read-only key', value: account.readOnlyKey },
+      { label: 'card 4111111111111111', value: '4111111111111111' },
+      ...loadCatalogue().testCards.map((c) => ({ label: `test card ${c.number}`, value: c.number })),
+      { label: 'cvv 123', value: '123', kind: 'cvv' as const },
+      ...[...wire].map((value, i) => ({ label: `wire signature #${i}`, value })),
+    ];
+    for (const l of logs) await new Promise<void>((resolve) => l.stream.write('', () => resolve()));
+    const hits = await scanForSecrets({
+      secrets,
+      logFiles: logs.map((l) => l.path),
+      database: { url: pg.url },
+      kafka: {
+        brokers: [`127.0.0.1:${brokerPort}`],
+        registryUrl: registry.url,
+        timeoutMs: Math.max(240_000, options.entities * 30),
+      },
+      files: [join(infra.dataDir, 'reports')],
+      stats: secretStats,
+    });
+
     const byKindAndCurrency: Record<string, Record<string, number>> = {};
     const count = (kind: string, currency: string) => {
       const row = byKindAndCurrency[kind] ?? {};
@@ -754,11 +817,19 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       eventsPerSecond: Math.round((history.length + Number(intents?.n)) / wallSeconds),
       topicMessages,
       deadLettered,
+      secrets: {
+        hits: hits.length,
+        sample: hits.slice(0, 10).map((h) => `${h.detector} ${h.label} @ ${h.location}: ${h.excerpt}`),
+        stats: secretStats,
+        wireSignatures: wire.size,
+      },
       logFiles: logs.map((l) => l.path),
     };
     say(`chaos: done at ${seconds()} s (reconciler started ${reconcilerStarts} times)`);
     return figures;
   } finally {
+    diagnostics.unsubscribe('undici:client:sendHeaders', onHeaders);
+    rootStream.write = rootWrite;
     // Reverse order: the parts of this process, the sandbox, then the processes and servers.
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
     await sandbox?.close().catch(() => undefined);
@@ -803,6 +874,7 @@ export function describeFigures(f: SoakFigures): string[] {
     `ground-truth diff ${f.ledger.groundTruthDiff}${f.ledger.groundTruthDiffSample.length ? ` (${f.ledger.groundTruthDiffSample.join('; ')})` : ''}; status diff ${f.ledger.statusDiff}`,
     `verify: ${f.ledger.verifyFailures.length} failures in process; payrecon db verify exit ${f.ledger.verifyCli.exitCode} (${f.ledger.verifyCli.output})`,
     `wall time ${f.wallSeconds} s, ${f.eventsPerSecond} events/s booked, ${f.topicMessages} messages on the topics, ${f.deadLettered} dead-lettered`,
+    `secrets scan: ${f.secrets.hits} hits in ${f.secrets.stats.logLines} log lines, ${f.secrets.stats.tables} tables, ${f.secrets.stats.topics} topics (${f.secrets.stats.messages} messages), ${f.secrets.stats.files} files; ${f.secrets.wireSignatures} wire signatures among the known secrets${f.secrets.sample.length ? ` (${f.secrets.sample.join('; ')})` : ''}`,
   ];
 }
 
@@ -843,5 +915,9 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
     `every late rejection alerted once (${f.lateRejections.mismatched.slice(0, 5).join(', ')})`,
   );
   check(f.deadLettered === 0, `nothing dead-lettered (${f.deadLettered})`);
+  check(
+    f.secrets.hits === 0,
+    `no secret in logs, tables, topics or workbooks (${f.secrets.sample.join('; ')})`,
+  );
   return failed;
 }
