@@ -19,8 +19,6 @@ import { sql } from 'kysely';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import { startBroker } from '../../src/embedded/kafka/broker.ts';
-import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
 import { cashoutControl } from '../../src/provider/signing.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
@@ -29,7 +27,7 @@ import { ManualClock } from '../../src/sandbox/clock.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { waitFor } from '../pipeline/helpers.ts';
+import { JOBS_OFF, TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
 import { emptyStats, type Hit, type KnownSecret, type ScanStats, scanForSecrets } from './secrets-scan.ts';
 
 const ENTITIES = Number(process.env.AUDIT_ENTITIES ?? 150);
@@ -97,20 +95,10 @@ describe('the secrets audit', () => {
       PAYRECON_POLL_CONCURRENCY: '8',
       PAYRECON_POLL_MIN_INTERVAL_SECONDS: '2',
       PAYRECON_SANDBOX_TRAFFIC: 'true',
-      PAYRECON_CRON_POLL: '0 0 1 1 *',
-      PAYRECON_CRON_STUCK_SWEEP: '0 0 1 1 *',
-      PAYRECON_CRON_LATE_REJECTION_SWEEP: '0 0 1 1 *',
-      PAYRECON_CRON_SETTLEMENT: '0 0 1 1 *',
-      PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
-      PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
+      ...JOBS_OFF,
     });
     pipeline = await startPipeline(config, {
-      embedded: {
-        postgres: () => Promise.reject(new Error('the test uses the machine PostgreSQL')),
-        broker: ({ dataDir: dir }) =>
-          startBroker({ host: '127.0.0.1', port: 0, dataDir: dir, defaultPartitions: 3 }),
-        registry: ({ dataDir: dir }) => startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir }),
-      },
+      embedded: TEST_EMBEDDED,
       sandbox: async ({ webBaseUrl, logger }) => {
         sandboxRun = await startSandboxForUp({
           webBaseUrl,

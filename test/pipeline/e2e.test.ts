@@ -14,12 +14,10 @@ import { sweepExceptions } from '../../src/db/exceptions.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
-import { startBroker } from '../../src/embedded/kafka/broker.ts';
-import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { waitFor } from './helpers.ts';
+import { JOBS_OFF, TEST_EMBEDDED, waitFor } from './helpers.ts';
 
 const ENTITIES = Number(process.env.E2E_ENTITIES ?? 1500);
 const MINUTE = 60_000;
@@ -77,21 +75,10 @@ describe('the pipeline end to end against the sandbox', () => {
       PAYRECON_POLL_BATCH_SIZE: '500',
       PAYRECON_POLL_MIN_INTERVAL_SECONDS: '2',
       PAYRECON_SANDBOX_TRAFFIC: 'true',
-      // The jobs of the catalog stay out of the way of the assertions (they are tested on their own).
-      PAYRECON_CRON_POLL: '0 0 1 1 *',
-      PAYRECON_CRON_STUCK_SWEEP: '0 0 1 1 *',
-      PAYRECON_CRON_LATE_REJECTION_SWEEP: '0 0 1 1 *',
-      PAYRECON_CRON_SETTLEMENT: '0 0 1 1 *',
-      PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
-      PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
+      ...JOBS_OFF,
     });
     pipeline = await startPipeline(config, {
-      embedded: {
-        postgres: () => Promise.reject(new Error('the test uses the machine PostgreSQL')),
-        broker: ({ dataDir: dir }) =>
-          startBroker({ host: '127.0.0.1', port: 0, dataDir: dir, defaultPartitions: 3 }),
-        registry: ({ dataDir: dir }) => startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir }),
-      },
+      embedded: TEST_EMBEDDED,
       sandbox: async ({ webBaseUrl, logger }) => {
         sandboxRun = await startSandboxForUp({
           webBaseUrl,
