@@ -10,7 +10,7 @@ import type { Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
 import { request } from 'undici';
 import { deliveredAlertIds, recordAlertDeliveries } from '../db/alert-deliveries.ts';
-import { isDatabaseOutage } from '../db/connection.ts';
+import { waitOutDatabaseOutages } from '../db/connection.ts';
 import type { Database } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { SEVERITIES, type Severity, severityRank } from '../domain/exception-rules.ts';
@@ -295,28 +295,13 @@ export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<Runni
     // One batch at a time: the rate limit and its digests are one budget across partitions.
     partitionsConsumedConcurrently: 1,
     handleBatch: async (messages, ctx) => {
-      for (let outage = 0; ; outage++) {
-        try {
-          const result = await dispatcher.dispatch(messages.map((m) => m.value));
-          deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);
-          for (const [sink, n] of Object.entries(result.perSink)) {
-            deps.metrics?.alertsDelivered.inc({ sink }, n);
-          }
-          return;
-        } catch (err) {
-          if (!isDatabaseOutage(err)) throw err;
-          if (stopping) {
-            throw new AppError('DATABASE_UNAVAILABLE', 'database unavailable while stopping', {
-              cause: err,
-              retryable: true,
-            });
-          }
-          const wait = Math.min(5_000, 100 * 2 ** Math.min(outage, 6));
-          log.warn({ err, wait, attempt: outage + 1 }, 'database unavailable, alert batch waits');
-          await new Promise((r) => setTimeout(r, wait));
-          await ctx.heartbeat().catch(() => undefined);
-        }
-      }
+      const result = await waitOutDatabaseOutages(() => dispatcher.dispatch(messages.map((m) => m.value)), {
+        stopping: () => stopping,
+        afterWait: () => ctx.heartbeat().catch(() => undefined),
+        log,
+      });
+      deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);
+      for (const [sink, n] of Object.entries(result.perSink)) deps.metrics?.alertsDelivered.inc({ sink }, n);
     },
   });
   return {

@@ -10,10 +10,9 @@
  */
 import type { Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
-import { isDatabaseOutage } from '../db/connection.ts';
+import { waitOutDatabaseOutages } from '../db/connection.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../db/ledger-service.ts';
 import type { Database } from '../db/schema.ts';
-import { AppError } from '../domain/errors.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { BatchContext, Publisher, RunningConsumer } from '../events/kafka.ts';
 import { runBatchConsumer } from '../events/kafka.ts';
@@ -52,24 +51,21 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
 
   /** Runs one ledger transaction, waiting out database outages until it commits or we stop. */
   async function inLedger<T>(topic: TopicName, ctx: BatchContext, work: () => Promise<T>): Promise<T> {
-    for (let outage = 0; ; outage++) {
-      const timer = deps.metrics?.reconcileBatchSeconds.startTimer({ topic });
-      try {
+    return waitOutDatabaseOutages(
+      async () => {
+        const timer = deps.metrics?.reconcileBatchSeconds.startTimer({ topic });
         const result = await work();
         timer?.();
         return result;
-      } catch (err) {
-        if (!isDatabaseOutage(err)) throw err;
-        if (stopping) {
-          // Retryable: the runner sees the member stopping and leaves the batch uncommitted.
-          throw new AppError('DATABASE_UNAVAILABLE', 'database unavailable while stopping', { cause: err });
-        }
-        const wait = Math.min(maxBackoff, 100 * 2 ** Math.min(outage, 6));
-        log.warn({ err, wait, attempt: outage + 1 }, 'database unavailable, batch waits');
-        await new Promise((r) => setTimeout(r, wait));
-        await ctx.heartbeat().catch(() => undefined);
-      }
-    }
+      },
+      {
+        // While stopping, the runner sees the member stopping and leaves the batch uncommitted.
+        stopping: () => stopping,
+        afterWait: () => ctx.heartbeat().catch(() => undefined),
+        log,
+        maxBackoffMs: maxBackoff,
+      },
+    );
   }
 
   const observations = await runBatchConsumer({

@@ -100,6 +100,38 @@ export function isDatabaseOutage(err: unknown): boolean {
   return false;
 }
 
+export interface OutageWait {
+  /** True once the caller is stopping: the outage is then thrown (retryable) instead of waited out. */
+  stopping(): boolean;
+  /** Called after each wait (a consumer heartbeats so the group keeps it). */
+  afterWait(): Promise<void>;
+  log: { warn(obj: object, msg: string): void };
+  /** Longest wait between tries (default 5 s); waits double from 100 ms. */
+  maxBackoffMs?: number;
+}
+
+/**
+ * Runs `work` until it succeeds, waiting out database outages (`isDatabaseOutage`) with doubling
+ * back-off: for a consumer an outage is not a reason to dead-letter good messages. Other errors, and an
+ * outage while stopping (as a retryable DATABASE_UNAVAILABLE), propagate.
+ */
+export async function waitOutDatabaseOutages<T>(work: () => Promise<T>, wait: OutageWait): Promise<T> {
+  for (let outage = 0; ; outage++) {
+    try {
+      return await work();
+    } catch (err) {
+      if (!isDatabaseOutage(err)) throw err;
+      if (wait.stopping()) {
+        throw new AppError('DATABASE_UNAVAILABLE', 'database unavailable while stopping', { cause: err });
+      }
+      const ms = Math.min(wait.maxBackoffMs ?? 5_000, 100 * 2 ** Math.min(outage, 6));
+      wait.log.warn({ err, wait: ms, attempt: outage + 1 }, 'database unavailable, batch waits');
+      await new Promise((r) => setTimeout(r, ms));
+      await wait.afterWait();
+    }
+  }
+}
+
 /**
  * Migrates once the server answers: a process started while PostgreSQL restarts waits (with back-off,
  * up to `maxWaitMs`, default 5 minutes) instead of exiting.
