@@ -169,6 +169,18 @@ function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
   }));
 }
 
+/**
+ * Locks the mirror rows of `refs` one key at a time in the order given, as `loadBatch` does; callers
+ * sort by `compareRefs` so that they queue behind the ledger's batches instead of deadlocking with them.
+ */
+export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promise<void> {
+  if (refs.length === 0) return;
+  await sql`
+    SELECT x.entity_id FROM ${refsSource(refs)}
+    CROSS JOIN LATERAL (SELECT m.entity_id FROM mirrors m WHERE ${keyOf('m')} FOR UPDATE OF m) x
+    ORDER BY r.n`.execute(db);
+}
+
 export interface BatchState {
   locked: Map<string, LockedMirror>;
   histories: Map<string, HistoryItem[]>;

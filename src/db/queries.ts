@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Book } from '../domain/effects.ts';
 import type { Minor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { compareRefs, toMinor } from './ledger-repository.ts';
+import { compareRefs, lockMirrorRows, toMinor } from './ledger-repository.ts';
 import type { Database } from './schema.ts';
 
 type Db = Kysely<Database>;
@@ -201,14 +201,7 @@ export async function deferPolls(
   const kinds = sorted.map((e) => e.kind);
   const ids = sorted.map((e) => e.entityId);
   await db.transaction().execute(async (trx) => {
-    await sql`
-      SELECT l.entity_id FROM unnest(${accounts}::text[], ${kinds}::text[], ${ids}::text[])
-        WITH ORDINALITY AS r(account, kind, id, n)
-      CROSS JOIN LATERAL (
-        SELECT x.entity_id FROM mirrors x
-        WHERE x.merchant_account = r.account AND x.entity_kind = r.kind AND x.entity_id = r.id
-        FOR UPDATE OF x) l
-      ORDER BY r.n`.execute(trx);
+    await lockMirrorRows(trx, sorted);
     await sql`
       UPDATE mirrors SET next_poll_at = ${until}, updated_at = now()
       WHERE next_poll_at IS NOT NULL AND (merchant_account, entity_kind, entity_id) IN (
