@@ -9,10 +9,17 @@
  *   3. the machine's limit in the same run: a bare multi-row INSERT of the same postings (two per
  *      deposit credit), as in bench:ledger, as the ratio's denominator.
  *
- * The provider (the sandbox) and Kafka (the embedded broker) run as their own processes, as they do in a
- * deployment (`payrecon sandbox`, `payrecon broker`); the pipeline under test (ingress, fetcher,
- * reconciler, relay, with the registry) runs in this process as `payrecon up` runs it. The bench's own
- * webhook sender shares this process. BENCH_LAYOUT=one-process puts the sandbox and broker back in it.
+ * Layouts (BENCH_LAYOUT):
+ *   parts (default)  as deployed in production: the provider (`payrecon sandbox`), Kafka (`payrecon broker`),
+ *                    the registry (`payrecon registry`) and each part of the pipeline (`payrecon ingest`,
+ *                    `payrecon fetch`, `payrecon reconcile`) in its own process; this process only sends the
+ *                    webhooks, records the intents and reads the ledger.
+ *   up               the pipeline in this process as `payrecon up` runs it (ingress, fetcher, reconciler,
+ *                    relay, registry), the sandbox and broker in their own processes; the webhook sender
+ *                    shares the pipeline's process.
+ *   one-process      everything in this process.
+ * BENCH_CPU_PROF_DIR=<dir> starts every child process with `--cpu-prof` into that directory (profile this
+ * process with `node --cpu-prof --import tsx bench/pipeline.ts`).
  *
  *   npm run bench:pipeline            EVENTS=20000 LATENCY_SECONDS=10
  *   BENCH_DATABASE_URL=postgres://... (default postgres://postgres@127.0.0.1:5432/postgres)
@@ -20,6 +27,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -36,27 +44,48 @@ import { depositAuthorization, formatXDate } from '../src/provider/signing.ts';
 import { DEFAULT_ACCOUNT } from '../src/sandbox/accounts.ts';
 import { startSandbox } from '../src/sandbox/main.ts';
 import { providerAccountFor } from '../src/sandbox/traffic-client.ts';
-import { startPipeline } from '../src/wiring.ts';
+import { type Infrastructure, startInfrastructure, startPipeline } from '../src/wiring.ts';
 
 const EVENTS = Number(process.env.EVENTS ?? 20_000);
 const LATENCY_SECONDS = Number(process.env.LATENCY_SECONDS ?? 10);
 const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-const SPLIT = process.env.BENCH_LAYOUT !== 'one-process';
+const LAYOUT = process.env.BENCH_LAYOUT ?? 'parts';
+if (!['parts', 'up', 'one-process'].includes(LAYOUT)) {
+  process.stderr.write('BENCH_LAYOUT: must be one of parts, up, one-process\n');
+  process.exit(2);
+}
+const SPLIT = LAYOUT !== 'one-process';
+const LAYOUT_TEXT: Record<string, string> = {
+  parts: 'sandbox, broker, registry, ingest, fetch and reconcile each in its own process',
+  up: 'pipeline in this process as payrecon up, sandbox and broker in their own processes',
+  'one-process': 'one process',
+};
 const ROOT = join(import.meta.dirname, '..');
 
 /** Starts `payrecon <args>` as its own process and resolves with the lines it printed once `ready` matched. */
-function spawnPart(args: string[], ready: RegExp): Promise<{ child: ChildProcess; output: string }> {
-  const child = spawn(process.execPath, ['bin/payrecon.mjs', ...args], {
+function spawnPart(
+  args: string[],
+  ready: RegExp,
+  env: Record<string, string> = { LOG_LEVEL: 'error' },
+): Promise<{ child: ChildProcess; output: string }> {
+  const prof = process.env.BENCH_CPU_PROF_DIR;
+  const flags = prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, `--cpu-prof-name=${args[0]}.cpuprofile`] : [];
+  const child = spawn(process.execPath, [...flags, 'bin/payrecon.mjs', ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, LOG_LEVEL: 'error' },
+    env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   return new Promise((resolve, reject) => {
     let output = '';
+    let done = false;
     child.stdout!.on('data', (chunk: Buffer) => {
+      if (done) return; // read and dropped: a part's later log lines must not block it
       output += chunk.toString('utf8');
-      if (ready.test(output)) resolve({ child, output });
+      if (ready.test(output)) {
+        done = true;
+        resolve({ child, output });
+      }
     });
     child.once('exit', (code) =>
       reject(new Error(`payrecon ${args[0]} exited (${code}) before it was ready`)),
@@ -69,6 +98,19 @@ async function stopPart(child: ChildProcess): Promise<void> {
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await exited;
+}
+
+/** A port free on 127.0.0.1 now (the part that gets it binds it a moment later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -126,30 +168,76 @@ async function main(): Promise<void> {
     PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
     PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
   });
-  const pipeline = await startPipeline(config, {
-    embedded: {
-      postgres: () => Promise.reject(new Error('the bench uses BENCH_DATABASE_URL')),
-      broker: ({ dataDir: dir }) =>
-        startBroker({ host: '127.0.0.1', port: 0, dataDir: dir, defaultPartitions: 3 }),
-      registry: ({ dataDir: dir }) => startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir }),
-    },
-    sandbox: async () => ({
-      accounts: [account],
-      urls: { api: sandbox.url },
-      deliverTo: () => undefined,
-      startTraffic: () => undefined,
-      stop: () => sandbox.close(),
-    }),
-    print: () => undefined,
-  });
-  const db = pipeline.infra.db;
+  let running: { url: string; infra: Infrastructure; stop: () => Promise<void> };
+  if (LAYOUT === 'parts') {
+    const rg = await spawnPart(
+      ['registry', '--port', '0', '--data-dir', join(dataDir, 'registry')],
+      /schema registry listening on (\S+) /,
+    );
+    parts.push(rg.child);
+    const registryUrl = /schema registry listening on (\S+) /.exec(rg.output)![1]!;
+    // This process's own connections: topics and schemas are made here, intents published, the ledger read.
+    const infra = await startInfrastructure(
+      loadConfig({
+        DATABASE_URL: url.toString(),
+        PAYRECON_DATA_DIR: dataDir,
+        KAFKA_BROKERS: brokers!,
+        SCHEMA_REGISTRY_URL: registryUrl,
+        LOG_LEVEL: 'error',
+      }),
+      null,
+    );
+    const webPort = await freePort();
+    const partEnv = {
+      DATABASE_URL: url.toString(),
+      KAFKA_BROKERS: brokers!,
+      SCHEMA_REGISTRY_URL: registryUrl,
+      PAYRECON_ACCOUNTS: JSON.stringify([account]),
+      PAYRECON_WEB_PORT: String(webPort),
+      LOG_LEVEL: 'info',
+    };
+    for (const part of ['reconcile', 'fetch', 'ingest']) {
+      const p = await spawnPart([part], /"msg":"running"/, {
+        ...partEnv,
+        PAYRECON_DATA_DIR: join(dataDir, part),
+      });
+      parts.push(p.child);
+    }
+    running = {
+      url: `http://127.0.0.1:${webPort}`,
+      infra,
+      stop: async () => {
+        await infra.lifecycle.stopAll();
+        await sandbox.close();
+      },
+    };
+  } else {
+    const pipeline = await startPipeline(config, {
+      embedded: {
+        postgres: () => Promise.reject(new Error('the bench uses BENCH_DATABASE_URL')),
+        broker: ({ dataDir: dir }) =>
+          startBroker({ host: '127.0.0.1', port: 0, dataDir: dir, defaultPartitions: 3 }),
+        registry: ({ dataDir: dir }) => startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir }),
+      },
+      sandbox: async () => ({
+        accounts: [account],
+        urls: { api: sandbox.url },
+        deliverTo: () => undefined,
+        startTraffic: () => undefined,
+        stop: () => sandbox.close(),
+      }),
+      print: () => undefined,
+    });
+    running = { url: pipeline.url, infra: pipeline.infra, stop: () => pipeline.stop() };
+  }
+  const db = running.infra.db;
 
   // Card deposits with a valid card are COMPLETED at once and notify nothing: the bench notifies them.
   const total = EVENTS + LATENCY_SECONDS * 1_000;
   const client = recordingClient(
     createProviderClient(account),
     async (intent) => {
-      await pipeline.infra.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+      await running.infra.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
     },
     { account: account.name },
   );
@@ -186,7 +274,7 @@ async function main(): Promise<void> {
     `created ${ids.length} card deposits (with intents) in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
   );
 
-  const http = new Pool(pipeline.url, { connections: 64, pipelining: 1 });
+  const http = new Pool(running.url, { connections: 64, pipelining: 1 });
   const sent = new Map<string, number>();
   async function notify(id: number): Promise<void> {
     const body = stringifyProviderJson({ deposit_id: id });
@@ -303,7 +391,7 @@ async function main(): Promise<void> {
     .join(' ');
   process.stdout.write(
     [
-      `bench:pipeline  ${EVENTS} webhooks sustained, ${paced.length} paced at 1,000/s, node ${process.version}, ${SPLIT ? 'sandbox and broker in their own processes' : 'one process'}`,
+      `bench:pipeline  ${EVENTS} webhooks sustained, ${paced.length} paced at 1,000/s, node ${process.version}, ${LAYOUT_TEXT[LAYOUT]}`,
       `sustained webhook -> ledger:  ${rate.toFixed(0)} events/s (webhooks acknowledged at ${ingressRate.toFixed(0)}/s)`,
       `latency at 1,000 events/s:    p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${latencies.at(-1)} ms (${latencies.length} events)`,
       `  POST -> status call:         p50 ${quantile(toObserved, 0.5)} ms, p99 ${quantile(toObserved, 0.99)} ms`,
@@ -316,8 +404,9 @@ async function main(): Promise<void> {
   );
 
   await http.close();
-  await pipeline.stop();
-  for (const child of parts) await stopPart(child);
+  await running.stop();
+  // Consumers and ingress first, Kafka and the provider last.
+  for (const child of parts.reverse()) await stopPart(child);
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await admin.end();
   rmSync(dataDir, { recursive: true, force: true });
