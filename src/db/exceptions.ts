@@ -1,8 +1,10 @@
 /**
  * Writing exceptions and their alerts. One row per (type, merchant account, entity kind, entity id):
- * raising again bumps `count` and `last_seen_at` (and reopens a resolved row). Alerts at or above the
- * configured severity go to the outbox in the same transaction, under a deterministic alert id, so a
- * replay or a retry never alerts twice (a late rejection is alerted exactly once).
+ * raising again bumps `count` and `last_seen_at` (and reopens a resolved row). An exception alerts when
+ * it opens: its first raise, or a raise after it was resolved. Raising an open or acknowledged exception
+ * again (the poller reading the CANCELLED its webhook already brought) counts it and alerts nobody. Alerts
+ * at or above the configured severity go to the outbox in the same transaction, under a deterministic
+ * alert id, so a replay or a retry never alerts twice (a late rejection is alerted exactly once).
  */
 import { type Kysely, sql } from 'kysely';
 import {
@@ -31,7 +33,22 @@ export interface RaiseOptions {
   mode?: 'increment' | 'condition';
 }
 
-/** Upserts exceptions and queues their alerts. Returns how many rows were created or re-raised. */
+type Written = {
+  type: ExceptionType;
+  merchant_account: string;
+  entity_kind: EntityKind;
+  entity_id: string;
+  count: number;
+  severity: string;
+};
+
+const keyOf = (type: string, account: string, kind: string, entityId: string) =>
+  `${type}\u0000${account}\u0000${kind}\u0000${entityId}`;
+
+/**
+ * Upserts exceptions and queues the alerts of those that opened (created, or re-raised after being
+ * resolved). Returns how many rows were created or raised again.
+ */
 export async function raiseExceptions(
   db: Db,
   raised: readonly ExceptionToRaise[],
@@ -41,24 +58,14 @@ export async function raiseExceptions(
 ): Promise<number> {
   if (raised.length === 0) return 0;
   const unique = new Map<string, ExceptionToRaise>();
-  for (const r of raised) unique.set(`${r.type}\u0000${r.account}\u0000${r.kind}\u0000${r.entityId}`, r);
-  const rows = [...unique.values()].sort((a, b) =>
-    `${a.type}\u0000${a.account}\u0000${a.kind}\u0000${a.entityId}` <
-    `${b.type}\u0000${b.account}\u0000${b.kind}\u0000${b.entityId}`
-      ? -1
-      : 1,
-  );
-  const col = <T>(f: (r: ExceptionToRaise) => T) => rows.map(f);
-  const conditionMode = options.mode === 'condition';
-  const { rows: written } = await sql<{
-    type: ExceptionType;
-    merchant_account: string;
-    entity_kind: EntityKind;
-    entity_id: string;
-    count: number;
-    severity: string;
-    state: string;
-  }>`
+  for (const r of raised) unique.set(keyOf(r.type, r.account, r.kind, r.entityId), r);
+  const rows = [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
+  const col = <T>(f: (r: ExceptionToRaise) => T, of: readonly ExceptionToRaise[] = rows) => of.map(f);
+  // Inserts the new rows and reopens the resolved ones; the WHERE leaves every other existing row as it
+  // was, but locked (ON CONFLICT locks each conflicting row), so what this returns is exactly what opened.
+  // Counting every sighting as a new alert (the alert id carries the count) wrote each AMOUNT_MISMATCH of
+  // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
+  const { rows: opened } = await sql<Written>`
     INSERT INTO exceptions AS e (type, merchant_account, entity_kind, entity_id, severity, first_seen_at, last_seen_at,
       details)
     SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, ${now}::timestamptz,
@@ -68,20 +75,41 @@ export async function raiseExceptions(
       ${col((r) => JSON.stringify(r.details))}::jsonb[])
       AS v(type, merchant_account, entity_kind, entity_id, severity, details)
     ON CONFLICT (type, merchant_account, entity_kind, entity_id) DO UPDATE SET
-      count = CASE WHEN ${conditionMode} AND e.state <> 'resolved' THEN e.count ELSE e.count + 1 END,
+      count = e.count + 1,
       last_seen_at = excluded.last_seen_at,
       details = excluded.details,
-      state = CASE WHEN e.state = 'resolved' THEN 'open' ELSE e.state END,
-      resolved_at = CASE WHEN e.state = 'resolved' THEN NULL ELSE e.resolved_at END,
+      state = 'open',
+      resolved_at = NULL,
       updated_at = now()
-    RETURNING type, merchant_account, entity_kind, entity_id, count, severity, state`.execute(db);
-  const alerts = written
+    WHERE e.state = 'resolved'
+    RETURNING type, merchant_account, entity_kind, entity_id, count, severity`.execute(db);
+  const openedKeys = new Set(
+    opened.map((w) => keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id)),
+  );
+  // The rest are open or acknowledged and already locked: `increment` counts the sighting, `condition`
+  // (a sweep finding the condition still true) only says when it was last seen.
+  const again = rows.filter((r) => !openedKeys.has(keyOf(r.type, r.account, r.kind, r.entityId)));
+  let raisedAgain = 0;
+  if (again.length > 0) {
+    const updated = await sql`
+      UPDATE exceptions AS e SET
+        count = CASE WHEN ${options.mode === 'condition'} THEN e.count ELSE e.count + 1 END,
+        last_seen_at = ${now}::timestamptz,
+        details = v.details,
+        updated_at = now()
+      FROM unnest(${col((r) => r.type, again)}::text[], ${col((r) => r.account, again)}::text[],
+        ${col((r) => r.kind, again)}::text[], ${col((r) => r.entityId, again)}::text[],
+        ${col((r) => JSON.stringify(r.details), again)}::jsonb[])
+        AS v(type, merchant_account, entity_kind, entity_id, details)
+      WHERE e.type = v.type AND e.merchant_account = v.merchant_account AND e.entity_kind = v.entity_kind
+        AND e.entity_id = v.entity_id`.execute(db);
+    raisedAgain = Number(updated.numAffectedRows ?? 0n);
+  }
+  const alerts = opened
     .filter((w) => shouldAlert(w.type, rules))
     .map((w) => {
       const id = alertId(w.type, w.entity_kind, w.merchant_account, w.entity_id, w.count);
-      const src = unique.get(
-        `${w.type}\u0000${w.merchant_account}\u0000${w.entity_kind}\u0000${w.entity_id}`,
-      );
+      const src = unique.get(keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id));
       return {
         id,
         key: `${w.entity_kind}:${w.entity_id}`,
@@ -106,7 +134,7 @@ export async function raiseExceptions(
         ${alerts.map((a) => a.payload)}::jsonb[]) AS v(alert_id, key, payload)
       ON CONFLICT (alert_id) DO NOTHING`.execute(db);
   }
-  return written.length;
+  return opened.length + raisedAgain;
 }
 
 export interface SweepResult {

@@ -1,11 +1,35 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { Admin, Kafka } from 'kafkajs';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type AlertSinkConfig, createAlertDispatcher } from '../../src/consumers/alert-dispatcher.ts';
+import {
+  type AlertSinkConfig,
+  createAlertDispatcher,
+  startAlertConsumer,
+} from '../../src/consumers/alert-dispatcher.ts';
+import { type Reconciler, startReconciler } from '../../src/consumers/reconciler.ts';
 import * as deliveries from '../../src/db/migrations/20261121T1300_alert_deliveries.ts';
+import type { Intent } from '../../src/domain/observation.ts';
+import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
+import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
+import {
+  createKafka,
+  createPublisher,
+  ensureTopics,
+  type Publisher,
+  type RunningConsumer,
+} from '../../src/events/kafka.ts';
 import type { AlertRaised } from '../../src/events/payloads.ts';
+import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
+import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { observation, waitFor } from '../pipeline/helpers.ts';
 
 function alert(id: string, severity: string, type = 'LATE_REJECTION'): AlertRaised {
   return {
@@ -144,5 +168,190 @@ describe('alert dispatcher', () => {
     });
     await d.dispatch([alert('e1', 'high', 'AMOUNT_MISMATCH')]);
     expect(chunks.join('')).toContain('[high] AMOUNT_MISMATCH cashout main/e1');
+  });
+});
+
+/**
+ * The chaos soak's set-up in small: ledger -> outbox -> relay -> topic -> dispatcher -> log sink and webhook,
+ * over the embedded broker (kafkajs over TCP), the registry and PostgreSQL. The soak wrote every
+ * AMOUNT_MISMATCH alert twice to the log: the provider's CANCELLED (status reason AMOUNT_MISMATCH) was
+ * observed once by its webhook and once by the poller, and each sighting queued an alert of its own.
+ */
+describe('alert dispatcher over Kafka, with the log sink', () => {
+  let tdb: TestDatabase;
+  let registry: RunningRegistry;
+  let broker: RunningBroker;
+  let kafka: Kafka;
+  let admin: Admin;
+  let serde: Serde;
+  let publisher: Publisher;
+  let reconciler: Reconciler;
+  let relay: OutboxRelay;
+  let consumer: RunningConsumer;
+  let hook: Sink;
+  const dirs: string[] = [];
+  const lines: { sink?: string; alert?: { alert_id: string; type: string; entity_id: string } }[] = [];
+  const logged = (type: string, entityId: string) =>
+    lines.filter((l) => l.sink === 'log' && l.alert?.type === type && l.alert.entity_id === entityId);
+  const posted = (type: string, entityId: string) =>
+    (hook.bodies as { alert_id: string; type: string; entity_id: string }[]).filter(
+      (b) => b.type === type && b.entity_id === entityId,
+    );
+
+  beforeAll(async () => {
+    const tempDir = (p: string) => {
+      const d = mkdtempSync(join(tmpdir(), `payrecon-${p}-`));
+      dirs.push(d);
+      return d;
+    };
+    tdb = await createTestDatabase();
+    registry = await startRegistry({ host: '127.0.0.1', port: 0, dataDir: tempDir('registry') });
+    broker = await startBroker({ host: '127.0.0.1', port: 0, dataDir: tempDir('broker') });
+    kafka = createKafka({ brokers: [`127.0.0.1:${broker.port}`], clientId: 'alert-test', logger });
+    admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, logger);
+    serde = await registerSchemas(new SchemaRegistry({ host: registry.url }));
+    publisher = await createPublisher(kafka, serde);
+    hook = await startSink();
+    // As in the soak: LOG_LEVEL warn, both sinks at severity high.
+    const sinkLog = createLogger(
+      { level: 'warn' },
+      { write: (s: string) => void lines.push(JSON.parse(s) as (typeof lines)[number]) },
+    );
+    reconciler = await startReconciler({ kafka, serde, dlq: publisher, db: tdb.db, logger });
+    relay = startOutboxRelay({ db: tdb.db, publisher, logger, idleMs: 50 });
+    consumer = await startAlertConsumer({
+      kafka,
+      serde,
+      dlq: publisher,
+      db: tdb.db,
+      logger: sinkLog,
+      sinks: [
+        { name: 'log', type: 'log', minSeverity: 'high' },
+        { name: 'webhook', type: 'webhook', url: hook.url, minSeverity: 'high', perMinute: 600 },
+      ],
+    });
+    await Promise.all([reconciler.ready, consumer.ready]);
+  }, 120_000);
+
+  afterAll(async () => {
+    await consumer?.stop();
+    await relay?.stop();
+    await reconciler?.stop();
+    await publisher?.disconnect();
+    await admin?.disconnect();
+    await broker?.close();
+    await registry?.close();
+    await hook?.app.close();
+    await tdb?.drop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it('writes an AMOUNT_MISMATCH seen by the webhook and again by the poller to the log once', async () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 10, 20, 12, 0, s));
+    const intent: Intent = {
+      intentId: randomUUID(),
+      operation: 'deposit',
+      account: 'main',
+      externalRef: 'inv-mm',
+      entityId: '7001',
+      currency: 'BRL',
+      amount: 10_000n,
+      expectedFee: null,
+      test: false,
+      crypto: false,
+      feeOnPayer: false,
+      parentDepositId: null,
+      outcome: 'created',
+      createdAt: t(0),
+      request: { invoice_id: 'inv-mm' },
+      response: { deposit_id: '7001' },
+    };
+    // The sandbox's amount mismatch: the customer paid half, the provider cancels the deposit.
+    const deposit = (status: string, s: number, source: 'webhook' | 'poll') =>
+      observation({
+        kind: 'deposit',
+        entityId: '7001',
+        externalRef: 'inv-mm',
+        status,
+        observedAt: t(s),
+        source,
+        currency: 'BRL',
+        amount: 10_000n,
+        statusReason: status === 'CANCELLED' ? 'AMOUNT_MISMATCH' : null,
+      });
+    await publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+    await publisher.publish('provider.status.observed.v1', [
+      { value: deposit('PENDING', 1, 'webhook') },
+      { value: deposit('CANCELLED', 2, 'webhook') },
+    ]);
+    await waitFor('the alert in the log', async () => logged('AMOUNT_MISMATCH', '7001')[0]);
+    await waitFor('the alert at the webhook', async () => posted('AMOUNT_MISMATCH', '7001')[0]);
+
+    // The poller reads the same CANCELLED a moment later: a new observation of the same condition.
+    await publisher.publish('provider.status.observed.v1', [{ value: deposit('CANCELLED', 3, 'poll') }]);
+    await waitFor('the ledger to take the poll', async () => {
+      const row = await tdb.db
+        .selectFrom('status_history')
+        .select('id')
+        .where('entity_id', '=', '7001')
+        .where('source', '=', 'poll')
+        .executeTakeFirst();
+      return row ? true : undefined;
+    });
+    const exception = await tdb.db
+      .selectFrom('exceptions')
+      .select(['count', 'state'])
+      .where('type', '=', 'AMOUNT_MISMATCH')
+      .where('entity_id', '=', '7001')
+      .executeTakeFirstOrThrow();
+    // The exception counts both sightings; it is one open exception, so one alert.
+    expect(exception).toEqual({ count: 2, state: 'open' });
+    await relay.relayOnce();
+    await new Promise((r) => setTimeout(r, 1_500));
+    const id = 'AMOUNT_MISMATCH:deposit:main:7001:1';
+    expect(logged('AMOUNT_MISMATCH', '7001').map((l) => l.alert?.alert_id)).toEqual([id]);
+    expect(posted('AMOUNT_MISMATCH', '7001').map((b) => b.alert_id)).toEqual([id]);
+  });
+
+  it('writes an alert the relay published twice (at-least-once) to the log once', async () => {
+    await tdb.db
+      .insertInto('outbox')
+      .values({
+        alert_id: 'AMOUNT_MISMATCH:deposit:main:7002:1',
+        topic: 'recon.alert.raised.v1',
+        key: 'deposit:7002',
+        payload: JSON.stringify({
+          alertId: 'AMOUNT_MISMATCH:deposit:main:7002:1',
+          type: 'AMOUNT_MISMATCH',
+          severity: 'high',
+          account: 'main',
+          kind: 'deposit',
+          entityId: '7002',
+          count: 1,
+          raisedAt: new Date().toISOString(),
+          details: { statusReason: 'AMOUNT_MISMATCH' },
+        }),
+      })
+      .execute();
+    await waitFor('the alert in the log', async () => logged('AMOUNT_MISMATCH', '7002')[0]);
+    // A relay that published but could not mark the row (the broker or PostgreSQL went away) sends it again.
+    await tdb.db
+      .updateTable('outbox')
+      .set({ published_at: null })
+      .where('alert_id', '=', 'AMOUNT_MISMATCH:deposit:main:7002:1')
+      .execute();
+    await relay.relayOnce();
+    const row = await tdb.db
+      .selectFrom('outbox')
+      .select(['attempts', 'published_at'])
+      .where('alert_id', '=', 'AMOUNT_MISMATCH:deposit:main:7002:1')
+      .executeTakeFirstOrThrow();
+    expect(row.attempts).toBe(2);
+    expect(row.published_at).not.toBeNull();
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(logged('AMOUNT_MISMATCH', '7002')).toHaveLength(1);
+    expect(posted('AMOUNT_MISMATCH', '7002')).toHaveLength(1);
   });
 });

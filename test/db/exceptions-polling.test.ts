@@ -108,6 +108,38 @@ describe('sweepExceptions', () => {
   });
 });
 
+describe('raiseExceptions', () => {
+  const outboxOf = async (entityId: string) =>
+    (await t.db.selectFrom('outbox').select('alert_id').orderBy('id').execute())
+      .map((r) => r.alert_id)
+      .filter((id) => id.includes(`:${entityId}:`) || id.endsWith(`:${entityId}`));
+
+  it('alerts an exception when it opens, not again each time it is seen while open', async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'amm1', 10_000n)]));
+    const cancelled = (at: number, source: 'webhook' | 'poll') =>
+      obs('deposit', 'amm1', 'CANCELLED', at, { source, statusReason: 'AMOUNT_MISMATCH' });
+    await apply([obs('deposit', 'amm1', 'PENDING', 0, { source: 'webhook' })]);
+    // The webhook's CANCELLED, the poller's reading of it, and a duplicated webhook: three sightings.
+    await apply([cancelled(1, 'webhook')]);
+    await apply([cancelled(2, 'poll')]);
+    await apply([cancelled(3, 'webhook')]);
+    let row = (await exceptionsOf('amm1')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    expect([row.count, row.state]).toEqual([3, 'open']);
+    expect(await outboxOf('amm1')).toEqual(['AMOUNT_MISMATCH:deposit:acme:amm1:1']);
+
+    // Resolved, then seen again: it opens again, and that is a new alert.
+    await resolveException(t.db, row.id, 'customer paid the rest', 'ana');
+    await apply([cancelled(4, 'poll')]);
+    await apply([cancelled(5, 'poll')]);
+    row = (await exceptionsOf('amm1')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    expect([row.count, row.state]).toEqual([5, 'open']);
+    expect(await outboxOf('amm1')).toEqual([
+      'AMOUNT_MISMATCH:deposit:acme:amm1:1',
+      'AMOUNT_MISMATCH:deposit:acme:amm1:4',
+    ]);
+  });
+});
+
 describe('polling schedule', () => {
   it('backs off while unchanged, resets on a change, stops when final', async () => {
     await apply([obs('refund', 'p1', 'PENDING', 100)]);
