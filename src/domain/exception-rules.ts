@@ -126,7 +126,10 @@ export function shouldAlert(type: ExceptionType, rules: ExceptionRules): boolean
 /** Exceptions that stay true once raised and alert exactly once (their alert id has no counter). */
 export const ONCE_PER_ENTITY: readonly ExceptionType[] = ['LATE_REJECTION', 'EARLY_RELEASE_REVERSED'];
 
-/** Deterministic alert id: once per entity for ONCE_PER_ENTITY types, else once per raise count. */
+/**
+ * Deterministic alert id: once per entity for ONCE_PER_ENTITY types, else once per opening, `count` being
+ * the exception's count when it opened (first raised, or raised again after it was resolved).
+ */
 export function alertId(
   type: ExceptionType,
   kind: EntityKind,

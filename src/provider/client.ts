@@ -227,7 +227,14 @@ export function createProviderClient(
 
   /** One HTTP exchange; throws a retryable ProviderError on timeout or network failure. */
   async function exchange(call: Call<z.ZodType>, bodyText: string): Promise<RawAnswer> {
-    const signal = AbortSignal.timeout(timeoutMs);
+    // One timer per call, cleared when the call ends: AbortSignal.timeout's timer stays armed after the
+    // call and fires (building a DOMException) for every call still reachable when it expires.
+    const controller = new AbortController();
+    const { signal } = controller;
+    const timer = setTimeout(
+      () => controller.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')),
+      timeoutMs,
+    );
     const started = Date.now();
     try {
       const res = await request(call.url, {
@@ -254,6 +261,8 @@ export function createProviderClient(
         `${call.operation}: ${timedOut ? `no answer within ${timeoutMs} ms` : `network error ${code || (err as Error).message}`}`,
         { operation: call.operation, cause: err },
       );
+    } finally {
+      clearTimeout(timer);
     }
   }
 
