@@ -45,6 +45,8 @@ describe('chaos soak (CI size)', () => {
     expect(f.lateRejections.mismatched).toEqual([]);
     expect(f.lateRejections.alertsDelivered).toBe(f.lateRejections.atProvider);
     expect(f.lateRejections.duplicateAlerts).toBe(0);
+    expect(f.alerts.duplicateIds).toBe(0);
+    expect(f.alerts.repeatedExceptions).toEqual([]);
     expect(f.deadLettered).toBe(0);
     // Nothing secret in the logs, tables, topics or workbooks of the run.
     expect(f.secrets.sample).toEqual([]);

@@ -83,6 +83,13 @@ function section(f: SoakFigures, failed: string[]): string {
     ),
     `| dropped webhooks recovered | ${n(f.droppedRecovery.recoveredByPolling)} by polling, ${n(f.droppedRecovery.seenThroughOtherWebhook)} read through another webhook, ${n(f.droppedRecovery.supersededUnread)} superseded before anyone could read them (no money moved), ${n(f.droppedRecovery.unrecovered)} unrecovered |`,
     `| late rejections | ${n(f.lateRejections.atProvider)} at the provider, ${n(f.lateRejections.exceptions)} exceptions, ${n(f.lateRejections.alertsDelivered)} alerts delivered, ${n(f.lateRejections.duplicateAlerts)} twice |`,
+    `| alerts at the webhook sink (severity high and up) | ${n(f.alerts.delivered)}: ${Object.entries(
+      f.alerts.byType,
+    )
+      .map(([t, c]) => `${t} ${n(c)}`)
+      .join(
+        ', ',
+      )}; ${n(f.alerts.duplicateIds)} alert ids twice, ${n(f.alerts.repeatedExceptions.length)} exceptions alerted twice |`,
     `| postings | ${n(f.ledger.postings)} in ${n(f.ledger.journalEntries)} journal entries; ${n(f.ledger.duplicateIdempotencyKeys)} duplicate idempotency keys |`,
     `| observations, intents | ${n(f.ledger.observations)} (${n(f.ledger.duplicateObservations)} twice), ${n(f.ledger.intents)} |`,
     `| ground-truth diff | ${n(f.ledger.groundTruthDiff)} cells (account, currency, book account); ${n(f.ledger.statusDiff)} entity statuses |`,

@@ -146,6 +146,15 @@ export interface SoakFigures {
     /** Late rejections without exactly one exception and one alert: must be 0. */
     mismatched: string[];
   };
+  /** Every alert the webhook sink received, of every type. */
+  alerts: {
+    delivered: number;
+    byType: Record<string, number>;
+    /** Alerts received again with the same alert id: must be 0. */
+    duplicateIds: number;
+    /** Exceptions (type and entity) alerted more than once under different ids: must be 0. */
+    repeatedExceptions: string[];
+  };
   ledger: {
     postings: number;
     journalEntries: number;
@@ -800,6 +809,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         duplicateAlerts: late.length - new Set(late.map((a) => a.alert_id)).size,
         mismatched,
       },
+      alerts: alertFigures(alerts),
       ledger: {
         postings: Number(postings?.n),
         journalEntries: Number(keys?.n),
@@ -850,6 +860,26 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   }
 }
 
+/** Alerts per type, and any alert id or exception alerted twice. */
+function alertFigures(
+  alerts: readonly { alert_id: string; type: string; entity_kind: string | null; entity_id: string | null }[],
+): SoakFigures['alerts'] {
+  const byType: Record<string, number> = {};
+  const perException = new Map<string, number>();
+  for (const a of alerts) {
+    byType[a.type] = (byType[a.type] ?? 0) + 1;
+    const k = `${a.type}:${a.entity_kind}:${a.entity_id}`;
+    perException.set(k, (perException.get(k) ?? 0) + 1);
+  }
+  const ids = new Set(alerts.map((a) => a.alert_id));
+  return {
+    delivered: alerts.length,
+    byType,
+    duplicateIds: alerts.length - ids.size,
+    repeatedExceptions: [...perException].filter(([, n]) => n > 1).map(([k, n]) => `${k} x${n}`),
+  };
+}
+
 /** The figures as lines for a person. */
 export function describeFigures(f: SoakFigures): string[] {
   const kinds = Object.entries(f.entities.byKindAndCurrency)
@@ -870,6 +900,11 @@ export function describeFigures(f: SoakFigures): string[] {
     ),
     `dropped webhooks ${f.droppedRecovery.dropped}: ${f.droppedRecovery.recoveredByPolling} recovered by polling, ${f.droppedRecovery.seenThroughOtherWebhook} read through another webhook, ${f.droppedRecovery.supersededUnread} superseded before anyone could read them, ${f.droppedRecovery.unrecovered} unrecovered`,
     `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
+    `alerts at the webhook sink: ${f.alerts.delivered} (${Object.entries(f.alerts.byType)
+      .map(([t, n]) => `${t} ${n}`)
+      .join(
+        ', ',
+      )}), ${f.alerts.duplicateIds} ids twice, ${f.alerts.repeatedExceptions.length} exceptions alerted twice`,
     `ledger: ${f.ledger.postings} postings in ${f.ledger.journalEntries} journal entries, ${f.ledger.duplicateIdempotencyKeys} duplicate idempotency keys; ${f.ledger.observations} observations (${f.ledger.duplicateObservations} twice), ${f.ledger.intents} intents`,
     `ground-truth diff ${f.ledger.groundTruthDiff}${f.ledger.groundTruthDiffSample.length ? ` (${f.ledger.groundTruthDiffSample.join('; ')})` : ''}; status diff ${f.ledger.statusDiff}`,
     `verify: ${f.ledger.verifyFailures.length} failures in process; payrecon db verify exit ${f.ledger.verifyCli.exitCode} (${f.ledger.verifyCli.output})`,
@@ -913,6 +948,10 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
   check(
     f.lateRejections.mismatched.length === 0 && f.lateRejections.duplicateAlerts === 0,
     `every late rejection alerted once (${f.lateRejections.mismatched.slice(0, 5).join(', ')})`,
+  );
+  check(
+    f.alerts.duplicateIds === 0 && f.alerts.repeatedExceptions.length === 0,
+    `every alert delivered once (${f.alerts.duplicateIds} ids twice; ${f.alerts.repeatedExceptions.slice(0, 5).join(', ')})`,
   );
   check(f.deadLettered === 0, `nothing dead-lettered (${f.deadLettered})`);
   check(
