@@ -261,3 +261,20 @@ describe('scanForSecrets over logs', () => {
     expect(hits[0]!.excerpt).not.toContain(encodeURIComponent(secret));
   });
 });
+
+describe('the cvv detector', () => {
+  it('finds cvv/cvc/csc-named fields in any case, and nothing in long letter-digit runs without one', async () => {
+    const lines = [
+      JSON.stringify({ request: { cvc: '321' } }),
+      `CARD_CVV2 = 1234 ${'ab12'.repeat(500)}`,
+      `cScCode: '987'`,
+      `${'f0e1d2c3'.repeat(1_000)} cv: 123 vv=456`,
+    ];
+    const hits = await scanForSecrets({ secrets: [], logs: [{ name: 'app', text: lines.join('\n') }] });
+    expect(hits.map((h) => `${h.detector} ${h.label} @ ${h.location}`)).toEqual([
+      'cvv cvc field with 3 digits @ log app:1',
+      'cvv CARD_CVV2 field with 4 digits @ log app:2',
+      'cvv cScCode field with 3 digits @ log app:3',
+    ]);
+  });
+});
