@@ -311,11 +311,11 @@ export class NeedleSearch {
       childCount[s] = count - firstChild[s]!;
     }
     this.states = count;
-    this.label = label.slice(0, count);
-    this.firstChild = firstChild.slice(0, count);
-    this.childCount = childCount.slice(0, count);
-    this.output = output.slice(0, count);
-    this.depth = depth.slice(0, count);
+    this.label = label.subarray(0, count);
+    this.firstChild = firstChild.subarray(0, count);
+    this.childCount = childCount.subarray(0, count);
+    this.output = output.subarray(0, count);
+    this.depth = depth.subarray(0, count);
 
     // Dense rows for the wide states (the shallow ones, where most text lands), within the budget.
     this.denseRow = new Int32Array(count).fill(-1);
