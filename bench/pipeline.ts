@@ -18,6 +18,7 @@
  *                    relay, registry), the sandbox and broker in their own processes; the webhook sender
  *                    shares the pipeline's process.
  *   one-process      everything in this process.
+ * PAYRECON_* variables set for the bench reach the parts (layout parts).
  * BENCH_CPU_PROF_DIR=<dir> starts every child process with `--cpu-prof` into that directory (profile this
  * process with `node --cpu-prof --import tsx bench/pipeline.ts`).
  *
@@ -189,6 +190,12 @@ async function main(): Promise<void> {
     );
     const webPort = await freePort();
     const partEnv = {
+      // Settings given to the bench (PAYRECON_FETCH_CONCURRENCY=32 ...) reach the parts.
+      ...Object.fromEntries(
+        Object.entries(process.env).filter(
+          (e): e is [string, string] => e[0].startsWith('PAYRECON_') && e[1] !== undefined,
+        ),
+      ),
       DATABASE_URL: url.toString(),
       KAFKA_BROKERS: brokers!,
       SCHEMA_REGISTRY_URL: registryUrl,

@@ -150,6 +150,7 @@ describe('loadConfig', () => {
       'PAYRECON_EXCEPTION_SEVERITIES.STUCK: must be one of info, low, medium, high, critical',
     ],
     ['PAYRECON_POLL_CONCURRENCY', '8', '0', 'PAYRECON_POLL_CONCURRENCY: must be an integer from 1 to 64'],
+    ['PAYRECON_FETCH_CONCURRENCY', '32', '0', 'PAYRECON_FETCH_CONCURRENCY: must be an integer from 1 to 256'],
     ['PAYRECON_SANDBOX_TRAFFIC', 'false', 'maybe', 'PAYRECON_SANDBOX_TRAFFIC: must be true or false'],
     ['PAYRECON_ACCOUNTS', accounts(), '{"name":"x"}', 'PAYRECON_ACCOUNTS: must be a JSON array of accounts'],
     [

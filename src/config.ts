@@ -296,6 +296,8 @@ const envSchema = z.object({
   PAYRECON_POLL_COMPLETED_RECHECK_SECONDS: intText(1, 604_800).default(
     DEFAULT_POLLING_RULES.completedRecheckMs / 1000,
   ),
+  /** Status calls the fetcher makes at once for each partition's batch of notifications. */
+  PAYRECON_FETCH_CONCURRENCY: intText(1, 256).default(16),
   PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
   PAYRECON_PROVIDER_RETRIES: intText(0, 10).default(3),
 
@@ -351,6 +353,7 @@ function buildConfig(env: z.output<typeof envSchema>) {
       maxDelaySeconds: env.PAYRECON_POLL_MAX_DELAY_SECONDS,
       completedRecheckSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SECONDS,
     },
+    fetcher: { concurrency: env.PAYRECON_FETCH_CONCURRENCY },
     provider: { timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS, retries: env.PAYRECON_PROVIDER_RETRIES },
     sandbox: { traffic: env.PAYRECON_SANDBOX_TRAFFIC },
   };

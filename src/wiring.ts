@@ -467,6 +467,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       serde: infra.serde,
       accounts,
       providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
+      concurrency: config.fetcher.concurrency,
       logger,
     });
     lifecycle.add('status fetcher', () => fetcher.stop());
@@ -707,6 +708,7 @@ export async function runPart(part: Part, options: { retentionDays?: string } = 
           serde: infra.serde,
           accounts: config.accounts,
           providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
+          concurrency: config.fetcher.concurrency,
           logger,
         });
         lifecycle.add('status fetcher', () => fetcher.stop());
