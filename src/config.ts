@@ -297,7 +297,7 @@ const envSchema = z.object({
     DEFAULT_POLLING_RULES.completedRecheckMs / 1000,
   ),
   /** Status calls the fetcher makes at once for each partition's batch of notifications. */
-  PAYRECON_FETCH_CONCURRENCY: intText(1, 256).default(16),
+  PAYRECON_FETCH_CONCURRENCY: intText(1, 256).default(32),
   PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
   PAYRECON_PROVIDER_RETRIES: intText(0, 10).default(3),
 

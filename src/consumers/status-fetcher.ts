@@ -79,7 +79,7 @@ export function clientsFor(
 }
 
 export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
-  const concurrency = deps.concurrency ?? 16;
+  const concurrency = deps.concurrency ?? 32;
   const now = deps.now ?? (() => new Date());
   const log = (deps.logger ?? rootLogger).child({ module: 'status-fetcher' });
 
