@@ -14,7 +14,6 @@ import {
 } from '../../src/consumers/alert-dispatcher.ts';
 import { type Reconciler, startReconciler } from '../../src/consumers/reconciler.ts';
 import * as deliveries from '../../src/db/migrations/20261121T1300_alert_deliveries.ts';
-import type { Intent } from '../../src/domain/observation.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import {
@@ -29,6 +28,7 @@ import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { sampleIntent } from '../events/fixtures.ts';
 import { observation, waitFor } from '../pipeline/helpers.ts';
 
 function alert(id: string, severity: string, type = 'LATE_REJECTION'): AlertRaised {
@@ -250,24 +250,15 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
 
   it('writes an AMOUNT_MISMATCH seen by the webhook and again by the poller to the log once', async () => {
     const t = (s: number) => new Date(Date.UTC(2026, 10, 20, 12, 0, s));
-    const intent: Intent = {
+    const intent = sampleIntent({
       intentId: randomUUID(),
       operation: 'deposit',
-      account: 'main',
       externalRef: 'inv-mm',
       entityId: '7001',
-      currency: 'BRL',
-      amount: 10_000n,
-      expectedFee: null,
-      test: false,
-      crypto: false,
-      feeOnPayer: false,
-      parentDepositId: null,
-      outcome: 'created',
       createdAt: t(0),
       request: { invoice_id: 'inv-mm' },
       response: { deposit_id: '7001' },
-    };
+    });
     // The sandbox's amount mismatch: the customer paid half, the provider cancels the deposit.
     const deposit = (status: string, s: number, source: 'webhook' | 'poll') =>
       observation({
