@@ -87,7 +87,9 @@ export async function raiseExceptions(
     opened.map((w) => keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id)),
   );
   // The rest are open or acknowledged and already locked: `increment` counts the sighting, `condition`
-  // (a sweep finding the condition still true) only says when it was last seen.
+  // (a sweep finding the condition still true) only says when it was last seen. Each row is found by one
+  // probe of the unique key and updated through its ctid (stable: this transaction holds the row lock), so
+  // the cost does not grow with the table whatever its statistics say (as in ledger-repository.ts).
   const again = rows.filter((r) => !openedKeys.has(keyOf(r.type, r.account, r.kind, r.entityId)));
   let raisedAgain = 0;
   if (again.length > 0) {
@@ -101,8 +103,10 @@ export async function raiseExceptions(
         ${col((r) => r.kind, again)}::text[], ${col((r) => r.entityId, again)}::text[],
         ${col((r) => JSON.stringify(r.details), again)}::jsonb[])
         AS v(type, merchant_account, entity_kind, entity_id, details)
-      WHERE e.type = v.type AND e.merchant_account = v.merchant_account AND e.entity_kind = v.entity_kind
-        AND e.entity_id = v.entity_id`.execute(db);
+        CROSS JOIN LATERAL (
+          SELECT ctid AS tid FROM exceptions x WHERE x.type = v.type AND x.merchant_account = v.merchant_account
+            AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
+      WHERE e.ctid = t.tid`.execute(db);
     raisedAgain = Number(updated.numAffectedRows ?? 0n);
   }
   const alerts = opened
