@@ -79,7 +79,7 @@ export function clientsFor(
 }
 
 export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
-  const concurrency = deps.concurrency ?? 32;
+  const concurrency = deps.concurrency ?? 32; // PAYRECON_FETCH_CONCURRENCY's default (src/config.ts)
   const now = deps.now ?? (() => new Date());
   const log = (deps.logger ?? rootLogger).child({ module: 'status-fetcher' });
 
