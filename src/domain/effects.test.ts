@@ -12,6 +12,7 @@ import {
   wantedEffectNames,
   wantedEffects,
 } from './effects.ts';
+import { NO_FACTS } from './observation.ts';
 import type { AnyStatus, EntityKind } from './statuses.ts';
 
 function state(kind: EntityKind, status: AnyStatus | null, extra: Partial<EffectState> = {}): EffectState {
@@ -40,16 +41,7 @@ function item(
     externalRef: null,
     currency: 'BRL',
     amount: 1000n,
-    feeCurrency: null,
-    feeAmount: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
+    ...NO_FACTS,
     ...extra,
   };
 }

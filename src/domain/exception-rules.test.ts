@@ -10,6 +10,7 @@ import {
   stateExceptions,
   stuckDeadline,
 } from './exception-rules.ts';
+import { NO_FACTS } from './observation.ts';
 
 const t0 = new Date('2026-11-01T00:00:00Z');
 const H = 3_600_000;
@@ -23,16 +24,8 @@ function item(eventId: string, status: string | null, extra: Partial<HistoryItem
     externalRef: null,
     currency: 'BRL',
     amount: 1000n,
+    ...NO_FACTS,
     feeCurrency: 'BRL',
-    feeAmount: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
     ...extra,
   };
 }

@@ -50,6 +50,24 @@ export interface Observation {
   details: Record<string, unknown>;
 }
 
+/**
+ * The facts a reading starts without: no fee, not test or crypto, no reasons, no parent deposit. Every
+ * place that builds an observation (the provider readings, test fixtures) spreads these and sets what it
+ * knows.
+ */
+export const NO_FACTS = {
+  feeAmount: null,
+  feeCurrency: null,
+  feeOnPayer: null,
+  test: false,
+  crypto: false,
+  statusReason: null,
+  payerVerification: null,
+  rejectionCode: null,
+  rejectionReason: null,
+  parentDepositId: null,
+} as const satisfies Partial<Observation>;
+
 export const INTENT_OPERATIONS = ['deposit', 'card_deposit', 'cashout', 'refund'] as const;
 export type IntentOperation = (typeof INTENT_OPERATIONS)[number];
 

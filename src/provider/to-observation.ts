@@ -15,7 +15,7 @@
  * or expiry), never payer identity, never credentials.
  */
 import { randomUUID } from 'node:crypto';
-import type { Observation, ObservationSource } from '../domain/observation.ts';
+import { NO_FACTS, type Observation, type ObservationSource } from '../domain/observation.ts';
 import { cashoutStatusFromCode, type EntityKind } from '../domain/statuses.ts';
 import { ProviderError } from './errors.ts';
 import type { CashoutStatusResponse, Deposit, Refund } from './schemas.ts';
@@ -43,16 +43,7 @@ function base(
     source: ctx.source,
     currency: null,
     amount: null,
-    feeAmount: null,
-    feeCurrency: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
+    ...NO_FACTS,
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Minor } from '../../src/domain/money.ts';
-import type { Intent, Observation } from '../../src/domain/observation.ts';
+import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 
 let counter = 0;
@@ -23,16 +23,7 @@ export function obs(
     source: 'poll',
     currency: kind === 'cashout' ? null : 'BRL',
     amount: kind === 'cashout' ? null : 10_000n,
-    feeAmount: null,
-    feeCurrency: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
+    ...NO_FACTS,
     details: {},
     ...extra,
   };

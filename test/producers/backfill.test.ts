@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyObservations } from '../../src/db/ledger-service.ts';
-import type { Intent, Observation } from '../../src/domain/observation.ts';
+import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import {
   backfillPoll,
   csvIssueText,
@@ -197,16 +197,7 @@ describe('backfill poll', () => {
       source: 'webhook',
       currency: 'BRL',
       amount: 20_00n,
-      feeAmount: null,
-      feeCurrency: null,
-      feeOnPayer: null,
-      test: false,
-      crypto: false,
-      statusReason: null,
-      payerVerification: null,
-      rejectionCode: null,
-      rejectionReason: null,
-      parentDepositId: null,
+      ...NO_FACTS,
       details: {},
     });
     await database.db

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
 import { applyObservations } from '../../src/db/ledger-service.ts';
-import type { Observation } from '../../src/domain/observation.ts';
+import { NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type PollingClients, pollingClients, startStatusPoller } from '../../src/producers/status-poller.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
@@ -49,16 +49,7 @@ function seedObservation(
     source: 'webhook',
     currency: 'BRL',
     amount: kind === 'cashout' ? null : 10_00n,
-    feeAmount: null,
-    feeCurrency: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
+    ...NO_FACTS,
     details: {},
   };
 }
