@@ -34,7 +34,7 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { Pool } from 'undici';
-import { loadConfig } from '../src/config.ts';
+import { JOBS_OFF, loadConfig } from '../src/config.ts';
 import { createDb } from '../src/db/connection.ts';
 import { startBroker } from '../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../src/embedded/registry/registry.ts';
@@ -162,12 +162,7 @@ async function main(): Promise<void> {
     ...(brokers ? { KAFKA_BROKERS: brokers } : {}),
     PAYRECON_WEB_PORT: '0',
     LOG_LEVEL: 'error',
-    PAYRECON_CRON_POLL: '0 0 1 1 *',
-    PAYRECON_CRON_STUCK_SWEEP: '0 0 1 1 *',
-    PAYRECON_CRON_LATE_REJECTION_SWEEP: '0 0 1 1 *',
-    PAYRECON_CRON_SETTLEMENT: '0 0 1 1 *',
-    PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
-    PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
+    ...JOBS_OFF,
   });
   let running: { url: string; infra: Infrastructure; stop: () => Promise<void> };
   if (LAYOUT === 'parts') {

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from './config.ts';
+import { ConfigError, JOBS_OFF, loadConfig } from './config.ts';
 
 const ACCOUNT = {
   name: 'main',
@@ -222,5 +222,13 @@ describe('loadConfig', () => {
     const message = errorOf({ PAYRECON_ACCOUNTS: accounts({ cashoutPass: 'topsecret-'.repeat(4) }) });
     expect(message).not.toContain('topsecret');
     expect(message.split('\n')).toHaveLength(1);
+  });
+});
+
+describe('JOBS_OFF', () => {
+  it('sets every scheduled job of the configuration to once a year', () => {
+    const cron = loadConfig({ ...JOBS_OFF }).jobs.cron;
+    expect(Object.keys(cron).length).toBe(Object.keys(JOBS_OFF).length);
+    for (const schedule of Object.values(cron)) expect(schedule).toBe('0 0 1 1 *');
   });
 });

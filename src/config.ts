@@ -359,6 +359,16 @@ function buildConfig(env: z.output<typeof envSchema>) {
   };
 }
 
+/**
+ * Settings that keep every scheduled job (each PAYRECON_CRON_* of the schema) out of the way of a run that
+ * drives the parts itself: tests, benches, the chaos soak. The schedule is once a year, 1 January 00:00.
+ */
+export const JOBS_OFF: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.keys(envSchema.shape)
+    .filter((k) => k.startsWith('PAYRECON_CRON_'))
+    .map((k) => [k, '0 0 1 1 *']),
+);
+
 type Mutable = ReturnType<typeof buildConfig>;
 type DeepReadonly<T> = T extends (infer U)[]
   ? readonly DeepReadonly<U>[]

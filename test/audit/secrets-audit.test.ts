@@ -18,7 +18,7 @@ import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.ts';
+import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
 import { cashoutControl } from '../../src/provider/signing.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
@@ -27,7 +27,7 @@ import { ManualClock } from '../../src/sandbox/clock.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { JOBS_OFF, TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
+import { TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
 import { emptyStats, type Hit, type KnownSecret, type ScanStats, scanForSecrets } from './secrets-scan.ts';
 
 const ENTITIES = Number(process.env.AUDIT_ENTITIES ?? 150);

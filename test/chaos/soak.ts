@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import pino from 'pino';
-import { loadConfig } from '../../src/config.ts';
+import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
 import { RECONCILER_GROUPS } from '../../src/consumers/reconciler.ts';
 import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
@@ -326,12 +326,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       // A hanging provider call is given up after a second (then retried), not ten.
       PAYRECON_PROVIDER_TIMEOUT_MS: '1000',
       PAYRECON_SANDBOX_TRAFFIC: 'false',
-      PAYRECON_CRON_POLL: '0 0 1 1 *',
-      PAYRECON_CRON_STUCK_SWEEP: '0 0 1 1 *',
-      PAYRECON_CRON_LATE_REJECTION_SWEEP: '0 0 1 1 *',
-      PAYRECON_CRON_SETTLEMENT: '0 0 1 1 *',
-      PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
-      PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
+      ...JOBS_OFF,
     };
     const config = loadConfig(env);
     infra = await startInfrastructure(config, null);

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.ts';
+import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
@@ -17,7 +17,7 @@ import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { JOBS_OFF, TEST_EMBEDDED, waitFor } from './helpers.ts';
+import { TEST_EMBEDDED, waitFor } from './helpers.ts';
 
 const ENTITIES = Number(process.env.E2E_ENTITIES ?? 1500);
 const MINUTE = 60_000;

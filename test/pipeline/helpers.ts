@@ -1,19 +1,9 @@
 /** Helpers shared by the pipeline tests. */
 import { randomUUID } from 'node:crypto';
-import type { Observation } from '../../src/domain/observation.ts';
+import { NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import { startBroker } from '../../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import type { EmbeddedStarters } from '../../src/wiring.ts';
-
-/** Settings that keep every scheduled job of the catalog out of a test's way (they are tested on their own). */
-export const JOBS_OFF = {
-  PAYRECON_CRON_POLL: '0 0 1 1 *',
-  PAYRECON_CRON_STUCK_SWEEP: '0 0 1 1 *',
-  PAYRECON_CRON_LATE_REJECTION_SWEEP: '0 0 1 1 *',
-  PAYRECON_CRON_SETTLEMENT: '0 0 1 1 *',
-  PAYRECON_CRON_EXCEPTION_REPORT: '0 0 1 1 *',
-  PAYRECON_CRON_LEDGER_VERIFY: '0 0 1 1 *',
-} as const;
 
 /** `startPipeline`'s embedded parts for tests: broker and registry on free ports, the machine's PostgreSQL. */
 export const TEST_EMBEDDED: EmbeddedStarters = {
@@ -34,16 +24,7 @@ export function observation(
     source: 'webhook',
     currency: null,
     amount: null,
-    feeAmount: null,
-    feeCurrency: null,
-    feeOnPayer: null,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
+    ...NO_FACTS,
     details: {},
     ...o,
   };
