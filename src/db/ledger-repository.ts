@@ -268,18 +268,33 @@ export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<Bat
   return state;
 }
 
-/** The recorded history of the entities, grouped by entity key (read-only; `loadBatch` locks). */
-export async function loadHistories(db: Db, refs: readonly EntityRef[]): Promise<Map<string, HistoryItem[]>> {
-  const out = new Map<string, HistoryItem[]>();
-  if (refs.length === 0) return out;
-  const { rows } = await sql<{ account: string; kind: EntityKind; id: string; history: Json[][] }>`
-    SELECT r.account, r.kind, r.id, ${HISTORY_JSON} AS history FROM ${refsSource(refs)}`.execute(db);
+/**
+ * The recorded histories and booked entries of the entities, by entity key (read-only, no lock; for
+ * verification: `loadBatch` is the locking read of the service). One statement; entities with neither are
+ * left out of the maps.
+ */
+export async function loadLedgerState(
+  db: Db,
+  refs: readonly EntityRef[],
+): Promise<{ histories: Map<string, HistoryItem[]>; applied: Map<string, AppliedEntry[]> }> {
+  const histories = new Map<string, HistoryItem[]>();
+  const applied = new Map<string, AppliedEntry[]>();
+  if (refs.length === 0) return { histories, applied };
+  const { rows } = await sql<{
+    account: string;
+    kind: EntityKind;
+    id: string;
+    history: Json[][];
+    applied: Json[][];
+  }>`
+    SELECT r.account, r.kind, r.id, ${HISTORY_JSON} AS history, ${APPLIED_JSON} AS applied
+    FROM ${refsSource(refs)}`.execute(db);
   for (const r of rows) {
-    if (r.history.length > 0) {
-      out.set(refKey({ account: r.account, kind: r.kind, entityId: r.id }), decodeHistory(r.history));
-    }
+    const key = refKey({ account: r.account, kind: r.kind, entityId: r.id });
+    if (r.history.length > 0) histories.set(key, decodeHistory(r.history));
+    if (r.applied.length > 0) applied.set(key, decodeApplied(r.applied));
   }
-  return out;
+  return { histories, applied };
 }
 
 export interface LinkedIntent extends IntentFacts {
@@ -369,20 +384,6 @@ export async function loadIntents(
       }
     }
     if (found) out.set(k, found);
-  }
-  return out;
-}
-
-/** Journal entries already booked for the entities (read-only; `loadBatch` locks). */
-export async function loadApplied(db: Db, refs: readonly EntityRef[]): Promise<Map<string, AppliedEntry[]>> {
-  const out = new Map<string, AppliedEntry[]>();
-  if (refs.length === 0) return out;
-  const { rows } = await sql<{ account: string; kind: EntityKind; id: string; applied: Json[][] }>`
-    SELECT r.account, r.kind, r.id, ${APPLIED_JSON} AS applied FROM ${refsSource(refs)}`.execute(db);
-  for (const r of rows) {
-    if (r.applied.length > 0) {
-      out.set(refKey({ account: r.account, kind: r.kind, entityId: r.id }), decodeApplied(r.applied));
-    }
   }
   return out;
 }

@@ -9,7 +9,7 @@ import { type Kysely, sql } from 'kysely';
 import { derivePath, type EffectState, entityFacts, planEntries, wantedEffects } from '../domain/effects.ts';
 import { formatAmount } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { type EntityRef, loadApplied, loadHistories, loadIntents, refKey } from './ledger-repository.ts';
+import { type EntityRef, loadIntents, loadLedgerState, refKey } from './ledger-repository.ts';
 import type { Database } from './schema.ts';
 
 type Db = Kysely<Database>;
@@ -138,8 +138,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       kind: r.entity_kind,
       entityId: r.entity_id,
     }));
-    const histories = await loadHistories(db, refs);
-    const applied = await loadApplied(db, refs);
+    const { histories, applied } = await loadLedgerState(db, refs);
     const intents = await loadIntents(
       db,
       rows.map((r, i) => {
