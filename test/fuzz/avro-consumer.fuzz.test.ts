@@ -27,6 +27,7 @@ import { readSchemaFile } from '../../src/events/serde.ts';
 import { type AnyTopicName, dlqTopicOf, TOPICS, type TopicName } from '../../src/events/topics.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { sampleIntent } from '../events/fixtures.ts';
 import { observation, waitFor } from '../pipeline/helpers.ts';
 import { type Infra, quiet, sandboxAccount, startInfra } from '../producers/helpers.ts';
 import { oneShotBody, signed, startTestSandbox } from '../sandbox/helpers.ts';
@@ -171,24 +172,17 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
       const values: Record<string, unknown> = {
         [OBSERVED]: validObservation(),
         [NOTIFICATIONS]: validNotification(deposits[0]!),
-        'merchant.intent.recorded.v1': {
+        'merchant.intent.recorded.v1': sampleIntent({
           intentId: randomUUID(),
           operation: 'deposit',
-          account: 'main',
           externalRef: 'ref-1',
           entityId: null,
           currency: 'USD',
           amount: 100n,
-          expectedFee: null,
-          test: false,
-          crypto: false,
-          feeOnPayer: false,
-          parentDepositId: null,
-          outcome: 'created',
           createdAt: new Date(),
           request: {},
           response: null,
-        },
+        }),
         'recon.alert.raised.v1': {
           alertId: randomUUID(),
           type: 'TEST',

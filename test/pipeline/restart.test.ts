@@ -23,6 +23,7 @@ import { type RunningRegistry, startRegistry } from '../../src/embedded/registry
 import { createKafka, createPublisher, ensureTopics, type Publisher } from '../../src/events/kafka.ts';
 import { registerSchemas } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
+import { sampleIntent } from '../events/fixtures.ts';
 import { observation, waitFor } from './helpers.ts';
 
 const logger = createLogger({ level: 'silent' });
@@ -139,24 +140,17 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
     for (let i = 0; i < CASHOUTS; i++) {
       const amount = 500n + BigInt(i);
       const id = String(8_000_000 + i);
-      intents.push({
-        intentId: `cashout-${i}`,
-        operation: 'cashout',
-        account: 'main',
-        externalRef: `ext-${i}`,
-        entityId: id,
-        currency: 'BRL',
-        amount,
-        expectedFee: null,
-        test: false,
-        crypto: false,
-        feeOnPayer: false,
-        parentDepositId: null,
-        outcome: 'created',
-        createdAt: at(i),
-        request: {},
-        response: {},
-      });
+      intents.push(
+        sampleIntent({
+          intentId: `cashout-${i}`,
+          externalRef: `ext-${i}`,
+          entityId: id,
+          amount,
+          createdAt: at(i),
+          request: {},
+          response: {},
+        }),
+      );
       const base = { kind: 'cashout' as const, entityId: id, externalRef: `ext-${i}` };
       stream.push(observation({ ...base, status: 'PENDING', observedAt: at(i + 1) }));
       stream.push(observation({ ...base, status: 'DELIVERED', observedAt: at(i + 30) }));
