@@ -212,6 +212,23 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
       reason,
       code,
     });
+    /** An instant field (epoch milliseconds) outside years 1-9999, which PostgreSQL cannot store. */
+    const outsideYears = (field: string) =>
+      fc
+        .constantFrom(
+          253_402_300_800_000,
+          1_000_000_000_000_000,
+          8_640_000_000_000_000,
+          -62_135_596_800_001,
+          -8_640_000_000_000_000,
+        )
+        .map((ms) =>
+          corrupt(
+            `domain: ${field}`,
+            encodeRecord({ ...validRecord(), [field]: ms }),
+            new RegExp(`field ${field}`),
+          ),
+        );
     /** Valid Avro whose values break the domain rules, per topic. */
     const domain: fc.Arbitrary<ReturnType<typeof corrupt>> =
       topic === OBSERVED
@@ -242,21 +259,7 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
               .map((details) =>
                 corrupt('domain: details', encodeRecord({ ...validRecord(), details }), /field details/),
               ),
-            fc
-              .constantFrom(
-                253_402_300_800_000,
-                1_000_000_000_000_000,
-                8_640_000_000_000_000,
-                -62_135_596_800_001,
-                -8_640_000_000_000_000,
-              )
-              .map((ms) =>
-                corrupt(
-                  'domain: observed_at',
-                  encodeRecord({ ...validRecord(), observed_at: ms }),
-                  /field observed_at/,
-                ),
-              ),
+            outsideYears('observed_at'),
           )
         : fc.oneof(
             fc
@@ -269,21 +272,7 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
                   /field authenticity/,
                 ),
               ),
-            fc
-              .constantFrom(
-                253_402_300_800_000,
-                1_000_000_000_000_000,
-                8_640_000_000_000_000,
-                -62_135_596_800_001,
-                -8_640_000_000_000_000,
-              )
-              .map((ms) =>
-                corrupt(
-                  'domain: received_at',
-                  encodeRecord({ ...validRecord(), received_at: ms }),
-                  /field received_at/,
-                ),
-              ),
+            outsideYears('received_at'),
             fc
               .stringMatching(/^[a-z]{3,10}$/)
               .filter((a) => a !== 'main')
