@@ -21,9 +21,13 @@ import {
   cashoutBody,
   cashoutCall,
   control,
+  long,
   oneShotBody,
+  raw,
   signed,
   startTestSandbox,
+  toJson,
+  withPath,
   xDateNow,
 } from '../sandbox/helpers.ts';
 
@@ -107,26 +111,6 @@ function headersOf(r: FuzzRequest): Record<string, string> {
   return h;
 }
 
-/** A raw JSON number (3 decimals, 19 digits): written as is, never through a float. */
-const raw = (text: string) => ({ __raw: text });
-function toJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v) =>
-    v && typeof v === 'object' && '__raw' in v ? `__RAW:${(v as { __raw: string }).__raw}` : v,
-  ).replace(/"__RAW:([^"]*)"/g, '$1');
-}
-function withPath(base: Record<string, unknown>, path: string, value: unknown): Record<string, unknown> {
-  const copy = structuredClone(base);
-  const parts = path.split('.');
-  let cur = copy as Record<string, unknown>;
-  for (const p of parts.slice(0, -1)) {
-    cur[p] = typeof cur[p] === 'object' && cur[p] !== null ? cur[p] : {};
-    cur = cur[p] as Record<string, unknown>;
-  }
-  if (value === undefined) delete cur[parts[parts.length - 1]!];
-  else cur[parts[parts.length - 1]!] = value;
-  return copy;
-}
-const long = (n: number, c = 'a') => c.repeat(n);
 const cashoutCreds = { login: ACCOUNT.cashoutLogin, pass: ACCOUNT.cashoutPass };
 
 // ---------------------------------------------------------------- bad values, by rule

@@ -214,3 +214,34 @@ export async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<vo
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/** A raw JSON number: `toJson` writes its text as is (more digits than a JavaScript number keeps). */
+export const raw = (text: string) => ({ __raw: text });
+
+/** JSON.stringify that writes `raw(...)` values as bare numbers. */
+export function toJson(value: unknown): string {
+  return JSON.stringify(value, (_k, v) =>
+    v && typeof v === 'object' && '__raw' in v ? `__RAW:${(v as { __raw: string }).__raw}` : v,
+  ).replace(/"__RAW:([^"]*)"/g, '$1');
+}
+
+/** A copy of `base` with the dotted `path` set to `value` (deleted when undefined). */
+export function withPath(
+  base: Record<string, unknown>,
+  path: string,
+  value: unknown,
+): Record<string, unknown> {
+  const copy = structuredClone(base);
+  const parts = path.split('.');
+  let cur = copy as Record<string, unknown>;
+  for (const p of parts.slice(0, -1)) {
+    cur[p] = typeof cur[p] === 'object' && cur[p] !== null ? cur[p] : {};
+    cur = cur[p] as Record<string, unknown>;
+  }
+  if (value === undefined) delete cur[parts[parts.length - 1]!];
+  else cur[parts[parts.length - 1]!] = value;
+  return copy;
+}
+
+/** `n` times the character `c`. */
+export const long = (n: number, c = 'a') => c.repeat(n);

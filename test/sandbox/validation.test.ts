@@ -1,5 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cardBody, cashoutCall, control, oneShotBody, PAYER, signed, startTestSandbox } from './helpers.ts';
+import {
+  cardBody,
+  cashoutCall,
+  control,
+  long,
+  oneShotBody,
+  PAYER,
+  raw,
+  signed,
+  startTestSandbox,
+  toJson,
+  withPath,
+} from './helpers.ts';
 
 let sb: Awaited<ReturnType<typeof startTestSandbox>>;
 beforeAll(async () => {
@@ -9,29 +21,6 @@ afterAll(async () => {
   await sb.close();
 });
 
-/** A raw JSON number (more digits than a JavaScript number keeps). */
-const raw = (text: string) => ({ __raw: text });
-
-function toJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v) =>
-    v && typeof v === 'object' && '__raw' in v ? `__RAW:${(v as { __raw: string }).__raw}` : v,
-  ).replace(/"__RAW:([^"]*)"/g, '$1');
-}
-
-function withPath(base: Record<string, unknown>, path: string, value: unknown): Record<string, unknown> {
-  const copy = structuredClone(base);
-  const parts = path.split('.');
-  let cur = copy as Record<string, unknown>;
-  for (const p of parts.slice(0, -1)) {
-    cur[p] = typeof cur[p] === 'object' && cur[p] !== null ? cur[p] : {};
-    cur = cur[p] as Record<string, unknown>;
-  }
-  if (value === undefined) delete cur[parts[parts.length - 1]!];
-  else cur[parts[parts.length - 1]!] = value;
-  return copy;
-}
-
-const long = (n: number, c = 'a') => c.repeat(n);
 const httpsOf = (n: number) => `https://x.example/${long(n - 'https://x.example/'.length)}`;
 
 let invoice = 0;
