@@ -9,8 +9,6 @@
  * `FUZZ_REQUESTS` sets the count (CI: 2,000; `npm run fuzz`: 10,000).
  */
 import { createHmac } from 'node:crypto';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { Pool } from 'undici';
@@ -30,16 +28,9 @@ import {
   withPath,
   xDateNow,
 } from '../sandbox/helpers.ts';
+import { sendInHalves } from './storm.ts';
 
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 2_000);
-// A real collection before each heap reading, so the figure is live memory, not uncollected garbage.
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-function liveHeap(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 type Auth =
@@ -870,19 +861,7 @@ describe(`sandbox request validation under ${REQUESTS} hostile requests`, () => 
           );
       }
     };
-    const half = Math.floor(requests.length / 2);
-    const run = async (list: FuzzRequest[]) => {
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 16 }, async () => {
-          while (next < list.length) await send(list[next++]!);
-        }),
-      );
-    };
-    await run(requests.slice(0, half));
-    const heapMid = liveHeap();
-    await run(requests.slice(half));
-    const heapEnd = liveHeap();
+    const { heapMid, heapEnd } = await sendInHalves(requests, send);
     const seconds = (Date.now() - started) / 1000;
 
     const summary = Object.fromEntries([...statuses].map(([c, m]) => [c, Object.fromEntries(m)]));

@@ -5,8 +5,6 @@
  * `FUZZ_REQUESTS` sets the count (CI: 2,000; `npm run fuzz`: 10,000).
  */
 import { randomBytes } from 'node:crypto';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -16,16 +14,9 @@ import type { ProviderAccount } from '../../src/config.ts';
 import { webhookIngressPlugin } from '../../src/producers/webhook-ingress.ts';
 import { cashoutControl, depositAuthorization, formatXDate } from '../../src/provider/signing.ts';
 import { type Infra, quiet, sandboxAccount, startInfra } from '../producers/helpers.ts';
+import { sendInHalves } from './storm.ts';
 
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 2_000);
-// A real collection before each heap reading, so the figure is live memory, not uncollected garbage.
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-function liveHeap(): number {
-  gc();
-  gc();
-  return process.memoryUsage().heapUsed;
-}
 const account: ProviderAccount = sandboxAccount(
   { url: 'http://127.0.0.1:1', ccUrl: 'http://127.0.0.1:2' },
   { name: 'main', webhookSignatureMode: 'enforce' },
@@ -295,19 +286,7 @@ describe(`webhook ingress under ${REQUESTS} hostile requests`, () => {
       statuses.set(r.category, byCategory);
       return res.statusCode;
     };
-    const half = Math.floor(requests.length / 2);
-    const run = async (list: FuzzRequest[]) => {
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 16 }, async () => {
-          while (next < list.length) await send(list[next++]!);
-        }),
-      );
-    };
-    await run(requests.slice(0, half));
-    const heapMid = liveHeap();
-    await run(requests.slice(half));
-    const heapEnd = liveHeap();
+    const { heapMid, heapEnd } = await sendInHalves(requests, send);
 
     const summary = Object.fromEntries([...statuses].map(([c, m]) => [c, Object.fromEntries(m)]));
     const not4xx = [...statuses].flatMap(([c, m]) =>
