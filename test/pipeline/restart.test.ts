@@ -201,14 +201,20 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
     expect(kills).toBe(2);
 
     const distinct = new Set(stream.map((o) => o.eventId)).size;
+    // Both inputs in: the observations and the intents (their own consumer group, which can wait out the
+    // killed member's session before it reads the rest; without its intent a cashout books nothing yet).
     await waitFor(
-      'every observation in the history',
+      'every observation in the history and every intent recorded',
       async () => {
         const [row] = await db
           .selectFrom('status_history')
           .select((eb) => eb.fn.countAll<string>().as('n'))
           .execute();
-        return Number(row?.n) === distinct ? true : undefined;
+        const [recorded] = await db
+          .selectFrom('intents')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .execute();
+        return Number(row?.n) === distinct && Number(recorded?.n) === intents.length ? true : undefined;
       },
       90_000,
     ).catch(async (err) => {
