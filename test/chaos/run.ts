@@ -3,9 +3,11 @@
  * its figures, writes them into the "Chaos soak" section of RELIABILITY.md (replacing the previous run's),
  * and exits non-zero when an end condition of the issue does not hold.
  *
- * The polling schedule scales with the count (the poller reads every non-final entity at most every
- * CHAOS_POLL_MAX_DELAY_SECONDS, default one second per thousand entities, at least 3), so the provider is
- * not asked about 100,000 entities every three seconds.
+ * Polling on real time while ten provider days pass in minutes: the poller reads every non-final entity
+ * at most every CHAOS_POLL_MAX_DELAY_SECONDS (default 5), and re-checks COMPLETED cashouts and refunds
+ * every CHAOS_COMPLETED_RECHECK_SECONDS (default one second per 500 entities, at least the former), so
+ * the quarter of the entities that stay in the late-rejection window is not asked about every few
+ * seconds. CHAOS_TRAFFIC_RATE: creations per second (default 300).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -17,18 +19,22 @@ if (!Number.isInteger(entities) || entities < 100) {
   process.stderr.write('CHAOS_ENTITIES: must be an integer of at least 100\n');
   process.exit(2);
 }
-const maxDelay = Number(process.env.CHAOS_POLL_MAX_DELAY_SECONDS ?? Math.max(3, Math.round(entities / 1000)));
+const maxDelay = Number(process.env.CHAOS_POLL_MAX_DELAY_SECONDS ?? 5);
 const polling = {
   firstDelaySeconds: 1,
   maxDelaySeconds: maxDelay,
-  completedRecheckSeconds: maxDelay,
+  completedRecheckSeconds: Number(
+    process.env.CHAOS_COMPLETED_RECHECK_SECONDS ?? Math.max(maxDelay, Math.round(entities / 500)),
+  ),
 };
+const trafficRate = Number(process.env.CHAOS_TRAFFIC_RATE ?? 300);
 const plan = ISSUE_FAULT_PLAN;
 
 const figures = await runSoak({
   entities,
   plan,
   polling,
+  trafficRate,
   catchUpMs: Math.max(240_000, entities * 20),
   log: (line) => process.stdout.write(`${line}\n`),
 });
@@ -63,7 +69,9 @@ function section(f: SoakFigures, failed: string[]): string {
         : ''
     }, ${cpus().length} vCPU, ${Math.round(totalmem() / 2 ** 30)} GiB, Node.js ${process.versions.node}. ` +
       `Ten provider days on a manual clock; the reconciler (\`payrecon reconcile\`) and the broker (\`payrecon broker\`) ` +
-      `run as their own processes, PostgreSQL is embedded; polling every ${polling.maxDelaySeconds} s at most. ` +
+      `run as their own processes, PostgreSQL is embedded; ${n(trafficRate)} creations/s asked of the traffic generator; ` +
+      `polling from when the traffic is created, every ${polling.maxDelaySeconds} s at most, COMPLETED cashouts and ` +
+      `refunds re-checked every ${polling.completedRecheckSeconds} s. ` +
       `Faults: provider ${pct(plan.provider.errorRate)} 5xx and ${pct(plan.provider.hangRate)} hanging calls on every ` +
       `endpoint, bursts of ${pct(plan.rateLimitBursts.rate)} 429; webhooks ${pct(plan.webhooks.duplicateRate)} duplicated, ` +
       `${pct(plan.webhooks.reorderRate)} reordered, ${pct(plan.webhooks.dropRate)} dropped; ` +
