@@ -7,7 +7,10 @@
  * at most every CHAOS_POLL_MAX_DELAY_SECONDS (default 5), and re-checks COMPLETED cashouts and refunds
  * every CHAOS_COMPLETED_RECHECK_SECONDS (default one second per 500 entities, at least the former), so
  * the quarter of the entities that stay in the late-rejection window is not asked about every few
- * seconds. CHAOS_TRAFFIC_RATE: creations per second (default 300).
+ * seconds. CHAOS_TRAFFIC_RATE: creations per second (default 300). The poller works in rounds that end
+ * with their slowest call (a hanging call and its retry take seconds), so rounds of 500 read about 250
+ * entities per second, too few to go round 100,000 non-final entities between catch-ups:
+ * CHAOS_POLL_CONCURRENCY (default 64) and CHAOS_POLL_BATCH_SIZE (default 2,000), leased for 10 s.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -28,6 +31,11 @@ const polling = {
   ),
 };
 const trafficRate = Number(process.env.CHAOS_TRAFFIC_RATE ?? 300);
+const poller = {
+  concurrency: Number(process.env.CHAOS_POLL_CONCURRENCY ?? 64),
+  batchSize: Number(process.env.CHAOS_POLL_BATCH_SIZE ?? 2_000),
+  leaseSeconds: 10,
+};
 const plan = ISSUE_FAULT_PLAN;
 
 const figures = await runSoak({
@@ -35,6 +43,7 @@ const figures = await runSoak({
   plan,
   polling,
   trafficRate,
+  poller,
   catchUpMs: Math.max(240_000, entities * 20),
   log: (line) => process.stdout.write(`${line}\n`),
 });
@@ -71,7 +80,7 @@ function section(f: SoakFigures, failed: string[]): string {
       `Ten provider days on a manual clock; the reconciler (\`payrecon reconcile\`) and the broker (\`payrecon broker\`) ` +
       `run as their own processes, PostgreSQL is embedded; ${n(trafficRate)} creations/s asked of the traffic generator; ` +
       `polling from when the traffic is created, every ${polling.maxDelaySeconds} s at most, COMPLETED cashouts and ` +
-      `refunds re-checked every ${polling.completedRecheckSeconds} s. ` +
+      `refunds re-checked every ${polling.completedRecheckSeconds} s, ${poller.concurrency} calls in flight in rounds of ${n(poller.batchSize)}. ` +
       `Faults: provider ${pct(plan.provider.errorRate)} 5xx and ${pct(plan.provider.hangRate)} hanging calls on every ` +
       `endpoint, bursts of ${pct(plan.rateLimitBursts.rate)} 429; webhooks ${pct(plan.webhooks.duplicateRate)} duplicated, ` +
       `${pct(plan.webhooks.reorderRate)} reordered, ${pct(plan.webhooks.dropRate)} dropped; ` +

@@ -93,6 +93,12 @@ export interface SoakOptions {
   seed?: number;
   /** Polling schedule given to every part through PAYRECON_POLL_* (seconds). */
   polling?: { firstDelaySeconds: number; maxDelaySeconds: number; completedRecheckSeconds: number };
+  /**
+   * Status poller: calls in flight, entities per round, seconds an entity picked by a round is leased
+   * (defaults 16, 500, 2). A round ends with its slowest call (a hang and its retry), so the poll rate is
+   * about a round's size per second or two: a large soak needs large rounds.
+   */
+  poller?: { concurrency: number; batchSize: number; leaseSeconds: number };
   /** Longest wait for the ledger to catch up at a checkpoint (default 240 s). */
   catchUpMs?: number;
   /** Progress lines. */
@@ -240,6 +246,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   const plan = options.plan;
   const polling = options.polling ?? { firstDelaySeconds: 1, maxDelaySeconds: 3, completedRecheckSeconds: 3 };
   const catchUpMs = options.catchUpMs ?? 240_000;
+  const pollerSettings = options.poller ?? { concurrency: 16, batchSize: 500, leaseSeconds: 2 };
   const work = mkdtempSync(join(tmpdir(), 'payrecon-chaos-'));
   const logDir = join(work, 'logs');
   mkdirSync(logDir);
@@ -317,9 +324,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       LOG_LEVEL: 'warn',
       PAYRECON_ALERT_WEBHOOK_URL: sinkUrl,
       PAYRECON_ALERT_MIN_SEVERITY: 'high',
-      PAYRECON_POLL_CONCURRENCY: '16',
-      PAYRECON_POLL_BATCH_SIZE: '500',
-      PAYRECON_POLL_MIN_INTERVAL_SECONDS: '2',
+      PAYRECON_POLL_CONCURRENCY: String(pollerSettings.concurrency),
+      PAYRECON_POLL_BATCH_SIZE: String(pollerSettings.batchSize),
+      PAYRECON_POLL_MIN_INTERVAL_SECONDS: String(pollerSettings.leaseSeconds),
       PAYRECON_POLL_FIRST_DELAY_SECONDS: String(polling.firstDelaySeconds),
       PAYRECON_POLL_MAX_DELAY_SECONDS: String(polling.maxDelaySeconds),
       PAYRECON_POLL_COMPLETED_RECHECK_SECONDS: String(polling.completedRecheckSeconds),
