@@ -13,7 +13,7 @@ import type {
   IntentFacts,
   PlannedEntry,
 } from '../domain/effects.ts';
-import { formatAmount, type Minor, parseAmount } from '../domain/money.ts';
+import { formatAmount, MAX_INTEGER_DIGITS, type Minor, parseAmount } from '../domain/money.ts';
 import type { ObservationSource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Database } from './schema.ts';
@@ -40,9 +40,27 @@ function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The text PostgreSQL writes for a numeric of scale 2: optional minus, no leading zero, two decimals. */
+const NUMERIC_2 = /^-?(?:0|[1-9]\d*)\.\d\d$/;
+
+/**
+ * Numeric text from the server to minor units: its canonical form (`-123.45`) is read by dropping the point
+ * (the digits are the minor units, parsed by BigInt, exact); anything else, and more integer digits than
+ * `maxIntegerDigits`, goes through `parseAmount`, which gives the same value or the same error.
+ */
+function numericToMinor(v: string, allowNegative: boolean, maxIntegerDigits: number): Minor {
+  const integerDigits = v.length - 3 - (v.charCodeAt(0) === 45 ? 1 : 0);
+  if (integerDigits <= maxIntegerDigits && (allowNegative || v.charCodeAt(0) !== 45) && NUMERIC_2.test(v)) {
+    return BigInt(v.slice(0, -3) + v.slice(-2));
+  }
+  return parseAmount(v, { allowNegative, maxIntegerDigits });
+}
+
 /** Numeric text to minor units; sums (balances, refund totals) may exceed the 18 integer digits of one amount. */
-export const toMinor = (v: string | null): Minor | null =>
-  v === null ? null : parseAmount(v, { allowNegative: true, maxIntegerDigits: 40 });
+export const toMinor = (v: string | null): Minor | null => (v === null ? null : numericToMinor(v, true, 40));
+
+/** A stored amount (non-negative, at most 18 integer digits, as `parseAmount` accepts by default). */
+const amountOf = (v: string): Minor => numericToMinor(v, false, MAX_INTEGER_DIGITS);
 export const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
 
 function refArrays(refs: readonly EntityRef[]) {
@@ -163,9 +181,9 @@ function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
     seq: e[2] as number,
     book: e[3] as Book,
     currency: e[4] as string,
-    amount: parseAmount(e[5] as string),
+    amount: amountOf(e[5] as string),
     feeCurrency: e[6] as string | null,
-    feeAmount: e[7] === null ? null : parseAmount(e[7] as string),
+    feeAmount: e[7] === null ? null : amountOf(e[7] as string),
   }));
 }
 
@@ -254,8 +272,8 @@ export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<Bat
           ? {
               intentId: r.intent_id,
               currency: r.i_currency!,
-              amount: parseAmount(r.i_amount),
-              expectedFee: r.i_expected_fee === null ? null : parseAmount(r.i_expected_fee),
+              amount: amountOf(r.i_amount),
+              expectedFee: r.i_expected_fee === null ? null : amountOf(r.i_expected_fee),
               test: r.i_test!,
               crypto: r.i_crypto!,
               feeOnPayer: r.i_fee_on_payer!,
@@ -358,8 +376,8 @@ export async function loadIntents(
     const intent: LinkedIntent = {
       intentId: r.intent_id,
       currency: r.currency,
-      amount: parseAmount(r.amount),
-      expectedFee: r.expected_fee === null ? null : parseAmount(r.expected_fee),
+      amount: amountOf(r.amount),
+      expectedFee: r.expected_fee === null ? null : amountOf(r.expected_fee),
       test: r.test,
       crypto: r.crypto,
       feeOnPayer: r.fee_on_payer,
@@ -431,8 +449,189 @@ export interface MirrorUpdate extends EntityRef {
   pollAttempts: number;
 }
 
-/** A JSON parameter: amounts as decimal text, instants as ISO text, bigint never reaches JSON.stringify. */
-const json = (rows: readonly unknown[]) => JSON.stringify(rows);
+/**
+ * One column of a row source sent as a PostgreSQL array: its element type and the text of each row's
+ * value (null for NULL), as the type's input function reads it.
+ */
+type Column<T> = readonly [type: string, value: (row: T) => string | null];
+
+const NEEDS_ESCAPE = /["\\]/;
+
+/**
+ * An array literal of the values (`{"a","b",NULL}`), every element quoted so that commas, braces, spaces
+ * and the word NULL stay text; only `"` and `\` need a backslash inside the quotes. Built here, as one
+ * flat string, because the driver's own array serialisation runs two regular expressions per element.
+ */
+export function arrayLiteral(values: readonly (string | null)[]): string {
+  const parts = new Array<string>(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    // undefined as null too: JSON.stringify left it out and the server read NULL.
+    parts[i] =
+      v === null || v === undefined
+        ? 'NULL'
+        : NEEDS_ESCAPE.test(v)
+          ? `"${v.replace(/["\\]/g, '\\$&')}"`
+          : `"${v}"`;
+  }
+  return `{${parts.join(',')}}`;
+}
+
+/**
+ * The rows as `unnest($1::type[], ...) AS v(column, ...)`: one array parameter per column, so the server
+ * reads typed arrays instead of parsing a JSON document whose every object repeats the column names.
+ */
+function rowsSource<T>(rows: readonly T[], columns: Readonly<Record<string, Column<T>>>) {
+  const names = Object.keys(columns);
+  const arrays = names.map((name) => {
+    const [type, value] = columns[name]!;
+    return sql`${arrayLiteral(rows.map(value))}::${sql.raw(type)}[]`;
+  });
+  return sql`unnest(${sql.join(arrays)}) AS v(${sql.raw(names.join(', '))})`;
+}
+
+const pad2 = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
+const DAY_MS = 86_400_000;
+/** 0000-01-01T00:00:00.000Z and 10000-01-01T00:00:00.000Z: the years `toISOString` writes with four digits. */
+const ISO_MIN = -62_167_219_200_000;
+const ISO_MAX = 253_402_300_800_000;
+
+/**
+ * The text `Date#toISOString` gives (`2026-11-01T12:34:56.789Z`), from integer arithmetic on the epoch
+ * milliseconds (days to civil date after H. Hinnant's `civil_from_days`): the builtin costs about 0.6 µs
+ * a call and a batch writes thousands of instants. Years outside 0-9999 are left to the builtin.
+ */
+export function isoText(d: Date): string {
+  const ms = d.getTime();
+  if (!(ms >= ISO_MIN && ms < ISO_MAX)) return d.toISOString();
+  const days = Math.floor(ms / DAY_MS);
+  const inDay = ms - days * DAY_MS;
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const doe = z - era * 146_097;
+  const yoe = Math.floor(
+    (doe - Math.floor(doe / 1_460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365,
+  );
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const h = Math.floor(inDay / 3_600_000);
+  const mi = Math.floor(inDay / 60_000) % 60;
+  const sec = Math.floor(inDay / 1_000) % 60;
+  const milli = inDay % 1_000;
+  const y = year >= 1000 ? `${year}` : `${year}`.padStart(4, '0');
+  const msText = milli >= 100 ? `${milli}` : milli >= 10 ? `0${milli}` : `00${milli}`;
+  return `${y}-${pad2(month)}-${pad2(day)}T${pad2(h)}:${pad2(mi)}:${pad2(sec)}.${msText}Z`;
+}
+
+const iso = (d: Date | null): string | null => (d === null || d === undefined ? null : isoText(d));
+const bool = (b: boolean | null): string | null => (b === null || b === undefined ? null : b ? 't' : 'f');
+const jsonText = (v: Record<string, unknown> | null): string | null =>
+  v === null || v === undefined ? null : JSON.stringify(v);
+
+const HISTORY_COLUMNS: Record<string, Column<HistoryRow>> = {
+  event_id: ['text', (r) => r.item.eventId],
+  merchant_account: ['text', (r) => r.account],
+  entity_kind: ['text', (r) => r.kind],
+  entity_id: ['text', (r) => r.entityId],
+  from_status: ['text', (r) => r.fromStatus],
+  to_status: ['text', (r) => r.item.status],
+  source: ['text', (r) => r.item.source],
+  observed_at: ['timestamptz', (r) => iso(r.item.observedAt)],
+  stale: ['boolean', (r) => bool(r.stale)],
+  illegal: ['boolean', (r) => bool(r.illegal)],
+  external_ref: ['text', (r) => r.item.externalRef],
+  currency: ['text', (r) => r.item.currency],
+  amount: ['numeric', (r) => toText(r.item.amount)],
+  fee_currency: ['text', (r) => r.item.feeCurrency],
+  fee_amount: ['numeric', (r) => toText(r.item.feeAmount)],
+  fee_on_payer: ['boolean', (r) => bool(r.item.feeOnPayer)],
+  test: ['boolean', (r) => bool(r.item.test)],
+  crypto: ['boolean', (r) => bool(r.item.crypto)],
+  status_reason: ['text', (r) => r.item.statusReason],
+  payer_verification: ['text', (r) => r.item.payerVerification],
+  rejection_code: ['text', (r) => r.item.rejectionCode],
+  rejection_reason: ['text', (r) => r.item.rejectionReason],
+  parent_deposit_id: ['text', (r) => r.item.parentDepositId],
+  details: ['jsonb', (r) => jsonText(r.details)],
+};
+
+const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
+  idempotency_key: ['text', (e) => e.entry.idempotencyKey],
+  merchant_account: ['text', (e) => e.account],
+  entity_kind: ['text', (e) => e.kind],
+  entity_id: ['text', (e) => e.entityId],
+  effect: ['text', (e) => e.entry.effect],
+  direction: ['smallint', (e) => String(e.entry.direction)],
+  seq: ['integer', (e) => String(e.entry.seq)],
+  book: ['text', (e) => e.entry.book],
+  currency: ['text', (e) => e.entry.currency],
+  amount: ['numeric', (e) => formatAmount(e.entry.amount)],
+  fee_currency: ['text', (e) => e.entry.feeCurrency],
+  fee_amount: ['numeric', (e) => toText(e.entry.feeAmount)],
+  effective_at: ['timestamptz', (e) => iso(e.effectiveAt)],
+};
+
+const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
+  merchant_account: ['text', (r) => r.account],
+  entity_kind: ['text', (r) => r.kind],
+  entity_id: ['text', (r) => r.entityId],
+  external_ref: ['text', (r) => r.externalRef],
+  status: ['text', (r) => r.status],
+  status_since: ['timestamptz', (r) => iso(r.statusSince)],
+  ever_completed: ['boolean', (r) => bool(r.everCompleted)],
+  ever_early_released: ['boolean', (r) => bool(r.everEarlyReleased)],
+  currency: ['text', (r) => r.currency],
+  amount: ['numeric', (r) => toText(r.amount)],
+  fee_currency: ['text', (r) => r.feeCurrency],
+  fee_amount: ['numeric', (r) => toText(r.feeAmount)],
+  fee_on_payer: ['boolean', (r) => bool(r.feeOnPayer)],
+  test: ['boolean', (r) => bool(r.test)],
+  crypto: ['boolean', (r) => bool(r.crypto)],
+  status_reason: ['text', (r) => r.statusReason],
+  payer_verification: ['text', (r) => r.payerVerification],
+  rejection_code: ['text', (r) => r.rejectionCode],
+  rejection_reason: ['text', (r) => r.rejectionReason],
+  parent_deposit_id: ['text', (r) => r.parentDepositId],
+  expires_at: ['timestamptz', (r) => iso(r.expiresAt)],
+  details: ['jsonb', (r) => jsonText(r.details)],
+  intent_id: ['text', (r) => r.intentId],
+  first_seen_at: ['timestamptz', (r) => iso(r.firstSeenAt)],
+  last_seen_at: ['timestamptz', (r) => iso(r.lastSeenAt)],
+  completed_at: ['timestamptz', (r) => iso(r.completedAt)],
+  next_poll_at: ['timestamptz', (r) => iso(r.nextPollAt)],
+  poll_attempts: ['integer', (r) => String(r.pollAttempts)],
+};
+
+interface AccountRow {
+  a: string;
+  c: string;
+  b: string;
+  n: string;
+}
+
+const ACCOUNT_COLUMNS: Record<string, Column<AccountRow>> = {
+  a: ['text', (r) => r.a],
+  c: ['text', (r) => r.c],
+  b: ['text', (r) => r.b],
+  n: ['text', (r) => r.n],
+};
+
+interface PostingRow {
+  k: string;
+  c: string;
+  n: string;
+  x: string;
+}
+
+const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
+  k: ['text', (r) => r.k],
+  c: ['text', (r) => r.c],
+  n: ['text', (r) => r.n],
+  x: ['numeric', (r) => r.x],
+};
 
 export interface BatchWrites {
   history: readonly HistoryRow[];
@@ -442,8 +641,8 @@ export interface BatchWrites {
 
 /**
  * Writes a batch's results in one statement: the new history rows, the ledger accounts the postings
- * need, the journal entries and their postings, and the recomputed mirror rows. Rows travel as one JSON
- * array per table (`json_to_recordset`), parsed on the server; entries whose idempotency key exists are
+ * need, the journal entries and their postings, and the recomputed mirror rows. Rows travel as one array
+ * per column (`rowsSource`, `unnest`); entries whose idempotency key exists are
  * skipped with their postings, so the postings' statement-level trigger sees each new entry whole.
  * Mirror rows are found by key (one index probe each) and updated through their `ctid`: they are locked
  * by this transaction (`loadBatch`), so the version found is the one updated. Returns the number of
@@ -452,8 +651,8 @@ export interface BatchWrites {
 export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
   const { history, entries, mirrors } = writes;
   if (history.length === 0 && entries.length === 0 && mirrors.length === 0) return 0;
-  const accounts = new Map<string, { a: string; c: string; b: string; n: string }>();
-  const postings: { k: string; c: string; n: string; x: string }[] = [];
+  const accounts = new Map<string, AccountRow>();
+  const postings: PostingRow[] = [];
   for (const e of entries) {
     for (const p of e.entry.postings) {
       accounts.set(`${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`, {
@@ -465,86 +664,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: formatAmount(p.amount) });
     }
   }
-  const historyJson = json(
-    history.map((r) => ({
-      event_id: r.item.eventId,
-      merchant_account: r.account,
-      entity_kind: r.kind,
-      entity_id: r.entityId,
-      from_status: r.fromStatus,
-      to_status: r.item.status,
-      source: r.item.source,
-      observed_at: r.item.observedAt,
-      stale: r.stale,
-      illegal: r.illegal,
-      external_ref: r.item.externalRef,
-      currency: r.item.currency,
-      amount: toText(r.item.amount),
-      fee_currency: r.item.feeCurrency,
-      fee_amount: toText(r.item.feeAmount),
-      fee_on_payer: r.item.feeOnPayer,
-      test: r.item.test,
-      crypto: r.item.crypto,
-      status_reason: r.item.statusReason,
-      payer_verification: r.item.payerVerification,
-      rejection_code: r.item.rejectionCode,
-      rejection_reason: r.item.rejectionReason,
-      parent_deposit_id: r.item.parentDepositId,
-      details: r.details,
-    })),
-  );
-  const entriesJson = json(
-    entries.map((e) => ({
-      idempotency_key: e.entry.idempotencyKey,
-      merchant_account: e.account,
-      entity_kind: e.kind,
-      entity_id: e.entityId,
-      effect: e.entry.effect,
-      direction: e.entry.direction,
-      seq: e.entry.seq,
-      book: e.entry.book,
-      currency: e.entry.currency,
-      amount: formatAmount(e.entry.amount),
-      fee_currency: e.entry.feeCurrency,
-      fee_amount: toText(e.entry.feeAmount),
-      effective_at: e.effectiveAt,
-    })),
-  );
-  const mirrorsJson = json(
-    mirrors.map((r) => ({
-      merchant_account: r.account,
-      entity_kind: r.kind,
-      entity_id: r.entityId,
-      external_ref: r.externalRef,
-      status: r.status,
-      status_since: r.statusSince,
-      ever_completed: r.everCompleted,
-      ever_early_released: r.everEarlyReleased,
-      currency: r.currency,
-      amount: toText(r.amount),
-      fee_currency: r.feeCurrency,
-      fee_amount: toText(r.feeAmount),
-      fee_on_payer: r.feeOnPayer,
-      test: r.test,
-      crypto: r.crypto,
-      status_reason: r.statusReason,
-      payer_verification: r.payerVerification,
-      rejection_code: r.rejectionCode,
-      rejection_reason: r.rejectionReason,
-      parent_deposit_id: r.parentDepositId,
-      expires_at: r.expiresAt,
-      details: r.details,
-      intent_id: r.intentId,
-      first_seen_at: r.firstSeenAt,
-      last_seen_at: r.lastSeenAt,
-      completed_at: r.completedAt,
-      next_poll_at: r.nextPollAt,
-      poll_attempts: r.pollAttempts,
-    })),
-  );
-  const accountsJson = json(
-    [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v),
-  );
+  const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
   const { rows } = await sql<{ booked: string }>`
     WITH h AS (
       INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
@@ -553,11 +673,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       SELECT event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at, stale,
         illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
         payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
-      FROM json_to_recordset(${historyJson}::json) AS v(event_id text, merchant_account text, entity_kind text,
-        entity_id text, from_status text, to_status text, source text, observed_at timestamptz, stale boolean,
-        illegal boolean, external_ref text, currency text, amount numeric, fee_currency text, fee_amount numeric,
-        fee_on_payer boolean, test boolean, crypto boolean, status_reason text, payer_verification text,
-        rejection_code text, rejection_reason text, parent_deposit_id text, details jsonb)
+      FROM ${rowsSource(history, HISTORY_COLUMNS)}
       ON CONFLICT (event_id) DO NOTHING
     ), m AS (
       UPDATE mirrors m SET
@@ -571,34 +687,27 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
         intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
         completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
         updated_at = now()
-      FROM json_to_recordset(${mirrorsJson}::json) AS v(merchant_account text, entity_kind text, entity_id text,
-        external_ref text, status text, status_since timestamptz, ever_completed boolean, ever_early_released boolean,
-        currency text, amount numeric, fee_currency text, fee_amount numeric, fee_on_payer boolean, test boolean,
-        crypto boolean, status_reason text, payer_verification text, rejection_code text, rejection_reason text,
-        parent_deposit_id text, expires_at timestamptz, details jsonb, intent_id text, first_seen_at timestamptz,
-        last_seen_at timestamptz, completed_at timestamptz, next_poll_at timestamptz, poll_attempts integer)
+      FROM ${rowsSource(mirrors, MIRROR_COLUMNS)}
         CROSS JOIN LATERAL (
           SELECT ctid AS tid FROM mirrors x WHERE x.merchant_account = v.merchant_account
             AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
       WHERE m.ctid = t.tid
     ), a AS (
       INSERT INTO ledger_accounts (merchant_account, currency, book, name)
-      SELECT a, c, b, n FROM json_to_recordset(${accountsJson}::json) AS v(a text, c text, b text, n text)
+      SELECT a, c, b, n FROM ${rowsSource(accountRows, ACCOUNT_COLUMNS)}
       ON CONFLICT DO NOTHING
     ), e AS (
       INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
         book, currency, amount, fee_currency, fee_amount, effective_at)
       SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
         amount, fee_currency, fee_amount, effective_at
-      FROM json_to_recordset(${entriesJson}::json) AS v(idempotency_key text, merchant_account text,
-        entity_kind text, entity_id text, effect text, direction smallint, seq integer, book text, currency text,
-        amount numeric, fee_currency text, fee_amount numeric, effective_at timestamptz)
+      FROM ${rowsSource(entries, ENTRY_COLUMNS)}
       ON CONFLICT (idempotency_key) DO NOTHING
       RETURNING id, idempotency_key, merchant_account, book
     ), p AS (
       INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
       SELECT e.id, e.merchant_account, v.c, e.book, v.n, v.x
-      FROM json_to_recordset(${json(postings)}::json) AS v(k text, c text, n text, x numeric)
+      FROM ${rowsSource(postings, POSTING_COLUMNS)}
         JOIN e ON e.idempotency_key = v.k
     )
     SELECT count(*)::text AS booked FROM e`.execute(db);

@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrayLiteral } from '../../src/db/ledger-repository.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
@@ -121,6 +123,82 @@ describe('applyObservations', () => {
     expect(await balanceOf('acme', 'available')).toBe(credited - 9_800n);
     const ex = await t.db.selectFrom('exceptions').select('type').where('entity_id', '=', 'de').execute();
     expect(ex.map((e) => e.type)).toEqual(['EARLY_RELEASE_REVERSED']);
+    await expectVerified();
+  });
+
+  it('writes awkward text, big amounts and instants exactly as given (array parameters)', async () => {
+    const awkward = ['a"b', 'back\\slash', 'c,d', '{e}', 'NULL', '', ' sp ', 'é 中 \u{1F600}', 'q\\"x'];
+    const { rows } = await sql<{
+      v: string | null;
+    }>`SELECT unnest(${arrayLiteral([...awkward, null])}::text[]) AS v`.execute(t.db);
+    expect(rows.map((r) => r.v)).toEqual([...awkward, null]);
+
+    const at = new Date(Date.UTC(2026, 10, 1, 12, 34, 56, 789));
+    const big = 999_999_999_999_999_999_99n;
+    const details = { note: 'say "hi" \\ {x, y}', nested: { list: [1, 'NULL', null] } };
+    await apply([
+      obs('deposit', 'dq"1', 'COMPLETED', 1, {
+        eventId: 'ev,{"awkward"}\\1',
+        externalRef: 'inv "7", {8}',
+        amount: big,
+        feeAmount: 1n,
+        feeCurrency: 'BRL',
+        statusReason: 'NULL',
+        rejectionReason: '',
+        payerVerification: 'é 中',
+        observedAt: at,
+        details,
+      }),
+    ]);
+    const h = await t.db
+      .selectFrom('status_history')
+      .select([
+        'event_id',
+        'external_ref',
+        'amount',
+        'fee_amount',
+        'status_reason',
+        'rejection_reason',
+        'payer_verification',
+        'observed_at',
+        'details',
+      ])
+      .where('entity_id', '=', 'dq"1')
+      .executeTakeFirstOrThrow();
+    expect(h).toEqual({
+      event_id: 'ev,{"awkward"}\\1',
+      external_ref: 'inv "7", {8}',
+      amount: '999999999999999999.99',
+      fee_amount: '0.01',
+      status_reason: 'NULL',
+      rejection_reason: '',
+      payer_verification: 'é 中',
+      observed_at: at,
+      details,
+    });
+    const m = await t.db
+      .selectFrom('mirrors')
+      .select(['external_ref', 'amount', 'status_reason', 'status_since', 'details'])
+      .where('entity_id', '=', 'dq"1')
+      .executeTakeFirstOrThrow();
+    expect(m).toEqual({
+      external_ref: 'inv "7", {8}',
+      amount: '999999999999999999.99',
+      status_reason: 'NULL',
+      status_since: at,
+      details,
+    });
+    const e = await t.db
+      .selectFrom('journal_entries')
+      .select(['idempotency_key', 'amount', 'effective_at'])
+      .where('entity_id', '=', 'dq"1')
+      .orderBy('id')
+      .execute();
+    expect(e).toEqual([
+      { idempotency_key: 'deposit:acme:dq"1:credit', amount: '999999999999999999.99', effective_at: at },
+      { idempotency_key: 'deposit:acme:dq"1:fee', amount: '0.01', effective_at: at },
+    ]);
+    expect(await balanceOf('acme', 'deposits')).toBeLessThanOrEqual(-big);
     await expectVerified();
   });
 });

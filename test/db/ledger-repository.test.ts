@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { arrayLiteral, isoText, toMinor } from '../../src/db/ledger-repository.ts';
+import { formatAmount, parseAmount } from '../../src/domain/money.ts';
+
+/** Small deterministic PRNG (mulberry32). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+describe('isoText', () => {
+  it('writes what Date#toISOString writes, for instants of every year 0-9999 and the edges', () => {
+    const rnd = prng(7);
+    const edges = [
+      0,
+      -1,
+      1,
+      Date.UTC(2024, 1, 29, 23, 59, 59, 999),
+      Date.UTC(2100, 1, 28, 12),
+      Date.UTC(2000, 1, 29),
+      Date.UTC(1969, 11, 31, 23, 59, 59, 999),
+      -62_167_219_200_000,
+      -62_167_219_200_001,
+      253_402_300_799_999,
+      253_402_300_800_000,
+      8.64e15,
+      -8.64e15,
+    ];
+    for (const ms of edges) expect(isoText(new Date(ms))).toBe(new Date(ms).toISOString());
+    for (let i = 0; i < 20_000; i++) {
+      const ms = Math.floor(-62_167_219_200_000 + rnd() * (253_402_300_800_000 + 62_167_219_200_000));
+      expect(isoText(new Date(ms))).toBe(new Date(ms).toISOString());
+    }
+  });
+
+  it('throws for an invalid date, as toISOString does', () => {
+    expect(() => isoText(new Date(Number.NaN))).toThrow(RangeError);
+  });
+});
+
+describe('toMinor', () => {
+  it('reads numeric text of scale 2 as parseAmount does, exactly, up to 40 integer digits', () => {
+    const rnd = prng(11);
+    for (let i = 0; i < 5_000; i++) {
+      const digits = 1 + Math.floor(rnd() * 40);
+      let n = BigInt(Math.floor(rnd() * 9) + 1);
+      for (let d = 1; d < digits; d++) n = n * 10n + BigInt(Math.floor(rnd() * 10));
+      const minor = rnd() < 0.3 ? -n : n;
+      const text = formatAmount(minor);
+      expect(toMinor(text)).toBe(minor);
+      expect(toMinor(text)).toBe(parseAmount(text, { allowNegative: true, maxIntegerDigits: 40 }));
+    }
+    expect(toMinor('0.00')).toBe(0n);
+    expect(toMinor('-0.05')).toBe(-5n);
+    expect(toMinor('12')).toBe(1_200n);
+    expect(toMinor('1.5')).toBe(150n);
+    expect(toMinor(null)).toBeNull();
+    expect(() => toMinor(`${'9'.repeat(41)}.00`)).toThrow(/integer digits/);
+    expect(() => toMinor('1.005')).toThrow(/decimals/);
+    expect(() => toMinor('NaN')).toThrow();
+  });
+});
+
+describe('arrayLiteral', () => {
+  it('quotes every element, escapes only quote and backslash, and writes null as NULL', () => {
+    expect(arrayLiteral([])).toBe('{}');
+    expect(arrayLiteral(['a', null, 'NULL', '', 'x,y', '{z}', 'q"', 'b\\s'])).toBe(
+      '{"a",NULL,"NULL","","x,y","{z}","q\\"","b\\\\s"}',
+    );
+    // A field left undefined is NULL, as it was when JSON.stringify dropped it.
+    expect(arrayLiteral([undefined as unknown as null])).toBe('{NULL}');
+  });
+});
