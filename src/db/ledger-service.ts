@@ -97,13 +97,25 @@ function expiresAtOf(details: Record<string, unknown>): Date | null {
   return Number.isNaN(d.getTime()) ? null : d;
 }
 
-const lastOf = <T>(items: readonly HistoryItem[], pick: (h: HistoryItem) => T | null): T | null => {
-  for (let i = items.length - 1; i >= 0; i--) {
-    const v = pick(items[i]!);
-    if (v !== null) return v;
+/** The last non-null value of each text fact the mirror keeps, in walk order: one backward pass. */
+function latestTexts(sorted: readonly HistoryItem[]) {
+  let externalRef: string | null = null;
+  let statusReason: string | null = null;
+  let payerVerification: string | null = null;
+  let rejectionCode: string | null = null;
+  let rejectionReason: string | null = null;
+  let parentDepositId: string | null = null;
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const h = sorted[i]!;
+    if (externalRef === null) externalRef = h.externalRef;
+    if (statusReason === null) statusReason = h.statusReason;
+    if (payerVerification === null) payerVerification = h.payerVerification;
+    if (rejectionCode === null) rejectionCode = h.rejectionCode;
+    if (rejectionReason === null) rejectionReason = h.rejectionReason;
+    if (parentDepositId === null) parentDepositId = h.parentDepositId;
   }
-  return null;
-};
+  return { externalRef, statusReason, payerVerification, rejectionCode, rejectionReason, parentDepositId };
+}
 
 interface Incoming {
   observations: Observation[];
@@ -256,9 +268,10 @@ async function reconcile(
   step('lock and load');
   // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
   // marks those), so only unlinked or intent-touched entities search the intents table.
-  const toSearch = refs.filter((r) => {
-    const m = locked.get(refKey(r));
-    return !m?.intent || intentTouched.has(refKey(r));
+  const keys = refs.map(refKey);
+  const toSearch = refs.filter((_, i) => {
+    const k = keys[i]!;
+    return !locked.get(k)?.intent || intentTouched.has(k);
   });
   const externalRefs = toSearch.map((r) => {
     const k = refKey(r);
@@ -282,13 +295,15 @@ async function reconcile(
   const newDeposits: (EntityRef & { externalRef: string })[] = [];
   const touchedRefunds: (EntityRef & { parentDepositId: string })[] = [];
 
-  for (const ref of refs) {
-    const k = refKey(ref);
+  for (let r = 0; r < refs.length; r++) {
+    const ref = refs[r]!;
+    const k = keys[r]!;
     const mirror = locked.get(k);
     if (!mirror) throw new AppError('INTERNAL', `ledger: mirror row missing for ${ref.kind} ${ref.entityId}`);
     const existing = histories.get(k) ?? [];
-    const known = new Set(existing.map((h) => h.eventId));
-    const freshObs = (incoming.get(k)?.observations ?? []).filter((o) => !known.has(o.eventId));
+    const arriving = incoming.get(k)?.observations ?? [];
+    const known = arriving.length > 0 ? new Set(existing.map((h) => h.eventId)) : null;
+    const freshObs = known === null ? [] : arriving.filter((o) => !known.has(o.eventId));
     const freshItems = freshObs.map(toItem);
     const all = existing.concat(freshItems);
     const path = derivePath(ref.kind, all);
@@ -378,12 +393,18 @@ async function reconcile(
         rules.polling,
       );
     }
-    const latestFresh = [...freshObs].sort((a, b) => a.observedAt.getTime() - b.observedAt.getTime()).at(-1);
-    const freshExpiry = freshObs.map((o) => expiresAtOf(o.details)).find((d) => d !== null) ?? null;
-    const parentDepositId = lastOf(path.sorted, (h) => h.parentDepositId);
+    // The fresh observation observed last (the later one in arrival order on a tie) gives the details.
+    let latestFresh: Observation | undefined;
+    let freshExpiry: Date | null = null;
+    for (const o of freshObs) {
+      if (!latestFresh || o.observedAt.getTime() >= latestFresh.observedAt.getTime()) latestFresh = o;
+      freshExpiry ??= expiresAtOf(o.details);
+    }
+    const texts = latestTexts(path.sorted);
+    const parentDepositId = texts.parentDepositId;
     mirrorRows.push({
       ...ref,
-      externalRef: lastOf(path.sorted, (h) => h.externalRef) ?? intent?.externalRef ?? null,
+      externalRef: texts.externalRef ?? intent?.externalRef ?? null,
       status: path.status,
       statusSince: path.statusSince,
       everCompleted: path.everCompleted,
@@ -395,10 +416,10 @@ async function reconcile(
       feeOnPayer: facts.feeOnPayer,
       test: facts.test,
       crypto: facts.crypto,
-      statusReason: lastOf(path.sorted, (h) => h.statusReason),
-      payerVerification: lastOf(path.sorted, (h) => h.payerVerification),
-      rejectionCode: lastOf(path.sorted, (h) => h.rejectionCode),
-      rejectionReason: lastOf(path.sorted, (h) => h.rejectionReason),
+      statusReason: texts.statusReason,
+      payerVerification: texts.payerVerification,
+      rejectionCode: texts.rejectionCode,
+      rejectionReason: texts.rejectionReason,
       parentDepositId,
       expiresAt: freshExpiry,
       details: latestFresh ? latestFresh.details : null,
@@ -409,7 +430,7 @@ async function reconcile(
       nextPollAt: next,
       pollAttempts,
     });
-    const invoice = lastOf(path.sorted, (h) => h.externalRef);
+    const invoice = texts.externalRef;
     if (ref.kind === 'deposit' && mirror.firstSeenAt === null && freshItems.length > 0 && invoice !== null) {
       newDeposits.push({ ...ref, externalRef: invoice });
     }

@@ -521,14 +521,6 @@ export interface EntityFacts extends EffectAmounts {
   providerCurrency: string | null;
 }
 
-function lastNonNull<T>(sorted: readonly HistoryItem[], pick: (h: HistoryItem) => T | null): T | null {
-  for (let i = sorted.length - 1; i >= 0; i--) {
-    const v = pick(sorted[i]!);
-    if (v !== null && v !== undefined) return v;
-  }
-  return null;
-}
-
 /**
  * Amounts and flags in use for an entity, from the last observation that reported each (walk order, so
  * the result does not depend on arrival order) and the intent. Deposits and refunds use the provider's
@@ -539,10 +531,28 @@ export function entityFacts(
   sorted: readonly HistoryItem[],
   intent: IntentFacts | null,
 ): EntityFacts {
-  const withStatus = sorted.filter((h) => h.status !== null);
-  const providerAmount = lastNonNull(withStatus, (h) => h.amount);
-  const providerCurrency = lastNonNull(withStatus, (h) => h.currency);
-  const last = withStatus[withStatus.length - 1];
+  // One backward pass over the observations with a status: the last one, and the last value of each fact
+  // that is neither null nor undefined (`??=` keeps looking past both; undefined ends as null below).
+  let last: HistoryItem | undefined;
+  let providerAmount: Minor | null = null;
+  let providerCurrency: string | null = null;
+  let feeAmount: Minor | null = null;
+  let feeCurrency: string | null = null;
+  let lastFeeOnPayer: boolean | null = null;
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const h = sorted[i]!;
+    if (h.status === null) continue;
+    last ??= h;
+    providerAmount ??= h.amount;
+    providerCurrency ??= h.currency;
+    feeAmount ??= h.feeAmount;
+    feeCurrency ??= h.feeCurrency;
+    lastFeeOnPayer ??= h.feeOnPayer;
+  }
+  providerAmount ??= null;
+  providerCurrency ??= null;
+  feeAmount ??= null;
+  feeCurrency ??= null;
   const preferIntent = kind === 'cashout';
   const amount = preferIntent
     ? (intent?.amount ?? providerAmount)
@@ -550,9 +560,7 @@ export function entityFacts(
   const currency = preferIntent
     ? (intent?.currency ?? providerCurrency)
     : (providerCurrency ?? intent?.currency ?? null);
-  const feeAmount = lastNonNull(withStatus, (h) => h.feeAmount);
-  const feeCurrency = lastNonNull(withStatus, (h) => h.feeCurrency);
-  const feeOnPayer = lastNonNull(withStatus, (h) => h.feeOnPayer) ?? intent?.feeOnPayer ?? false;
+  const feeOnPayer = lastFeeOnPayer ?? intent?.feeOnPayer ?? false;
   return {
     currency,
     amount,
