@@ -104,12 +104,26 @@ export interface InitialMirror extends EntityRef {
   nextPollAt: Date | null;
 }
 
-/** Creates missing mirror rows (in key order, so concurrent batches cannot deadlock on inserts). */
-export async function ensureMirrors(db: Db, rows: readonly InitialMirror[]): Promise<void> {
+/**
+ * Creates missing mirror rows (in key order, so concurrent batches cannot deadlock on inserts). With
+ * `withMerchantAccounts`, the same statement first creates the missing merchant accounts of the rows
+ * (what `ensureMerchantAccounts` does, one round trip less).
+ */
+export async function ensureMirrors(
+  db: Db,
+  rows: readonly InitialMirror[],
+  options: { withMerchantAccounts?: boolean } = {},
+): Promise<void> {
   if (rows.length === 0) return;
   const sorted = [...rows].sort(compareRefs);
   const a = refArrays(sorted);
+  const accounts = options.withMerchantAccounts
+    ? sql`WITH ma AS (
+        INSERT INTO merchant_accounts (name) SELECT unnest(${[...new Set(a.accounts)].sort()}::text[])
+        ON CONFLICT DO NOTHING)`
+    : sql``;
   await sql`
+    ${accounts}
     INSERT INTO mirrors (merchant_account, entity_kind, entity_id, external_ref, next_poll_at)
     SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[],
       ${sorted.map((r) => r.externalRef)}::text[], ${sorted.map((r) => r.nextPollAt)}::timestamptz[])

@@ -144,13 +144,10 @@ export async function applyObservations(
     incoming.set(k, entry);
   }
   const list = [...refs.values()];
-  await ensureMerchantAccounts(
-    trx,
-    list.map((r) => r.account),
-  );
   await ensureMirrors(
     trx,
     list.map((r) => ({ ...r, nextPollAt: null })),
+    { withMerchantAccounts: true },
   );
   return reconcile(trx, list, incoming, new Set(), options);
 }
@@ -495,42 +492,32 @@ async function crossEntityExceptions(
     const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
     const accounts = parents.map((p) => p.account);
     const ids = parents.map((p) => p.parentDepositId);
-    const { rows: deposits } = await sql<{
+    // Each parent deposit with its amount and the sum of its refunds that hold or paid out money, one
+    // statement (two index probes per parent).
+    const { rows } = await sql<{
       merchant_account: string;
       entity_id: string;
-      amount: string | null;
-    }>`
-      SELECT m.* FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i)
-      CROSS JOIN LATERAL (
-        SELECT merchant_account, entity_id, amount::text FROM mirrors
-        WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m`.execute(
-      trx,
-    );
-    const { rows: sums } = await sql<{
-      merchant_account: string;
-      parent_deposit_id: string;
+      amount: string;
       refunded: string;
     }>`
-      SELECT v.a AS merchant_account, v.i AS parent_deposit_id, s.refunded
+      SELECT m.merchant_account, m.entity_id, m.amount, s.refunded
       FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i)
+      CROSS JOIN LATERAL (
+        SELECT merchant_account, entity_id, amount::text FROM mirrors
+        WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m
       CROSS JOIN LATERAL (
         SELECT sum(amount)::text AS refunded FROM mirrors
         WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
           AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')) s
-      WHERE s.refunded IS NOT NULL`.execute(trx);
-    const refunded = new Map(
-      sums.map((s) => [`${s.merchant_account}\u0000${s.parent_deposit_id}`, s.refunded]),
-    );
-    for (const d of deposits) {
-      const total = refunded.get(`${d.merchant_account}\u0000${d.entity_id}`);
-      if (d.amount === null || total === undefined) continue;
-      if (toMinor(total)! > parseAmount(d.amount)) {
+      WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`.execute(trx);
+    for (const d of rows) {
+      if (toMinor(d.refunded)! > parseAmount(d.amount)) {
         out.push({
           type: 'OVER_REFUNDED',
           account: d.merchant_account,
           kind: 'deposit',
           entityId: d.entity_id,
-          details: { depositAmount: d.amount, refunded: total },
+          details: { depositAmount: d.amount, refunded: d.refunded },
         });
       }
     }
