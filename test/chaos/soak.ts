@@ -23,6 +23,7 @@ import pino from 'pino';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
 import { RECONCILER_GROUPS } from '../../src/consumers/reconciler.ts';
+import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { Intent } from '../../src/domain/observation.ts';
@@ -48,6 +49,7 @@ import {
   reportRunner,
   SANDBOX_ACCOUNT_NAME,
   startInfrastructure,
+  startPoller,
 } from '../../src/wiring.ts';
 import { emptyStats, type KnownSecret, type ScanStats, scanForSecrets } from '../audit/secrets-scan.ts';
 import { HeapClock } from './clock.ts';
@@ -237,31 +239,6 @@ async function startBrokerProcess(
   return { ...child, port: listening };
 }
 
-/** A part of the pipeline (`payrecon <part>`) as its own process; resolves once it says it runs. */
-async function startPartProcess(
-  part: string,
-  env: Record<string, string>,
-  logFile: WriteStream,
-): Promise<Child> {
-  const child = spawnPart([part], env, logFile);
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`payrecon ${part} did not start: ${out}`)), 60_000);
-    child.proc.stdout?.on('data', (chunk: Buffer) => {
-      if (out.length < 100_000) out += chunk.toString('utf8');
-      if (/"msg":"running"/.test(out)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`payrecon ${part} exited ${code}: ${out}`));
-    });
-  });
-  return child;
-}
-
 export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   const started = Date.now();
   const say = options.log ?? (() => undefined);
@@ -311,8 +288,6 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   let pg: EmbeddedPostgres | null = null;
   let broker: (Child & { port: number }) | null = null;
   let reconciler: Child | null = null;
-  let fetcherProcess: Child | null = null;
-  let pollerProcess: Child | null = null;
   let sink: FastifyInstance | null = null;
   let registry: RunningRegistry | null = null;
   let sandbox: RunningSandbox | null = null;
@@ -446,10 +421,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       admin: infra.admin,
       groups: [RECONCILER_GROUPS.observations, RECONCILER_GROUPS.intents],
     });
-    // The status fetcher and (after the traffic) the poller run as their own processes, as deployed:
-    // their provider calls and the sandbox answering them would not fit one core at 100,000 entities.
-    const partEnv = { ...env, PAYRECON_ACCOUNTS: JSON.stringify([account]), LOG_LEVEL: 'info' };
-    fetcherProcess = await startPartProcess('fetch', partEnv, logFile('fetcher.log'));
+    const providerOptions = { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries };
+    const fetcher = await runStatusFetcher({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      accounts: [account],
+      providerOptions,
+      logger: infra.logger,
+    });
+    infra.lifecycle.add('status fetcher', () => fetcher.stop());
     const alertConsumer = await startAlertConsumer({
       kafka: infra.kafka,
       serde: infra.serde,
@@ -491,7 +471,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       );
     };
     startReconcilerProcess();
-    await alertConsumer.ready;
+    await Promise.all([fetcher.ready, alertConsumer.ready]);
     say(`chaos: infrastructure up at ${seconds()} s (work dir ${work})`);
 
     // ---------------------------------------------------------------- 1. traffic, every creation's intent recorded
@@ -525,7 +505,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     // The poller starts now: the provider's clock stands still while the traffic is created, so nothing
     // can change but what the creations notify, and polling every new PENDING entity every few seconds of
     // real time would only compete with the creation for the machine's two cores.
-    pollerProcess = await startPartProcess('poll', partEnv, logFile('poller.log'));
+    const poller = startPoller(infra, [account], metrics, { idleMs: 250 });
+    infra.lifecycle.add('status poller', () => poller.stop());
 
     // ---------------------------------------------------------------- catching up
     /**
@@ -879,11 +860,6 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     // Reverse order: the parts of this process, the sandbox, then the processes and servers.
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
     await sandbox?.close().catch(() => undefined);
-    for (const part of [pollerProcess, fetcherProcess] as (Child | null)[]) {
-      if (!part) continue;
-      part.proc.kill('SIGTERM');
-      await part.exited;
-    }
     const r = reconciler as Child | null;
     if (r) {
       r.proc.kill('SIGKILL');
