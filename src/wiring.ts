@@ -469,6 +469,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
       concurrency: config.fetcher.concurrency,
       logger,
+      db: infra.db,
     });
     lifecycle.add('status fetcher', () => fetcher.stop());
     const alerts = await startAlertConsumer({
@@ -710,6 +711,7 @@ export async function runPart(part: Part, options: { retentionDays?: string } = 
           providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
           concurrency: config.fetcher.concurrency,
           logger,
+          db: infra.db,
         });
         lifecycle.add('status fetcher', () => fetcher.stop());
         break;

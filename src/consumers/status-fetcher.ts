@@ -12,14 +12,22 @@
  * - "Not found" (404, code 208, code 509) becomes an observation with `status: null`: the ledger raises
  *   MISSING_AT_PROVIDER.
  * - Transient provider errors (timeouts, network, 5xx, 429) are thrown retryable: the runner retries
- *   the batch with back-off. Anything else (schema drift, an unknown account) is thrown non-retryable:
- *   the runner isolates the message and dead-letters it.
+ *   the batch with back-off. On the batch's last try (`lastAttempt`, the topic's retry attempts) the
+ *   entities the provider still would not answer for are handed to the poller (`handOver`: their next
+ *   poll becomes now, `pollNow` in src/db/queries.ts) and the rest is published, so a provider that stops
+ *   answering for a while does not fill the DLQ with good notifications (the chaos soak, under load with
+ *   a 1 s provider timeout, dead-lettered six that way). Anything else (schema drift, an unknown account)
+ *   is thrown non-retryable: the runner isolates the message and dead-letters it.
  */
+import type { Kysely } from 'kysely';
 import type { ProviderAccount } from '../config.ts';
-import { AppError } from '../domain/errors.ts';
+import { pollNow } from '../db/queries.ts';
+import type { Database } from '../db/schema.ts';
+import { AppError, isRetryable } from '../domain/errors.ts';
 import type { Observation } from '../domain/observation.ts';
 import { type ConsumedMessage, createPublisher, type Publisher, runBatchConsumer } from '../events/kafka.ts';
 import type { NotificationReceived } from '../events/payloads.ts';
+import { TOPICS } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { createProviderClient, type ProviderClientOptions } from '../provider/client.ts';
 import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
@@ -37,10 +45,22 @@ export interface StatusFetcherDeps {
   /** Called per observation published (metrics). */
   onObserved?: (observation: Observation) => void;
   logger?: Logger;
+  /**
+   * Entities whose status the provider would not give (a retryable error) on try `lastAttempt` of a
+   * batch: handed to the poller instead of failing the batch towards the DLQ. Without it, such a batch
+   * fails retryable on every try.
+   */
+  handOver?: (entities: readonly EntityToRead[]) => Promise<void>;
+  /** The try of a batch on which `handOver` takes over (the topic's retry attempts; default 1). */
+  lastAttempt?: number;
 }
 
 export interface StatusFetcher {
-  handleNotifications(messages: readonly ConsumedMessage<NotificationReceived>[]): Promise<void>;
+  /** `context.attempt`: which try of this batch this is (the runner's count; 1 when called directly). */
+  handleNotifications(
+    messages: readonly ConsumedMessage<NotificationReceived>[],
+    context?: { attempt: number },
+  ): Promise<void>;
 }
 
 /** Runs `work` over `items` with at most `limit` in flight; rejects with the first error, after all settle. */
@@ -84,7 +104,9 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
   const log = (deps.logger ?? rootLogger).child({ module: 'status-fetcher' });
 
   return {
-    async handleNotifications(messages) {
+    async handleNotifications(messages, context) {
+      const handOver = deps.handOver;
+      const last = handOver !== undefined && (context?.attempt ?? 1) >= (deps.lastAttempt ?? 1);
       // One read per entity per batch: duplicates and bursts collapse.
       const entities = new Map<string, EntityToRead>();
       for (const m of messages) {
@@ -102,7 +124,8 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
           known.externalRef = n.externalId;
         }
       }
-      const observations = await mapBounded([...entities.values()], concurrency, async (entity) => {
+      const unanswered: EntityToRead[] = [];
+      const read = await mapBounded([...entities.values()], concurrency, async (entity) => {
         const client = deps.clientFor(entity.account);
         if (!client) {
           throw new AppError(
@@ -114,8 +137,22 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
             },
           );
         }
-        return readStatus(client, entity, 'webhook', now);
+        try {
+          return await readStatus(client, entity, 'webhook', now);
+        } catch (err) {
+          if (!last || !isRetryable(err)) throw err;
+          unanswered.push(entity);
+          return null;
+        }
       });
+      const observations = read.filter((o): o is Observation => o !== null);
+      if (unanswered.length > 0) {
+        await handOver!(unanswered);
+        log.warn(
+          { entities: unanswered.length, attempt: context?.attempt ?? 1 },
+          'the provider would not answer for these statuses; handed to the poller',
+        );
+      }
       await deps.publisher.publish(
         OBSERVED_TOPIC,
         observations.map((value) => ({ value })),
@@ -134,6 +171,8 @@ export interface RunStatusFetcherOptions {
   groupId?: string;
   concurrency?: number;
   logger?: Logger;
+  /** The ledger's database: with it, statuses the provider would not give are handed to the poller. */
+  db?: Kysely<Database>;
 }
 
 /**
@@ -147,6 +186,12 @@ export async function runStatusFetcher(options: RunStatusFetcherOptions) {
     publisher,
     ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
+    ...(options.db === undefined
+      ? {}
+      : {
+          handOver: (entities: readonly EntityToRead[]) => pollNow(options.db!, entities, new Date()),
+          lastAttempt: TOPICS[NOTIFICATIONS_TOPIC].retry.attempts,
+        }),
   });
   const consumer = await runBatchConsumer({
     kafka: options.kafka,
@@ -154,7 +199,7 @@ export async function runStatusFetcher(options: RunStatusFetcherOptions) {
     topic: NOTIFICATIONS_TOPIC,
     serde: options.serde,
     dlq: publisher,
-    handleBatch: (messages) => fetcher.handleNotifications(messages),
+    handleBatch: (messages, context) => fetcher.handleNotifications(messages, context),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
   });
   return {

@@ -7,7 +7,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Book } from '../domain/effects.ts';
 import type { Minor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { compareRefs, lockMirrorRows, toMinor } from './ledger-repository.ts';
+import { compareRefs, ensureMirrors, lockMirrorRows, toMinor } from './ledger-repository.ts';
 import type { Database } from './schema.ts';
 
 type Db = Kysely<Database>;
@@ -206,6 +206,37 @@ export async function deferPolls(
       UPDATE mirrors SET next_poll_at = ${until}, updated_at = now()
       WHERE next_poll_at IS NOT NULL AND (merchant_account, entity_kind, entity_id) IN (
         SELECT * FROM unnest(${accounts}::text[], ${kinds}::text[], ${ids}::text[]))`.execute(trx);
+  });
+}
+
+/**
+ * Hands entities to the poller: each one's next poll becomes `now` unless it is due sooner already, and
+ * an entity the ledger does not know yet gets its mirror row (and its merchant account) with that poll.
+ * The status fetcher calls it for notifications whose status the provider would not give on the batch's
+ * last try: a provider that stops answering for a while is not a poison message, and the poller reads
+ * the status as soon as the provider answers again, with its own back-off, instead of the notification
+ * waiting in the DLQ for someone to replay it. Final entities (no poll planned) are read once more.
+ */
+export async function pollNow(
+  db: Kysely<Database>,
+  entities: readonly { account: string; kind: EntityKind; entityId: string; externalRef: string | null }[],
+  now: Date,
+): Promise<void> {
+  if (entities.length === 0) return;
+  const sorted = [...entities].sort(compareRefs);
+  await db.transaction().execute(async (trx) => {
+    await ensureMirrors(
+      trx,
+      sorted.map((e) => ({ ...e, nextPollAt: now })),
+      { withMerchantAccounts: true },
+    );
+    // In the ledger's lock order, as `deferPolls` does.
+    await lockMirrorRows(trx, sorted);
+    await sql`
+      UPDATE mirrors SET next_poll_at = ${now}, updated_at = now()
+      WHERE (next_poll_at IS NULL OR next_poll_at > ${now}) AND (merchant_account, entity_kind, entity_id) IN (
+        SELECT * FROM unnest(${sorted.map((e) => e.account)}::text[], ${sorted.map((e) => e.kind)}::text[],
+          ${sorted.map((e) => e.entityId)}::text[]))`.execute(trx);
   });
 }
 

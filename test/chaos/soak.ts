@@ -428,6 +428,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       accounts: [account],
       providerOptions,
       logger: infra.logger,
+      db,
     });
     infra.lifecycle.add('status fetcher', () => fetcher.stop());
     const alertConsumer = await startAlertConsumer({

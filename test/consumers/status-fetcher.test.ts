@@ -269,6 +269,44 @@ describe('status fetcher, called directly', () => {
     expect(values.length).toBe(before);
   }, 30_000);
 
+  it('on the last try hands what the provider would not answer to the poller and publishes the rest', async () => {
+    const answered = await newDeposit(12_00n);
+    const cashout = await newCashout(13_00n);
+    sandbox.control.deps.faults.set({ endpoints: { 'cashout.status': { errorRate: 1, errorStatus: 503 } } });
+    const handedOver: unknown[][] = [];
+    const fetcher = createStatusFetcher({
+      clientFor: (name) => (name === account.name ? client : undefined),
+      publisher: infra.publisher,
+      logger: quiet,
+      lastAttempt: 3,
+      handOver: async (entities) => {
+        handedOver.push([...entities]);
+      },
+    });
+    const batch = [
+      consumed(notification('deposit', answered.id)),
+      consumed(notification('cashout', cashout.id, cashout.externalId)),
+    ];
+    const before = observed.values.length;
+    try {
+      // Before the last try the batch still fails, retryable, and publishes nothing.
+      const early = await fetcher.handleNotifications(batch, { attempt: 2 }).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(isRetryable(early)).toBe(true);
+      expect(handedOver).toEqual([]);
+      await fetcher.handleNotifications(batch, { attempt: 3 });
+    } finally {
+      sandbox.control.deps.faults.set({});
+    }
+    expect(handedOver).toEqual([
+      [{ kind: 'cashout', account: 'main', entityId: cashout.id, externalRef: cashout.externalId }],
+    ]);
+    const values = (await observed.settle(800)).slice(before);
+    expect(values.map((o) => [o.kind, o.entityId])).toEqual([['deposit', answered.id]]);
+  }, 30_000);
+
   it('throws a non-retryable error for an account that is not configured', async () => {
     const error = await fetcherOf()
       .handleNotifications([consumed({ ...notification('deposit', '1'), account: 'elsewhere' })])

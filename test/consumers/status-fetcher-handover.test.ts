@@ -1,0 +1,116 @@
+/**
+ * The status fetcher with the ledger's database, over Kafka with the real runner: a notification whose
+ * status the provider will not give (every status call 503) is handed to the poller once the topic's
+ * retries are spent — its mirror becomes due now — and nothing reaches the DLQ.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
+import { dlqTopicOf } from '../../src/events/topics.ts';
+import { createProviderClient } from '../../src/provider/client.ts';
+import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import {
+  type Infra,
+  PAYER,
+  quiet,
+  sandboxAccount,
+  startInfra,
+  uniqueRef,
+  waitUntil,
+} from '../producers/helpers.ts';
+
+let infra: Infra;
+let sandbox: RunningSandbox;
+let tdb: TestDatabase;
+
+beforeAll(async () => {
+  infra = await startInfra();
+  sandbox = await startSandbox({ seed: 12 });
+  tdb = await createTestDatabase();
+}, 60_000);
+
+afterAll(async () => {
+  await sandbox?.close();
+  await infra?.close();
+  await tdb?.drop();
+});
+
+describe('status fetcher and a provider that will not answer', () => {
+  it('hands the entity to the poller after the last retry and dead-letters nothing', async () => {
+    const account = sandboxAccount(sandbox, { name: 'main' });
+    const client = createProviderClient(account, { retries: 0, logger: quiet });
+    const invoice = uniqueRef('inv');
+    const created = await client.createDeposit({
+      invoice_id: invoice,
+      country: 'BR',
+      currency: 'BRL',
+      amount: 15_00n,
+      payment_method: 'IX',
+      payer: PAYER,
+    });
+    const id = String(created.deposit_id);
+    sandbox.control.deps.faults.set({ endpoints: { 'deposit.status': { errorRate: 1, errorStatus: 503 } } });
+    const fetcher = await runStatusFetcher({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      accounts: [account],
+      providerOptions: { retries: 0, timeoutMs: 2_000 },
+      groupId: 'fetcher-handover-test',
+      logger: quiet,
+      db: tdb.db,
+    });
+    try {
+      await fetcher.ready;
+      const sent = new Date();
+      await infra.publisher.publish('provider.notification.received.v1', [
+        {
+          value: {
+            notificationId: randomUUID(),
+            kind: 'deposit',
+            account: 'main',
+            entityId: id,
+            externalId: invoice,
+            notificationDate: null,
+            receivedAt: sent,
+            bodySha256: '0'.repeat(64),
+            sourceIp: '127.0.0.1',
+            authenticity: 'verified',
+            fields: {},
+          },
+        },
+      ]);
+      const mirror = async () =>
+        tdb.db
+          .selectFrom('mirrors')
+          .select(['status', 'external_ref', 'next_poll_at'])
+          .where('entity_kind', '=', 'deposit')
+          .where('entity_id', '=', id)
+          .executeTakeFirst();
+      // Five tries with back-off (the topic's policy) take a few seconds.
+      await waitUntil(
+        async () => (await mirror()) !== undefined,
+        'the mirror row handed to the poller',
+        30_000,
+      );
+      const row = (await mirror())!;
+      expect(row.status).toBeNull();
+      expect(row.external_ref).toBe(invoice);
+      expect(row.next_poll_at!.getTime()).toBeGreaterThanOrEqual(sent.getTime());
+      expect(row.next_poll_at!.getTime()).toBeLessThanOrEqual(Date.now());
+      // The batch was committed, not dead-lettered.
+      await new Promise((r) => setTimeout(r, 1_000));
+      const admin = infra.kafka.admin();
+      await admin.connect();
+      try {
+        const ends = await admin.fetchTopicOffsets(dlqTopicOf('provider.notification.received.v1'));
+        expect(ends.reduce((sum, p) => sum + Number(p.high), 0)).toBe(0);
+      } finally {
+        await admin.disconnect();
+      }
+    } finally {
+      sandbox.control.deps.faults.set({});
+      await fetcher.stop();
+    }
+  }, 60_000);
+});
