@@ -94,7 +94,10 @@ export class Writer {
 
   private ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
+    // At least 256: after a zero-copy byte field `buf` is what was left of the old one, possibly nothing,
+    // and doubling nothing looped forever (a fetch response whose large record batch ended exactly at the
+    // buffer's end froze the process that ran the broker: the secrets audit hung at its time limit).
+    let size = Math.max(this.buf.length * 2, 256);
     while (size < this.pos + n) size *= 2;
     const next = Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.pos);
