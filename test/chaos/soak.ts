@@ -37,6 +37,7 @@ import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
 import { loadCatalogue } from '../../src/sandbox/catalogue.ts';
+import { ManualClock } from '../../src/sandbox/clock.ts';
 import type { FaultDecision } from '../../src/sandbox/faults.ts';
 import { computeBalances } from '../../src/sandbox/ground-truth.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
@@ -52,7 +53,6 @@ import {
   startPoller,
 } from '../../src/wiring.ts';
 import { emptyStats, type KnownSecret, type ScanStats, scanForSecrets } from '../audit/secrets-scan.ts';
-import { HeapClock } from './clock.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -342,7 +342,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     const db = infra.db;
 
     // ---------------------------------------------------------------- the sandbox, with counted faults
-    const clock = new HeapClock(Date.now());
+    const clock = new ManualClock(Date.now());
     const providerFaults = (rateLimitRate: number) => ({
       endpoints: {
         '*': {
