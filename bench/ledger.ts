@@ -20,6 +20,13 @@ import { applyObservations, recordIntents, withLedgerTransaction } from '../src/
 import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
+import { Rng } from '../src/sandbox/rng.ts';
+
+/** The sandbox's seeded generator (mulberry32), so every run sees the same stream. */
+const seeded = (seed: number) => {
+  const rng = new Rng(seed);
+  return () => rng.next();
+};
 
 const ADMIN =
   process.env.BENCH_DATABASE_URL ??
@@ -71,18 +78,6 @@ function cpuDelta(
     : null;
 }
 
-/** Small deterministic PRNG (mulberry32), so every run sees the same stream. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const PATHS: Record<EntityKind, string[][]> = {
   deposit: [
     ['PENDING', 'COMPLETED', 'COMPLETED'],
@@ -103,7 +98,7 @@ const PATHS: Record<EntityKind, string[][]> = {
 };
 
 function generate(total: number): { observations: Observation[]; intents: Intent[] } {
-  const rnd = prng(42);
+  const rnd = seeded(42);
   const perEntity = 4;
   const entities = Math.ceil(total / perEntity);
   const placed: { key: number; o: Observation }[] = [];

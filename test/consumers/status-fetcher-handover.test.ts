@@ -3,7 +3,6 @@
  * status the provider will not give (every status call 503) is handed to the poller once the topic's
  * retries are spent — its mirror becomes due now — and nothing reaches the DLQ.
  */
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
 import { dlqTopicOf } from '../../src/events/topics.ts';
@@ -12,6 +11,7 @@ import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import {
   type Infra,
+  notificationOf,
   PAYER,
   quiet,
   sandboxAccount,
@@ -64,21 +64,7 @@ describe('status fetcher and a provider that will not answer', () => {
       await fetcher.ready;
       const sent = new Date();
       await infra.publisher.publish('provider.notification.received.v1', [
-        {
-          value: {
-            notificationId: randomUUID(),
-            kind: 'deposit',
-            account: 'main',
-            entityId: id,
-            externalId: invoice,
-            notificationDate: null,
-            receivedAt: sent,
-            bodySha256: '0'.repeat(64),
-            sourceIp: '127.0.0.1',
-            authenticity: 'verified',
-            fields: {},
-          },
-        },
+        { value: notificationOf('deposit', id, invoice) },
       ]);
       const mirror = async () =>
         tdb.db

@@ -17,6 +17,7 @@ import {
   collect,
   type Infra,
   move,
+  notificationOf,
   PAYER,
   quiet,
   sandboxAccount,
@@ -69,26 +70,6 @@ afterAll(async () => {
   await sandbox?.close();
   await infra?.close();
 });
-
-function notification(
-  kind: EntityKind,
-  entityId: string,
-  externalId: string | null = null,
-): NotificationReceived {
-  return {
-    notificationId: randomUUID(),
-    kind,
-    account: 'main',
-    entityId,
-    externalId,
-    notificationDate: null,
-    receivedAt: new Date(),
-    bodySha256: '0'.repeat(64),
-    sourceIp: '127.0.0.1',
-    authenticity: 'verified',
-    fields: {},
-  };
-}
 
 function consumed(value: NotificationReceived): ConsumedMessage<NotificationReceived> {
   return {
@@ -164,12 +145,12 @@ describe('status fetcher, running as a consumer', () => {
     const before = observed.values.length;
     const startedAt = Date.now();
     await infra.publisher.publish('provider.notification.received.v1', [
-      { value: notification('deposit', deposit.id) },
-      { value: notification('cashout', cashout.id, cashout.externalId) },
-      { value: notification('refund', refundId) },
-      { value: notification('deposit', '999999999') },
-      { value: notification('cashout', '987654321', 'ext-nobody') },
-      { value: notification('refund', '888888888') },
+      { value: notificationOf('deposit', deposit.id) },
+      { value: notificationOf('cashout', cashout.id, cashout.externalId) },
+      { value: notificationOf('refund', refundId) },
+      { value: notificationOf('deposit', '999999999') },
+      { value: notificationOf('cashout', '987654321', 'ext-nobody') },
+      { value: notificationOf('refund', '888888888') },
     ]);
     await observed.waitFor(before + 6);
 
@@ -243,7 +224,7 @@ describe('status fetcher, called directly', () => {
   it('reads each entity once per batch even when notified twice', async () => {
     const deposit = await newDeposit(10_00n);
     const before = observed.values.length;
-    const n = notification('deposit', deposit.id);
+    const n = notificationOf('deposit', deposit.id);
     await fetcherOf().handleNotifications([consumed(n), consumed({ ...n, notificationId: randomUUID() })]);
     const values = await observed.settle(1_000);
     expect(values.slice(before).filter((o) => o.entityId === deposit.id)).toHaveLength(1);
@@ -255,7 +236,7 @@ describe('status fetcher, called directly', () => {
     const before = observed.values.length;
     try {
       const error = await fetcherOf()
-        .handleNotifications([consumed(notification('deposit', deposit.id))])
+        .handleNotifications([consumed(notificationOf('deposit', deposit.id))])
         .then(
           () => null,
           (err: unknown) => err,
@@ -284,8 +265,8 @@ describe('status fetcher, called directly', () => {
       },
     });
     const batch = [
-      consumed(notification('deposit', answered.id)),
-      consumed(notification('cashout', cashout.id, cashout.externalId)),
+      consumed(notificationOf('deposit', answered.id)),
+      consumed(notificationOf('cashout', cashout.id, cashout.externalId)),
     ];
     const before = observed.values.length;
     try {
@@ -309,7 +290,7 @@ describe('status fetcher, called directly', () => {
 
   it('throws a non-retryable error for an account that is not configured', async () => {
     const error = await fetcherOf()
-      .handleNotifications([consumed({ ...notification('deposit', '1'), account: 'elsewhere' })])
+      .handleNotifications([consumed({ ...notificationOf('deposit', '1'), account: 'elsewhere' })])
       .then(
         () => null,
         (err: unknown) => err,

@@ -1,22 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { arrayLiteral, isoText, toMinor } from '../../src/db/ledger-repository.ts';
 import { formatAmount, parseAmount } from '../../src/domain/money.ts';
+import { Rng } from '../../src/sandbox/rng.ts';
 
-/** Small deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The sandbox's seeded generator (mulberry32), so every run sees the same stream. */
+const seeded = (seed: number) => {
+  const rng = new Rng(seed);
+  return () => rng.next();
+};
 
 describe('isoText', () => {
   it('writes what Date#toISOString writes, for instants of every year 0-9999 and the edges', () => {
-    const rnd = prng(7);
+    const rnd = seeded(7);
     const edges = [
       0,
       -1,
@@ -46,7 +41,7 @@ describe('isoText', () => {
 
 describe('toMinor', () => {
   it('reads numeric text of scale 2 as parseAmount does, exactly, up to 40 integer digits', () => {
-    const rnd = prng(11);
+    const rnd = seeded(11);
     for (let i = 0; i < 5_000; i++) {
       const digits = 1 + Math.floor(rnd() * 40);
       let n = BigInt(Math.floor(rnd() * 9) + 1);

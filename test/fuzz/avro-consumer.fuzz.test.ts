@@ -29,7 +29,7 @@ import { createLogger } from '../../src/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { sampleIntent } from '../events/fixtures.ts';
 import { observation, waitFor } from '../pipeline/helpers.ts';
-import { type Infra, quiet, sandboxAccount, startInfra } from '../producers/helpers.ts';
+import { type Infra, notificationOf, quiet, sandboxAccount, startInfra } from '../producers/helpers.ts';
 import { oneShotBody, signed, startTestSandbox } from '../sandbox/helpers.ts';
 
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 2_000);
@@ -129,19 +129,8 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
         feeCurrency: 'USD',
         feeOnPayer: false,
       });
-    const validNotification = (entityId: string, account = 'main'): NotificationReceived => ({
-      notificationId: randomUUID(),
-      kind: 'deposit',
-      account,
-      entityId,
-      externalId: null,
-      notificationDate: null,
-      receivedAt: new Date(),
-      bodySha256: '0'.repeat(64),
-      sourceIp: '127.0.0.1',
-      authenticity: 'verified',
-      fields: {},
-    });
+    const validNotification = (entityId: string, account = 'main'): NotificationReceived =>
+      notificationOf('deposit', entityId, null, account);
     /** A valid value of the topic as an Avro record (to corrupt field by field). */
     const validRecord = (): AvroRecord =>
       topic === OBSERVED

@@ -3,16 +3,18 @@
  * the catalog's topics, a publisher, a kafkajs consumer that collects decoded values, and the
  * provider account of the sandbox's default merchant.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import type { Consumer, Kafka } from 'kafkajs';
 import type { ProviderAccount } from '../../src/config.ts';
+import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import { createKafka, createPublisher, ensureTopics, type Publisher } from '../../src/events/kafka.ts';
+import type { NotificationReceived } from '../../src/events/payloads.ts';
 import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import type { TopicName, TopicValues } from '../../src/events/topics.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -190,4 +192,26 @@ let seq = 0;
 export function uniqueRef(prefix: string): string {
   seq++;
   return `${prefix}-${Date.now().toString(36)}-${seq}`;
+}
+
+/** A notification as the webhook ingress publishes it: verified, received now, no fields. */
+export function notificationOf(
+  kind: EntityKind,
+  entityId: string,
+  externalId: string | null = null,
+  account = 'main',
+): NotificationReceived {
+  return {
+    notificationId: randomUUID(),
+    kind,
+    account,
+    entityId,
+    externalId,
+    notificationDate: null,
+    receivedAt: new Date(),
+    bodySha256: '0'.repeat(64),
+    sourceIp: '127.0.0.1',
+    authenticity: 'verified',
+    fields: {},
+  };
 }
