@@ -235,7 +235,7 @@ describe('the secrets audit', () => {
     // 2. A provider day in one-hour steps: payments, card results, bank answers, webhooks, refunds.
     // Refunds need deposits the moves completed, so the traffic runs on, but only up to a bound: every
     // advance fires the pending moves of every entity, so with the traffic on throughout, each step took
-    // longer than the last (a run reached 11,000 entities at the ten-minute limit, still in its day).
+    // longer than the last (a run had created 11,000 entities after five minutes, still inside its day).
     const stopTraffic = () => fetch(`${sandboxApi}/_sandbox/traffic`, { method: 'DELETE' });
     let trafficOn = true;
     for (let h = 1; h <= 24; h++) {

@@ -10,7 +10,9 @@
  * seconds. CHAOS_TRAFFIC_RATE: creations per second (default 300). The poller works in rounds that end
  * with their slowest call (a hanging call and its retry take seconds), so rounds of 500 read about 250
  * entities per second, too few to go round 100,000 non-final entities between catch-ups:
- * CHAOS_POLL_CONCURRENCY (default 64) and CHAOS_POLL_BATCH_SIZE (default 2,000), leased for 10 s.
+ * CHAOS_POLL_CONCURRENCY (default 64) and CHAOS_POLL_BATCH_SIZE (default 2,000), leased for 10 s. At
+ * 100,000 entities the soak's own process then runs out of a core first (133 entities/s; RELIABILITY.md
+ * "Not yet done" has the measured runs).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';

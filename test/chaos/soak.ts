@@ -513,7 +513,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     /**
      * Entities whose ledger status differs from the sandbox's. With `lateRejectionsPending`, a COMPLETED
      * cashout or refund the provider has since rejected does not count: REJECTED is final, so nothing can
-     * supersede it before the daily re-check reads it, and the last catch-up waits for every one of them.
+     * supersede it before the re-check of COMPLETED entities reads it, and the last catch-up waits for all.
      */
     const mirrorsDiffer = async (lateRejectionsPending = false): Promise<number> => {
       const rows = await db.selectFrom('mirrors').select(['entity_kind', 'entity_id', 'status']).execute();
