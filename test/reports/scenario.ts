@@ -10,7 +10,7 @@ import type { Kysely } from 'kysely';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import type { Minor } from '../../src/domain/money.ts';
-import type { Intent, Observation } from '../../src/domain/observation.ts';
+import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 
 export const ACCOUNT = 'acme';
@@ -36,16 +36,8 @@ function ob(
     source: 'webhook',
     currency: kind === 'cashout' ? null : 'BRL',
     amount: null,
-    feeAmount: null,
-    feeCurrency: null,
+    ...NO_FACTS,
     feeOnPayer: false,
-    test: false,
-    crypto: false,
-    statusReason: null,
-    payerVerification: null,
-    rejectionCode: null,
-    rejectionReason: null,
-    parentDepositId: null,
     details: {},
     ...extra,
   };
