@@ -9,6 +9,7 @@ import * as m20261121T1040 from './migrations/20261121T1040_ledger.ts';
 import * as m20261121T1200 from './migrations/20261121T1200_report_runs_detail.ts';
 import * as m20261121T1300 from './migrations/20261121T1300_alert_deliveries.ts';
 import * as m20261121T1400 from './migrations/20261121T1400_ledger_set_checks.ts';
+import * as m20261121T1500 from './migrations/20261121T1500_test_book_refunds.ts';
 import type { Database } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -16,6 +17,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261121T1200_report_runs_detail': m20261121T1200,
   '20261121T1300_alert_deliveries': m20261121T1300,
   '20261121T1400_ledger_set_checks': m20261121T1400,
+  '20261121T1500_test_book_refunds': m20261121T1500,
 };
 
 export interface OpenDatabaseOptions {

@@ -337,6 +337,26 @@ export interface LinkedIntent extends IntentFacts {
 }
 
 /**
+ * Which of the given deposits (merchant account and deposit id) the ledger knows as test deposits, as
+ * `refKey`s: a refund of one is booked in the test book.
+ */
+export async function loadTestDeposits(
+  db: Db,
+  deposits: readonly { account: string; depositId: string }[],
+): Promise<Set<string>> {
+  const out = new Set<string>();
+  if (deposits.length === 0) return out;
+  const { rows } = await sql<{ merchant_account: string; entity_id: string }>`
+    SELECT m.merchant_account, m.entity_id
+    FROM unnest(${deposits.map((d) => d.account)}::text[], ${deposits.map((d) => d.depositId)}::text[]) AS r(account, id)
+    JOIN mirrors m ON m.merchant_account = r.account AND m.entity_kind = 'deposit' AND m.entity_id = r.id
+    WHERE m.test`.execute(db);
+  for (const r of rows)
+    out.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
+  return out;
+}
+
+/**
  * The intent of each entity: the one naming its provider id, else the one with its merchant reference
  * (invoice_id, external_id) and no other provider id; the earliest created wins a tie.
  */

@@ -38,6 +38,7 @@ import {
   type HistoryRow,
   loadBatch,
   loadIntents,
+  loadTestDeposits,
   type MirrorUpdate,
   refKey,
   toMinor,
@@ -284,6 +285,21 @@ async function reconcile(
   });
   const intents = await loadIntents(trx, externalRefs);
   step('load intents');
+  // A refund of a test deposit is booked in the test book: the deposits of the batch's refunds that the
+  // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
+  // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
+  // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
+  const parentOf = new Map<string, { account: string; depositId: string }>();
+  for (let r = 0; r < refs.length; r++) {
+    if (refs[r]!.kind !== 'refund') continue;
+    const k = keys[r]!;
+    const parent =
+      incoming.get(k)?.observations.find((o) => o.parentDepositId !== null)?.parentDepositId ??
+      histories.get(k)?.find((h) => h.parentDepositId !== null)?.parentDepositId ??
+      null;
+    if (parent !== null) parentOf.set(k, { account: refs[r]!.account, depositId: parent });
+  }
+  const testDeposits = await loadTestDeposits(trx, [...parentOf.values()]);
 
   const historyRows: HistoryRow[] = [];
   const entries: EntryToBook[] = [];
@@ -306,6 +322,15 @@ async function reconcile(
     const path = derivePath(ref.kind, all);
     const intent = intents.get(k) ?? (intentTouched.has(k) ? null : mirror.intent);
     const facts = entityFacts(ref.kind, path.sorted, intent);
+    if (ref.kind === 'deposit') {
+      if (facts.test) testDeposits.add(k);
+      else testDeposits.delete(k);
+    } else if (ref.kind === 'refund') {
+      const parent = parentOf.get(k);
+      facts.test =
+        parent !== undefined &&
+        testDeposits.has(refKey({ account: ref.account, kind: 'deposit', entityId: parent.depositId }));
+    }
     const state: EffectState = {
       kind: ref.kind,
       status: path.status,

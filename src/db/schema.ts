@@ -28,7 +28,7 @@ export interface LedgerAccountsTable {
   currency: string;
   book: Book;
   /** live: available, reserved, deposits, fees, payouts, refunds; test: test_available, test_deposits,
-   * test_fees; crypto: crypto_payers, crypto_in_transit, crypto_customer_wallets. */
+   * test_fees, test_reserved, test_refunds; crypto: crypto_payers, crypto_in_transit, crypto_customer_wallets. */
   name: string;
   created_at: GeneratedTimestamp;
 }

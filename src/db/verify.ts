@@ -9,7 +9,13 @@ import { type Kysely, sql } from 'kysely';
 import { derivePath, type EffectState, entityFacts, planEntries, wantedEffects } from '../domain/effects.ts';
 import { formatAmount } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { type EntityRef, loadIntents, loadLedgerState, refKey } from './ledger-repository.ts';
+import {
+  type EntityRef,
+  loadIntents,
+  loadLedgerState,
+  loadTestDeposits,
+  refKey,
+} from './ledger-repository.ts';
 import type { Database } from './schema.ts';
 
 type Db = Kysely<Database>;
@@ -63,12 +69,22 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
   );
   failures.push(...listed('entry mixes books', mixed.rows, (r) => `${r.idempotency_key} (${r.books})`));
 
+  // Test deposits and the refunds of test deposits post in the test book, everything else outside it. A
+  // refund booked live before its deposit was known as test is moved by reversal and re-posting, so for
+  // refunds what counts is each effect's net count per book.
   const testBook = await sql<{ idempotency_key: string; book: string }>`
     SELECT e.idempotency_key, e.book FROM journal_entries e
     LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
       AND m.entity_id = e.entity_id
-    WHERE (e.entity_kind = 'deposit' AND m.test AND e.book <> 'test')
-       OR (e.book = 'test' AND (e.entity_kind <> 'deposit' OR m.test IS NOT TRUE))`.execute(db);
+    WHERE e.entity_kind <> 'refund' AND coalesce(e.entity_kind = 'deposit' AND m.test, false) <> (e.book = 'test')
+    UNION ALL
+    SELECT min(e.idempotency_key), e.book FROM journal_entries e
+    LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
+      AND m.entity_id = e.entity_id
+    LEFT JOIN mirrors d ON d.merchant_account = m.merchant_account AND d.entity_kind = 'deposit'
+      AND d.entity_id = m.parent_deposit_id
+    WHERE e.entity_kind = 'refund' AND coalesce(d.test, false) <> (e.book = 'test')
+    GROUP BY e.merchant_account, e.entity_id, e.effect, e.book HAVING sum(e.direction) <> 0`.execute(db);
   failures.push(
     ...listed('test book mixed with others', testBook.rows, (r) => `${r.idempotency_key} in book ${r.book}`),
   );
@@ -87,30 +103,37 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     ),
   );
 
+  // Live `reserved` against live cashouts and refunds in flight; `test_reserved` against the in-flight
+  // refunds of test deposits (their mirror carries the deposit's test flag).
   const reserved = await sql<{
     merchant_account: string;
     currency: string;
+    book: string;
     reserved: string;
     in_flight: string;
   }>`
     WITH r AS (
-      SELECT merchant_account, currency, sum(amount) AS reserved FROM postings
-      WHERE book = 'live' AND account = 'reserved' GROUP BY merchant_account, currency),
+      SELECT merchant_account, currency, book, sum(amount) AS reserved FROM postings
+      WHERE (book = 'live' AND account = 'reserved') OR (book = 'test' AND account = 'test_reserved')
+      GROUP BY merchant_account, currency, book),
     f AS (
-      SELECT merchant_account, currency, sum(amount) AS in_flight FROM mirrors
+      SELECT merchant_account, currency, CASE WHEN entity_kind = 'refund' AND test THEN 'test' ELSE 'live' END AS book,
+        sum(amount) AS in_flight FROM mirrors
       WHERE entity_kind IN ('cashout', 'refund') AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS')
         AND amount IS NOT NULL AND currency IS NOT NULL
-      GROUP BY merchant_account, currency)
+      GROUP BY 1, 2, 3)
     SELECT coalesce(r.merchant_account, f.merchant_account) AS merchant_account,
-      coalesce(r.currency, f.currency) AS currency, coalesce(r.reserved, 0)::text AS reserved,
-      coalesce(f.in_flight, 0)::text AS in_flight
-    FROM r FULL JOIN f ON f.merchant_account = r.merchant_account AND f.currency = r.currency
+      coalesce(r.currency, f.currency) AS currency, coalesce(r.book, f.book) AS book,
+      coalesce(r.reserved, 0)::text AS reserved, coalesce(f.in_flight, 0)::text AS in_flight
+    FROM r FULL JOIN f ON f.merchant_account = r.merchant_account AND f.currency = r.currency AND f.book = r.book
     WHERE coalesce(r.reserved, 0) <> coalesce(f.in_flight, 0)`.execute(db);
   failures.push(
     ...listed(
       'reserved differs from in-flight cashouts and refunds',
       reserved.rows,
-      (r) => `${r.merchant_account} ${r.currency}: reserved ${r.reserved}, in flight ${r.in_flight}`,
+      (r) =>
+        `${r.merchant_account} ${r.currency}${r.book === 'test' ? ' (test book)' : ''}: reserved ${r.reserved}, ` +
+        `in flight ${r.in_flight}`,
     ),
   );
 
@@ -139,6 +162,18 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       entityId: r.entity_id,
     }));
     const { histories, applied } = await loadLedgerState(db, refs);
+    const parentOf = new Map<string, string>();
+    for (const ref of refs) {
+      if (ref.kind !== 'refund') continue;
+      const parent = histories.get(refKey(ref))?.find((h) => h.parentDepositId !== null)?.parentDepositId;
+      if (parent) parentOf.set(refKey(ref), parent);
+    }
+    const testDeposits = await loadTestDeposits(
+      db,
+      refs
+        .filter((r) => parentOf.has(refKey(r)))
+        .map((r) => ({ account: r.account, depositId: parentOf.get(refKey(r))! })),
+    );
     const intents = await loadIntents(
       db,
       rows.map((r, i) => {
@@ -153,6 +188,12 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       const k = refKey(ref);
       const path = derivePath(ref.kind, histories.get(k) ?? []);
       const facts = entityFacts(ref.kind, path.sorted, intents.get(k) ?? null);
+      if (ref.kind === 'refund') {
+        const parent = parentOf.get(k);
+        facts.test =
+          parent !== undefined &&
+          testDeposits.has(refKey({ account: ref.account, kind: 'deposit', entityId: parent }));
+      }
       const state: EffectState = {
         kind: ref.kind,
         status: path.status,

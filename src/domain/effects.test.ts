@@ -167,6 +167,29 @@ describe('postings', () => {
     ]);
   });
 
+  it('a refund of a test deposit stays in the test book through reserve, settle and late reversal', () => {
+    const amounts = { currency: 'BRL', amount: 500n, feeAmount: null, feeCurrency: null, feeOnPayer: false };
+    const at = (status: 'PENDING' | 'COMPLETED' | 'REJECTED' | 'CANCELLED', everCompleted: boolean) =>
+      wantedEffects(state('refund', status, { test: true, everCompleted }), amounts).effects;
+    expect(at('PENDING', false).map((e) => e.book)).toEqual(['test']);
+    expect(netPostings('refund', at('PENDING', false))).toEqual([
+      { account: 'test_reserved', currency: 'BRL', amount: 500n },
+      { account: 'test_available', currency: 'BRL', amount: -500n },
+    ]);
+    expect(netPostings('refund', at('COMPLETED', true))).toEqual([
+      { account: 'test_available', currency: 'BRL', amount: -500n },
+      { account: 'test_refunds', currency: 'BRL', amount: 500n },
+    ]);
+    expect(netPostings('refund', at('REJECTED', true))).toEqual([]);
+    expect(netPostings('refund', at('CANCELLED', false))).toEqual([]);
+    // A live refund and a cashout (never test) keep the live accounts.
+    expect(netPostings('refund', wantedEffects(state('refund', 'PENDING'), amounts).effects)).toEqual([
+      { account: 'reserved', currency: 'BRL', amount: 500n },
+      { account: 'available', currency: 'BRL', amount: -500n },
+    ]);
+    expect(wantedEffects(state('cashout', 'PENDING', { test: true }), amounts).effects[0]!.book).toBe('live');
+  });
+
   it('fee on payer debits no fee; an unknown amount waits', () => {
     const s = state('deposit', 'COMPLETED', { everCompleted: true });
     const r = wantedEffects(s, {

@@ -36,10 +36,10 @@ export type Effect = (typeof EFFECTS)[number];
 export const BOOKS = ['live', 'test', 'crypto'] as const;
 export type Book = (typeof BOOKS)[number];
 
-/** Ledger accounts of each book. */
+/** Ledger accounts of each book (refunds of test deposits use `test_reserved` and `test_refunds`). */
 export const BOOK_ACCOUNTS = {
   live: ['available', 'reserved', 'deposits', 'fees', 'payouts', 'refunds'],
-  test: ['test_available', 'test_deposits', 'test_fees'],
+  test: ['test_available', 'test_deposits', 'test_fees', 'test_reserved', 'test_refunds'],
   crypto: ['crypto_payers', 'crypto_in_transit', 'crypto_customer_wallets'],
 } as const satisfies Record<Book, readonly string[]>;
 
@@ -145,8 +145,10 @@ export interface EffectState {
 }
 
 export function bookOf(kind: EntityKind, test: boolean, crypto: boolean): Book {
-  if (kind !== 'deposit') return 'live';
+  // A refund is test when its deposit is (the ledger takes the flag from the deposit); cashouts never are.
+  if (kind === 'cashout') return 'live';
   if (test) return 'test';
+  if (kind === 'refund') return 'live';
   return crypto ? 'crypto' : 'live';
 }
 
@@ -302,6 +304,16 @@ function feeLines(book: Book, currency: string, fee: Minor): PostingLine[] {
   ];
 }
 
+/** The accounts a cashout or refund moves money through: a refund of a test deposit stays in the test book. */
+function outflowAccounts(
+  kind: EntityKind,
+  book: Book,
+): { available: string; reserved: string; paidOut: string } {
+  if (book === 'test')
+    return { available: 'test_available', reserved: 'test_reserved', paidOut: 'test_refunds' };
+  return { available: 'available', reserved: 'reserved', paidOut: kind === 'refund' ? 'refunds' : 'payouts' };
+}
+
 /** Sums lines per (account, currency), dropping zeros, in a stable order. */
 export function mergeLines(lines: readonly PostingLine[]): PostingLine[] {
   const map = new Map<string, PostingLine>();
@@ -339,26 +351,34 @@ export function effectPostings(kind: EntityKind, effect: Effect, p: EffectParams
         { account: 'crypto_customer_wallets', currency: c, amount: A },
         { account: 'crypto_in_transit', currency: c, amount: -A },
       ];
-    case 'reserve':
+    case 'reserve': {
+      const o = outflowAccounts(kind, p.book);
       return [
-        { account: 'reserved', currency: c, amount: A },
-        { account: 'available', currency: c, amount: -A },
+        { account: o.reserved, currency: c, amount: A },
+        { account: o.available, currency: c, amount: -A },
       ];
-    case 'release':
+    }
+    case 'release': {
+      const o = outflowAccounts(kind, p.book);
       return [
-        { account: 'available', currency: c, amount: A },
-        { account: 'reserved', currency: c, amount: -A },
+        { account: o.available, currency: c, amount: A },
+        { account: o.reserved, currency: c, amount: -A },
       ];
-    case 'settle':
+    }
+    case 'settle': {
+      const o = outflowAccounts(kind, p.book);
       return [
-        { account: kind === 'refund' ? 'refunds' : 'payouts', currency: c, amount: A },
-        { account: 'reserved', currency: c, amount: -A },
+        { account: o.paidOut, currency: c, amount: A },
+        { account: o.reserved, currency: c, amount: -A },
       ];
-    case 'late_reversal':
+    }
+    case 'late_reversal': {
+      const o = outflowAccounts(kind, p.book);
       return [
-        { account: 'available', currency: c, amount: A },
-        { account: kind === 'refund' ? 'refunds' : 'payouts', currency: c, amount: -A },
+        { account: o.available, currency: c, amount: A },
+        { account: o.paidOut, currency: c, amount: -A },
       ];
+    }
     default:
       return assertNever(effect, 'effect');
   }

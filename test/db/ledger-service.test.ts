@@ -116,6 +116,44 @@ describe('applyObservations', () => {
     await expectVerified();
   });
 
+  it('books a refund of a test deposit in the test book, live money untouched', async () => {
+    const live = await balanceOf('acme', 'available');
+    const refunds = await balanceOf('acme', 'refunds');
+    await apply([obs('deposit', 'dtr', 'COMPLETED', 1, { test: true })]);
+    const testAvailable = await balanceOf('acme', 'test_available');
+    const refund = { parentDepositId: 'dtr', amount: 4_000n };
+    await apply([obs('refund', 'rt1', 'PENDING', 2, refund)]);
+    expect(await balanceOf('acme', 'test_reserved')).toBe(4_000n);
+    await expectVerified();
+    await apply([obs('refund', 'rt1', 'COMPLETED', 3, refund)]);
+    expect(await balanceOf('acme', 'test_available')).toBe(testAvailable - 4_000n);
+    expect(await balanceOf('acme', 'test_refunds')).toBe(4_000n);
+    expect(await balanceOf('acme', 'test_reserved')).toBe(0n);
+    await apply([obs('refund', 'rt1', 'REJECTED', 4, refund)]);
+    expect(await balanceOf('acme', 'test_available')).toBe(testAvailable);
+    expect(await balanceOf('acme', 'available')).toBe(live);
+    expect(await balanceOf('acme', 'refunds')).toBe(refunds);
+    await expectVerified();
+  });
+
+  it('moves a refund booked live to the test book once its deposit is known as test', async () => {
+    const live = await balanceOf('acme', 'available');
+    const refund = { parentDepositId: 'dlate', amount: 2_500n };
+    // The refund arrives before anything about its deposit: booked live.
+    await apply([obs('refund', 'rt2', 'PENDING', 1, refund)]);
+    expect(await balanceOf('acme', 'available')).toBe(live - 2_500n);
+    await apply([obs('deposit', 'dlate', 'COMPLETED', 2, { test: true })]);
+    // Verification names the refund booked in the wrong book.
+    expect((await verifyLedger(t.db)).failures.join('\n')).toMatch(
+      /test book mixed with others.*refund:acme:rt2/s,
+    );
+    // The refund's next reading moves it: live reserve reversed, test reserve posted.
+    await apply([obs('refund', 'rt2', 'COMPLETED', 3, refund)]);
+    expect(await balanceOf('acme', 'available')).toBe(live);
+    expect(await balanceOf('acme', 'test_refunds')).toBeGreaterThanOrEqual(2_500n);
+    await expectVerified();
+  });
+
   it('reverses an early-released deposit that is then cancelled, and alerts once', async () => {
     await apply([obs('deposit', 'de', 'EARLY_RELEASED', 1, { feeAmount: 200n, feeCurrency: 'BRL' })]);
     const credited = await balanceOf('acme', 'available');
