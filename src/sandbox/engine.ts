@@ -79,7 +79,8 @@ export class SandboxEngine {
   readonly pageTokens = new Map<string, number>();
   private readonly listeners: ChangeListener[] = [];
   private readonly expiredToCancelledMs: number;
-  private nextDepositId = 3_000_000_001;
+  private static readonly FIRST_DEPOSIT_ID = 3_000_000_001;
+  private nextDepositId = SandboxEngine.FIRST_DEPOSIT_ID;
   private nextCashoutId = 8_405_147;
   private nextRefundId = 168_284;
 
@@ -101,6 +102,13 @@ export class SandboxEngine {
 
   newDepositId(): number {
     return this.nextDepositId++;
+  }
+  /** Deposits, newest first: ids are handed out in order, so this costs what it yields, not the map's size. */
+  *depositsNewestFirst(): Generator<DepositRecord> {
+    for (let id = this.nextDepositId - 1; id >= SandboxEngine.FIRST_DEPOSIT_ID; id--) {
+      const d = this.deposits.get(id);
+      if (d) yield d;
+    }
   }
   newCashoutId(): number {
     return this.nextCashoutId++;

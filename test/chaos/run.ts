@@ -3,16 +3,17 @@
  * its figures, writes them into the "Chaos soak" section of RELIABILITY.md (replacing the previous run's),
  * and exits non-zero when an end condition of the issue does not hold.
  *
- * Polling on real time while ten provider days pass in minutes: the poller reads every non-final entity
- * at most every CHAOS_POLL_MAX_DELAY_SECONDS (default 5), and re-checks COMPLETED cashouts and refunds
- * every CHAOS_COMPLETED_RECHECK_SECONDS (default one second per 500 entities, at least the former), so
- * the quarter of the entities that stay in the late-rejection window is not asked about every few
- * seconds. CHAOS_TRAFFIC_RATE: creations per second (default 300). The poller works in rounds that end
- * with their slowest call (a hanging call and its retry take seconds), so rounds of 500 read about 250
- * entities per second, too few to go round 100,000 non-final entities between catch-ups:
- * CHAOS_POLL_CONCURRENCY (default 64) and CHAOS_POLL_BATCH_SIZE (default 2,000), leased for 10 s. At
- * 100,000 entities the soak's own process then runs out of a core first (133 entities/s; RELIABILITY.md
- * "Not yet done" has the measured runs).
+ * The creations are spread over the first CHAOS_CREATE_OVER_HOURS provider hours (default 168, seven of
+ * the ten days; 0 creates them all before the clock starts), so about a day's worth of entities is open at
+ * once, as at a merchant. Polling runs on real time while ten provider days pass in minutes: the poller
+ * reads every non-final entity at most every CHAOS_POLL_MAX_DELAY_SECONDS (default 5), and re-checks
+ * COMPLETED cashouts and refunds every CHAOS_COMPLETED_RECHECK_SECONDS (default one second per 250
+ * entities, at least the former): intermediate catch-ups do not wait for a COMPLETED turned REJECTED, so
+ * only the last catch-up waits for that re-check. CHAOS_TRAFFIC_RATE: creations per second while a provider
+ * hour's share is created (default 300). The poller works in rounds that end with their slowest call (a
+ * hanging call and its retry take seconds): CHAOS_POLL_CONCURRENCY (default 64) and CHAOS_POLL_BATCH_SIZE
+ * (default 2,000), leased for 10 s. Each catch-up waits for the poller to go round the open entities once
+ * (a dropped webhook's status is read by a poll), so the run's time grows with the entities open at once.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -29,10 +30,11 @@ const polling = {
   firstDelaySeconds: 1,
   maxDelaySeconds: maxDelay,
   completedRecheckSeconds: Number(
-    process.env.CHAOS_COMPLETED_RECHECK_SECONDS ?? Math.max(maxDelay, Math.round(entities / 500)),
+    process.env.CHAOS_COMPLETED_RECHECK_SECONDS ?? Math.max(maxDelay, Math.round(entities / 250)),
   ),
 };
 const trafficRate = Number(process.env.CHAOS_TRAFFIC_RATE ?? 300);
+const createOverHours = Number(process.env.CHAOS_CREATE_OVER_HOURS ?? 168);
 const poller = {
   concurrency: Number(process.env.CHAOS_POLL_CONCURRENCY ?? 64),
   batchSize: Number(process.env.CHAOS_POLL_BATCH_SIZE ?? 2_000),
@@ -45,6 +47,7 @@ const figures = await runSoak({
   plan,
   polling,
   trafficRate,
+  createOverHours,
   poller,
   catchUpMs: Math.max(240_000, entities * 20),
   log: (line) => process.stdout.write(`${line}\n`),
@@ -80,8 +83,9 @@ function section(f: SoakFigures, failed: string[]): string {
         : ''
     }, ${cpus().length} vCPU, ${Math.round(totalmem() / 2 ** 30)} GiB, Node.js ${process.versions.node}. ` +
       `Ten provider days on a manual clock; the reconciler (\`payrecon reconcile\`) and the broker (\`payrecon broker\`) ` +
-      `run as their own processes, PostgreSQL is embedded; ${n(trafficRate)} creations/s asked of the traffic generator; ` +
-      `polling from when the traffic is created, every ${polling.maxDelaySeconds} s at most, COMPLETED cashouts and ` +
+      `run as their own processes, PostgreSQL is embedded; the creations spread over the first ${createOverHours} provider hours ` +
+      `(${n(trafficRate)}/s asked of the traffic generator while an hour's share is created); ` +
+      `polling every ${polling.maxDelaySeconds} s at most, COMPLETED cashouts and ` +
       `refunds re-checked every ${polling.completedRecheckSeconds} s, ${poller.concurrency} calls in flight in rounds of ${n(poller.batchSize)}. ` +
       `Faults: provider ${pct(plan.provider.errorRate)} 5xx and ${pct(plan.provider.hangRate)} hanging calls on every ` +
       `endpoint, bursts of ${pct(plan.rateLimitBursts.rate)} 429; webhooks ${pct(plan.webhooks.duplicateRate)} duplicated, ` +

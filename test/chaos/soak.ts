@@ -61,7 +61,7 @@ const ROOT = join(import.meta.dirname, '../..');
 /** Real time the broker and PostgreSQL stay down (the clock moves a step meanwhile). */
 const OUTAGE_MS = 5_000;
 
-/** What goes wrong, and when (provider hours after the traffic stopped; the soak runs ten provider days). */
+/** What goes wrong, and when (provider hours; the soak runs ten provider days). */
 export interface FaultPlan {
   provider: { errorRate: number; hangRate: number };
   /** Bursts of 429 on every endpoint: at these provider hours, `rate` of calls for `realMs`. */
@@ -90,6 +90,13 @@ export interface SoakOptions {
   plan: FaultPlan;
   /** Creations per second asked of the traffic generator (default 150). */
   trafficRate?: number;
+  /**
+   * Provider hours over which the creations are spread (default 168, the first seven of the ten days;
+   * 0: all of them before the clock starts). Before each provider hour the traffic creates its share and
+   * stops, so the entities are created while the faults happen and about a day's worth is in flight at
+   * once, as at a merchant, instead of every entity at once.
+   */
+  createOverHours?: number;
   seed?: number;
   /** Polling schedule given to every part through PAYRECON_POLL_* (seconds). */
   polling?: { firstDelaySeconds: number; maxDelaySeconds: number; completedRecheckSeconds: number };
@@ -484,28 +491,47 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     };
     const traffic = sb.control.traffic;
     traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
-    const trafficStarted = Date.now();
-    traffic.start(options.trafficRate ?? 150);
-    let lastReport = 0;
-    while (entitiesNow() < options.entities) {
-      await sleep(200);
-      if (Date.now() - lastReport > 15_000) {
-        lastReport = Date.now();
-        say(`chaos: ${entitiesNow()} of ${options.entities} entities created`);
-      }
-      if (Date.now() - trafficStarted > Math.max(600_000, options.entities * 50)) {
-        throw new Error(`traffic stalled at ${entitiesNow()} entities: ${JSON.stringify(traffic.status())}`);
-      }
+    const trafficRate = options.trafficRate ?? 150;
+    const createOverHours = options.createOverHours ?? 168;
+    if (!(createOverHours >= 0 && createOverHours <= 9 * 24)) {
+      throw new Error('createOverHours: must be between 0 and 216 (the last day lets the last ones settle)');
     }
-    traffic.stop();
-    while ((traffic.status().inFlight as number) > 0) await sleep(100);
-    say(
-      `chaos: ${entitiesNow()} entities created in ${Math.round((Date.now() - trafficStarted) / 1000)} s ` +
-        `(${JSON.stringify(traffic.status())})`,
-    );
-    // The poller starts now: the provider's clock stands still while the traffic is created, so nothing
-    // can change but what the creations notify, and polling every new PENDING entity every few seconds of
-    // real time would only compete with the creation for the machine's two cores.
+    /** Creates until `target` entities exist, then stops the traffic (calls in flight finish on their own). */
+    const createUpTo = async (target: number) => {
+      let last = entitiesNow();
+      let progressAt = Date.now();
+      if (last >= target) return;
+      traffic.start(trafficRate);
+      try {
+        while (entitiesNow() < target) {
+          await sleep(20);
+          if (entitiesNow() > last) {
+            last = entitiesNow();
+            progressAt = Date.now();
+          } else if (Date.now() - progressAt > 120_000) {
+            throw new Error(`traffic stalled at ${last} entities: ${JSON.stringify(traffic.status())}`);
+          }
+        }
+      } finally {
+        traffic.stop();
+      }
+    };
+    /** Waits for the creations in flight (before the broker goes away, so no intent is lost to it). */
+    const trafficDrained = async () => {
+      while ((traffic.status().inFlight as number) > 0) await sleep(50);
+    };
+    let createdForHour = -1;
+    /** Before provider hour `hour` starts: its share of the creations. */
+    const createForHour = async (hour: number) => {
+      if (hour <= createdForHour) return;
+      createdForHour = hour;
+      const share = createOverHours === 0 ? 1 : Math.min(1, (hour + 1) / createOverHours);
+      const before = entitiesNow();
+      await createUpTo(Math.ceil(options.entities * share));
+      if (entitiesNow() > before && (createOverHours === 0 || (hour + 1) % 24 === 0 || share === 1)) {
+        say(`chaos: ${entitiesNow()} of ${options.entities} entities created by provider hour ${hour + 1}`);
+      }
+    };
     const poller = startPoller(infra, [account], metrics, { idleMs: 250 });
     infra.lifecycle.add('status poller', () => poller.stop());
 
@@ -514,27 +540,51 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
      * Entities whose ledger status differs from the sandbox's. With `lateRejectionsPending`, a COMPLETED
      * cashout or refund the provider has since rejected does not count: REJECTED is final, so nothing can
      * supersede it before the re-check of COMPLETED entities reads it, and the last catch-up waits for all.
+     * An entity found equal is not read again until the sandbox moves it (the ledger never moves an entity
+     * away from the provider's status: stale and illegal moves are recorded, not applied), so a check
+     * reads the mirrors of the entities that moved since the last one, not all of them; `full` reads all.
      */
-    const mirrorsDiffer = async (lateRejectionsPending = false): Promise<number> => {
-      const rows = await db.selectFrom('mirrors').select(['entity_kind', 'entity_id', 'status']).execute();
-      const seen = new Map(rows.map((r) => [`${r.entity_kind}:${r.entity_id}`, r.status]));
-      let differ = 0;
-      for (const [kind, map] of [
+    const settled = new Map<string, number>();
+    const mirrorsDiffer = async (lateRejectionsPending = false, full = false): Promise<number> => {
+      const kinds = [
         ['deposit', deps.engine.deposits],
         ['cashout', deps.engine.cashouts],
         ['refund', deps.engine.refunds],
-      ] as const) {
+      ] as const;
+      const open: { kind: string; key: string; id: number; status: string; moves: number }[] = [];
+      for (const [kind, map] of kinds) {
         for (const e of map.values()) {
-          const status = seen.get(`${kind}:${e.id}`);
-          if (status === e.status) continue;
-          if (lateRejectionsPending && status === 'COMPLETED' && e.status === 'REJECTED') continue;
-          differ++;
+          const key = `${kind}:${e.id}`;
+          if (!full && settled.get(key) === e.history.length) continue;
+          open.push({ kind, key, id: e.id, status: e.status, moves: e.history.length });
         }
+      }
+      const seen = new Map<string, string | null>();
+      for (const [kind] of kinds) {
+        const ids = open.filter((o) => o.kind === kind).map((o) => String(o.id));
+        for (let i = 0; i < ids.length; i += 10_000) {
+          const rows = await db
+            .selectFrom('mirrors')
+            .select(['entity_id', 'status'])
+            .where('entity_kind', '=', kind)
+            .where('entity_id', 'in', ids.slice(i, i + 10_000))
+            .execute();
+          for (const r of rows) seen.set(`${kind}:${r.entity_id}`, r.status);
+        }
+      }
+      let differ = 0;
+      for (const o of open) {
+        const status = seen.get(o.key);
+        if (status === o.status) {
+          settled.set(o.key, o.moves);
+          continue;
+        }
+        if (lateRejectionsPending && status === 'COMPLETED' && o.status === 'REJECTED') continue;
+        differ++;
       }
       return differ;
     };
-    // Reading every mirror costs the machine: at 100,000 entities once a second, not four times.
-    const checkEveryMs = Math.max(250, Math.round(options.entities / 100));
+    const checkEveryMs = 250;
     const caughtUp = async (what: string, lateRejectionsPending = false) => {
       const end = Date.now() + catchUpMs;
       let differ = -1;
@@ -564,6 +614,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     for (let step = 1; step <= steps; step++) {
       const t = step * 10 * MINUTE;
       const hour = t / HOUR;
+      await createForHour(Math.floor((t - 10 * MINUTE) / HOUR));
       await clock.advance(10 * MINUTE);
       for (const what of injections.get(step) ?? []) {
         const t0 = Date.now();
@@ -576,6 +627,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
           await sleep(200);
           startReconcilerProcess();
         } else if (what === 'broker') {
+          await trafficDrained();
           broker!.proc.kill('SIGTERM');
           await broker!.exited;
           // Webhooks and polls meet the outage: the next step's traffic goes nowhere.
@@ -613,12 +665,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         });
         say(`chaos: ${events.at(-1)!.what} at provider hour ${hour} (${events.at(-1)!.atSeconds} s)`);
       }
-      // Hourly on the first day (early releases race the deposits' 12-hour expiry), then every six hours.
-      if (t % (t <= DAY ? HOUR : 6 * HOUR) === 0) {
+      // Every six provider hours: the sandbox moves an entity at most every six hours, so each status a
+      // cashout or refund holds is current at a catch-up and is read, by webhook or by poll, before it moves.
+      if (t % (6 * HOUR) === 0) {
         await caughtUp(`the ledger at provider hour ${hour}`, true);
         if (hour % 24 === 0) say(`chaos: provider day ${hour / 24} caught up at ${seconds()} s`);
       }
     }
+    await trafficDrained();
     await caughtUp('the ledger to show every sandbox status');
 
     // ---------------------------------------------------------------- 3. the figures
@@ -837,7 +891,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         intents: Number(intents?.n),
         groundTruthDiff: diffs.length,
         groundTruthDiffSample: diffs.slice(0, 10),
-        statusDiff: await mirrorsDiffer(),
+        statusDiff: await mirrorsDiffer(false, true),
         verifyFailures: verified.failures,
         verifyCli,
       },

@@ -216,6 +216,11 @@ describe('traffic through the client', () => {
       expect(cashouts.some((c) => c.status === 'COMPLETED' || c.status === 'DELIVERED')).toBe(true);
       expect(deposits.some((d) => d.status === 'COMPLETED' && d.card === null)).toBe(true);
       expect((await control(live.url, '/traffic')).json.running).toBe(false);
+      // Refunds pick among the newest deposits through this walk: every deposit, newest id first.
+      const engine = live.control.deps.engine;
+      const walked = [...engine.depositsNewestFirst()].map((d) => d.id);
+      expect(walked).toEqual([...engine.deposits.keys()].sort((a, b) => b - a));
+      expect(walked.length).toBe(engine.deposits.size);
     } finally {
       await live.close();
     }
