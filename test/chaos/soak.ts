@@ -665,8 +665,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         });
         say(`chaos: ${events.at(-1)!.what} at provider hour ${hour} (${events.at(-1)!.atSeconds} s)`);
       }
-      // Every six provider hours: the sandbox moves an entity at most every six hours, so each status a
-      // cashout or refund holds is current at a catch-up and is read, by webhook or by poll, before it moves.
+      // Every six provider hours: the sandbox's automatic moves of one entity are at least six hours apart,
+      // so each status a cashout or refund reaches is current at some catch-up, which waits until the ledger
+      // has read it (by webhook or by poll): a COMPLETED is seen before its late REJECTED.
       if (t % (6 * HOUR) === 0) {
         await caughtUp(`the ledger at provider hour ${hour}`, true);
         if (hour % 24 === 0) say(`chaos: provider day ${hour / 24} caught up at ${seconds()} s`);
