@@ -192,9 +192,13 @@ export class TrafficGenerator implements TrafficControl {
         return;
       }
       case 'refund': {
-        // One of the 200 newest refundable deposits, looking back over at most REFUND_LOOKBACK deposits
-        // (a scan of every deposit per refund made creation quadratic: 20% of a 5,000-entity run's CPU).
+        // One of the 200 newest refundable deposits, half the time a card deposit and half the time a bank
+        // one (card deposits complete at once, so the newest refundable ones would nearly all be cards, all
+        // in BRL and never test), looking back over at most REFUND_LOOKBACK deposits (a scan of every
+        // deposit per refund made creation quadratic: 20% of a 5,000-entity run's CPU).
+        const card = rng.chance(0.5);
         const recent: DepositRecord[] = [];
+        const other: DepositRecord[] = [];
         let looked = 0;
         for (const d of this.deps.engine.depositsNewestFirst()) {
           if (++looked > REFUND_LOOKBACK || recent.length === 200) break;
@@ -204,11 +208,13 @@ export class TrafficGenerator implements TrafficControl {
             d.amount - d.refundedAmount > 100n &&
             !this.refunding.has(d.id)
           ) {
-            recent.push(d);
+            if ((d.card !== null) === card) recent.push(d);
+            else if (other.length < 200) other.push(d);
           }
         }
-        if (recent.length === 0) return;
-        const d = rng.pick(recent.reverse());
+        const pool = recent.length > 0 ? recent : other;
+        if (pool.length === 0) return;
+        const d = rng.pick(pool.reverse());
         const remaining = d.amount - d.refundedAmount;
         const partial = rng.chance(0.5);
         const body: RefundCreateRequestInput = { deposit_id: d.id };
