@@ -137,12 +137,19 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
       list: async (at: Date): Promise<BalanceView[]> => {
         const [balances, inflight] = await Promise.all([
           balancesBefore(db, new Date(at.getTime() + 1), null),
-          sql<{ merchant_account: string; currency: string; cashouts: number; refunds: number }>`
-            SELECT merchant_account, currency,
+          // Refunds of test deposits carry the test flag and are in flight in the test book.
+          sql<{
+            merchant_account: string;
+            currency: string;
+            test: boolean;
+            cashouts: number;
+            refunds: number;
+          }>`
+            SELECT merchant_account, currency, test,
                    count(*) FILTER (WHERE entity_kind = 'cashout' AND status IN (${sql.join([...IN_FLIGHT.cashout])}))::int AS cashouts,
                    count(*) FILTER (WHERE entity_kind = 'refund' AND status IN (${sql.join([...IN_FLIGHT.refund])}))::int AS refunds
-              FROM mirrors WHERE NOT test AND currency IS NOT NULL
-             GROUP BY 1, 2`.execute(db),
+              FROM mirrors WHERE currency IS NOT NULL
+             GROUP BY 1, 2, 3`.execute(db),
         ]);
         const views = new Map<string, BalanceView>();
         const view = (account: string, currency: string, book: string): BalanceView => {
@@ -169,10 +176,12 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
             view(b.merchantAccount, b.currency, 'live').reserved = b.balance;
           if (b.book === 'test' && b.account === 'test_available')
             view(b.merchantAccount, b.currency, 'test').available = b.balance;
+          if (b.book === 'test' && b.account === 'test_reserved')
+            view(b.merchantAccount, b.currency, 'test').reserved = b.balance;
         }
         for (const r of inflight.rows) {
           if (r.cashouts === 0 && r.refunds === 0) continue;
-          const v = view(r.merchant_account, r.currency, 'live');
+          const v = view(r.merchant_account, r.currency, r.test ? 'test' : 'live');
           v.inFlightCashouts = r.cashouts;
           v.inFlightRefunds = r.refunds;
         }
