@@ -336,24 +336,58 @@ export interface LinkedIntent extends IntentFacts {
   externalRef: string;
 }
 
+/** The refunds of a batch and their deposits: a refund of a test deposit is booked in the test book. */
+export interface RefundDeposits {
+  /** Keys (`refKey`) of the deposits the ledger knows as test; a caller may add or drop one it learns of. */
+  testDeposits: Set<string>;
+  /** True when the refund's deposit (named by its first reading that names one) is a test deposit. */
+  isTest(refund: EntityRef): boolean;
+}
+
 /**
- * Which of the given deposits (merchant account and deposit id) the ledger knows as test deposits, as
- * `refKey`s: a refund of one is booked in the test book.
+ * The deposit of each refund among `refs`, from its readings (the provider's refund answer names it), and
+ * which of those deposits the ledger knows as test: one read.
  */
-export async function loadTestDeposits(
+export async function loadRefundDeposits(
   db: Db,
-  deposits: readonly { account: string; depositId: string }[],
-): Promise<Set<string>> {
-  const out = new Set<string>();
-  if (deposits.length === 0) return out;
-  const { rows } = await sql<{ merchant_account: string; entity_id: string }>`
-    SELECT m.merchant_account, m.entity_id
-    FROM unnest(${deposits.map((d) => d.account)}::text[], ${deposits.map((d) => d.depositId)}::text[]) AS r(account, id)
-    JOIN mirrors m ON m.merchant_account = r.account AND m.entity_kind = 'deposit' AND m.entity_id = r.id
-    WHERE m.test`.execute(db);
-  for (const r of rows)
-    out.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
-  return out;
+  refs: readonly EntityRef[],
+  readingsOf: (key: string) => Iterable<{ parentDepositId: string | null }>,
+): Promise<RefundDeposits> {
+  const depositOf = new Map<string, string>();
+  const accounts: string[] = [];
+  const ids: string[] = [];
+  for (const ref of refs) {
+    if (ref.kind !== 'refund') continue;
+    const key = refKey(ref);
+    for (const r of readingsOf(key)) {
+      if (r.parentDepositId === null) continue;
+      depositOf.set(key, r.parentDepositId);
+      accounts.push(ref.account);
+      ids.push(r.parentDepositId);
+      break;
+    }
+  }
+  const testDeposits = new Set<string>();
+  if (ids.length > 0) {
+    const { rows } = await sql<{ merchant_account: string; entity_id: string }>`
+      SELECT m.merchant_account, m.entity_id
+      FROM unnest(${accounts}::text[], ${ids}::text[]) AS r(account, id)
+      JOIN mirrors m ON m.merchant_account = r.account AND m.entity_kind = 'deposit' AND m.entity_id = r.id
+      WHERE m.test`.execute(db);
+    for (const r of rows) {
+      testDeposits.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
+    }
+  }
+  return {
+    testDeposits,
+    isTest(refund) {
+      const deposit = depositOf.get(refKey(refund));
+      return (
+        deposit !== undefined &&
+        testDeposits.has(refKey({ account: refund.account, kind: 'deposit', entityId: deposit }))
+      );
+    },
+  };
 }
 
 /**

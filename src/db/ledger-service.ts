@@ -38,7 +38,7 @@ import {
   type HistoryRow,
   loadBatch,
   loadIntents,
-  loadTestDeposits,
+  loadRefundDeposits,
   type MirrorUpdate,
   refKey,
   toMinor,
@@ -289,17 +289,10 @@ async function reconcile(
   // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
   // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
   // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
-  const parentOf = new Map<string, { account: string; depositId: string }>();
-  for (let r = 0; r < refs.length; r++) {
-    if (refs[r]!.kind !== 'refund') continue;
-    const k = keys[r]!;
-    const parent =
-      incoming.get(k)?.observations.find((o) => o.parentDepositId !== null)?.parentDepositId ??
-      histories.get(k)?.find((h) => h.parentDepositId !== null)?.parentDepositId ??
-      null;
-    if (parent !== null) parentOf.set(k, { account: refs[r]!.account, depositId: parent });
-  }
-  const testDeposits = await loadTestDeposits(trx, [...parentOf.values()]);
+  const refunds = await loadRefundDeposits(trx, refs, (k) => [
+    ...(incoming.get(k)?.observations ?? []),
+    ...(histories.get(k) ?? []),
+  ]);
 
   const historyRows: HistoryRow[] = [];
   const entries: EntryToBook[] = [];
@@ -323,13 +316,10 @@ async function reconcile(
     const intent = intents.get(k) ?? (intentTouched.has(k) ? null : mirror.intent);
     const facts = entityFacts(ref.kind, path.sorted, intent);
     if (ref.kind === 'deposit') {
-      if (facts.test) testDeposits.add(k);
-      else testDeposits.delete(k);
+      if (facts.test) refunds.testDeposits.add(k);
+      else refunds.testDeposits.delete(k);
     } else if (ref.kind === 'refund') {
-      const parent = parentOf.get(k);
-      facts.test =
-        parent !== undefined &&
-        testDeposits.has(refKey({ account: ref.account, kind: 'deposit', entityId: parent.depositId }));
+      facts.test = refunds.isTest(ref);
     }
     const state: EffectState = {
       kind: ref.kind,

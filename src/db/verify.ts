@@ -13,7 +13,7 @@ import {
   type EntityRef,
   loadIntents,
   loadLedgerState,
-  loadTestDeposits,
+  loadRefundDeposits,
   refKey,
 } from './ledger-repository.ts';
 import type { Database } from './schema.ts';
@@ -162,18 +162,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       entityId: r.entity_id,
     }));
     const { histories, applied } = await loadLedgerState(db, refs);
-    const parentOf = new Map<string, string>();
-    for (const ref of refs) {
-      if (ref.kind !== 'refund') continue;
-      const parent = histories.get(refKey(ref))?.find((h) => h.parentDepositId !== null)?.parentDepositId;
-      if (parent) parentOf.set(refKey(ref), parent);
-    }
-    const testDeposits = await loadTestDeposits(
-      db,
-      refs
-        .filter((r) => parentOf.has(refKey(r)))
-        .map((r) => ({ account: r.account, depositId: parentOf.get(refKey(r))! })),
-    );
+    const refunds = await loadRefundDeposits(db, refs, (k) => histories.get(k) ?? []);
     const intents = await loadIntents(
       db,
       rows.map((r, i) => {
@@ -188,12 +177,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       const k = refKey(ref);
       const path = derivePath(ref.kind, histories.get(k) ?? []);
       const facts = entityFacts(ref.kind, path.sorted, intents.get(k) ?? null);
-      if (ref.kind === 'refund') {
-        const parent = parentOf.get(k);
-        facts.test =
-          parent !== undefined &&
-          testDeposits.has(refKey({ account: ref.account, kind: 'deposit', entityId: parent }));
-      }
+      if (ref.kind === 'refund') facts.test = refunds.isTest(ref);
       const state: EffectState = {
         kind: ref.kind,
         status: path.status,
