@@ -10,12 +10,14 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp, webRoutes } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
+import { obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
 
@@ -294,6 +296,29 @@ describe('signed in', () => {
     // Refund 3001 is pending: one refund in flight; no cashout is in flight at the end of the scenario.
     expect(row).toMatch(/<td class="num">0<\/td><td class="num">1<\/td><\/tr>/);
     expect(res.body).toContain('<td>BRL</td><td>test</td>');
+  });
+
+  it('shows a refund of a test deposit reserved and in flight in the test book row, not the live one', async () => {
+    const jar = await signIn();
+    const rowOf = (body: string, book: string) => {
+      const row = body.split('<tr>').find((r) => r.includes(`<td>acme</td><td>BRL</td><td>${book}</td>`));
+      return row?.slice(0, row.indexOf('</tr>'));
+    };
+    clock = Date.now();
+    const before = await get(jar, '/balances');
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [
+        obs('refund', '3901', 'PENDING', 1, { parentDepositId: '1201', amount: 1_234n }),
+      ]),
+    );
+    clock = Date.now(); // the page shows balances as of the clock
+    const after = await get(jar, '/balances');
+    expect(rowOf(after.body, 'live')).toBe(rowOf(before.body, 'live'));
+    // Test book: available 12.34 lower, reserved 12.34, no cashout and one refund in flight.
+    expect(rowOf(before.body, 'test')).toMatch(/<td class="num">770\.00<\/td><td class="num">0\.00<\/td>/);
+    expect(rowOf(after.body, 'test')).toMatch(
+      /<td class="num">757\.66<\/td><td class="num">12\.34<\/td>\s*<td class="num">0<\/td><td class="num">1<\/td>$/,
+    );
   });
 
   it('signs out', async () => {
