@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import cron, { type ScheduledTask } from 'node-cron';
+import cron from 'node-cron';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import type { Db } from '../reports/ledger-queries.ts';
 import { claimRun, finishRun } from './claims.ts';
@@ -33,6 +33,45 @@ export interface JobDefinition {
   leaseMs?: number;
 }
 
+/**
+ * What calls a job at its cron fire times: node-cron in production, a test's own clock in tests. `onTick`
+ * gets the tick's scheduled second, from which every instance derives the same period key.
+ */
+export interface CronTimer {
+  schedule(
+    job: Pick<JobDefinition, 'name' | 'cron' | 'timeZone'>,
+    onTick: (at: Date) => Promise<unknown>,
+  ): { stop(): Promise<void> };
+}
+
+/** node-cron: each job's task in its time zone, never overlapping itself. */
+export function nodeCronTimer(owner: string): CronTimer {
+  return {
+    schedule(job, onTick) {
+      const task = cron.schedule(
+        job.cron,
+        (ctx) => onTick(new Date(Math.floor(ctx.date.getTime() / 1000) * 1000)),
+        { timezone: job.timeZone, name: `payrecon:${job.name}:${owner}`, noOverlap: true },
+      );
+      return {
+        async stop() {
+          await task.destroy();
+        },
+      };
+    },
+  };
+}
+
+/** Whether a cron expression fires at `at` (second resolution) in `timeZone`. */
+export function cronMatches(expression: string, timeZone: string, at: Date): boolean {
+  const task = cron.createTask(expression, () => undefined, { timezone: timeZone });
+  try {
+    return task.match(at);
+  } finally {
+    void task.destroy();
+  }
+}
+
 export interface SchedulerOptions {
   db: Db;
   jobs: readonly JobDefinition[];
@@ -41,6 +80,8 @@ export interface SchedulerOptions {
   /** How far back catch-up looks at start (default 3 days). */
   catchUpWindowMs?: number;
   now?: () => Date;
+  /** Fires the cron ticks (default node-cron). */
+  timer?: CronTimer;
   logger?: Logger;
 }
 
@@ -75,7 +116,8 @@ export class JobScheduler {
   private readonly window: number;
   private readonly now: () => Date;
   private readonly log: Logger;
-  private tasks: ScheduledTask[] = [];
+  private readonly timer: CronTimer;
+  private tasks: { stop(): Promise<void> }[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(options: SchedulerOptions) {
@@ -84,6 +126,7 @@ export class JobScheduler {
     this.owner = options.owner ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     this.window = options.catchUpWindowMs ?? 3 * 24 * 3_600_000;
     this.now = options.now ?? (() => new Date());
+    this.timer = options.timer ?? nodeCronTimer(this.owner);
     this.log = (options.logger ?? rootLogger).child({ module: 'jobs', owner: this.owner });
     for (const job of this.jobs) {
       if (!cron.validate(job.cron)) throw new Error(`job ${job.name}: invalid cron expression ${job.cron}`);
@@ -150,17 +193,11 @@ export class JobScheduler {
   async start(): Promise<TickResult> {
     const caught = await this.catchUp();
     for (const job of this.jobs) {
-      const task = cron.schedule(
-        job.cron,
-        (ctx) => {
-          // The tick's scheduled second: every instance derives the same period key from it.
-          const at = new Date(Math.floor(ctx.date.getTime() / 1000) * 1000);
-          const p = this.tick(job, at);
-          this.inFlight.add(p);
-          return p.finally(() => this.inFlight.delete(p));
-        },
-        { timezone: job.timeZone, name: `payrecon:${job.name}:${this.owner}`, noOverlap: true },
-      );
+      const task = this.timer.schedule(job, (at) => {
+        const p = this.tick(job, at);
+        this.inFlight.add(p);
+        return p.finally(() => this.inFlight.delete(p));
+      });
       this.tasks.push(task);
     }
     return caught;
@@ -168,7 +205,7 @@ export class JobScheduler {
 
   /** Stops scheduling and waits for runs in progress. */
   async stop(): Promise<void> {
-    for (const t of this.tasks) await t.destroy();
+    for (const t of this.tasks) await t.stop();
     this.tasks = [];
     await Promise.allSettled([...this.inFlight]);
   }

@@ -113,14 +113,15 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
 
   async function relayOnce(): Promise<number> {
     return deps.db.transaction().execute(async (trx) => {
-      const { rows } = await sql<{ id: string; alert_id: string; key: string; payload: OutboxPayload }>`
-        SELECT id::text AS id, alert_id, key, payload FROM outbox
+      const { rows } = await sql<{ id: string; alert_id: string; payload: OutboxPayload }>`
+        SELECT id::text AS id, alert_id, payload FROM outbox
         WHERE published_at IS NULL ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`.execute(trx);
       if (rows.length === 0) return 0;
       try {
+        // Keyed by the topic catalog (`<kind>:<account>:<id>`), like every other event of the entity.
         await deps.publisher.publish(
           ALERT_TOPIC,
-          rows.map((r) => ({ key: r.key, value: alertFromOutbox(r.payload) })),
+          rows.map((r) => ({ value: alertFromOutbox(r.payload) })),
         );
       } catch (err) {
         await sql`UPDATE outbox SET attempts = attempts + 1, last_error = ${String((err as Error).message).slice(0, 500)}

@@ -25,6 +25,7 @@ import {
 } from '../../src/events/kafka.ts';
 import type { AlertRaised } from '../../src/events/payloads.ts';
 import { registerSchemas, type Serde } from '../../src/events/serde.ts';
+import { entityTopicKey } from '../../src/events/topics.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
@@ -198,6 +199,36 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
       (b) => b.type === type && b.entity_id === entityId,
     );
 
+  /**
+   * Queues a STUCK alert for the entity behind everything already in the outbox, under the key the
+   * ledger gives the entity's alerts, and waits until both sinks delivered it.
+   */
+  async function publishMarker(kind: 'deposit', entityId: string): Promise<void> {
+    const markerId = `STUCK:${kind}:main:${entityId}:marker`;
+    await tdb.db
+      .insertInto('outbox')
+      .values({
+        alert_id: markerId,
+        topic: 'recon.alert.raised.v1',
+        key: entityTopicKey(kind, 'main', entityId),
+        payload: JSON.stringify({
+          alertId: markerId,
+          type: 'STUCK',
+          severity: 'high',
+          account: 'main',
+          kind,
+          entityId,
+          count: 1,
+          raisedAt: new Date().toISOString(),
+          details: {},
+        }),
+      })
+      .execute();
+    await relay.relayOnce();
+    await waitFor('the marker in the log', async () => logged('STUCK', entityId)[0]);
+    await waitFor('the marker at the webhook', async () => posted('STUCK', entityId)[0]);
+  }
+
   beforeAll(async () => {
     const tempDir = (p: string) => {
       const d = mkdtempSync(join(tmpdir(), `payrecon-${p}-`));
@@ -300,7 +331,9 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
     // The exception counts both sightings; it is one open exception, so one alert.
     expect(exception).toEqual({ count: 2, state: 'open' });
     await relay.relayOnce();
-    await new Promise((r) => setTimeout(r, 1_500));
+    // Anything the poll's sighting queued is on the topic now; a marker alert of the same entity
+    // (same key, same partition) is delivered after it.
+    await publishMarker('deposit', '7001');
     const id = 'AMOUNT_MISMATCH:deposit:main:7001:1';
     expect(logged('AMOUNT_MISMATCH', '7001').map((l) => l.alert?.alert_id)).toEqual([id]);
     expect(posted('AMOUNT_MISMATCH', '7001').map((b) => b.alert_id)).toEqual([id]);
@@ -312,7 +345,7 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
       .values({
         alert_id: 'AMOUNT_MISMATCH:deposit:main:7002:1',
         topic: 'recon.alert.raised.v1',
-        key: 'deposit:7002',
+        key: entityTopicKey('deposit', 'main', '7002'),
         payload: JSON.stringify({
           alertId: 'AMOUNT_MISMATCH:deposit:main:7002:1',
           type: 'AMOUNT_MISMATCH',
@@ -341,7 +374,7 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
       .executeTakeFirstOrThrow();
     expect(row.attempts).toBe(2);
     expect(row.published_at).not.toBeNull();
-    await new Promise((r) => setTimeout(r, 1_500));
+    await publishMarker('deposit', '7002');
     expect(logged('AMOUNT_MISMATCH', '7002')).toHaveLength(1);
     expect(posted('AMOUNT_MISMATCH', '7002')).toHaveLength(1);
   });

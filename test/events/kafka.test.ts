@@ -351,18 +351,44 @@ describe('publish and runBatchConsumer', () => {
         { partition, key: 'deposit:main:1008', value: await serde.encode(OBSERVED, observation(8)) },
       ],
     });
+    // The marker: a message on another partition, fetched with the first one and handled by another
+    // worker. Its batch finishes (and the member commits) only once the slow handler has been entered.
+    const markerPartition = 0;
+    await rawProducer.send({
+      topic: OBSERVED,
+      messages: [
+        {
+          partition: markerPartition,
+          key: 'deposit:main:1010',
+          value: await serde.encode(OBSERVED, observation(10)),
+        },
+      ],
+    });
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
+    let enteredSlow: () => void = () => {};
+    const slowEntered = new Promise<void>((resolve) => {
+      enteredSlow = resolve;
+    });
     let entered = 0;
-    const first = await start('reconciler-slow', async () => {
+    const first = await start('reconciler-slow', async (batch) => {
+      if (batch.some((m) => m.value.eventId === 'event-10')) {
+        await slowEntered;
+        return;
+      }
       entered++;
+      enteredSlow();
       await gate;
     });
     await waitFor(() => entered === 1, 'handler entered');
-    // Several heartbeats and auto-commit opportunities pass while the handler is still running.
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The member committed the marker's partition while the slow handler was still running ...
+    await waitFor(
+      async () => (await committed('reconciler-slow')).get(markerPartition) === '1',
+      'the marker partition committed',
+    );
+    // ... and nothing of the partition whose handler has not resolved.
     expect((await committed('reconciler-slow')).get(partition)).toBe('-1');
 
     release();

@@ -12,7 +12,13 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import { claimRun, finishRun, listRuns } from '../../src/jobs/claims.ts';
-import { fireTimesBetween, type JobDefinition, JobScheduler } from '../../src/jobs/scheduler.ts';
+import {
+  type CronTimer,
+  cronMatches,
+  fireTimesBetween,
+  type JobDefinition,
+  JobScheduler,
+} from '../../src/jobs/scheduler.ts';
 import { addDays, localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
@@ -20,6 +26,29 @@ import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
 
 const TZ = 'UTC';
+
+/** A cron clock the test moves by hand: every task whose expression matches the new instant fires, together. */
+class ManualCronTimer implements CronTimer {
+  private readonly tasks = new Set<{
+    job: Pick<JobDefinition, 'cron' | 'timeZone'>;
+    onTick(at: Date): Promise<unknown>;
+  }>();
+
+  schedule(job: Pick<JobDefinition, 'cron' | 'timeZone'>, onTick: (at: Date) => Promise<unknown>) {
+    const task = { job, onTick };
+    this.tasks.add(task);
+    return {
+      stop: async () => {
+        this.tasks.delete(task);
+      },
+    };
+  }
+
+  async advanceTo(at: Date): Promise<void> {
+    const due = [...this.tasks].filter((t) => cronMatches(t.job.cron, t.job.timeZone, at));
+    await Promise.all(due.map((t) => t.onTick(at)));
+  }
+}
 let t: TestDatabase;
 let dir: string;
 let runner: ReportRunner;
@@ -162,14 +191,18 @@ describe('claims', () => {
         ],
       },
     ];
-    const a = new JobScheduler({ db: t.db, jobs, owner: 'tick-a' });
-    const b = new JobScheduler({ db: t.db, jobs, owner: 'tick-b' });
+    // The injected clock: both schedulers' tasks fire at the same instants, as two processes would.
+    const clock = new ManualCronTimer();
+    const a = new JobScheduler({ db: t.db, jobs, owner: 'tick-a', timer: clock });
+    const b = new JobScheduler({ db: t.db, jobs, owner: 'tick-b', timer: clock });
     await Promise.all([a.start(), b.start()]);
-    await new Promise((r) => setTimeout(r, 4500));
+    const from = new Date('2026-11-21T10:00:00Z');
+    for (let s = 1; s <= 4; s++) await clock.advanceTo(new Date(from.getTime() + s * 1_000));
     await Promise.all([a.stop(), b.stop()]);
+    // Stopped: a later instant fires nothing.
+    await clock.advanceTo(new Date(from.getTime() + 5_000));
     const claimed = await listRuns(t.db, 'tick');
-    expect(calls.length).toBeGreaterThanOrEqual(3);
-    expect(new Set(calls).size).toBe(calls.length);
+    expect(calls.sort()).toEqual([1, 2, 3, 4].map((s) => new Date(from.getTime() + s * 1_000).toISOString()));
     expect(claimed.map((c) => c.runKey).sort()).toEqual(calls.map((c) => `tick:${c}`).sort());
   });
 });

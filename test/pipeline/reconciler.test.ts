@@ -164,7 +164,25 @@ describe('reconciler, outbox relay and alert dispatcher over Kafka', () => {
       'provider.status.observed.v1',
       stream.map((value) => ({ value })),
     );
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The marker: a later reading of the same cashout (same key, so the same partition of the observed
+    // topic, the outbox order and the same partition of the alert topic) whose amount differs from the
+    // intent. Its AMOUNT_MISMATCH alert arrives after anything the replay could have raised.
+    await publisher.publish('provider.status.observed.v1', [
+      {
+        value: observation({
+          kind: 'cashout',
+          entityId: '9001',
+          externalRef: 'ext-1',
+          status: 'REJECTED',
+          observedAt: t(10),
+          currency: 'BRL',
+          amount: 9_000n,
+        }),
+      },
+    ]);
+    await waitFor('the marker alert', async () =>
+      received.find((a) => a.type === 'AMOUNT_MISMATCH' && a.alert_id.includes('9001')),
+    );
     expect(received.filter((a) => a.type === 'LATE_REJECTION')).toHaveLength(1);
     const entries = await tdb.db.selectFrom('journal_entries').select(['idempotency_key']).execute();
     expect(new Set(entries.map((e) => e.idempotency_key)).size).toBe(entries.length);

@@ -83,12 +83,12 @@ beforeAll(async () => {
   t = await createTestDatabase();
   await ensureReportSchema(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-wb-'));
+  // The period's bounds come from the database's own clock, which stamps every entry (`created_at`
+  // is its transaction's start): `start` is read after seedBefore's transactions committed and before
+  // seedPeriod's began, `end` after seedPeriod's committed. No sleep separates them; causality does.
   await seedBefore(t.db);
-  await new Promise((r) => setTimeout(r, 20));
   const start = await dbNow();
-  await new Promise((r) => setTimeout(r, 20));
   await seedPeriod(t.db);
-  await new Promise((r) => setTimeout(r, 20));
   const end = await dbNow();
   const today = localDate(end, TZ);
   period = { from: today, to: today, start, end, timeZone: TZ, cutoff: '00:00' };
