@@ -224,8 +224,8 @@ async function main(): Promise<void> {
       sandbox: async () => ({
         accounts: [account],
         urls: { api: sandbox.url },
-        deliverTo: () => undefined,
-        startTraffic: () => undefined,
+        deliverTo: async () => undefined,
+        startTraffic: async () => undefined,
         stop: () => sandbox.close(),
       }),
       print: () => undefined,

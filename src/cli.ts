@@ -4,13 +4,14 @@
  * import both the app and `src/embedded/`.
  */
 import { Command } from 'commander';
+import { PART_INFO, PART_NAMES } from './parts.ts';
 
 export const program = new Command('payrecon')
   .description('Reconciliation pipeline for the Payment Service API v3')
   .version('0.1.0');
 
 // Sub-commands are registered below, one block each, in the order: up, sandbox, broker, registry, db,
-// ingest, poll, fetch, reconcile, relay, alerts, jobs, web, intent, backfill, report.
+// the parts (reconcile, fetch, alerts, relay, poll, ingest, jobs), web, intent, backfill, report.
 program
   .command('up')
   .description(
@@ -20,18 +21,17 @@ program
   .option('--speed <factor>', 'sandbox clock: provider seconds per real second', '60')
   .action(async (opts) => (await import('./wiring.ts')).runUp(opts, await embeddedStarters()));
 
-for (const [part, description] of [
-  ['ingest', 'Serve the webhook and intent routes (and health, metrics)'],
-  ['poll', 'Poll the provider for entities due and publish observations'],
-  ['fetch', 'Consume notifications, read the status at the provider, publish observations'],
-  ['reconcile', 'Consume observations and intents into the ledger'],
-  ['relay', 'Publish the alert outbox to Kafka'],
-  ['alerts', 'Deliver alerts to the configured sinks'],
-] as const) {
-  program
+// One command per part of the registry (src/parts.ts); `up` above starts them all.
+for (const part of PART_NAMES) {
+  const command = program
     .command(part)
-    .description(`${description} (production: DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL)`)
-    .action(async () => (await import('./wiring.ts')).runPart(part));
+    .description(
+      `${PART_INFO[part].description} (production: DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL)`,
+    );
+  if (part === 'jobs') {
+    command.option('--retention-days <n>', 'keep generated workbooks this many days (default 90)');
+  }
+  command.action(async (opts) => (await import('./wiring.ts')).runPart(part, opts));
 }
 
 /** The embedded services, started only by `payrecon up` when their address is not configured. */
@@ -109,14 +109,6 @@ for (const [name, description] of [
       ),
     );
 }
-
-program
-  .command('jobs')
-  .description(
-    'Run the scheduled jobs (workbooks, sweeps, ledger verification), catching up missed runs at start',
-  )
-  .option('--retention-days <n>', 'keep generated workbooks this many days (default 90)')
-  .action(async (opts) => (await import('./wiring.ts')).runPart('jobs', opts));
 
 const web = program
   .command('web')

@@ -30,6 +30,7 @@ import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
 import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { PART_INFO, PART_NAMES, type PartName } from './parts.ts';
 import { intentsPlugin } from './producers/intent-recorder.ts';
 import { startOutboxRelay } from './producers/outbox-relay.ts';
 import { pollingClients, type StatusPollerDeps, startStatusPoller } from './producers/status-poller.ts';
@@ -417,9 +418,11 @@ export interface SandboxRun {
   accounts: ProviderAccount[];
   urls: Record<string, string>;
   /** Delivers notifications to the pipeline listening at `baseUrl` (known once it listens). */
-  deliverTo(baseUrl: string): void;
+  deliverTo(baseUrl: string): Promise<void>;
   /** Starts traffic once the pipeline is ready; intents go through `recordIntent`. */
-  startTraffic(recordIntent: (intent: import('./domain/observation.ts').Intent) => Promise<void>): void;
+  startTraffic(
+    recordIntent: (intent: import('./domain/observation.ts').Intent) => Promise<void>,
+  ): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -430,6 +433,148 @@ export interface RunningPipeline {
   sandbox: SandboxRun | null;
   stop(): Promise<void>;
 }
+
+/** What a part is started with: the infrastructure and what the parts share. */
+export interface PartContext {
+  infra: Infrastructure;
+  accounts: readonly ProviderAccount[];
+  metrics: Metrics;
+  /** True under `payrecon up` (every part in this process), false for a single-part command. */
+  together: boolean;
+  /** Parts started before this one, by name. */
+  started: ReadonlyMap<PartName, RunningPart>;
+  /** The account webhooks default to (the sandbox's under `up`). */
+  defaultAccount: string | null;
+  /** Mount the finance page on the ingest server (sign-in with the sandbox user when none configured). */
+  page: boolean;
+  sandboxUsers: boolean;
+  pollerOverrides?: Partial<StatusPollerDeps>;
+  retentionDays?: number;
+}
+
+/** A started part: how to stop it, and (for consumers) when it has joined its group. */
+export interface RunningPart {
+  stop(): Promise<unknown>;
+  ready?: Promise<unknown>;
+  /** The HTTP server, for the part that listens. */
+  server?: FastifyInstance;
+  url?: string;
+  /** One poll round now (the poller). */
+  pollOnce?: () => Promise<unknown>;
+}
+
+export interface PartDefinition {
+  readonly name: PartName;
+  start(context: PartContext): Promise<RunningPart>;
+}
+
+/**
+ * Every part of payrecon, declared once, in the order `payrecon up` starts them: the consumers first,
+ * then the producers and the server, the jobs last. Each single-part command starts one entry.
+ */
+const PART_STARTS: Record<PartName, PartDefinition['start']> = {
+  reconcile: async ({ infra, metrics }) => {
+    const reconciler = await startReconciler({
+      ...infra,
+      dlq: infra.publisher,
+      metrics,
+      rules: infra.rules,
+    });
+    return { stop: () => reconciler.stop(), ready: reconciler.ready };
+  },
+  fetch: async ({ infra, accounts }) => {
+    const { config } = infra;
+    const fetcher = await runStatusFetcher({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      accounts,
+      providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
+      concurrency: config.fetcher.concurrency,
+      logger: infra.logger,
+      db: infra.db,
+    });
+    return { stop: () => fetcher.stop(), ready: fetcher.ready };
+  },
+  alerts: async ({ infra, metrics }) => {
+    const alerts = await startAlertConsumer({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      dlq: infra.publisher,
+      db: infra.db,
+      logger: infra.logger,
+      metrics,
+      sinks: alertSinksFrom(infra.config),
+      timeoutMs: infra.config.alerts.timeoutMs,
+    });
+    return { stop: () => alerts.stop(), ready: alerts.ready };
+  },
+  relay: async ({ infra, metrics }) => {
+    const relay = startOutboxRelay({
+      db: infra.db,
+      publisher: infra.publisher,
+      logger: infra.logger,
+      metrics,
+    });
+    return { stop: () => relay.stop() };
+  },
+  poll: async ({ infra, accounts, metrics, pollerOverrides }) => {
+    const poller = startPoller(infra, accounts, metrics, pollerOverrides);
+    return { stop: () => poller.stop(), pollOnce: () => poller.pollOnce() };
+  },
+  ingest: async ({ infra, accounts, metrics, defaultAccount, page, sandboxUsers }) => {
+    const { config } = infra;
+    const server = await buildServer(infra, {
+      accounts,
+      metrics,
+      page,
+      webhooks: true,
+      intents: true,
+      defaultAccount,
+      sandboxUsers,
+    });
+    await server.listen({ host: config.web.host, port: config.web.port });
+    const address = server.server.address();
+    const port = typeof address === 'object' && address ? address.port : config.web.port;
+    return { stop: () => server.close(), server, url: `http://${config.web.host}:${port}` };
+  },
+  jobs: async ({ infra, accounts, metrics, together, retentionDays }) => {
+    // Under `up` the looping poller picks up what the jobs make due; alone, the jobs poll on their
+    // schedule (and for the late-rejection watch) through a poller of their own.
+    const poller = together ? null : startPoller(infra, accounts, metrics, {}, false);
+    try {
+      const scheduler = startJobs(infra, {
+        ...(poller ? { poll: () => poller.pollOnce() } : {}),
+        ...(retentionDays === undefined ? {} : { retentionDays }),
+      });
+      await scheduler.start();
+      return {
+        async stop() {
+          await scheduler.stop();
+          await poller?.stop();
+        },
+      };
+    } catch (err) {
+      await poller?.stop();
+      throw err;
+    }
+  },
+};
+
+export const PART_REGISTRY: readonly PartDefinition[] = PART_NAMES.map((name) => ({
+  name,
+  start: PART_STARTS[name],
+}));
+
+export const PARTS = PART_NAMES;
+export type Part = PartName;
+
+/** The consumer groups whose lag the metrics report under `up`. */
+const UP_GROUPS = [
+  RECONCILER_GROUPS.observations,
+  RECONCILER_GROUPS.intents,
+  'payrecon-status-fetcher',
+  'payrecon-alert-dispatcher',
+];
 
 /** Everything in one process: what `payrecon up` (and `npm start`) runs. */
 export async function startPipeline(config: Config, options: UpOptions): Promise<RunningPipeline> {
@@ -449,72 +594,37 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       lifecycle.add('sandbox', () => running.stop());
       accounts = running.accounts;
     }
-    const metrics = createMetrics({
-      db: infra.db,
-      admin: infra.admin,
-      groups: [
-        RECONCILER_GROUPS.observations,
-        RECONCILER_GROUPS.intents,
-        'payrecon-status-fetcher',
-        'payrecon-alert-dispatcher',
-      ],
-    });
-
-    const reconciler = await startReconciler({ ...infra, dlq: infra.publisher, metrics, rules: infra.rules });
-    lifecycle.add('reconciler', () => reconciler.stop());
-    const fetcher = await runStatusFetcher({
-      kafka: infra.kafka,
-      serde: infra.serde,
-      accounts,
-      providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
-      concurrency: config.fetcher.concurrency,
-      logger,
-      db: infra.db,
-    });
-    lifecycle.add('status fetcher', () => fetcher.stop());
-    const alerts = await startAlertConsumer({
-      kafka: infra.kafka,
-      serde: infra.serde,
-      dlq: infra.publisher,
-      db: infra.db,
-      logger,
-      metrics,
-      sinks: alertSinksFrom(config),
-      timeoutMs: config.alerts.timeoutMs,
-    });
-    lifecycle.add('alert dispatcher', () => alerts.stop());
-    const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger, metrics });
-    lifecycle.add('outbox relay', () => relay.stop());
-    const poller = startPoller(infra, accounts, metrics, options.pollerOverrides);
-    lifecycle.add('status poller', () => poller.stop());
-
-    const server = await buildServer(infra, {
+    const metrics = createMetrics({ db: infra.db, admin: infra.admin, groups: UP_GROUPS });
+    const started = new Map<PartName, RunningPart>();
+    const context: PartContext = {
+      infra,
       accounts,
       metrics,
-      page: true,
-      webhooks: true,
-      intents: true,
+      together: true,
+      started,
       defaultAccount: sandbox
         ? SANDBOX_ACCOUNT_NAME
         : accounts.length === 1
           ? (accounts[0]?.name ?? null)
           : null,
+      page: true,
       sandboxUsers: sandbox !== null,
-    });
-    await server.listen({ host: config.web.host, port: config.web.port });
-    lifecycle.add('web server', () => server.close());
-    const address = server.server.address();
-    const port = typeof address === 'object' && address ? address.port : config.web.port;
-    const url = `http://${config.web.host}:${port}`;
-    sandbox?.deliverTo(url);
+      ...(options.pollerOverrides ? { pollerOverrides: options.pollerOverrides } : {}),
+    };
+    for (const part of PART_REGISTRY) {
+      const running = await part.start(context);
+      started.set(part.name, running);
+      lifecycle.add(part.name, () => running.stop());
+      // Notifications go to the pipeline's own webhook routes once they listen.
+      if (running.url && sandbox) await sandbox.deliverTo(running.url);
+    }
+    const ingest = started.get('ingest');
+    if (!ingest?.server || !ingest.url) throw new Error('ingest: the server did not start');
+    const url = ingest.url;
 
-    const scheduler = startJobs(infra);
-    await scheduler.start();
-    lifecycle.add('jobs', () => scheduler.stop());
-
-    await Promise.all([reconciler.ready, fetcher.ready, alerts.ready]);
+    await Promise.all([...started.values()].map((p) => p.ready));
     if (sandbox) {
-      sandbox.startTraffic(async (intent) => {
+      await sandbox.startTraffic(async (intent) => {
         await infra.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
         metrics.eventsPublished.inc({ topic: 'merchant.intent.recorded.v1' });
       });
@@ -538,7 +648,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     return {
       infra,
       url,
-      server,
+      server: ingest.server,
       sandbox,
       stop: () => lifecycle.stopAll(),
     };
@@ -605,18 +715,26 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     // The sandbox signs its notifications like a request; check them as production would.
     webhookSignatureMode: 'enforce' as const,
   };
+  const control = `${sandbox.url}/_sandbox`;
+  const put = async (path: string, body: unknown, method = 'PUT') => {
+    const res = await fetch(`${control}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (!res.ok) throw new Error(`sandbox: ${method} ${path}: HTTP ${res.status} ${await res.text()}`);
+  };
   return {
     accounts: [account],
-    urls: { api: sandbox.url, 'card api': sandbox.ccUrl, control: `${sandbox.url}/_sandbox/` },
-    deliverTo(baseUrl) {
-      sandbox.control.deps.webhooks.notificationBaseUrl = baseUrl;
-      sandbox.control.deps.accounts.named(DEFAULT_ACCOUNT.name)!.notificationUrl =
-        `${baseUrl}/webhooks/${DEFAULT_ACCOUNT.name}`;
-    },
-    startTraffic(recordIntent) {
+    urls: { api: sandbox.url, 'card api': sandbox.ccUrl, control: `${control}/` },
+    // Notification URLs keep their path (/webhooks/<account>/...): only the base moves.
+    deliverTo: (baseUrl) => put('/webhooks/base-url', { url: baseUrl }),
+    async startTraffic(recordIntent) {
+      // Traffic goes through payrecon's own provider client, wrapped to record each creation's intent.
       const client = createProviderClient(account, { retries: options.clientRetries ?? 1 });
       sandbox.control.traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
-      sandbox.control.traffic.start(options.trafficRate ?? 2);
+      const rate = options.trafficRate ?? 2;
+      if (rate > 0) await put('/traffic', { rate }, 'POST');
     },
     stop: () => sandbox.close(),
   };
@@ -667,98 +785,34 @@ export async function runUp(
   process.stdout.write('payrecon: stopped\n');
 }
 
-export const PARTS = ['ingest', 'poll', 'fetch', 'reconcile', 'relay', 'alerts', 'jobs'] as const;
-export type Part = (typeof PARTS)[number];
-
 /**
  * One part of the pipeline as its own process (production: DATABASE_URL, KAFKA_BROKERS and
  * SCHEMA_REGISTRY_URL must be set, nothing is embedded).
  */
-export async function runPart(part: Part, options: { retentionDays?: string } = {}): Promise<void> {
+export async function runPart(name: PartName, options: { retentionDays?: string } = {}): Promise<void> {
   const config = await configOrExit();
-  if (config.accounts.length === 0 && ['ingest', 'poll', 'fetch', 'jobs'].includes(part)) {
+  const part = PART_REGISTRY.find((p) => p.name === name);
+  if (!part) throw new Error(`${name}: not a part (one of ${PARTS.join(', ')})`);
+  if (config.accounts.length === 0 && PART_INFO[name].needsAccounts) {
     process.stderr.write('payrecon: PAYRECON_ACCOUNTS: must list at least one provider account\n');
     process.exit(2);
   }
   const infra = await startInfrastructure(config, null);
   const { lifecycle, logger } = infra;
-  const metrics = createMetrics({ db: infra.db, admin: infra.admin });
   try {
-    switch (part) {
-      case 'ingest': {
-        const server = await buildServer(infra, {
-          accounts: config.accounts,
-          metrics,
-          page: false,
-          webhooks: true,
-          intents: true,
-          defaultAccount: config.accounts.length === 1 ? (config.accounts[0]?.name ?? null) : null,
-        });
-        await server.listen({ host: config.web.host, port: config.web.port });
-        lifecycle.add('web server', () => server.close());
-        break;
-      }
-      case 'poll': {
-        const poller = startPoller(infra, config.accounts, metrics);
-        lifecycle.add('status poller', () => poller.stop());
-        break;
-      }
-      case 'fetch': {
-        const fetcher = await runStatusFetcher({
-          kafka: infra.kafka,
-          serde: infra.serde,
-          accounts: config.accounts,
-          providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
-          concurrency: config.fetcher.concurrency,
-          logger,
-          db: infra.db,
-        });
-        lifecycle.add('status fetcher', () => fetcher.stop());
-        break;
-      }
-      case 'reconcile': {
-        const reconciler = await startReconciler({
-          ...infra,
-          dlq: infra.publisher,
-          metrics,
-          rules: infra.rules,
-        });
-        lifecycle.add('reconciler', () => reconciler.stop());
-        break;
-      }
-      case 'relay': {
-        const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger, metrics });
-        lifecycle.add('outbox relay', () => relay.stop());
-        break;
-      }
-      case 'jobs': {
-        // The jobs poll on their schedule (and for the late-rejection watch) through a poller of their own.
-        const poller = startPoller(infra, config.accounts, metrics, {}, false);
-        lifecycle.add('status poller', () => poller.stop());
-        const scheduler = startJobs(infra, {
-          poll: () => poller.pollOnce(),
-          ...(options.retentionDays ? { retentionDays: Number(options.retentionDays) } : {}),
-        });
-        await scheduler.start();
-        lifecycle.add('jobs', () => scheduler.stop());
-        break;
-      }
-      case 'alerts': {
-        const alerts = await startAlertConsumer({
-          kafka: infra.kafka,
-          serde: infra.serde,
-          dlq: infra.publisher,
-          db: infra.db,
-          logger,
-          metrics,
-          sinks: alertSinksFrom(config),
-          timeoutMs: config.alerts.timeoutMs,
-        });
-        lifecycle.add('alert dispatcher', () => alerts.stop());
-        break;
-      }
-    }
-    logger.info({ part }, 'running');
+    const running = await part.start({
+      infra,
+      accounts: config.accounts,
+      metrics: createMetrics({ db: infra.db, admin: infra.admin }),
+      together: false,
+      started: new Map(),
+      defaultAccount: config.accounts.length === 1 ? (config.accounts[0]?.name ?? null) : null,
+      page: false,
+      sandboxUsers: false,
+      ...(options.retentionDays ? { retentionDays: Number(options.retentionDays) } : {}),
+    });
+    lifecycle.add(name, () => running.stop());
+    logger.info({ part: name }, 'running');
     await untilSignal();
   } finally {
     await lifecycle.stopAll();
