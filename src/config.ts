@@ -296,6 +296,18 @@ const envSchema = z.object({
   PAYRECON_POLL_COMPLETED_RECHECK_SECONDS: intText(1, 604_800).default(
     DEFAULT_POLLING_RULES.completedRecheckMs / 1000,
   ),
+  /** The dense start of that re-check, comma-separated seconds (default 3600,14400,43200), each capped by it. */
+  PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS: z
+    .string(required('comma-separated seconds'))
+    .refine((s) => /^\s*(\d{1,7}\s*(,\s*\d{1,7}\s*)*)?$/.test(s), 'must be comma-separated whole seconds')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => x !== '')
+        .map(Number),
+    )
+    .default(DEFAULT_POLLING_RULES.completedRecheckScheduleMs.map((ms) => ms / 1000)),
   /** Status calls the fetcher makes at once for each partition's batch of notifications. */
   PAYRECON_FETCH_CONCURRENCY: intText(1, 256).default(32),
   PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
@@ -352,6 +364,7 @@ function buildConfig(env: z.output<typeof envSchema>) {
       firstDelaySeconds: env.PAYRECON_POLL_FIRST_DELAY_SECONDS,
       maxDelaySeconds: env.PAYRECON_POLL_MAX_DELAY_SECONDS,
       completedRecheckSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SECONDS,
+      completedRecheckScheduleSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS,
     },
     fetcher: { concurrency: env.PAYRECON_FETCH_CONCURRENCY },
     provider: { timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS, retries: env.PAYRECON_PROVIDER_RETRIES },

@@ -110,6 +110,7 @@ export function exceptionRulesFrom(config: Config): ExceptionRules {
       firstDelayMs: config.poller.firstDelaySeconds * 1000,
       maxDelayMs: config.poller.maxDelaySeconds * 1000,
       completedRecheckMs: config.poller.completedRecheckSeconds * 1000,
+      completedRecheckScheduleMs: config.poller.completedRecheckScheduleSeconds.map((s) => s * 1000),
       lateRejectionWindowMs: d.lateRejectionWatchDays * 24 * hour,
     },
   };

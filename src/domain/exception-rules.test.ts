@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { derivePath, type HistoryItem } from './effects.ts';
 import {
   alertId,
+  EXCEPTION_RULE_TEXT,
+  EXCEPTION_TYPES,
   expectedFee,
   type ObservationRuleInput,
   observationExceptions,
@@ -60,7 +62,27 @@ describe('immediate exception rules', () => {
     [
       'status reason AMOUNT_MISMATCH',
       [item('a', 'CANCELLED', { statusReason: 'AMOUNT_MISMATCH' })],
-      ['AMOUNT_MISMATCH'],
+      ['PROVIDER_AMOUNT_MISMATCH'],
+    ],
+    [
+      'status reason AMOUNT_MISMATCH while intent and provider amounts differ too',
+      [item('a', 'CANCELLED', { statusReason: 'AMOUNT_MISMATCH', amount: 999n })],
+      ['AMOUNT_MISMATCH', 'PROVIDER_AMOUNT_MISMATCH'],
+    ],
+    [
+      'late completion of an expired deposit',
+      [item('a', 'EXPIRED'), item('b', 'COMPLETED', { observedAt: new Date(t0.getTime() + H) })],
+      ['LATE_COMPLETION'],
+    ],
+    [
+      'late completion of a cancelled deposit',
+      [item('a', 'CANCELLED'), item('b', 'COMPLETED', { observedAt: new Date(t0.getTime() + H) })],
+      ['LATE_COMPLETION'],
+    ],
+    [
+      'an ordinary completion',
+      [item('a', 'PENDING'), item('b', 'COMPLETED', { observedAt: new Date(t0.getTime() + H) })],
+      [],
     ],
     ['payer UNMATCH', [item('a', 'PENDING', { payerVerification: 'UNMATCH' })], ['PAYER_UNMATCH']],
     ['not found at the provider', [item('a', null)], ['MISSING_AT_PROVIDER']],
@@ -106,6 +128,39 @@ describe('immediate exception rules', () => {
     expect(alertId('STUCK', 'cashout', 'm', '1', 3)).toBe('STUCK:cashout:m:1:3');
     expect(shouldAlert('LATE_REJECTION', R)).toBe(true);
     expect(shouldAlert('MISSED_NOTIFICATION', R)).toBe(false);
+  });
+});
+
+describe('exception facts', () => {
+  it('never says two amounts differ when they agree, whatever the status reason', () => {
+    const out = observationExceptions(
+      input([item('a', 'CANCELLED', { statusReason: 'AMOUNT_MISMATCH', amount: 157954n })], {
+        intent: { intentId: 'i', currency: 'BRL', amount: 157954n, expectedFee: null },
+      }),
+      R,
+    );
+    expect(types(out)).toEqual(['PROVIDER_AMOUNT_MISMATCH']);
+    expect(EXCEPTION_RULE_TEXT.PROVIDER_AMOUNT_MISMATCH).not.toMatch(/intent/);
+  });
+
+  it('names the same illegal move with the same fact whatever the event ids, and another move with another', () => {
+    const at = (ms: number) => new Date(t0.getTime() + ms);
+    const fact = (events: HistoryItem[]) =>
+      observationExceptions(input(events), R).find((e) => e.type === 'ILLEGAL_TRANSITION')?.fact;
+    const a = fact([item('a', 'COMPLETED'), item('b', 'PENDING', { observedAt: at(1) })]);
+    const b = fact([item('x', 'COMPLETED'), item('y', 'PENDING', { observedAt: at(5) })]);
+    const c = fact([item('x', 'COMPLETED'), item('y', 'CANCELLED', { observedAt: at(5) })]);
+    expect(a).toBe('COMPLETED->PENDING');
+    expect(b).toBe(a);
+    expect(c).not.toBe(a);
+  });
+
+  it('has one rule sentence and a severity per type; LATE_COMPLETION severity is configuration', () => {
+    for (const t of EXCEPTION_TYPES) {
+      expect(EXCEPTION_RULE_TEXT[t]).toMatch(/^[A-Z].*\.$/);
+      expect(R.severity[t]).toBeDefined();
+    }
+    expect(R.severity.FACTS_CHANGED).toBe('critical');
   });
 });
 

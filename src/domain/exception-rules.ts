@@ -14,7 +14,7 @@ import {
 } from './effects.ts';
 import type { Minor } from './money.ts';
 import { DEFAULT_POLLING_RULES, type PollingRules } from './polling.ts';
-import type { EntityKind } from './statuses.ts';
+import { DEPOSIT_LATE_COMPLETION_FROM, type EntityKind } from './statuses.ts';
 
 export const EXCEPTION_TYPES = [
   'AMOUNT_MISMATCH',
@@ -23,10 +23,13 @@ export const EXCEPTION_TYPES = [
   'MISSING_AT_PROVIDER',
   'ILLEGAL_TRANSITION',
   'LATE_REJECTION',
+  'LATE_COMPLETION',
   'EARLY_RELEASE_REVERSED',
+  'FACTS_CHANGED',
   'STUCK',
   'MISSED_NOTIFICATION',
   'THIRD_PARTY_PAYER',
+  'PROVIDER_AMOUNT_MISMATCH',
   'PAYER_UNMATCH',
   'OVER_REFUNDED',
   'DUPLICATE_INVOICE',
@@ -88,10 +91,13 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
     MISSING_AT_PROVIDER: 'high',
     ILLEGAL_TRANSITION: 'medium',
     LATE_REJECTION: 'critical',
+    LATE_COMPLETION: 'high',
     EARLY_RELEASE_REVERSED: 'high',
+    FACTS_CHANGED: 'critical',
     STUCK: 'medium',
     MISSED_NOTIFICATION: 'low',
     THIRD_PARTY_PAYER: 'medium',
+    PROVIDER_AMOUNT_MISMATCH: 'medium',
     PAYER_UNMATCH: 'medium',
     OVER_REFUNDED: 'critical',
     DUPLICATE_INVOICE: 'medium',
@@ -115,6 +121,34 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
   feeToleranceMinor: 0n,
 };
 
+/** One sentence per type naming the rule that raised it (page, exception workbook and alert carry it). */
+export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
+  AMOUNT_MISMATCH: "The amount the provider reports differs from the amount of the merchant's intent.",
+  CURRENCY_MISMATCH: "The currency the provider reports differs from the currency of the merchant's intent.",
+  UNKNOWN_TRANSACTION:
+    'The provider knows this payment but no merchant intent names it after the grace period.',
+  MISSING_AT_PROVIDER:
+    'The merchant recorded an intent but the provider answers that the payment does not exist.',
+  ILLEGAL_TRANSITION:
+    'The provider reported a status change that no document allows; the ledger did not apply it until an operator decides.',
+  LATE_REJECTION:
+    "A completed payout was rejected later by the beneficiary's bank; the ledger reversed the payout.",
+  LATE_COMPLETION:
+    "A deposit completed after it had expired or been cancelled (the provider's manual matching of a late payment); the ledger booked the credit.",
+  EARLY_RELEASE_REVERSED: 'A deposit released early failed afterwards; the ledger took the credit back.',
+  FACTS_CHANGED:
+    "A fact that cannot change (test flag, crypto, currency, the amount of a completed payment, a refund's deposit) changed between readings; the ledger keeps its last consistent bookings.",
+  STUCK: 'The payment has stayed in a non-final status past its configured deadline.',
+  MISSED_NOTIFICATION: 'A status change was seen only by polling; its notification never arrived.',
+  THIRD_PARTY_PAYER: 'The provider cancelled the deposit because a third party, not the customer, paid it.',
+  PROVIDER_AMOUNT_MISMATCH:
+    'The provider cancelled the deposit because the payer paid a different amount than requested (status reason AMOUNT_MISMATCH).',
+  PAYER_UNMATCH: "The provider could not match the payer's identity to the customer's.",
+  OVER_REFUNDED: 'The refunds of a deposit hold or paid out more than the deposit.',
+  DUPLICATE_INVOICE: 'Another deposit uses the same invoice id.',
+  FEE_MISMATCH: 'The fee the provider charged differs from the expected fee.',
+};
+
 export function severityRank(s: Severity): number {
   return SEVERITIES.indexOf(s);
 }
@@ -124,7 +158,11 @@ export function shouldAlert(type: ExceptionType, rules: ExceptionRules): boolean
 }
 
 /** Exceptions that stay true once raised and alert exactly once (their alert id has no counter). */
-export const ONCE_PER_ENTITY: readonly ExceptionType[] = ['LATE_REJECTION', 'EARLY_RELEASE_REVERSED'];
+export const ONCE_PER_ENTITY: readonly ExceptionType[] = [
+  'LATE_REJECTION',
+  'LATE_COMPLETION',
+  'EARLY_RELEASE_REVERSED',
+];
 
 /**
  * Deterministic alert id: once per entity for ONCE_PER_ENTITY types, else once per opening, `count` being
@@ -153,6 +191,11 @@ export function expectedFee(rules: ExceptionRules, currency: string, amount: Min
 export interface RaisedException {
   type: ExceptionType;
   details: Record<string, unknown>;
+  /**
+   * What the exception is about, without sighting-specific parts (event ids, times): a resolved exception
+   * raised again with the same fact stays resolved; a different fact reopens it.
+   */
+  fact: string;
 }
 
 export interface IntentForRules {
@@ -182,40 +225,66 @@ export function observationExceptions(input: ObservationRuleInput, rules: Except
   const { fresh, path, intent } = input;
   const illegal = fresh.filter((h) => path.illegal.has(h.eventId));
   if (illegal.length > 0) {
+    const moves = illegal.map((h) => ({
+      eventId: h.eventId,
+      from: path.fromStatus.get(h.eventId) ?? null,
+      to: h.status,
+    }));
     out.push({
       type: 'ILLEGAL_TRANSITION',
-      details: {
-        moves: illegal.map((h) => ({
-          eventId: h.eventId,
-          from: path.fromStatus.get(h.eventId) ?? null,
-          to: h.status,
-        })),
-      },
+      details: { moves },
+      fact: [...new Set(moves.map((m) => `${m.from ?? 'none'}->${m.to}`))].sort().join(','),
     });
   }
   const checkIntent = intent !== null && (fresh.length > 0 || input.intentNew);
+  // Intent against provider: only when both amounts are known and they differ.
   if (checkIntent && input.providerAmount !== null && input.providerAmount !== intent.amount) {
+    const details = { intent: intent.amount.toString(), provider: input.providerAmount.toString() };
     out.push({
       type: 'AMOUNT_MISMATCH',
-      details: { intent: intent.amount.toString(), provider: input.providerAmount.toString() },
+      details,
+      fact: `intent ${details.intent} provider ${details.provider}`,
     });
-  } else if (fresh.some((h) => h.statusReason === 'AMOUNT_MISMATCH')) {
-    out.push({ type: 'AMOUNT_MISMATCH', details: { statusReason: 'AMOUNT_MISMATCH' } });
   }
   if (checkIntent && input.providerCurrency !== null && input.providerCurrency !== intent.currency) {
+    const details = { intent: intent.currency, provider: input.providerCurrency };
     out.push({
       type: 'CURRENCY_MISMATCH',
-      details: { intent: intent.currency, provider: input.providerCurrency },
+      details,
+      fact: `intent ${details.intent} provider ${details.provider}`,
     });
   }
-  if (fresh.some((h) => h.statusReason === 'THIRD_PARTY_PAYER')) {
-    out.push({ type: 'THIRD_PARTY_PAYER', details: { statusReason: 'THIRD_PARTY_PAYER' } });
+  // The provider's own status reasons are their own types, whatever the amounts say.
+  const reasoned = (reason: string) => fresh.find((h) => h.statusReason === reason);
+  const thirdParty = reasoned('THIRD_PARTY_PAYER');
+  if (thirdParty) {
+    out.push({
+      type: 'THIRD_PARTY_PAYER',
+      details: { status: thirdParty.status, statusReason: 'THIRD_PARTY_PAYER' },
+      fact: `${thirdParty.status} THIRD_PARTY_PAYER`,
+    });
+  }
+  const paidOther = reasoned('AMOUNT_MISMATCH');
+  if (paidOther) {
+    out.push({
+      type: 'PROVIDER_AMOUNT_MISMATCH',
+      details: { status: paidOther.status, statusReason: 'AMOUNT_MISMATCH' },
+      fact: `${paidOther.status} AMOUNT_MISMATCH`,
+    });
   }
   if (fresh.some((h) => h.payerVerification === 'UNMATCH')) {
-    out.push({ type: 'PAYER_UNMATCH', details: { payerVerification: 'UNMATCH' } });
+    out.push({ type: 'PAYER_UNMATCH', details: { payerVerification: 'UNMATCH' }, fact: 'UNMATCH' });
   }
   if (intent !== null && path.status === null && fresh.some((h) => h.status === null)) {
-    out.push({ type: 'MISSING_AT_PROVIDER', details: { intentId: intent.intentId } });
+    out.push({ type: 'MISSING_AT_PROVIDER', details: { intentId: intent.intentId }, fact: 'not found' });
+  }
+  const late = lateCompletion(input.kind, path);
+  if (late !== null && fresh.length > 0) {
+    out.push({
+      type: 'LATE_COMPLETION',
+      details: { from: late.from, completedAt: late.completedAt.toISOString() },
+      fact: `${late.from}->COMPLETED`,
+    });
   }
   if (
     input.kind === 'deposit' &&
@@ -230,9 +299,11 @@ export function observationExceptions(input: ObservationRuleInput, rules: Except
     if (expected !== null) {
       const diff = input.feeAmount - expected;
       if ((diff < 0n ? -diff : diff) > rules.feeToleranceMinor) {
+        const details = { expected: expected.toString(), charged: input.feeAmount.toString() };
         out.push({
           type: 'FEE_MISMATCH',
-          details: { expected: expected.toString(), charged: input.feeAmount.toString() },
+          details,
+          fact: `expected ${details.expected} charged ${details.charged}`,
         });
       }
     }
@@ -244,12 +315,42 @@ export function observationExceptions(input: ObservationRuleInput, rules: Except
 export function stateExceptions(before: EffectState | null, after: EffectState): RaisedException[] {
   const out: RaisedException[] = [];
   if (isLateRejection(after) && !(before && isLateRejection(before))) {
-    out.push({ type: 'LATE_REJECTION', details: { status: after.status } });
+    out.push({
+      type: 'LATE_REJECTION',
+      details: { status: after.status },
+      fact: `COMPLETED->${after.status}`,
+    });
   }
   if (isEarlyReleaseReversed(after) && !(before && isEarlyReleaseReversed(before))) {
-    out.push({ type: 'EARLY_RELEASE_REVERSED', details: { status: after.status } });
+    out.push({
+      type: 'EARLY_RELEASE_REVERSED',
+      details: { status: after.status },
+      fact: `EARLY_RELEASED->${after.status}`,
+    });
   }
   return out;
+}
+
+/**
+ * A deposit whose legal path went from EXPIRED or CANCELLED to COMPLETED (the provider completed it by
+ * hand after a late payment): the status it completed from and when; null otherwise.
+ */
+export function lateCompletion(
+  kind: EntityKind,
+  path: PathState,
+): { from: string; completedAt: Date } | null {
+  if (kind !== 'deposit' || !path.everCompleted) return null;
+  let prev: string | null = null;
+  for (const h of path.sorted) {
+    if (h.status === null || path.illegal.has(h.eventId)) continue;
+    if (h.status === 'COMPLETED') {
+      return prev !== null && (DEPOSIT_LATE_COMPLETION_FROM as readonly string[]).includes(prev)
+        ? { from: prev, completedAt: h.observedAt }
+        : null;
+    }
+    prev = h.status;
+  }
+  return null;
 }
 
 export interface StuckInput {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelayMs, nextPollAt } from './polling.ts';
+import { backoffDelayMs, completedRecheckDelayMs, DEFAULT_POLLING_RULES, nextPollAt } from './polling.ts';
 
 const t0 = new Date('2026-11-01T00:00:00Z');
 const min = 60_000;
@@ -31,16 +31,20 @@ describe('polling schedule', () => {
     expect(next?.getTime() ?? null).toBe(expected);
   });
 
-  it('re-polls a COMPLETED cashout daily through the late-rejection window, then stops', () => {
+  it('re-checks a COMPLETED cashout 1 h, 4 h, 12 h, then daily through the late-rejection window, then stops', () => {
     const day = 24 * 3_600_000;
-    const inside = nextPollAt({
-      kind: 'cashout',
-      status: 'COMPLETED',
-      attempts: 0,
-      from: t0,
-      completedAt: t0,
-    });
-    expect(inside?.getTime()).toBe(t0.getTime() + day);
+    const H = 3_600_000;
+    const after = (attempts: number) =>
+      (nextPollAt({ kind: 'cashout', status: 'COMPLETED', attempts, from: t0, completedAt: t0 })?.getTime() ??
+        0) - t0.getTime();
+    expect([0, 1, 2, 3, 4, 10].map(after)).toEqual([H, 4 * H, 12 * H, day, day, day]);
+    // Configurable: another schedule, each step capped by the daily interval.
+    const rules = {
+      ...DEFAULT_POLLING_RULES,
+      completedRecheckMs: 3_000,
+      completedRecheckScheduleMs: [1_000, 9_000],
+    };
+    expect([0, 1, 2].map((n) => completedRecheckDelayMs(n, rules))).toEqual([1_000, 3_000, 3_000]);
     const late = new Date(t0.getTime() + 29.5 * day);
     expect(
       nextPollAt({ kind: 'refund', status: 'COMPLETED', attempts: 5, from: late, completedAt: t0 }),

@@ -1,15 +1,22 @@
 /**
  * When the poller should next ask the provider about an entity: back-off from one minute, doubling up
- * to every six hours, while the status is not final; COMPLETED cashouts and refunds are re-polled daily
- * through the late-rejection window (their bank may still return the money); final statuses never.
+ * to every six hours, while the status is not final; COMPLETED cashouts and refunds are re-checked on a
+ * schedule that starts dense (1 h, 4 h, 12 h after the last reading, then daily) through the
+ * late-rejection window, so a late rejection whose notification was lost is found within hours; final
+ * statuses never.
  */
 import { type EntityKind, type EntityStatus, isFinal, isStatus } from './statuses.ts';
 
 export interface PollingRules {
   firstDelayMs: number;
   maxDelayMs: number;
-  /** Re-poll interval of COMPLETED cashouts and refunds. */
+  /** Re-poll interval of COMPLETED cashouts and refunds once the schedule below is used up (and its cap). */
   completedRecheckMs: number;
+  /**
+   * The first re-checks of a COMPLETED cashout or refund: the n-th delay after the n-th reading that saw
+   * no change (each capped at `completedRecheckMs`); after the last one, every `completedRecheckMs`.
+   */
+  completedRecheckScheduleMs: readonly number[];
   /** How long after completion a cashout or refund may still be rejected. */
   lateRejectionWindowMs: number;
 }
@@ -18,6 +25,7 @@ export const DEFAULT_POLLING_RULES: PollingRules = {
   firstDelayMs: 60_000,
   maxDelayMs: 6 * 3_600_000,
   completedRecheckMs: 24 * 3_600_000,
+  completedRecheckScheduleMs: [3_600_000, 4 * 3_600_000, 12 * 3_600_000],
   lateRejectionWindowMs: 30 * 24 * 3_600_000,
 };
 
@@ -25,6 +33,16 @@ export const DEFAULT_POLLING_RULES: PollingRules = {
 export function backoffDelayMs(attempts: number, rules: PollingRules = DEFAULT_POLLING_RULES): number {
   const exp = Math.min(Math.max(attempts, 0), 40);
   return Math.min(rules.firstDelayMs * 2 ** exp, rules.maxDelayMs);
+}
+
+/** Delay before re-checking a COMPLETED cashout or refund after `attempts` readings that saw no change. */
+export function completedRecheckDelayMs(
+  attempts: number,
+  rules: PollingRules = DEFAULT_POLLING_RULES,
+): number {
+  const schedule = rules.completedRecheckScheduleMs;
+  const step = schedule[Math.max(attempts, 0)] ?? rules.completedRecheckMs;
+  return Math.min(step, rules.completedRecheckMs);
 }
 
 export interface PollInput {
@@ -43,7 +61,7 @@ export function nextPollAt(input: PollInput, rules: PollingRules = DEFAULT_POLLI
   if (status !== null && isStatus(kind, status)) {
     if (kind !== 'deposit' && status === 'COMPLETED') {
       const end = (input.completedAt ?? from).getTime() + rules.lateRejectionWindowMs;
-      const next = from.getTime() + rules.completedRecheckMs;
+      const next = from.getTime() + completedRecheckDelayMs(input.attempts, rules);
       return next <= end ? new Date(next) : null;
     }
     if (isFinal(kind, status as EntityStatus<typeof kind>)) return null;

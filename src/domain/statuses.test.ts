@@ -18,7 +18,9 @@ const MOVES: [kind: EntityKind, from: string, allowed: string, refused: string][
   ['deposit', 'PENDING_AUTHENTICATION', 'COMPLETED', 'APPROVED'],
   ['deposit', 'APPROVED', 'COMPLETED', 'PENDING'],
   ['deposit', 'PENDING', 'EXPIRED', 'CREATED'],
-  ['deposit', 'EXPIRED', 'CANCELLED', 'COMPLETED'],
+  ['deposit', 'EXPIRED', 'CANCELLED', 'PENDING'],
+  ['deposit', 'EXPIRED', 'COMPLETED', 'DECLINED'],
+  ['deposit', 'CANCELLED', 'COMPLETED', 'EXPIRED'],
   ['deposit', 'EARLY_RELEASED', 'CANCELLED', 'PENDING'],
   ['cashout', 'PENDING', 'ON_HOLD', 'COMPLETED'],
   ['cashout', 'ON_HOLD', 'PENDING', 'DELIVERED'],
@@ -61,6 +63,16 @@ describe('transition tables (section 3)', () => {
     expect(canReach('refund', 'PENDING', 'REJECTED')).toBe(true);
     expect(canReach('deposit', 'COMPLETED', 'PENDING')).toBe(false);
     expect(canReach('cashout', 'REJECTED', 'COMPLETED')).toBe(false);
+  });
+
+  it("follows the provider's documented late moves: a late completion of an expired or cancelled deposit", () => {
+    expect(canReach('deposit', 'EXPIRED', 'COMPLETED')).toBe(true);
+    expect(canReach('deposit', 'CANCELLED', 'COMPLETED')).toBe(true);
+    expect(canReach('deposit', 'EARLY_RELEASED', 'COMPLETED')).toBe(true);
+    // but nothing leaves DECLINED, and nothing goes back from COMPLETED
+    expect(canReach('deposit', 'DECLINED', 'COMPLETED')).toBe(false);
+    expect(canReach('deposit', 'COMPLETED', 'CANCELLED')).toBe(false);
+    expect(canReach('deposit', 'CANCELLED', 'EXPIRED')).toBe(false);
   });
 
   it('every table names only statuses of its own set', () => {

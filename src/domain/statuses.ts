@@ -30,7 +30,9 @@ export type DepositStatus = (typeof DEPOSIT_STATUSES)[number];
  * provider's documented lifecycle: a created deposit waits for payment (PENDING), may go to manual
  * review, may be released early for trusted payers, and ends COMPLETED, DECLINED, CANCELLED or
  * EXPIRED. An EXPIRED deposit becomes CANCELLED seven days later (provider-facts.md). An early
- * released deposit can still fail (the reversal case of the effect table).
+ * released deposit can still fail (the reversal case of the effect table). An EXPIRED or CANCELLED
+ * deposit can still turn COMPLETED by the provider's manual action, a payment that arrived late and was
+ * matched by hand (provider-facts.md): a legal move, booked like any completion (LATE_COMPLETION).
  */
 export const DEPOSIT_TRANSITIONS: Readonly<Record<DepositStatus, readonly DepositStatus[]>> = {
   CREATED: [
@@ -50,9 +52,12 @@ export const DEPOSIT_TRANSITIONS: Readonly<Record<DepositStatus, readonly Deposi
   EARLY_RELEASED: ['COMPLETED', 'DECLINED', 'CANCELLED', 'EXPIRED'],
   COMPLETED: [],
   DECLINED: [],
-  CANCELLED: [],
-  EXPIRED: ['CANCELLED'],
+  CANCELLED: ['COMPLETED'],
+  EXPIRED: ['CANCELLED', 'COMPLETED'],
 };
+
+/** Statuses a deposit can leave only for a late COMPLETED (the provider's manual completion). */
+export const DEPOSIT_LATE_COMPLETION_FROM: readonly DepositStatus[] = ['EXPIRED', 'CANCELLED'];
 
 /** Statuses a new deposit can start in (the card endpoint answers synchronously). */
 export const DEPOSIT_INITIAL: readonly DepositStatus[] = [
@@ -63,6 +68,10 @@ export const DEPOSIT_INITIAL: readonly DepositStatus[] = [
   'DECLINED',
 ];
 
+/**
+ * Final for polling: CANCELLED is final although the provider may still complete it by hand; that late
+ * completion arrives as a notification (or a backfill), not by polling every cancelled deposit forever.
+ */
 export const DEPOSIT_FINAL: readonly DepositStatus[] = ['COMPLETED', 'DECLINED', 'CANCELLED'];
 
 // ---------------------------------------------------------------- cashouts (3.2)

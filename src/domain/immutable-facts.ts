@@ -1,0 +1,85 @@
+/**
+ * Facts of an entity that cannot change (ARCHITECTURE.md, "The ledger follows the provider"): whether a
+ * deposit is a test or a crypto deposit, the currency, the amount once the payment completed, and the
+ * deposit a refund belongs to. When two readings of one entity disagree on one of them (a provider that
+ * reuses ids after losing its memory, a bug), no booking can be right: the entity keeps its last
+ * consistent bookings (the plan books nothing more) and FACTS_CHANGED names both versions. Pure, and a
+ * function of the whole history (not of arrival order), so the ledger service and verification agree.
+ */
+import type { HistoryItem } from './effects.ts';
+import type { RaisedException } from './exception-rules.ts';
+import { formatAmount } from './money.ts';
+import type { EntityKind } from './statuses.ts';
+
+export const IMMUTABLE_FACTS = ['test', 'crypto', 'currency', 'amount', 'parentDepositId'] as const;
+export type ImmutableFact = (typeof IMMUTABLE_FACTS)[number];
+
+export interface FactVersion {
+  value: string;
+  eventId: string;
+  observedAt: string;
+  status: string | null;
+}
+
+export interface FactChange {
+  fact: ImmutableFact;
+  before: FactVersion;
+  after: FactVersion;
+}
+
+function factValue(kind: EntityKind, fact: ImmutableFact, h: HistoryItem): string | null {
+  switch (fact) {
+    // A refund's test flag is its deposit's (the ledger takes it from there); cashouts are never test.
+    case 'test':
+      return kind === 'deposit' ? String(h.test) : null;
+    case 'crypto':
+      return kind === 'deposit' ? String(h.crypto) : null;
+    case 'currency':
+      return h.currency;
+    case 'amount':
+      return h.amount === null ? null : formatAmount(h.amount);
+    case 'parentDepositId':
+      return kind === 'refund' ? h.parentDepositId : null;
+  }
+}
+
+/**
+ * The first disagreement of each immutable fact in walk order (`sorted`, as `derivePath` returns it):
+ * the first value seen and the first reading that contradicts it. Readings without a status ("not
+ * found") carry no facts. The amount counts from the first COMPLETED reading on (before completion the
+ * provider may still adjust it; a late payment completes with what was paid).
+ */
+export function changedFacts(kind: EntityKind, sorted: readonly HistoryItem[]): FactChange[] {
+  const out: FactChange[] = [];
+  const firstCompleted = sorted.findIndex((h) => h.status === 'COMPLETED');
+  for (const fact of IMMUTABLE_FACTS) {
+    let first: FactVersion | null = null;
+    for (let i = fact === 'amount' ? Math.max(firstCompleted, 0) : 0; i < sorted.length; i++) {
+      if (fact === 'amount' && firstCompleted < 0) break;
+      const h = sorted[i]!;
+      if (h.status === null) continue;
+      const value = factValue(kind, fact, h);
+      if (value === null) continue;
+      const version = { value, eventId: h.eventId, observedAt: h.observedAt.toISOString(), status: h.status };
+      if (first === null) first = version;
+      else if (value !== first.value) {
+        out.push({ fact, before: first, after: version });
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** The FACTS_CHANGED exception of a set of changes (null when there is none). */
+export function factsChangedException(changes: readonly FactChange[]): RaisedException | null {
+  if (changes.length === 0) return null;
+  return {
+    type: 'FACTS_CHANGED',
+    details: {
+      changes: changes.map((c) => ({ fact: c.fact, before: c.before, after: c.after })),
+      summary: changes.map((c) => `${c.fact} ${c.before.value} -> ${c.after.value}`).join('; '),
+    },
+    fact: changes.map((c) => `${c.fact}:${c.before.value}->${c.after.value}`).join(','),
+  };
+}
