@@ -97,7 +97,7 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
     STUCK: 'medium',
     MISSED_NOTIFICATION: 'low',
     THIRD_PARTY_PAYER: 'medium',
-    PROVIDER_AMOUNT_MISMATCH: 'medium',
+    PROVIDER_AMOUNT_MISMATCH: 'high',
     PAYER_UNMATCH: 'medium',
     OVER_REFUNDED: 'critical',
     DUPLICATE_INVOICE: 'medium',

@@ -123,19 +123,19 @@ describe('raiseExceptions', () => {
     await apply([cancelled(1, 'webhook')]);
     await apply([cancelled(2, 'poll')]);
     await apply([cancelled(3, 'webhook')]);
-    let row = (await exceptionsOf('amm1')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    let row = (await exceptionsOf('amm1')).find((e) => e.type === 'PROVIDER_AMOUNT_MISMATCH')!;
     expect([row.count, row.state]).toEqual([3, 'open']);
-    expect(await outboxOf('amm1')).toEqual(['AMOUNT_MISMATCH:deposit:acme:amm1:1']);
+    expect(await outboxOf('amm1')).toEqual(['PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:1']);
 
     // Resolved, then seen again: it opens again, and that is a new alert.
     await resolveException(t.db, row.id, 'customer paid the rest', 'ana');
     await apply([cancelled(4, 'poll')]);
     await apply([cancelled(5, 'poll')]);
-    row = (await exceptionsOf('amm1')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    row = (await exceptionsOf('amm1')).find((e) => e.type === 'PROVIDER_AMOUNT_MISMATCH')!;
     expect([row.count, row.state]).toEqual([5, 'open']);
     expect(await outboxOf('amm1')).toEqual([
-      'AMOUNT_MISMATCH:deposit:acme:amm1:1',
-      'AMOUNT_MISMATCH:deposit:acme:amm1:4',
+      'PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:1',
+      'PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:4',
     ]);
   });
 });

@@ -40,8 +40,9 @@ const DEPOSIT_ALLOWED: Record<string, string[]> = {
   EARLY_RELEASED: ['COMPLETED', 'DECLINED', 'CANCELLED', 'EXPIRED'],
   COMPLETED: [],
   DECLINED: [],
-  CANCELLED: [],
-  EXPIRED: ['CANCELLED'],
+  // The provider's manual completion of a late payment (provider-facts.md).
+  CANCELLED: ['COMPLETED'],
+  EXPIRED: ['CANCELLED', 'COMPLETED'],
 };
 const CASHOUT_ALLOWED: Record<string, string[]> = {
   PENDING: ['ON_HOLD', 'CANCELLED', 'DELIVERED'],
