@@ -1,34 +1,17 @@
 /**
- * Each test file gets its own database `payrecon_t_<random>` on the machine's PostgreSQL
- * (`TEST_DATABASE_URL`, default postgres://postgres@127.0.0.1:5432/postgres), migrated, and dropped after.
- * With `TEST_DATABASE_URL=embedded` the same suite runs against an embedded PostgreSQL started per test
- * file in a temporary directory.
+ * Each test file gets its own database `payrecon_t_<random>` on the run's PostgreSQL server, migrated,
+ * and dropped after. The server is chosen once per run by the global setup (test/setup/database.ts):
+ * `TEST_DATABASE_URL`, else 127.0.0.1:5432 when it answers, else one embedded PostgreSQL.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { createDb, migrateToLatest } from '../../src/db/connection.ts';
 import type { Database } from '../../src/db/schema.ts';
-import { startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
 
-const CONFIGURED = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-export const ADMIN_URL = CONFIGURED === 'embedded' ? '' : CONFIGURED;
-
-async function serverUrl(): Promise<{ base: string; stop: () => Promise<void> }> {
-  if (CONFIGURED !== 'embedded') return { base: CONFIGURED, stop: async () => undefined };
-  const dir = await mkdtemp(join(tmpdir(), 'payrecon-test-pg-'));
-  const server = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), database: 'postgres' });
-  return {
-    base: server.url,
-    stop: async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
+/** postgres:// URL of the run's server (its `postgres` database), a role that may create databases. */
+export const ADMIN_URL: string = inject('databaseUrl');
 
 export function urlFor(database: string, base = ADMIN_URL): string {
   const url = new URL(base);
@@ -44,8 +27,7 @@ export interface TestDatabase {
 }
 
 export async function createTestDatabase(options: { migrate?: boolean } = {}): Promise<TestDatabase> {
-  const server = await serverUrl();
-  const base = server.base;
+  const base = ADMIN_URL;
   const name = `payrecon_t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: base });
   await admin.connect();
@@ -64,7 +46,6 @@ export async function createTestDatabase(options: { migrate?: boolean } = {}): P
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await c.end();
-      await server.stop();
     },
   };
 }
