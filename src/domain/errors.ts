@@ -11,6 +11,8 @@ export const ERROR_CODES = {
   VALIDATION_FAILED: { retryable: false, http: 400 },
   INVALID_AMOUNT: { retryable: false, http: 400 },
   INVALID_SIGNATURE: { retryable: false, http: 401 },
+  /** A signed request outside the receiver's clock window. */
+  REPLAYED: { retryable: false, http: 401 },
   PAYLOAD_TOO_LARGE: { retryable: false, http: 413 },
   UNSUPPORTED_MEDIA_TYPE: { retryable: false, http: 415 },
   NOT_FOUND: { retryable: false, http: 404 },
@@ -62,6 +64,40 @@ export class AppError extends Error {
   get httpStatus(): number {
     return ERROR_CODES[this.code].http;
   }
+}
+
+/**
+ * The one mapping of any error that reaches an HTTP boundary to an AppError, whose code gives the HTTP
+ * status (`ERROR_CODES`): an AppError stays itself; a framework error carrying a 4xx `statusCode`
+ * (fastify's body too large, unsupported media type, bad JSON ...) becomes the matching client error
+ * with its message; anything else is INTERNAL, its message kept out of the answer. Every HTTP error
+ * handler of payrecon answers from this.
+ */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const status = (err as { statusCode?: unknown } | null)?.statusCode;
+  const message = err instanceof Error ? err.message : String(err);
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const code: ErrorCode =
+      status === 413
+        ? 'PAYLOAD_TOO_LARGE'
+        : status === 415
+          ? 'UNSUPPORTED_MEDIA_TYPE'
+          : status === 404
+            ? 'NOT_FOUND'
+            : status === 401
+              ? 'UNAUTHORIZED'
+              : status === 403
+                ? 'FORBIDDEN'
+                : 'VALIDATION_FAILED';
+    return new AppError(code, message, { cause: err });
+  }
+  return new AppError('INTERNAL', 'internal error', { cause: err });
+}
+
+/** The HTTP status of any error at an HTTP boundary (see `toAppError`). */
+export function httpStatusOf(err: unknown): number {
+  return toAppError(err).httpStatus;
 }
 
 /** True for errors worth retrying: AppErrors by their flag, unknown errors never. */

@@ -21,7 +21,7 @@ import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { type Config, loadConfig } from '../config.ts';
-import { AppError } from '../domain/errors.ts';
+import { AppError, toAppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, parseAmount } from '../domain/money.ts';
 import { INTENT_OPERATIONS, type Intent, type IntentOperation } from '../domain/observation.ts';
 import { createKafka, createPublisher, type Publisher } from '../events/kafka.ts';
@@ -584,23 +584,24 @@ export function intentsPlugin(deps: IntentsPluginDeps): FastifyPluginAsync {
         try {
           done(null, parseProviderJson(String(body)));
         } catch {
-          const err = new Error('body: must be valid JSON') as Error & { statusCode: number };
-          err.statusCode = 400;
-          done(err, undefined);
+          done(new AppError('VALIDATION_FAILED', 'body: must be valid JSON'), undefined);
         }
       },
     );
-    app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply: FastifyReply) => {
-      const status = err.statusCode ?? 500;
-      if (status === 415 || err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    app.setErrorHandler((err, _req, reply: FastifyReply) => {
+      const e = toAppError(err);
+      if (e.code === 'UNSUPPORTED_MEDIA_TYPE') {
         return reply
-          .code(415)
+          .code(e.httpStatus)
           .send({ error: 'unsupported_media_type', message: 'content-type: must be application/json' });
       }
-      if (status === 413) return reply.code(413).send({ error: 'too_large', message: 'body: too large' });
-      if (status < 500) return reply.code(status).send({ error: 'malformed', message: err.message });
+      if (e.code === 'PAYLOAD_TOO_LARGE') {
+        return reply.code(e.httpStatus).send({ error: 'too_large', message: 'body: too large' });
+      }
+      if (e.httpStatus < 500)
+        return reply.code(e.httpStatus).send({ error: 'malformed', message: e.message });
       log.error({ err }, 'intent request failed');
-      return reply.code(500).send({ error: 'internal', message: 'internal error' });
+      return reply.code(e.httpStatus).send({ error: 'internal', message: e.message });
     });
     if (deps.token) {
       const token = deps.token;

@@ -28,6 +28,7 @@ import type {
   FastifyRequest,
 } from 'fastify';
 import type { ProviderAccount, WebhookSignatureMode } from '../config.ts';
+import { AppError, type ErrorCode, toAppError } from '../domain/errors.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import type { Authenticity, NotificationReceived } from '../events/payloads.ts';
@@ -60,15 +61,28 @@ export const WEBHOOK_REJECTIONS = [
 ] as const;
 export type WebhookRejection = (typeof WEBHOOK_REJECTIONS)[number];
 
-const STATUS_OF: Record<WebhookRejection, number> = {
-  malformed: 400,
-  forged: 401,
-  replayed: 401,
-  unknown_account: 404,
-  too_large: 413,
-  unsupported_media_type: 415,
-  unavailable: 503,
+/** The AppError code of each reason; the HTTP status comes from the code (`ERROR_CODES`). */
+const REJECTION_CODES: Record<WebhookRejection, ErrorCode> = {
+  malformed: 'VALIDATION_FAILED',
+  forged: 'INVALID_SIGNATURE',
+  replayed: 'REPLAYED',
+  unknown_account: 'NOT_FOUND',
+  too_large: 'PAYLOAD_TOO_LARGE',
+  unsupported_media_type: 'UNSUPPORTED_MEDIA_TYPE',
+  unavailable: 'PUBLISH_FAILED',
 };
+
+/** A turned-away notification: an AppError naming the field and the rule. */
+function rejection(reason: WebhookRejection, field: string, rule: string): AppError {
+  return new AppError(REJECTION_CODES[reason], `${field}: ${rule}`, { details: { field, rule } });
+}
+
+/** The reason an error turned a notification away, or null when it is not a rejection (a failure). */
+function reasonOf(err: AppError): WebhookRejection | null {
+  return WEBHOOK_REJECTIONS.find((r) => REJECTION_CODES[r] === err.code) ?? null;
+}
+
+const MEDIA_RULE = 'must be application/json or application/x-www-form-urlencoded';
 
 export interface WebhookIngressDeps {
   accounts: readonly ProviderAccount[];
@@ -106,16 +120,6 @@ const SECRET_FIELDS = new Set([
   'token',
 ]);
 
-class Rejection extends Error {
-  constructor(
-    readonly reason: WebhookRejection,
-    readonly field: string,
-    readonly rule: string,
-  ) {
-    super(`${field}: ${rule}`);
-  }
-}
-
 type ContentKind = 'json' | 'form';
 
 function contentKind(req: FastifyRequest): ContentKind | null {
@@ -127,7 +131,7 @@ function contentKind(req: FastifyRequest): ContentKind | null {
 
 /** The body as a flat object of values (JSON numbers kept as their text). */
 function parseBody(raw: Buffer, kind: ContentKind): Record<string, unknown> {
-  if (raw.length === 0) throw new Rejection('malformed', 'body', 'must not be empty');
+  if (raw.length === 0) throw rejection('malformed', 'body', 'must not be empty');
   const text = raw.toString('utf8');
   if (kind === 'form') {
     const out: Record<string, unknown> = {};
@@ -140,10 +144,10 @@ function parseBody(raw: Buffer, kind: ContentKind): Record<string, unknown> {
   try {
     value = parseProviderJson(text);
   } catch {
-    throw new Rejection('malformed', 'body', 'must be valid JSON');
+    throw rejection('malformed', 'body', 'must be valid JSON');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new Rejection('malformed', 'body', 'must be a JSON object');
+    throw rejection('malformed', 'body', 'must be a JSON object');
   }
   return value as Record<string, unknown>;
 }
@@ -160,7 +164,7 @@ function kindOf(body: Record<string, unknown>, routeKind: EntityKind | null): En
           : null;
   if (routeKind === 'cashout' || named === 'cashout') {
     if (routeKind !== null && routeKind !== 'cashout') {
-      throw new Rejection(
+      throw rejection(
         'malformed',
         `${routeKind}_id`,
         'is required (this route takes deposit and refund notifications)',
@@ -169,13 +173,13 @@ function kindOf(body: Record<string, unknown>, routeKind: EntityKind | null): En
     return 'cashout';
   }
   if (named !== null) return named;
-  if (routeKind !== null) throw new Rejection('malformed', `${routeKind}_id`, 'is required');
-  throw new Rejection('malformed', 'body', 'must name deposit_id, refund_id or cashout_id');
+  if (routeKind !== null) throw rejection('malformed', `${routeKind}_id`, 'is required');
+  throw rejection('malformed', 'body', 'must name deposit_id, refund_id or cashout_id');
 }
 
-function firstIssue(error: Parameters<typeof formatZodIssues>[0]): Rejection {
+function firstIssue(error: Parameters<typeof formatZodIssues>[0]): AppError {
   const issue = formatZodIssues(error)[0] ?? { field: 'body', rule: 'is invalid' };
-  return new Rejection('malformed', issue.field, issue.rule);
+  return rejection('malformed', issue.field, issue.rule);
 }
 
 /** Text of the non-secret fields, empty values dropped. */
@@ -208,28 +212,27 @@ function checkDepositHeaders(
   raw: Buffer,
   account: ProviderAccount,
   now: Date,
-): Rejection | null {
+): AppError | null {
   const xDate = header(req, 'x-date');
   const xLogin = header(req, 'x-login');
   const authorization = header(req, 'authorization');
-  if (xDate === undefined) return new Rejection('forged', 'x-date', 'is required');
-  if (xLogin === undefined) return new Rejection('forged', 'x-login', 'is required');
-  if (authorization === undefined) return new Rejection('forged', 'authorization', 'is required');
+  if (xDate === undefined) return rejection('forged', 'x-date', 'is required');
+  if (xLogin === undefined) return rejection('forged', 'x-login', 'is required');
+  if (authorization === undefined) return rejection('forged', 'authorization', 'is required');
   if (xLogin !== account.depositLogin)
-    return new Rejection('forged', 'x-login', "must be the account's deposit login");
-  if (parseXDate(xDate) === null)
-    return new Rejection('forged', 'x-date', 'must be yyyy-MM-ddTHH:mm:ssZ in UTC');
+    return rejection('forged', 'x-login', "must be the account's deposit login");
+  if (parseXDate(xDate) === null) return rejection('forged', 'x-date', 'must be yyyy-MM-ddTHH:mm:ssZ in UTC');
   if (
     !verifyDepositAuthorization({ xDate, xLogin, body: raw, secret: account.depositSecret, authorization })
   ) {
-    return new Rejection(
+    return rejection(
       'forged',
       'authorization',
       'must be "D24 " and the HMAC-SHA256 of X-Date + X-Login + body',
     );
   }
   if (!isXDateInWindow(xDate, now, account.xDateWindowSeconds * 1000)) {
-    return new Rejection(
+    return rejection(
       'replayed',
       'x-date',
       `must be within ${account.xDateWindowSeconds} s of the receiver's clock`,
@@ -248,12 +251,12 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
   const now = deps.now ?? (() => new Date());
   const log = (deps.logger ?? rootLogger).child({ module: 'webhook-ingress' });
 
-  const reject = (reply: FastifyReply, r: Rejection, context: Record<string, unknown> = {}) => {
-    deps.onRejected?.(r.reason);
-    log.warn({ ...context, reason: r.reason, field: r.field, rule: r.rule }, 'notification rejected');
-    return reply
-      .code(STATUS_OF[r.reason])
-      .send({ error: r.reason, field: r.field, rule: r.rule, message: `${r.field}: ${r.rule}` });
+  const reject = (reply: FastifyReply, r: AppError, context: Record<string, unknown> = {}) => {
+    const reason = reasonOf(r) ?? 'malformed';
+    const { field, rule } = (r.details ?? {}) as { field?: string; rule?: string };
+    deps.onRejected?.(reason);
+    log.warn({ ...context, reason, field, rule }, 'notification rejected');
+    return reply.code(r.httpStatus).send({ error: reason, field, rule, message: r.message });
   };
 
   async function handle(
@@ -266,7 +269,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
     try {
       const account = accountName === null ? undefined : accounts.get(accountName);
       if (!account) {
-        throw new Rejection(
+        throw rejection(
           'unknown_account',
           'account',
           accountName === null
@@ -276,11 +279,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
       }
       const type = contentKind(req);
       if (type === null) {
-        throw new Rejection(
-          'unsupported_media_type',
-          'content-type',
-          'must be application/json or application/x-www-form-urlencoded',
-        );
+        throw rejection('unsupported_media_type', 'content-type', MEDIA_RULE);
       }
       const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const body = parseBody(raw, type);
@@ -293,7 +292,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
       let externalId: string | null = null;
       let notificationDate: Date | null = null;
       let fields: Record<string, string>;
-      let problem: Rejection | null = null;
+      let problem: AppError | null = null;
 
       if (kind === 'cashout') {
         // Empty form values mean "absent" (the provider sends every key).
@@ -306,9 +305,9 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         fields = publicFields(body, ['cashout_id', 'external_id']);
         if (mode !== 'off') {
           const control = typeof present.control === 'string' ? present.control : undefined;
-          if (control === undefined) problem = new Rejection('forged', 'control', 'is required');
+          if (control === undefined) problem = rejection('forged', 'control', 'is required');
           else if (!verifyCashoutControl(externalId, account.cashoutSecret, control)) {
-            problem = new Rejection(
+            problem = rejection(
               'forged',
               'control',
               'must be the HMAC-SHA256 of "Be4" + external_id + "Bo7"',
@@ -332,7 +331,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         if (mode === 'enforce') throw problem;
         authenticity = 'failed';
         log.warn(
-          { ...context, entityId, reason: problem.reason, field: problem.field, rule: problem.rule },
+          { ...context, entityId, reason: reasonOf(problem), ...problem.details },
           'notification failed its authenticity check; accepted (warn mode)',
         );
       }
@@ -358,10 +357,13 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
           { ...context, entityId, err },
           'notification not published; answering 503 so the provider retries',
         );
+        const failed = new AppError('PUBLISH_FAILED', 'the notification could not be recorded; retry later', {
+          cause: err,
+        });
         return reply
-          .code(503)
+          .code(failed.httpStatus)
           .header('retry-after', '5')
-          .send({ error: 'unavailable', message: 'the notification could not be recorded; retry later' });
+          .send({ error: 'unavailable', message: failed.message });
       }
       deps.onAccepted?.(kind, authenticity);
       log.debug(
@@ -370,7 +372,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
       );
       return reply.code(200).send({ received: true, notification_id: event.notificationId });
     } catch (err) {
-      if (err instanceof Rejection) return reject(reply, err, context);
+      if (err instanceof AppError && reasonOf(err) !== null) return reject(reply, err, context);
       throw err;
     }
   }
@@ -381,40 +383,25 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
     app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
 
     app.setErrorHandler((err: FastifyError, req, reply) => {
-      const accountName = (req.params as { a?: string } | undefined)?.a ?? null;
-      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
-        return reject(reply, new Rejection('too_large', 'body', `must be at most ${bodyLimit} bytes`), {
-          account: accountName,
-        });
+      const context = { account: (req.params as { a?: string } | undefined)?.a ?? null };
+      const e = toAppError(err);
+      if (e.code === 'PAYLOAD_TOO_LARGE') {
+        return reject(reply, rejection('too_large', 'body', `must be at most ${bodyLimit} bytes`), context);
       }
-      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) {
-        return reject(
-          reply,
-          new Rejection(
-            'unsupported_media_type',
-            'content-type',
-            'must be application/json or application/x-www-form-urlencoded',
-          ),
-          { account: accountName },
-        );
+      if (e.code === 'UNSUPPORTED_MEDIA_TYPE') {
+        return reject(reply, rejection('unsupported_media_type', 'content-type', MEDIA_RULE), context);
       }
-      if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-        return reject(reply, new Rejection('malformed', 'body', err.message), { account: accountName });
-      }
-      log.error({ err, account: accountName }, 'webhook handler failed');
-      return reply.code(500).send({ error: 'internal', message: 'internal error' });
+      if (e.httpStatus < 500) return reject(reply, rejection('malformed', 'body', e.message), context);
+      log.error({ err, ...context }, 'webhook handler failed');
+      return reply.code(e.httpStatus).send({ error: 'internal', message: e.message });
     });
 
     app.post<{ Params: { a: string; b: string } }>('/webhooks/:a/:b', async (req, reply) => {
       const kind = ROUTE_KINDS[req.params.b];
       if (!kind) {
-        return reject(
-          reply,
-          new Rejection('malformed', 'path', 'must end in /deposits, /refunds or /cashouts'),
-          {
-            account: req.params.a,
-          },
-        );
+        return reject(reply, rejection('malformed', 'path', 'must end in /deposits, /refunds or /cashouts'), {
+          account: req.params.a,
+        });
       }
       return handle(req, reply, req.params.a, kind);
     });

@@ -9,6 +9,7 @@ import { stat } from 'node:fs/promises';
 import fastifyCookie from '@fastify/cookie';
 import fastifyFormbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { toAppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import {
   authenticate,
@@ -133,6 +134,12 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     await app.register(fastifyFormbody, { bodyLimit: 64 * 1024 });
   }
   app.decorateRequest('session', null);
+  // An error answers the status of its code (toAppError, src/domain/errors.ts), as in every handler.
+  app.setErrorHandler((err, _request, reply) => {
+    const e = toAppError(err);
+    if (e.httpStatus >= 500) options.logger?.error({ err }, 'page request failed');
+    return reply.code(e.httpStatus).header('content-type', 'text/plain; charset=utf-8').send(e.message);
+  });
 
   // Signed-out sessions (id -> expiry), refused until they would have expired anyway: the signed cookie
   // alone cannot be recalled, so sign-out must be remembered on the server.
