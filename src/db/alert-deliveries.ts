@@ -1,23 +1,15 @@
 /** Repository of `alert_deliveries`: which alert already reached which sink. */
-import { type Kysely, sql } from 'kysely';
-
-export interface AlertDeliveriesTable {
-  alert_id: string;
-  sink: string;
-  delivered_at: Date;
-  digest: boolean;
-}
-
-type Db = Kysely<{ alert_deliveries: AlertDeliveriesTable }>;
+import { sql } from 'kysely';
+import type { Db } from './schema.ts';
 
 /** The subset of `alertIds` already delivered to `sink`. */
-export async function deliveredAlertIds<DB>(
-  db: Kysely<DB>,
+export async function deliveredAlertIds(
+  db: Db,
   sink: string,
   alertIds: readonly string[],
 ): Promise<Set<string>> {
   if (alertIds.length === 0) return new Set();
-  const rows = await (db as unknown as Db)
+  const rows = await db
     .selectFrom('alert_deliveries')
     .select('alert_id')
     .where('sink', '=', sink)
@@ -27,14 +19,14 @@ export async function deliveredAlertIds<DB>(
 }
 
 /** Records deliveries; a pair already present stays as it was. */
-export async function recordAlertDeliveries<DB>(
-  db: Kysely<DB>,
+export async function recordAlertDeliveries(
+  db: Db,
   sink: string,
   alertIds: readonly string[],
   digest: boolean,
 ): Promise<void> {
   if (alertIds.length === 0) return;
-  await (db as unknown as Db)
+  await db
     .insertInto('alert_deliveries')
     .values(alertIds.map((alert_id) => ({ alert_id, sink, digest, delivered_at: sql<Date>`now()` })))
     .onConflict((oc) => oc.columns(['alert_id', 'sink']).doNothing())

@@ -6,7 +6,7 @@
  * at or above the configured severity go to the outbox in the same transaction, under a deterministic
  * alert id, so a replay or a retry never alerts twice (a late rejection is alerted exactly once).
  */
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import {
   alertId,
   DEFAULT_EXCEPTION_RULES,
@@ -17,9 +17,7 @@ import {
 } from '../domain/exception-rules.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { EntityRef } from './ledger-repository.ts';
-import type { Database } from './schema.ts';
-
-type Db = Kysely<Database>;
+import type { Db } from './schema.ts';
 
 export const ALERT_TOPIC = 'recon.alert.raised.v1';
 

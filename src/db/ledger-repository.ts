@@ -4,7 +4,7 @@
  * trips whatever its size. Amounts cross this boundary as decimal text and become bigint minor units
  * here; they never become JavaScript numbers.
  */
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import type {
   AppliedEntry,
   Book,
@@ -16,9 +16,7 @@ import type {
 import { formatAmount, MAX_INTEGER_DIGITS, type Minor, parseAmount } from '../domain/money.ts';
 import type { ObservationSource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import type { Database } from './schema.ts';
-
-type Db = Kysely<Database>;
+import type { Db } from './schema.ts';
 
 export interface EntityRef {
   account: string;

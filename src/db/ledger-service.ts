@@ -8,23 +8,12 @@
  */
 import type { Kysely, Transaction } from 'kysely';
 import { sql } from 'kysely';
-import {
-  derivePath,
-  type EffectState,
-  entityFacts,
-  type HistoryItem,
-  planEntries,
-  wantedEffects,
-} from '../domain/effects.ts';
+import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
-import {
-  DEFAULT_EXCEPTION_RULES,
-  type ExceptionRules,
-  observationExceptions,
-  stateExceptions,
-} from '../domain/exception-rules.ts';
+import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
 import { formatAmount, parseAmount } from '../domain/money.ts';
 import { type Intent, intentKind, type Observation } from '../domain/observation.ts';
+import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
 import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
 import { logger } from '../logger.ts';
@@ -36,20 +25,21 @@ import {
   ensureMerchantAccounts,
   ensureMirrors,
   type HistoryRow,
+  type LinkedIntent,
+  type LockedMirror,
   loadBatch,
   loadIntents,
   loadRefundDeposits,
   type MirrorUpdate,
+  type RefundDeposits,
   refKey,
   toMinor,
   toText,
   writeBatch,
 } from './ledger-repository.ts';
-import type { Database } from './schema.ts';
+import type { Database, Db } from './schema.ts';
 
 const log = logger.child({ module: 'ledger' });
-
-type Db = Kysely<Database> | Transaction<Database>;
 
 export interface LedgerOptions {
   rules?: ExceptionRules;
@@ -235,6 +225,66 @@ export async function recordIntents(
   return { ...result, intentsRecorded: fresh.size };
 }
 
+/** What `reconcile` reads for a batch before planning: locked mirrors, histories, bookings, intents, refunds' deposits. */
+interface LoadedBatch {
+  locked: Map<string, LockedMirror>;
+  histories: Map<string, HistoryItem[]>;
+  applied: Map<string, AppliedEntry[]>;
+  intents: Map<string, LinkedIntent>;
+  refunds: RefundDeposits;
+}
+
+async function loadForReconcile(
+  trx: Db,
+  refs: readonly (EntityRef & { externalRef: string | null })[],
+  keys: readonly string[],
+  incoming: ReadonlyMap<string, Incoming>,
+  intentTouched: ReadonlySet<string>,
+  step: (name: string) => void,
+): Promise<LoadedBatch> {
+  const { locked, histories, applied } = await loadBatch(trx, refs);
+  step('lock and load');
+  // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
+  // marks those), so only unlinked or intent-touched entities search the intents table.
+  const toSearch = refs.filter((_, i) => {
+    const k = keys[i]!;
+    return !locked.get(k)?.intent || intentTouched.has(k);
+  });
+  const externalRefs = toSearch.map((r) => {
+    const k = refKey(r);
+    const set = new Set<string>();
+    const add = (x: string | null | undefined) => {
+      if (x) set.add(x);
+    };
+    add(r.externalRef);
+    add(locked.get(k)?.externalRef);
+    for (const h of histories.get(k) ?? []) add(h.externalRef);
+    for (const o of incoming.get(k)?.observations ?? []) add(o.externalRef);
+    return { ...r, externalRefs: [...set] };
+  });
+  const intents = await loadIntents(trx, externalRefs);
+  step('load intents');
+  // A refund of a test deposit is booked in the test book: the deposits of the batch's refunds that the
+  // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
+  // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
+  // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
+  const refunds = await loadRefundDeposits(trx, refs, (k) => [
+    ...(incoming.get(k)?.observations ?? []),
+    ...(histories.get(k) ?? []),
+  ]);
+  return { locked, histories, applied, intents, refunds };
+}
+
+/** The rows a batch writes: history, entries, mirrors, exceptions, and the keys of cross-entity checks. */
+interface BatchWrites {
+  history: HistoryRow[];
+  entries: EntryToBook[];
+  mirrors: MirrorUpdate[];
+  raised: ExceptionToRaise[];
+  newDeposits: (EntityRef & { externalRef: string })[];
+  touchedRefunds: (EntityRef & { parentDepositId: string })[];
+}
+
 async function reconcile(
   trx: Db,
   refList: readonly (EntityRef & { externalRef: string | null })[],
@@ -262,105 +312,67 @@ async function reconcile(
     timings[name] = (timings[name] ?? 0) + t - mark;
     mark = t;
   };
-  const { locked, histories, applied } = await loadBatch(trx, refs);
-  step('lock and load');
-  // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
-  // marks those), so only unlinked or intent-touched entities search the intents table.
   const keys = refs.map(refKey);
-  const toSearch = refs.filter((_, i) => {
-    const k = keys[i]!;
-    return !locked.get(k)?.intent || intentTouched.has(k);
-  });
-  const externalRefs = toSearch.map((r) => {
-    const k = refKey(r);
-    const set = new Set<string>();
-    const add = (x: string | null | undefined) => {
-      if (x) set.add(x);
-    };
-    add(r.externalRef);
-    add(locked.get(k)?.externalRef);
-    for (const h of histories.get(k) ?? []) add(h.externalRef);
-    for (const o of incoming.get(k)?.observations ?? []) add(o.externalRef);
-    return { ...r, externalRefs: [...set] };
-  });
-  const intents = await loadIntents(trx, externalRefs);
-  step('load intents');
-  // A refund of a test deposit is booked in the test book: the deposits of the batch's refunds that the
-  // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
-  // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
-  // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
-  const refunds = await loadRefundDeposits(trx, refs, (k) => [
-    ...(incoming.get(k)?.observations ?? []),
-    ...(histories.get(k) ?? []),
-  ]);
-
-  const historyRows: HistoryRow[] = [];
-  const entries: EntryToBook[] = [];
-  const mirrorRows: MirrorUpdate[] = [];
-  const raised: ExceptionToRaise[] = [];
-  const newDeposits: (EntityRef & { externalRef: string })[] = [];
-  const touchedRefunds: (EntityRef & { parentDepositId: string })[] = [];
-
+  const loaded = await loadForReconcile(trx, refs, keys, incoming, intentTouched, step);
+  const out: BatchWrites = {
+    history: [],
+    entries: [],
+    mirrors: [],
+    raised: [],
+    newDeposits: [],
+    touchedRefunds: [],
+  };
   for (let r = 0; r < refs.length; r++) {
-    const ref = refs[r]!;
-    const k = keys[r]!;
-    const mirror = locked.get(k);
-    if (!mirror) throw new AppError('INTERNAL', `ledger: mirror row missing for ${ref.kind} ${ref.entityId}`);
-    const existing = histories.get(k) ?? [];
-    const arriving = incoming.get(k)?.observations ?? [];
-    const known = arriving.length > 0 ? new Set(existing.map((h) => h.eventId)) : null;
-    const freshObs = known === null ? [] : arriving.filter((o) => !known.has(o.eventId));
-    const freshItems = freshObs.map(toItem);
-    const all = existing.concat(freshItems);
-    const path = derivePath(ref.kind, all);
-    const intent = intents.get(k) ?? (intentTouched.has(k) ? null : mirror.intent);
-    const facts = entityFacts(ref.kind, path.sorted, intent);
-    if (ref.kind === 'deposit') {
-      if (facts.test) refunds.testDeposits.add(k);
-      else refunds.testDeposits.delete(k);
-    } else if (ref.kind === 'refund') {
-      facts.test = refunds.isTest(ref);
-    }
-    const state: EffectState = {
-      kind: ref.kind,
-      status: path.status,
-      everCompleted: path.everCompleted,
-      everEarlyReleased: path.everEarlyReleased,
-      test: facts.test,
-      crypto: facts.crypto,
-    };
-    const wanted = wantedEffects(state, facts);
-    if (wanted.waiting.length > 0) result.waiting += 1;
-    const plan = planEntries(
-      ref.kind,
-      ref.account,
-      ref.entityId,
-      wanted.effects,
-      wanted.waiting,
-      applied.get(k) ?? [],
-    );
-    const lastSeen = path.sorted.length > 0 ? path.sorted[path.sorted.length - 1]!.observedAt : null;
-    const effectiveAt = path.statusSince ?? lastSeen ?? now;
-    for (const entry of plan) entries.push({ ...ref, entry, effectiveAt });
+    planAndCollect(refs[r]!, keys[r]!, loaded, incoming, intentTouched, rules, now, result, out);
+  }
+  step('compute');
+  result.entriesBooked = await writeBatch(trx, {
+    history: out.history,
+    entries: out.entries,
+    mirrors: out.mirrors,
+  });
+  step('write');
+  out.raised.push(...(await crossEntityExceptions(trx, out.newDeposits, out.touchedRefunds)));
+  result.exceptionsRaised = await raiseExceptions(trx, out.raised, now, rules);
+  step('exceptions');
+  if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
+    log.debug({ ...result }, 'ledger batch applied');
+  }
+  return result;
+}
 
-    const intentNew = intentTouched.has(k) || (intent !== null && mirror.intentId !== intent.intentId);
-    if (freshItems.length === 0 && !intentNew && plan.length === 0) continue;
-
-    let newest = existing.reduce((max, h) => Math.max(max, h.observedAt.getTime()), Number.NEGATIVE_INFINITY);
-    for (const [i, item] of freshItems.entries()) {
-      historyRows.push({
-        ...ref,
-        item,
-        fromStatus: path.fromStatus.get(item.eventId) ?? null,
-        stale: item.observedAt.getTime() < newest,
-        illegal: path.illegal.has(item.eventId),
-        details: freshObs[i]!.details,
-      });
-      newest = Math.max(newest, item.observedAt.getTime());
-    }
-    result.recorded += freshItems.length;
-
-    const before: EffectState | null =
+/** Plans one entity of the batch (`planEntity`) and adds the rows that record the plan to `out`. */
+function planAndCollect(
+  ref: EntityRef,
+  k: string,
+  loaded: LoadedBatch,
+  incoming: ReadonlyMap<string, Incoming>,
+  intentTouched: ReadonlySet<string>,
+  rules: ExceptionRules,
+  now: Date,
+  result: ApplyResult,
+  out: BatchWrites,
+): void {
+  const mirror = loaded.locked.get(k);
+  if (!mirror) throw new AppError('INTERNAL', `ledger: mirror row missing for ${ref.kind} ${ref.entityId}`);
+  const existing = loaded.histories.get(k) ?? [];
+  const arriving = incoming.get(k)?.observations ?? [];
+  const known = arriving.length > 0 ? new Set(existing.map((h) => h.eventId)) : null;
+  const freshObs = known === null ? [] : arriving.filter((o) => !known.has(o.eventId));
+  const freshItems = freshObs.map(toItem);
+  const intent = loaded.intents.get(k) ?? (intentTouched.has(k) ? null : mirror.intent);
+  const intentNew = intentTouched.has(k) || (intent !== null && mirror.intentId !== intent.intentId);
+  const plan = planEntity({
+    kind: ref.kind,
+    account: ref.account,
+    entityId: ref.entityId,
+    history: existing.concat(freshItems),
+    fresh: freshItems,
+    intent,
+    intentNew,
+    applied: loaded.applied.get(k) ?? [],
+    refundOfTestDeposit: ref.kind === 'refund' ? loaded.refunds.isTest(ref) : false,
+    before:
       mirror.status === null
         ? null
         : {
@@ -370,97 +382,94 @@ async function reconcile(
             everEarlyReleased: mirror.everEarlyReleased,
             test: mirror.test,
             crypto: mirror.crypto,
-          };
-    const found = [
-      ...stateExceptions(before, state),
-      ...observationExceptions(
-        {
-          kind: ref.kind,
-          fresh: freshItems,
-          path,
-          providerAmount: facts.providerAmount,
-          providerCurrency: facts.providerCurrency,
-          feeAmount: facts.feeAmount,
-          feeOnPayer: facts.feeOnPayer,
-          intent,
-          intentNew,
-        },
-        rules,
-      ),
-    ];
-    for (const f of found) raised.push({ ...ref, type: f.type, details: f.details });
+          },
+    rules,
+  });
+  const { path, facts, lastSeen } = plan;
+  // A deposit of this batch counts for the refunds that follow it (refs sort deposits first).
+  if (ref.kind === 'deposit') {
+    if (facts.test) loaded.refunds.testDeposits.add(k);
+    else loaded.refunds.testDeposits.delete(k);
+  }
+  if (plan.wanted.waiting.length > 0) result.waiting += 1;
+  const effectiveAt = plan.effectiveAt ?? now;
+  for (const entry of plan.entries) out.entries.push({ ...ref, entry, effectiveAt });
+  if (!plan.changed) return;
 
-    let pollAttempts = mirror.pollAttempts;
-    let next = mirror.nextPollAt;
-    if (freshItems.length > 0 && lastSeen) {
-      pollAttempts = mirror.status !== path.status ? 0 : mirror.pollAttempts + 1;
-      next = nextPollAt(
-        {
-          kind: ref.kind,
-          status: path.status,
-          attempts: pollAttempts,
-          from: lastSeen,
-          completedAt: path.completedAt,
-        },
-        rules.polling,
-      );
-    }
-    // The fresh observation observed last (the later one in arrival order on a tie) gives the details.
-    let latestFresh: Observation | undefined;
-    let freshExpiry: Date | null = null;
-    for (const o of freshObs) {
-      if (!latestFresh || o.observedAt.getTime() >= latestFresh.observedAt.getTime()) latestFresh = o;
-      freshExpiry ??= expiresAtOf(o.details);
-    }
-    const texts = latestTexts(path.sorted);
-    const parentDepositId = texts.parentDepositId;
-    mirrorRows.push({
+  let newest = existing.reduce((max, h) => Math.max(max, h.observedAt.getTime()), Number.NEGATIVE_INFINITY);
+  for (const [i, item] of freshItems.entries()) {
+    out.history.push({
       ...ref,
-      externalRef: texts.externalRef ?? intent?.externalRef ?? null,
-      status: path.status,
-      statusSince: path.statusSince,
-      everCompleted: path.everCompleted,
-      everEarlyReleased: path.everEarlyReleased,
-      currency: facts.currency,
-      amount: facts.amount,
-      feeCurrency: facts.feeCurrency,
-      feeAmount: facts.feeAmount,
-      feeOnPayer: facts.feeOnPayer,
-      test: facts.test,
-      crypto: facts.crypto,
-      statusReason: texts.statusReason,
-      payerVerification: texts.payerVerification,
-      rejectionCode: texts.rejectionCode,
-      rejectionReason: texts.rejectionReason,
-      parentDepositId,
-      expiresAt: freshExpiry,
-      details: latestFresh ? latestFresh.details : null,
-      intentId: intent?.intentId ?? null,
-      firstSeenAt: path.sorted[0]?.observedAt ?? null,
-      lastSeenAt: lastSeen,
-      completedAt: path.completedAt,
-      nextPollAt: next,
-      pollAttempts,
+      item,
+      fromStatus: path.fromStatus.get(item.eventId) ?? null,
+      stale: item.observedAt.getTime() < newest,
+      illegal: path.illegal.has(item.eventId),
+      details: freshObs[i]!.details,
     });
-    const invoice = texts.externalRef;
-    if (ref.kind === 'deposit' && mirror.firstSeenAt === null && freshItems.length > 0 && invoice !== null) {
-      newDeposits.push({ ...ref, externalRef: invoice });
-    }
-    if (ref.kind === 'refund' && parentDepositId !== null && (freshItems.length > 0 || intentNew)) {
-      touchedRefunds.push({ ...ref, parentDepositId });
-    }
+    newest = Math.max(newest, item.observedAt.getTime());
   }
+  result.recorded += freshItems.length;
+  for (const f of plan.exceptions) out.raised.push({ ...ref, type: f.type, details: f.details });
 
-  step('compute');
-  result.entriesBooked = await writeBatch(trx, { history: historyRows, entries, mirrors: mirrorRows });
-  step('write');
-  raised.push(...(await crossEntityExceptions(trx, newDeposits, touchedRefunds)));
-  result.exceptionsRaised = await raiseExceptions(trx, raised, now, rules);
-  step('exceptions');
-  if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
-    log.debug({ ...result }, 'ledger batch applied');
+  let pollAttempts = mirror.pollAttempts;
+  let next = mirror.nextPollAt;
+  if (freshItems.length > 0 && lastSeen) {
+    pollAttempts = mirror.status !== path.status ? 0 : mirror.pollAttempts + 1;
+    next = nextPollAt(
+      {
+        kind: ref.kind,
+        status: path.status,
+        attempts: pollAttempts,
+        from: lastSeen,
+        completedAt: path.completedAt,
+      },
+      rules.polling,
+    );
   }
-  return result;
+  // The fresh observation observed last (the later one in arrival order on a tie) gives the details.
+  let latestFresh: Observation | undefined;
+  let freshExpiry: Date | null = null;
+  for (const o of freshObs) {
+    if (!latestFresh || o.observedAt.getTime() >= latestFresh.observedAt.getTime()) latestFresh = o;
+    freshExpiry ??= expiresAtOf(o.details);
+  }
+  const texts = latestTexts(path.sorted);
+  const parentDepositId = texts.parentDepositId;
+  out.mirrors.push({
+    ...ref,
+    externalRef: texts.externalRef ?? intent?.externalRef ?? null,
+    status: path.status,
+    statusSince: path.statusSince,
+    everCompleted: path.everCompleted,
+    everEarlyReleased: path.everEarlyReleased,
+    currency: facts.currency,
+    amount: facts.amount,
+    feeCurrency: facts.feeCurrency,
+    feeAmount: facts.feeAmount,
+    feeOnPayer: facts.feeOnPayer,
+    test: facts.test,
+    crypto: facts.crypto,
+    statusReason: texts.statusReason,
+    payerVerification: texts.payerVerification,
+    rejectionCode: texts.rejectionCode,
+    rejectionReason: texts.rejectionReason,
+    parentDepositId,
+    expiresAt: freshExpiry,
+    details: latestFresh ? latestFresh.details : null,
+    intentId: intent?.intentId ?? null,
+    firstSeenAt: path.sorted[0]?.observedAt ?? null,
+    lastSeenAt: lastSeen,
+    completedAt: path.completedAt,
+    nextPollAt: next,
+    pollAttempts,
+  });
+  const invoice = texts.externalRef;
+  if (ref.kind === 'deposit' && mirror.firstSeenAt === null && freshItems.length > 0 && invoice !== null) {
+    out.newDeposits.push({ ...ref, externalRef: invoice });
+  }
+  if (ref.kind === 'refund' && parentDepositId !== null && (freshItems.length > 0 || intentNew)) {
+    out.touchedRefunds.push({ ...ref, parentDepositId });
+  }
 }
 
 /**

@@ -8,9 +8,7 @@ import type { Book } from '../domain/effects.ts';
 import type { Minor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows, toMinor } from './ledger-repository.ts';
-import type { Database } from './schema.ts';
-
-type Db = Kysely<Database>;
+import type { Database, Db } from './schema.ts';
 
 export interface BalanceRow {
   merchantAccount: string;

@@ -5,7 +5,7 @@
  * columns are strings for the same reason. Table and column names are plain so that reports can read
  * them directly.
  */
-import type { ColumnType, Generated } from 'kysely';
+import type { ColumnType, Generated, Kysely } from 'kysely';
 
 /** A numeric column: decimal text in major units, e.g. `'123.45'` or `'-0.50'`. */
 export type Numeric = string;
@@ -260,6 +260,9 @@ export interface AlertDeliveriesTable {
   delivered_at: GeneratedTimestamp;
   digest: Generated<boolean>;
 }
+
+/** The one database handle type: a `Kysely<Database>` or a transaction of it (a `Transaction` is one). */
+export type Db = Kysely<Database>;
 
 /** The whole database as Kysely sees it. */
 export interface Database {

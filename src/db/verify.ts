@@ -5,9 +5,10 @@
  * its status path (recomputed from the whole history, as the service does); `reserved` equals the sum of
  * in-flight cashouts and refunds per merchant account and currency.
  */
-import { type Kysely, sql } from 'kysely';
-import { derivePath, type EffectState, entityFacts, planEntries, wantedEffects } from '../domain/effects.ts';
+import { sql } from 'kysely';
+import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
+import { planEntity } from '../domain/plan.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import {
   type EntityRef,
@@ -16,9 +17,7 @@ import {
   loadRefundDeposits,
   refKey,
 } from './ledger-repository.ts';
-import type { Database } from './schema.ts';
-
-type Db = Kysely<Database>;
+import type { Db } from './schema.ts';
 
 export interface VerifyResult {
   ok: boolean;
@@ -175,20 +174,17 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     );
     for (const ref of refs) {
       const k = refKey(ref);
-      const path = derivePath(ref.kind, histories.get(k) ?? []);
-      const facts = entityFacts(ref.kind, path.sorted, intents.get(k) ?? null);
-      if (ref.kind === 'refund') facts.test = refunds.isTest(ref);
-      const state: EffectState = {
-        kind: ref.kind,
-        status: path.status,
-        everCompleted: path.everCompleted,
-        everEarlyReleased: path.everEarlyReleased,
-        test: facts.test,
-        crypto: facts.crypto,
-      };
-      const wanted = wantedEffects(state, facts);
       const booked = applied.get(k) ?? [];
-      const plan = planEntries(ref.kind, ref.account, ref.entityId, wanted.effects, wanted.waiting, booked);
+      const { path, entries: plan } = planEntity({
+        kind: ref.kind,
+        account: ref.account,
+        entityId: ref.entityId,
+        history: histories.get(k) ?? [],
+        intent: intents.get(k) ?? null,
+        applied: booked,
+        refundOfTestDeposit: ref.kind === 'refund' && refunds.isTest(ref),
+        rules: DEFAULT_EXCEPTION_RULES,
+      });
       const counts = new Map<string, number>();
       for (const e of booked) counts.set(e.effect, (counts.get(e.effect) ?? 0) + e.direction);
       const badCount = [...counts].filter(([, n]) => n !== 0 && n !== 1);

@@ -193,7 +193,7 @@ export function wantedEffectNames(state: EffectState): Effect[] {
 
 /** A cashout or refund rejected after it had completed: the bank returned the money. */
 export function isLateRejection(state: EffectState): boolean {
-  return state.kind !== 'deposit' && state.status === 'REJECTED' && state.everCompleted;
+  return wantedEffectNames(state).includes('late_reversal');
 }
 
 /** A deposit released early that then failed: the credit is taken back. */

@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import cron from 'node-cron';
+import type { Db } from '../db/schema.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
-import type { Db } from '../reports/ledger-queries.ts';
 import { claimRun, finishRun } from './claims.ts';
 
 /** One piece of work for one period, behind its claim key. */

@@ -1,7 +1,8 @@
 import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
 import type { Minor } from '../domain/money.ts';
-import { accountFilter, countRows, type Db, forEachBatch, toMinor } from './ledger-queries.ts';
+import { accountFilter, countRows, forEachBatch, toMinor } from './ledger-queries.ts';
 import type { Period } from './period.ts';
 import { type ColumnSpec, INT_FORMAT, inSnapshot, prepareOutputs, TableSheet } from './sheet-writer.ts';
 

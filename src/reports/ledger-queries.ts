@@ -5,11 +5,9 @@
  * (`journal_entries.created_at`), so a period's report never changes once the period is over, and
  * opening + movements = closing holds by construction of the same filter.
  */
-import { type Kysely, type RawBuilder, sql } from 'kysely';
-import type { Database } from '../db/schema.ts';
+import { type RawBuilder, sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
 import { type Minor, parseAmount } from '../domain/money.ts';
-
-export type Db = Kysely<Database>;
 
 const SCALE2 = /^-?\d+\.\d\d$/;
 

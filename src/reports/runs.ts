@@ -9,9 +9,10 @@ import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
 import type { Logger } from '../logger.ts';
 import { writeExceptionWorkbook } from './exception-workbook.ts';
-import { type Db, merchantAccounts } from './ledger-queries.ts';
+import { merchantAccounts } from './ledger-queries.ts';
 import { type Period, periodOf } from './period.ts';
 import { writeSettlementWorkbook } from './settlement-workbook.ts';
 

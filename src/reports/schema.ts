@@ -5,7 +5,7 @@
  */
 import type { Kysely } from 'kysely';
 import { up } from '../db/migrations/20261121T1200_report_runs_detail.ts';
-import type { Db } from './ledger-queries.ts';
+import type { Db } from '../db/schema.ts';
 
 export async function ensureReportSchema(db: Db): Promise<void> {
   await up(db as unknown as Kysely<unknown>);

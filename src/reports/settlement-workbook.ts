@@ -1,11 +1,11 @@
 import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
+import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
 import {
   type AccountBalance,
   accountFilter,
   activeEntityCounts,
-  type Db,
   earlyReleasedCredits,
   forEachBatch,
   ledgerTotals,
