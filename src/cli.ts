@@ -74,6 +74,9 @@ program
   .option('--retention-bytes <bytes>', 'per-partition size limit (-1 keeps all)')
   .option('--segment-bytes <bytes>', 'segment roll size')
   .option('--stats-ms <ms>', 'log event-loop delay and memory at this interval')
+  .option('--sasl-users <file>', 'JSON {user: password}: require SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512')
+  .option('--tls-cert <file>', 'PEM certificate (chain): serve TLS on the port (with --tls-key)')
+  .option('--tls-key <file>', 'PEM private key of --tls-cert')
   .action(async (opts) => (await import('./embedded/kafka/main.ts')).runBrokerCli(opts));
 
 program

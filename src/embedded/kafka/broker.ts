@@ -5,10 +5,18 @@
  * consumer groups. Never imports the app: logging goes through the optional `log` callback.
  */
 import net from 'node:net';
+import tls from 'node:tls';
 import { decode, encode, Reader, type Struct, Writer } from './codec.ts';
 import { GroupCoordinator } from './groups.ts';
 import { InvalidBatchError, type PartitionLog } from './log.ts';
 import { API, APIS, ERR } from './messages.ts';
+import {
+  SASL_MECHANISMS,
+  type SaslExchange,
+  SaslFailure,
+  type SaslMechanism,
+  type SaslUsers,
+} from './sasl.ts';
 import { isValidTopicName, OffsetStore, type Topic, TopicStore } from './store.ts';
 
 export type BrokerLog = (
@@ -39,6 +47,13 @@ export interface BrokerOptions {
   readonly fetchMaxBytes?: number;
   /** Largest accepted request frame (default 100 MiB). */
   readonly maxFrameBytes?: number;
+  /**
+   * Users of SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. When set, a connection must authenticate
+   * (SaslHandshake v1, then SaslAuthenticate) before any request but ApiVersions.
+   */
+  readonly sasl?: SaslUsers;
+  /** Serve TLS (PEM certificate chain and key) on the port instead of plaintext. */
+  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
   readonly log?: BrokerLog;
 }
 
@@ -51,11 +66,29 @@ export interface RunningBroker {
 const NODE_ID = 1;
 const CLUSTER_ID = 'payrecon-embedded';
 
+/** Per-connection SASL state. */
+interface Conn {
+  readonly clientHost: string;
+  mechanism: SaslMechanism | null;
+  exchange: SaslExchange | null;
+  authenticated: boolean;
+  /** Close the connection once the queued responses are written (a failed authentication). */
+  closeAfterReply: boolean;
+}
+
 interface Ctx {
   readonly clientId: string;
   readonly clientHost: string;
   readonly version: number;
+  readonly conn: Conn;
 }
+
+/** APIs a connection may use before it has authenticated. */
+const PRE_AUTH_APIS: ReadonlySet<number> = new Set([
+  API.ApiVersions,
+  API.SaslHandshake,
+  API.SaslAuthenticate,
+]);
 
 interface ParkedFetch {
   readonly keys: string[];
@@ -425,6 +458,13 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         const n =
           assigned > 0 ? assigned : t.numPartitions === -1 ? defaultPartitions : (t.numPartitions as number);
         if (n <= 0 || n > 10_000) return fail(ERR.INVALID_PARTITIONS, `invalid partition count ${n}`);
+        const rf = t.replicationFactor as number;
+        if (assigned === 0 && rf !== -1 && rf !== 1) {
+          return fail(
+            ERR.INVALID_REPLICATION_FACTOR,
+            `Replication factor: ${rf} larger than available brokers: 1.`,
+          );
+        }
         if (!req.validateOnly) {
           const configs: Record<string, string> = {};
           for (const c of t.configs as Struct[]) if (c.value !== null) configs[c.name] = c.value;
@@ -432,6 +472,33 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
           log('info', 'created topic', { topic: name, partitions: n });
         }
         return { name, errorCode: 0, errorMessage: null };
+      }),
+    }),
+
+    [API.CreatePartitions]: (req) => ({
+      throttleTimeMs: 0,
+      results: (req.topics as Struct[]).map((t) => {
+        const name = t.name as string;
+        const count = t.count as number;
+        const result = (errorCode: number, errorMessage: string | null) => ({
+          name,
+          errorCode,
+          errorMessage,
+        });
+        const topic = topics.topics.get(name);
+        if (!topic) return result(ERR.UNKNOWN_TOPIC_OR_PARTITION, `The topic '${name}' does not exist.`);
+        if (count <= topic.partitions) {
+          return result(
+            ERR.INVALID_PARTITIONS,
+            `Topic currently has ${topic.partitions} partitions, which is higher than the requested ${count}.`,
+          );
+        }
+        if (count > 10_000) return result(ERR.INVALID_PARTITIONS, `invalid partition count ${count}`);
+        if (!req.validateOnly) {
+          topics.addPartitions(name, count);
+          log('info', 'raised partitions', { topic: name, from: topic.partitions, to: count });
+        }
+        return result(0, null);
       }),
     }),
 
@@ -444,6 +511,51 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         return { name, errorCode: deleted ? 0 : ERR.UNKNOWN_TOPIC_OR_PARTITION };
       }),
     }),
+
+    [API.SaslHandshake]: (req, ctx) => {
+      const mechanism = String(req.mechanism).toUpperCase() as SaslMechanism;
+      const enabled = options.sasl ? [...SASL_MECHANISMS] : [];
+      if (!enabled.includes(mechanism) || ctx.conn.authenticated) {
+        return {
+          errorCode: ctx.conn.authenticated ? ERR.ILLEGAL_SASL_STATE : ERR.UNSUPPORTED_SASL_MECHANISM,
+          mechanisms: enabled,
+        };
+      }
+      ctx.conn.mechanism = mechanism;
+      ctx.conn.exchange = options.sasl!.start(mechanism);
+      return { errorCode: 0, mechanisms: enabled };
+    },
+
+    [API.SaslAuthenticate]: (req, ctx) => {
+      const { conn } = ctx;
+      const fail = (errorCode: number, errorMessage: string) => {
+        conn.closeAfterReply = true;
+        log('warn', 'SASL authentication failed', {
+          client: conn.clientHost,
+          mechanism: conn.mechanism,
+          reason: errorMessage,
+        });
+        return { errorCode, errorMessage, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0n };
+      };
+      if (!conn.exchange || conn.authenticated) {
+        return fail(ERR.ILLEGAL_SASL_STATE, 'Unexpected SaslAuthenticate: no handshake in progress');
+      }
+      try {
+        const authBytes = conn.exchange.step(req.authBytes as Buffer);
+        if (conn.exchange.done) {
+          conn.authenticated = true;
+          log('info', 'SASL authenticated', {
+            client: conn.clientHost,
+            mechanism: conn.mechanism,
+            user: conn.exchange.user,
+          });
+        }
+        return { errorCode: 0, errorMessage: null, authBytes, sessionLifetimeMs: 0n };
+      } catch (err) {
+        if (err instanceof SaslFailure) return fail(ERR.SASL_AUTHENTICATION_FAILED, err.message);
+        throw err;
+      }
+    },
 
     [API.DescribeGroups]: (req) => ({
       throttleTimeMs: 0,
@@ -554,11 +666,20 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     return parts;
   }
 
-  async function handle(frame: Buffer, clientHost: string): Promise<Buffer[] | null> {
+  async function handle(frame: Buffer, conn: Conn): Promise<Buffer[] | null> {
     const r = new Reader(frame);
     const apiKey = r.int16();
     const version = r.int16();
     const correlationId = r.int32();
+    if (!conn.authenticated && !PRE_AUTH_APIS.has(apiKey)) {
+      // Kafka closes a connection that sends anything else before authenticating.
+      log('warn', 'request before SASL authentication, closing connection', {
+        client: conn.clientHost,
+        apiKey,
+      });
+      conn.closeAfterReply = true;
+      return null;
+    }
     const spec = APIS.get(apiKey);
     if (apiKey === API.ApiVersions && version > (spec?.max ?? 0)) return apiVersionsFallback(correlationId);
     if (!spec || version < spec.min || version > spec.max) {
@@ -568,7 +689,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     }
     const clientId = r.nstring() ?? '';
     const req = decode(spec.request, r, version);
-    const body = await handlers[apiKey]!(req, { clientId, clientHost, version });
+    const body = await handlers[apiKey]!(req, { clientId, clientHost: conn.clientHost, version, conn });
     if (body === null) return null;
     return finish(encode(spec.response, new Writer(1024).int32(0).int32(correlationId), version, body));
   }
@@ -576,7 +697,13 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
   function serve(socket: net.Socket): void {
     sockets.add(socket);
     socket.setNoDelay(true);
-    const clientHost = socket.remoteAddress ?? '';
+    const conn: Conn = {
+      clientHost: socket.remoteAddress ?? '',
+      mechanism: null,
+      exchange: null,
+      authenticated: !options.sasl,
+      closeAfterReply: false,
+    };
     const chunks: Buffer[] = [];
     let buffered = 0;
     // Responses leave in request order, as Kafka guarantees per connection.
@@ -588,8 +715,10 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         if (head.buf && !socket.destroyed) for (const part of head.buf) socket.write(part);
       }
       socket.uncork();
+      if (conn.closeAfterReply && outQueue.length === 0) socket.end();
     };
     socket.on('data', (chunk) => {
+      if (conn.closeAfterReply) return;
       chunks.push(chunk);
       buffered += chunk.length;
       while (buffered >= 4) {
@@ -613,7 +742,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         buffered = rest.length;
         const slot: { buf: Buffer[] | null; done: boolean } = { buf: null, done: false };
         outQueue.push(slot);
-        handle(frame, clientHost)
+        handle(frame, conn)
           .then((buf) => {
             slot.buf = buf;
           })
@@ -632,7 +761,12 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     socket.on('close', () => sockets.delete(socket));
   }
 
-  const server = net.createServer(serve);
+  const server = options.tls
+    ? tls.createServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' }, serve)
+    : net.createServer(serve);
+  server.on('tlsClientError', (err: Error & { code?: string }, socket: net.Socket) => {
+    log('warn', 'TLS handshake failed', { client: socket.remoteAddress, code: err.code ?? err.message });
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -641,7 +775,13 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
     });
   });
   port = (server.address() as net.AddressInfo).port;
-  log('info', 'broker listening', { host, port, dataDir: options.dataDir });
+  log('info', 'broker listening', {
+    host,
+    port,
+    dataDir: options.dataDir,
+    tls: options.tls !== undefined,
+    sasl: options.sasl ? [...SASL_MECHANISMS] : [],
+  });
 
   let closing: Promise<void> | null = null;
   return {

@@ -2,8 +2,10 @@
  * `payrecon broker`: runs the embedded broker in the foreground until SIGINT/SIGTERM. With `--port 0`
  * the chosen port is printed on stdout as `listening 127.0.0.1:PORT` so a parent process can read it.
  */
+import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startBroker } from './broker.ts';
+import { SaslUsers } from './sasl.ts';
 
 export interface BrokerCliOptions {
   readonly host: string;
@@ -15,6 +17,44 @@ export interface BrokerCliOptions {
   readonly segmentBytes?: string;
   /** When set, logs event-loop delay and memory every this many milliseconds. */
   readonly statsMs?: string;
+  /** JSON file of user name to password: SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 required. */
+  readonly saslUsers?: string;
+  /** PEM certificate (chain) and key: the port serves TLS. */
+  readonly tlsCert?: string;
+  readonly tlsKey?: string;
+}
+
+function readOption(file: string, name: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(
+      `--${name}: must name a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
+  }
+}
+
+/** The security options of `payrecon broker`, read and checked before the broker starts. */
+export function securityOptions(opts: Pick<BrokerCliOptions, 'saslUsers' | 'tlsCert' | 'tlsKey'>): {
+  sasl?: SaslUsers;
+  tls?: { cert: string; key: string };
+} {
+  const out: { sasl?: SaslUsers; tls?: { cert: string; key: string } } = {};
+  if (opts.saslUsers !== undefined) {
+    try {
+      out.sasl = SaslUsers.parse(readOption(opts.saslUsers, 'sasl-users'));
+    } catch (err) {
+      const message = (err as Error).message;
+      throw new Error(message.startsWith('--') ? message : `--sasl-users: ${message}`);
+    }
+  }
+  if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined)) {
+    throw new Error('--tls-cert and --tls-key: must be given together');
+  }
+  if (opts.tlsCert !== undefined && opts.tlsKey !== undefined) {
+    out.tls = { cert: readOption(opts.tlsCert, 'tls-cert'), key: readOption(opts.tlsKey, 'tls-key') };
+  }
+  return out;
 }
 
 function int(value: string | undefined, name: string): number | undefined {
@@ -33,6 +73,7 @@ export async function runBrokerCli(opts: BrokerCliOptions): Promise<void> {
     retentionMs: int(opts.retentionMs, 'retention-ms'),
     retentionBytes: int(opts.retentionBytes, 'retention-bytes'),
     segmentBytes: int(opts.segmentBytes, 'segment-bytes'),
+    ...securityOptions(opts),
     log: (level, msg, fields) => {
       process.stderr.write(`${JSON.stringify({ level, time: new Date().toISOString(), msg, ...fields })}\n`);
     },

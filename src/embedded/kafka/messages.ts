@@ -19,11 +19,14 @@ export const API = {
   SyncGroup: 14,
   DescribeGroups: 15,
   ListGroups: 16,
+  SaslHandshake: 17,
   ApiVersions: 18,
   CreateTopics: 19,
   DeleteTopics: 20,
   InitProducerId: 22,
   DescribeConfigs: 32,
+  SaslAuthenticate: 36,
+  CreatePartitions: 37,
 } as const;
 
 /** Kafka error codes the broker answers. */
@@ -44,12 +47,16 @@ export const ERR = {
   UNKNOWN_MEMBER_ID: 25,
   INVALID_SESSION_TIMEOUT: 26,
   REBALANCE_IN_PROGRESS: 27,
+  UNSUPPORTED_SASL_MECHANISM: 33,
+  ILLEGAL_SASL_STATE: 34,
   UNSUPPORTED_VERSION: 35,
   TOPIC_ALREADY_EXISTS: 36,
   INVALID_PARTITIONS: 37,
+  INVALID_REPLICATION_FACTOR: 38,
   INVALID_REQUEST: 42,
   UNSUPPORTED_FOR_MESSAGE_FORMAT: 43,
   KAFKA_STORAGE_ERROR: 56,
+  SASL_AUTHENTICATION_FAILED: 58,
   GROUP_ID_NOT_FOUND: 69,
   MEMBER_ID_REQUIRED: 79,
 } as const;
@@ -728,6 +735,64 @@ const describeConfigs: ApiSpec = {
   ],
 };
 
+/**
+ * Advertised from v0 (librdkafka requires v0 in the range to detect SASL support), but the tokens are
+ * only served inside SaslAuthenticate, which every client that sees it advertised uses.
+ */
+const saslHandshake: ApiSpec = {
+  min: 0,
+  max: 1,
+  request: [['mechanism', 'string']],
+  response: [
+    ['errorCode', 'int16'],
+    ['mechanisms', { array: 'string' }],
+  ],
+};
+
+const saslAuthenticate: ApiSpec = {
+  min: 0,
+  max: 1,
+  request: [['authBytes', 'bytes']],
+  response: [
+    ['errorCode', 'int16'],
+    ['errorMessage', 'nstring'],
+    ['authBytes', 'bytes'],
+    ['sessionLifetimeMs', 'int64', 1],
+  ],
+};
+
+const createPartitions: ApiSpec = {
+  min: 0,
+  max: 1,
+  request: [
+    [
+      'topics',
+      {
+        array: [
+          ['name', 'string'],
+          ['count', 'int32'],
+          ['assignments', { array: [['brokerIds', int32s]], nullable: true }],
+        ],
+      },
+    ],
+    ['timeoutMs', 'int32'],
+    ['validateOnly', 'bool'],
+  ],
+  response: [
+    ['throttleTimeMs', 'int32'],
+    [
+      'results',
+      {
+        array: [
+          ['name', 'string'],
+          ['errorCode', 'int16'],
+          ['errorMessage', 'nstring'],
+        ],
+      },
+    ],
+  ],
+};
+
 /** Every advertised API, keyed by api key. */
 export const APIS: ReadonlyMap<number, ApiSpec> = new Map<number, ApiSpec>([
   [API.Produce, produce],
@@ -748,4 +813,7 @@ export const APIS: ReadonlyMap<number, ApiSpec> = new Map<number, ApiSpec>([
   [API.DeleteTopics, deleteTopics],
   [API.InitProducerId, initProducerId],
   [API.DescribeConfigs, describeConfigs],
+  [API.SaslHandshake, saslHandshake],
+  [API.SaslAuthenticate, saslAuthenticate],
+  [API.CreatePartitions, createPartitions],
 ]);

@@ -94,6 +94,22 @@ export class TopicStore {
     return topic;
   }
 
+  /** Raises a topic's partition count to `partitions` (never lowers it); existing partitions stay. */
+  addPartitions(name: string, partitions: number): Topic {
+    const topic = this.topics.get(name);
+    if (!topic) throw new Error(`unknown topic ${name}`);
+    if (partitions <= topic.partitions) return topic;
+    const config = this.logConfig(topic.configs);
+    const logs = [...topic.logs];
+    for (let p = topic.partitions; p < partitions; p++) {
+      logs.push(PartitionLog.open(path.join(this.dataDir, 'topics', name, String(p)), config));
+    }
+    const raised = { ...topic, partitions, logs };
+    this.topics.set(name, raised);
+    this.save();
+    return raised;
+  }
+
   delete(name: string): boolean {
     const topic = this.topics.get(name);
     if (!topic) return false;

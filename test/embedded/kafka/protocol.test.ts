@@ -109,11 +109,14 @@ describe('embedded broker wire protocol', () => {
       14: [0, 3],
       15: [0, 2],
       16: [0, 2],
+      17: [0, 1],
       18: [0, 2],
       19: [0, 3],
       20: [0, 1],
       22: [0, 1],
       32: [0, 2],
+      36: [0, 1],
+      37: [0, 1],
     };
     expect(Object.fromEntries(res.keys)).toEqual(expected);
   });
