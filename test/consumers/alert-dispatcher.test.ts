@@ -279,7 +279,7 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
-  it('writes an AMOUNT_MISMATCH seen by the webhook and again by the poller to the log once', async () => {
+  it('writes a provider AMOUNT_MISMATCH (PROVIDER_AMOUNT_MISMATCH) seen by the webhook and again by the poller to the log once', async () => {
     const t = (s: number) => new Date(Date.UTC(2026, 10, 20, 12, 0, s));
     const intent = sampleIntent({
       intentId: randomUUID(),
@@ -308,8 +308,8 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
       { value: deposit('PENDING', 1, 'webhook') },
       { value: deposit('CANCELLED', 2, 'webhook') },
     ]);
-    await waitFor('the alert in the log', async () => logged('AMOUNT_MISMATCH', '7001')[0]);
-    await waitFor('the alert at the webhook', async () => posted('AMOUNT_MISMATCH', '7001')[0]);
+    await waitFor('the alert in the log', async () => logged('PROVIDER_AMOUNT_MISMATCH', '7001')[0]);
+    await waitFor('the alert at the webhook', async () => posted('PROVIDER_AMOUNT_MISMATCH', '7001')[0]);
 
     // The poller reads the same CANCELLED a moment later: a new observation of the same condition.
     await publisher.publish('provider.status.observed.v1', [{ value: deposit('CANCELLED', 3, 'poll') }]);
@@ -325,7 +325,7 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
     const exception = await tdb.db
       .selectFrom('exceptions')
       .select(['count', 'state'])
-      .where('type', '=', 'AMOUNT_MISMATCH')
+      .where('type', '=', 'PROVIDER_AMOUNT_MISMATCH')
       .where('entity_id', '=', '7001')
       .executeTakeFirstOrThrow();
     // The exception counts both sightings; it is one open exception, so one alert.
@@ -334,9 +334,9 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
     // Anything the poll's sighting queued is on the topic now; a marker alert of the same entity
     // (same key, same partition) is delivered after it.
     await publishMarker('deposit', '7001');
-    const id = 'AMOUNT_MISMATCH:deposit:main:7001:1';
-    expect(logged('AMOUNT_MISMATCH', '7001').map((l) => l.alert?.alert_id)).toEqual([id]);
-    expect(posted('AMOUNT_MISMATCH', '7001').map((b) => b.alert_id)).toEqual([id]);
+    const id = 'PROVIDER_AMOUNT_MISMATCH:deposit:main:7001:1';
+    expect(logged('PROVIDER_AMOUNT_MISMATCH', '7001').map((l) => l.alert?.alert_id)).toEqual([id]);
+    expect(posted('PROVIDER_AMOUNT_MISMATCH', '7001').map((b) => b.alert_id)).toEqual([id]);
   });
 
   it('writes an alert the relay published twice (at-least-once) to the log once', async () => {
