@@ -93,6 +93,7 @@ program
   .option('--notification-base-url <url>', 'deliver every notification to this base URL (path kept)')
   .option('--notification-url <url>', "default account's notification URL (http allowed)")
   .option('--faults <file>', 'JSON file with fault settings')
+  .option('--data-dir <dir>', 'keep the state in this directory across restarts (default: in memory)')
   .action(async (opts) => (await import('./sandbox/main.ts')).runSandboxCli(opts));
 
 const db = program.command('db').description('Ledger database: migrations and verification');

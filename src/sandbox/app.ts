@@ -49,6 +49,10 @@ export interface SandboxDeps {
   urls: { api: string; cc: string };
   xDateWindowMs: number;
   traffic?: TrafficControl;
+  /** Every random stream by name (the durable store keeps their positions). */
+  rngs: Record<string, Rng>;
+  /** The durable store when running with a data directory: answers wait for `sync`. */
+  durable?: { sync(): Promise<void>; readonly clean: boolean };
 }
 
 export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps {
@@ -61,12 +65,18 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
   };
   const accounts = new AccountRegistry([defaultAccount, ...(options.accounts ?? [])]);
   const catalogue = options.catalogue ?? loadCatalogue();
-  const engine = new SandboxEngine({ clock, rng: root.fork('engine'), accounts, catalogue });
-  const faults = new Faults(root.fork('faults'), options.faults ?? {});
-  const auto = new AutomaticMode(engine, root.fork('auto'), faults, options.auto ?? {});
+  const rngs = {
+    engine: root.fork('engine'),
+    faults: root.fork('faults'),
+    auto: root.fork('auto'),
+    webhooks: root.fork('webhooks'),
+  };
+  const engine = new SandboxEngine({ clock, rng: rngs.engine, accounts, catalogue });
+  const faults = new Faults(rngs.faults, options.faults ?? {});
+  const auto = new AutomaticMode(engine, rngs.auto, faults, options.auto ?? {});
   const webhooks = new WebhookSender({
     clock,
-    rng: root.fork('webhooks'),
+    rng: rngs.webhooks,
     faults,
     accountOf: (name) => accounts.named(name),
     notificationBaseUrl: options.notificationBaseUrl ?? null,
@@ -85,6 +95,7 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
     idempotency: new IdempotencyStore(),
     urls: { api: 'http://127.0.0.1', cc: 'http://127.0.0.1' },
     xDateWindowMs: options.xDateWindowMs ?? 5 * 60_000,
+    rngs,
   };
 }
 
@@ -107,6 +118,15 @@ export function buildSandboxApps(deps: SandboxDeps): SandboxApps {
   };
   installCommon(api, deps.faults);
   installCommon(cc, deps.faults);
+  // With a data directory nothing is answered before what it shows is on disk (group commit: one
+  // fsync serves every answer waiting at the time).
+  for (const app of [api, cc]) {
+    app.addHook('onSend', async (_req, _reply, payload) => {
+      const durable = deps.durable;
+      if (durable && !durable.clean) await durable.sync();
+      return payload;
+    });
+  }
   // Each area is its own encapsulated plugin (the control API has its own error handler).
   void api.register(async (scope) => registerMainApi(scope, apiDeps));
   void api.register(async (scope) => registerPages(scope, deps.engine));

@@ -39,10 +39,22 @@ export const autoSettingsSchema = z.object({
   cashoutConfirmRate: z.number().min(0).max(1).default(0.95),
   refundConfirmRate: z.number().min(0).max(1).default(0.95),
   refundIncorrectDetailsRate: z.number().min(0).max(1).default(0.05),
+  /**
+   * Probability that a deposit which turned EXPIRED or CANCELLED is completed later by the provider's
+   * manual action (a late payment matched by hand; provider-facts.md). 0 by default.
+   */
+  lateCompletionRate: z.number().min(0).max(1).default(0),
+  /** Sandbox milliseconds from EXPIRED or CANCELLED to the late completion: uniform in [min, max]. */
+  lateCompletionDelayMs: z
+    .tuple([z.number().min(0), z.number().min(0)])
+    .default([3_600_000, 3 * 24 * 3_600_000]),
 });
 export type AutoSettings = z.infer<typeof autoSettingsSchema>;
 
-/** Bank rejection codes 800-826 (provider-facts.md); a few with names. */
+/**
+ * Bank rejection codes of a cashout that never completed: 800-825 (provider-facts.md); a few with
+ * names. 826 is the late rejection of a completed cashout (`LATE_REJECTION_CODE`).
+ */
 export const BANK_REJECTIONS: readonly [number, string][] = [
   [800, 'ERROR_ACCOUNT_INCORRECT'],
   [801, 'ERROR_OWNER_INCORRECT'],
@@ -50,11 +62,17 @@ export const BANK_REJECTIONS: readonly [number, string][] = [
   [803, 'ERROR_ACCOUNT_CLOSED'],
   [805, 'ERROR_BANK_INVALID'],
   [810, 'ERROR_AMOUNT_LIMIT_EXCEEDED'],
-  [826, 'ERROR_OTHER'],
+  [825, 'ERROR_OTHER'],
 ];
+
+/** A COMPLETED cashout that the beneficiary's bank returns later: REJECTED with code 826. */
+export const LATE_REJECTION_CODE = 826;
+export const WITHDRAWAL_REVERSED = 'Withdrawal reversed';
 
 export class AutomaticMode {
   settings: AutoSettings;
+  /** Told when the settings change (the durable store keeps them). */
+  onSettings: () => void = () => {};
   private readonly engine: SandboxEngine;
   private readonly rng: Rng;
   private readonly faults: Faults;
@@ -70,19 +88,42 @@ export class AutomaticMode {
   set(settings: unknown): AutoSettings {
     const wasEnabled = this.settings.enabled;
     this.settings = autoSettingsSchema.parse(settings);
+    this.onSettings();
     // Switched on: entities already waiting get their next move planned too.
-    if (this.settings.enabled && !wasEnabled) {
-      for (const d of this.engine.deposits.values()) this.planDeposit(d);
-      for (const c of this.engine.cashouts.values()) this.planCashout(c);
-      for (const r of this.engine.refunds.values()) this.planRefund(r);
-    }
+    if (this.settings.enabled && !wasEnabled) this.planAll();
     return this.settings;
+  }
+
+  /**
+   * After a restart: the stored late moves get their timers back, and with the automatic mode on every
+   * entity gets its next move planned again (planned moves are not stored: nothing has seen them).
+   */
+  rearm(): void {
+    for (const d of this.engine.deposits.values()) {
+      if (d.lateCompletionAt != null) this.armLateCompletion(d, d.lateCompletionAt);
+    }
+    for (const r of [...this.engine.cashouts.values(), ...this.engine.refunds.values()]) {
+      if (r.lateRejectAt != null && r.status === 'COMPLETED') this.armLateRejection(r, r.lateRejectAt);
+    }
+    if (this.settings.enabled) this.planAll();
+  }
+
+  private planAll(): void {
+    for (const d of this.engine.deposits.values()) this.planDeposit(d);
+    for (const c of this.engine.cashouts.values()) this.planCashout(c);
+    for (const r of this.engine.refunds.values()) this.planRefund(r);
   }
 
   private onChange(change: Change): void {
     const { record } = change;
     if (record.kind !== 'deposit' && record.status === 'COMPLETED') this.maybeLateReject(record);
     if (!this.settings.enabled) return;
+    if (
+      record.kind === 'deposit' &&
+      (record.status === 'EXPIRED' || (record.status === 'CANCELLED' && change.from !== 'EXPIRED'))
+    ) {
+      this.maybeLateComplete(record);
+    }
     switch (record.kind) {
       case 'deposit':
         this.planDeposit(record);
@@ -197,19 +238,49 @@ export class AutomaticMode {
     }
   }
 
+  /** A deposit that expired or was cancelled: maybe the provider completes it later by hand. */
+  private maybeLateComplete(d: DepositRecord): void {
+    // Crypto deposits complete through APPROVED; a late payment is a fiat move. Planned once per deposit.
+    if (d.crypto || d.lateCompletionAt != null || d.everCompleted) return;
+    if (!this.rng.chance(this.settings.lateCompletionRate)) return;
+    const [min, max] = this.settings.lateCompletionDelayMs;
+    const at = this.engine.clock.now() + min + Math.floor(this.rng.next() * Math.max(0, max - min));
+    d.lateCompletionAt = at;
+    this.engine.touch(d);
+    this.armLateCompletion(d, at);
+  }
+
+  private armLateCompletion(d: DepositRecord, at: number): void {
+    this.engine.clock.at(at, () => {
+      if (d.lateCompletionAt !== at || (d.status !== 'EXPIRED' && d.status !== 'CANCELLED')) return;
+      d.lateCompletionAt = null;
+      this.engine.moveDeposit(d, 'COMPLETED', {
+        trigger: 'late_payment',
+        reason: 'late payment matched by the provider',
+      });
+    });
+  }
+
   private maybeLateReject(record: CashoutRecord | RefundRecord): void {
     const late = this.faults.settings.lateRejection;
     const rate = record.kind === 'cashout' ? late.cashoutRate : late.refundRate;
     if (!this.rng.chance(rate)) return;
-    const version = record.history.length;
-    this.engine.clock.at(this.engine.clock.now() + late.delayMs, () => {
-      if (record.history.length !== version || record.status !== 'COMPLETED') return;
+    const at = this.engine.clock.now() + late.delayMs;
+    record.lateRejectAt = at;
+    this.engine.touch(record);
+    this.armLateRejection(record, at);
+  }
+
+  private armLateRejection(record: CashoutRecord | RefundRecord, at: number): void {
+    this.engine.clock.at(at, () => {
+      if (record.lateRejectAt !== at || record.status !== 'COMPLETED') return;
+      record.lateRejectAt = null;
       const options = { trigger: 'late_rejection', reason: 'returned by the beneficiary bank' };
       if (record.kind === 'cashout') {
         this.engine.moveCashout(record, 'REJECTED', {
           ...options,
-          rejectionCode: 803,
-          rejectionReason: 'ERROR_ACCOUNT_CLOSED',
+          rejectionCode: LATE_REJECTION_CODE,
+          rejectionReason: WITHDRAWAL_REVERSED,
         });
       } else {
         this.engine.moveRefund(record, 'REJECTED', options);

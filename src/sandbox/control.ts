@@ -10,10 +10,10 @@ import { AppError } from '../domain/errors.ts';
 import { formatAmount } from '../domain/money.ts';
 import { type EntityKind, isStatus, TRANSITIONS } from '../domain/statuses.ts';
 import type { AccountRegistry } from './accounts.ts';
-import type { AutomaticMode } from './automatic.ts';
+import { type AutomaticMode, WITHDRAWAL_REVERSED } from './automatic.ts';
 import { type Clock, ManualClock } from './clock.ts';
 import { controlAmount } from './deposits.ts';
-import type { MoveOptions, SandboxEngine } from './engine.ts';
+import { type MoveOptions, manualDepositMoves, type SandboxEngine } from './engine.ts';
 import type { AnyRecord, DepositRecord } from './entities.ts';
 import type { Faults } from './faults.ts';
 import { balancesJson, exportEntities } from './ground-truth.ts';
@@ -90,6 +90,8 @@ const DEPOSIT_ACTIONS: Record<string, Action> = {
   expire: () => ['EXPIRED', { reason: 'expiration passed' }],
   authenticate: () => ['COMPLETED', { reason: '3DS authentication passed' }],
   'fail-authentication': () => ['DECLINED', { reason: '3DS authentication failed' }],
+  // The provider completes an EXPIRED or CANCELLED deposit by hand (a late payment, provider-facts.md).
+  'late-payment': () => ['COMPLETED', { reason: 'late payment matched by the provider' }],
 };
 
 const rejection = (
@@ -107,7 +109,7 @@ const CASHOUT_ACTIONS: Record<string, Action> = {
   reject: (_r, body) => ['REJECTED', rejection(body, 800, 'ERROR_ACCOUNT_INCORRECT')],
   return: (_r, body) => [
     'REJECTED',
-    { reason: 'returned by the beneficiary bank', ...rejection(body, 803, 'ERROR_ACCOUNT_CLOSED') },
+    { reason: 'returned by the beneficiary bank', ...rejection(body, 826, WITHDRAWAL_REVERSED) },
   ],
   hold: () => ['ON_HOLD', { reason: 'Merchant Panel' }],
   release: () => ['PENDING', { reason: 'Merchant Panel' }],
@@ -191,12 +193,13 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
     const result = engine.move(record, to, { trigger: 'control', ...options });
     if (!result.ok) {
       const table = TRANSITIONS[record.kind] as Readonly<Record<string, readonly string[]>>;
+      const manual = record.kind === 'deposit' ? manualDepositMoves(record.status) : [];
       return sendJson(reply, 409, {
         code: 'ILLEGAL_TRANSITION',
         message: `${record.kind} ${record.id}: ${from} -> ${to} is not a transition of the spec`,
         from,
         to,
-        allowed: table[from] ?? [],
+        allowed: [...new Set([...(table[from] ?? []), ...manual])],
       });
     }
     return sendJson(reply, 200, { id: record.id, kind: record.kind, from, to, status: record.status });

@@ -63,6 +63,31 @@ const EXPIRABLE: ReadonlySet<DepositStatus> = new Set([
 
 export const SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000;
 
+/**
+ * Moves the provider makes by hand that the merchant-facing tables of section 3 do not list
+ * (provider-facts.md): a late payment matched by hand completes an EXPIRED or CANCELLED deposit.
+ */
+const MANUAL_DEPOSIT_MOVES: Readonly<Partial<Record<DepositStatus, readonly DepositStatus[]>>> = {
+  EXPIRED: ['COMPLETED'],
+  CANCELLED: ['COMPLETED'],
+};
+
+export function isSandboxDepositMove(from: DepositStatus, to: DepositStatus): boolean {
+  return isDirectTransition('deposit', from, to) || (MANUAL_DEPOSIT_MOVES[from]?.includes(to) ?? false);
+}
+
+/** The provider's manual moves out of `from` (shown with the allowed moves of a refused one). */
+export function manualDepositMoves(from: DepositStatus): readonly DepositStatus[] {
+  return MANUAL_DEPOSIT_MOVES[from] ?? [];
+}
+
+/** The id counters (the next id of each kind), kept across restarts so ids never repeat. */
+export interface IdCounters {
+  deposit: number;
+  cashout: number;
+  refund: number;
+}
+
 export class SandboxEngine {
   readonly clock: Clock;
   readonly rng: Rng;
@@ -78,6 +103,8 @@ export class SandboxEngine {
   /** Page token to deposit id (hosted checkout and 3DS pages). */
   readonly pageTokens = new Map<string, number>();
   private readonly listeners: ChangeListener[] = [];
+  /** Told the key of every record that changed and of `ids` (the durable store writes them). */
+  onDirty: (key: string) => void = () => {};
   private readonly expiredToCancelledMs: number;
   private static readonly FIRST_DEPOSIT_ID = 3_000_000_001;
   private nextDepositId = SandboxEngine.FIRST_DEPOSIT_ID;
@@ -101,6 +128,7 @@ export class SandboxEngine {
   }
 
   newDepositId(): number {
+    this.onDirty('ids');
     return this.nextDepositId++;
   }
   /** Deposits, newest first: ids are handed out in order, so this costs what it yields, not the map's size. */
@@ -111,10 +139,68 @@ export class SandboxEngine {
     }
   }
   newCashoutId(): number {
+    this.onDirty('ids');
     return this.nextCashoutId++;
   }
   newRefundId(): number {
+    this.onDirty('ids');
     return this.nextRefundId++;
+  }
+
+  ids(): IdCounters {
+    return { deposit: this.nextDepositId, cashout: this.nextCashoutId, refund: this.nextRefundId };
+  }
+
+  /** Marks a record changed outside `move` (fields the status body shows). */
+  touch(record: AnyRecord): void {
+    this.onDirty(`${record.kind}:${record.id}`);
+  }
+
+  // ------------------------------------------------------------------ recovery
+
+  /** Puts back a stored record (no history entry, no listener); counters move past its id. */
+  restore(record: AnyRecord): void {
+    switch (record.kind) {
+      case 'deposit':
+        this.deposits.set(record.id, record);
+        this.invoices.set(`${record.account}\u0000${record.invoiceId}`, record.id);
+        this.pageTokens.set(record.pageToken, record.id);
+        this.nextDepositId = Math.max(this.nextDepositId, record.id + 1);
+        return;
+      case 'cashout':
+        this.cashouts.set(record.id, record);
+        this.externalIds.set(`${record.account}\u0000${record.externalId}`, record.id);
+        this.nextCashoutId = Math.max(this.nextCashoutId, record.id + 1);
+        return;
+      case 'refund':
+        this.refunds.set(record.id, record);
+        this.nextRefundId = Math.max(this.nextRefundId, record.id + 1);
+        return;
+    }
+  }
+
+  /** Counters never go back: the stored ones, or past the highest stored id. */
+  restoreIds(ids: Partial<IdCounters>): void {
+    this.nextDepositId = Math.max(this.nextDepositId, ids.deposit ?? 0);
+    this.nextCashoutId = Math.max(this.nextCashoutId, ids.cashout ?? 0);
+    this.nextRefundId = Math.max(this.nextRefundId, ids.refund ?? 0);
+  }
+
+  /** After a restore: arms the clock moves (expiry, EXPIRED to CANCELLED) the records are owed. */
+  rearm(): void {
+    for (const d of this.deposits.values()) {
+      if (d.expiresAt !== null && EXPIRABLE.has(d.status)) this.scheduleExpiry(d);
+      if (d.status === 'EXPIRED') {
+        let expiredAt = d.updatedAt;
+        for (let i = d.history.length - 1; i >= 0; i--) {
+          if (d.history[i]!.to === 'EXPIRED') {
+            expiredAt = Date.parse(d.history[i]!.at);
+            break;
+          }
+        }
+        this.scheduleCancel(d, expiredAt + this.expiredToCancelledMs);
+      }
+    }
   }
 
   // ------------------------------------------------------------------ creation
@@ -124,6 +210,7 @@ export class SandboxEngine {
     this.deposits.set(record.id, record);
     this.invoices.set(`${record.account}\u0000${record.invoiceId}`, record.id);
     this.pageTokens.set(record.pageToken, record.id);
+    this.touch(record);
     this.flagsOnEnter(record, record.status);
     if (record.expiresAt !== null && EXPIRABLE.has(record.status)) this.scheduleExpiry(record);
     this.emit({ kind: 'deposit', record, from: null, to: record.status, trigger, notify });
@@ -133,12 +220,14 @@ export class SandboxEngine {
     record.history.push({ from: null, to: record.status, at: this.nowIso(), trigger: 'api' });
     this.cashouts.set(record.id, record);
     this.externalIds.set(`${record.account}\u0000${record.externalId}`, record.id);
+    this.touch(record);
     this.emit({ kind: 'cashout', record, from: null, to: record.status, trigger: 'api', notify: false });
   }
 
   addRefund(record: RefundRecord): void {
     record.history.push({ from: null, to: record.status, at: this.nowIso(), trigger: 'api' });
     this.refunds.set(record.id, record);
+    this.touch(record);
     this.emit({ kind: 'refund', record, from: null, to: record.status, trigger: 'api', notify: false });
   }
 
@@ -167,17 +256,13 @@ export class SandboxEngine {
 
   moveDeposit(record: DepositRecord, to: DepositStatus, options: MoveOptions): MoveResult<DepositRecord> {
     const from = record.status;
-    if (!isDirectTransition('deposit', from, to)) return { ok: false, from, to };
+    if (!isSandboxDepositMove(from, to)) return { ok: false, from, to };
     if (to === 'CANCELLED' && options.statusReason) record.statusReason = options.statusReason;
     if (options.paidAmount !== undefined) record.paidAmount = options.paidAmount;
     if (to === 'COMPLETED' && record.paymentMethod) record.completedPaymentMethodCode = record.paymentMethod;
     this.apply(record, to, options);
     this.flagsOnEnter(record, to);
-    if (to === 'EXPIRED') {
-      this.clock.at(this.clock.now() + this.expiredToCancelledMs, () => {
-        if (record.status === 'EXPIRED') this.moveDeposit(record, 'CANCELLED', { trigger: 'clock' });
-      });
-    }
+    if (to === 'EXPIRED') this.scheduleCancel(record, this.clock.now() + this.expiredToCancelledMs);
     this.emitMove('deposit', record, from, to, options);
     return { ok: true, record };
   }
@@ -214,6 +299,7 @@ export class SandboxEngine {
     if (deposit) {
       deposit.refundedAmount = this.refundedTotal(deposit.id);
       deposit.cachedBody = undefined;
+      this.touch(deposit);
     }
     this.emitMove('refund', record, from, to, options);
     return { ok: true, record };
@@ -247,6 +333,7 @@ export class SandboxEngine {
     record.status = to as never;
     record.updatedAt = this.clock.now();
     record.cachedBody = undefined;
+    this.touch(record);
     record.history.push({
       from,
       to,
@@ -259,6 +346,13 @@ export class SandboxEngine {
   private flagsOnEnter(record: DepositRecord, to: DepositStatus): void {
     if (to === 'COMPLETED') record.everCompleted = true;
     if (to === 'EARLY_RELEASED') record.everEarlyReleased = true;
+  }
+
+  private scheduleCancel(record: DepositRecord, atMs: number): void {
+    this.clock.at(atMs, () => {
+      if (record.status === 'EXPIRED')
+        this.moveDeposit(record, 'CANCELLED', { trigger: 'clock', reason: 'expired 7 days ago' });
+    });
   }
 
   private scheduleExpiry(record: DepositRecord): void {

@@ -82,6 +82,8 @@ export interface DepositRecord extends BaseRecord {
   refundedAmount: Minor;
   everCompleted: boolean;
   everEarlyReleased: boolean;
+  /** Sandbox time of a planned late payment (automatic mode, `lateCompletionRate`). */
+  lateCompletionAt?: number | null;
 }
 
 export interface CashoutRecord extends BaseRecord {
@@ -110,6 +112,8 @@ export interface CashoutRecord extends BaseRecord {
   everCompleted: boolean;
   /** Webhook body field (cashout notifications carry no status). */
   statusReason: string | null;
+  /** Sandbox time of a planned late rejection (faults, `lateRejection`). */
+  lateRejectAt?: number | null;
 }
 
 export interface RefundRecord extends BaseRecord {
@@ -125,6 +129,8 @@ export interface RefundRecord extends BaseRecord {
   everCompleted: boolean;
   rejectionCode: string | null;
   rejectionReason: string | null;
+  /** Sandbox time of a planned late rejection (faults, `lateRejection`). */
+  lateRejectAt?: number | null;
 }
 
 export type AnyRecord = DepositRecord | CashoutRecord | RefundRecord;

@@ -74,6 +74,8 @@ export type FaultDecision =
 
 export class Faults {
   settings: FaultSettings;
+  /** Told when the settings change (the durable store keeps them). */
+  onSettings: () => void = () => {};
   private readonly rng: Rng;
 
   constructor(rng: Rng, settings: unknown = {}) {
@@ -84,6 +86,7 @@ export class Faults {
   /** Replaces the settings (validated). */
   set(settings: unknown): FaultSettings {
     this.settings = faultSettingsSchema.parse(settings);
+    this.onSettings();
     return this.settings;
   }
 

@@ -6,8 +6,16 @@ import type { AddressInfo } from 'node:net';
 import { logger } from '../logger.ts';
 import { loadAccountsFile, type SandboxAccount } from './accounts.ts';
 import { buildSandboxApps, createSandboxDeps, type SandboxDeps, type SandboxDepsOptions } from './app.ts';
-import { type Clock, RealClock } from './clock.ts';
+import { type Clock, ManualClock, RealClock } from './clock.ts';
+import {
+  type AttachedStore,
+  attachSandbox,
+  type RestoreSummary,
+  restoreSandbox,
+  storedClock,
+} from './durable.ts';
 import { balancesJson, exportEntities } from './ground-truth.ts';
+import { Journal, JournalLockedError, type JournalOptions } from './journal.ts';
 import { TrafficGenerator } from './traffic.ts';
 
 export interface StartSandboxOptions extends SandboxDepsOptions {
@@ -21,6 +29,12 @@ export interface StartSandboxOptions extends SandboxDepsOptions {
   /** Start generating traffic at this many operations per second. */
   trafficRate?: number;
   accountsFile?: string;
+  /**
+   * Keep the state in this directory across restarts (journal + snapshots, see durable.ts); without
+   * it the sandbox lives in memory. Settings found there replace the start-up ones.
+   */
+  dataDir?: string;
+  journal?: JournalOptions;
 }
 
 export interface SandboxControl {
@@ -31,6 +45,9 @@ export interface SandboxControl {
   /** Every entity with its history. */
   exportEntities(account?: string): ReturnType<typeof exportEntities>;
   traffic: TrafficGenerator;
+  /** What a start on a data directory found (null: in memory, or a fresh directory). */
+  restored: (RestoreSummary & { replayed: number; tornBytes: number }) | null;
+  journal: Journal | null;
 }
 
 export interface RunningSandbox {
@@ -50,23 +67,69 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
   const host = options.host ?? '127.0.0.1';
   const accounts: SandboxAccount[] = [...(options.accounts ?? [])];
   if (options.accountsFile) accounts.push(...loadAccountsFile(options.accountsFile));
-  const clock = options.clock ?? new RealClock({ speed: options.speed ?? 1 });
-  const deps = createSandboxDeps({ ...options, accounts, clock });
-  const apps = buildSandboxApps(deps);
-  await apps.api.listen({ host, port: options.port ?? 0 });
+  const opened = options.dataDir ? await Journal.open(options.dataDir, options.journal) : null;
+  let store: AttachedStore | null = null;
   try {
-    await apps.cc.listen({ host, port: options.ccPort ?? 0 });
+    const values = opened?.recovered.values ?? new Map<string, unknown>();
+    const savedNow = storedClock(values);
+    // Sandbox time never goes back: it resumes where it stopped, or at real time when that is later.
+    let clock = options.clock;
+    if (!clock) {
+      clock = new RealClock({
+        speed: options.speed ?? 1,
+        ...(savedNow !== undefined ? { startMs: Math.max(savedNow, Date.now()) } : {}),
+      });
+    } else if (savedNow !== undefined && clock instanceof ManualClock && savedNow > clock.now()) {
+      await clock.set(savedNow);
+    }
+    const deps = createSandboxDeps({ ...options, accounts, clock });
+    const restored = opened && !opened.recovered.fresh ? restoreSandbox(deps, values) : null;
+    const apps = buildSandboxApps(deps);
+    await apps.api.listen({ host, port: options.port ?? 0 });
+    try {
+      await apps.cc.listen({ host, port: options.ccPort ?? 0 });
+    } catch (err) {
+      await apps.api.close();
+      throw err;
+    }
+    const url = baseUrl(apps.api.server.address(), host);
+    const ccUrl = baseUrl(apps.cc.server.address(), host);
+    deps.urls.api = url;
+    deps.urls.cc = ccUrl;
+    const traffic = new TrafficGenerator(deps, { url, ccUrl });
+    deps.traffic = traffic;
+    const storedTraffic = values.get('traffic') as Parameters<TrafficGenerator['restore']>[0] | undefined;
+    if (opened) store = attachSandbox(deps, opened.journal, traffic, restored?.boots ?? 1);
+    if (storedTraffic) traffic.restore(storedTraffic);
+    else if (options.trafficRate && options.trafficRate > 0) traffic.start(options.trafficRate);
+    return running(
+      apps,
+      deps,
+      clock,
+      traffic,
+      url,
+      ccUrl,
+      store,
+      restored && opened
+        ? { ...restored, replayed: opened.recovered.replayed, tornBytes: opened.recovered.tornBytes }
+        : null,
+    );
   } catch (err) {
-    await apps.api.close();
+    await opened?.journal.close({ snapshot: false });
     throw err;
   }
-  const url = baseUrl(apps.api.server.address(), host);
-  const ccUrl = baseUrl(apps.cc.server.address(), host);
-  deps.urls.api = url;
-  deps.urls.cc = ccUrl;
-  const traffic = new TrafficGenerator(deps, { url, ccUrl });
-  deps.traffic = traffic;
-  if (options.trafficRate && options.trafficRate > 0) traffic.start(options.trafficRate);
+}
+
+function running(
+  apps: ReturnType<typeof buildSandboxApps>,
+  deps: SandboxDeps,
+  clock: Clock,
+  traffic: TrafficGenerator,
+  url: string,
+  ccUrl: string,
+  store: AttachedStore | null,
+  restored: SandboxControl['restored'],
+): RunningSandbox {
   let closed = false;
   return {
     url,
@@ -77,13 +140,17 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
       balances: () => balancesJson(deps.engine),
       exportEntities: (account) => exportEntities(deps.engine, account),
       traffic,
+      restored,
+      journal: store?.journal ?? null,
     },
     async close() {
       if (closed) return;
       closed = true;
+      store?.detach();
       traffic.stop();
       clock.stop();
       await Promise.all([apps.api.close(), apps.cc.close()]);
+      await store?.journal.close();
     },
   };
 }
@@ -100,6 +167,7 @@ export interface SandboxCliOptions {
   notificationBaseUrl?: string;
   notificationUrl?: string;
   faults?: string;
+  dataDir?: string;
 }
 
 function intOption(name: string, value: string | undefined, fallback: number): number {
@@ -116,20 +184,57 @@ export async function runSandboxCli(opts: SandboxCliOptions): Promise<void> {
   if (!(speed > 0)) throw new Error('--speed: must be a positive number');
   const traffic = opts.traffic === undefined ? 0 : Number(opts.traffic);
   if (!(traffic >= 0)) throw new Error('--traffic: must be a non-negative number');
-  const sandbox = await startSandbox({
-    host: opts.host,
-    port: intOption('port', opts.port, 8700),
-    ccPort: intOption('cc-port', opts.ccPort, 8701),
-    seed: intOption('seed', opts.seed, 1),
-    speed,
-    // Traffic without moves would only pile up PENDING entities: --traffic turns the automatic mode on.
-    auto: { enabled: Boolean(opts.auto) || traffic > 0 },
-    trafficRate: traffic,
-    notificationBaseUrl: opts.notificationBaseUrl ?? null,
-    defaultNotificationUrl: opts.notificationUrl ?? null,
-    ...(opts.accounts ? { accountsFile: opts.accounts } : {}),
-    ...(opts.faults ? { faults: JSON.parse(readFileSync(opts.faults, 'utf8')) } : {}),
-  });
+  const faults = opts.faults ? JSON.parse(readFileSync(opts.faults, 'utf8')) : undefined;
+  let sandbox: RunningSandbox;
+  try {
+    sandbox = await startSandbox({
+      host: opts.host,
+      port: intOption('port', opts.port, 8700),
+      ccPort: intOption('cc-port', opts.ccPort, 8701),
+      seed: intOption('seed', opts.seed, 1),
+      speed,
+      // Traffic without moves would only pile up PENDING entities: --traffic turns the automatic mode on.
+      auto: { enabled: Boolean(opts.auto) || traffic > 0 },
+      trafficRate: traffic,
+      notificationBaseUrl: opts.notificationBaseUrl ?? null,
+      defaultNotificationUrl: opts.notificationUrl ?? null,
+      ...(opts.accounts ? { accountsFile: opts.accounts } : {}),
+      ...(faults !== undefined ? { faults } : {}),
+      ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+    });
+  } catch (err) {
+    if (err instanceof JournalLockedError) {
+      process.stderr.write(`payrecon: sandbox: --data-dir: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const { control } = sandbox;
+  if (control.restored) {
+    // The stored settings won; flags given on this command line win over them.
+    const { deps } = control;
+    if (faults !== undefined) deps.faults.set(faults);
+    if (opts.auto || traffic > 0) deps.auto.set({ ...deps.auto.settings, enabled: true });
+    if (opts.traffic !== undefined) {
+      if (traffic > 0) control.traffic.start(traffic);
+      else control.traffic.stop();
+    }
+    if (opts.notificationBaseUrl) deps.webhooks.notificationBaseUrl = opts.notificationBaseUrl;
+    const r = control.restored;
+    log.info(
+      {
+        dataDir: opts.dataDir,
+        deposits: r.deposits,
+        cashouts: r.cashouts,
+        refunds: r.refunds,
+        deliveries: r.deliveries,
+        replayed: r.replayed,
+        tornBytes: r.tornBytes,
+        starts: r.boots,
+      },
+      'sandbox state restored',
+    );
+  }
   // Printed plainly so scripts can read the ports chosen with --port 0.
   process.stdout.write(`sandbox api ${sandbox.url}\nsandbox card api ${sandbox.ccUrl}\n`);
   log.info({ url: sandbox.url, ccUrl: sandbox.ccUrl, speed, traffic }, 'sandbox listening');

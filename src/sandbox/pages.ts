@@ -172,6 +172,7 @@ ${d.backUrl ? `<p><a href="${esc(d.backUrl)}">Cancel</a></p>` : ''}`,
       }
     }
     d.cachedBody = undefined;
+    engine.touch(d);
     // A method chosen on the page may need more fields: ask for them before the deposit moves on.
     if (needed(d).length > 0) return html(reply, 200, checkoutPage(d));
     d.missing = [];

@@ -24,6 +24,17 @@ function issueLines(error: Parameters<typeof formatZodIssues>[0]): string[] {
   return formatZodIssues(error).map((i) => `${i.field}: ${i.rule}`);
 }
 
+/**
+ * The bank a cashout's `bank_code` names. Codes keep their leading zeros in the provider's examples
+ * while GET /v3/banks lists numbers: `"001"`, `"1"` and `1` all name the bank listed as 1.
+ */
+export function findBank<B extends { code: number }>(banks: readonly B[], code: string): B | undefined {
+  const text = code.trim();
+  if (!/^\d{1,10}$/.test(text)) return undefined;
+  const n = Number(text);
+  return banks.find((b) => b.code === n);
+}
+
 export function createCashout(engine: SandboxEngine, account: SandboxAccount, body: unknown): Answer {
   const parsed = cashoutCreateRequestSchema.safeParse(body);
   if (!parsed.success) return CASHOUT_ERRORS.invalidParameters(issueLines(parsed.error));
@@ -36,7 +47,7 @@ export function createCashout(engine: SandboxEngine, account: SandboxAccount, bo
   if (req.amount < MIN_CASHOUT_MINOR) return CASHOUT_ERRORS.amountUnderMinimum();
   let bankName: string | null = null;
   if (req.bank_code !== undefined) {
-    const bank = (engine.catalogue.banks[req.country] ?? []).find((b) => String(b.code) === req.bank_code);
+    const bank = findBank(engine.catalogue.banks[req.country] ?? [], req.bank_code);
     if (!bank) return CASHOUT_ERRORS.invalidBankCode();
     bankName = bank.name;
   }
@@ -193,6 +204,7 @@ export function createRefund(engine: SandboxEngine, account: SandboxAccount, bod
   engine.addRefund(record);
   d.refundedAmount = engine.refundedTotal(d.id);
   d.cachedBody = undefined;
+  engine.touch(d);
   const response: Record<string, unknown> = { refund_id: record.id };
   if (isCard) {
     response.refund_info = {

@@ -175,6 +175,14 @@ export function isAnswer(value: unknown): value is Answer {
 interface IdempotencyEntry {
   bodyHash: string;
   answer: Promise<Answer>;
+  /** The answer once known (what the durable store keeps). */
+  settled?: Answer;
+}
+
+/** An idempotency key as the durable store keeps it. */
+export interface StoredIdempotency {
+  h: string;
+  a: Answer;
 }
 
 /**
@@ -186,8 +194,25 @@ export class IdempotencyStore {
   /** Keys kept (oldest forgotten first), so long traffic runs stay bounded in memory. */
   private readonly limit: number;
 
+  /** Told `idem:<scope>\u0000<key>` when a key's answer is known or the key is forgotten. */
+  onDirty: (key: string) => void = () => {};
+
   constructor(limit = 200_000) {
     this.limit = limit;
+  }
+
+  /** The stored form of one key (undefined: unknown, or its answer is not known yet). */
+  stored(id: string): StoredIdempotency | undefined {
+    const e = this.entries.get(id);
+    return e?.settled ? { h: e.bodyHash, a: e.settled } : undefined;
+  }
+
+  *storedEntries(): Generator<[string, StoredIdempotency]> {
+    for (const [id, e] of this.entries) if (e.settled) yield [id, { h: e.bodyHash, a: e.settled }];
+  }
+
+  restore(id: string, stored: StoredIdempotency): void {
+    this.entries.set(id, { bodyHash: stored.h, answer: Promise.resolve(stored.a), settled: stored.a });
   }
 
   async run(
@@ -203,10 +228,24 @@ export class IdempotencyStore {
     const existing = this.entries.get(id);
     if (existing) return existing.bodyHash === bodyHash ? existing.answer : conflict();
     const answer = compute();
-    this.entries.set(id, { bodyHash, answer });
+    const entry: IdempotencyEntry = { bodyHash, answer };
+    this.entries.set(id, entry);
+    answer.then(
+      (a) => {
+        entry.settled = a;
+        if (this.entries.get(id) === entry) this.onDirty(`idem:${id}`);
+      },
+      () => {
+        // A failed computation answers an error now; the key is not kept (a retry computes again).
+        if (this.entries.get(id) === entry) this.entries.delete(id);
+      },
+    );
     if (this.entries.size > this.limit) {
       const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
+      if (oldest !== undefined) {
+        this.entries.delete(oldest);
+        this.onDirty(`idem:${oldest}`);
+      }
     }
     return answer;
   }

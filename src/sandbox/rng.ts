@@ -10,6 +10,15 @@ export class Rng {
     this.state = seed >>> 0 || 0x9e3779b9;
   }
 
+  /** The stream's position (the durable store keeps it, so a restart does not replay its draws). */
+  getState(): number {
+    return this.state;
+  }
+
+  setState(state: number): void {
+    this.state = state >>> 0;
+  }
+
   /** A float in [0, 1). */
   next(): number {
     this.state = (this.state + 0x6d2b79f5) >>> 0;

@@ -46,6 +46,8 @@ export class TrafficGenerator implements TrafficControl {
   private readonly refunding = new Set<number>();
   readonly counts = { deposit: 0, card: 0, cashout: 0, refund: 0, errors: 0, skipped: 0 };
   private readonly maxInFlight: number;
+  /** Told when the rate or the running state changes (the durable store keeps them). */
+  onSettings: () => void = () => {};
 
   constructor(deps: SandboxDeps, urls: { url: string; ccUrl: string }, maxInFlight = 64) {
     this.deps = deps;
@@ -61,9 +63,22 @@ export class TrafficGenerator implements TrafficControl {
     this.client = client;
   }
 
+  /** Rate, running state and the sequence in generated ids (kept across restarts). */
+  settings(): { rate: number; running: boolean; seq: number } {
+    return { rate: this.rate, running: this.timer !== null, seq: this.seq };
+  }
+
+  /** Puts back stored settings; a generator that was running starts again. */
+  restore(stored: { rate?: number; running?: boolean; seq?: number }): void {
+    this.seq = Math.max(this.seq, stored.seq ?? 0);
+    if (stored.running && stored.rate && stored.rate > 0) this.start(stored.rate);
+    else if (stored.rate !== undefined) this.rate = stored.rate;
+  }
+
   start(rate: number): void {
     this.stop();
     this.rate = rate;
+    this.onSettings();
     const account = this.deps.accounts.all()[0] as SandboxAccount;
     this.client ??= trafficClientFor(account, this.urls);
     const tickMs = 50;
@@ -96,6 +111,7 @@ export class TrafficGenerator implements TrafficControl {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.onSettings();
   }
 
   status(): Record<string, unknown> {
@@ -112,6 +128,7 @@ export class TrafficGenerator implements TrafficControl {
     const rng = this.deps.engine.rng;
     const kind = rng.weighted(MIX);
     const n = ++this.seq;
+    this.onSettings();
     const client = this.client!;
     const amount = BigInt(rng.int(1000, 200_000));
     const payer = {

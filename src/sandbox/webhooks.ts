@@ -45,6 +45,25 @@ export interface WebhookSenderOptions {
   /** Real milliseconds a receiver has to answer. */
   timeoutMs?: number;
   logLimit?: number;
+  /** Told `delivery:<id>` when a delivery is planned or done, `webhooks` when a counter moves. */
+  onDirty?: (key: string) => void;
+  /** Awaited before each attempt: a notification never tells what the store could still lose. */
+  beforeSend?: () => Promise<void>;
+}
+
+/** A planned delivery attempt as the durable store keeps it. */
+export interface StoredDelivery {
+  id: number;
+  kind: EntityKind;
+  entityId: number;
+  account: string;
+  status: string;
+  url: string;
+  attempt: number;
+  /** Sandbox time of the attempt. */
+  dueAt: number;
+  duplicate: boolean;
+  reordered: boolean;
 }
 
 interface Notification {
@@ -71,17 +90,74 @@ export class WebhookSender {
   private inFlight = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly options: WebhookSenderOptions;
-  notificationBaseUrl: string | null;
+  private baseUrl: string | null;
+  /** Deliveries planned and not yet delivered or given up, by notification id. */
+  readonly pending = new Map<number, StoredDelivery>();
 
   constructor(options: WebhookSenderOptions) {
     this.options = options;
-    this.notificationBaseUrl = options.notificationBaseUrl ?? null;
+    this.baseUrl = options.notificationBaseUrl ?? null;
+  }
+
+  get notificationBaseUrl(): string | null {
+    return this.baseUrl;
+  }
+
+  set notificationBaseUrl(url: string | null) {
+    this.baseUrl = url;
+    this.dirty('webhooks');
+  }
+
+  /** Counters and the base URL, for the durable store. */
+  state(): { nextNotificationId: number; seq: number; notificationBaseUrl: string | null } {
+    return { nextNotificationId: this.nextNotificationId, seq: this.seq, notificationBaseUrl: this.baseUrl };
+  }
+
+  /** Puts back the stored counters and planned deliveries (each attempt runs at its time, or now). */
+  restore(
+    state: { nextNotificationId?: number; seq?: number; notificationBaseUrl?: string | null } | undefined,
+    deliveries: Iterable<StoredDelivery>,
+    recordOf: (kind: EntityKind, id: number) => AnyRecord | undefined,
+  ): void {
+    if (state) {
+      this.nextNotificationId = Math.max(this.nextNotificationId, state.nextNotificationId ?? 1);
+      this.seq = Math.max(this.seq, state.seq ?? 0);
+      if (state.notificationBaseUrl !== undefined) this.baseUrl = state.notificationBaseUrl;
+    }
+    for (const d of deliveries) {
+      const record = recordOf(d.kind, d.entityId);
+      const account = this.options.accountOf(d.account);
+      if (!record || !account) continue;
+      this.nextNotificationId = Math.max(this.nextNotificationId, d.id + 1);
+      const n: Notification = {
+        id: d.id,
+        kind: d.kind,
+        record,
+        status: d.status,
+        account,
+        url: d.url,
+        duplicate: d.duplicate,
+        reordered: d.reordered,
+      };
+      this.schedule(n, d.attempt, Math.max(0, d.dueAt - this.options.clock.now()));
+    }
+  }
+
+  /** Connects the durable store (see durable.ts). */
+  setHooks(hooks: Pick<WebhookSenderOptions, 'onDirty' | 'beforeSend'>): void {
+    this.options.onDirty = hooks.onDirty;
+    this.options.beforeSend = hooks.beforeSend;
+  }
+
+  private dirty(key: string): void {
+    this.options.onDirty?.(key);
   }
 
   /** Queues the notification of a status change of `record`. */
   notify(kind: EntityKind, record: AnyRecord): void {
     const account = this.options.accountOf(record.account);
     if (!account) return;
+    this.dirty('webhooks');
     const target = record.notificationUrl ?? account.notificationUrl;
     const base = { kind, record, status: record.status, account };
     if (!target) {
@@ -127,6 +203,20 @@ export class WebhookSender {
   }
 
   private schedule(n: Notification, attempt: number, delayMs: number): void {
+    this.pending.set(n.id, {
+      id: n.id,
+      kind: n.kind,
+      entityId: n.record.id,
+      account: n.account.name,
+      status: n.status,
+      url: n.url,
+      attempt,
+      dueAt: this.options.clock.now() + delayMs,
+      duplicate: n.duplicate,
+      reordered: n.reordered,
+    });
+    this.dirty(`delivery:${n.id}`);
+    this.dirty('webhooks');
     const run = () => {
       this.inFlight++;
       void this.attempt(n, attempt).finally(() => {
@@ -142,6 +232,7 @@ export class WebhookSender {
     let httpStatus: number | null = null;
     let error: string | null = null;
     try {
+      await this.options.beforeSend?.();
       const { body, headers } = this.buildRequest(n);
       const res = await request(n.url, {
         method: 'POST',
@@ -158,15 +249,22 @@ export class WebhookSender {
     const ok = httpStatus !== null && httpStatus >= 200 && httpStatus < 300;
     if (ok) {
       this.record(n, attempt, { outcome: 'delivered', httpStatus });
+      this.done(n);
       return;
     }
     const waitMinutes = RETRY_SCHEDULE_MINUTES[attempt - 1];
     if (waitMinutes === undefined) {
       this.record(n, attempt, { outcome: 'gave_up', httpStatus, error });
+      this.done(n);
       return;
     }
     this.record(n, attempt, { outcome: 'scheduled_retry', httpStatus, error });
     this.schedule(n, attempt + 1, waitMinutes * 60_000);
+  }
+
+  private done(n: Notification): void {
+    this.pending.delete(n.id);
+    this.dirty(`delivery:${n.id}`);
   }
 
   private buildRequest(n: Notification): { body: string; headers: Record<string, string> } {
