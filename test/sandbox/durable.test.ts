@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cardBody, cashoutBody, cashoutCall, control, oneShotBody, type Res, signed } from './helpers.ts';
+import { cardBody, cashoutBody, cashoutCall, control, oneShotBody, signed } from './helpers.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'payrecon-sandbox-durable-'));
 const children = new Set<ChildProcess>();
