@@ -10,6 +10,7 @@ import * as m20261121T1200 from './migrations/20261121T1200_report_runs_detail.t
 import * as m20261121T1300 from './migrations/20261121T1300_alert_deliveries.ts';
 import * as m20261121T1400 from './migrations/20261121T1400_ledger_set_checks.ts';
 import * as m20261121T1500 from './migrations/20261121T1500_test_book_refunds.ts';
+import * as m20261124T1100 from './migrations/20261124T1100_exception_facts.ts';
 import type { Database } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -18,6 +19,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261121T1300_alert_deliveries': m20261121T1300,
   '20261121T1400_ledger_set_checks': m20261121T1400,
   '20261121T1500_test_book_refunds': m20261121T1500,
+  '20261124T1100_exception_facts': m20261124T1100,
 };
 
 export interface OpenDatabaseOptions {

@@ -1,15 +1,21 @@
 /**
  * Writing exceptions and their alerts. One row per (type, merchant account, entity kind, entity id):
- * raising again bumps `count` and `last_seen_at` (and reopens a resolved row). An exception alerts when
- * it opens: its first raise, or a raise after it was resolved. Raising an open or acknowledged exception
- * again (the poller reading the CANCELLED its webhook already brought) counts it and alerts nobody. Alerts
- * at or above the configured severity go to the outbox in the same transaction, under a deterministic
- * alert id, so a replay or a retry never alerts twice (a late rejection is alerted exactly once).
+ * raising again bumps `count` and `last_seen_at`. Each raise names the fact it is about (`fact`, without
+ * sighting-specific parts): a resolved exception raised again with the same fact (a re-poll, a backfill,
+ * a redelivered webhook) stays resolved; a new fact (another amount, a new status) reopens it, saying
+ * what changed and keeping what it was, the note and who resolved it (`previous`). An exception alerts
+ * when it opens: its first raise, or a reopening. Raising an open or acknowledged exception again (the
+ * poller reading the CANCELLED its webhook already brought) counts it and alerts nobody. Alerts at or above
+ * the configured severity go to the outbox in the same transaction, under a deterministic alert id, so a
+ * replay or a retry never alerts twice (a late rejection is alerted exactly once). Every raise carries
+ * the entity's facts (`details.facts`: ids, intent and provider amounts and currencies, status and reason,
+ * the rule in one sentence), read here in one statement, so the page, the workbook and the alert show them.
  */
 import { sql } from 'kysely';
 import {
   alertId,
   DEFAULT_EXCEPTION_RULES,
+  EXCEPTION_RULE_TEXT,
   type ExceptionRules,
   type ExceptionType,
   shouldAlert,
@@ -24,6 +30,98 @@ export const ALERT_TOPIC = 'recon.alert.raised.v1';
 export interface ExceptionToRaise extends EntityRef {
   type: ExceptionType;
   details: Record<string, unknown>;
+  /** The fact the exception is about (see RaisedException.fact); default: the details as canonical JSON. */
+  fact?: string;
+}
+
+/** The facts every exception carries (page, exception workbook, alert). Amounts are decimal text. */
+export interface ExceptionFacts {
+  entity: string;
+  /** Invoice id (deposits), external id (cashouts), or the refund's own reference. */
+  externalRef: string | null;
+  intentAmount: string | null;
+  intentCurrency: string | null;
+  providerAmount: string | null;
+  providerCurrency: string | null;
+  status: string | null;
+  statusReason: string | null;
+  rejectionCode: string | null;
+  rejectionReason: string | null;
+  rule: string;
+}
+
+/** JSON with object keys sorted, so equal details give equal text. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .sort()
+      .filter((k) => o[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+export function factOf(r: ExceptionToRaise): string {
+  return r.fact ?? canonical(r.details);
+}
+
+type FactRow = {
+  merchant_account: string;
+  entity_kind: EntityKind;
+  entity_id: string;
+  external_ref: string | null;
+  intent_ref: string | null;
+  intent_amount: string | null;
+  intent_currency: string | null;
+  provider_amount: string | null;
+  provider_currency: string | null;
+  status: string | null;
+  status_reason: string | null;
+  rejection_code: string | null;
+  rejection_reason: string | null;
+};
+
+/**
+ * The facts of the entities of `refs`, one statement: the mirror, its linked intent, and the latest
+ * amount and currency the provider reported (one index probe each).
+ */
+async function loadFacts(db: Db, refs: readonly EntityRef[]): Promise<Map<string, FactRow>> {
+  const unique = [
+    ...new Map(refs.map((r) => [`${r.account}\u0000${r.kind}\u0000${r.entityId}`, r])).values(),
+  ];
+  const { rows } = await sql<FactRow>`
+    SELECT v.a AS merchant_account, v.k AS entity_kind, v.i AS entity_id, m.external_ref, i.external_ref AS intent_ref,
+      i.amount::text AS intent_amount, i.currency AS intent_currency, h.amount::text AS provider_amount,
+      h.currency AS provider_currency, m.status, m.status_reason, m.rejection_code, m.rejection_reason
+    FROM unnest(${unique.map((r) => r.account)}::text[], ${unique.map((r) => r.kind)}::text[],
+      ${unique.map((r) => r.entityId)}::text[]) AS v(a, k, i)
+    LEFT JOIN mirrors m ON m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i
+    LEFT JOIN intents i ON i.intent_id = m.intent_id
+    LEFT JOIN LATERAL (
+      SELECT x.amount, x.currency FROM status_history x
+      WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i AND x.amount IS NOT NULL
+        AND x.to_status IS NOT NULL AND NOT x.illegal
+      ORDER BY x.observed_at DESC, x.id DESC LIMIT 1) h ON true`.execute(db);
+  return new Map(rows.map((r) => [`${r.merchant_account}\u0000${r.entity_kind}\u0000${r.entity_id}`, r]));
+}
+
+function factsOf(r: ExceptionToRaise, row: FactRow | undefined): ExceptionFacts {
+  return {
+    entity: `${r.kind}:${r.entityId}`,
+    externalRef: row?.external_ref ?? row?.intent_ref ?? null,
+    intentAmount: row?.intent_amount ?? null,
+    intentCurrency: row?.intent_currency ?? null,
+    providerAmount: row?.provider_amount ?? null,
+    providerCurrency: row?.provider_currency ?? null,
+    status: row?.status ?? null,
+    statusReason: row?.status_reason ?? null,
+    rejectionCode: row?.rejection_code ?? null,
+    rejectionReason: row?.rejection_reason ?? null,
+    rule: EXCEPTION_RULE_TEXT[r.type],
+  };
 }
 
 export interface RaiseOptions {
@@ -55,37 +153,52 @@ export async function raiseExceptions(
   options: RaiseOptions = {},
 ): Promise<number> {
   if (raised.length === 0) return 0;
+  const factRows = await loadFacts(db, raised);
   const unique = new Map<string, ExceptionToRaise>();
-  for (const r of raised) unique.set(keyOf(r.type, r.account, r.kind, r.entityId), r);
+  for (const r of raised) {
+    const facts = factsOf(r, factRows.get(`${r.account}\u0000${r.kind}\u0000${r.entityId}`));
+    unique.set(keyOf(r.type, r.account, r.kind, r.entityId), {
+      ...r,
+      fact: factOf(r),
+      details: { ...r.details, facts },
+    });
+  }
   const rows = [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
   const col = <T>(f: (r: ExceptionToRaise) => T, of: readonly ExceptionToRaise[] = rows) => of.map(f);
-  // Inserts the new rows and reopens the resolved ones; the WHERE leaves every other existing row as it
-  // was, but locked (ON CONFLICT locks each conflicting row), so what this returns is exactly what opened.
+  // Inserts the new rows and reopens the resolved ones whose fact changed; the WHERE leaves every other
+  // existing row as it was, but locked (ON CONFLICT locks each conflicting row), so what this returns is
+  // exactly what opened.
   // Counting every sighting as a new alert (the alert id carries the count) wrote each AMOUNT_MISMATCH of
   // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
   const { rows: opened } = await sql<Written>`
     INSERT INTO exceptions AS e (type, merchant_account, entity_kind, entity_id, severity, first_seen_at, last_seen_at,
-      details)
+      details, fact)
     SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, ${now}::timestamptz,
-      ${now}::timestamptz, v.details
+      ${now}::timestamptz, v.details, v.fact
     FROM unnest(${col((r) => r.type)}::text[], ${col((r) => r.account)}::text[], ${col((r) => r.kind)}::text[],
       ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
-      ${col((r) => JSON.stringify(r.details))}::jsonb[])
-      AS v(type, merchant_account, entity_kind, entity_id, severity, details)
+      ${col((r) => JSON.stringify(r.details))}::jsonb[], ${col((r) => r.fact ?? null)}::text[])
+      AS v(type, merchant_account, entity_kind, entity_id, severity, details, fact)
     ON CONFLICT (type, merchant_account, entity_kind, entity_id) DO UPDATE SET
       count = e.count + 1,
       last_seen_at = excluded.last_seen_at,
       details = excluded.details,
+      fact = excluded.fact,
       state = 'open',
+      reopened_at = excluded.last_seen_at,
+      reopen_reason = 'was: ' || coalesce(e.fact, 'not recorded') || '; now: ' || excluded.fact,
+      previous = jsonb_build_object('fact', e.fact, 'details', e.details, 'resolvedBy', e.resolved_by,
+        'resolutionNote', e.resolution_note, 'resolvedAt', e.resolved_at, 'decision', e.decision),
       resolved_at = NULL,
       updated_at = now()
-    WHERE e.state = 'resolved'
+    WHERE e.state = 'resolved' AND e.fact IS DISTINCT FROM excluded.fact
     RETURNING type, merchant_account, entity_kind, entity_id, count, severity`.execute(db);
   const openedKeys = new Set(
     opened.map((w) => keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id)),
   );
-  // The rest are open or acknowledged and already locked: `increment` counts the sighting, `condition`
-  // (a sweep finding the condition still true) only says when it was last seen. Each row is found by one
+  // The rest are open or acknowledged, or resolved and seen again with the same fact (they stay resolved),
+  // and already locked: `increment` counts the sighting, `condition` (a sweep finding the condition still
+  // true) only says when it was last seen. Each row is found by one
   // probe of the unique key and updated through its ctid (stable: this transaction holds the row lock), so
   // the cost does not grow with the table whatever its statistics say (as in ledger-repository.ts).
   const again = rows.filter((r) => !openedKeys.has(keyOf(r.type, r.account, r.kind, r.entityId)));
@@ -96,11 +209,12 @@ export async function raiseExceptions(
         count = CASE WHEN ${options.mode === 'condition'} THEN e.count ELSE e.count + 1 END,
         last_seen_at = ${now}::timestamptz,
         details = v.details,
+        fact = v.fact,
         updated_at = now()
       FROM unnest(${col((r) => r.type, again)}::text[], ${col((r) => r.account, again)}::text[],
         ${col((r) => r.kind, again)}::text[], ${col((r) => r.entityId, again)}::text[],
-        ${col((r) => JSON.stringify(r.details), again)}::jsonb[])
-        AS v(type, merchant_account, entity_kind, entity_id, details)
+        ${col((r) => JSON.stringify(r.details), again)}::jsonb[], ${col((r) => r.fact ?? null, again)}::text[])
+        AS v(type, merchant_account, entity_kind, entity_id, details, fact)
         CROSS JOIN LATERAL (
           SELECT ctid AS tid FROM exceptions x WHERE x.type = v.type AND x.merchant_account = v.merchant_account
             AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t

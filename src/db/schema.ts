@@ -13,6 +13,11 @@ export type Numeric = string;
 export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 export type GeneratedTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 export type Json = ColumnType<Record<string, unknown>, string | Record<string, unknown>, string>;
+export type NullableJson = ColumnType<
+  Record<string, unknown> | null,
+  string | Record<string, unknown> | null | undefined,
+  string | null
+>;
 
 export type Book = 'live' | 'test' | 'crypto';
 
@@ -60,6 +65,8 @@ export interface JournalEntriesTable {
   effective_at: Timestamp;
   /** When the entry was booked (transaction time); balances "at an instant" use this. */
   created_at: GeneratedTimestamp;
+  /** Who booked it and why, for entries an operator's decision caused (null for the provider's readings). */
+  memo: ColumnType<Record<string, unknown> | null, string | null | undefined, never>;
 }
 
 /**
@@ -158,7 +165,7 @@ export interface StatusHistoryTable {
   from_status: string | null;
   /** Observed status; null when the provider answered "not found". */
   to_status: string | null;
-  source: 'webhook' | 'poll' | 'intent' | 'backfill';
+  source: 'webhook' | 'poll' | 'intent' | 'backfill' | 'operator';
   observed_at: Timestamp;
   recorded_at: GeneratedTimestamp;
   stale: boolean;
@@ -199,6 +206,15 @@ export interface ExceptionsTable {
   acknowledged_by: string | null;
   acknowledged_at: Timestamp | null;
   acknowledgement_note: string | null;
+  /** The fact the exception is about (migration 20261124T1100_exception_facts): the same fact never reopens it. */
+  fact: string | null;
+  reopened_at: Timestamp | null;
+  /** What changed when a new fact reopened it. */
+  reopen_reason: string | null;
+  /** The fact, details, note and resolver before it reopened. */
+  previous: NullableJson;
+  /** An operator's decision on an ILLEGAL_TRANSITION: accept the provider's status or keep the ledger's. */
+  decision: NullableJson;
   updated_at: GeneratedTimestamp;
 }
 

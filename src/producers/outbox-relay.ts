@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { isRetryable } from '../domain/errors.ts';
-import { SEVERITIES, type Severity } from '../domain/exception-rules.ts';
+import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
@@ -32,23 +32,6 @@ interface OutboxPayload {
   details?: Record<string, unknown>;
 }
 
-const MESSAGES: Record<string, string> = {
-  LATE_REJECTION: 'a COMPLETED payment was REJECTED afterwards; the amount is back in available',
-  EARLY_RELEASE_REVERSED: 'an early-released deposit failed; the released amount was reversed',
-  AMOUNT_MISMATCH: 'the provider amount differs from the merchant intent',
-  CURRENCY_MISMATCH: 'the provider currency differs from the merchant intent',
-  UNKNOWN_TRANSACTION: 'the provider knows this transaction but no merchant intent exists',
-  MISSING_AT_PROVIDER: 'the merchant recorded this transaction but the provider answers not found',
-  ILLEGAL_TRANSITION: 'the provider reported a status change the spec does not allow',
-  STUCK: 'the transaction has stayed in a non-final status past its deadline',
-  MISSED_NOTIFICATION: 'a status change was seen only by polling, no webhook arrived',
-  THIRD_PARTY_PAYER: 'the deposit was cancelled: paid by a third party',
-  PAYER_UNMATCH: 'the payer does not match the customer',
-  OVER_REFUNDED: 'refunds exceed the deposit amount',
-  DUPLICATE_INVOICE: 'the same invoice id names more than one deposit',
-  FEE_MISMATCH: 'the fee charged differs from the fee schedule',
-};
-
 function text(v: unknown): string | null {
   return typeof v === 'string' && v.length > 0 ? v : null;
 }
@@ -56,7 +39,21 @@ function text(v: unknown): string | null {
 /** Maps an outbox row's payload to the alert event. Amounts in details stay exact (decimal text). */
 export function alertFromOutbox(payload: OutboxPayload): AlertRaised {
   const details = payload.details ?? {};
-  const amountText = text(details.amount) ?? text(details.providerAmount) ?? text(details.provider_amount);
+  // The facts every exception carries (src/db/exceptions.ts): the provider's amount, else the intent's.
+  const facts = (typeof details.facts === 'object' && details.facts !== null ? details.facts : {}) as Record<
+    string,
+    unknown
+  >;
+  const fromProvider = text(facts.providerAmount) !== null;
+  const amountText =
+    text(facts.providerAmount) ??
+    text(facts.intentAmount) ??
+    text(details.amount) ??
+    text(details.providerAmount) ??
+    text(details.provider_amount);
+  const currency = fromProvider
+    ? text(facts.providerCurrency)
+    : (text(facts.intentCurrency) ?? text(details.currency));
   let amount: bigint | null = null;
   if (amountText) {
     try {
@@ -79,8 +76,8 @@ export function alertFromOutbox(payload: OutboxPayload): AlertRaised {
     entityKind: kind,
     entityId: payload.entityId ?? null,
     amount,
-    currency: text(details.currency),
-    message: MESSAGES[payload.type] ?? payload.type,
+    currency,
+    message: (EXCEPTION_RULE_TEXT as Record<string, string>)[payload.type] ?? payload.type,
     raisedAt: new Date(payload.raisedAt),
     details,
   };

@@ -33,7 +33,7 @@ async function exceptionsOf(entityId: string) {
 }
 
 describe('sweepExceptions', () => {
-  it('raises STUCK once past the deadline, counts it again only after resolution', async () => {
+  it('raises STUCK once past the deadline; resolved, it stays resolved while the same status stays stuck', async () => {
     await apply([obs('cashout', 'stuck1', 'ON_HOLD', 0, { source: 'webhook' })]);
     await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 'stuck1', 100n)]));
     const early = await sweepExceptions(t.db, minute(60));
@@ -46,7 +46,19 @@ describe('sweepExceptions', () => {
     await resolveException(t.db, rows[0]!.id, 'called the bank', 'ana');
     await sweepExceptions(t.db, late);
     rows = (await exceptionsOf('stuck1')).filter((e) => e.type === 'STUCK');
-    expect(rows.map((r) => [r.count, r.state])).toEqual([[2, 'open']]);
+    expect(rows.map((r) => [r.count, r.state])).toEqual([[1, 'resolved']]);
+    // A new fact: back to PENDING, then ON_HOLD again, and stuck again past the new deadline.
+    await apply([
+      obs('cashout', 'stuck1', 'PENDING', 3 * 24 * 60 + 2, { source: 'webhook' }),
+      obs('cashout', 'stuck1', 'ON_HOLD', 3 * 24 * 60 + 3, { source: 'webhook' }),
+    ]);
+    await sweepExceptions(t.db, minute(6 * 24 * 60 + 4));
+    rows = (await exceptionsOf('stuck1')).filter((e) => e.type === 'STUCK');
+    expect(rows.map((r) => [r.count, r.state, r.resolution_note, r.resolved_by])).toEqual([
+      [2, 'open', 'called the bank', 'ana'],
+    ]);
+    expect(rows[0]!.reopen_reason).toMatch(/^was: .*; now: /);
+    expect(rows[0]!.previous).toMatchObject({ resolutionNote: 'called the bank', resolvedBy: 'ana' });
   });
 
   it('raises MISSED_NOTIFICATION for a change seen only by polling, after the grace', async () => {
@@ -127,15 +139,56 @@ describe('raiseExceptions', () => {
     expect([row.count, row.state]).toEqual([3, 'open']);
     expect(await outboxOf('amm1')).toEqual(['PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:1']);
 
-    // Resolved, then seen again: it opens again, and that is a new alert.
+    // Resolved, then the same fact seen again (re-polls, a backfill): it stays resolved, no new alert.
     await resolveException(t.db, row.id, 'customer paid the rest', 'ana');
     await apply([cancelled(4, 'poll')]);
-    await apply([cancelled(5, 'poll')]);
+    await apply([cancelled(5, 'backfill' as 'poll')]);
     row = (await exceptionsOf('amm1')).find((e) => e.type === 'PROVIDER_AMOUNT_MISMATCH')!;
-    expect([row.count, row.state]).toEqual([5, 'open']);
-    expect(await outboxOf('amm1')).toEqual([
-      'PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:1',
-      'PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:4',
+    expect([row.state, row.resolution_note, row.resolved_by]).toEqual([
+      'resolved',
+      'customer paid the rest',
+      'ana',
+    ]);
+    expect(await outboxOf('amm1')).toEqual(['PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:1']);
+    // The facts it carries: ids, intent and provider amounts, status and reason, the rule.
+    expect(row.details).toMatchObject({
+      facts: {
+        entity: 'deposit:amm1',
+        externalRef: 'ref-amm1',
+        intentAmount: '100.00',
+        intentCurrency: 'BRL',
+        status: 'CANCELLED',
+        statusReason: 'AMOUNT_MISMATCH',
+        rule: expect.stringMatching(/paid a different amount/),
+      },
+    });
+    // No intent-versus-provider mismatch where the amounts agree.
+    expect((await exceptionsOf('amm1')).map((e) => e.type)).not.toContain('AMOUNT_MISMATCH');
+  });
+
+  it('reopens a resolved exception on a new fact only, saying what changed; note and resolver stay', async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'amm2', 10_000n)]));
+    const pending = (at: number, amount: bigint) =>
+      obs('deposit', 'amm2', 'PENDING', at, { source: 'poll', amount, currency: 'BRL' });
+    await apply([pending(0, 9_000n)]);
+    let row = (await exceptionsOf('amm2')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    expect(row.details).toMatchObject({ intent: '10000', provider: '9000' });
+    await resolveException(t.db, row.id, 'provider confirmed a partial payment', 'bea');
+    await apply([pending(1, 9_000n)]);
+    row = (await exceptionsOf('amm2')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    expect(row.state).toBe('resolved');
+    await apply([pending(2, 8_000n)]);
+    row = (await exceptionsOf('amm2')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
+    expect([row.state, row.resolution_note, row.resolved_by]).toEqual([
+      'open',
+      'provider confirmed a partial payment',
+      'bea',
+    ]);
+    expect(row.reopen_reason).toBe('was: intent 10000 provider 9000; now: intent 10000 provider 8000');
+    expect(row.details).toMatchObject({ facts: { intentAmount: '100.00', providerAmount: '80.00' } });
+    expect(await outboxOf('amm2')).toEqual([
+      'AMOUNT_MISMATCH:deposit:acme:amm2:1',
+      'AMOUNT_MISMATCH:deposit:acme:amm2:3',
     ]);
   });
 });
