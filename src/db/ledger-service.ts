@@ -409,7 +409,8 @@ function planAndCollect(
     newest = Math.max(newest, item.observedAt.getTime());
   }
   result.recorded += freshItems.length;
-  for (const f of plan.exceptions) out.raised.push({ ...ref, type: f.type, details: f.details, fact: f.fact });
+  for (const f of plan.exceptions)
+    out.raised.push({ ...ref, type: f.type, details: f.details, fact: f.fact });
 
   let pollAttempts = mirror.pollAttempts;
   let next = mirror.nextPollAt;
