@@ -38,7 +38,7 @@ import { JOBS_OFF, loadConfig } from '../src/config.ts';
 import { createDb } from '../src/db/connection.ts';
 import { startBroker } from '../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../src/embedded/registry/registry.ts';
-import { recordingClient } from '../src/producers/intent-recorder.ts';
+import { recordingClient } from '../src/producers/intent/recording-client.ts';
 import { createProviderClient } from '../src/provider/client.ts';
 import { stringifyProviderJson } from '../src/provider/json.ts';
 import { depositAuthorization, formatXDate } from '../src/provider/signing.ts';

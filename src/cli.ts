@@ -153,7 +153,7 @@ intent
   .command('record')
   .description('Publish intents from a JSON file (one or an array); nothing is published if one is invalid')
   .requiredOption('--file <file>', 'JSON file with the intent(s)')
-  .action(async (opts) => (await import('./producers/intent-recorder.ts')).runIntentRecordCli(opts));
+  .action(async (opts) => (await import('./producers/intent/cli.ts')).runIntentRecordCli(opts));
 
 const backfill = program.command('backfill').description('Import intents, re-poll entities after the fact');
 backfill

@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, logger, SECRET_KEYS, setLogLevel } from './logger.ts';
+import { SECRET_KEYS } from './domain/secrets.ts';
+import { createLogger, logger, setLogLevel } from './logger.ts';
 
 function capture() {
   const lines: string[] = [];

@@ -1,50 +1,14 @@
 /**
  * The one pino root logger. Modules take `logger.child({ module: 'reconciler' })`. Secrets, passwords,
- * signatures, card numbers and CVVs are redacted by path wherever they appear in a logged object,
- * up to three levels deep and inside request/response headers.
+ * signatures, card numbers and CVVs (the one list: `src/domain/secrets.ts`) are redacted by path wherever
+ * they appear in a logged object, up to three levels deep and inside request/response headers.
  *
  * The logger reads no environment: it starts at `info` and the CLI sets the configured level
  * (`config.logLevel`) with `setLogLevel` right after `loadConfig()`, before it imports the areas whose
  * modules create child loggers (a pino child keeps the level it was created with).
  */
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
-
-/** Keys whose values never reach a log, whatever object they sit in. */
-export const SECRET_KEYS = [
-  'pass',
-  'cashoutPass',
-  'password',
-  'passwordHash',
-  'password_hash',
-  'secret',
-  'secretKey',
-  'secret_key',
-  'depositSecret',
-  'cashoutSecret',
-  'readOnlyKey',
-  'sessionSecret',
-  'session_secret',
-  'read_only_key',
-  'apiKey',
-  'token',
-  'checkout_token',
-  'authorization',
-  'Authorization',
-  'payload-signature',
-  'Payload-Signature',
-  'signature',
-  'control',
-  'cookie',
-  'set-cookie',
-  'card_number',
-  'cardNumber',
-  'cvv',
-  'CVV',
-  'credit_card',
-  'card_token',
-  'expiration_month',
-  'expiration_year',
-] as const;
+import { SECRET_KEYS } from './domain/secrets.ts';
 
 function redactPaths(): string[] {
   const paths: string[] = [];

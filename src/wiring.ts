@@ -31,7 +31,7 @@ import { JobScheduler } from './jobs/scheduler.ts';
 import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { PART_INFO, PART_NAMES, type PartName } from './parts.ts';
-import { intentsPlugin } from './producers/intent-recorder.ts';
+import { intentsPlugin } from './producers/intent/http.ts';
 import { startOutboxRelay } from './producers/outbox-relay.ts';
 import { pollingClients, type StatusPollerDeps, startStatusPoller } from './producers/status-poller.ts';
 import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
@@ -698,7 +698,7 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
   const { providerAccountFor } = await import('./sandbox/traffic-client.ts');
   const { DEFAULT_ACCOUNT } = await import('./sandbox/accounts.ts');
   const { createProviderClient } = await import('./provider/client.ts');
-  const { recordingClient } = await import('./producers/intent-recorder.ts');
+  const { recordingClient } = await import('./producers/intent/recording-client.ts');
   const sandbox = await startSandbox({
     host: '127.0.0.1',
     port: 0,

@@ -18,6 +18,7 @@ import { formatAmount } from '../domain/money.ts';
 import { type Publisher, type RunningConsumer, runBatchConsumer } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
 import type { Serde } from '../events/serde.ts';
+import { ALERT_TOPIC } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 
@@ -288,7 +289,7 @@ export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<Runni
   const consumer = await runBatchConsumer({
     kafka: deps.kafka,
     groupId: ALERT_DISPATCHER_GROUP,
-    topic: 'recon.alert.raised.v1',
+    topic: ALERT_TOPIC,
     serde: deps.serde,
     dlq: deps.dlq,
     logger: deps.logger,
@@ -300,7 +301,7 @@ export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<Runni
         afterWait: () => ctx.heartbeat().catch(() => undefined),
         log,
       });
-      deps.metrics?.eventsConsumed.inc({ topic: 'recon.alert.raised.v1' }, messages.length);
+      deps.metrics?.eventsConsumed.inc({ topic: ALERT_TOPIC }, messages.length);
       for (const [sink, n] of Object.entries(result.perSink)) deps.metrics?.alertsDelivered.inc({ sink }, n);
     },
   });

@@ -17,7 +17,7 @@ import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { BatchContext, Publisher, RunningConsumer } from '../events/kafka.ts';
 import { runBatchConsumer } from '../events/kafka.ts';
 import type { Serde } from '../events/serde.ts';
-import type { TopicName } from '../events/topics.ts';
+import { INTENT_TOPIC, OBSERVATION_TOPIC, type TopicName } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 
@@ -71,32 +71,32 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
   const observations = await runBatchConsumer({
     kafka: deps.kafka,
     groupId: RECONCILER_GROUPS.observations,
-    topic: 'provider.status.observed.v1',
+    topic: OBSERVATION_TOPIC,
     serde: deps.serde,
     dlq: deps.dlq,
     logger: deps.logger,
     handleBatch: async (messages, ctx) => {
       const values = messages.map((m) => m.value);
-      await inLedger('provider.status.observed.v1', ctx, () =>
+      await inLedger(OBSERVATION_TOPIC, ctx, () =>
         withLedgerTransaction(deps.db, (trx) => applyObservations(trx, values, { rules: deps.rules })),
       );
-      deps.metrics?.eventsConsumed.inc({ topic: 'provider.status.observed.v1' }, messages.length);
+      deps.metrics?.eventsConsumed.inc({ topic: OBSERVATION_TOPIC }, messages.length);
     },
   });
 
   const intents = await runBatchConsumer({
     kafka: deps.kafka,
     groupId: RECONCILER_GROUPS.intents,
-    topic: 'merchant.intent.recorded.v1',
+    topic: INTENT_TOPIC,
     serde: deps.serde,
     dlq: deps.dlq,
     logger: deps.logger,
     handleBatch: async (messages, ctx) => {
       const values = messages.map((m) => m.value);
-      await inLedger('merchant.intent.recorded.v1', ctx, () =>
+      await inLedger(INTENT_TOPIC, ctx, () =>
         withLedgerTransaction(deps.db, (trx) => recordIntents(trx, values, { rules: deps.rules })),
       );
-      deps.metrics?.eventsConsumed.inc({ topic: 'merchant.intent.recorded.v1' }, messages.length);
+      deps.metrics?.eventsConsumed.inc({ topic: INTENT_TOPIC }, messages.length);
     },
   });
 

@@ -27,13 +27,10 @@ import { AppError, isRetryable } from '../domain/errors.ts';
 import type { Observation } from '../domain/observation.ts';
 import { type ConsumedMessage, createPublisher, type Publisher, runBatchConsumer } from '../events/kafka.ts';
 import type { NotificationReceived } from '../events/payloads.ts';
-import { TOPICS } from '../events/topics.ts';
+import { NOTIFICATION_TOPIC, OBSERVATION_TOPIC, TOPICS } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { createProviderClient, type ProviderClientOptions } from '../provider/client.ts';
 import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
-
-export const OBSERVED_TOPIC = 'provider.status.observed.v1';
-export const NOTIFICATIONS_TOPIC = 'provider.notification.received.v1';
 
 export interface StatusFetcherDeps {
   /** The provider client of an account; undefined when the account is not configured. */
@@ -154,7 +151,7 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
         );
       }
       await deps.publisher.publish(
-        OBSERVED_TOPIC,
+        OBSERVATION_TOPIC,
         observations.map((value) => ({ value })),
       );
       for (const o of observations) deps.onObserved?.(o);
@@ -190,13 +187,13 @@ export async function runStatusFetcher(options: RunStatusFetcherOptions) {
       ? {}
       : {
           handOver: (entities: readonly EntityToRead[]) => pollNow(options.db!, entities, new Date()),
-          lastAttempt: TOPICS[NOTIFICATIONS_TOPIC].retry.attempts,
+          lastAttempt: TOPICS[NOTIFICATION_TOPIC].retry.attempts,
         }),
   });
   const consumer = await runBatchConsumer({
     kafka: options.kafka,
     groupId: options.groupId ?? 'payrecon-status-fetcher',
-    topic: NOTIFICATIONS_TOPIC,
+    topic: NOTIFICATION_TOPIC,
     serde: options.serde,
     dlq: publisher,
     handleBatch: (messages, context) => fetcher.handleNotifications(messages, context),

@@ -44,6 +44,12 @@ export interface TopicValues {
 }
 
 export type TopicName = keyof TopicValues;
+
+/** Each topic by its role: the names the publishing and consuming code uses (never redeclared there). */
+export const NOTIFICATION_TOPIC = 'provider.notification.received.v1' satisfies TopicName;
+export const OBSERVATION_TOPIC = 'provider.status.observed.v1' satisfies TopicName;
+export const INTENT_TOPIC = 'merchant.intent.recorded.v1' satisfies TopicName;
+export const ALERT_TOPIC = 'recon.alert.raised.v1' satisfies TopicName;
 export type DlqTopicName = `${TopicName}.dlq`;
 export type AnyTopicName = TopicName | DlqTopicName;
 /** The value type of a topic or of a DLQ companion. */

@@ -33,17 +33,13 @@ import { AppError } from '../domain/errors.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
+import { INTENT_TOPIC, OBSERVATION_TOPIC } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { formatZodIssues } from '../provider/schemas.ts';
 import type { StatusReader } from '../provider/to-observation.ts';
 import { readStatus } from '../provider/to-observation.ts';
-import {
-  connectFromConfig,
-  INTENT_TOPIC,
-  intentFromInput,
-  intentInputSchema,
-  runCliAction,
-} from './intent-recorder.ts';
+import { connectFromConfig, runCliAction } from './connect.ts';
+import { intentFromInput, intentInputSchema } from './intent/input.ts';
 
 /** CSV column -> field of `intentInputSchema`. */
 export const INTENT_CSV_COLUMNS = {
@@ -290,7 +286,7 @@ export async function backfillPoll(
     const observations = read.filter((o): o is Observation => o !== null);
     failed += read.length - observations.length;
     await deps.publisher.publish(
-      'provider.status.observed.v1',
+      OBSERVATION_TOPIC,
       observations.map((value) => ({ value })),
     );
     published += observations.length;

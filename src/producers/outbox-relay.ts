@@ -14,10 +14,9 @@ import { parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
+import { ALERT_TOPIC } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-
-const ALERT_TOPIC = 'recon.alert.raised.v1' as const;
 
 /** What the ledger writes into `outbox.payload` (src/db/exceptions.ts). */
 interface OutboxPayload {

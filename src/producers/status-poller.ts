@@ -23,12 +23,11 @@ import type { Database } from '../db/schema.ts';
 import type { Observation, ObservationSource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
+import { OBSERVATION_TOPIC } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { createProviderClient, type ProviderClientOptions, parseRetryAfter } from '../provider/client.ts';
 import { ProviderError } from '../provider/errors.ts';
 import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
-
-export const OBSERVED_TOPIC = 'provider.status.observed.v1';
 
 export interface StatusPollerDeps {
   db: Kysely<Database>;
@@ -225,7 +224,7 @@ export function startStatusPoller(deps: StatusPollerDeps, options: { loop?: bool
       log.warn({ pausedUntil, unread: unread.length }, 'provider answered 429; poller paused');
     }
     await deps.publisher.publish(
-      OBSERVED_TOPIC,
+      OBSERVATION_TOPIC,
       observations.map((value) => ({ value })),
     );
     const result: PollResult = {

@@ -29,9 +29,11 @@ import type {
 } from 'fastify';
 import type { ProviderAccount, WebhookSignatureMode } from '../config.ts';
 import { AppError, type ErrorCode, toAppError } from '../domain/errors.ts';
+import { isSecretKey } from '../domain/secrets.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import type { Authenticity, NotificationReceived } from '../events/payloads.ts';
+import { NOTIFICATION_TOPIC } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { parseProviderJson } from '../provider/json.ts';
 import {
@@ -46,8 +48,6 @@ import {
   verifyCashoutControl,
   verifyDepositAuthorization,
 } from '../provider/signing.ts';
-
-export const NOTIFICATION_TOPIC = 'provider.notification.received.v1';
 
 /** Why a notification was turned away (the label of the rejection counter). */
 export const WEBHOOK_REJECTIONS = [
@@ -106,19 +106,6 @@ const ROUTE_KINDS: Record<string, EntityKind> = {
   refunds: 'refund',
   cashouts: 'cashout',
 };
-
-/** Body keys that are secrets or credentials: never copied into the event. */
-const SECRET_FIELDS = new Set([
-  'control',
-  'signature',
-  'authorization',
-  'payload_signature',
-  'login',
-  'pass',
-  'password',
-  'secret',
-  'token',
-]);
 
 type ContentKind = 'json' | 'form';
 
@@ -186,7 +173,7 @@ function firstIssue(error: Parameters<typeof formatZodIssues>[0]): AppError {
 function publicFields(body: Record<string, unknown>, skip: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(body)) {
-    if (skip.includes(k) || SECRET_FIELDS.has(k.toLowerCase())) continue;
+    if (skip.includes(k) || isSecretKey(k)) continue;
     if (v === undefined || v === null || v === '') continue;
     out[k] = typeof v === 'string' ? v : JSON.stringify(v);
   }

@@ -32,7 +32,7 @@ import { type RunningRegistry, startRegistry } from '../../src/embedded/registry
 import { dlqTopicOf, TOPIC_NAMES } from '../../src/events/topics.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
-import { recordingClient } from '../../src/producers/intent-recorder.ts';
+import { recordingClient } from '../../src/producers/intent/recording-client.ts';
 import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
