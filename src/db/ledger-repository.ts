@@ -13,7 +13,7 @@ import type {
   IntentFacts,
   PlannedEntry,
 } from '../domain/effects.ts';
-import { formatAmount, MAX_INTEGER_DIGITS, type Minor, parseAmount } from '../domain/money.ts';
+import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import type { ObservationSource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Db } from './schema.ts';
@@ -38,27 +38,10 @@ function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** The text PostgreSQL writes for a numeric of scale 2: optional minus, no leading zero, two decimals. */
-const NUMERIC_2 = /^-?(?:0|[1-9]\d*)\.\d\d$/;
-
-/**
- * Numeric text from the server to minor units: its canonical form (`-123.45`) is read by dropping the point
- * (the digits are the minor units, parsed by BigInt, exact); anything else, and more integer digits than
- * `maxIntegerDigits`, goes through `parseAmount`, which gives the same value or the same error.
- */
-function numericToMinor(v: string, allowNegative: boolean, maxIntegerDigits: number): Minor {
-  const integerDigits = v.length - 3 - (v.charCodeAt(0) === 45 ? 1 : 0);
-  if (integerDigits <= maxIntegerDigits && (allowNegative || v.charCodeAt(0) !== 45) && NUMERIC_2.test(v)) {
-    return BigInt(v.slice(0, -3) + v.slice(-2));
-  }
-  return parseAmount(v, { allowNegative, maxIntegerDigits });
-}
-
-/** Numeric text to minor units; sums (balances, refund totals) may exceed the 18 integer digits of one amount. */
-export const toMinor = (v: string | null): Minor | null => (v === null ? null : numericToMinor(v, true, 40));
-
-/** A stored amount (non-negative, at most 18 integer digits, as `parseAmount` accepts by default). */
-const amountOf = (v: string): Minor => numericToMinor(v, false, MAX_INTEGER_DIGITS);
+/** A stored amount (non-negative, at most 18 integer digits). */
+const amountOf = (v: string): Minor => parseMinor(v);
+/** Numeric text of the ledger (signed; sums may exceed 18 integer digits) or null. */
+const ledgerMinor = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
 export const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
 
 function refArrays(refs: readonly EntityRef[]) {
@@ -172,9 +155,9 @@ function decodeHistory(rows: readonly Json[][]): HistoryItem[] {
     source: h[3] as ObservationSource,
     externalRef: h[4] as string | null,
     currency: h[5] as string | null,
-    amount: toMinor(h[6] as string | null),
+    amount: ledgerMinor(h[6] as string | null),
     feeCurrency: h[7] as string | null,
-    feeAmount: toMinor(h[8] as string | null),
+    feeAmount: ledgerMinor(h[8] as string | null),
     feeOnPayer: h[9] as boolean | null,
     test: h[10] as boolean,
     crypto: h[11] as boolean,

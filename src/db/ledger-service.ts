@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
-import { formatAmount, parseAmount } from '../domain/money.ts';
+import { formatAmount, LEDGER_NUMERIC, parseMinor } from '../domain/money.ts';
 import { type Intent, intentKind, type Observation } from '../domain/observation.ts';
 import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
@@ -33,7 +33,6 @@ import {
   type MirrorUpdate,
   type RefundDeposits,
   refKey,
-  toMinor,
   toText,
   writeBatch,
 } from './ledger-repository.ts';
@@ -536,7 +535,7 @@ async function crossEntityExceptions(
           AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')) s
       WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`.execute(trx);
     for (const d of rows) {
-      if (toMinor(d.refunded)! > parseAmount(d.amount)) {
+      if (parseMinor(d.refunded, LEDGER_NUMERIC) > parseMinor(d.amount)) {
         out.push({
           type: 'OVER_REFUNDED',
           account: d.merchant_account,

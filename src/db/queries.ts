@@ -5,9 +5,9 @@
  */
 import { type Kysely, sql } from 'kysely';
 import type { Book } from '../domain/effects.ts';
-import type { Minor } from '../domain/money.ts';
+import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { compareRefs, ensureMirrors, lockMirrorRows, toMinor } from './ledger-repository.ts';
+import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
 import type { Database, Db } from './schema.ts';
 
 export interface BalanceRow {
@@ -48,7 +48,7 @@ export async function balances(db: Db, filter: BalanceFilter = {}): Promise<Bala
     currency: r.currency,
     book: r.book,
     account: r.name,
-    balance: toMinor(r.balance) ?? 0n,
+    balance: parseMinor(r.balance, LEDGER_NUMERIC),
   }));
 }
 
@@ -95,7 +95,7 @@ export async function movements(
     effect: r.effect,
     direction: r.direction === -1 ? -1 : 1,
     account: r.account,
-    amount: toMinor(r.amount) ?? 0n,
+    amount: parseMinor(r.amount, LEDGER_NUMERIC),
     entries: r.entries,
   }));
 }
@@ -136,7 +136,7 @@ export async function inFlight(db: Db, merchantAccount?: string): Promise<InFlig
     status: r.status,
     statusSince: r.status_since,
     currency: r.currency,
-    amount: toMinor(r.amount),
+    amount: parseMinorOrNull(r.amount, LEDGER_NUMERIC),
   }));
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatAmount, parseAmount } from './money.ts';
+import { formatAmount, LEDGER_NUMERIC, parseAmount, parseMinor, parseMinorOrNull } from './money.ts';
 
 describe('parseAmount', () => {
   it.each([
@@ -57,5 +57,38 @@ describe('formatAmount', () => {
     [-12345678901234567899n, '-123456789012345678.99'],
   ])('formats %s as %s', (minor, text) => {
     expect(formatAmount(minor)).toBe(text);
+  });
+});
+
+describe('parseMinor, the one money codec', () => {
+  it.each([
+    ['0.00', 0n],
+    ['123.45', 12_345n],
+    ['-300.00', -30_000n],
+    ['99999999999999999999.99', 9_999_999_999_999_999_999_999n],
+    // Not the canonical two-decimal shape: parsed by parseAmount, same value.
+    ['5', 500n],
+    ['-1.5', -150n],
+    ['007.10', 710n],
+  ])('reads ledger text %s as %s minor units', (text, minor) => {
+    expect(parseMinor(text, LEDGER_NUMERIC)).toBe(minor);
+    expect(parseMinor(text, LEDGER_NUMERIC)).toBe(parseAmount(text, LEDGER_NUMERIC));
+  });
+
+  it('throws on an absent amount instead of reading it as zero; parseMinorOrNull gives null', () => {
+    expect(() => parseMinor(null)).toThrow(/amount: is required/);
+    expect(() => parseMinor(undefined, { field: 'fee' })).toThrow(/fee: is required/);
+    expect(parseMinorOrNull(null)).toBeNull();
+    expect(parseMinorOrNull(undefined)).toBeNull();
+    expect(parseMinorOrNull('1.50')).toBe(150n);
+  });
+
+  it('keeps the limits of parseAmount on the fast path', () => {
+    expect(() => parseMinor('-1.00')).toThrow(/negative/);
+    expect(() => parseMinor(`${'9'.repeat(19)}.00`)).toThrow(/integer digits/);
+    expect(parseMinor(`${'9'.repeat(18)}.99`)).toBe(10n ** 20n - 1n);
+    expect(() => parseMinor(`${'9'.repeat(41)}.00`, LEDGER_NUMERIC)).toThrow(/integer digits/);
+    expect(() => parseMinor('1.005', LEDGER_NUMERIC)).toThrow(/decimals/);
+    expect(() => parseMinor('NaN')).toThrow();
   });
 });

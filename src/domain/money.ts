@@ -86,6 +86,59 @@ export function parseAmount(text: string | number | bigint, options: ParseAmount
   return minor;
 }
 
+/** The canonical text PostgreSQL writes for a numeric of scale 2: optional minus, no leading zero, two decimals. */
+const CANONICAL_2 = /^-?(?:0|[1-9]\d*)\.\d\d$/;
+
+/**
+ * Options for numeric text the ledger reads back (balances, sums, postings): signed, and sums may exceed
+ * the 18 integer digits of one amount.
+ */
+export const LEDGER_NUMERIC: ParseAmountOptions = {
+  allowNegative: true,
+  maxIntegerDigits: 40,
+  field: 'ledger',
+};
+
+/**
+ * The one money codec: decimal text (or a safe integer) to minor units. Throws a `MoneyError` on null or
+ * undefined ("is required") and on anything `parseAmount` rejects; never returns a default. The
+ * canonical form PostgreSQL writes (`-123.45`) is read by dropping the point (exact, and the hot path of
+ * the ledger's reads); any other form goes through `parseAmount`, which gives the same value or error.
+ */
+export function parseMinor(
+  value: string | number | null | undefined,
+  options: ParseAmountOptions = {},
+): Minor {
+  if (value === null || value === undefined) {
+    throw new MoneyError(options.field ?? 'amount', 'is required', String(value));
+  }
+  if (typeof value === 'string') {
+    const negative = value.charCodeAt(0) === 45;
+    const integerDigits = value.length - 3 - (negative ? 1 : 0);
+    if (
+      (!negative || options.allowNegative) &&
+      integerDigits <= (options.maxIntegerDigits ?? MAX_INTEGER_DIGITS) &&
+      CANONICAL_2.test(value)
+    ) {
+      return BigInt(value.slice(0, -3) + value.slice(-2));
+    }
+  }
+  return parseAmount(value, options);
+}
+
+/** Numeric text the ledger reads back (signed; sums beyond 18 integer digits) to minor units; throws on null. */
+export function parseLedgerMinor(text: string | null | undefined): Minor {
+  return parseMinor(text, LEDGER_NUMERIC);
+}
+
+/** `parseMinor`, except that null and undefined (an absent amount) give null. */
+export function parseMinorOrNull(
+  value: string | number | null | undefined,
+  options: ParseAmountOptions = {},
+): Minor | null {
+  return value === null || value === undefined ? null : parseMinor(value, options);
+}
+
 /** Formats minor units as decimal text with exactly two decimals: `12345n` becomes `"123.45"`. */
 export function formatAmount(minor: Minor): string {
   const negative = minor < 0n;

@@ -1,8 +1,8 @@
 import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
+import { accountFilter, countRows, forEachBatch } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
-import type { Minor } from '../domain/money.ts';
-import { accountFilter, countRows, forEachBatch, toMinor } from './ledger-queries.ts';
+import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import type { Period } from './period.ts';
 import { type ColumnSpec, INT_FORMAT, inSnapshot, prepareOutputs, TableSheet } from './sheet-writer.ts';
 
@@ -297,7 +297,7 @@ export async function writeExceptionWorkbook(
     const lateTotals = new Map<string, { amount: Minor }>();
     await forEachBatch(trx, late, 5000, async (rows) => {
       for (const r of rows) {
-        const amount = toMinor(r.amount);
+        const amount = parseLedgerMinor(r.amount);
         lateSheet.add([
           r.merchant_account,
           r.entity_kind,

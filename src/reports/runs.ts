@@ -9,10 +9,10 @@ import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { sql } from 'kysely';
+import { merchantAccounts } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import type { Logger } from '../logger.ts';
 import { writeExceptionWorkbook } from './exception-workbook.ts';
-import { merchantAccounts } from './ledger-queries.ts';
 import { type Period, periodOf } from './period.ts';
 import { writeSettlementWorkbook } from './settlement-workbook.ts';
 

@@ -1,7 +1,5 @@
 import ExcelJS from 'exceljs';
 import { type RawBuilder, sql } from 'kysely';
-import type { Db } from '../db/schema.ts';
-import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
 import {
   type AccountBalance,
   accountFilter,
@@ -10,8 +8,9 @@ import {
   forEachBatch,
   ledgerTotals,
   type Movement,
-  toMinor,
-} from './ledger-queries.ts';
+} from '../db/report-queries.ts';
+import type { Db } from '../db/schema.ts';
+import { formatAmount, type Minor, minorToNumber, parseLedgerMinor } from '../domain/money.ts';
 import { excelDate, type Period } from './period.ts';
 import {
   type ColumnSpec,
@@ -245,7 +244,7 @@ export function journalCells(r: JournalRow): (Minor | Date | number | string | n
     r.direction < 0 ? 'yes' : '',
     r.account,
     r.currency,
-    toMinor(r.amount),
+    parseLedgerMinor(r.amount),
   ];
 }
 
@@ -467,10 +466,10 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const totals = new Map<string, Record<string, Minor>>();
       await forEachBatch(trx, queries.deposit, FETCH_SIZE, async (rows) => {
         for (const r of rows) {
-          const credited = toMinor(r.e_credit);
-          const fees = -toMinor(r.e_fee);
-          const reversed = -toMinor(r.e_reversal);
-          const net = toMinor(r.available_delta);
+          const credited = parseLedgerMinor(r.e_credit);
+          const fees = -parseLedgerMinor(r.e_fee);
+          const reversed = -parseLedgerMinor(r.e_reversal);
+          const net = parseLedgerMinor(r.available_delta);
           t.add([
             r.merchant_account,
             r.entity_id,
@@ -478,8 +477,8 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
             r.status,
             r.status_reason,
             r.currency,
-            r.amount === null ? null : toMinor(r.amount),
-            r.fee_amount === null ? null : toMinor(r.fee_amount),
+            r.amount === null ? null : parseLedgerMinor(r.amount),
+            r.fee_amount === null ? null : parseLedgerMinor(r.fee_amount),
             r.fee_on_payer ? 'yes' : 'no',
             r.ever_early_released ? 'yes' : 'no',
             r.first_seen_at,
@@ -513,12 +512,12 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       await forEachBatch(trx, queries[kind], FETCH_SIZE, async (rows) => {
         for (const r of rows) {
           const v = {
-            reserved: toMinor(r.e_reserve),
-            released: toMinor(r.e_release),
-            settled: -toMinor(r.e_settle),
-            late: toMinor(r.e_late),
-            availableDelta: toMinor(r.available_delta),
-            reservedDelta: toMinor(r.reserved_delta),
+            reserved: parseLedgerMinor(r.e_reserve),
+            released: parseLedgerMinor(r.e_release),
+            settled: -parseLedgerMinor(r.e_settle),
+            late: parseLedgerMinor(r.e_late),
+            availableDelta: parseLedgerMinor(r.available_delta),
+            reservedDelta: parseLedgerMinor(r.reserved_delta),
           };
           t.add([
             r.merchant_account,
@@ -527,7 +526,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
             r.status,
             [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
             r.currency,
-            r.amount === null ? null : toMinor(r.amount),
+            r.amount === null ? null : parseLedgerMinor(r.amount),
             r.first_seen_at,
             r.status_since,
             r.completed_at,

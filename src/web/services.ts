@@ -4,8 +4,8 @@
  * (state, who, when, note).
  */
 import { sql } from 'kysely';
+import { balancesBefore } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
-import { balancesBefore } from '../reports/ledger-queries.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
 import {

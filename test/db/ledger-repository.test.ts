@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { arrayLiteral, isoText, toMinor } from '../../src/db/ledger-repository.ts';
-import { formatAmount, parseAmount } from '../../src/domain/money.ts';
+import { arrayLiteral, isoText } from '../../src/db/ledger-repository.ts';
+import { formatAmount, LEDGER_NUMERIC, parseAmount, parseMinorOrNull } from '../../src/domain/money.ts';
 import { Rng } from '../../src/sandbox/rng.ts';
 
 /** The sandbox's seeded generator (mulberry32), so every run sees the same stream. */
@@ -39,7 +39,8 @@ describe('isoText', () => {
   });
 });
 
-describe('toMinor', () => {
+describe('parseMinorOrNull with LEDGER_NUMERIC (how the repositories read numeric text)', () => {
+  const toMinor = (v: string | null) => parseMinorOrNull(v, LEDGER_NUMERIC);
   it('reads numeric text of scale 2 as parseAmount does, exactly, up to 40 integer digits', () => {
     const rnd = seeded(11);
     for (let i = 0; i < 5_000; i++) {

@@ -1,25 +1,13 @@
 /**
- * The reads behind the workbooks and the page, over the ledger's tables (`src/db/schema.ts`). Sums are
+ * The reads behind the workbooks and the page, over the ledger's tables (`schema.ts`). Sums are
  * computed by PostgreSQL on `numeric` and returned as text, then parsed to bigint minor units: an
  * amount never passes through a JavaScript number. Periods use the booking time of journal entries
  * (`journal_entries.created_at`), so a period's report never changes once the period is over, and
  * opening + movements = closing holds by construction of the same filter.
  */
 import { type RawBuilder, sql } from 'kysely';
-import type { Db } from '../db/schema.ts';
-import { type Minor, parseAmount } from '../domain/money.ts';
-
-const SCALE2 = /^-?\d+\.\d\d$/;
-
-/**
- * Ledger text (PostgreSQL `numeric(22,2)` output, always two decimals) to minor units. The common
- * shape is read by dropping the point; anything else goes through `parseAmount`.
- */
-export function toMinor(text: string | null | undefined): Minor {
-  if (text === null || text === undefined) return 0n;
-  if (SCALE2.test(text)) return BigInt(text.slice(0, -3) + text.slice(-2));
-  return parseAmount(text, { allowNegative: true, field: 'ledger' });
-}
+import { type Minor, parseLedgerMinor } from '../domain/money.ts';
+import type { Db } from './schema.ts';
 
 const accountFilter = (account: string | null, column = 'e.merchant_account') =>
   account === null ? sql`` : sql` AND ${sql.ref(column)} = ${account}`;
@@ -55,7 +43,7 @@ export async function balancesBefore(
     currency: r.currency,
     book: r.book,
     account: r.account,
-    balance: toMinor(r.balance),
+    balance: parseLedgerMinor(r.balance),
   }));
 }
 
@@ -96,20 +84,20 @@ export async function ledgerTotals(
     account: string;
     entity_kind: string;
     effect: string;
-    before_start: string | null;
-    in_period: string | null;
+    before_start: string;
+    in_period: string;
     lines: string;
     before_end: string;
   }>`
     SELECT p.merchant_account, p.currency, p.book, p.account, e.entity_kind, e.effect,
-           sum(p.amount) FILTER (WHERE e.created_at < ${start})::text AS before_start,
-           sum(p.amount) FILTER (WHERE e.created_at >= ${start})::text AS in_period,
+           coalesce(sum(p.amount) FILTER (WHERE e.created_at < ${start}), 0)::text AS before_start,
+           coalesce(sum(p.amount) FILTER (WHERE e.created_at >= ${start}), 0)::text AS in_period,
            count(*) FILTER (WHERE e.created_at >= ${start})::text AS lines,
            sum(p.amount)::text AS before_end
       FROM postings p JOIN journal_entries e ON e.id = p.entry_id
      WHERE e.created_at < ${end}${accountFilter(account)}
      GROUP BY 1, 2, 3, 4, 5, 6`.execute(db);
-  const balances = (pick: (r: (typeof rows)[number]) => string | null): AccountBalance[] => {
+  const balances = (pick: (r: (typeof rows)[number]) => string): AccountBalance[] => {
     const map = new Map<string, AccountBalance>();
     for (const r of rows) {
       const key = `${r.merchant_account}|${r.currency}|${r.book}|${r.account}`;
@@ -120,7 +108,7 @@ export async function ledgerTotals(
         account: r.account,
         balance: 0n,
       };
-      b.balance += toMinor(pick(r));
+      b.balance += parseLedgerMinor(pick(r));
       map.set(key, b);
     }
     return [...map.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, b]) => b);
@@ -139,7 +127,7 @@ export async function ledgerTotals(
       amount: 0n,
       lines: 0,
     };
-    m.amount += toMinor(r.in_period);
+    m.amount += parseLedgerMinor(r.in_period);
     m.lines += lines;
     movements.set(key, m);
   }
@@ -183,7 +171,7 @@ export async function earlyReleasedCredits(
      WHERE e.created_at >= ${start} AND e.created_at < ${end} AND e.book = 'live' AND e.effect = 'credit'
        AND m.ever_early_released${accountFilter(account)}
      GROUP BY 1`.execute(db);
-  return new Map(rows.map((r) => [r.currency, toMinor(r.amount)]));
+  return new Map(rows.map((r) => [r.currency, parseLedgerMinor(r.amount)]));
 }
 
 /** Merchant accounts known to the ledger. */
