@@ -686,6 +686,8 @@ export interface SandboxForUpOptions {
   auto?: Record<string, unknown>;
   /** The sandbox's clock (tests pass a manual one); default: real time times `speed`. */
   clock?: import('./sandbox/clock.ts').Clock;
+  /** Keep the sandbox's state here across restarts (`payrecon up`: `<PAYRECON_DATA_DIR>/sandbox`). */
+  dataDir?: string;
 }
 
 /**
@@ -710,6 +712,8 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     defaultNotificationUrl: `${options.webBaseUrl}/webhooks/${DEFAULT_ACCOUNT.name}`,
     ...(options.faults === undefined ? {} : { faults: options.faults }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
+    // Traffic starts below, once its client records intents: a stored "running" must not start it first.
+    ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir, restoreTraffic: false }),
   });
   const account = {
     ...providerAccountFor(DEFAULT_ACCOUNT, { url: sandbox.url, ccUrl: sandbox.ccUrl }),
@@ -777,7 +781,13 @@ export async function runUp(
   const pipeline = await startPipeline(config, {
     embedded,
     sandbox: ({ webBaseUrl, logger }) =>
-      startSandboxForUp({ webBaseUrl, logger, trafficRate: config.sandbox.traffic ? traffic : 0, speed }),
+      startSandboxForUp({
+        webBaseUrl,
+        logger,
+        trafficRate: config.sandbox.traffic ? traffic : 0,
+        speed,
+        dataDir: join(resolve(config.dataDir), 'sandbox'),
+      }),
     print: (line) => process.stdout.write(`${line}\n`),
   });
   const signal = await untilSignal();

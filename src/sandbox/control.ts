@@ -13,7 +13,7 @@ import type { AccountRegistry } from './accounts.ts';
 import { type AutomaticMode, WITHDRAWAL_REVERSED } from './automatic.ts';
 import { type Clock, ManualClock } from './clock.ts';
 import { controlAmount } from './deposits.ts';
-import { type MoveOptions, manualDepositMoves, type SandboxEngine } from './engine.ts';
+import type { MoveOptions, SandboxEngine } from './engine.ts';
 import type { AnyRecord, DepositRecord } from './entities.ts';
 import type { Faults } from './faults.ts';
 import { balancesJson, exportEntities } from './ground-truth.ts';
@@ -193,13 +193,12 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
     const result = engine.move(record, to, { trigger: 'control', ...options });
     if (!result.ok) {
       const table = TRANSITIONS[record.kind] as Readonly<Record<string, readonly string[]>>;
-      const manual = record.kind === 'deposit' ? manualDepositMoves(record.status) : [];
       return sendJson(reply, 409, {
         code: 'ILLEGAL_TRANSITION',
         message: `${record.kind} ${record.id}: ${from} -> ${to} is not a transition of the spec`,
         from,
         to,
-        allowed: [...new Set([...(table[from] ?? []), ...manual])],
+        allowed: table[from] ?? [],
       });
     }
     return sendJson(reply, 200, { id: record.id, kind: record.kind, from, to, status: record.status });

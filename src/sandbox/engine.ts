@@ -63,24 +63,6 @@ const EXPIRABLE: ReadonlySet<DepositStatus> = new Set([
 
 export const SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000;
 
-/**
- * Moves the provider makes by hand that the merchant-facing tables of section 3 do not list
- * (provider-facts.md): a late payment matched by hand completes an EXPIRED or CANCELLED deposit.
- */
-const MANUAL_DEPOSIT_MOVES: Readonly<Partial<Record<DepositStatus, readonly DepositStatus[]>>> = {
-  EXPIRED: ['COMPLETED'],
-  CANCELLED: ['COMPLETED'],
-};
-
-export function isSandboxDepositMove(from: DepositStatus, to: DepositStatus): boolean {
-  return isDirectTransition('deposit', from, to) || (MANUAL_DEPOSIT_MOVES[from]?.includes(to) ?? false);
-}
-
-/** The provider's manual moves out of `from` (shown with the allowed moves of a refused one). */
-export function manualDepositMoves(from: DepositStatus): readonly DepositStatus[] {
-  return MANUAL_DEPOSIT_MOVES[from] ?? [];
-}
-
 /** The id counters (the next id of each kind), kept across restarts so ids never repeat. */
 export interface IdCounters {
   deposit: number;
@@ -256,7 +238,7 @@ export class SandboxEngine {
 
   moveDeposit(record: DepositRecord, to: DepositStatus, options: MoveOptions): MoveResult<DepositRecord> {
     const from = record.status;
-    if (!isSandboxDepositMove(from, to)) return { ok: false, from, to };
+    if (!isDirectTransition('deposit', from, to)) return { ok: false, from, to };
     if (to === 'CANCELLED' && options.statusReason) record.statusReason = options.statusReason;
     if (options.paidAmount !== undefined) record.paidAmount = options.paidAmount;
     if (to === 'COMPLETED' && record.paymentMethod) record.completedPaymentMethodCode = record.paymentMethod;

@@ -35,6 +35,8 @@ export interface StartSandboxOptions extends SandboxDepsOptions {
    */
   dataDir?: string;
   journal?: JournalOptions;
+  /** False: a stored running traffic generator is not started again (the caller starts it). */
+  restoreTraffic?: boolean;
 }
 
 export interface SandboxControl {
@@ -100,8 +102,11 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
     deps.traffic = traffic;
     const storedTraffic = values.get('traffic') as Parameters<TrafficGenerator['restore']>[0] | undefined;
     if (opened) store = attachSandbox(deps, opened.journal, traffic, restored?.boots ?? 1);
-    if (storedTraffic) traffic.restore(storedTraffic);
-    else if (options.trafficRate && options.trafficRate > 0) traffic.start(options.trafficRate);
+    if (storedTraffic) {
+      traffic.restore(
+        options.restoreTraffic === false ? { ...storedTraffic, running: false } : storedTraffic,
+      );
+    } else if (options.trafficRate && options.trafficRate > 0) traffic.start(options.trafficRate);
     return running(
       apps,
       deps,
