@@ -196,6 +196,7 @@ async function main(): Promise<void> {
       SCHEMA_REGISTRY_URL: registryUrl,
       PAYRECON_ACCOUNTS: JSON.stringify([account]),
       PAYRECON_WEB_PORT: String(webPort),
+      PAYRECON_METRICS_PORT: '0',
       LOG_LEVEL: 'info',
     };
     for (const part of ['reconcile', 'fetch', 'ingest']) {

@@ -314,6 +314,12 @@ const envSchema = z.object({
   PAYRECON_PROVIDER_RETRIES: intText(0, 10).default(3),
 
   PAYRECON_SANDBOX_TRAFFIC: boolText().default(true),
+
+  /** `/healthz`, `/readyz` and `/metrics` of a part that serves no web routes (fetch, reconcile, ...). */
+  PAYRECON_METRICS_HOST: nonEmpty('a host name or address').default('127.0.0.1'),
+  PAYRECON_METRICS_PORT: intText(0, 65_535).default(9464),
+  /** Service level of an unresolved exception: older ones count as overdue in the metrics. */
+  PAYRECON_EXCEPTION_SLA_MINUTES: intText(1, 525_600).default(1440),
 });
 
 function buildConfig(env: z.output<typeof envSchema>) {
@@ -369,6 +375,11 @@ function buildConfig(env: z.output<typeof envSchema>) {
     fetcher: { concurrency: env.PAYRECON_FETCH_CONCURRENCY },
     provider: { timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS, retries: env.PAYRECON_PROVIDER_RETRIES },
     sandbox: { traffic: env.PAYRECON_SANDBOX_TRAFFIC },
+    metrics: {
+      host: env.PAYRECON_METRICS_HOST,
+      port: env.PAYRECON_METRICS_PORT,
+      exceptionSlaMinutes: env.PAYRECON_EXCEPTION_SLA_MINUTES,
+    },
   };
 }
 

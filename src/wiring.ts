@@ -15,7 +15,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Config, ProviderAccount } from './config.ts';
 import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
-import { RECONCILER_GROUPS, startReconciler } from './consumers/reconciler.ts';
+import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import { createDb, migrateWhenReady } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
@@ -24,7 +24,13 @@ import { scheduleLateRejectionChecks } from './db/queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
-import { createKafka, createPublisher, ensureTopics, type Publisher } from './events/kafka.ts';
+import {
+  createKafka,
+  createPublisher,
+  ensureTopics,
+  instrumentKafka,
+  type Publisher,
+} from './events/kafka.ts';
 import { registerSchemas, type Serde } from './events/serde.ts';
 import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
@@ -38,7 +44,7 @@ import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
 import { ReportRunner } from './reports/runs.ts';
 import { webRoutes } from './web/app.ts';
 import { hashPassword } from './web/auth.ts';
-import { opsRoutes } from './web/ops.ts';
+import { opsRoutes, type ReadinessCheck, startOpsServer } from './web/ops.ts';
 import { ledgerWebServices } from './web/services.ts';
 
 /** Starters of the embedded services, given by the CLI. */
@@ -89,6 +95,8 @@ export interface Infrastructure {
   publisher: Publisher;
   rules: ExceptionRules;
   lifecycle: Lifecycle;
+  /** The process's metrics; `kafka` reports every topic published and consumed, and its groups' lag. */
+  metrics: Metrics;
 }
 
 /** Exception rules from the configuration (deadlines and severities), on top of the defaults. */
@@ -165,10 +173,12 @@ export async function startInfrastructure(
       log.info({ url: registryUrl }, 'embedded schema registry started');
     }
 
-    const kafka = createKafka({ brokers, clientId: config.kafka.clientId, logger });
-    const admin = kafka.admin();
+    const bareKafka = createKafka({ brokers, clientId: config.kafka.clientId, logger });
+    const admin = bareKafka.admin();
     await admin.connect();
     lifecycle.add('kafka admin', () => admin.disconnect());
+    const metrics = createMetrics({ db, admin, exceptionSlaMinutes: config.metrics.exceptionSlaMinutes });
+    const kafka = instrumentKafka(bareKafka, metrics.kafkaHooks);
     const created = await ensureTopics(admin, logger);
     if (created.length > 0) log.info({ topics: created }, 'topics created');
     const serde = await registerSchemas(new SchemaRegistry({ host: registryUrl }));
@@ -188,6 +198,7 @@ export async function startInfrastructure(
       publisher,
       rules: exceptionRulesFrom(config),
       lifecycle,
+      metrics,
     };
   } catch (err) {
     await lifecycle.stopAll();
@@ -235,24 +246,26 @@ export function reportRunner(infra: Infrastructure): ReportRunner {
   });
 }
 
+/** What `/readyz` checks: every dependency answers. */
+export function readinessChecks(infra: Infrastructure): ReadinessCheck[] {
+  return [
+    { name: 'database', check: async () => void (await sql`SELECT 1`.execute(infra.db)) },
+    { name: 'kafka', check: async () => void (await infra.admin.describeCluster()) },
+    {
+      name: 'schema_registry',
+      check: async () => {
+        const res = await fetch(`${infra.registryUrl}/subjects`);
+        if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      },
+    },
+  ];
+}
+
 /** The one HTTP server: page, webhooks, health and metrics. */
 export async function buildServer(infra: Infrastructure, parts: WebServerParts): Promise<FastifyInstance> {
   const { config, db, logger } = infra;
   const app = Fastify({ logger: false, trustProxy: false });
-  await app.register(opsRoutes, {
-    metrics: parts.metrics,
-    checks: [
-      { name: 'database', check: async () => void (await sql`SELECT 1`.execute(db)) },
-      { name: 'kafka', check: async () => void (await infra.admin.describeCluster()) },
-      {
-        name: 'schema_registry',
-        check: async () => {
-          const res = await fetch(`${infra.registryUrl}/subjects`);
-          if (!res.ok) throw new Error(`HTTP ${res.status}`);
-        },
-      },
-    ],
-  });
+  await app.register(opsRoutes, { metrics: parts.metrics, checks: readinessChecks(infra) });
   if (parts.webhooks) {
     await app.register(
       webhookIngressPlugin({
@@ -261,10 +274,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
         defaultAccount: parts.defaultAccount ?? null,
         logger,
         onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
-        onAccepted: (kind) => {
-          parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' });
-          parts.metrics.eventsPublished.inc({ topic: 'provider.notification.received.v1' });
-        },
+        onAccepted: (kind) => parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' }),
       }),
     );
   }
@@ -315,6 +325,7 @@ export function startPoller(
   const clients = pollingClients(accounts, {
     timeoutMs: config.provider.timeoutMs,
     retries: config.provider.retries,
+    onCall: (call) => metrics.providerCall(call),
   });
   const poller = startStatusPoller(
     {
@@ -381,6 +392,7 @@ export function startJobs(
     },
     verifyLedger: async () => {
       const result = await verifyLedger(db);
+      infra.metrics.verified(result.failures.length === 0);
       return { failures: result.failures };
     },
     raiseAlert: async (alert) => {
@@ -398,7 +410,13 @@ export function startJobs(
     },
     logger,
   });
-  const scheduler = new JobScheduler({ db, jobs, logger });
+  infra.metrics.knownJobs(jobs.map((j) => j.name));
+  const scheduler = new JobScheduler({
+    db,
+    jobs,
+    logger,
+    onRun: (job, outcome, seconds) => infra.metrics.jobRun(job, outcome, seconds),
+  });
   return scheduler;
 }
 
@@ -478,18 +496,22 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
     const reconciler = await startReconciler({
       ...infra,
       dlq: infra.publisher,
-      metrics,
+      onBatchApplied: (topic, seconds) => metrics.reconcileBatchSeconds.observe({ topic }, seconds),
       rules: infra.rules,
     });
     return { stop: () => reconciler.stop(), ready: reconciler.ready };
   },
-  fetch: async ({ infra, accounts }) => {
+  fetch: async ({ infra, accounts, metrics }) => {
     const { config } = infra;
     const fetcher = await runStatusFetcher({
       kafka: infra.kafka,
       serde: infra.serde,
       accounts,
-      providerOptions: { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries },
+      providerOptions: {
+        timeoutMs: config.provider.timeoutMs,
+        retries: config.provider.retries,
+        onCall: (call) => metrics.providerCall(call),
+      },
       concurrency: config.fetcher.concurrency,
       logger: infra.logger,
       db: infra.db,
@@ -503,19 +525,14 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
       dlq: infra.publisher,
       db: infra.db,
       logger: infra.logger,
-      metrics,
+      onDispatched: (alerts, perSink) => metrics.alertsDispatched(alerts, perSink),
       sinks: alertSinksFrom(infra.config),
       timeoutMs: infra.config.alerts.timeoutMs,
     });
     return { stop: () => alerts.stop(), ready: alerts.ready };
   },
-  relay: async ({ infra, metrics }) => {
-    const relay = startOutboxRelay({
-      db: infra.db,
-      publisher: infra.publisher,
-      logger: infra.logger,
-      metrics,
-    });
+  relay: async ({ infra }) => {
+    const relay = startOutboxRelay({ db: infra.db, publisher: infra.publisher, logger: infra.logger });
     return { stop: () => relay.stop() };
   },
   poll: async ({ infra, accounts, metrics, pollerOverrides }) => {
@@ -569,14 +586,6 @@ export const PART_REGISTRY: readonly PartDefinition[] = PART_NAMES.map((name) =>
 export const PARTS = PART_NAMES;
 export type Part = PartName;
 
-/** The consumer groups whose lag the metrics report under `up`. */
-const UP_GROUPS = [
-  RECONCILER_GROUPS.observations,
-  RECONCILER_GROUPS.intents,
-  'payrecon-status-fetcher',
-  'payrecon-alert-dispatcher',
-];
-
 /** Everything in one process: what `payrecon up` (and `npm start`) runs. */
 export async function startPipeline(config: Config, options: UpOptions): Promise<RunningPipeline> {
   const infra = await startInfrastructure(config, options.embedded);
@@ -595,7 +604,8 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       lifecycle.add('sandbox', () => running.stop());
       accounts = running.accounts;
     }
-    const metrics = createMetrics({ db: infra.db, admin: infra.admin, groups: UP_GROUPS });
+    // Every consumer group started below reports its lag (instrumentKafka tells the metrics).
+    const metrics = infra.metrics;
     const started = new Map<PartName, RunningPart>();
     const context: PartContext = {
       infra,
@@ -627,7 +637,6 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     if (sandbox) {
       await sandbox.startTraffic(async (intent) => {
         await infra.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
-        metrics.eventsPublished.inc({ topic: 'merchant.intent.recorded.v1' });
       });
     }
 
@@ -814,7 +823,7 @@ export async function runPart(name: PartName, options: { retentionDays?: string 
     const running = await part.start({
       infra,
       accounts: config.accounts,
-      metrics: createMetrics({ db: infra.db, admin: infra.admin }),
+      metrics: infra.metrics,
       together: false,
       started: new Map(),
       defaultAccount: config.accounts.length === 1 ? (config.accounts[0]?.name ?? null) : null,
@@ -823,6 +832,17 @@ export async function runPart(name: PartName, options: { retentionDays?: string 
       ...(options.retentionDays ? { retentionDays: Number(options.retentionDays) } : {}),
     });
     lifecycle.add(name, () => running.stop());
+    if (!running.server) {
+      // A part without a web server answers /healthz, /readyz and /metrics on PAYRECON_METRICS_PORT.
+      const ops = await startOpsServer({
+        metrics: infra.metrics,
+        checks: readinessChecks(infra),
+        host: config.metrics.host,
+        port: config.metrics.port,
+      });
+      lifecycle.add('ops server', () => ops.close());
+      logger.info({ part: name, url: ops.url }, 'health and metrics listening');
+    }
     logger.info({ part: name }, 'running');
     await untilSignal();
   } finally {

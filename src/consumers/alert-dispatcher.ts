@@ -20,7 +20,6 @@ import type { AlertRaised } from '../events/payloads.ts';
 import type { Serde } from '../events/serde.ts';
 import { ALERT_TOPIC } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
 
 export type AlertSinkConfig =
   | { name: string; type: 'slack'; url: string; minSeverity: Severity; perMinute: number }
@@ -271,7 +270,8 @@ export interface AlertConsumerDeps extends AlertDispatcherDeps {
   kafka: Kafka;
   serde: Serde;
   dlq: Publisher;
-  metrics?: Metrics;
+  /** Told of each batch dispatched: the alerts consumed and the deliveries per sink (metrics). */
+  onDispatched?: (alerts: readonly AlertRaised[], perSink: Readonly<Record<string, number>>) => void;
 }
 
 export const ALERT_DISPATCHER_GROUP = 'payrecon-alert-dispatcher';
@@ -301,8 +301,10 @@ export async function startAlertConsumer(deps: AlertConsumerDeps): Promise<Runni
         afterWait: () => ctx.heartbeat().catch(() => undefined),
         log,
       });
-      deps.metrics?.eventsConsumed.inc({ topic: ALERT_TOPIC }, messages.length);
-      for (const [sink, n] of Object.entries(result.perSink)) deps.metrics?.alertsDelivered.inc({ sink }, n);
+      deps.onDispatched?.(
+        messages.map((m) => m.value),
+        result.perSink,
+      );
     },
   });
   return {

@@ -84,6 +84,68 @@ export function createKafka(config: KafkaConfig): Kafka {
   });
 }
 
+/** What a process learns about its own traffic (metrics); every hook is optional. */
+export interface KafkaHooks {
+  /** Messages acknowledged by the broker, per topic (after each send). */
+  onPublished?(topic: string, count: number): void;
+  /** A batch a consumer group member processed (kafkajs END_BATCH_PROCESS). */
+  onConsumed?(topic: string, groupId: string, count: number): void;
+  /** A consumer group this process runs and the topics it subscribed to (per `subscribe`). */
+  onGroup?(groupId: string, topics: readonly string[]): void;
+}
+
+/**
+ * The same client with `hooks` told of every acknowledged send of its producers and every batch its
+ * consumers process, so each topic published or consumed anywhere in the process is counted once, in
+ * one place, without the producers and consumers knowing about metrics.
+ */
+export function instrumentKafka(kafka: Kafka, hooks: KafkaHooks): Kafka {
+  const countSent = (records: { topic: string; messages: unknown[] }[]) => {
+    for (const r of records) if (r.messages.length > 0) hooks.onPublished?.(r.topic, r.messages.length);
+  };
+  const producer: Kafka['producer'] = (config) => {
+    const p = kafka.producer(config);
+    const send = p.send.bind(p);
+    const sendBatch = p.sendBatch.bind(p);
+    p.send = async (record) => {
+      const result = await send(record);
+      countSent([record]);
+      return result;
+    };
+    p.sendBatch = async (batch) => {
+      const result = await sendBatch(batch);
+      countSent(batch.topicMessages ?? []);
+      return result;
+    };
+    return p;
+  };
+  const consumer: Kafka['consumer'] = (config) => {
+    const c = kafka.consumer(config);
+    const subscribe = c.subscribe.bind(c);
+    c.subscribe = async (subscription) => {
+      await subscribe(subscription);
+      const topics = 'topics' in subscription ? subscription.topics : [subscription.topic];
+      hooks.onGroup?.(
+        config.groupId,
+        topics.filter((t): t is string => typeof t === 'string'),
+      );
+    };
+    c.on(c.events.END_BATCH_PROCESS, (event) => {
+      const { topic, batchSize } = event.payload;
+      if (batchSize > 0) hooks.onConsumed?.(topic, config.groupId, batchSize);
+    });
+    return c;
+  };
+  return new Proxy(kafka, {
+    get(target, prop) {
+      if (prop === 'producer') return producer;
+      if (prop === 'consumer') return consumer;
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 // ---- topics
 
 /**

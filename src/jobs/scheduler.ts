@@ -83,6 +83,8 @@ export interface SchedulerOptions {
   /** Fires the cron ticks (default node-cron). */
   timer?: CronTimer;
   logger?: Logger;
+  /** Told of every run this instance claimed and finished (metrics). */
+  onRun?: (job: string, outcome: 'succeeded' | 'failed', seconds: number) => void;
 }
 
 export interface TickResult {
@@ -117,6 +119,7 @@ export class JobScheduler {
   private readonly now: () => Date;
   private readonly log: Logger;
   private readonly timer: CronTimer;
+  private readonly onRun: SchedulerOptions['onRun'];
   private tasks: { stop(): Promise<void> }[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -128,6 +131,7 @@ export class JobScheduler {
     this.now = options.now ?? (() => new Date());
     this.timer = options.timer ?? nodeCronTimer(this.owner);
     this.log = (options.logger ?? rootLogger).child({ module: 'jobs', owner: this.owner });
+    this.onRun = options.onRun;
     for (const job of this.jobs) {
       if (!cron.validate(job.cron)) throw new Error(`job ${job.name}: invalid cron expression ${job.cron}`);
     }
@@ -141,6 +145,7 @@ export class JobScheduler {
       due = await job.due(at);
     } catch (err) {
       this.log.error({ err, job: job.name }, 'job could not list its runs');
+      this.onRun?.(job.name, 'failed', 0);
       result.failed.push(job.name);
       return result;
     }
@@ -159,12 +164,14 @@ export class JobScheduler {
         await run.run();
         await finishRun(this.db, run.key, this.owner, null);
         result.ran.push(run.key);
+        this.onRun?.(job.name, 'succeeded', (Date.now() - started) / 1000);
         this.log.info({ job: job.name, key: run.key, ms: Date.now() - started }, 'job run done');
       } catch (err) {
         await finishRun(this.db, run.key, this.owner, String((err as Error)?.message ?? err)).catch(
           () => undefined,
         );
         result.failed.push(run.key);
+        this.onRun?.(job.name, 'failed', (Date.now() - started) / 1000);
         this.log.error({ err, job: job.name, key: run.key }, 'job run failed');
       }
     }

@@ -16,7 +16,6 @@ import type { Publisher } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
 import { ALERT_TOPIC } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
-import type { Metrics } from '../metrics.ts';
 
 /** What the ledger writes into `outbox.payload` (src/db/exceptions.ts). */
 interface OutboxPayload {
@@ -86,7 +85,6 @@ export interface OutboxRelayDeps {
   db: Kysely<Database>;
   publisher: Publisher;
   logger: Logger;
-  metrics?: Metrics;
   /** Rows per publish (default 500). */
   batchSize?: number;
   /** Idle wait between empty polls, ms (default 250). */
@@ -126,7 +124,6 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
       }
       await sql`UPDATE outbox SET published_at = now(), attempts = attempts + 1, last_error = NULL
         WHERE id = ANY(${rows.map((r) => r.id)}::bigint[])`.execute(trx);
-      deps.metrics?.eventsPublished.inc({ topic: ALERT_TOPIC }, rows.length);
       return rows.length;
     });
   }

@@ -82,6 +82,32 @@ export interface ProviderClientOptions {
   random?: () => number;
   /** undici dispatcher (connection pool); the global one by default. */
   dispatcher?: Dispatcher;
+  /** Told of every HTTP exchange, retries included (metrics). */
+  onCall?: (call: ProviderCallRecord) => void;
+}
+
+/** How one HTTP exchange with the provider ended. */
+export type ProviderCallOutcome =
+  | 'ok'
+  | 'client_error'
+  | 'rate_limited'
+  | 'server_error'
+  | 'timeout'
+  | 'network_error';
+
+/** One HTTP exchange: the client's operation name (e.g. `getDeposit`), its outcome and duration. */
+export interface ProviderCallRecord {
+  operation: string;
+  outcome: ProviderCallOutcome;
+  seconds: number;
+}
+
+/** The outcome of an answered exchange, by HTTP status. */
+export function outcomeOfStatus(status: number): ProviderCallOutcome {
+  if (status === 429) return 'rate_limited';
+  if (status >= 500) return 'server_error';
+  if (status >= 400) return 'client_error';
+  return 'ok';
 }
 
 export interface IdempotentCallOptions {
@@ -251,11 +277,21 @@ export function createProviderClient(
         { operation: call.operation, method: call.method, status: res.statusCode, ms: Date.now() - started },
         'provider call',
       );
+      options.onCall?.({
+        operation: call.operation,
+        outcome: outcomeOfStatus(res.statusCode),
+        seconds: (Date.now() - started) / 1000,
+      });
       return { status: res.statusCode, headers: res.headers, text };
     } catch (err) {
       const code = (err as { code?: string }).code ?? '';
       const timedOut = signal.aborted || /TIMEOUT/.test(code) || (err as Error).name === 'TimeoutError';
       const errorCode: ErrorCode = timedOut ? 'PROVIDER_TIMEOUT' : 'PROVIDER_NETWORK';
+      options.onCall?.({
+        operation: call.operation,
+        outcome: timedOut ? 'timeout' : 'network_error',
+        seconds: (Date.now() - started) / 1000,
+      });
       throw new ProviderError(
         errorCode,
         `${call.operation}: ${timedOut ? `no answer within ${timeoutMs} ms` : `network error ${code || (err as Error).message}`}`,

@@ -2,7 +2,7 @@
  * Operations routes: `/healthz` (the process answers), `/readyz` (every dependency answers: database,
  * Kafka, schema registry, each with its own time limit) and `/metrics` (Prometheus text format).
  */
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import type { Metrics } from '../metrics.ts';
 
 /** A named readiness probe; it throws (or rejects) when the dependency is not usable. */
@@ -60,4 +60,29 @@ export async function opsRoutes(app: FastifyInstance, options: OpsOptions): Prom
     const text = await options.metrics.registry.metrics();
     return reply.header('content-type', options.metrics.registry.contentType).send(text);
   });
+}
+
+export interface OpsServerOptions extends OpsOptions {
+  host: string;
+  port: number;
+}
+
+export interface OpsServer {
+  /** `http://host:port` as listening (the port chosen when 0 was asked). */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * `/healthz`, `/readyz` and `/metrics` on their own port, for a part that serves no web routes
+ * (PAYRECON_METRICS_HOST and PAYRECON_METRICS_PORT).
+ */
+export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
+  const app = Fastify({ logger: false });
+  await app.register(opsRoutes, options);
+  await app.listen({ host: options.host, port: options.port });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
+  return { url: `http://${host}:${port}`, close: () => app.close() };
 }

@@ -19,7 +19,6 @@ import { loadConfig } from '../../src/config.ts';
 import { startBroker } from '../../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { NOTIFICATION_TOPIC } from '../../src/events/topics.ts';
-import { createMetrics } from '../../src/metrics.ts';
 import { cashoutControl, depositAuthorization, formatXDate } from '../../src/provider/signing.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { hashPassword } from '../../src/web/auth.ts';
@@ -155,7 +154,7 @@ beforeAll(async () => {
   await seedPeriod(infra.db);
   app = await buildServer(infra, {
     accounts: [account],
-    metrics: createMetrics({ db: infra.db, admin: infra.admin }),
+    metrics: infra.metrics,
     page: true,
     webhooks: true,
     intents: true,

@@ -22,7 +22,6 @@ import { sql } from 'kysely';
 import pino from 'pino';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
-import { RECONCILER_GROUPS } from '../../src/consumers/reconciler.ts';
 import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
@@ -31,7 +30,6 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/embedded
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import { dlqTopicOf, TOPIC_NAMES } from '../../src/events/topics.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
-import { createMetrics } from '../../src/metrics.ts';
 import { recordingClient } from '../../src/producers/intent/recording-client.ts';
 import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
@@ -328,6 +326,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       SCHEMA_REGISTRY_URL: registry.url,
       PAYRECON_DATA_DIR: join(work, 'data'),
       PAYRECON_WEB_PORT: '0',
+      PAYRECON_METRICS_PORT: '0',
       LOG_LEVEL: 'warn',
       PAYRECON_ALERT_WEBHOOK_URL: sinkUrl,
       PAYRECON_ALERT_MIN_SEVERITY: 'high',
@@ -423,11 +422,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     };
 
     // ---------------------------------------------------------------- the pipeline's parts
-    const metrics = createMetrics({
-      db,
-      admin: infra.admin,
-      groups: [RECONCILER_GROUPS.observations, RECONCILER_GROUPS.intents],
-    });
+    const metrics = infra.metrics;
     const providerOptions = { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries };
     const fetcher = await runStatusFetcher({
       kafka: infra.kafka,
@@ -444,12 +439,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       dlq: infra.publisher,
       db,
       logger: infra.logger,
-      metrics,
+      onDispatched: (alerts, perSink) => metrics.alertsDispatched(alerts, perSink),
       sinks: alertSinksFrom(config),
       timeoutMs: config.alerts.timeoutMs,
     });
     infra.lifecycle.add('alert dispatcher', () => alertConsumer.stop());
-    const relay = startOutboxRelay({ db, publisher: infra.publisher, logger: infra.logger, metrics });
+    const relay = startOutboxRelay({ db, publisher: infra.publisher, logger: infra.logger });
     infra.lifecycle.add('outbox relay', () => relay.stop());
     const server = await buildServer(infra, {
       accounts: [account],
