@@ -6,6 +6,7 @@
  * them directly.
  */
 import type { ColumnType, Generated, Kysely } from 'kysely';
+import type { ExceptionState } from '../domain/exception-queue.ts';
 
 /** A numeric column: decimal text in major units, e.g. `'123.45'` or `'-0.50'`. */
 export type Numeric = string;
@@ -194,7 +195,7 @@ export interface ExceptionsTable {
   entity_kind: 'deposit' | 'cashout' | 'refund';
   entity_id: string;
   severity: 'info' | 'low' | 'medium' | 'high' | 'critical';
-  state: ColumnType<'open' | 'acknowledged' | 'resolved', 'open' | 'acknowledged' | 'resolved' | undefined>;
+  state: ColumnType<ExceptionState, ExceptionState | undefined>;
   count: Generated<number>;
   first_seen_at: Timestamp;
   last_seen_at: Timestamp;
@@ -215,7 +216,39 @@ export interface ExceptionsTable {
   previous: NullableJson;
   /** An operator's decision on an ILLEGAL_TRANSITION: accept the provider's status or keep the ledger's. */
   decision: NullableJson;
+  /** Who works it (migration 20261124T1200_api); null: nobody. */
+  assignee: string | null;
+  assigned_at: Timestamp | null;
   updated_at: GeneratedTimestamp;
+}
+
+/** Append-only audit trail of an exception: state changes, assignments, comments (who, when, what). */
+export interface ExceptionEventsTable {
+  id: Generated<string>;
+  exception_id: string;
+  at: GeneratedTimestamp;
+  actor: string;
+  action: 'state' | 'assign' | 'comment';
+  from_state: string | null;
+  to_state: string | null;
+  from_assignee: string | null;
+  to_assignee: string | null;
+  note: string | null;
+}
+
+/** A month close per merchant account and currency (`period` `YYYY-MM`); minimal until the close is built. */
+export interface ClosesTable {
+  id: Generated<string>;
+  merchant_account: string;
+  currency: string;
+  period: string;
+  status: ColumnType<'prepared' | 'approved', 'prepared' | 'approved' | undefined>;
+  prepared_by: string;
+  prepared_at: GeneratedTimestamp;
+  approved_by: string | null;
+  approved_at: Timestamp | null;
+  figures: Generated<Record<string, unknown>>;
+  sha256: string | null;
 }
 
 /** Alerts waiting to be published to `recon.alert.raised.v1`; `alert_id` is deterministic and unique. */
@@ -302,4 +335,6 @@ export interface Database {
   job_runs: JobRunsTable;
   report_runs: ReportRunsTable;
   alert_deliveries: AlertDeliveriesTable;
+  exception_events: ExceptionEventsTable;
+  closes: ClosesTable;
 }

@@ -40,8 +40,8 @@ export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
 export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
 
-export const EXCEPTION_STATES = ['open', 'acknowledged', 'resolved'] as const;
-export type ExceptionState = (typeof EXCEPTION_STATES)[number];
+/** The queue's states live with the queue's vocabulary. */
+export { EXCEPTION_STATES, type ExceptionState } from './exception-queue.ts';
 
 /** Fee the provider should charge for a deposit: `fixed + amount * percentBps / 10000`, rounded half up. */
 export interface FeeRule {

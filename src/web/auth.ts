@@ -4,7 +4,8 @@
  * posted without the token of the session that rendered it is refused). Nothing here logs or stores a
  * password; only the hash lives in configuration.
  */
-import { createHmac, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hashSecret, verifySecret } from '../domain/secret-hash.ts';
 
 /** A finance or operations user, as configured. `passwordHash` comes from `payrecon web hash-password`. */
 export interface WebUser {
@@ -12,38 +13,10 @@ export interface WebUser {
   passwordHash: string;
 }
 
-const SCRYPT_N = 16384;
-const SCRYPT_R = 8;
-const SCRYPT_P = 1;
-const KEY_LENGTH = 32;
-
-function scrypt(password: string, salt: Buffer, n: number, r: number, p: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scryptCb(password, salt, KEY_LENGTH, { N: n, r, p, maxmem: 256 * n * r }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    );
-  });
-}
-
 /** Hashes a password as `scrypt$N$r$p$<salt base64>$<key base64>` (the form config accepts). */
-export async function hashPassword(password: string): Promise<string> {
-  const salt = randomBytes(16);
-  const key = await scrypt(password, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P);
-  return ['scrypt', SCRYPT_N, SCRYPT_R, SCRYPT_P, salt.toString('base64'), key.toString('base64')].join('$');
-}
-
+export const hashPassword = hashSecret;
 /** Constant-time check of a password against a stored hash; a malformed hash never matches. */
-export async function verifyPassword(password: string, stored: string): Promise<boolean> {
-  const parts = stored.split('$');
-  if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
-  const [n, r, p] = parts.slice(1, 4).map(Number);
-  if (!n || !r || !p || n > 1 << 20) return false;
-  const salt = Buffer.from(parts[4] ?? '', 'base64');
-  const expected = Buffer.from(parts[5] ?? '', 'base64');
-  if (expected.length !== KEY_LENGTH) return false;
-  const actual = await scrypt(password, salt, n, r, p);
-  return timingSafeEqual(actual, expected);
-}
+export const verifyPassword = verifySecret;
 
 // A hash to compare against when the user does not exist, so timing does not reveal user names.
 let dummyHash: Promise<string> | undefined;

@@ -6,6 +6,7 @@
 import { sql } from 'kysely';
 import { balancesBefore } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
+import { UNRESOLVED_STATES } from '../domain/exception-queue.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
 import {
@@ -68,7 +69,7 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
       list: async (filter: ExceptionFilter, now: Date): Promise<ExceptionView[]> => {
         const bucket = filter.age ? AGE_BUCKETS.find((b) => b.key === filter.age) : undefined;
         const day = 86_400_000;
-        const states = filter.state ? [filter.state] : ['open', 'acknowledged'];
+        const states = filter.state ? [filter.state] : [...UNRESOLVED_STATES];
         const { rows } = await sql<{
           id: string;
           type: string;

@@ -2,6 +2,12 @@
  * The finance page's markup: one layout, one embedded style sheet, and a function per page. Pages take
  * plain view models (amounts as bigint minor units, instants as Date) and return `SafeHtml`.
  */
+import {
+  AGE_BUCKETS,
+  type AgeBucketKey,
+  EXCEPTION_STATES,
+  type ExceptionState,
+} from '../domain/exception-queue.ts';
 import type { Minor } from '../domain/money.ts';
 import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 
@@ -189,17 +195,8 @@ ${
 
 // ---------------------------------------------------------------------------------------- exceptions
 
-export const EXCEPTION_STATES = ['open', 'acknowledged', 'resolved'] as const;
-export type ExceptionState = (typeof EXCEPTION_STATES)[number];
-
-/** Age buckets of the exception workbook and filter. */
-export const AGE_BUCKETS = [
-  { key: 'lt1d', label: 'under 1 day', minDays: 0, maxDays: 1 },
-  { key: '1to3d', label: '1–3 days', minDays: 1, maxDays: 3 },
-  { key: '3to7d', label: '3–7 days', minDays: 3, maxDays: 7 },
-  { key: 'gt7d', label: 'over 7 days', minDays: 7, maxDays: Number.POSITIVE_INFINITY },
-] as const;
-export type AgeBucketKey = (typeof AGE_BUCKETS)[number]['key'];
+export type { AgeBucketKey, ExceptionState };
+export { AGE_BUCKETS, EXCEPTION_STATES };
 
 export interface ExceptionView {
   id: string;
@@ -240,8 +237,8 @@ export function exceptionsPage(
 ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <form class="inline" method="get" action="${ctx.base}/exceptions">
 <label>Type<select name="type">${opt('', 'All types', !filter.type)}${types.map((t) => opt(t, t, filter.type === t))}</select></label>
-<label>State<select name="state">${opt('', 'Open and acknowledged', !filter.state)}${EXCEPTION_STATES.map(
-      (s) => opt(s, s, filter.state === s),
+<label>State<select name="state">${opt('', 'Not resolved', !filter.state)}${EXCEPTION_STATES.map((s) =>
+      opt(s, s, filter.state === s),
     )}</select></label>
 <label>Age<select name="age">${opt('', 'Any age', !filter.age)}${AGE_BUCKETS.map((b) => opt(b.key, b.label, filter.age === b.key))}</select></label>
 <button type="submit">Filter</button></form>

@@ -1,0 +1,644 @@
+/**
+ * `/api/v1`: the JSON API other back-office services use (issue 19 point 1). `apiRoutes` is an
+ * encapsulated fastify plugin (its own auth hook, error handler and not-found handler) that the single
+ * server mounts under `/api/v1`; `buildApiApp` wraps it in a stand-alone app for tests. Each route is
+ * declared once in `apiRouteTable` and becomes both a fastify route and an OpenAPI operation, served at
+ * `/api/v1/openapi.json`. Handlers are thin: parse (done by the route's schemas), call `src/db`, shape.
+ */
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { z } from 'zod';
+import {
+  changeQueueItem,
+  getClose,
+  getPayment,
+  getQueueItem,
+  listCloses,
+  listPayments,
+  listQueue,
+  lookupPayments,
+  type PaymentCursor,
+  type PaymentRow,
+  type QueueChange,
+  type QueueRow,
+} from '../db/api-queries.ts';
+import { balances, movements } from '../db/queries.ts';
+import type { Database } from '../db/schema.ts';
+import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
+import { formatAmount, type Minor } from '../domain/money.ts';
+import type { Logger } from '../logger.ts';
+import type { ReportKind, ReportRun } from '../reports/runs.ts';
+import { ApiProblem, FileReply, mountRoutes, openApiDocument, type Route, route } from './http.ts';
+import {
+  AssignBody,
+  BalancesQuery,
+  BalancesResponse,
+  CloseListQuery,
+  CloseListResponse,
+  CloseParams,
+  Close as CloseSchema,
+  CommentBody,
+  ExceptionDetailResponse,
+  ExceptionListQuery,
+  ExceptionListResponse,
+  ExceptionParams,
+  MovementsQuery,
+  MovementsResponse,
+  PaymentDetailResponse,
+  PaymentListQuery,
+  PaymentListResponse,
+  PaymentLookupQuery,
+  PaymentLookupResponse,
+  PaymentParams,
+  ReportFileParams,
+  ReportListQuery,
+  ReportListResponse,
+  ReportParams,
+  ReportRequestBody,
+  Report as ReportSchema,
+  StateChangeBody,
+} from './schemas.ts';
+
+export const API_PREFIX = '/api/v1';
+export const API_VERSION = '1.0.0';
+
+/** What the API needs of the report runner (`src/reports/runs.ts`). */
+export interface ApiReports {
+  list(limit: number): Promise<ReportRun[]>;
+  get(id: string): Promise<ReportRun | null>;
+  start(
+    params: { kind: ReportKind; from: string; to: string; account: string | null },
+    options: { trigger: 'demand'; requestedBy: string },
+  ): Promise<{ id: string; done: Promise<unknown> } | null>;
+  filePath(id: string, name: string): Promise<string | null>;
+  accounts(): Promise<string[]>;
+}
+
+export interface ApiOptions {
+  db: Kysely<Database>;
+  reports: ApiReports;
+  /** Configured tokens (hashed); none: every request is refused with 401. */
+  tokens: readonly ApiTokenEntry[];
+  now?: () => Date;
+  logger?: Logger;
+}
+
+const iso = (d: Date) => d.toISOString();
+const isoOrNull = (d: Date | null) => (d ? d.toISOString() : null);
+const amountOrNull = (m: Minor | null) => (m === null ? null : formatAmount(m));
+
+function encodeCursor(parts: readonly string[]): string {
+  return Buffer.from(JSON.stringify(parts)).toString('base64url');
+}
+
+function decodeCursor(cursor: string, length: number): string[] {
+  try {
+    const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(parts) && parts.length === length && parts.every((p) => typeof p === 'string')) {
+      return parts as string[];
+    }
+  } catch {
+    // falls through to the problem below
+  }
+  throw new ApiProblem(400, 'Bad Request', 'cursor: must be a cursor returned by a previous page', [
+    { in: 'query', field: 'cursor', rule: 'must be a cursor returned by a previous page' },
+  ]);
+}
+
+function paymentOut(p: PaymentRow): z.input<typeof PaymentListResponse>['items'][number] {
+  return {
+    merchantAccount: p.merchantAccount,
+    kind: p.kind,
+    entityId: p.entityId,
+    externalRef: p.externalRef,
+    intentId: p.intentId,
+    status: p.status,
+    statusSince: isoOrNull(p.statusSince),
+    statusReason: p.statusReason,
+    currency: p.currency,
+    amount: amountOrNull(p.amount),
+    fee:
+      p.feeAmount !== null && p.feeCurrency !== null
+        ? { currency: p.feeCurrency, amount: formatAmount(p.feeAmount) }
+        : null,
+    test: p.test,
+    crypto: p.crypto,
+    parentDepositId: p.parentDepositId,
+    firstSeenAt: isoOrNull(p.firstSeenAt),
+    lastSeenAt: isoOrNull(p.lastSeenAt),
+    knownSince: iso(p.knownSince),
+  };
+}
+
+function exceptionOut(x: QueueRow, now: Date): z.input<typeof ExceptionListResponse>['items'][number] {
+  return {
+    id: x.id,
+    type: x.type,
+    severity: x.severity,
+    state: x.state,
+    merchantAccount: x.merchantAccount,
+    kind: x.kind,
+    entityId: x.entityId,
+    count: x.count,
+    firstSeenAt: iso(x.firstSeenAt),
+    lastSeenAt: iso(x.lastSeenAt),
+    ageSeconds: Math.max(0, Math.floor((now.getTime() - x.firstSeenAt.getTime()) / 1000)),
+    assignee: x.assignee,
+    assignedAt: isoOrNull(x.assignedAt),
+    currency: x.currency,
+    amount: amountOrNull(x.amount),
+    details: x.details,
+    resolvedBy: x.resolvedBy,
+    resolvedAt: isoOrNull(x.resolvedAt),
+    resolutionNote: x.resolutionNote,
+    updatedAt: iso(x.updatedAt),
+  };
+}
+
+function reportOut(run: ReportRun, base: string): z.input<typeof ReportSchema> {
+  return {
+    id: run.id,
+    kind: run.kind,
+    account: run.account,
+    from: run.from,
+    to: run.to,
+    status: run.status,
+    progress: run.progress,
+    rowCounts: run.rowCounts,
+    sha256: run.sha256,
+    files: run.files.map((f) => ({
+      name: f.name,
+      label: f.label,
+      href: `${base}/reports/${encodeURIComponent(run.id)}/files/${encodeURIComponent(f.name)}`,
+    })),
+    requestedBy: run.requestedBy,
+    trigger: run.trigger,
+    createdAt: iso(run.createdAt),
+    finishedAt: isoOrNull(run.finishedAt),
+    error: run.error ?? (run.deleted ? 'files removed by retention' : null),
+  };
+}
+
+const notFound = (what: string) => new ApiProblem(404, 'Not Found', what);
+
+/** Every route of the API, declared once. */
+export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
+  const { db, reports } = options;
+  const now = options.now ?? (() => new Date());
+
+  const queueChange = async (id: string, change: QueueChange, actor: string) => {
+    const at = now();
+    const result = await changeQueueItem(db, id, change, actor, at);
+    if (result === 'not_found') throw notFound(`no exception ${id}`);
+    if (result === 'unchanged') {
+      throw new ApiProblem(
+        409,
+        'Conflict',
+        change.kind === 'state'
+          ? `state: the exception already is ${change.state}`
+          : 'assignee: the exception already has this assignee',
+      );
+    }
+    const item = await getQueueItem(db, id);
+    if (!item) throw notFound(`no exception ${id}`);
+    return {
+      exception: exceptionOut(item.exception, at),
+      events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+    };
+  };
+
+  return [
+    route({
+      method: 'GET',
+      path: '/balances',
+      operationId: 'getBalances',
+      summary: 'Balances per merchant account, currency, book and ledger account, now or at an instant',
+      tag: 'ledger',
+      scope: 'read',
+      query: BalancesQuery,
+      status: 200,
+      response: BalancesResponse,
+      handle: async ({ query }) => {
+        const at = query.at ?? now();
+        const rows = await balances(db, {
+          at,
+          ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
+          ...(query.book !== undefined ? { book: query.book } : {}),
+        });
+        return {
+          at: iso(at),
+          balances: rows
+            .filter((r) => query.currency === undefined || r.currency === query.currency)
+            .map((r) => ({
+              merchantAccount: r.merchantAccount,
+              currency: r.currency,
+              book: r.book,
+              account: r.account,
+              balance: formatAmount(r.balance),
+            })),
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/movements',
+      operationId: 'getMovements',
+      summary: 'Postings booked between two instants, grouped by effect, direction and ledger account',
+      tag: 'ledger',
+      scope: 'read',
+      query: MovementsQuery,
+      status: 200,
+      response: MovementsResponse,
+      handle: async ({ query }) => {
+        if (query.from.getTime() >= query.to.getTime()) {
+          throw new ApiProblem(400, 'Bad Request', 'to: must be after from', [
+            { in: 'query', field: 'to', rule: 'must be after from' },
+          ]);
+        }
+        const rows = await movements(db, query.from, query.to, query.account);
+        return {
+          from: iso(query.from),
+          to: iso(query.to),
+          movements: rows
+            .filter((r) => query.currency === undefined || r.currency === query.currency)
+            .filter((r) => query.book === undefined || r.book === query.book)
+            .map((r) => ({
+              merchantAccount: r.merchantAccount,
+              currency: r.currency,
+              book: r.book,
+              effect: r.effect,
+              direction: r.direction,
+              account: r.account,
+              amount: formatAmount(r.amount),
+              entries: r.entries,
+            })),
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/payments/lookup',
+      operationId: 'lookupPayment',
+      summary: 'Find the payments an id names: deposit, invoice, cashout, external, refund or intent id',
+      tag: 'payments',
+      scope: 'read',
+      query: PaymentLookupQuery,
+      status: 200,
+      response: PaymentLookupResponse,
+      problems: [404],
+      handle: async ({ query }) => {
+        const rows = await lookupPayments(db, query.id, query.idKind);
+        if (rows.length === 0) throw notFound(`no payment has the id ${query.id}`);
+        return { matches: rows.map(paymentOut) };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/payments',
+      operationId: 'listPayments',
+      summary: 'Payments newest first, filtered, a page at a time (keyset cursor)',
+      tag: 'payments',
+      scope: 'read',
+      query: PaymentListQuery,
+      status: 200,
+      response: PaymentListResponse,
+      handle: async ({ query }) => {
+        let after: PaymentCursor | null = null;
+        if (query.cursor !== undefined) {
+          const [key, merchantAccount, kind, entityId] = decodeCursor(query.cursor, 4) as [
+            string,
+            string,
+            string,
+            string,
+          ];
+          after = { key, merchantAccount, kind, entityId };
+        }
+        const rows = await listPayments(
+          db,
+          {
+            ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
+            ...(query.kind !== undefined ? { kind: query.kind } : {}),
+            ...(query.status !== undefined ? { status: query.status } : {}),
+            ...(query.currency !== undefined ? { currency: query.currency } : {}),
+            ...(query.test !== undefined ? { test: query.test } : {}),
+            ...(query.from !== undefined ? { from: query.from } : {}),
+            ...(query.to !== undefined ? { to: query.to } : {}),
+          },
+          query.limit + 1,
+          after,
+        );
+        const page = rows.slice(0, query.limit);
+        const last = page[page.length - 1];
+        return {
+          items: page.map(paymentOut),
+          nextCursor:
+            rows.length > query.limit && last
+              ? encodeCursor([last.key, last.merchantAccount, last.kind, last.entityId])
+              : null,
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/payments/{account}/{kind}/{entityId}',
+      operationId: 'getPayment',
+      summary: 'One payment: the intent, the provider view, status history, journal entries, exceptions',
+      tag: 'payments',
+      scope: 'read',
+      params: PaymentParams,
+      status: 200,
+      response: PaymentDetailResponse,
+      problems: [404],
+      handle: async ({ params }) => {
+        const d = await getPayment(db, params.account, params.kind, params.entityId);
+        if (!d) throw notFound(`no ${params.kind} ${params.entityId} in ${params.account}`);
+        return {
+          payment: paymentOut(d.payment),
+          intent: d.intent
+            ? {
+                ...d.intent,
+                amount: formatAmount(d.intent.amount),
+                createdAt: iso(d.intent.createdAt),
+              }
+            : null,
+          history: d.history.map((h) => ({
+            ...h,
+            observedAt: iso(h.observedAt),
+            recordedAt: iso(h.recordedAt),
+            amount: amountOrNull(h.amount),
+          })),
+          entries: d.entries.map((e) => ({
+            ...e,
+            amount: formatAmount(e.amount),
+            effectiveAt: iso(e.effectiveAt),
+            bookedAt: iso(e.bookedAt),
+            postings: e.postings.map((p) => ({ account: p.account, amount: formatAmount(p.amount) })),
+          })),
+          exceptions: d.exceptions,
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/exceptions',
+      operationId: 'listExceptions',
+      summary: 'The exception queue, filtered by type, state, assignee, account, currency, age and amount',
+      tag: 'exceptions',
+      scope: 'read',
+      query: ExceptionListQuery,
+      status: 200,
+      response: ExceptionListResponse,
+      handle: async ({ query }) => {
+        const at = now();
+        const afterId = query.cursor !== undefined ? (decodeCursor(query.cursor, 1)[0] ?? null) : null;
+        if (afterId !== null && !/^\d{1,18}$/.test(afterId)) decodeCursor('', 1);
+        const rows = await listQueue(
+          db,
+          {
+            ...(query.type !== undefined ? { type: query.type } : {}),
+            ...(query.state !== undefined ? { state: query.state } : {}),
+            ...(query.assignee !== undefined
+              ? { assignee: query.assignee === '-' ? null : query.assignee }
+              : {}),
+            ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
+            ...(query.currency !== undefined ? { currency: query.currency } : {}),
+            ...(query.age !== undefined ? { age: query.age } : {}),
+            ...(query.minAmount !== undefined ? { minAmount: query.minAmount } : {}),
+            ...(query.maxAmount !== undefined ? { maxAmount: query.maxAmount } : {}),
+          },
+          at,
+          query.limit + 1,
+          afterId,
+        );
+        const page = rows.slice(0, query.limit);
+        const last = page[page.length - 1];
+        return {
+          items: page.map((x) => exceptionOut(x, at)),
+          nextCursor: rows.length > query.limit && last ? encodeCursor([last.id]) : null,
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/exceptions/{id}',
+      operationId: 'getException',
+      summary: 'One exception with its audit trail (state changes, assignments, comments)',
+      tag: 'exceptions',
+      scope: 'read',
+      params: ExceptionParams,
+      status: 200,
+      response: ExceptionDetailResponse,
+      problems: [404],
+      handle: async ({ params }) => {
+        const item = await getQueueItem(db, params.id);
+        if (!item) throw notFound(`no exception ${params.id}`);
+        return {
+          exception: exceptionOut(item.exception, now()),
+          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/{id}/state',
+      operationId: 'changeExceptionState',
+      summary: 'Move an exception to open, in_review, acknowledged or resolved, with an optional note',
+      tag: 'exceptions',
+      scope: 'exceptions:write',
+      params: ExceptionParams,
+      body: StateChangeBody,
+      status: 200,
+      response: ExceptionDetailResponse,
+      problems: [404, 409],
+      handle: ({ params, body, token }) =>
+        queueChange(params.id, { kind: 'state', state: body.state, note: body.note ?? null }, token.name),
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/{id}/assignee',
+      operationId: 'assignException',
+      summary: 'Assign an exception to a user (null unassigns), with an optional note',
+      tag: 'exceptions',
+      scope: 'exceptions:write',
+      params: ExceptionParams,
+      body: AssignBody,
+      status: 200,
+      response: ExceptionDetailResponse,
+      problems: [404, 409],
+      handle: ({ params, body, token }) =>
+        queueChange(
+          params.id,
+          { kind: 'assign', assignee: body.assignee, note: body.note ?? null },
+          token.name,
+        ),
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/{id}/comments',
+      operationId: 'commentException',
+      summary: "Add a comment to an exception's audit trail",
+      tag: 'exceptions',
+      scope: 'exceptions:write',
+      params: ExceptionParams,
+      body: CommentBody,
+      status: 200,
+      response: ExceptionDetailResponse,
+      problems: [404],
+      handle: ({ params, body, token }) =>
+        queueChange(params.id, { kind: 'comment', note: body.note }, token.name),
+    }),
+    route({
+      method: 'GET',
+      path: '/reports',
+      operationId: 'listReports',
+      summary: 'Generated workbooks, newest first',
+      tag: 'reports',
+      scope: 'read',
+      query: ReportListQuery,
+      status: 200,
+      response: ReportListResponse,
+      handle: async ({ query }) => ({
+        items: (await reports.list(query.limit)).map((r) => reportOut(r, base)),
+      }),
+    }),
+    route({
+      method: 'POST',
+      path: '/reports',
+      operationId: 'requestReport',
+      summary:
+        'Request a settlement or exception workbook for business days from..to; generated in the background',
+      tag: 'reports',
+      scope: 'reports:write',
+      body: ReportRequestBody,
+      status: 202,
+      response: ReportSchema,
+      handle: async ({ body, token }) => {
+        const account = body.account ?? null;
+        if (account !== null && !(await reports.accounts()).includes(account)) {
+          throw new ApiProblem(400, 'Bad Request', 'account: must name a merchant account', [
+            { in: 'body', field: 'account', rule: 'must name a merchant account' },
+          ]);
+        }
+        const started = await reports.start(
+          { kind: body.kind, from: body.from, to: body.to, account },
+          { trigger: 'demand', requestedBy: `api:${token.name}` },
+        );
+        if (!started) throw new Error('report run key collision');
+        // The client follows the run through GET /reports/{id}; a failure is recorded on the run.
+        started.done.catch(() => undefined);
+        const run = await reports.get(started.id);
+        if (!run) throw new Error(`report run ${started.id} vanished`);
+        return reportOut(run, base);
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/reports/{id}',
+      operationId: 'getReport',
+      summary: 'One report run: status, progress, row counts, SHA-256 and its files',
+      tag: 'reports',
+      scope: 'read',
+      params: ReportParams,
+      status: 200,
+      response: ReportSchema,
+      problems: [404],
+      handle: async ({ params }) => {
+        const run = await reports.get(params.id);
+        if (!run) throw notFound(`no report ${params.id}`);
+        return reportOut(run, base);
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/reports/{id}/files/{name}',
+      operationId: 'downloadReportFile',
+      summary: 'Download a file of a finished report (the workbook or a CSV)',
+      tag: 'reports',
+      scope: 'read',
+      params: ReportFileParams,
+      status: 200,
+      response: {
+        files: [
+          'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+          'text/csv; charset=utf-8',
+        ],
+      },
+      problems: [404, 410],
+      handle: async ({ params }) => {
+        const path = await reports.filePath(params.id, params.name);
+        if (!path) throw notFound(`no file ${params.name} on a finished report ${params.id}`);
+        const info = await stat(path).catch(() => null);
+        if (!info) throw new ApiProblem(410, 'Gone', `${params.name}: the file is no longer kept`);
+        const type = path.endsWith('.csv')
+          ? 'text/csv; charset=utf-8'
+          : 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
+        return new FileReply(createReadStream(path), type, path.split('/').pop() ?? params.name, info.size);
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/closes',
+      operationId: 'listCloses',
+      summary: 'Month closes per merchant account and currency, newest period first',
+      tag: 'closes',
+      scope: 'read',
+      query: CloseListQuery,
+      status: 200,
+      response: CloseListResponse,
+      handle: async ({ query }) => {
+        const rows = await listCloses(db, {
+          ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
+          ...(query.currency !== undefined ? { currency: query.currency } : {}),
+          ...(query.period !== undefined ? { period: query.period } : {}),
+        });
+        return {
+          items: rows.map((c) => ({
+            ...c,
+            preparedAt: iso(c.preparedAt),
+            approvedAt: isoOrNull(c.approvedAt),
+          })),
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/closes/{id}',
+      operationId: 'getClose',
+      summary: 'One month close: its figures, who prepared and approved it, and its SHA-256',
+      tag: 'closes',
+      scope: 'read',
+      params: CloseParams,
+      status: 200,
+      response: CloseSchema,
+      problems: [404],
+      handle: async ({ params }) => {
+        const c = await getClose(db, params.id);
+        if (!c) throw notFound(`no close ${params.id}`);
+        return { ...c, preparedAt: iso(c.preparedAt), approvedAt: isoOrNull(c.approvedAt) };
+      },
+    }),
+  ];
+}
+
+/** The API as an encapsulated plugin; register with `{ prefix: '/api/v1' }`. */
+export async function apiRoutes(app: FastifyInstance, options: ApiOptions): Promise<void> {
+  const base = app.prefix.replace(/\/$/, '') || API_PREFIX;
+  const routes = apiRouteTable(options, base);
+  const document = JSON.stringify(openApiDocument(routes, base, { version: API_VERSION }));
+  const verifier = new TokenVerifier(options.tokens);
+  if (verifier.size === 0)
+    options.logger?.warn('PAYRECON_API_TOKENS is empty: every /api/v1 request is refused');
+  app.get('/openapi.json', async (_request, reply) =>
+    reply.header('content-type', 'application/json; charset=utf-8').send(document),
+  );
+  mountRoutes(app, { routes, verifier, ...(options.logger ? { logger: options.logger } : {}) });
+}
+
+/** A stand-alone fastify app serving only the API under `/api/v1` (tests). */
+export async function buildApiApp(options: ApiOptions): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false, trustProxy: false });
+  await app.register(apiRoutes, { ...options, prefix: API_PREFIX });
+  return app;
+}

@@ -1,0 +1,369 @@
+/**
+ * The zod schemas of `/api/v1`: what requests may carry (path, query, body) and what responses hold.
+ * The plugin validates requests and responses with them and the OpenAPI document is generated from
+ * them (`openapi.ts`), so the contract is written once. Amounts are decimal strings in major units
+ * (`"1234.50"`), instants ISO 8601 with an offset.
+ */
+import { z } from 'zod';
+import { PAYMENT_ID_KINDS } from '../db/api-queries.ts';
+import { AGE_BUCKET_KEYS, EXCEPTION_STATES } from '../domain/exception-queue.ts';
+import { type Minor, parseAmount } from '../domain/money.ts';
+import { ENTITY_KINDS } from '../domain/statuses.ts';
+import { REPORT_KINDS } from '../reports/runs.ts';
+
+// ---------------------------------------------------------------- building blocks
+
+/** An amount as the API writes it: decimal text, two decimals, optional minus. */
+export const Amount = z
+  .string()
+  .regex(/^-?\d{1,20}\.\d{2}$/)
+  .meta({ description: 'Decimal amount in major units with two decimals, as text', examples: ['1234.50'] });
+
+/** An instant as the API writes it (UTC, `Z`). */
+export const Instant = z.iso.datetime({ offset: true }).meta({ description: 'ISO 8601 instant with offset' });
+
+const Currency = z
+  .string()
+  .regex(/^[A-Z0-9]{3,8}$/, 'must be a currency code (3 to 8 capitals or digits)')
+  .meta({ description: 'Currency code (ISO 4217, or a crypto code)' });
+const Book = z.enum(['live', 'test', 'crypto']);
+const EntityKind = z.enum(ENTITY_KINDS);
+const ExceptionStateEnum = z.enum(EXCEPTION_STATES);
+const Text = (max: number) => z.string().min(1, 'must not be empty').max(max, `at most ${max} characters`);
+
+/** Query instant: ISO 8601 with an offset, read as a Date. */
+const InstantParam = z.iso
+  .datetime({ offset: true, error: 'must be an ISO 8601 instant with offset, e.g. 2026-11-24T10:00:00Z' })
+  .transform((s) => new Date(s));
+/** Query amount: decimal text, read as bigint minor units. */
+const AmountParam = z
+  .string()
+  .regex(/^\d{1,18}(\.\d{1,2})?$/, 'must be a decimal amount, e.g. 100.00')
+  .transform((s): Minor => parseAmount(s));
+const BoolParam = z.enum(['true', 'false'], 'must be true or false').transform((s) => s === 'true');
+const LimitParam = (max: number, dflt: number) =>
+  z
+    .string()
+    .regex(/^\d{1,4}$/, `must be an integer from 1 to ${max}`)
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(1, `must be an integer from 1 to ${max}`)
+        .max(max, `must be an integer from 1 to ${max}`),
+    )
+    .optional()
+    .transform((n) => n ?? dflt);
+const Cursor = z.string().regex(/^[A-Za-z0-9_-]{1,512}$/, 'must be a cursor returned by a previous page');
+const IdParam = z.string().regex(/^\d{1,18}$/, 'must be a numeric id');
+
+// ---------------------------------------------------------------- errors
+
+/** RFC 9457 problem details; `errors` names each field and the rule it broke. */
+export const Problem = z.object({
+  type: z.string().meta({ description: 'URI reference identifying the problem type' }),
+  title: z.string(),
+  status: z.number().int(),
+  detail: z.string(),
+  instance: z.string().optional(),
+  errors: z
+    .array(
+      z.object({
+        in: z.enum(['path', 'query', 'body', 'header']),
+        field: z.string(),
+        rule: z.string(),
+      }),
+    )
+    .optional(),
+});
+export type Problem = z.infer<typeof Problem>;
+
+// ---------------------------------------------------------------- balances and movements
+
+export const BalancesQuery = z.object({
+  at: InstantParam.optional().meta({ description: 'Balances as booked up to this instant (default: now)' }),
+  account: Text(200).optional().meta({ description: 'Merchant account' }),
+  currency: Currency.optional(),
+  book: Book.optional(),
+});
+
+export const BalancesResponse = z.object({
+  at: Instant,
+  balances: z.array(
+    z.object({
+      merchantAccount: z.string(),
+      currency: z.string(),
+      book: Book,
+      account: z.string().meta({ description: 'Ledger account, e.g. available, reserved' }),
+      balance: Amount,
+    }),
+  ),
+});
+
+export const MovementsQuery = z.object({
+  from: InstantParam.meta({ description: 'Start, inclusive' }),
+  to: InstantParam.meta({ description: 'End, exclusive' }),
+  account: Text(200).optional(),
+  currency: Currency.optional(),
+  book: Book.optional(),
+});
+
+export const MovementsResponse = z.object({
+  from: Instant,
+  to: Instant,
+  movements: z.array(
+    z.object({
+      merchantAccount: z.string(),
+      currency: z.string(),
+      book: Book,
+      effect: z.string().meta({ description: 'credit, fee, reserve, release, settle, late_reversal, ...' }),
+      direction: z.union([z.literal(1), z.literal(-1)]).meta({ description: '1 applied, -1 reversed' }),
+      account: z.string(),
+      amount: Amount,
+      entries: z.number().int(),
+    }),
+  ),
+});
+
+// ---------------------------------------------------------------- payments
+
+export const Payment = z.object({
+  merchantAccount: z.string(),
+  kind: EntityKind,
+  entityId: z.string().meta({ description: 'deposit id, cashout id or refund id at the provider' }),
+  externalRef: z
+    .string()
+    .nullable()
+    .meta({ description: "The merchant's id: invoice id of a deposit, external id of a cashout" }),
+  intentId: z.string().nullable(),
+  status: z.string().nullable(),
+  statusSince: Instant.nullable(),
+  statusReason: z.string().nullable(),
+  currency: z.string().nullable(),
+  amount: Amount.nullable(),
+  fee: z.object({ currency: z.string(), amount: Amount }).nullable(),
+  test: z.boolean(),
+  crypto: z.boolean(),
+  parentDepositId: z.string().nullable(),
+  firstSeenAt: Instant.nullable(),
+  lastSeenAt: Instant.nullable(),
+  knownSince: Instant.meta({ description: 'When payrecon first recorded it' }),
+});
+
+export const PaymentLookupQuery = z.object({
+  id: Text(200).meta({ description: 'Any id of the payment' }),
+  idKind: z.enum(PAYMENT_ID_KINDS).optional().meta({ description: 'Which id it is (default: any)' }),
+});
+
+export const PaymentLookupResponse = z.object({ matches: z.array(Payment).min(1) });
+
+export const PaymentListQuery = z.object({
+  account: Text(200).optional(),
+  kind: EntityKind.optional(),
+  status: z
+    .string()
+    .regex(/^[A-Z_]{1,40}$/, 'must be a provider status, e.g. COMPLETED')
+    .optional(),
+  currency: Currency.optional(),
+  test: BoolParam.optional(),
+  from: InstantParam.optional().meta({ description: 'Known since, inclusive' }),
+  to: InstantParam.optional().meta({ description: 'Known since, exclusive' }),
+  limit: LimitParam(500, 100),
+  cursor: Cursor.optional(),
+});
+
+export const PaymentListResponse = z.object({
+  items: z.array(Payment),
+  nextCursor: z
+    .string()
+    .nullable()
+    .meta({ description: 'Pass as `cursor` for the next page; null: last page' }),
+});
+
+export const PaymentParams = z.object({
+  account: Text(200),
+  kind: EntityKind,
+  entityId: Text(200),
+});
+
+export const PaymentDetailResponse = z.object({
+  payment: Payment,
+  intent: z
+    .object({
+      intentId: z.string(),
+      operation: z.string(),
+      currency: z.string(),
+      amount: Amount,
+      outcome: z.string(),
+      createdAt: Instant,
+    })
+    .nullable(),
+  history: z.array(
+    z.object({
+      eventId: z.string(),
+      source: z.string(),
+      fromStatus: z.string().nullable(),
+      toStatus: z.string().nullable(),
+      observedAt: Instant,
+      recordedAt: Instant,
+      stale: z.boolean(),
+      illegal: z.boolean(),
+      currency: z.string().nullable(),
+      amount: Amount.nullable(),
+      statusReason: z.string().nullable(),
+    }),
+  ),
+  entries: z.array(
+    z.object({
+      id: z.string(),
+      effect: z.string(),
+      direction: z.union([z.literal(1), z.literal(-1)]),
+      book: z.string(),
+      currency: z.string(),
+      amount: Amount,
+      effectiveAt: Instant,
+      bookedAt: Instant,
+      postings: z.array(z.object({ account: z.string(), amount: Amount })),
+    }),
+  ),
+  exceptions: z.array(
+    z.object({ id: z.string(), type: z.string(), severity: z.string(), state: z.string() }),
+  ),
+});
+
+// ---------------------------------------------------------------- exceptions
+
+export const ExceptionListQuery = z.object({
+  type: z
+    .string()
+    .regex(/^[A-Z_]{1,60}$/, 'must be an exception type, e.g. AMOUNT_MISMATCH')
+    .optional(),
+  state: ExceptionStateEnum.optional().meta({ description: 'Default: every state but resolved' }),
+  assignee: Text(200).optional().meta({ description: 'A user name, or `-` for unassigned' }),
+  account: Text(200).optional(),
+  currency: Currency.optional(),
+  age: z.enum(AGE_BUCKET_KEYS).optional().meta({ description: 'Time since first seen' }),
+  minAmount: AmountParam.optional(),
+  maxAmount: AmountParam.optional(),
+  limit: LimitParam(500, 100),
+  cursor: Cursor.optional(),
+});
+
+export const Exception = z.object({
+  id: z.string(),
+  type: z.string(),
+  severity: z.string(),
+  state: ExceptionStateEnum,
+  merchantAccount: z.string(),
+  kind: EntityKind,
+  entityId: z.string(),
+  count: z.number().int(),
+  firstSeenAt: Instant,
+  lastSeenAt: Instant,
+  ageSeconds: z.number().int(),
+  assignee: z.string().nullable(),
+  assignedAt: Instant.nullable(),
+  currency: z.string().nullable(),
+  amount: Amount.nullable(),
+  details: z.record(z.string(), z.unknown()),
+  resolvedBy: z.string().nullable(),
+  resolvedAt: Instant.nullable(),
+  resolutionNote: z.string().nullable(),
+  updatedAt: Instant,
+});
+
+export const ExceptionListResponse = z.object({
+  items: z.array(Exception),
+  nextCursor: z.string().nullable(),
+});
+
+export const ExceptionParams = z.object({ id: IdParam });
+
+export const ExceptionEvent = z.object({
+  id: z.string(),
+  at: Instant,
+  actor: z.string(),
+  action: z.enum(['state', 'assign', 'comment']),
+  fromState: z.string().nullable(),
+  toState: z.string().nullable(),
+  fromAssignee: z.string().nullable(),
+  toAssignee: z.string().nullable(),
+  note: z.string().nullable(),
+});
+
+export const ExceptionDetailResponse = z.object({ exception: Exception, events: z.array(ExceptionEvent) });
+
+export const StateChangeBody = z.strictObject({
+  state: ExceptionStateEnum,
+  note: Text(2000).optional(),
+});
+export const AssignBody = z.strictObject({
+  assignee: Text(200).nullable().meta({ description: 'A user name; null unassigns' }),
+  note: Text(2000).optional(),
+});
+export const CommentBody = z.strictObject({ note: Text(2000) });
+
+// ---------------------------------------------------------------- reports
+
+export const Report = z.object({
+  id: z.string(),
+  kind: z.enum(REPORT_KINDS),
+  account: z.string().nullable(),
+  from: z.string().meta({ description: 'First business day, YYYY-MM-DD' }),
+  to: z.string().meta({ description: 'Last business day (inclusive), YYYY-MM-DD' }),
+  status: z.enum(['running', 'succeeded', 'failed']),
+  progress: z.object({ done: z.number().int(), total: z.number().int() }).nullable(),
+  rowCounts: z.record(z.string(), z.number().int()),
+  sha256: z.string().nullable(),
+  files: z.array(z.object({ name: z.string(), label: z.string(), href: z.string() })),
+  requestedBy: z.string().nullable(),
+  trigger: z.string(),
+  createdAt: Instant,
+  finishedAt: Instant.nullable(),
+  error: z.string().nullable(),
+});
+
+export const ReportListQuery = z.object({ limit: LimitParam(200, 50) });
+export const ReportListResponse = z.object({ items: z.array(Report) });
+export const ReportParams = z.object({ id: IdParam });
+export const ReportFileParams = z.object({
+  id: IdParam,
+  name: z.string().regex(/^[\w.-]{1,200}$/, 'must be a file name listed on the report'),
+});
+
+const DateText = z.iso.date('must be a date YYYY-MM-DD');
+export const ReportRequestBody = z
+  .strictObject({
+    kind: z.enum(REPORT_KINDS),
+    from: DateText,
+    to: DateText,
+    account: Text(200).nullable().optional(),
+  })
+  .refine((b) => b.from <= b.to, { path: ['to'], message: 'must not be before from' });
+
+// ---------------------------------------------------------------- closes
+
+export const Close = z.object({
+  id: z.string(),
+  merchantAccount: z.string(),
+  currency: z.string(),
+  period: z.string().meta({ description: 'YYYY-MM' }),
+  status: z.enum(['prepared', 'approved']),
+  preparedBy: z.string(),
+  preparedAt: Instant,
+  approvedBy: z.string().nullable(),
+  approvedAt: Instant.nullable(),
+  sha256: z.string().nullable(),
+  figures: z.record(z.string(), z.unknown()),
+});
+export const CloseListQuery = z.object({
+  account: Text(200).optional(),
+  currency: Currency.optional(),
+  period: z
+    .string()
+    .regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a month YYYY-MM')
+    .optional(),
+});
+export const CloseListResponse = z.object({ items: z.array(Close) });
+export const CloseParams = z.object({ id: IdParam });

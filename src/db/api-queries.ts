@@ -1,0 +1,657 @@
+/**
+ * The reads and the queue writes behind `/api/v1` (src/api): payments looked up by any of their ids or
+ * listed page by page (keyset), one payment with its history, journal and exceptions, the exception
+ * queue (filters, state changes, assignment and comments, each written with its audit event in one
+ * transaction), and month closes. Balances and movements come from `src/db/queries.ts`. Amounts come
+ * back as bigint minor units; keyset cursors carry the sort key as text so no microsecond is lost.
+ */
+import { type Kysely, type Selectable, sql } from 'kysely';
+import {
+  AGE_BUCKETS,
+  type AgeBucketKey,
+  type ExceptionState,
+  UNRESOLVED_STATES,
+} from '../domain/exception-queue.ts';
+import {
+  formatAmount,
+  LEDGER_NUMERIC,
+  type Minor,
+  parseLedgerMinor,
+  parseMinorOrNull,
+} from '../domain/money.ts';
+import type { EntityKind } from '../domain/statuses.ts';
+import type { ClosesTable, Database } from './schema.ts';
+
+type Db = Kysely<Database>;
+
+const DAY_MS = 86_400_000;
+const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
+
+// ---------------------------------------------------------------- payments
+
+/** The id kinds a payment can be found by. */
+export const PAYMENT_ID_KINDS = [
+  'deposit_id',
+  'invoice_id',
+  'cashout_id',
+  'external_id',
+  'refund_id',
+  'intent_id',
+] as const;
+export type PaymentIdKind = (typeof PAYMENT_ID_KINDS)[number];
+
+export interface PaymentRow {
+  merchantAccount: string;
+  kind: EntityKind;
+  entityId: string;
+  /** invoice id of a deposit, external id of a cashout. */
+  externalRef: string | null;
+  intentId: string | null;
+  status: string | null;
+  statusSince: Date | null;
+  statusReason: string | null;
+  currency: string | null;
+  amount: Minor | null;
+  feeCurrency: string | null;
+  feeAmount: Minor | null;
+  test: boolean;
+  crypto: boolean;
+  parentDepositId: string | null;
+  firstSeenAt: Date | null;
+  lastSeenAt: Date | null;
+  knownSince: Date;
+  /** Sort key of the keyset (created_at to the microsecond, as text). */
+  key: string;
+}
+
+interface MirrorRow {
+  merchant_account: string;
+  entity_kind: EntityKind;
+  entity_id: string;
+  external_ref: string | null;
+  intent_id: string | null;
+  status: string | null;
+  status_since: Date | null;
+  status_reason: string | null;
+  currency: string | null;
+  amount: string | null;
+  fee_currency: string | null;
+  fee_amount: string | null;
+  test: boolean;
+  crypto: boolean;
+  parent_deposit_id: string | null;
+  first_seen_at: Date | null;
+  last_seen_at: Date | null;
+  created_at: Date;
+  created_key: string;
+}
+
+const MIRROR_COLUMNS = sql`m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.intent_id, m.status,
+  m.status_since, m.status_reason, m.currency, m.amount::text AS amount, m.fee_currency, m.fee_amount::text AS fee_amount,
+  m.test, m.crypto, m.parent_deposit_id, m.first_seen_at, m.last_seen_at, m.created_at,
+  to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created_key`;
+
+function paymentOf(r: MirrorRow): PaymentRow {
+  return {
+    merchantAccount: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+    externalRef: r.external_ref,
+    intentId: r.intent_id,
+    status: r.status,
+    statusSince: r.status_since,
+    statusReason: r.status_reason,
+    currency: r.currency,
+    amount: toMinorOrNull(r.amount),
+    feeCurrency: r.fee_currency,
+    feeAmount: toMinorOrNull(r.fee_amount),
+    test: r.test,
+    crypto: r.crypto,
+    parentDepositId: r.parent_deposit_id,
+    firstSeenAt: r.first_seen_at,
+    lastSeenAt: r.last_seen_at,
+    knownSince: r.created_at,
+    key: r.created_key,
+  };
+}
+
+/** Every payment one id names, of one id kind or of any (at most 100). */
+export async function lookupPayments(db: Db, id: string, idKind?: PaymentIdKind): Promise<PaymentRow[]> {
+  const where = (() => {
+    switch (idKind) {
+      case 'deposit_id':
+        return sql`m.entity_kind = 'deposit' AND m.entity_id = ${id}`;
+      case 'cashout_id':
+        return sql`m.entity_kind = 'cashout' AND m.entity_id = ${id}`;
+      case 'refund_id':
+        return sql`m.entity_kind = 'refund' AND m.entity_id = ${id}`;
+      case 'invoice_id':
+        return sql`m.entity_kind = 'deposit' AND m.external_ref = ${id}`;
+      case 'external_id':
+        return sql`m.entity_kind = 'cashout' AND m.external_ref = ${id}`;
+      case 'intent_id':
+        return sql`m.intent_id = ${id}`;
+      case undefined:
+        return sql`(m.entity_id = ${id} OR m.external_ref = ${id} OR m.intent_id = ${id})`;
+      default: {
+        const never: never = idKind;
+        throw new Error(`unknown id kind ${String(never)}`);
+      }
+    }
+  })();
+  const { rows } = await sql<MirrorRow>`
+    SELECT ${MIRROR_COLUMNS} FROM mirrors m WHERE ${where}
+     ORDER BY m.created_at, m.merchant_account, m.entity_kind, m.entity_id LIMIT 100`.execute(db);
+  return rows.map(paymentOf);
+}
+
+export interface PaymentFilter {
+  merchantAccount?: string;
+  kind?: EntityKind;
+  status?: string;
+  currency?: string;
+  test?: boolean;
+  /** payrecon first knew of it at or after this instant. */
+  from?: Date;
+  /** ... and before this one. */
+  to?: Date;
+}
+
+/** The keyset position after which a page continues (newest first). */
+export interface PaymentCursor {
+  key: string;
+  merchantAccount: string;
+  kind: string;
+  entityId: string;
+}
+
+/** Payments newest first, `limit` a page; pass the last row's cursor for the next page. */
+export async function listPayments(
+  db: Db,
+  filter: PaymentFilter,
+  limit: number,
+  after: PaymentCursor | null,
+): Promise<PaymentRow[]> {
+  const f = filter;
+  const { rows } = await sql<MirrorRow>`
+    SELECT ${MIRROR_COLUMNS} FROM mirrors m
+     WHERE true
+       ${f.merchantAccount !== undefined ? sql`AND m.merchant_account = ${f.merchantAccount}` : sql``}
+       ${f.kind !== undefined ? sql`AND m.entity_kind = ${f.kind}` : sql``}
+       ${f.status !== undefined ? sql`AND m.status = ${f.status}` : sql``}
+       ${f.currency !== undefined ? sql`AND m.currency = ${f.currency}` : sql``}
+       ${f.test !== undefined ? sql`AND m.test = ${f.test}` : sql``}
+       ${f.from !== undefined ? sql`AND m.created_at >= ${f.from}` : sql``}
+       ${f.to !== undefined ? sql`AND m.created_at < ${f.to}` : sql``}
+       ${
+         after
+           ? sql`AND (m.created_at, m.merchant_account, m.entity_kind, m.entity_id)
+                   < ((${after.key}::timestamp AT TIME ZONE 'UTC'), ${after.merchantAccount}, ${after.kind}, ${after.entityId})`
+           : sql``
+       }
+     ORDER BY m.created_at DESC, m.merchant_account DESC, m.entity_kind DESC, m.entity_id DESC
+     LIMIT ${limit}`.execute(db);
+  return rows.map(paymentOf);
+}
+
+export interface HistoryRow {
+  eventId: string;
+  source: string;
+  fromStatus: string | null;
+  toStatus: string | null;
+  observedAt: Date;
+  recordedAt: Date;
+  stale: boolean;
+  illegal: boolean;
+  currency: string | null;
+  amount: Minor | null;
+  statusReason: string | null;
+}
+
+export interface EntryRow {
+  id: string;
+  effect: string;
+  direction: 1 | -1;
+  book: string;
+  currency: string;
+  amount: Minor;
+  effectiveAt: Date;
+  bookedAt: Date;
+  postings: { account: string; amount: Minor }[];
+}
+
+export interface PaymentDetail {
+  payment: PaymentRow;
+  intent: {
+    intentId: string;
+    operation: string;
+    currency: string;
+    amount: Minor;
+    outcome: string;
+    createdAt: Date;
+  } | null;
+  history: HistoryRow[];
+  entries: EntryRow[];
+  exceptions: { id: string; type: string; severity: string; state: string }[];
+}
+
+/** One payment with its status history, journal entries (with postings) and exceptions; null if unknown. */
+export async function getPayment(
+  db: Db,
+  merchantAccount: string,
+  kind: EntityKind,
+  entityId: string,
+): Promise<PaymentDetail | null> {
+  const { rows } = await sql<MirrorRow>`
+    SELECT ${MIRROR_COLUMNS} FROM mirrors m
+     WHERE m.merchant_account = ${merchantAccount} AND m.entity_kind = ${kind} AND m.entity_id = ${entityId}`.execute(
+    db,
+  );
+  const row = rows[0];
+  if (!row) return null;
+  const payment = paymentOf(row);
+  const [intent, history, entries, postings, exceptions] = await Promise.all([
+    payment.intentId
+      ? db
+          .selectFrom('intents')
+          .select(['intent_id', 'operation', 'currency', 'amount', 'outcome', 'created_at'])
+          .where('intent_id', '=', payment.intentId)
+          .executeTakeFirst()
+      : undefined,
+    db
+      .selectFrom('status_history')
+      .select([
+        'event_id',
+        'source',
+        'from_status',
+        'to_status',
+        'observed_at',
+        'recorded_at',
+        'stale',
+        'illegal',
+        'currency',
+        'amount',
+        'status_reason',
+      ])
+      .where('merchant_account', '=', merchantAccount)
+      .where('entity_kind', '=', kind)
+      .where('entity_id', '=', entityId)
+      .orderBy('observed_at')
+      .orderBy('id')
+      .execute(),
+    db
+      .selectFrom('journal_entries')
+      .select(['id', 'effect', 'direction', 'book', 'currency', 'amount', 'effective_at', 'created_at'])
+      .where('merchant_account', '=', merchantAccount)
+      .where('entity_kind', '=', kind)
+      .where('entity_id', '=', entityId)
+      .orderBy('id')
+      .execute(),
+    sql<{ entry_id: string; account: string; amount: string }>`
+      SELECT p.entry_id::text AS entry_id, p.account, p.amount::text AS amount
+        FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+       WHERE e.merchant_account = ${merchantAccount} AND e.entity_kind = ${kind} AND e.entity_id = ${entityId}
+       ORDER BY p.id`.execute(db),
+    db
+      .selectFrom('exceptions')
+      .select(['id', 'type', 'severity', 'state'])
+      .where('merchant_account', '=', merchantAccount)
+      .where('entity_kind', '=', kind)
+      .where('entity_id', '=', entityId)
+      .orderBy('id')
+      .execute(),
+  ]);
+  const byEntry = new Map<string, { account: string; amount: Minor }[]>();
+  for (const p of postings.rows) {
+    const list = byEntry.get(p.entry_id) ?? [];
+    list.push({ account: p.account, amount: parseLedgerMinor(p.amount) });
+    byEntry.set(p.entry_id, list);
+  }
+  return {
+    payment,
+    intent: intent
+      ? {
+          intentId: intent.intent_id,
+          operation: intent.operation,
+          currency: intent.currency,
+          amount: parseLedgerMinor(intent.amount),
+          outcome: intent.outcome,
+          createdAt: intent.created_at,
+        }
+      : null,
+    history: history.map((h) => ({
+      eventId: h.event_id,
+      source: h.source,
+      fromStatus: h.from_status,
+      toStatus: h.to_status,
+      observedAt: h.observed_at,
+      recordedAt: h.recorded_at,
+      stale: h.stale,
+      illegal: h.illegal,
+      currency: h.currency,
+      amount: toMinorOrNull(h.amount),
+      statusReason: h.status_reason,
+    })),
+    entries: entries.map((e) => ({
+      id: String(e.id),
+      effect: e.effect,
+      direction: Number(e.direction) === -1 ? -1 : 1,
+      book: e.book,
+      currency: e.currency,
+      amount: parseLedgerMinor(e.amount),
+      effectiveAt: e.effective_at,
+      bookedAt: e.created_at,
+      postings: byEntry.get(String(e.id)) ?? [],
+    })),
+    exceptions: exceptions.map((x) => ({
+      id: String(x.id),
+      type: x.type,
+      severity: x.severity,
+      state: x.state,
+    })),
+  };
+}
+
+// ---------------------------------------------------------------- exception queue
+
+export interface QueueFilter {
+  type?: string;
+  /** Default: every state but resolved. */
+  state?: ExceptionState;
+  /** A user name, or null for unassigned ones. */
+  assignee?: string | null;
+  merchantAccount?: string;
+  /** The entity's currency. */
+  currency?: string;
+  age?: AgeBucketKey;
+  /** The entity's amount, inclusive bounds. */
+  minAmount?: Minor;
+  maxAmount?: Minor;
+}
+
+export interface QueueRow {
+  id: string;
+  type: string;
+  severity: string;
+  state: ExceptionState;
+  merchantAccount: string;
+  kind: EntityKind;
+  entityId: string;
+  count: number;
+  firstSeenAt: Date;
+  lastSeenAt: Date;
+  assignee: string | null;
+  assignedAt: Date | null;
+  currency: string | null;
+  amount: Minor | null;
+  details: Record<string, unknown>;
+  resolvedBy: string | null;
+  resolvedAt: Date | null;
+  resolutionNote: string | null;
+  updatedAt: Date;
+}
+
+interface QueueDbRow {
+  id: string;
+  type: string;
+  severity: string;
+  state: ExceptionState;
+  merchant_account: string;
+  entity_kind: EntityKind;
+  entity_id: string;
+  count: number;
+  first_seen_at: Date;
+  last_seen_at: Date;
+  assignee: string | null;
+  assigned_at: Date | null;
+  currency: string | null;
+  amount: string | null;
+  details: Record<string, unknown>;
+  resolved_by: string | null;
+  resolved_at: Date | null;
+  resolution_note: string | null;
+  updated_at: Date;
+}
+
+const QUEUE_SELECT = sql`
+  SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
+         x.first_seen_at, x.last_seen_at, x.assignee, x.assigned_at, m.currency, m.amount::text AS amount, x.details,
+         x.resolved_by, x.resolved_at, x.resolution_note, x.updated_at
+    FROM exceptions x
+    LEFT JOIN mirrors m ON m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
+                       AND m.entity_id = x.entity_id`;
+
+function queueRowOf(r: QueueDbRow): QueueRow {
+  return {
+    id: r.id,
+    type: r.type,
+    severity: r.severity,
+    state: r.state,
+    merchantAccount: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+    count: r.count,
+    firstSeenAt: r.first_seen_at,
+    lastSeenAt: r.last_seen_at,
+    assignee: r.assignee,
+    assignedAt: r.assigned_at,
+    currency: r.currency,
+    amount: toMinorOrNull(r.amount),
+    details: r.details,
+    resolvedBy: r.resolved_by,
+    resolvedAt: r.resolved_at,
+    resolutionNote: r.resolution_note,
+    updatedAt: r.updated_at,
+  };
+}
+
+/** The queue, oldest id first, `limit` a page after the exception id `afterId`. */
+export async function listQueue(
+  db: Db,
+  filter: QueueFilter,
+  now: Date,
+  limit: number,
+  afterId: string | null,
+): Promise<QueueRow[]> {
+  const f = filter;
+  const bucket = f.age ? AGE_BUCKETS.find((b) => b.key === f.age) : undefined;
+  const states: readonly string[] = f.state ? [f.state] : UNRESOLVED_STATES;
+  const { rows } = await sql<QueueDbRow>`${QUEUE_SELECT}
+     WHERE x.state IN (${sql.join(states)})
+       ${f.type !== undefined ? sql`AND x.type = ${f.type}` : sql``}
+       ${f.assignee === null ? sql`AND x.assignee IS NULL` : f.assignee !== undefined ? sql`AND x.assignee = ${f.assignee}` : sql``}
+       ${f.merchantAccount !== undefined ? sql`AND x.merchant_account = ${f.merchantAccount}` : sql``}
+       ${f.currency !== undefined ? sql`AND m.currency = ${f.currency}` : sql``}
+       ${f.minAmount !== undefined ? sql`AND m.amount >= ${formatAmount(f.minAmount)}::numeric` : sql``}
+       ${f.maxAmount !== undefined ? sql`AND m.amount <= ${formatAmount(f.maxAmount)}::numeric` : sql``}
+       ${bucket ? sql`AND x.first_seen_at <= ${new Date(now.getTime() - bucket.minDays * DAY_MS)}` : sql``}
+       ${
+         bucket && Number.isFinite(bucket.maxDays)
+           ? sql`AND x.first_seen_at > ${new Date(now.getTime() - bucket.maxDays * DAY_MS)}`
+           : sql``
+       }
+       ${afterId !== null ? sql`AND x.id > ${afterId}::bigint` : sql``}
+     ORDER BY x.id
+     LIMIT ${limit}`.execute(db);
+  return rows.map(queueRowOf);
+}
+
+export interface QueueEvent {
+  id: string;
+  at: Date;
+  actor: string;
+  action: 'state' | 'assign' | 'comment';
+  fromState: string | null;
+  toState: string | null;
+  fromAssignee: string | null;
+  toAssignee: string | null;
+  note: string | null;
+}
+
+/** One exception with its audit trail (oldest event first); null when there is none with this id. */
+export async function getQueueItem(
+  db: Db,
+  id: string,
+): Promise<{ exception: QueueRow; events: QueueEvent[] } | null> {
+  if (!/^\d{1,18}$/.test(id)) return null;
+  const { rows } = await sql<QueueDbRow>`${QUEUE_SELECT} WHERE x.id = ${id}::bigint`.execute(db);
+  const row = rows[0];
+  if (!row) return null;
+  const events = await db
+    .selectFrom('exception_events')
+    .selectAll()
+    .where('exception_id', '=', id)
+    .orderBy('id')
+    .execute();
+  return {
+    exception: queueRowOf(row),
+    events: events.map((e) => ({
+      id: String(e.id),
+      at: e.at,
+      actor: e.actor,
+      action: e.action,
+      fromState: e.from_state,
+      toState: e.to_state,
+      fromAssignee: e.from_assignee,
+      toAssignee: e.to_assignee,
+      note: e.note,
+    })),
+  };
+}
+
+export type QueueChange =
+  | { kind: 'state'; state: ExceptionState; note: string | null }
+  | { kind: 'assign'; assignee: string | null; note: string | null }
+  | { kind: 'comment'; note: string };
+
+/** `unchanged`: the exception already is in that state or has that assignee (nothing written). */
+export type QueueChangeResult = 'changed' | 'not_found' | 'unchanged';
+
+/**
+ * Changes an exception's state or assignee, or comments on it, and appends the audit event in the same
+ * transaction (the row is locked, so two people changing it at once are ordered). Moving to
+ * `acknowledged` or `resolved` also records who, when and the note in the row's own columns (the page
+ * and the workbooks read them); leaving `resolved` clears the resolution time as a reopen by a raise does.
+ */
+export async function changeQueueItem(
+  db: Db,
+  id: string,
+  change: QueueChange,
+  actor: string,
+  now: Date,
+): Promise<QueueChangeResult> {
+  if (!/^\d{1,18}$/.test(id)) return 'not_found';
+  return db.transaction().execute(async (trx) => {
+    const current = await trx
+      .selectFrom('exceptions')
+      .select(['state', 'assignee'])
+      .where('id', '=', id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!current) return 'not_found';
+    const event = {
+      exception_id: id,
+      at: now,
+      actor,
+      from_state: null as string | null,
+      to_state: null as string | null,
+      from_assignee: null as string | null,
+      to_assignee: null as string | null,
+      note: change.note,
+    };
+    if (change.kind === 'state') {
+      if (current.state === change.state) return 'unchanged';
+      const set: Record<string, unknown> = { state: change.state, updated_at: now };
+      if (change.state === 'acknowledged') {
+        Object.assign(set, {
+          acknowledged_by: actor,
+          acknowledged_at: now,
+          acknowledgement_note: change.note,
+        });
+      } else if (change.state === 'resolved') {
+        Object.assign(set, { resolved_by: actor, resolved_at: now, resolution_note: change.note });
+      } else if (current.state === 'resolved') {
+        Object.assign(set, { resolved_at: null });
+      }
+      await trx.updateTable('exceptions').set(set).where('id', '=', id).execute();
+      await trx
+        .insertInto('exception_events')
+        .values({ ...event, action: 'state', from_state: current.state, to_state: change.state })
+        .execute();
+    } else if (change.kind === 'assign') {
+      if (current.assignee === change.assignee) return 'unchanged';
+      await trx
+        .updateTable('exceptions')
+        .set({ assignee: change.assignee, assigned_at: change.assignee ? now : null, updated_at: now })
+        .where('id', '=', id)
+        .execute();
+      await trx
+        .insertInto('exception_events')
+        .values({ ...event, action: 'assign', from_assignee: current.assignee, to_assignee: change.assignee })
+        .execute();
+    } else {
+      await trx.updateTable('exceptions').set({ updated_at: now }).where('id', '=', id).execute();
+      await trx
+        .insertInto('exception_events')
+        .values({ ...event, action: 'comment' })
+        .execute();
+    }
+    return 'changed';
+  });
+}
+
+// ---------------------------------------------------------------- closes
+
+export interface CloseRow {
+  id: string;
+  merchantAccount: string;
+  currency: string;
+  period: string;
+  status: 'prepared' | 'approved';
+  preparedBy: string;
+  preparedAt: Date;
+  approvedBy: string | null;
+  approvedAt: Date | null;
+  sha256: string | null;
+  figures: Record<string, unknown>;
+}
+
+function closeOf(r: Selectable<ClosesTable>): CloseRow {
+  return {
+    id: String(r.id),
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    period: r.period,
+    status: r.status,
+    preparedBy: r.prepared_by,
+    preparedAt: r.prepared_at,
+    approvedBy: r.approved_by,
+    approvedAt: r.approved_at,
+    sha256: r.sha256,
+    figures: r.figures,
+  };
+}
+
+/** Month closes, newest period first. */
+export async function listCloses(
+  db: Db,
+  filter: { merchantAccount?: string; currency?: string; period?: string },
+): Promise<CloseRow[]> {
+  let q = db.selectFrom('closes').selectAll();
+  if (filter.merchantAccount !== undefined) q = q.where('merchant_account', '=', filter.merchantAccount);
+  if (filter.currency !== undefined) q = q.where('currency', '=', filter.currency);
+  if (filter.period !== undefined) q = q.where('period', '=', filter.period);
+  const rows = await q
+    .orderBy('period', 'desc')
+    .orderBy('merchant_account')
+    .orderBy('currency')
+    .limit(500)
+    .execute();
+  return rows.map(closeOf);
+}
+
+export async function getClose(db: Db, id: string): Promise<CloseRow | null> {
+  if (!/^\d{1,18}$/.test(id)) return null;
+  const row = await db.selectFrom('closes').selectAll().where('id', '=', id).executeTakeFirst();
+  return row ? closeOf(row) : null;
+}

@@ -1,0 +1,536 @@
+/**
+ * `/api/v1` through fastify's inject over a real ledger database: every endpoint, every scope, every
+ * error shape. Every response the suite receives is validated against the OpenAPI document the API
+ * serves (ajv, draft 2020-12), and the last test checks that every operation was exercised.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX, buildApiApp } from '../../src/api/app.ts';
+import { raiseExceptions } from '../../src/db/exceptions.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { type ApiScope, type ApiTokenEntry, createApiToken } from '../../src/domain/api-tokens.ts';
+import { ReportRunner } from '../../src/reports/runs.ts';
+import { ensureReportSchema } from '../../src/reports/schema.ts';
+import { intent, obs } from '../db/fixtures.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { OpenApiValidator } from './openapi-validator.ts';
+
+let t: TestDatabase;
+let dir: string;
+let app: FastifyInstance;
+let runner: ReportRunner;
+let validator: OpenApiValidator;
+const logLines: string[] = [];
+const tokens: Record<string, string> = {};
+const entries: ApiTokenEntry[] = [];
+
+async function makeToken(name: string, scopes: ApiScope[]): Promise<void> {
+  const { token, entry } = await createApiToken(name, scopes);
+  tokens[name] = token;
+  entries.push(entry);
+}
+
+interface Call {
+  token?: string | null;
+  body?: unknown;
+  headers?: Record<string, string>;
+  raw?: string;
+}
+
+/** Every call goes through here: the response is validated against the served document. */
+async function call(method: 'GET' | 'POST', path: string, c: Call = {}): Promise<LightMyRequestResponse> {
+  const token = c.token === undefined ? tokens.all : c.token;
+  const res = await app.inject({
+    method,
+    url: `${API_PREFIX}${path}`,
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(c.body !== undefined || c.raw !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...c.headers,
+    },
+    ...(c.body !== undefined ? { payload: JSON.stringify(c.body) } : {}),
+    ...(c.raw !== undefined ? { payload: c.raw } : {}),
+  });
+  validator.validate(
+    method,
+    `${API_PREFIX}${path}`,
+    res.statusCode,
+    res.headers['content-type'] as string,
+    res.body,
+  );
+  return res;
+}
+
+const json = <T = Record<string, unknown>>(res: LightMyRequestResponse) => JSON.parse(res.body) as T;
+
+function expectProblem(res: LightMyRequestResponse, status: number, field?: string): Record<string, unknown> {
+  expect(res.statusCode, res.body).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+  const p = json(res);
+  expect(p.status).toBe(status);
+  expect(typeof p.title).toBe('string');
+  expect(typeof p.detail).toBe('string');
+  if (field) {
+    const errors = p.errors as { field: string; rule: string }[];
+    expect(
+      errors.map((e) => e.field),
+      res.body,
+    ).toContain(field);
+    for (const e of errors) expect(e.rule.length).toBeGreaterThan(0);
+  }
+  return p;
+}
+
+let exceptionId = '';
+let beforeAll0 = new Date();
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await ensureReportSchema(t.db);
+  dir = await mkdtemp(join(tmpdir(), 'payrecon-api-'));
+  runner = new ReportRunner({ db: t.db, dir, timeZone: 'UTC' });
+  await makeToken('all', ['read', 'exceptions:write', 'reports:write', 'intents:write']);
+  await makeToken('reader', ['read']);
+  await makeToken('intents-only', ['intents:write']);
+  const logger = pino(
+    { level: 'debug' },
+    new Writable({
+      write(chunk, _enc, done) {
+        logLines.push(String(chunk));
+        done();
+      },
+    }),
+  );
+
+  beforeAll0 = new Date();
+  await new Promise((r) => setTimeout(r, 5));
+  await withLedgerTransaction(t.db, async (trx) => {
+    await recordIntents(trx, [
+      intent('deposit', 'd1', 10_000n),
+      intent('cashout', 'c1', 2_500n, { externalRef: 'ext-c1' }),
+      intent('deposit', 'd2', 999_999_999_999_999_999n),
+    ]);
+    await applyObservations(trx, [
+      obs('deposit', 'd1', 'PENDING', 1),
+      obs('deposit', 'd1', 'COMPLETED', 2, { feeAmount: 300n, feeCurrency: 'BRL' }),
+      obs('cashout', 'c1', 'PENDING', 3, { externalRef: 'ext-c1' }),
+      obs('refund', 'r1', 'PENDING', 4, { parentDepositId: 'd1', amount: 1_000n }),
+      obs('deposit', 'd2', 'COMPLETED', 5, { amount: 999_999_999_999_999_999n }),
+    ]);
+  });
+  for (let i = 0; i < 7; i++) {
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('deposit', `p${i}`, 'PENDING', 10 + i)]),
+    );
+  }
+  await raiseExceptions(
+    t.db,
+    [
+      { type: 'AMOUNT_MISMATCH', account: 'acme', kind: 'deposit', entityId: 'd1', details: { note: 'x' } },
+      { type: 'STUCK', account: 'acme', kind: 'cashout', entityId: 'c1', details: {} },
+      { type: 'STUCK', account: 'acme', kind: 'deposit', entityId: 'p0', details: {} },
+    ],
+    new Date(),
+  );
+  const row = await t.db
+    .selectFrom('exceptions')
+    .select('id')
+    .where('type', '=', 'AMOUNT_MISMATCH')
+    .executeTakeFirstOrThrow();
+  exceptionId = String(row.id);
+
+  app = await buildApiApp({ db: t.db, reports: runner, tokens: entries, logger });
+  const doc = await app.inject({ method: 'GET', url: `${API_PREFIX}/openapi.json` });
+  validator = new OpenApiValidator(JSON.parse(doc.body), API_PREFIX);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await runner?.idle();
+  await t?.drop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('the OpenAPI document', () => {
+  it('is OpenAPI 3.1 with every operation, and every schema compiles', () => {
+    const doc = validator.document;
+    expect(doc.openapi).toBe('3.1.0');
+    expect(validator.operationIds.sort()).toEqual(
+      [
+        'assignException',
+        'changeExceptionState',
+        'commentException',
+        'downloadReportFile',
+        'getBalances',
+        'getClose',
+        'getException',
+        'getMovements',
+        'getPayment',
+        'getReport',
+        'listCloses',
+        'listExceptions',
+        'listPayments',
+        'listReports',
+        'lookupPayment',
+        'requestReport',
+      ].sort(),
+    );
+    expect(validator.compileAll()).toBeGreaterThan(50);
+    const op = (doc.paths as Record<string, Record<string, Record<string, unknown>>>)[
+      '/exceptions/{id}/state'
+    ]?.post;
+    expect(op?.security).toEqual([{ bearer: ['exceptions:write'] }]);
+    // Request schemas come from the same zod schemas that validate requests.
+    const requestBody = op?.requestBody as
+      | { content: Record<string, { schema: Record<string, unknown> }> }
+      | undefined;
+    const body = requestBody?.content['application/json']?.schema;
+    expect(body?.properties).toHaveProperty('state');
+  });
+});
+
+describe('authentication and scopes', () => {
+  it('answers 401 without a token, with a malformed one and with an unknown one', async () => {
+    for (const headers of [
+      {} as Record<string, string>,
+      { authorization: 'Basic abc' },
+      { authorization: 'Bearer prk_000000000000_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' },
+      { authorization: `Bearer ${tokens.all}x` },
+    ]) {
+      const res = await call('GET', '/balances', { token: null, headers });
+      expectProblem(res, 401, 'authorization');
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+    }
+  });
+
+  it('answers 403 when the token lacks the scope, naming the scope', async () => {
+    const cases: [string, 'GET' | 'POST', string, unknown][] = [
+      ['intents-only', 'GET', '/balances', undefined],
+      ['intents-only', 'GET', '/payments', undefined],
+      ['reader', 'POST', `/exceptions/${exceptionId}/state`, { state: 'in_review' }],
+      ['reader', 'POST', `/exceptions/${exceptionId}/assignee`, { assignee: 'ana' }],
+      ['reader', 'POST', `/exceptions/${exceptionId}/comments`, { note: 'hi' }],
+      ['reader', 'POST', '/reports', { kind: 'settlement', from: '2026-11-01', to: '2026-11-01' }],
+    ];
+    for (const [who, method, path, body] of cases) {
+      const res = await call(method, path, { token: tokens[who] ?? null, ...(body ? { body } : {}) });
+      const p = expectProblem(res, 403, 'authorization');
+      expect(String(p.detail)).toMatch(/scope (read|exceptions:write|reports:write)/);
+      expect(res.headers['www-authenticate']).toMatch(/insufficient_scope/);
+    }
+  });
+
+  it('never writes a token to the log', async () => {
+    await call('GET', '/balances', { token: tokens.reader ?? null });
+    await call('GET', '/nope', { token: tokens.reader ?? null }).catch(() => undefined);
+    const all = logLines.join('');
+    for (const token of Object.values(tokens)) expect(all).not.toContain(token.slice(4));
+  });
+
+  it('answers an unknown route with a 404 problem', async () => {
+    const res = await app.inject({ method: 'GET', url: `${API_PREFIX}/nope` });
+    expect(res.statusCode).toBe(404);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+  });
+});
+
+describe('balances and movements', () => {
+  it('gives balances as decimal strings, now and at an earlier instant', async () => {
+    const now = json<{ at: string; balances: { account: string; currency: string; balance: string }[] }>(
+      await call('GET', '/balances?account=acme&currency=BRL&book=live'),
+    );
+    const available = now.balances.find((b) => b.account === 'available');
+    // 100.00 - 3.00 fee + the large deposit - 25.00 and 10.00 reserved for the cashout and the refund, exactly.
+    expect(available?.balance).toBe('10000000000000061.99');
+    expect(now.balances.find((b) => b.account === 'reserved')?.balance).toBe('35.00');
+    const before = json<{ balances: { balance: string }[] }>(
+      await call(
+        'GET',
+        `/balances?at=${encodeURIComponent(beforeAll0.toISOString().replace('Z', '+00:00'))}`,
+      ),
+    );
+    expect(before.balances.every((b) => b.balance === '0.00')).toBe(true);
+  });
+
+  it('refuses an instant without offset, naming the field and the rule', async () => {
+    const p = expectProblem(await call('GET', '/balances?at=2026-11-24T10:00:00'), 400, 'at');
+    expect(String(p.detail)).toMatch(/^at: must be an ISO 8601 instant with offset/);
+    expectProblem(await call('GET', '/balances?book=gold'), 400, 'book');
+  });
+
+  it('groups movements between two instants by effect', async () => {
+    const from = beforeAll0.toISOString();
+    const to = new Date(Date.now() + 60_000).toISOString();
+    const body = json<{
+      movements: { effect: string; account: string; amount: string; direction: number }[];
+    }>(await call('GET', `/movements?from=${from}&to=${to}&currency=BRL`));
+    const credit = body.movements.filter((m) => m.effect === 'credit' && m.account === 'available');
+    expect(credit.map((m) => m.amount)).toEqual(['10000000000000099.99']);
+    expect(body.movements.find((m) => m.effect === 'fee' && m.account === 'fees')?.amount).toBe('3.00');
+    expect(body.movements.find((m) => m.effect === 'reserve' && m.account === 'reserved')?.amount).toBe(
+      '35.00',
+    );
+    expectProblem(await call('GET', `/movements?from=${to}&to=${from}`), 400, 'to');
+    expectProblem(await call('GET', `/movements?from=${from}`), 400, 'to');
+  });
+});
+
+describe('payments', () => {
+  it('finds a payment by each id kind', async () => {
+    const cases: [string, string, string][] = [
+      ['deposit_id', 'd1', 'd1'],
+      ['invoice_id', 'ref-d1', 'd1'],
+      ['cashout_id', 'c1', 'c1'],
+      ['external_id', 'ext-c1', 'c1'],
+      ['refund_id', 'r1', 'r1'],
+      ['intent_id', 'in-deposit-d1', 'd1'],
+    ];
+    for (const [idKind, id, entityId] of cases) {
+      const body = json<{ matches: { entityId: string; amount: string | null }[] }>(
+        await call('GET', `/payments/lookup?id=${id}&idKind=${idKind}`),
+      );
+      expect(
+        body.matches.map((m) => m.entityId),
+        idKind,
+      ).toEqual([entityId]);
+    }
+    const any = json<{ matches: { entityId: string }[] }>(await call('GET', '/payments/lookup?id=ext-c1'));
+    expect(any.matches.map((m) => m.entityId)).toEqual(['c1']);
+    expectProblem(await call('GET', '/payments/lookup?id=nobody'), 404);
+    expectProblem(await call('GET', '/payments/lookup?id=d1&idKind=iban'), 400, 'idKind');
+    expectProblem(await call('GET', '/payments/lookup'), 400, 'id');
+  });
+
+  it('lists every payment once across keyset pages, newest first', async () => {
+    const all = json<{ items: { entityId: string }[]; nextCursor: string | null }>(
+      await call('GET', '/payments?limit=500'),
+    );
+    expect(all.nextCursor).toBeNull();
+    expect(all.items.length).toBe(11);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page: { items: { entityId: string }[]; nextCursor: string | null } = json(
+        await call('GET', `/payments?limit=3${cursor ? `&cursor=${cursor}` : ''}`),
+      );
+      seen.push(...page.items.map((i) => i.entityId));
+      cursor = page.nextCursor;
+      pages += 1;
+    } while (cursor && pages < 10);
+    expect(pages).toBe(4);
+    expect(seen).toEqual(all.items.map((i) => i.entityId));
+    const deposits = json<{ items: { kind: string; status: string }[] }>(
+      await call('GET', '/payments?kind=deposit&status=COMPLETED&currency=BRL&test=false'),
+    );
+    expect(deposits.items.map((i) => i.kind)).toEqual(['deposit', 'deposit']);
+    expectProblem(await call('GET', '/payments?limit=0'), 400, 'limit');
+    expectProblem(await call('GET', '/payments?cursor=bm9wZQ'), 400, 'cursor');
+    expectProblem(await call('GET', '/payments?test=yes'), 400, 'test');
+  });
+
+  it('shows one payment with its history, journal entries and exceptions', async () => {
+    const body = json<{
+      payment: { status: string; fee: { amount: string } };
+      intent: { amount: string };
+      history: { toStatus: string }[];
+      entries: { effect: string; postings: { account: string; amount: string }[] }[];
+      exceptions: { type: string }[];
+    }>(await call('GET', '/payments/acme/deposit/d1'));
+    expect(body.payment.status).toBe('COMPLETED');
+    expect(body.payment.fee.amount).toBe('3.00');
+    expect(body.intent.amount).toBe('100.00');
+    expect(body.history.map((h) => h.toStatus)).toEqual(['PENDING', 'COMPLETED']);
+    const credit = body.entries.find((e) => e.effect === 'credit');
+    expect(credit?.postings).toEqual(
+      expect.arrayContaining([
+        { account: 'available', amount: '100.00' },
+        { account: 'deposits', amount: '-100.00' },
+      ]),
+    );
+    expect(body.exceptions.map((x) => x.type)).toContain('AMOUNT_MISMATCH');
+    expectProblem(await call('GET', '/payments/acme/deposit/none'), 404);
+    expectProblem(await call('GET', '/payments/acme/wire/d1'), 400, 'kind');
+  });
+});
+
+describe('the exception queue', () => {
+  it('lists with filters and pages', async () => {
+    const all = json<{ items: { id: string; type: string; amount: string | null }[] }>(
+      await call('GET', '/exceptions'),
+    );
+    expect(all.items.length).toBeGreaterThanOrEqual(3);
+    const stuck = json<{ items: { type: string }[] }>(await call('GET', '/exceptions?type=STUCK&age=lt1d'));
+    expect(stuck.items.map((i) => i.type)).toEqual(['STUCK', 'STUCK']);
+    const big = json<{ items: { entityId: string }[] }>(
+      await call('GET', '/exceptions?currency=BRL&minAmount=50&maxAmount=100.00&account=acme'),
+    );
+    expect(big.items.map((i) => i.entityId)).toEqual(['d1', 'p0']);
+    const old = json<{ items: unknown[] }>(await call('GET', '/exceptions?age=gt7d'));
+    expect(old.items).toEqual([]);
+    const first = json<{ items: { id: string }[]; nextCursor: string }>(
+      await call('GET', '/exceptions?limit=1'),
+    );
+    const second = json<{ items: { id: string }[] }>(
+      await call('GET', `/exceptions?limit=1&cursor=${first.nextCursor}`),
+    );
+    expect(second.items[0]?.id).not.toBe(first.items[0]?.id);
+    expectProblem(await call('GET', '/exceptions?state=closed'), 400, 'state');
+    expectProblem(await call('GET', '/exceptions?minAmount=1.234'), 400, 'minAmount');
+  });
+
+  it('changes state, assigns and comments, each kept in the audit trail', async () => {
+    const id = exceptionId;
+    let res = await call('POST', `/exceptions/${id}/state`, {
+      body: { state: 'in_review', note: 'looking' },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(json<{ exception: { state: string } }>(res).exception.state).toBe('in_review');
+    expectProblem(await call('POST', `/exceptions/${id}/state`, { body: { state: 'in_review' } }), 409);
+    res = await call('POST', `/exceptions/${id}/assignee`, { body: { assignee: 'ana', note: 'yours' } });
+    expect(json<{ exception: { assignee: string } }>(res).exception.assignee).toBe('ana');
+    expectProblem(await call('POST', `/exceptions/${id}/assignee`, { body: { assignee: 'ana' } }), 409);
+    await call('POST', `/exceptions/${id}/comments`, { body: { note: 'provider says the payer paid less' } });
+    res = await call('POST', `/exceptions/${id}/state`, {
+      body: { state: 'resolved', note: 'refunded the rest' },
+    });
+    const detail = json<{
+      exception: { state: string; resolvedBy: string; resolutionNote: string };
+      events: {
+        action: string;
+        actor: string;
+        fromState: string | null;
+        toState: string | null;
+        note: string;
+      }[];
+    }>(await call('GET', `/exceptions/${id}`));
+    expect(detail.exception).toMatchObject({
+      state: 'resolved',
+      resolvedBy: 'all',
+      resolutionNote: 'refunded the rest',
+    });
+    expect(detail.events.map((e) => [e.action, e.fromState, e.toState, e.note])).toEqual([
+      ['state', 'open', 'in_review', 'looking'],
+      ['assign', null, null, 'yours'],
+      ['comment', null, null, 'provider says the payer paid less'],
+      ['state', 'in_review', 'resolved', 'refunded the rest'],
+    ]);
+    expect(detail.events.every((e) => e.actor === 'all')).toBe(true);
+    const mine = json<{ items: unknown[] }>(await call('GET', '/exceptions?assignee=ana&state=resolved'));
+    expect(mine.items).toHaveLength(1);
+    const unassigned = json<{ items: { assignee: string | null }[] }>(
+      await call('GET', '/exceptions?assignee=-'),
+    );
+    expect(unassigned.items.every((i) => i.assignee === null)).toBe(true);
+  });
+
+  it('names the field and rule of a bad body, and 404s an unknown exception', async () => {
+    expectProblem(
+      await call('POST', `/exceptions/${exceptionId}/state`, { body: { state: 'closed' } }),
+      400,
+      'state',
+    );
+    expectProblem(
+      await call('POST', `/exceptions/${exceptionId}/state`, { body: { state: 'open', colour: 'red' } }),
+      400,
+      'colour',
+    );
+    expectProblem(await call('POST', `/exceptions/${exceptionId}/comments`, { body: {} }), 400, 'note');
+    expectProblem(
+      await call('POST', `/exceptions/${exceptionId}/comments`, { raw: '{"note":' }),
+      400,
+      'body',
+    );
+    expectProblem(
+      await call('POST', `/exceptions/${exceptionId}/comments`, {
+        raw: 'note=x',
+        headers: { 'content-type': 'application/xml' },
+      }),
+      415,
+    );
+    expectProblem(await call('POST', '/exceptions/999999/comments', { body: { note: 'x' } }), 404);
+    expectProblem(await call('GET', '/exceptions/999999'), 404);
+    expectProblem(await call('GET', '/exceptions/abc'), 400, 'id');
+  });
+});
+
+describe('reports', () => {
+  it('requests a workbook, follows it and downloads its files', async () => {
+    const res = await call('POST', '/reports', {
+      // The exception workbook: the settlement one cannot write amounts beyond 2^53 minor units yet.
+      body: { kind: 'exceptions', from: '2026-11-01', to: '2026-11-30', account: 'acme' },
+    });
+    expect(res.statusCode).toBe(202);
+    const run = json<{ id: string; requestedBy: string }>(res);
+    expect(run.requestedBy).toBe('api:all');
+    await runner.idle();
+    const done = json<{
+      status: string;
+      error: string;
+      sha256: string;
+      files: { name: string; href: string }[];
+    }>(await call('GET', `/reports/${run.id}`));
+    expect(done.error).toBeNull();
+    expect(done.status).toBe('succeeded');
+    expect(done.sha256).toMatch(/^[0-9a-f]{64}$/);
+    const workbook = done.files.find((f) => f.name.endsWith('.xlsx'));
+    expect(workbook).toBeDefined();
+    const file = await call('GET', (workbook?.href ?? '').slice(API_PREFIX.length));
+    expect(file.statusCode).toBe(200);
+    expect(file.rawPayload.subarray(0, 2).toString()).toBe('PK');
+    const list = json<{ items: { id: string }[] }>(await call('GET', '/reports?limit=5'));
+    expect(list.items.map((r) => r.id)).toContain(run.id);
+    expectProblem(await call('GET', `/reports/${run.id}/files/nothing.xlsx`), 404);
+    expectProblem(await call('GET', '/reports/424242'), 404);
+  });
+
+  it('refuses a bad request naming the field', async () => {
+    expectProblem(
+      await call('POST', '/reports', { body: { kind: 'settlement', from: '2026-11-30', to: '2026-11-01' } }),
+      400,
+      'to',
+    );
+    expectProblem(
+      await call('POST', '/reports', { body: { kind: 'payroll', from: '2026-11-01', to: '2026-11-01' } }),
+      400,
+      'kind',
+    );
+    expectProblem(
+      await call('POST', '/reports', {
+        body: { kind: 'exceptions', from: '2026-11-01', to: '2026-11-01', account: 'nobody' },
+      }),
+      400,
+      'account',
+    );
+  });
+});
+
+describe('closes', () => {
+  it('lists and gets month closes', async () => {
+    expect(json<{ items: unknown[] }>(await call('GET', '/closes')).items).toEqual([]);
+    const row = await t.db
+      .insertInto('closes')
+      .values({ merchant_account: 'acme', currency: 'BRL', period: '2026-10', prepared_by: 'ana' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const list = json<{ items: { id: string; status: string }[] }>(
+      await call('GET', '/closes?period=2026-10'),
+    );
+    expect(list.items).toHaveLength(1);
+    expect(json<{ preparedBy: string }>(await call('GET', `/closes/${row.id}`)).preparedBy).toBe('ana');
+    expectProblem(await call('GET', '/closes/777'), 404);
+    expectProblem(await call('GET', '/closes?period=2026-13'), 400, 'period');
+  });
+});
+
+describe('coverage', () => {
+  it('validated responses of every operation, and 401 and 403 of the ones tested for them', () => {
+    for (const id of validator.operationIds) expect(validator.checked.has(id), id).toBe(true);
+    expect(validator.checked.get('getBalances')).toEqual(new Set([200, 400, 401, 403]));
+  });
+});
