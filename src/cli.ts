@@ -3,12 +3,36 @@
  * `src/sandbox/main.ts`); this file only declares options and wires them. It is the only file that may
  * import both the app and `src/embedded/`.
  */
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
+import { reportFailure, verboseRequested } from './cli-errors.ts';
+import { requestedLogLevel } from './config.ts';
 import { PART_INFO, PART_NAMES } from './parts.ts';
+
+const verbose = verboseRequested(process.argv, requestedLogLevel());
+/**
+ * Every failure, however it surfaces, leaves through the one error path (src/cli-errors.ts), after
+ * stopping any embedded PostgreSQL this process started (payrecon owns its shutdown).
+ */
+let failing = false;
+const fail = (err: unknown) => {
+  if (failing) return;
+  failing = true;
+  const code = reportFailure(err, { verbose });
+  import('./embedded/postgres.ts')
+    .then((m) => m.stopEmbeddedPostgresServers())
+    .catch(() => undefined)
+    .finally(() => process.exit(code));
+};
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
 
 export const program = new Command('payrecon')
   .description('Reconciliation pipeline for the Payment Service API v3')
-  .version('0.1.0');
+  .version('0.1.0')
+  .option('--verbose', 'on failure, print the stack trace too (as does LOG_LEVEL=debug)')
+  // Argument errors leave through the one error path too (inherited by every sub-command).
+  .exitOverride()
+  .configureOutput({ outputError: () => undefined });
 
 // Sub-commands are registered below, one block each, in the order: up, sandbox, broker, registry, db,
 // the parts (reconcile, fetch, alerts, relay, poll, ingest, jobs), web, intent, backfill, report.
@@ -19,7 +43,11 @@ program
   )
   .option('--traffic <rate>', 'sandbox creations per second (when running against the sandbox)', '2')
   .option('--speed <factor>', 'sandbox clock: provider seconds per real second', '60')
-  .action(async (opts) => (await import('./wiring.ts')).runUp(opts, await embeddedStarters()));
+  .action(async (opts) => {
+    await (await import('./wiring.ts')).runUp(opts, await embeddedStarters());
+    // Everything has stopped in order (PostgreSQL last); nothing may keep the process alive.
+    process.exit(0);
+  });
 
 // One command per part of the registry (src/parts.ts); `up` above starts them all.
 for (const part of PART_NAMES) {
@@ -31,14 +59,21 @@ for (const part of PART_NAMES) {
   if (part === 'jobs') {
     command.option('--retention-days <n>', 'keep generated workbooks this many days (default 90)');
   }
-  command.action(async (opts) => (await import('./wiring.ts')).runPart(part, opts));
+  command.action(async (opts) => {
+    const { postgres } = await embeddedStarters();
+    await (await import('./wiring.ts')).runPart(part, opts, { postgres });
+    process.exit(0);
+  });
 }
 
 /** The embedded services, started only by `payrecon up` when their address is not configured. */
 async function embeddedStarters(): Promise<import('./wiring.ts').EmbeddedStarters> {
   return {
     postgres: async ({ dataDir }) =>
-      (await import('./embedded/postgres.ts')).startEmbeddedPostgres({ dataDir }),
+      (await import('./embedded/postgres.ts')).startEmbeddedPostgres({
+        dataDir,
+        onNotice: (line) => process.stderr.write(`payrecon: ${line}\n`),
+      }),
     broker: async ({ dataDir }) =>
       (await import('./embedded/kafka/broker.ts')).startBroker({
         host: '127.0.0.1',
@@ -96,6 +131,30 @@ program
   .option('--data-dir <dir>', 'keep the state in this directory across restarts (default: in memory)')
   .action(async (opts) => (await import('./sandbox/main.ts')).runSandboxCli(opts));
 
+/**
+ * A command's database, opened on demand: the option, then DATABASE_URL, then the running
+ * `payrecon up`'s (`<data dir>/endpoints.json`), then the embedded PostgreSQL under `<data dir>/pg`.
+ */
+function databaseOpener(command: string, option: string | undefined) {
+  return async () => {
+    const { loadConfig } = await import('./config.ts');
+    const { chooseDatabase } = await import('./endpoints.ts');
+    const config = loadConfig();
+    return chooseDatabase({
+      option,
+      environment: config.database.url,
+      dataDir: config.dataDir,
+      startEmbedded: async (dataDir) =>
+        (await import('./embedded/postgres.ts')).startEmbeddedPostgres({
+          dataDir,
+          onNotice: (line) => process.stderr.write(`payrecon: ${line}\n`),
+        }),
+      notice: (line) => process.stderr.write(`payrecon: ${line}\n`),
+      command,
+    });
+  };
+}
+
 const db = program.command('db').description('Ledger database: migrations and verification');
 for (const [name, description] of [
   ['migrate', 'Apply pending migrations (DATABASE_URL, else the embedded PostgreSQL under .payrecon/pg)'],
@@ -104,13 +163,12 @@ for (const [name, description] of [
 ] as const) {
   db.command(name)
     .description(description)
-    .option('--url <url>', 'postgres:// URL (default: DATABASE_URL)')
+    .option(
+      '--url <url>',
+      'postgres:// URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+    )
     .action(async (opts) =>
-      (await import('./db/cli.ts')).runDbCli(
-        name,
-        opts,
-        async () => (await import('./embedded/postgres.ts')).startEmbeddedPostgres,
-      ),
+      (await import('./db/cli.ts')).runDbCli(name, databaseOpener(`payrecon db ${name}`, opts.url)),
     );
 }
 
@@ -120,7 +178,9 @@ const web = program
   .option('--host <host>', 'address to listen on (default PAYRECON_WEB_HOST)')
   .option('--port <port>', 'port to listen on (default PAYRECON_WEB_PORT)')
   .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
-  .action(async (opts) => (await import('./web/main.ts')).runWebCli(opts));
+  .action(async (opts) =>
+    (await import('./web/main.ts')).runWebCli(opts, databaseOpener('payrecon web', opts.databaseUrl)),
+  );
 web
   .command('hash-password')
   .description('Read a password from stdin and print its scrypt hash for PAYRECON_WEB_USERS')
@@ -145,7 +205,14 @@ for (const kind of ['settlement', 'exceptions'] as const) {
     .option('--cutoff <HH:MM>', 'settlement cut-off (default PAYRECON_SETTLEMENT_CUTOFF)')
     .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
     .option('--quiet', 'no progress bar')
-    .action(async (opts) => (await import('./reports/main.ts')).runReportCli(kind, opts));
+    .option('--force', 'overwrite an existing workbook or CSV of the same name')
+    .action(async (opts) =>
+      (await import('./reports/main.ts')).runReportCli(
+        kind,
+        opts,
+        databaseOpener('payrecon report', opts.databaseUrl),
+      ),
+    );
 }
 
 const intent = program.command('intent').description("Record the merchant's own creations (intents)");
@@ -171,4 +238,14 @@ backfill
 
 // <commands>
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    // --help and --version end here with their own exit code 0.
+    if (err.exitCode === 0) process.exit(0);
+    process.stderr.write(`payrecon: ${err.message.replace(/^error: /, '')}\n`);
+    process.exit(2);
+  }
+  fail(err);
+}

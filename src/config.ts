@@ -431,6 +431,11 @@ function deepFreeze<T>(value: T): T {
  * Reads the configuration from `env` (process.env by default) once. Throws `ConfigError` for the first
  * problem (the variable and its rule); the result is deeply frozen.
  */
+/** LOG_LEVEL as set, before any validation (the CLI's error path prints stacks at debug). */
+export function requestedLogLevel(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.LOG_LEVEL?.trim().toLowerCase();
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // Blank variables count as unset, as shells and compose files often leave them empty.
   const input: Record<string, string> = {};

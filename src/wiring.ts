@@ -23,7 +23,9 @@ import { withLedgerTransaction } from './db/ledger-service.ts';
 import { scheduleLateRejectionChecks } from './db/queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
+import { AppError } from './domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
+import { removeEndpoints, runningEndpoints, writeEndpoints } from './endpoints.ts';
 import {
   createKafka,
   createPublisher,
@@ -50,8 +52,9 @@ import { ledgerWebServices } from './web/services.ts';
 /** Starters of the embedded services, given by the CLI. */
 export interface EmbeddedStarters {
   postgres(options: { dataDir: string; logger: Logger }): Promise<{ url: string; stop(): Promise<void> }>;
-  broker(options: { dataDir: string }): Promise<{ host: string; port: number; close(): Promise<void> }>;
-  registry(options: { dataDir: string }): Promise<{ url: string; close(): Promise<void> }>;
+  /** Absent for a single-part command: Kafka and the registry come from the environment or `up`. */
+  broker?(options: { dataDir: string }): Promise<{ host: string; port: number; close(): Promise<void> }>;
+  registry?(options: { dataDir: string }): Promise<{ url: string; close(): Promise<void> }>;
 }
 
 /** The sandbox as `payrecon up` runs it when no provider account is configured. */
@@ -128,6 +131,12 @@ export function exceptionRulesFrom(config: Config): ExceptionRules {
 export async function startInfrastructure(
   config: Config,
   embedded: EmbeddedStarters | null,
+  options: {
+    /** `payrecon up` itself: refuses a data directory a live `up` already uses. */
+    up?: boolean;
+    /** Told about a stale endpoints file or lock (default: a line on stderr). */
+    notice?: (line: string) => void;
+  } = {},
 ): Promise<Infrastructure> {
   // Modules that log through the root logger follow the configured level too.
   setLogLevel(config.logLevel);
@@ -136,14 +145,26 @@ export async function startInfrastructure(
   const lifecycle = new Lifecycle(log);
   const dataDir = resolve(config.dataDir);
   mkdirSync(dataDir, { recursive: true });
-  const need = (what: string, variable: string) => {
-    if (!embedded) throw new Error(`${variable}: must be set (${what} is not embedded in this command)`);
-    return embedded;
-  };
+  const notice = options.notice ?? ((line: string) => process.stderr.write(`payrecon: ${line}\n`));
+  const missing = (variable: string) =>
+    new AppError(
+      'CONFIG_INVALID',
+      `${variable}: must be set for this command (or start \`payrecon up\` first, whose endpoints it finds)`,
+    );
+  // Each address from the environment, then the running `payrecon up`, then (if given) embedded.
+  const live = runningEndpoints(dataDir, notice);
+  if (live && options.up) {
+    throw new AppError(
+      'CONFLICT',
+      `${dataDir}: in use by a running payrecon up (pid ${live.pid}, ${live.web}); stop it first, or set PAYRECON_DATA_DIR to another directory`,
+    );
+  }
+  const running = options.up ? null : live;
   try {
-    let databaseUrl = config.database.url;
+    let databaseUrl = config.database.url ?? running?.databaseUrl ?? null;
     if (!databaseUrl) {
-      const pg = await need('PostgreSQL', 'DATABASE_URL').postgres({ dataDir: join(dataDir, 'pg'), logger });
+      if (!embedded) throw missing('DATABASE_URL');
+      const pg = await embedded.postgres({ dataDir: join(dataDir, 'pg'), logger });
       lifecycle.add('embedded postgres', () => pg.stop());
       databaseUrl = pg.url;
       log.info({ dataDir: join(dataDir, 'pg') }, 'embedded PostgreSQL started');
@@ -156,16 +177,18 @@ export async function startInfrastructure(
     });
     for (const line of migrated) log.info(line);
 
-    let brokers = config.kafka.brokers ? [...config.kafka.brokers] : null;
+    let brokers = config.kafka.brokers ? [...config.kafka.brokers] : (running?.brokers ?? null);
     if (!brokers) {
-      const broker = await need('Kafka', 'KAFKA_BROKERS').broker({ dataDir: join(dataDir, 'kafka') });
+      if (!embedded?.broker) throw missing('KAFKA_BROKERS');
+      const broker = await embedded.broker({ dataDir: join(dataDir, 'kafka') });
       lifecycle.add('embedded broker', () => broker.close());
       brokers = [`${broker.host}:${broker.port}`];
       log.info({ brokers }, 'embedded Kafka-compatible broker started');
     }
-    let registryUrl = config.schemaRegistry.url;
+    let registryUrl = config.schemaRegistry.url ?? running?.registryUrl ?? null;
     if (!registryUrl) {
-      const registry = await need('the schema registry', 'SCHEMA_REGISTRY_URL').registry({
+      if (!embedded?.registry) throw missing('SCHEMA_REGISTRY_URL');
+      const registry = await embedded.registry({
         dataDir: join(dataDir, 'registry'),
       });
       lifecycle.add('embedded registry', () => registry.close());
@@ -588,7 +611,7 @@ export type Part = PartName;
 
 /** Everything in one process: what `payrecon up` (and `npm start`) runs. */
 export async function startPipeline(config: Config, options: UpOptions): Promise<RunningPipeline> {
-  const infra = await startInfrastructure(config, options.embedded);
+  const infra = await startInfrastructure(config, options.embedded, { up: true });
   if (options.rules) infra.rules = { ...infra.rules, ...options.rules };
   const { logger, lifecycle } = infra;
   const log = logger.child({ module: 'up' });
@@ -785,8 +808,10 @@ export async function runUp(
   const config = await configOrExit();
   const traffic = Number(opts.traffic ?? '2');
   const speed = Number(opts.speed ?? '60');
-  if (!(traffic >= 0)) throw new Error('--traffic: must be a non-negative number');
-  if (!(speed > 0)) throw new Error('--speed: must be a positive number');
+  if (!(traffic >= 0)) throw new AppError('VALIDATION_FAILED', '--traffic: must be a non-negative number');
+  if (!(speed > 0)) throw new AppError('VALIDATION_FAILED', '--speed: must be a positive number');
+  // Signals are caught from the start: a Ctrl-C while starting stops what has started, in order.
+  const signalled = untilSignal();
   const pipeline = await startPipeline(config, {
     embedded,
     sandbox: ({ webBaseUrl, logger }) =>
@@ -799,17 +824,43 @@ export async function runUp(
       }),
     print: (line) => process.stdout.write(`${line}\n`),
   });
-  const signal = await untilSignal();
+  const { infra } = pipeline;
+  const file = writeEndpoints(infra.dataDir, {
+    pid: process.pid,
+    startedAt: new Date().toISOString(),
+    databaseUrl: infra.databaseUrl,
+    brokers: infra.brokers,
+    registryUrl: infra.registryUrl,
+    web: pipeline.url,
+    ...(pipeline.sandbox ? { sandbox: pipeline.sandbox.urls } : {}),
+  });
+  process.stdout.write(
+    `  endpoints ${file} (every payrecon command finds this instance there; database password included, mode 0600)\n`,
+  );
+  const signal = await signalled;
   process.stdout.write(`payrecon: ${signal}, stopping\n`);
-  await pipeline.stop();
+  // A second signal while stopping does not cut the orderly stop short (PostgreSQL stops last).
+  const patience = () => process.stdout.write('payrecon: stopping, please wait\n');
+  process.on('SIGINT', patience);
+  process.on('SIGTERM', patience);
+  try {
+    await pipeline.stop();
+  } finally {
+    removeEndpoints(infra.dataDir);
+  }
   process.stdout.write('payrecon: stopped\n');
 }
 
 /**
- * One part of the pipeline as its own process (production: DATABASE_URL, KAFKA_BROKERS and
- * SCHEMA_REGISTRY_URL must be set, nothing is embedded).
+ * One part of the pipeline as its own process. Each address from the environment (production:
+ * DATABASE_URL, KAFKA_BROKERS, SCHEMA_REGISTRY_URL), else the running `payrecon up`'s endpoints, else
+ * (the database only) the embedded PostgreSQL `embedded` starts.
  */
-export async function runPart(name: PartName, options: { retentionDays?: string } = {}): Promise<void> {
+export async function runPart(
+  name: PartName,
+  options: { retentionDays?: string } = {},
+  embedded: EmbeddedStarters | null = null,
+): Promise<void> {
   const config = await configOrExit();
   const part = PART_REGISTRY.find((p) => p.name === name);
   if (!part) throw new Error(`${name}: not a part (one of ${PARTS.join(', ')})`);
@@ -817,7 +868,7 @@ export async function runPart(name: PartName, options: { retentionDays?: string 
     process.stderr.write('payrecon: PAYRECON_ACCOUNTS: must list at least one provider account\n');
     process.exit(2);
   }
-  const infra = await startInfrastructure(config, null);
+  const infra = await startInfrastructure(config, embedded);
   const { lifecycle, logger } = infra;
   try {
     const running = await part.start({
@@ -844,8 +895,10 @@ export async function runPart(name: PartName, options: { retentionDays?: string 
       logger.info({ part: name, url: ops.url }, 'health and metrics listening');
     }
     logger.info({ part: name }, 'running');
-    await untilSignal();
+    const signal = await untilSignal();
+    process.stdout.write(`payrecon: ${signal}, stopping\n`);
   } finally {
     await lifecycle.stopAll();
   }
+  process.stdout.write('payrecon: stopped\n');
 }

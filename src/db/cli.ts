@@ -1,34 +1,19 @@
 /**
- * `payrecon db migrate | verify | rollback`. With DATABASE_URL set, that server; without it, the embedded
- * PostgreSQL under `<data dir>/pg`, whose starter the CLI hands in (the app never imports src/embedded/).
+ * `payrecon db migrate | verify | rollback` on the database the CLI chooses (`--url`, DATABASE_URL, the
+ * running `payrecon up`'s, else the embedded PostgreSQL under `<data dir>/pg`; see src/endpoints.ts).
  * `verify` exits non-zero and names each failed invariant.
  */
-import { join } from 'node:path';
-import { loadConfig } from '../config.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
 import { verifyLedger } from './verify.ts';
 
-export type StartEmbeddedPostgres = (options: {
-  dataDir: string;
-}) => Promise<{ url: string; stop(): Promise<void> }>;
+/** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
+export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
 
 export type DbAction = 'migrate' | 'verify' | 'rollback';
 
-export async function runDbCli(
-  action: DbAction,
-  opts: { url?: string },
-  startEmbedded: () => Promise<StartEmbeddedPostgres>,
-): Promise<void> {
-  const config = loadConfig();
-  let url = opts.url ?? config.database.url;
-  let stop: (() => Promise<void>) | null = null;
-  if (!url) {
-    const start = await startEmbedded();
-    const server = await start({ dataDir: join(config.dataDir, 'pg') });
-    url = server.url;
-    stop = () => server.stop();
-  }
-  const db = createDb(url, 4);
+export async function runDbCli(action: DbAction, open: OpenDatabase): Promise<void> {
+  const database = await open();
+  const db = createDb(database.url, 4);
   try {
     if (action === 'migrate') {
       const lines = await migrateToLatest(db);
@@ -50,6 +35,6 @@ export async function runDbCli(
     }
   } finally {
     await db.destroy();
-    if (stop) await stop();
+    await database.stop();
   }
 }

@@ -2,7 +2,7 @@
  * Opens the ledger database (Kysely over `pg`) and runs its migrations. The migrations are listed in
  * code (no directory scan), so they work from any working directory and under tsx.
  */
-import { Kysely, type Migration, type MigrationResultSet, Migrator, PostgresDialect } from 'kysely';
+import { Kysely, type Migration, type MigrationResultSet, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { AppError } from '../domain/errors.ts';
 import * as m20261121T1040 from './migrations/20261121T1040_ledger.ts';
@@ -71,6 +71,30 @@ function check(result: MigrationResultSet, what: string): string[] {
 /** Applies every pending migration; returns one line per migration run. */
 export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
   return check(await migrator(db).migrateToLatest(), 'migration');
+}
+
+/** Names of the migrations of this code the database has not run, read without writing anything. */
+export async function pendingMigrations(db: Kysely<Database>): Promise<string[]> {
+  const table = await sql<{ t: string | null }>`SELECT to_regclass('kysely_migration')::text AS t`.execute(
+    db,
+  );
+  const done = new Set<string>();
+  if (table.rows[0]?.t) {
+    const rows = await sql<{ name: string }>`SELECT name FROM kysely_migration`.execute(db);
+    for (const r of rows.rows) done.add(r.name);
+  }
+  return Object.keys(MIGRATIONS).filter((name) => !done.has(name));
+}
+
+/** Fails with one line when the schema is behind the code (commands that must not migrate). */
+export async function requireCurrentSchema(db: Kysely<Database>): Promise<void> {
+  const pending = await pendingMigrations(db);
+  if (pending.length > 0) {
+    throw new AppError(
+      'CONFLICT',
+      `database: schema behind the code (${pending.length} migration(s) pending, first ${pending[0]}); run \`payrecon db migrate\``,
+    );
+  }
 }
 
 /** Reverts the latest migration (`payrecon db rollback`). */

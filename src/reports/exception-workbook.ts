@@ -22,6 +22,8 @@ export interface ExceptionWorkbookOptions {
   account: string | null;
   out: string;
   csvDir?: string | null;
+  /** Start of each CSV's name (`<prefix>-<sheet>.csv`; default: the sheet's name alone). */
+  csvPrefix?: string;
   /** Ages are measured at min(period end, now). */
   now: Date;
   onProgress?: (done: number, total: number) => void;

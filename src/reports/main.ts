@@ -1,16 +1,18 @@
 /**
  * `payrecon report settlement|exceptions --from DATE --to DATE [--account NAME] --out FILE.xlsx`:
  * generates a workbook now, with a progress bar on the terminal, and records it as a report run.
- * The database comes from `--database-url` or `DATABASE_URL` (through config).
+ * The database: `--database-url`, DATABASE_URL, the running `payrecon up`'s, else the embedded one (the
+ * CLI chooses). Strict as the page: an unknown account is an error, existing files are not overwritten
+ * without `--force`, and a schema behind the code is an error (a report never migrates).
  */
-import { dirname, join } from 'node:path';
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
 import { loadConfig } from '../config.ts';
-import { createDb, migrateToLatest } from '../db/connection.ts';
+import { createDb, requireCurrentSchema } from '../db/connection.ts';
 import { AppError } from '../domain/errors.ts';
 import { isIsoDate } from './period.ts';
-import { type ReportKind, ReportRunner } from './runs.ts';
-import { ensureReportSchema } from './schema.ts';
+import { type ReportKind, ReportRunner, reportStem } from './runs.ts';
 
 export interface ReportCliOptions {
   from: string;
@@ -23,19 +25,42 @@ export interface ReportCliOptions {
   timeZone?: string;
   cutoff?: string;
   databaseUrl?: string;
+  /** Overwrite an existing workbook or CSV of the same name. */
+  force?: boolean;
   /** Hide the progress bar (also hidden when stderr is not a terminal). */
   quiet?: boolean;
 }
 
-export async function runReportCli(kind: ReportKind, opts: ReportCliOptions): Promise<void> {
-  const config = loadConfig();
-  const url = opts.databaseUrl ?? config.database.url;
-  if (!url) {
-    throw new AppError(
-      'CONFIG_INVALID',
-      'DATABASE_URL: required for `payrecon report` (or pass --database-url)',
-    );
+/** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
+export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
+
+function validTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
   }
+}
+
+/** Files of this report that already exist (the workbook, and CSVs named for its kind, account, period). */
+function existingOutputs(out: string, csvDir: string | null, stem: string): string[] {
+  const found = existsSync(out) ? [out] : [];
+  if (csvDir && existsSync(csvDir)) {
+    for (const name of readdirSync(csvDir)) {
+      if (name.startsWith(`${stem}-`) && name.endsWith('.csv')) found.push(join(csvDir, name));
+    }
+  }
+  return found;
+}
+
+export async function runReportCli(
+  kind: ReportKind,
+  opts: ReportCliOptions,
+  openDatabase: OpenDatabase,
+): Promise<void> {
+  const config = loadConfig();
+  // Every argument is checked before any database is opened (or started).
   for (const [name, value] of [
     ['--from', opts.from],
     ['--to', opts.to],
@@ -43,8 +68,33 @@ export async function runReportCli(kind: ReportKind, opts: ReportCliOptions): Pr
     if (!isIsoDate(value))
       throw new AppError('VALIDATION_FAILED', `${name}: must be a date YYYY-MM-DD (got ${value})`);
   }
+  if (opts.from > opts.to) {
+    throw new AppError('VALIDATION_FAILED', `--from: ${opts.from} is after --to ${opts.to}`);
+  }
+  const timeZone = opts.timeZone ?? config.jobs.timeZone;
+  if (!validTimeZone(timeZone)) {
+    throw new AppError('VALIDATION_FAILED', `--time-zone: must be an IANA time zone (got ${timeZone})`);
+  }
+  const cutoff = opts.cutoff ?? config.jobs.settlementCutoff;
+  if (!/^(?:[01]\d|2[0-3]):[0-5]\d$/.test(cutoff)) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `--cutoff: must be a time HH:MM from 00:00 to 23:59 (got ${cutoff})`,
+    );
+  }
   if (!opts.out.endsWith('.xlsx')) throw new AppError('VALIDATION_FAILED', '--out: must name an .xlsx file');
-  const db = createDb(url, 4);
+  const out = resolve(opts.out);
+  const csvDir = opts.csv === false ? null : resolve(opts.csvDir ?? dirname(out));
+  const stem = reportStem({ kind, account: opts.account ?? null, from: opts.from, to: opts.to });
+  const existing = existingOutputs(out, csvDir, stem);
+  if (existing.length > 0 && !opts.force) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `${existing[0]}: exists${existing.length > 1 ? ` (and ${existing.length - 1} more)` : ''}; pass --force to overwrite`,
+    );
+  }
+  const database = await openDatabase();
+  const db = createDb(database.url, 4);
   const bar = new cliProgress.SingleBar(
     {
       format: `${kind} {bar} {percentage}% | {value}/{total} rows | {duration_formatted}`,
@@ -57,21 +107,24 @@ export async function runReportCli(kind: ReportKind, opts: ReportCliOptions): Pr
   const showBar = !opts.quiet && process.stderr.isTTY;
   let started = false;
   try {
-    await migrateToLatest(db);
-    await ensureReportSchema(db);
-    const runner = new ReportRunner({
-      db,
-      dir: join(config.dataDir, 'reports'),
-      timeZone: opts.timeZone ?? config.jobs.timeZone,
-      cutoff: opts.cutoff ?? config.jobs.settlementCutoff,
-    });
-    const csvDir = opts.csv === false ? null : (opts.csvDir ?? dirname(opts.out));
+    // A report never migrates: a schema behind the code is an error naming the command that fixes it.
+    await requireCurrentSchema(db);
+    const runner = new ReportRunner({ db, dir: join(config.dataDir, 'reports'), timeZone, cutoff });
+    if (opts.account !== undefined) {
+      const known = await runner.accounts();
+      if (!known.includes(opts.account)) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `--account: no merchant account ${opts.account} in the ledger (${known.length ? `known: ${known.join(', ')}` : 'it has none yet'})`,
+        );
+      }
+    }
     const outcome = await runner.run(
       { kind, from: opts.from, to: opts.to, account: opts.account ?? null },
       {
         trigger: 'cli',
         requestedBy: process.env.USER ?? null,
-        out: opts.out,
+        out,
         csvDir,
         onProgress: (done, total) => {
           if (!showBar) return;
@@ -88,14 +141,17 @@ export async function runReportCli(kind: ReportKind, opts: ReportCliOptions): Pr
     if (started) bar.stop();
     if (!outcome) throw new AppError('CONFLICT', 'a report run with this key already exists');
     const { run } = outcome;
-    const out = process.stdout;
-    out.write(`report run ${run.id}: ${run.kind} ${run.from}..${run.to} ${run.account ?? 'all accounts'}\n`);
-    for (const [sheet, n] of Object.entries(run.rowCounts)) out.write(`  ${sheet}: ${n} rows\n`);
-    for (const f of run.files) out.write(`  ${f.path}\n`);
-    out.write(`  sha256 ${run.sha256}\n`);
-    for (const line of outcome.lines) out.write(`  ${line}\n`);
+    const stdout = process.stdout;
+    stdout.write(
+      `report run ${run.id}: ${run.kind} ${run.from}..${run.to} ${run.account ?? 'all accounts'}\n`,
+    );
+    for (const [sheet, n] of Object.entries(run.rowCounts)) stdout.write(`  ${sheet}: ${n} rows\n`);
+    for (const f of run.files) stdout.write(`  ${f.path}\n`);
+    stdout.write(`  sha256 ${run.sha256}\n`);
+    for (const line of outcome.lines) stdout.write(`  ${line}\n`);
   } finally {
     if (started) bar.stop();
     await db.destroy();
+    await database.stop();
   }
 }

@@ -138,6 +138,11 @@ function toRun(r: RunRow): ReportRun {
 }
 
 /** SHA-256 of a file, streamed. */
+/** The start of a run's file names: kind, account and period (`settlement-all-2026-11-01_2026-11-30`). */
+export function reportStem(params: Pick<ReportParams, 'kind' | 'account' | 'from' | 'to'>): string {
+  return `${params.kind}-${params.account ?? 'all'}-${params.from}_${params.to}`.replace(/[^\w.-]/g, '_');
+}
+
 export async function sha256File(path: string): Promise<string> {
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
@@ -218,10 +223,7 @@ export class ReportRunner {
   ): Promise<RunOutcome> {
     const onProgress = options.onProgress;
     const log = this.logger?.child({ report: params.kind, run: id });
-    const stem = `${params.kind}-${params.account ?? 'all'}-${params.from}_${params.to}`.replace(
-      /[^\w.-]/g,
-      '_',
-    );
+    const stem = reportStem(params);
     const runDir = join(this.dir, `run-${id}`);
     const out = options.out ? resolve(options.out) : join(runDir, `${stem}.xlsx`);
     const csvDir =
@@ -249,6 +251,7 @@ export class ReportRunner {
           account: params.account,
           out,
           csvDir,
+          csvPrefix: stem,
           onProgress: progress,
         });
         rowCounts = r.rowCounts;
@@ -263,6 +266,7 @@ export class ReportRunner {
           account: params.account,
           out,
           csvDir,
+          csvPrefix: stem,
           now: this.now(),
           onProgress: progress,
         });

@@ -31,6 +31,8 @@ export interface SettlementOptions {
   out: string;
   /** Directory for one CSV per detail sheet; null: no CSV. */
   csvDir?: string | null;
+  /** Start of each CSV's name (`<prefix>-<sheet>.csv`; default: the sheet's name alone). */
+  csvPrefix?: string;
   /** Called as detail rows are written (done, total). */
   onProgress?: (done: number, total: number) => void;
 }

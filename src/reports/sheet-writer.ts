@@ -290,11 +290,13 @@ export class TableSheet {
 export async function prepareOutputs(options: {
   out: string;
   csvDir?: string | null | undefined;
+  csvPrefix?: string | undefined;
 }): Promise<(sheet: string) => string | null> {
   await mkdir(dirname(options.out), { recursive: true });
   const csvDir = options.csvDir;
   if (csvDir) await mkdir(csvDir, { recursive: true });
-  return (sheet) => (csvDir ? join(csvDir, `${sheet}.csv`) : null);
+  const prefix = options.csvPrefix ? `${options.csvPrefix}-` : '';
+  return (sheet) => (csvDir ? join(csvDir, `${prefix}${sheet}.csv`) : null);
 }
 
 /**

@@ -38,11 +38,11 @@ export interface WebCliOptions {
   databaseUrl?: string;
 }
 
-export async function runWebCli(opts: WebCliOptions): Promise<void> {
+/** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
+export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
+
+export async function runWebCli(opts: WebCliOptions, openDatabase: OpenDatabase): Promise<void> {
   const config = loadConfig();
-  const url = opts.databaseUrl ?? config.database.url;
-  if (!url)
-    throw new AppError('CONFIG_INVALID', 'DATABASE_URL: required for `payrecon web` (or use `payrecon up`)');
   if (config.web.users.length === 0) {
     throw new AppError(
       'CONFIG_INVALID',
@@ -50,7 +50,8 @@ export async function runWebCli(opts: WebCliOptions): Promise<void> {
     );
   }
   const log = logger.child({ module: 'web' });
-  const db = createDb(url);
+  const database = await openDatabase();
+  const db = createDb(database.url);
   await migrateToLatest(db);
   await ensureReportSchema(db);
   const runner = new ReportRunner({
@@ -77,6 +78,8 @@ export async function runWebCli(opts: WebCliOptions): Promise<void> {
     await app.close();
     await runner.idle();
     await db.destroy();
+    await database.stop();
+    process.stdout.write('payrecon: stopped\n');
     process.exit(0);
   };
   process.once('SIGINT', stop);
