@@ -682,6 +682,18 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
   x: ['numeric', (r) => r.x],
 };
 
+/** Takes entities off the polling schedule (an entity frozen by FACTS_CHANGED: re-reading it changes nothing). */
+export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
+  if (refs.length === 0) return;
+  await sql`
+    UPDATE mirrors m SET next_poll_at = NULL, updated_at = now()
+    FROM unnest(${refs.map((r) => r.account)}::text[], ${refs.map((r) => r.kind)}::text[],
+      ${refs.map((r) => r.entityId)}::text[]) AS v(a, k, i)
+    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i AND m.next_poll_at IS NOT NULL`.execute(
+    db,
+  );
+}
+
 export interface BatchWrites {
   history: readonly HistoryRow[];
   entries: readonly EntryToBook[];

@@ -33,6 +33,7 @@ import {
   type MirrorUpdate,
   type RefundDeposits,
   refKey,
+  stopPolling,
   toText,
   writeBatch,
 } from './ledger-repository.ts';
@@ -280,6 +281,8 @@ interface BatchWrites {
   entries: EntryToBook[];
   mirrors: MirrorUpdate[];
   raised: ExceptionToRaise[];
+  /** Entities whose immutable facts changed: their mirrors only stop being polled. */
+  frozen: EntityRef[];
   newDeposits: (EntityRef & { externalRef: string })[];
   touchedRefunds: (EntityRef & { parentDepositId: string })[];
 }
@@ -318,6 +321,7 @@ async function reconcile(
     entries: [],
     mirrors: [],
     raised: [],
+    frozen: [],
     newDeposits: [],
     touchedRefunds: [],
   };
@@ -330,6 +334,7 @@ async function reconcile(
     entries: out.entries,
     mirrors: out.mirrors,
   });
+  await stopPolling(trx, out.frozen);
   step('write');
   out.raised.push(...(await crossEntityExceptions(trx, out.newDeposits, out.touchedRefunds)));
   result.exceptionsRaised = await raiseExceptions(trx, out.raised, now, rules);
@@ -385,9 +390,11 @@ function planAndCollect(
     rules,
   });
   const { path, facts, lastSeen } = plan;
-  // A deposit of this batch counts for the refunds that follow it (refs sort deposits first).
+  const frozen = plan.factsChanged.length > 0;
+  // A deposit of this batch counts for the refunds that follow it (refs sort deposits first); a frozen
+  // deposit keeps the flag its bookings were made with (its mirror's).
   if (ref.kind === 'deposit') {
-    if (facts.test) loaded.refunds.testDeposits.add(k);
+    if (frozen ? mirror.test : facts.test) loaded.refunds.testDeposits.add(k);
     else loaded.refunds.testDeposits.delete(k);
   }
   if (plan.wanted.waiting.length > 0) result.waiting += 1;
@@ -410,6 +417,12 @@ function planAndCollect(
   result.recorded += freshItems.length;
   for (const f of plan.exceptions)
     out.raised.push({ ...ref, type: f.type, details: f.details, fact: f.fact });
+  // Frozen (facts that cannot change did): the mirror keeps the facts its bookings were made with, so
+  // every invariant stays true; polling it again would change nothing.
+  if (frozen) {
+    out.frozen.push(ref);
+    return;
+  }
 
   let pollAttempts = mirror.pollAttempts;
   let next = mirror.nextPollAt;

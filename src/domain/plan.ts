@@ -3,7 +3,9 @@
  * in; its status path, facts, state, wanted effects, the entries to book and the exceptions raised out.
  * The ledger service (`reconcile`, src/db/ledger-service.ts) books the plan; verification
  * (src/db/verify.ts) recomputes it and reports any entry the plan would still book as drift. Pure: no
- * clock, no I/O.
+ * clock, no I/O. When facts that cannot change disagree between readings (src/domain/immutable-facts.ts),
+ * the entity is frozen: the plan books nothing more (its last consistent bookings stay) and raises only
+ * FACTS_CHANGED, with both versions.
  */
 import {
   type AppliedEntry,
@@ -26,6 +28,7 @@ import {
   type RaisedException,
   stateExceptions,
 } from './exception-rules.ts';
+import { changedFacts, type FactChange, factsChangedException } from './immutable-facts.ts';
 import type { EntityKind } from './statuses.ts';
 
 export interface PlanInput {
@@ -63,6 +66,8 @@ export interface EntityPlan {
   changed: boolean;
   /** Exceptions raised by this change (empty when nothing changed). */
   exceptions: RaisedException[];
+  /** Immutable facts that disagree between readings; non-empty: the entity is frozen, `entries` is empty. */
+  factsChanged: FactChange[];
 }
 
 /** Plans one entity: state from its whole history, wanted effects minus booked ones, and exceptions. */
@@ -82,35 +87,34 @@ export function planEntity(input: PlanInput): EntityPlan {
     crypto: facts.crypto,
   };
   const wanted = wantedEffects(state, facts);
-  const entries = planEntries(
-    kind,
-    input.account,
-    input.entityId,
-    wanted.effects,
-    wanted.waiting,
-    input.applied,
-  );
+  const factsChanged = changedFacts(kind, path.sorted);
+  const frozen = factsChanged.length > 0;
+  const entries = frozen
+    ? []
+    : planEntries(kind, input.account, input.entityId, wanted.effects, wanted.waiting, input.applied);
   const lastSeen = path.sorted.length > 0 ? path.sorted[path.sorted.length - 1]!.observedAt : null;
   const changed = fresh.length > 0 || intentNew || entries.length > 0;
-  const exceptions = changed
-    ? [
-        ...stateExceptions(input.before ?? null, state),
-        ...observationExceptions(
-          {
-            kind,
-            fresh,
-            path,
-            providerAmount: facts.providerAmount,
-            providerCurrency: facts.providerCurrency,
-            feeAmount: facts.feeAmount,
-            feeOnPayer: facts.feeOnPayer,
-            intent,
-            intentNew,
-          },
-          rules,
-        ),
-      ]
-    : [];
+  const exceptions = !changed
+    ? []
+    : frozen
+      ? [factsChangedException(factsChanged)!]
+      : [
+          ...stateExceptions(input.before ?? null, state),
+          ...observationExceptions(
+            {
+              kind,
+              fresh,
+              path,
+              providerAmount: facts.providerAmount,
+              providerCurrency: facts.providerCurrency,
+              feeAmount: facts.feeAmount,
+              feeOnPayer: facts.feeOnPayer,
+              intent,
+              intentNew,
+            },
+            rules,
+          ),
+        ];
   return {
     path,
     facts,
@@ -121,5 +125,6 @@ export function planEntity(input: PlanInput): EntityPlan {
     lastSeen,
     changed,
     exceptions,
+    factsChanged,
   };
 }

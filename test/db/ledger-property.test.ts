@@ -3,9 +3,14 @@
  * reordering, stale and illegal moves, late rejections, test and crypto deposits, fees on either side,
  * intents arriving late or never), applied in random batches. After every batch all invariants hold
  * (`verifyLedger`); at the end the balances equal a simple model computed from each entity's last legal
- * status, and replaying everything again books nothing.
+ * status, and replaying everything again books nothing. A second property adds to such streams one
+ * reading that changes a fact that cannot change (test flag, crypto, currency, a completed amount, a
+ * refund's deposit): invariants still hold after every batch, the entity's bookings stop changing from
+ * the batch in which both versions are known, it raises FACTS_CHANGED, and the other entities still
+ * equal the model.
  */
 import fc from 'fast-check';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/queries.ts';
@@ -283,4 +288,143 @@ describe('ledger property', () => {
       },
     );
   }, 240_000);
+
+  it('freezes an entity whose immutable facts change, invariants intact after every batch', async () => {
+    type Mutation = { fact: 'test' | 'crypto' | 'currency' | 'amount' | 'parent'; delta: bigint };
+    const mutation: fc.Arbitrary<Mutation | null> = fc.option(
+      fc.record({
+        fact: fc.constantFrom<Mutation['fact']>('test', 'crypto', 'currency', 'amount', 'parent'),
+        delta: fc.bigInt({ min: 1n, max: 10_000n }),
+      }),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(entitySpec, mutation), { minLength: 1, maxLength: 4 }),
+        fc.array(fc.nat(), { minLength: 40, maxLength: 40 }),
+        fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 20, maxLength: 20 }),
+        async (pairs, shuffleKeys, batchSizes) => {
+          runNo += 1;
+          const account = `frz${runNo}`;
+          const events: Event[] = [];
+          const built = pairs.map(([raw, m], i) => {
+            // Every reading carries its amount and currency, so a changed one always meets the original.
+            const spec = { ...raw, nullAmount: raw.nullAmount.map(() => false), noise: [] };
+            const id = `e${i}`;
+            const b = build(spec, account, id);
+            const parent = (o: Observation): Observation =>
+              spec.kind === 'refund' ? { ...o, parentDepositId: `dep-${id}` } : o;
+            const observations = b.observations.map(parent);
+            const base = observations.filter((o) => o.status !== null);
+            const last = base.reduce((x, y) => (y.observedAt > x.observedAt ? y : x));
+            // The one changed reading: the last status again, later, with one fact changed.
+            let changed: Observation | null = null;
+            let conflicts = false;
+            if (m) {
+              const o = {
+                ...last,
+                eventId: `${account}-${id}-changed`,
+                observedAt: new Date(last.observedAt.getTime() + 5 * 60_000),
+              };
+              if (m.fact === 'test' && spec.kind === 'deposit')
+                [changed, conflicts] = [{ ...o, test: !o.test, crypto: false }, true];
+              if (m.fact === 'crypto' && spec.kind === 'deposit' && !o.test)
+                [changed, conflicts] = [{ ...o, crypto: !o.crypto }, true];
+              if (m.fact === 'currency' && spec.kind !== 'cashout')
+                [changed, conflicts] = [{ ...o, currency: 'USD', feeCurrency: o.feeCurrency && 'USD' }, true];
+              if (m.fact === 'amount' && spec.kind !== 'cashout') {
+                changed = { ...o, amount: spec.amount + m.delta };
+                conflicts = base.some((x) => x.status === 'COMPLETED');
+              }
+              if (m.fact === 'parent' && spec.kind === 'refund')
+                [changed, conflicts] = [{ ...o, parentDepositId: `other-${id}` }, true];
+            }
+            if (changed) observations.push(changed);
+            return { spec, id, observations, intent: b.intent, changed, conflicts, mutated: m?.fact ?? null };
+          });
+          for (const b of built) {
+            for (const o of b.observations) events.push({ type: 'obs', o });
+            if (b.intent) events.push({ type: 'intent', i: b.intent });
+          }
+          const order = events
+            .map((e, i) => ({ e, k: shuffleKeys[i % shuffleKeys.length]! + i / 1000 }))
+            .sort((a, b) => a.k - b.k)
+            .map((x) => x.e);
+          const postingsOf = async (id: string) => {
+            const { rows } = await sql<{ account: string; total: string }>`
+              SELECT p.account || '/' || p.currency AS account, sum(p.amount)::text AS total
+              FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+              WHERE e.merchant_account = ${account} AND e.entity_id = ${id}
+              GROUP BY 1 HAVING sum(p.amount) <> 0 ORDER BY 1`.execute(t.db);
+            return rows;
+          };
+          const seen = new Set<string>();
+          const frozenAt = new Map<string, unknown>();
+          let pos = 0;
+          let bi = 0;
+          while (pos < order.length) {
+            const size = batchSizes[bi % batchSizes.length]!;
+            bi += 1;
+            const batch = order.slice(pos, pos + size);
+            pos += size;
+            await withLedgerTransaction(t.db, async (trx) => {
+              const intents = batch.flatMap((e) => (e.type === 'intent' ? [e.i] : []));
+              const observations = batch.flatMap((e) => (e.type === 'obs' ? [e.o] : []));
+              if (intents.length > 0) await recordIntents(trx, intents);
+              if (observations.length > 0) await applyObservations(trx, observations);
+            });
+            for (const e of batch) if (e.type === 'obs') seen.add(e.o.eventId);
+            const v = await verifyLedger(t.db);
+            expect(v.failures).toEqual([]);
+            for (const b of built) {
+              if (!b.conflicts || !b.changed || !seen.has(b.changed.eventId)) continue;
+              // Both versions known: from the first such batch on, the bookings never change.
+              // The readings the changed one contradicts: any other reading; for an amount, a COMPLETED one
+              // (the amount counts from completion on).
+              const against = b.observations.filter(
+                (o) =>
+                  o !== b.changed &&
+                  o.status !== null &&
+                  (b.mutated !== 'amount' || o.status === 'COMPLETED'),
+              );
+              if (!against.some((o) => seen.has(o.eventId))) continue;
+              const now = await postingsOf(b.id);
+              if (!frozenAt.has(b.id)) frozenAt.set(b.id, now);
+              else expect(now).toEqual(frozenAt.get(b.id));
+            }
+          }
+          const { rows: raised } = await sql<{ entity_id: string }>`
+            SELECT entity_id FROM exceptions WHERE merchant_account = ${account} AND type = 'FACTS_CHANGED'`.execute(
+            t.db,
+          );
+          const expectedFrozen = built
+            .filter((b) => b.conflicts)
+            .map((b) => b.id)
+            .sort();
+          expect(raised.map((r) => r.entity_id).sort()).toEqual(expectedFrozen);
+          // The entities without a changed reading still equal the model.
+          for (const b of built) {
+            if (b.changed) continue;
+            const expected = model(b.spec.kind, b.observations, b.spec, b.intent !== null);
+            const actual = new Map<string, bigint>();
+            for (const r of await postingsOf(b.id))
+              actual.set(r.account.split('/')[0]!, parseMinorText(r.total));
+            for (const [k, v] of [...expected]) if (v === 0n) expected.delete(k);
+            expect(Object.fromEntries(actual)).toEqual(Object.fromEntries(expected));
+          }
+        },
+      ),
+      {
+        numRuns: Number(process.env.LEDGER_PROPERTY_RUNS ?? 40),
+        endOnFailure: process.env.LEDGER_PROPERTY_SHRINK !== '1',
+      },
+    );
+  }, 240_000);
 });
+
+/** Decimal text of a numeric sum (e.g. "-12.34") in minor units. */
+function parseMinorText(text: string): bigint {
+  const neg = text.startsWith('-');
+  const [int, frac = ''] = (neg ? text.slice(1) : text).split('.');
+  const v = BigInt(int!) * 100n + BigInt((frac + '00').slice(0, 2));
+  return neg ? -v : v;
+}
