@@ -171,7 +171,9 @@ export class WebhookSender {
       );
       return;
     }
-    const url = mapNotificationUrl(target, this.notificationBaseUrl);
+    // The target as the merchant gave it: mapped onto the base URL at each attempt, so attempts waiting
+    // for their time (or stored across a restart) go where the base URL points then.
+    const url = target;
     const faults = this.options.faults.settings.webhooks;
     const rng = this.options.rng;
     const n: Notification = {
@@ -234,7 +236,7 @@ export class WebhookSender {
     try {
       await this.options.beforeSend?.();
       const { body, headers } = this.buildRequest(n);
-      const res = await request(n.url, {
+      const res = await request(mapNotificationUrl(n.url, this.baseUrl), {
         method: 'POST',
         headers,
         body,
@@ -314,7 +316,7 @@ export class WebhookSender {
       entityId: n.record.id,
       account: n.account.name,
       status: n.status,
-      url: n.url || null,
+      url: n.url ? mapNotificationUrl(n.url, this.baseUrl) : null,
       attempt,
       at: new Date(this.options.clock.now()).toISOString(),
       httpStatus: null,

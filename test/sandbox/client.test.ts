@@ -1,3 +1,4 @@
+import { createServer } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProviderClient } from '../../src/provider/client.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
@@ -5,7 +6,7 @@ import { ProviderError } from '../../src/provider/errors.ts';
 import { RealClock } from '../../src/sandbox/clock.ts';
 import { startSandbox } from '../../src/sandbox/main.ts';
 import { providerAccountFor } from '../../src/sandbox/traffic-client.ts';
-import { ACCOUNT, control, PAYER, startTestSandbox } from './helpers.ts';
+import { ACCOUNT, cashoutBody, cashoutCall, control, PAYER, signed, startTestSandbox } from './helpers.ts';
 
 let sb: Awaited<ReturnType<typeof startTestSandbox>>;
 let client: ProviderClient;
@@ -147,6 +148,68 @@ describe("every endpoint through the project's provider client", () => {
   it('banks: the read-only key lists the banks of a country', async () => {
     const banks = await client.listBanks('MX');
     expect(banks.map((b) => b.name)).toContain('BANORTE');
+  });
+
+  it('bank codes: "001", "1" and 1 name the bank GET /v3/banks lists as 1; the client sends text', async () => {
+    const banks = await signed(sb.url, '/v3/banks?country=BR', {
+      headers: { authorization: `Bearer ${ACCOUNT.readOnlyKey}` },
+      omit: ['x-date', 'x-login'],
+    });
+    // The bank list answers numbers, as the spec shows.
+    expect(banks.text).toContain('"code":1,');
+    const sent: unknown[] = [];
+    for (const [i, code] of [['001'], ['1'], [1]].entries()) {
+      const raw = JSON.stringify({
+        login: ACCOUNT.cashoutLogin,
+        pass: ACCOUNT.cashoutPass,
+        ...cashoutBody({ external_id: `bank-form-${i}`, bank_code: code[0] }),
+      });
+      const res = await cashoutCall(sb.url, '/v3/cashout', {}, { raw });
+      expect(res.status).toBe(200);
+      const st = await cashoutCall(sb.url, '/v3/cashout/status', { cashout_id: Number(res.json.cashout_id) });
+      expect(st.json.bank[0].name).toBe('Banco do Brasil S.A.');
+      sent.push(st.json.bank[0].code);
+    }
+    // Stored and answered as the merchant wrote it: leading zeros kept (a JSON number comes back as its text).
+    expect(sent).toEqual(['001', '1', '1']);
+    const unknown = await cashoutCall(sb.url, '/v3/cashout', cashoutBody({ bank_code: '999' }));
+    expect(unknown.json.code).toBe(303);
+
+    // The provider client writes bank_code as text whatever it is given.
+    const bodies: string[] = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => {
+        body += c;
+      });
+      req.on('end', () => {
+        bodies.push(body);
+        res.setHeader('content-type', 'application/json');
+        res.end('{"cashout_id":"8405147"}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const capture = createProviderClient(
+        providerAccountFor(ACCOUNT, { url: `http://127.0.0.1:${port}`, ccUrl: `http://127.0.0.1:${port}` }),
+        { retries: 0 },
+      );
+      for (const code of ['001', 1] as const) {
+        await capture.createCashout({
+          external_id: `bank-client-${code}`,
+          country: 'BR',
+          amount: '10.00',
+          document_id: '12345678909',
+          beneficiary_name: 'Ana',
+          bank_code: code,
+          notification_url: 'https://merchant.example/hooks/cashout',
+        });
+      }
+    } finally {
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+    expect(bodies.map((b) => JSON.parse(b).bank_code)).toEqual(['001', '1']);
   });
 
   it('authentication failures come back as the provider codes', async () => {

@@ -277,6 +277,9 @@ describe('endpoint faults', () => {
       to: 'REJECTED',
       trigger: 'late_rejection',
     });
+    // A completed cashout returned by the bank: code 826, "Withdrawal reversed" (provider-facts.md).
+    const status = await cashoutCall(sb.url, '/v3/cashout/status', { cashout_id: id });
+    expect(status.json).toMatchObject({ rejection_code: 826, rejection_reason: 'Withdrawal reversed' });
     expect((await signed(sb.url, `/v3/refunds/${r}`)).json.status).toBe('REJECTED');
   });
 });
