@@ -13,7 +13,8 @@
  *   producers consumers jobs web api  domain, provider, sandbox, db, events, reports, config, logger,
  *                                   metrics; never each other
  *   embedded                        nothing of the app (the app reaches it over the network)
- *   wiring, cli, parts              everything; the only importers of embedded
+ *   wiring (cli.ts, wiring.ts and every other file at the top of src/)
+ *                                   everything; the only importers of embedded
  *
  * Besides: any area but the domain may import the `Logger` type (type-only: how a log function is
  * injected); a command's entry point (`src/<area>/main.ts`, `src/db/cli.ts`) also reads the config and
@@ -133,9 +134,10 @@ function areaOf(srcDir: string, file: string): Area | null {
   const [head, ...rest] = rel.split('/');
   if (head === undefined) return null;
   if (rest.length === 0) {
+    // src/config.ts, logger.ts, metrics.ts are areas of their own; every other file at the top
+    // (cli.ts, wiring.ts, parts.ts, cli-errors.ts, endpoints.ts ...) is the command and its wiring.
     const base = head.replace(/(\.test)?\.ts$/, '');
-    if (base === 'cli' || base === 'wiring' || base === 'parts') return 'wiring';
-    return (AREAS as readonly string[]).includes(base) ? (base as Area) : null;
+    return base === 'config' || base === 'logger' || base === 'metrics' ? base : 'wiring';
   }
   return (AREAS as readonly string[]).includes(head) ? (head as Area) : null;
 }
