@@ -20,6 +20,7 @@ import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import { createDb, migrateWhenReady } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
 import { withLedgerTransaction } from './db/ledger-service.ts';
+import { enqueueAlerts } from './db/outbox.ts';
 import { scheduleLateRejectionChecks } from './db/queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
@@ -420,16 +421,19 @@ export function startJobs(
     },
     raiseAlert: async (alert) => {
       const id = `${alert.type}:${new Date().toISOString().slice(0, 13)}`;
-      await sql`INSERT INTO outbox (alert_id, topic, key, payload)
-        VALUES (${id}, 'recon.alert.raised.v1', ${`alert:${id}`}, ${JSON.stringify({
-          alertId: id,
-          type: alert.type,
-          severity: alert.severity === 'warning' ? 'medium' : alert.severity,
-          account: '*',
-          raisedAt: new Date().toISOString(),
-          details: { message: alert.message, ...(alert.details ?? {}) },
-        })}::jsonb)
-        ON CONFLICT (alert_id) DO NOTHING`.execute(db);
+      await enqueueAlerts(db, [
+        {
+          key: `alert:${id}`,
+          payload: {
+            alertId: id,
+            type: alert.type,
+            severity: alert.severity === 'warning' ? 'medium' : alert.severity,
+            account: '*',
+            raisedAt: new Date().toISOString(),
+            details: { message: alert.message, ...(alert.details ?? {}) },
+          },
+        },
+      ]);
     },
     logger,
   });

@@ -23,9 +23,8 @@ import {
 } from '../domain/exception-rules.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { EntityRef } from './ledger-repository.ts';
+import { enqueueAlerts } from './outbox.ts';
 import type { Db } from './schema.ts';
-
-export const ALERT_TOPIC = 'recon.alert.raised.v1';
 
 export interface ExceptionToRaise extends EntityRef {
   type: ExceptionType;
@@ -229,7 +228,7 @@ export async function raiseExceptions(
       return {
         id,
         key: `${w.entity_kind}:${w.entity_id}`,
-        payload: JSON.stringify({
+        payload: {
           alertId: id,
           type: w.type,
           severity: w.severity,
@@ -239,17 +238,10 @@ export async function raiseExceptions(
           count: w.count,
           raisedAt: now.toISOString(),
           details: src?.details ?? {},
-        }),
+        },
       };
     });
-  if (alerts.length > 0) {
-    await sql`
-      INSERT INTO outbox (alert_id, topic, key, payload)
-      SELECT v.alert_id, ${ALERT_TOPIC}, v.key, v.payload
-      FROM unnest(${alerts.map((a) => a.id)}::text[], ${alerts.map((a) => a.key)}::text[],
-        ${alerts.map((a) => a.payload)}::jsonb[]) AS v(alert_id, key, payload)
-      ON CONFLICT (alert_id) DO NOTHING`.execute(db);
-  }
+  await enqueueAlerts(db, alerts);
   return opened.length + raisedAgain;
 }
 

@@ -6,7 +6,7 @@
  * delivers each alert id once.
  */
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
+import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/outbox.ts';
 import type { Database } from '../db/schema.ts';
 import { isRetryable } from '../domain/errors.ts';
 import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';
@@ -16,19 +16,6 @@ import type { Publisher } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
 import { ALERT_TOPIC } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
-
-/** What the ledger writes into `outbox.payload` (src/db/exceptions.ts). */
-interface OutboxPayload {
-  alertId: string;
-  type: string;
-  severity: string;
-  account: string;
-  kind?: string;
-  entityId?: string;
-  count?: number;
-  raisedAt: string;
-  details?: Record<string, unknown>;
-}
 
 function text(v: unknown): string | null {
   return typeof v === 'string' && v.length > 0 ? v : null;
@@ -107,9 +94,7 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
 
   async function relayOnce(): Promise<number> {
     return deps.db.transaction().execute(async (trx) => {
-      const { rows } = await sql<{ id: string; alert_id: string; payload: OutboxPayload }>`
-        SELECT id::text AS id, alert_id, payload FROM outbox
-        WHERE published_at IS NULL ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`.execute(trx);
+      const rows = await claimUnpublished(trx, batchSize);
       if (rows.length === 0) return 0;
       try {
         // Keyed by the topic catalog (`<kind>:<account>:<id>`), like every other event of the entity.
@@ -118,12 +103,17 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
           rows.map((r) => ({ value: alertFromOutbox(r.payload) })),
         );
       } catch (err) {
-        await sql`UPDATE outbox SET attempts = attempts + 1, last_error = ${String((err as Error).message).slice(0, 500)}
-          WHERE id = ANY(${rows.map((r) => r.id)}::bigint[])`.execute(trx);
+        await markFailed(
+          trx,
+          rows.map((r) => r.id),
+          String((err as Error).message),
+        );
         throw err;
       }
-      await sql`UPDATE outbox SET published_at = now(), attempts = attempts + 1, last_error = NULL
-        WHERE id = ANY(${rows.map((r) => r.id)}::bigint[])`.execute(trx);
+      await markPublished(
+        trx,
+        rows.map((r) => r.id),
+      );
       return rows.length;
     });
   }

@@ -1,0 +1,82 @@
+/**
+ * Repository of `outbox`: alerts written in the ledger's transaction (or by a job) and published by the
+ * outbox relay (src/producers/outbox-relay.ts), at least once, in id order.
+ */
+import { sql } from 'kysely';
+import type { Db } from './schema.ts';
+
+/** The only topic the outbox feeds (the same name as the catalog's ALERT_TOPIC, src/events/topics.ts). */
+const OUTBOX_TOPIC = 'recon.alert.raised.v1';
+
+/** What an outbox row's `payload` holds: the alert, amounts in `details` as decimal text. */
+export interface OutboxPayload {
+  alertId: string;
+  type: string;
+  severity: string;
+  account: string;
+  kind?: string;
+  entityId?: string;
+  count?: number;
+  raisedAt: string;
+  details?: Record<string, unknown>;
+}
+
+export interface OutboxAlert {
+  /** Message key (`<kind>:<entity id>`, or `alert:<id>` for an alert about no entity). */
+  key: string;
+  payload: OutboxPayload;
+}
+
+/** Adds alerts to the outbox in one statement; an alert id already there stays as it was. */
+export async function enqueueAlerts(db: Db, alerts: readonly OutboxAlert[]): Promise<void> {
+  if (alerts.length === 0) return;
+  await sql`
+    INSERT INTO outbox (alert_id, topic, key, payload)
+    SELECT v.alert_id, ${OUTBOX_TOPIC}, v.key, v.payload
+    FROM unnest(${alerts.map((a) => a.payload.alertId)}::text[], ${alerts.map((a) => a.key)}::text[],
+      ${alerts.map((a) => JSON.stringify(a.payload))}::jsonb[]) AS v(alert_id, key, payload)
+    ON CONFLICT (alert_id) DO NOTHING`.execute(db);
+}
+
+export interface PendingAlert {
+  id: string;
+  alertId: string;
+  payload: OutboxPayload;
+}
+
+/**
+ * Up to `limit` unpublished rows in id order, locked for this transaction (`SKIP LOCKED`: concurrent
+ * relays take different rows).
+ */
+export async function claimUnpublished(trx: Db, limit: number): Promise<PendingAlert[]> {
+  const rows = await trx
+    .selectFrom('outbox')
+    .select(['id', 'alert_id', 'payload'])
+    .where('published_at', 'is', null)
+    .orderBy('id')
+    .limit(limit)
+    .forUpdate()
+    .skipLocked()
+    .execute();
+  return rows.map((r) => ({ id: r.id, alertId: r.alert_id, payload: r.payload as unknown as OutboxPayload }));
+}
+
+/** Marks rows published (one attempt more, error cleared). */
+export async function markPublished(trx: Db, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await trx
+    .updateTable('outbox')
+    .set((eb) => ({ published_at: sql`now()`, attempts: eb('attempts', '+', 1), last_error: null }))
+    .where('id', 'in', [...ids])
+    .execute();
+}
+
+/** Records a failed publishing attempt on rows (the error's message, cut to 500 characters). */
+export async function markFailed(trx: Db, ids: readonly string[], error: string): Promise<void> {
+  if (ids.length === 0) return;
+  await trx
+    .updateTable('outbox')
+    .set((eb) => ({ attempts: eb('attempts', '+', 1), last_error: error.slice(0, 500) }))
+    .where('id', 'in', [...ids])
+    .execute();
+}
