@@ -15,11 +15,10 @@
  * graphed to the nearest representable value; the exact figures are the ledger's.
  */
 import type { Admin } from 'kafkajs';
-import type { Kysely } from 'kysely';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
 import { balances } from './db/queries.ts';
-import type { Database } from './db/schema.ts';
+import type { Db } from './db/schema.ts';
 import { EXCEPTION_TYPES } from './domain/exception-rules.ts';
 import { formatAmount } from './domain/money.ts';
 import type { KafkaHooks } from './events/kafka.ts';
@@ -62,7 +61,7 @@ export interface Metrics {
 }
 
 export interface MetricSources {
-  db?: Kysely<Database>;
+  db?: Db;
   admin?: Admin;
   /** Consumer groups whose lag is reported, besides those `watchGroup` and `kafkaHooks` add. */
   groups?: readonly string[];

@@ -7,11 +7,10 @@
  * after the other sinks were served; the retry skips the sinks already done.
  */
 import type { Kafka } from 'kafkajs';
-import type { Kysely } from 'kysely';
 import { request } from 'undici';
 import { deliveredAlertIds, recordAlertDeliveries } from '../db/alert-deliveries.ts';
 import { waitOutDatabaseOutages } from '../db/connection.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { SEVERITIES, type Severity, severityRank } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
@@ -27,7 +26,7 @@ export type AlertSinkConfig =
   | { name: string; type: 'log'; minSeverity: Severity };
 
 export interface AlertDispatcherDeps {
-  db: Kysely<Database>;
+  db: Db;
   sinks: readonly AlertSinkConfig[];
   logger: Logger;
   /** Per-call timeout of an HTTP sink, ms (default 10 s). */

@@ -9,10 +9,9 @@
  * policy and end in the DLQ.
  */
 import type { Kafka } from 'kafkajs';
-import type { Kysely } from 'kysely';
 import { waitOutDatabaseOutages } from '../db/connection.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../db/ledger-service.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { BatchContext, Publisher, RunningConsumer } from '../events/kafka.ts';
 import { runBatchConsumer } from '../events/kafka.ts';
@@ -29,7 +28,7 @@ export interface ReconcilerDeps {
   kafka: Kafka;
   serde: Serde;
   dlq: Publisher;
-  db: Kysely<Database>;
+  db: Db;
   logger: Logger;
   /** Told of each batch applied to the ledger and how long its transaction took (metrics). */
   onBatchApplied?: (topic: TopicName, seconds: number) => void;

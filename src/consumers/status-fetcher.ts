@@ -19,10 +19,9 @@
  *   a 1 s provider timeout, dead-lettered six that way). Anything else (schema drift, an unknown account)
  *   is thrown non-retryable: the runner isolates the message and dead-letters it.
  */
-import type { Kysely } from 'kysely';
 import type { ProviderAccount } from '../config.ts';
 import { pollNow } from '../db/queries.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import { AppError, isRetryable } from '../domain/errors.ts';
 import type { Observation } from '../domain/observation.ts';
 import { type ConsumedMessage, createPublisher, type Publisher, runBatchConsumer } from '../events/kafka.ts';
@@ -169,7 +168,7 @@ export interface RunStatusFetcherOptions {
   concurrency?: number;
   logger?: Logger;
   /** The ledger's database: with it, statuses the provider would not give are handed to the poller. */
-  db?: Kysely<Database>;
+  db?: Db;
 }
 
 /**

@@ -3,10 +3,8 @@
  * and state with the age of the oldest unresolved one and how many are past their service level, and
  * the poll backlog. Ledger balances come from `balances` in src/db/queries.ts.
  */
-import { type Kysely, sql } from 'kysely';
-import type { Database } from './schema.ts';
-
-type Db = Kysely<Database>;
+import { sql } from 'kysely';
+import type { Db } from './schema.ts';
 
 export interface ExceptionFigures {
   type: string;

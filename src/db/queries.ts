@@ -319,3 +319,37 @@ export async function scheduleLateRejectionChecks(
       AND (next_poll_at IS NULL OR next_poll_at > ${later})`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
+
+export interface SeenEntity {
+  account: string;
+  kind: EntityKind;
+  entityId: string;
+  externalRef: string | null;
+}
+
+/**
+ * Entities first seen in [from, to) (by `first_seen_at`, else the mirror's creation), oldest first.
+ */
+export async function entitiesFirstSeenBetween(
+  db: Db,
+  from: Date,
+  to: Date,
+  account?: string,
+): Promise<SeenEntity[]> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    external_ref: string | null;
+  }>`
+    SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
+    WHERE coalesce(first_seen_at, created_at) >= ${from} AND coalesce(first_seen_at, created_at) < ${to}
+      AND (${account ?? null}::text IS NULL OR merchant_account = ${account ?? null})
+    ORDER BY coalesce(first_seen_at, created_at), entity_kind, entity_id`.execute(db);
+  return rows.map((r) => ({
+    account: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+    externalRef: r.external_ref,
+  }));
+}

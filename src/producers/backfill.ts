@@ -25,13 +25,12 @@
  * the line (the header is line 1), the column and the rule.
  */
 import { parse } from 'csv-parse/sync';
-import { type Kysely, sql } from 'kysely';
 import { clientsFor, mapBounded } from '../consumers/status-fetcher.ts';
 import { createDb } from '../db/connection.ts';
-import type { Database } from '../db/schema.ts';
+import { entitiesFirstSeenBetween } from '../db/queries.ts';
+import type { Db } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
-import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import { INTENT_TOPIC, OBSERVATION_TOPIC } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
@@ -210,43 +209,8 @@ export async function runBackfillIntentsCli(opts: { csv: string }): Promise<void
 
 // ---------------------------------------------------------------- re-polling a range
 
-export interface SeenEntity {
-  account: string;
-  kind: EntityKind;
-  entityId: string;
-  externalRef: string | null;
-}
-
-/**
- * Entities first seen in [from, to) (by `first_seen_at`, else the mirror's creation), oldest first.
- * A read query the ledger's `queries.ts` does not have yet; kept here until it moves there.
- */
-export async function entitiesFirstSeenBetween(
-  db: Kysely<Database>,
-  from: Date,
-  to: Date,
-  account?: string,
-): Promise<SeenEntity[]> {
-  const { rows } = await sql<{
-    merchant_account: string;
-    entity_kind: EntityKind;
-    entity_id: string;
-    external_ref: string | null;
-  }>`
-    SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
-    WHERE coalesce(first_seen_at, created_at) >= ${from} AND coalesce(first_seen_at, created_at) < ${to}
-      AND (${account ?? null}::text IS NULL OR merchant_account = ${account ?? null})
-    ORDER BY coalesce(first_seen_at, created_at), entity_kind, entity_id`.execute(db);
-  return rows.map((r) => ({
-    account: r.merchant_account,
-    kind: r.entity_kind,
-    entityId: r.entity_id,
-    externalRef: r.external_ref,
-  }));
-}
-
 export interface BackfillPollDeps {
-  db: Kysely<Database>;
+  db: Db;
   clientFor(account: string): StatusReader | undefined;
   publisher: Pick<Publisher, 'publish'>;
   concurrency?: number;

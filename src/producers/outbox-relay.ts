@@ -5,9 +5,8 @@
  * acknowledgement and the mark publishes the row again; the alert id is the same, and the dispatcher
  * delivers each alert id once.
  */
-import type { Kysely } from 'kysely';
 import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/outbox.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import { isRetryable } from '../domain/errors.ts';
 import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
@@ -69,7 +68,7 @@ export function alertFromOutbox(payload: OutboxPayload): AlertRaised {
 }
 
 export interface OutboxRelayDeps {
-  db: Kysely<Database>;
+  db: Db;
   publisher: Publisher;
   logger: Logger;
   /** Rows per publish (default 500). */

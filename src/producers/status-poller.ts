@@ -15,11 +15,10 @@
  * header by an undici interceptor, since the client's error does not carry it); the entities not read
  * are deferred to then. Other failures defer just the entity (by `leaseMs`).
  */
-import type { Kysely } from 'kysely';
 import { Agent, DecoratorHandler, type Dispatcher } from 'undici';
 import type { ProviderAccount } from '../config.ts';
 import { deferPolls, entitiesDueForPolling } from '../db/queries.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import type { Observation, ObservationSource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
@@ -30,7 +29,7 @@ import { ProviderError } from '../provider/errors.ts';
 import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
 
 export interface StatusPollerDeps {
-  db: Kysely<Database>;
+  db: Db;
   /** The provider client of an account (see `pollingClients`); undefined when not configured. */
   clientFor(account: string): StatusReader | undefined;
   publisher: Pick<Publisher, 'publish'>;
