@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import cron from 'node-cron';
+import { claimRun, finishRun } from '../db/job-runs.ts';
 import type { Db } from '../db/schema.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
-import { claimRun, finishRun } from './claims.ts';
 
 /** One piece of work for one period, behind its claim key. */
 export interface DueRun {

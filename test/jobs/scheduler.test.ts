@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimRun, finishRun, listRuns } from '../../src/db/job-runs.ts';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
-import { claimRun, finishRun, listRuns } from '../../src/jobs/claims.ts';
 import {
   type CronTimer,
   cronMatches,
