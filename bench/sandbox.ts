@@ -6,7 +6,13 @@
  * request is a fully signed GET /v3/deposits/{id} (X-Date, X-Login, D24 Authorization checked by the
  * sandbox) over a set of deposits; then POST /v3/cashout/status (body credentials + Payload-Signature).
  *
- * Options (env): BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 64), BENCH_ENTITIES (default 1000).
+ * Then POST /v3/cashout (creation: a write) with a new external_id per request.
+ *
+ * Each mode runs side by side: `memory` (no data directory) and `durable` (`--data-dir` on a temporary
+ * directory: every answer waits for its journal line to be fsync'ed, group commit).
+ *
+ * Options (env): BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 64), BENCH_ENTITIES (default 1000),
+ * BENCH_MODES (default memory,durable).
  */
 import { fork } from 'node:child_process';
 import { createHmac } from 'node:crypto';
@@ -16,7 +22,7 @@ import { DEFAULT_ACCOUNT } from '../src/sandbox/accounts.ts';
 
 interface Job {
   url: string;
-  kind: 'deposit' | 'cashout';
+  kind: 'deposit' | 'cashout' | 'create';
   ids: number[];
   seconds: number;
   connections: number;
@@ -56,7 +62,15 @@ async function client(job: Job): Promise<Result> {
     const t0 = performance.now();
     try {
       let res: Awaited<ReturnType<Pool['request']>>;
-      if (job.kind === 'deposit') {
+      if (job.kind === 'create') {
+        const body = `{"login":"${A.cashoutLogin}","pass":"${A.cashoutPass}","external_id":"bench-c-${process.pid}-${i}","country":"BR","amount":${5 + (i % 1000)},"document_id":"1","beneficiary_name":"Ana","notification_url":"https://m.example/h"}`;
+        res = await pool.request({
+          path: '/v3/cashout',
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json', 'payload-signature': hmac(A.cashoutSecret, body) },
+        });
+      } else if (job.kind === 'deposit') {
         res = await pool.request({
           path: `/v3/deposits/${id}`,
           method: 'GET',
@@ -108,30 +122,52 @@ function runChild(job: Job): Promise<Result> {
   });
 }
 
-async function main(): Promise<void> {
+const LABELS: Record<Job['kind'], string> = {
+  deposit: 'GET /v3/deposits/{id}    ',
+  cashout: 'POST /v3/cashout/status  ',
+  create: 'POST /v3/cashout (create)',
+};
+
+async function runMode(mode: 'memory' | 'durable'): Promise<boolean> {
   const { startSandbox } = await import('../src/sandbox/main.ts');
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 64);
   const entities = Number(process.env.BENCH_ENTITIES ?? 1000);
-  const sb = await startSandbox({ seed: 1, auto: { enabled: false } });
+  const dataDir = mode === 'durable' ? mkdtempSync(join(tmpdir(), 'payrecon-bench-sandbox-')) : undefined;
+  const sb = await startSandbox({ seed: 1, auto: { enabled: false }, ...(dataDir ? { dataDir } : {}) });
   try {
     const { signed, cashouts } = await seed(sb.url, entities);
     const out: Result[] = [];
     // Warm-up (JIT, connection set-up), not reported.
     await runChild({ url: sb.url, kind: 'deposit', ids: signed, seconds: 2, connections });
+    const journal = sb.control.journal;
+    let writes = { fsyncs: 0, lines: 0, bytes: 0 };
     for (const [kind, ids] of [
       ['deposit', signed],
       ['cashout', cashouts],
+      ['create', [] as number[]],
     ] as const) {
+      const before = journal ? { ...journal.stats } : null;
       const cpu0 = process.cpuUsage();
       const r = await runChild({ url: sb.url, kind, ids, seconds, connections });
       const cpu = process.cpuUsage(cpu0);
       out.push({ ...r, serverCpuUs: cpu.user + cpu.system });
+      if (journal && before && kind === 'create') {
+        writes = {
+          fsyncs: journal.stats.fsyncs - before.fsyncs,
+          lines: journal.stats.lines - before.lines,
+          bytes: journal.stats.bytes - before.bytes,
+        };
+      }
     }
+    console.log(`-- ${mode}${dataDir ? ` (data directory ${dataDir})` : ''}`);
     for (const r of out) {
       const rate = r.ok / r.seconds;
       console.log(
-        `${r.kind === 'deposit' ? 'GET /v3/deposits/{id}    ' : 'POST /v3/cashout/status  '} ${rate.toFixed(0).padStart(6)} req/s  ` +
+        `${LABELS[r.kind as Job['kind']]} ${rate.toFixed(0).padStart(6)} req/s  ` +
           `(${r.ok} ok, ${r.errors} errors in ${r.seconds.toFixed(1)} s, ${connections} connections)  ` +
           `p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms`,
       );
@@ -141,14 +177,29 @@ async function main(): Promise<void> {
         `    sandbox CPU ${perRequest.toFixed(1)} us/request -> ${(1e6 / perRequest).toFixed(0)} req/s per fully available core`,
       );
     }
-    const cpus = (await import('node:os')).cpus().length;
-    console.log(
-      `node ${process.version}, ${cpus} CPUs, ${entities} deposits and ${entities} cashouts in the store`,
-    );
-    if (out.some((r) => r.errors > 0)) process.exitCode = 1;
+    if (journal) {
+      const created = out.find((r) => r.kind === 'create')?.ok ?? 0;
+      console.log(
+        `    creations: ${writes.fsyncs} fsyncs for ${created} answers (${(created / Math.max(1, writes.fsyncs)).toFixed(1)} per fsync), ` +
+          `${writes.lines} journal lines, ${(writes.bytes / Math.max(1, created)).toFixed(0)} bytes per creation`,
+      );
+    }
+    return !out.some((r) => r.errors > 0);
   } finally {
     await sb.close();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+async function main(): Promise<void> {
+  const modes = (process.env.BENCH_MODES ?? 'memory,durable').split(',') as ('memory' | 'durable')[];
+  let ok = true;
+  for (const mode of modes) ok = (await runMode(mode)) && ok;
+  const os = await import('node:os');
+  console.log(
+    `node ${process.version}, ${os.cpus().length} CPUs, ${process.env.BENCH_ENTITIES ?? 1000} deposits and cashouts seeded, load average ${os.loadavg()[0]!.toFixed(1)}`,
+  );
+  if (!ok) process.exitCode = 1;
 }
 
 /** Creates the entities to query through the sandbox's own API. */
