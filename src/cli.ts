@@ -135,13 +135,14 @@ program
  * A command's database, opened on demand: the option, then DATABASE_URL, then the running
  * `payrecon up`'s (`<data dir>/endpoints.json`), then the embedded PostgreSQL under `<data dir>/pg`.
  */
-function databaseOpener(command: string, option: string | undefined) {
+function databaseOpener(command: string, option: string | undefined, optionName = '--database-url') {
   return async () => {
     const { loadConfig } = await import('./config.ts');
     const { chooseDatabase } = await import('./endpoints.ts');
     const config = loadConfig();
     return chooseDatabase({
       option,
+      optionName,
       environment: config.database.url,
       dataDir: config.dataDir,
       startEmbedded: async (dataDir) =>
@@ -168,7 +169,7 @@ for (const [name, description] of [
       'postgres:// URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
     )
     .action(async (opts) =>
-      (await import('./db/cli.ts')).runDbCli(name, databaseOpener(`payrecon db ${name}`, opts.url)),
+      (await import('./db/cli.ts')).runDbCli(name, databaseOpener(`payrecon db ${name}`, opts.url, '--url')),
     );
 }
 

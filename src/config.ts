@@ -239,7 +239,15 @@ const brokersText = z
 
 const postgresUrl = z
   .string(required('a postgres:// URL'))
-  .refine((s) => /^postgres(ql)?:\/\/./.test(s), 'must be a postgres:// or postgresql:// URL');
+  .refine((s) => /^postgres(ql)?:\/\/./.test(s), 'must be a postgres:// or postgresql:// URL')
+  .refine((s) => {
+    try {
+      const u = new URL(s);
+      return u.hostname !== '' && (u.port === '' || Number(u.port) > 0);
+    } catch {
+      return false;
+    }
+  }, 'must be a valid URL postgres://user:password@host:port/database (special characters in the password percent-encoded)');
 
 /**
  * The environment, variable by variable. Keys are the variable names, so an issue's path starts with

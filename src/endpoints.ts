@@ -88,6 +88,15 @@ export function runningEndpoints(dataDir: string, onStale?: (line: string) => vo
   return parsed as Endpoints;
 }
 
+function validPostgresUrl(text: string): boolean {
+  try {
+    const u = new URL(text);
+    return /^postgres(ql)?:$/.test(u.protocol) && u.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
 export interface DatabaseChoice {
   url: string;
   /** Where the URL came from. */
@@ -102,6 +111,8 @@ export interface DatabaseChoice {
  */
 export async function chooseDatabase(options: {
   option?: string | null | undefined;
+  /** The option's name, for its error line (default `--database-url`). */
+  optionName?: string;
   environment: string | null;
   dataDir: string;
   startEmbedded?: (dataDir: string) => Promise<{ url: string; stop(): Promise<void> }>;
@@ -111,7 +122,15 @@ export async function chooseDatabase(options: {
   command: string;
 }): Promise<DatabaseChoice> {
   const none = async () => undefined;
-  if (options.option) return { url: options.option, source: 'option', stop: none };
+  if (options.option) {
+    if (!validPostgresUrl(options.option)) {
+      throw new AppError(
+        'VALIDATION_FAILED',
+        `${options.optionName ?? '--database-url'}: must be a valid URL postgres://user:password@host:port/database`,
+      );
+    }
+    return { url: options.option, source: 'option', stop: none };
+  }
   if (options.environment) return { url: options.environment, source: 'environment', stop: none };
   const running = runningEndpoints(options.dataDir, options.notice);
   if (running) return { url: running.databaseUrl, source: 'running instance', stop: none };

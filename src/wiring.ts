@@ -161,6 +161,11 @@ export async function startInfrastructure(
     );
   }
   const running = options.up ? null : live;
+  // Every missing address is reported before anything is started.
+  if (!(config.kafka.brokers ?? running?.brokers ?? embedded?.broker)) throw missing('KAFKA_BROKERS');
+  if (!(config.schemaRegistry.url ?? running?.registryUrl ?? embedded?.registry)) {
+    throw missing('SCHEMA_REGISTRY_URL');
+  }
   try {
     let databaseUrl = config.database.url ?? running?.databaseUrl ?? null;
     if (!databaseUrl) {

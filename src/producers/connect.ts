@@ -3,6 +3,7 @@
  * config, an acknowledged Kafka publisher and the registered schemas; one line on stderr for an error.
  */
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import { describeFailure } from '../cli-errors.ts';
 import { type Config, loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { createKafka, createPublisher, type Publisher } from '../events/kafka.ts';
@@ -44,8 +45,8 @@ export async function runCliAction(action: () => Promise<void>): Promise<void> {
   try {
     await action();
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`${message.split('\n')[0]}\n`);
+    // The one error path's line (src/cli-errors.ts); a bad input file is not a usage error: exit 1.
+    process.stderr.write(`payrecon: ${describeFailure(err).message}\n`);
     process.exitCode = 1;
   }
 }
