@@ -157,7 +157,7 @@ describe('backfill intents from CSV', () => {
     } finally {
       process.stderr.write = write;
     }
-    expect(errors).toEqual(['KAFKA_BROKERS: must be set for this command (host:port,...)\n']);
+    expect(errors).toEqual(['payrecon: KAFKA_BROKERS: must be set for this command (host:port,...)\n']);
   });
 });
 
