@@ -520,7 +520,13 @@ export async function getQueueItem(
 }
 
 export type QueueChange =
-  | { kind: 'state'; state: ExceptionState; note: string | null }
+  | {
+      kind: 'state';
+      state: ExceptionState;
+      note: string | null;
+      /** Only from these states (anything else is `unchanged`); default: from any other state. */
+      from?: readonly ExceptionState[];
+    }
   | { kind: 'assign'; assignee: string | null; note: string | null }
   | { kind: 'comment'; note: string };
 
@@ -561,6 +567,7 @@ export async function changeQueueItem(
     };
     if (change.kind === 'state') {
       if (current.state === change.state) return 'unchanged';
+      if (change.from && !change.from.includes(current.state as ExceptionState)) return 'unchanged';
       const set: Record<string, unknown> = { state: change.state, updated_at: now };
       if (change.state === 'acknowledged') {
         Object.assign(set, {

@@ -4,7 +4,7 @@
  * back as bigint minor units.
  */
 import { type Kysely, sql } from 'kysely';
-import type { Book } from '../domain/effects.ts';
+import { type Book, PAYOUT_IN_FLIGHT } from '../domain/effects.ts';
 import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
@@ -351,5 +351,37 @@ export async function entitiesFirstSeenBetween(
     kind: r.entity_kind,
     entityId: r.entity_id,
     externalRef: r.external_ref,
+  }));
+}
+
+export interface InFlightCount {
+  merchantAccount: string;
+  currency: string;
+  /** Refunds of test deposits carry the test flag and are in flight in the test book. */
+  test: boolean;
+  cashouts: number;
+  refunds: number;
+}
+
+/** Cashouts and refunds in flight per merchant account, currency and test flag. */
+export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
+  const { rows } = await sql<{
+    merchant_account: string;
+    currency: string;
+    test: boolean;
+    cashouts: number;
+    refunds: number;
+  }>`
+    SELECT merchant_account, currency, test,
+           count(*) FILTER (WHERE entity_kind = 'cashout' AND status IN (${sql.join([...PAYOUT_IN_FLIGHT])}))::int AS cashouts,
+           count(*) FILTER (WHERE entity_kind = 'refund' AND status IN (${sql.join([...PAYOUT_IN_FLIGHT])}))::int AS refunds
+      FROM mirrors WHERE currency IS NOT NULL
+     GROUP BY 1, 2, 3`.execute(db);
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    test: r.test,
+    cashouts: r.cashouts,
+    refunds: r.refunds,
   }));
 }

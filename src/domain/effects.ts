@@ -153,7 +153,8 @@ export function bookOf(kind: EntityKind, test: boolean, crypto: boolean): Book {
 }
 
 const DEPOSIT_FAILED: readonly string[] = ['CANCELLED', 'DECLINED', 'EXPIRED'];
-const PAYOUT_IN_FLIGHT: readonly string[] = ['PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS'];
+/** Statuses in which a cashout or refund holds money in `reserved` (the effect table's `reserve` only). */
+export const PAYOUT_IN_FLIGHT: readonly string[] = ['PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS'];
 
 /**
  * The effect table of ARCHITECTURE.md: the effects an entity must have, from its current status and
