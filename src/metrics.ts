@@ -16,13 +16,8 @@
  */
 import type { Admin } from 'kafkajs';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
-import { balances } from './db/queries.ts';
-import type { Db } from './db/schema.ts';
 import { EXCEPTION_TYPES } from './domain/exception-rules.ts';
-import { formatAmount } from './domain/money.ts';
-import type { KafkaHooks } from './events/kafka.ts';
-import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
+import { formatAmount, type Minor } from './domain/money.ts';
 
 /** Outcome of a job run, as the scheduler reports it. */
 export type JobOutcome = 'succeeded' | 'failed';
@@ -42,7 +37,11 @@ export interface Metrics {
   verificationOk: Gauge;
   verificationTime: Gauge;
   /** Hooks for `instrumentKafka` (src/events/kafka.ts): counts and the groups whose lag is reported. */
-  kafkaHooks: Required<KafkaHooks>;
+  kafkaHooks: {
+    onPublished(topic: string, count: number): void;
+    onConsumed(topic: string, groupId: string, count: number): void;
+    onGroup(groupId: string, topics: readonly string[]): void;
+  };
   /** Hook of the provider client (`onCall`). */
   providerCall(call: { operation: string; outcome: string; seconds: number }): void;
   /** Hook of the job scheduler (`onRun`). */
@@ -60,12 +59,38 @@ export interface Metrics {
   watchGroup(groupId: string, topics?: readonly string[]): void;
 }
 
+/** One ledger account's balance (src/db/queries.ts `balances`). */
+export interface BalanceFigure {
+  merchantAccount: string;
+  currency: string;
+  book: string;
+  account: string;
+  balance: Minor;
+}
+
+/** Exceptions of one type in one state (src/db/metrics-queries.ts `exceptionFigures`). */
+export interface ExceptionFigure {
+  type: string;
+  state: string;
+  count: number;
+  oldestAgeSeconds: number;
+  overdue: number;
+}
+
+/** Where the scraped gauges come from; the wiring gives the database readers (SQL lives in src/db). */
 export interface MetricSources {
-  db?: Db;
-  admin?: Admin;
+  /** Every ledger account's balance. */
+  balances?: () => Promise<readonly BalanceFigure[]>;
+  /** Exceptions by type and state, overdue counted against `exceptionSlaMinutes`. */
+  exceptions?: () => Promise<readonly ExceptionFigure[]>;
+  /** Entities whose next poll is due. */
+  pollBacklog?: () => Promise<number>;
+  admin?: Pick<Admin, 'fetchTopicOffsets' | 'fetchOffsets'>;
+  /** The dead-letter topics whose sizes are reported (with `admin`). */
+  dlqTopics?: readonly string[];
   /** Consumer groups whose lag is reported, besides those `watchGroup` and `kafkaHooks` add. */
   groups?: readonly string[];
-  /** Service level of an unresolved exception, minutes (default 1440). */
+  /** Service level of an unresolved exception, minutes (default 1440), as `exceptions` applies it. */
   exceptionSlaMinutes?: number;
   /** How long figures read from the database are reused, ms (default 30 s). */
   cacheMs?: number;
@@ -239,25 +264,12 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
     watchGroup,
   };
 
-  const { db, admin } = sources;
+  const { admin } = sources;
   const cacheMs = sources.cacheMs ?? 30_000;
   const slaMinutes = sources.exceptionSlaMinutes ?? 1440;
-  if (db) {
-    const exceptions = cached(
-      cacheMs,
-      () => exceptionFigures(db, slaMinutes),
-      () => sourceErrors.inc({ source: 'database' }),
-    );
-    const ledger = cached(
-      cacheMs,
-      () => balances(db),
-      () => sourceErrors.inc({ source: 'database' }),
-    );
-    const backlog = cached(
-      cacheMs,
-      () => pollBacklog(db),
-      () => sourceErrors.inc({ source: 'database' }),
-    );
+  const dbError = () => sourceErrors.inc({ source: 'database' });
+  if (sources.balances) {
+    const ledger = cached(cacheMs, sources.balances, dbError);
     new Gauge({
       name: 'payrecon_ledger_balance',
       help: 'Balance of each ledger account in major units, by merchant account, currency, book and account (float64: for graphs; the ledger holds the exact figure).',
@@ -275,6 +287,9 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
         }
       },
     });
+  }
+  if (sources.exceptions) {
+    const exceptions = cached(cacheMs, sources.exceptions, dbError);
     new Gauge({
       name: 'payrecon_exceptions',
       help: 'Exceptions by type and state (open, acknowledged, resolved, ...).',
@@ -321,6 +336,9 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
       help: 'The service level an unresolved exception is held to (PAYRECON_EXCEPTION_SLA_MINUTES).',
       registers,
     }).set(slaMinutes * 60);
+  }
+  if (sources.pollBacklog) {
+    const backlog = cached(cacheMs, sources.pollBacklog, dbError);
     new Gauge({
       name: 'payrecon_poll_backlog',
       help: 'Entities whose next poll is due now.',
@@ -339,8 +357,7 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
       kafkaCacheMs,
       async () => {
         const sizes: { topic: string; n: number }[] = [];
-        for (const t of TOPIC_NAMES) {
-          const dlq = dlqTopicOf(t);
+        for (const dlq of sources.dlqTopics ?? []) {
           try {
             const offsets = await admin.fetchTopicOffsets(dlq);
             sizes.push({ topic: dlq, n: offsets.reduce((n, p) => n + Number(p.high) - Number(p.low), 0) });

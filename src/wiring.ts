@@ -17,11 +17,12 @@ import type { Config, ProviderAccount } from './config.ts';
 import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
 import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
-import { createDb, migrateWhenReady } from './db/connection.ts';
+import { createDb, migrateWhenReady, pingDatabase } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
 import { withLedgerTransaction } from './db/ledger-service.ts';
+import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
 import { enqueueAlerts } from './db/outbox.ts';
-import { scheduleLateRejectionChecks } from './db/queries.ts';
+import { balances, scheduleLateRejectionChecks } from './db/queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
 import { AppError } from './domain/errors.ts';
@@ -35,6 +36,7 @@ import {
   type Publisher,
 } from './events/kafka.ts';
 import { registerSchemas, type Serde } from './events/serde.ts';
+import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
 import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
 import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
@@ -206,7 +208,15 @@ export async function startInfrastructure(
     const admin = bareKafka.admin();
     await admin.connect();
     lifecycle.add('kafka admin', () => admin.disconnect());
-    const metrics = createMetrics({ db, admin, exceptionSlaMinutes: config.metrics.exceptionSlaMinutes });
+    const sla = config.metrics.exceptionSlaMinutes;
+    const metrics = createMetrics({
+      balances: () => balances(db),
+      exceptions: () => exceptionFigures(db, sla),
+      pollBacklog: () => pollBacklog(db),
+      exceptionSlaMinutes: sla,
+      admin,
+      dlqTopics: TOPIC_NAMES.map((t) => dlqTopicOf(t)),
+    });
     const kafka = instrumentKafka(bareKafka, metrics.kafkaHooks);
     const created = await ensureTopics(admin, logger);
     if (created.length > 0) log.info({ topics: created }, 'topics created');
@@ -278,7 +288,7 @@ export function reportRunner(infra: Infrastructure): ReportRunner {
 /** What `/readyz` checks: every dependency answers. */
 export function readinessChecks(infra: Infrastructure): ReadinessCheck[] {
   return [
-    { name: 'database', check: async () => void (await sql`SELECT 1`.execute(infra.db)) },
+    { name: 'database', check: () => pingDatabase(infra.db) },
     { name: 'kafka', check: async () => void (await infra.admin.describeCluster()) },
     {
       name: 'schema_registry',

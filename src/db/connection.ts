@@ -182,3 +182,8 @@ export async function migrateWhenReady(
     }
   }
 }
+
+/** Resolves when the database answers a trivial query (readiness checks). */
+export async function pingDatabase(db: Kysely<Database>): Promise<void> {
+  await sql`SELECT 1`.execute(db);
+}

@@ -7,13 +7,17 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { loadConfig } from '../config.ts';
-import { createDb, migrateToLatest } from '../db/connection.ts';
+import { createDb, migrateToLatest, pingDatabase } from '../db/connection.ts';
+import { exceptionFigures, pollBacklog } from '../db/metrics-queries.ts';
+import { balances } from '../db/queries.ts';
 import { AppError } from '../domain/errors.ts';
 import { logger } from '../logger.ts';
+import { createMetrics } from '../metrics.ts';
 import { ReportRunner } from '../reports/runs.ts';
 import { ensureReportSchema } from '../reports/schema.ts';
 import { buildWebApp } from './app.ts';
 import { hashPassword } from './auth.ts';
+import { opsRoutes } from './ops.ts';
 import { ledgerWebServices } from './services.ts';
 
 async function readPassword(): Promise<string> {
@@ -69,6 +73,15 @@ export async function runWebCli(opts: WebCliOptions, openDatabase: OpenDatabase)
     services: ledgerWebServices(db, runner),
     logger: log,
   });
+  // Health and the ledger's metrics (no Kafka here: the database is the one dependency).
+  const sla = config.metrics.exceptionSlaMinutes;
+  const metrics = createMetrics({
+    balances: () => balances(db),
+    exceptions: () => exceptionFigures(db, sla),
+    pollBacklog: () => pollBacklog(db),
+    exceptionSlaMinutes: sla,
+  });
+  await app.register(opsRoutes, { metrics, checks: [{ name: 'database', check: () => pingDatabase(db) }] });
   const address = await app.listen({
     host: opts.host ?? config.web.host,
     port: Number(opts.port ?? config.web.port),

@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
 import type { Intent } from '../../src/domain/observation.ts';
+import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { observation, TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
@@ -372,4 +373,47 @@ describe.skipIf(!present && !required)('a real Prometheus scraping a running pip
     // Every dashboard query is valid and evaluates.
     for (const expr of dashboardExpressions()) await query(expr);
   }, 240_000);
+
+  it('serves health and the ledger metrics from `payrecon web` on its own', async () => {
+    const users = JSON.stringify([{ username: 'ops', passwordHash: await hashPassword('ops-password') }]);
+    const web = spawn(process.execPath, ['bin/payrecon.mjs', 'web', '--port', '0'], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH,
+        DATABASE_URL: tdb.url,
+        PAYRECON_DATA_DIR: join(dataDir, 'web'),
+        PAYRECON_WEB_USERS: users,
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let log = '';
+    web.stdout?.on('data', (c: Buffer) => {
+      log += c.toString('utf8');
+    });
+    web.stderr?.on('data', (c: Buffer) => {
+      log += c.toString('utf8');
+    });
+    try {
+      const url = await waitFor(
+        'payrecon web to listen',
+        async () => /"address":"(http:\/\/[^"]+)".*finance page listening/.exec(log)?.[1],
+        60_000,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\n${log}`);
+      });
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      const ready = await fetch(`${url}/readyz`);
+      expect(ready.status).toBe(200);
+      expect(await ready.json()).toEqual({ status: 'ready', checks: { database: 'ok' } });
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(metrics).toMatch(/^payrecon_ledger_balance\{merchant_account="sandbox"/m);
+      expect(metrics).toMatch(/^payrecon_exceptions_overdue\{type="STUCK"\} \d+$/m);
+    } finally {
+      const exited = new Promise((r) => web.once('exit', r));
+      web.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      if (web.exitCode === null) web.kill('SIGKILL');
+    }
+  }, 90_000);
 });

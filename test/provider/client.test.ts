@@ -244,6 +244,32 @@ describe('deposits', () => {
     expect(calls).toBe(2);
   });
 
+  it('tells onCall each exchange with its operation, outcome and duration (metrics)', async () => {
+    let calls = 0;
+    handlers['GET /api/v3/deposits/3000000001'] = async (_req, reply, raw) => {
+      calls++;
+      if (calls === 1) return reply.code(503).send({ description: 'maintenance' });
+      if (calls === 2) return reply.code(429).send({ description: 'slow down' });
+      if (calls === 3) {
+        reply.hijack();
+        raw.raw.socket.destroy();
+        return undefined;
+      }
+      if (calls === 4) await sleep(600);
+      return json(reply, 200, DEPOSIT_VIEW);
+    };
+    const records: { operation: string; outcome: string; seconds: number }[] = [];
+    await client({ retries: 5, timeoutMs: 400, onCall: (r) => records.push(r) }).getDeposit(3000000001);
+    expect(records.map((r) => `${r.operation} ${r.outcome}`)).toEqual([
+      'getDeposit server_error',
+      'getDeposit rate_limited',
+      'getDeposit network_error',
+      'getDeposit timeout',
+      'getDeposit ok',
+    ]);
+    expect(records[3]!.seconds).toBeGreaterThanOrEqual(0.35);
+  });
+
   it('honours Retry-After on 429', async () => {
     let calls = 0;
     handlers['GET /api/v3/deposits/3000000001'] = (_req, reply) =>
