@@ -12,7 +12,6 @@ import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Admin, Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
 import type { Config, ProviderAccount } from './config.ts';
 import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
 import { startReconciler } from './consumers/reconciler.ts';
