@@ -1,0 +1,112 @@
+/**
+ * Clean stops: `npm start` (exec'd, so the signal reaches node) with the embedded PostgreSQL, broker,
+ * registry and the sandbox; SIGTERM to the `npm start` process itself stops everything in order:
+ * `payrecon: stopped`, exit code 0, the endpoints file removed, nothing left listening, no orphan
+ * (neither node nor PostgreSQL).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Endpoints } from '../../src/endpoints.ts';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function refused(host: string, port: number): Promise<boolean> {
+  return new Promise((resolveCheck) => {
+    const socket = connect({ host, port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolveCheck(false);
+    });
+    socket.once('error', () => resolveCheck(true));
+  });
+}
+
+function hostPort(url: string): [string, number] {
+  const u = new URL(url.includes('://') ? url : `tcp://${url}`);
+  return [u.hostname, Number(u.port)];
+}
+
+let dir = '';
+let child: ChildProcess | null = null;
+
+afterAll(async () => {
+  if (child && child.exitCode === null) child.kill('SIGKILL');
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('npm start', () => {
+  it('stops cleanly on SIGTERM to the npm process: stopped, exit 0, nothing listening, no orphan', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'payrecon-stop-'));
+    const data = join(dir, 'data');
+    const env: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) {
+      if (v === undefined || /^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k))
+        continue;
+      env[k] = v;
+    }
+    const npm = spawn('npm', ['start', '--', '--traffic', '1'], {
+      cwd: ROOT,
+      env: { ...env, PAYRECON_DATA_DIR: data, PAYRECON_WEB_PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child = npm;
+    let stdout = '';
+    let stderr = '';
+    npm.stdout?.on('data', (c) => {
+      stdout += c;
+    });
+    npm.stderr?.on('data', (c) => {
+      stderr += c;
+    });
+    const exited = new Promise<number | null>((r) => npm.once('exit', (code) => r(code)));
+    const deadline = Date.now() + 150_000;
+    while (!stdout.includes('  endpoints ')) {
+      if (npm.exitCode !== null || Date.now() > deadline) {
+        throw new Error(`payrecon up did not start:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const file = join(data, 'endpoints.json');
+    expect(readFileSync(file, 'utf8')).toContain('"databaseUrl"');
+    const { statSync } = await import('node:fs');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const endpoints = JSON.parse(readFileSync(file, 'utf8')) as Endpoints;
+    // node itself (exec'd by npm's shell), not a shell in between.
+    expect(endpoints.pid).not.toBe(npm.pid);
+    const postgresPid = Number(readFileSync(join(data, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    expect(alive(postgresPid)).toBe(true);
+    const listening = [
+      hostPort(endpoints.web),
+      hostPort(endpoints.databaseUrl),
+      hostPort(endpoints.registryUrl),
+      ...endpoints.brokers.map(hostPort),
+      ...Object.values(endpoints.sandbox ?? {}).map(hostPort),
+    ];
+    for (const [host, port] of listening) expect(await refused(host, port)).toBe(false);
+
+    npm.kill('SIGTERM');
+    const code = await exited;
+    expect(stdout).toContain('payrecon: SIGTERM, stopping');
+    expect(stdout).toContain('payrecon: stopped');
+    expect(stdout + stderr).not.toMatch(/outbox flush at stop failed|stopping failed/);
+    expect(code).toBe(0);
+    expect(existsSync(file)).toBe(false);
+    expect(alive(endpoints.pid)).toBe(false);
+    expect(alive(postgresPid)).toBe(false);
+    for (const [host, port] of listening) expect(await refused(host, port)).toBe(true);
+  }, 240_000);
+});
