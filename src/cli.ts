@@ -96,6 +96,9 @@ program
   .option('--host <host>', 'address to listen on', '127.0.0.1')
   .option('--port <port>', 'port to listen on (0 picks a free one and prints it)', '8081')
   .option('--data-dir <dir>', 'directory holding the registry log', '.payrecon/registry')
+  .option('--users <file>', 'JSON {user: password}: require HTTP basic auth')
+  .option('--tls-cert <file>', 'PEM certificate (chain): serve HTTPS (with --tls-key)')
+  .option('--tls-key <file>', 'PEM private key of --tls-cert')
   .action(async (opts) => (await import('./embedded/registry/main.ts')).runRegistryCli(opts));
 
 program

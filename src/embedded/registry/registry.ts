@@ -7,9 +7,14 @@
  * Errors answer `{error_code, message}` with Confluent's codes: 40401 subject not found, 40402
  * version not found, 40403 schema not found, 40408 subject has no compatibility config, 409
  * incompatible schema, 42201 invalid schema, 42202 invalid version, 42203 invalid compatibility level,
- * 50001 storage error.
+ * 50001 storage error, 40101 unauthorized (basic auth on, credentials missing or wrong).
+ *
+ * With `users` every request needs HTTP basic auth (as Confluent Cloud's registry); with `tls` it
+ * serves HTTPS.
  */
+import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { type AvroType, canonicalText, compatibilityProblems, parseAvro } from './avro.ts';
 import {
@@ -24,6 +29,24 @@ export interface RegistryOptions {
   host?: string;
   port?: number;
   dataDir: string;
+  /** User name to password: every request must carry HTTP basic auth with one of them. */
+  users?: Readonly<Record<string, string>>;
+  /** Serve HTTPS with this PEM certificate (chain) and key. */
+  tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+}
+
+/** Whether an Authorization header carries basic credentials of one of `users`. */
+export function basicAuthAccepts(users: Readonly<Record<string, string>>, header: string | undefined): boolean {
+  const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
+  if (!m) return false;
+  const text = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = text.indexOf(':');
+  if (colon < 0) return false;
+  const user = text.slice(0, colon);
+  const given = Buffer.from(text.slice(colon + 1), 'utf8');
+  const known = Object.hasOwn(users, user) ? Buffer.from(users[user]!, 'utf8') : null;
+  const same = given.length === (known ?? given).length && timingSafeEqual(known ?? given, given);
+  return known !== null && same;
 }
 
 export interface RunningRegistry {
@@ -57,12 +80,22 @@ export async function startRegistry(options: RegistryOptions): Promise<RunningRe
   const host = options.host ?? '127.0.0.1';
   const store = RegistryStore.open(options.dataDir);
   const api = new RegistryApi(store);
-  const server = createServer((req, res) => {
+  const users = options.users;
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
+    if (users && !basicAuthAccepts(users, req.headers.authorization)) {
+      req.resume();
+      res.setHeader('www-authenticate', 'Basic realm="schema-registry"');
+      send(res, 401, { error_code: 40101, message: 'Unauthorized' });
+      return;
+    }
     api.handle(req, res).catch((err: unknown) => {
       if (!res.headersSent) send(res, 500, { error_code: 50001, message: String(err) });
       else res.destroy();
     });
-  });
+  };
+  const server = options.tls
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener)
+    : createServer(listener);
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -73,7 +106,7 @@ export async function startRegistry(options: RegistryOptions): Promise<RunningRe
   });
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://${host}:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://${host}:${port}`,
     port,
     close: () =>
       new Promise<void>((resolve) => {
