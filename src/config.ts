@@ -9,7 +9,7 @@
  * provider account means "run against the sandbox". Later issues extend the schema here, one block per
  * concern, each variable with its default.
  */
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
 import { AppError } from './domain/errors.ts';
@@ -237,6 +237,52 @@ const brokersText = z
     message: 'must be a comma-separated list of host:port',
   });
 
+// ---------------------------------------------------------------- security and the topic plan
+
+export const KAFKA_SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+export type KafkaSaslMechanism = (typeof KAFKA_SASL_MECHANISMS)[number];
+
+/** A file that must exist and be readable at start-up (certificates, keys). */
+function readableFile(what = 'a readable file') {
+  return z
+    .string(required(what))
+    .trim()
+    .min(1, 'must not be empty')
+    .superRefine((file, ctx) => {
+      try {
+        accessSync(file, constants.R_OK);
+      } catch (err) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must name a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+        });
+      }
+    });
+}
+
+/** Per-topic settings of the topic plan (KAFKA_TOPIC_OVERRIDES, JSON keyed by topic name). */
+const topicOverrideSchema = z
+  .object({
+    partitions: intText(1, 10_000).optional(),
+    replicationFactor: intText(1, 32).optional(),
+    minInsyncReplicas: intText(1, 32).optional(),
+    /** -1 keeps messages for ever. */
+    retentionMs: intText(-1, Number.MAX_SAFE_INTEGER).optional(),
+  })
+  .strict();
+
+/**
+ * Variables whose value may instead come from a file named by `<NAME>_FILE` (secrets mounted as files,
+ * as Docker and Kubernetes do); setting both is an error.
+ */
+export const FILE_VARIANTS = [
+  'PAYRECON_ACCOUNTS',
+  'KAFKA_SASL_USERNAME',
+  'KAFKA_SASL_PASSWORD',
+  'SCHEMA_REGISTRY_USERNAME',
+  'SCHEMA_REGISTRY_PASSWORD',
+] as const;
+
 const postgresUrl = z
   .string(required('a postgres:// URL'))
   .refine((s) => /^postgres(ql)?:\/\/./.test(s), 'must be a postgres:// or postgresql:// URL')
@@ -262,6 +308,36 @@ const envSchema = z.object({
   KAFKA_BROKERS: brokersText.optional(),
   KAFKA_CLIENT_ID: nonEmpty().default('payrecon'),
   SCHEMA_REGISTRY_URL: httpUrl().optional(),
+
+  /** TLS to the brokers; the CA file replaces the system's trusted CAs, cert and key are for mutual TLS. */
+  KAFKA_SSL: boolText().default(false),
+  KAFKA_SSL_CA_FILE: readableFile().optional(),
+  KAFKA_SSL_CERT_FILE: readableFile().optional(),
+  KAFKA_SSL_KEY_FILE: readableFile().optional(),
+  KAFKA_SASL_MECHANISM: z
+    .enum(KAFKA_SASL_MECHANISMS, required(`one of ${KAFKA_SASL_MECHANISMS.join(', ')}`))
+    .optional(),
+  KAFKA_SASL_USERNAME: nonEmpty().optional(),
+  KAFKA_SASL_PASSWORD: z.string(required('text')).min(1, 'must not be empty').optional(),
+  SCHEMA_REGISTRY_USERNAME: nonEmpty().optional(),
+  SCHEMA_REGISTRY_PASSWORD: z.string(required('text')).min(1, 'must not be empty').optional(),
+  /** CA of an https SCHEMA_REGISTRY_URL (default: the system's trusted CAs). */
+  SCHEMA_REGISTRY_CA_FILE: readableFile().optional(),
+  /** CA of PostgreSQL's certificate; turns TLS on (verified) unless DATABASE_URL says sslmode=disable. */
+  DATABASE_SSL_CA_FILE: readableFile().optional(),
+
+  /** Topic plan: partitions of every topic (default: the catalog's count per topic). */
+  KAFKA_TOPIC_PARTITIONS: intText(1, 10_000).optional(),
+  /** Replicas of every topic (default: the cluster's default.replication.factor). */
+  KAFKA_REPLICATION_FACTOR: intText(1, 32).optional(),
+  KAFKA_MIN_INSYNC_REPLICAS: intText(1, 32).optional(),
+  KAFKA_RETENTION_MS: intText(-1, Number.MAX_SAFE_INTEGER).optional(),
+  /** JSON `{"<topic>": {partitions, replicationFactor, minInsyncReplicas, retentionMs}}`. */
+  KAFKA_TOPIC_OVERRIDES: jsonText(
+    z.record(z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'must be a topic name'), topicOverrideSchema),
+  ).optional(),
+  /** false: parts never create topics; they check at start-up that theirs exist (`payrecon topics apply`). */
+  KAFKA_AUTO_CREATE_TOPICS: boolText().default(true),
 
   PAYRECON_WEB_HOST: nonEmpty('a host name or address').default('127.0.0.1'),
   PAYRECON_WEB_PORT: intText(0, 65_535).default(8080),
@@ -330,17 +406,103 @@ const envSchema = z.object({
   PAYRECON_EXCEPTION_SLA_MINUTES: intText(1, 525_600).default(1440),
 });
 
+/** Rules that tie variables together; the issue names the variable to fix. */
+const envRules = envSchema.superRefine((env, ctx) => {
+  const issue = (variable: string, message: string) =>
+    ctx.addIssue({ code: 'custom', path: [variable], message });
+  const sasl = [env.KAFKA_SASL_MECHANISM, env.KAFKA_SASL_USERNAME, env.KAFKA_SASL_PASSWORD];
+  if (sasl.some((v) => v !== undefined)) {
+    if (env.KAFKA_SASL_MECHANISM === undefined) {
+      issue(
+        'KAFKA_SASL_MECHANISM',
+        `is required with KAFKA_SASL_USERNAME (${KAFKA_SASL_MECHANISMS.join(', ')})`,
+      );
+    } else if (env.KAFKA_SASL_USERNAME === undefined) {
+      issue('KAFKA_SASL_USERNAME', 'is required with KAFKA_SASL_MECHANISM');
+    } else if (env.KAFKA_SASL_PASSWORD === undefined) {
+      issue('KAFKA_SASL_PASSWORD', 'is required with KAFKA_SASL_MECHANISM');
+    }
+  }
+  for (const v of ['KAFKA_SSL_CA_FILE', 'KAFKA_SSL_CERT_FILE', 'KAFKA_SSL_KEY_FILE'] as const) {
+    if (env[v] !== undefined && !env.KAFKA_SSL) issue(v, 'needs KAFKA_SSL=true');
+  }
+  if ((env.KAFKA_SSL_CERT_FILE === undefined) !== (env.KAFKA_SSL_KEY_FILE === undefined)) {
+    issue(
+      env.KAFKA_SSL_CERT_FILE === undefined ? 'KAFKA_SSL_CERT_FILE' : 'KAFKA_SSL_KEY_FILE',
+      'is required with the other of KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE',
+    );
+  }
+  if ((env.SCHEMA_REGISTRY_USERNAME === undefined) !== (env.SCHEMA_REGISTRY_PASSWORD === undefined)) {
+    issue(
+      env.SCHEMA_REGISTRY_USERNAME === undefined ? 'SCHEMA_REGISTRY_USERNAME' : 'SCHEMA_REGISTRY_PASSWORD',
+      'is required with the other of SCHEMA_REGISTRY_USERNAME and SCHEMA_REGISTRY_PASSWORD',
+    );
+  }
+  if (env.SCHEMA_REGISTRY_CA_FILE !== undefined && !env.SCHEMA_REGISTRY_URL?.startsWith('https:')) {
+    issue('SCHEMA_REGISTRY_CA_FILE', 'needs an https SCHEMA_REGISTRY_URL');
+  }
+  if (env.DATABASE_SSL_CA_FILE !== undefined && env.DATABASE_URL === undefined) {
+    issue('DATABASE_SSL_CA_FILE', 'needs DATABASE_URL (the embedded PostgreSQL has no TLS)');
+  }
+});
+
+/**
+ * DATABASE_URL with DATABASE_SSL_CA_FILE as its `sslrootcert` (node-postgres reads it and verifies the
+ * server's certificate); a URL naming its own sslrootcert keeps it.
+ */
+function databaseUrlWithCa(url: string | undefined, caFile: string | undefined): string | null {
+  if (url === undefined) return null;
+  if (caFile === undefined || /[?&]sslrootcert=/.test(url)) return url;
+  return `${url}${url.includes('?') ? '&' : '?'}sslrootcert=${encodeURIComponent(caFile)}`;
+}
+
 function buildConfig(env: z.output<typeof envSchema>) {
   return {
     logLevel: env.LOG_LEVEL,
     dataDir: env.PAYRECON_DATA_DIR,
     accounts: env.PAYRECON_ACCOUNTS ?? [],
     /** null: start embedded PostgreSQL under dataDir. */
-    database: { url: env.DATABASE_URL ?? null },
+    database: {
+      url: databaseUrlWithCa(env.DATABASE_URL, env.DATABASE_SSL_CA_FILE),
+      caFile: env.DATABASE_SSL_CA_FILE ?? null,
+    },
     /** brokers null: start the embedded Kafka-compatible broker. */
-    kafka: { brokers: env.KAFKA_BROKERS ?? null, clientId: env.KAFKA_CLIENT_ID },
+    kafka: {
+      brokers: env.KAFKA_BROKERS ?? null,
+      clientId: env.KAFKA_CLIENT_ID,
+      /** Shape of `KafkaSecuritySettings` (src/events/kafka.ts). */
+      security: {
+        ssl: env.KAFKA_SSL,
+        caFile: env.KAFKA_SSL_CA_FILE ?? null,
+        certFile: env.KAFKA_SSL_CERT_FILE ?? null,
+        keyFile: env.KAFKA_SSL_KEY_FILE ?? null,
+        sasl:
+          env.KAFKA_SASL_MECHANISM && env.KAFKA_SASL_USERNAME && env.KAFKA_SASL_PASSWORD
+            ? {
+                mechanism: env.KAFKA_SASL_MECHANISM,
+                username: env.KAFKA_SASL_USERNAME,
+                password: env.KAFKA_SASL_PASSWORD,
+              }
+            : null,
+      },
+      /** Shape of `TopicPlanSettings` (src/events/topic-plan.ts). */
+      topics: {
+        partitions: env.KAFKA_TOPIC_PARTITIONS ?? null,
+        replicationFactor: env.KAFKA_REPLICATION_FACTOR ?? null,
+        minInsyncReplicas: env.KAFKA_MIN_INSYNC_REPLICAS ?? null,
+        retentionMs: env.KAFKA_RETENTION_MS ?? null,
+        overrides: env.KAFKA_TOPIC_OVERRIDES ?? {},
+        autoCreate: env.KAFKA_AUTO_CREATE_TOPICS,
+      },
+    },
     /** url null: start the embedded schema registry. */
-    schemaRegistry: { url: env.SCHEMA_REGISTRY_URL ?? null },
+    schemaRegistry: {
+      url: env.SCHEMA_REGISTRY_URL ?? null,
+      /** Shape of `RegistryClientSettings` (src/events/serde.ts), with the url. */
+      username: env.SCHEMA_REGISTRY_USERNAME ?? null,
+      password: env.SCHEMA_REGISTRY_PASSWORD ?? null,
+      caFile: env.SCHEMA_REGISTRY_CA_FILE ?? null,
+    },
     web: {
       host: env.PAYRECON_WEB_HOST,
       port: env.PAYRECON_WEB_PORT,
@@ -449,23 +611,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const input: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined && v.trim() !== '') input[k] = v;
 
-  if (input.PAYRECON_ACCOUNTS_FILE !== undefined) {
-    if (input.PAYRECON_ACCOUNTS !== undefined) {
-      throw new ConfigError('PAYRECON_ACCOUNTS_FILE', 'must not be set together with PAYRECON_ACCOUNTS');
+  const fromFile = new Set<string>();
+  for (const name of FILE_VARIANTS) {
+    const file = input[`${name}_FILE`];
+    if (file === undefined) continue;
+    if (input[name] !== undefined) {
+      throw new ConfigError(`${name}_FILE`, `must not be set together with ${name}`);
     }
     let text: string;
     try {
-      text = readFileSync(input.PAYRECON_ACCOUNTS_FILE, 'utf8');
+      text = readFileSync(file, 'utf8');
     } catch (err) {
       throw new ConfigError(
-        'PAYRECON_ACCOUNTS_FILE',
+        `${name}_FILE`,
         `must name a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
       );
     }
-    input.PAYRECON_ACCOUNTS = text;
+    // A secret file's final newline (echo > file) is not part of the secret.
+    input[name] = name === 'PAYRECON_ACCOUNTS' ? text : text.replace(/\r?\n$/, '');
+    fromFile.add(name);
   }
 
-  const result = envSchema.safeParse(input);
+  const result = envRules.safeParse(input);
   if (!result.success) {
     const issue = result.error.issues[0]!;
     let variable = issuePath(issue.path);
@@ -476,9 +643,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     } else if (issue.code === 'invalid_type' && rule.startsWith('Invalid input')) {
       rule = `must be ${issue.expected === 'object' ? 'a JSON object' : issue.expected === 'array' ? 'a JSON array' : issue.expected}`;
     }
-    if (input.PAYRECON_ACCOUNTS_FILE !== undefined && variable.startsWith('PAYRECON_ACCOUNTS')) {
-      variable = variable.replace(/^PAYRECON_ACCOUNTS/, 'PAYRECON_ACCOUNTS_FILE');
-    }
+    const head = /^[A-Z_]+/.exec(variable)?.[0] ?? '';
+    if (fromFile.has(head)) variable = `${head}_FILE${variable.slice(head.length)}`;
     throw new ConfigError(variable || 'environment', rule);
   }
   return deepFreeze(buildConfig(result.data)) as Config;

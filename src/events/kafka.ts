@@ -12,6 +12,7 @@
  * replays the batch: handlers must be idempotent.
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import tls from 'node:tls';
 import {
@@ -24,30 +25,72 @@ import {
   type LogEntry,
   logLevel,
   type Producer,
+  type SASLOptions,
 } from 'kafkajs';
 import { AppError, isRetryable } from '../domain/errors.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import type { DlqEnvelope } from './payloads.ts';
 import type { Serde } from './serde.ts';
+import { DEFAULT_TOPIC_PLAN, ensureTopicPlan, type TopicPlanSettings } from './topic-plan.ts';
 import {
   type AnyTopicName,
   backoffMs,
   dlqTopicOf,
   isDlqTopicName,
   type RetryPolicy,
-  TOPIC_NAMES,
   TOPICS,
   type TopicName,
   type TopicValues,
   type ValueOf,
 } from './topics.ts';
 
+/** TLS and SASL towards the brokers (payrecon's KAFKA_SSL* and KAFKA_SASL_* settings). */
+export interface KafkaSecuritySettings {
+  readonly ssl: boolean;
+  /** PEM CA bundle replacing the system's trusted CAs; null keeps them. */
+  readonly caFile: string | null;
+  /** Client certificate and key (mutual TLS). */
+  readonly certFile: string | null;
+  readonly keyFile: string | null;
+  readonly sasl: {
+    readonly mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
+    readonly username: string;
+    readonly password: string;
+  } | null;
+}
+
+export const PLAINTEXT: KafkaSecuritySettings = {
+  ssl: false,
+  caFile: null,
+  certFile: null,
+  keyFile: null,
+  sasl: null,
+};
+
 export interface KafkaConfig {
   brokers: string[];
   clientId: string;
+  /** TLS and SASL (default: plaintext, no authentication). */
+  security?: KafkaSecuritySettings;
   /** kafkajs connection retries (default 8). */
   retries?: number;
   logger?: Logger;
+}
+
+/** The node:tls options of the settings (files read now), or null without TLS. */
+export function tlsOptionsOf(security: KafkaSecuritySettings): tls.ConnectionOptions | null {
+  if (!security.ssl) return null;
+  return {
+    ...(security.caFile ? { ca: readFileSync(security.caFile, 'utf8') } : {}),
+    ...(security.certFile ? { cert: readFileSync(security.certFile, 'utf8') } : {}),
+    ...(security.keyFile ? { key: readFileSync(security.keyFile, 'utf8') } : {}),
+  };
+}
+
+function saslOptionsOf(security: KafkaSecuritySettings): SASLOptions | null {
+  const sasl = security.sasl;
+  if (!sasl) return null;
+  return { mechanism: sasl.mechanism, username: sasl.username, password: sasl.password } as SASLOptions;
 }
 
 /**
@@ -67,9 +110,14 @@ export const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnec
 /** The kafkajs client, logging through pino. */
 export function createKafka(config: KafkaConfig): Kafka {
   const log = (config.logger ?? rootLogger).child({ module: 'kafkajs' });
+  const security = config.security ?? PLAINTEXT;
+  const ssl = tlsOptionsOf(security);
+  const sasl = saslOptionsOf(security);
   return new Kafka({
     clientId: config.clientId,
     brokers: config.brokers,
+    ...(ssl ? { ssl } : {}),
+    ...(sasl ? { sasl } : {}),
     retry: { initialRetryTime: 100, retries: config.retries ?? 8 },
     socketFactory: noDelaySocketFactory,
     logLevel: logLevel.WARN,
@@ -149,35 +197,17 @@ export function instrumentKafka(kafka: Kafka, hooks: KafkaHooks): Kafka {
 // ---- topics
 
 /**
- * Creates every catalog topic and its `.dlq` companion with the catalog's partition count. Existing
- * topics are left as they are (a topic with fewer partitions than the catalog says is logged).
+ * Brings the topics to the plan at start-up (`ensureTopicPlan`): creates the missing ones (with
+ * auto-create on; with it off, fails naming them) and logs how existing topics differ from the plan.
+ * Answers the names created.
  */
-export async function ensureTopics(admin: Admin, log: Logger = rootLogger): Promise<string[]> {
-  const wanted = TOPIC_NAMES.flatMap((t) => [
-    { topic: t as string, numPartitions: TOPICS[t].partitions },
-    { topic: dlqTopicOf(t) as string, numPartitions: TOPICS[t].partitions },
-  ]);
-  const existing = new Set(await admin.listTopics());
-  const missing = wanted.filter((w) => !existing.has(w.topic));
-  if (missing.length > 0) {
-    await admin.createTopics({ topics: missing, waitForLeaders: true });
-  }
-  const present = wanted.filter((w) => existing.has(w.topic)).map((w) => w.topic);
-  if (present.length > 0) {
-    const metadata = await admin.fetchTopicMetadata({ topics: present });
-    for (const t of metadata.topics) {
-      const want = wanted.find((w) => w.topic === t.name)?.numPartitions ?? 0;
-      if (t.partitions.length < want) {
-        log
-          .child({ module: 'events' })
-          .warn(
-            { topic: t.name, partitions: t.partitions.length, catalog: want },
-            'topic has fewer partitions than the catalog declares',
-          );
-      }
-    }
-  }
-  return missing.map((m) => m.topic);
+export async function ensureTopics(
+  admin: Admin,
+  log: Logger = rootLogger,
+  plan: TopicPlanSettings = DEFAULT_TOPIC_PLAN,
+): Promise<string[]> {
+  const events = log.child({ module: 'events' });
+  return ensureTopicPlan(admin, plan, (line) => events.warn(`topic differs from the plan: ${line}`));
 }
 
 // ---- publishing

@@ -10,7 +10,8 @@
  * `AppError('SCHEMA_INVALID')` naming the field: consumers send such messages straight to the DLQ.
  */
 import { readFileSync } from 'node:fs';
-import { COMPATIBILITY, type SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { Agent as HttpsAgent } from 'node:https';
+import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import avsc from 'avsc';
 import { AppError } from '../domain/errors.ts';
 import { type AvroRecord, fromRecord, schemaInvalid, toRecord } from './records.ts';
@@ -45,6 +46,38 @@ export interface Serde {
   readonly ids: ReadonlyMap<AnyTopicName, number>;
 }
 
+/** Where the schema registry is and how to authenticate (SCHEMA_REGISTRY_* settings). */
+export interface RegistryClientSettings {
+  readonly url: string;
+  /** HTTP basic auth (Confluent Cloud: the API key and secret); both or neither. */
+  readonly username: string | null;
+  readonly password: string | null;
+  /** PEM CA bundle for an https URL; null keeps the system's trusted CAs. */
+  readonly caFile: string | null;
+}
+
+/** The one way payrecon makes a registry client: basic auth and the CA from the settings. */
+export function createRegistryClient(
+  settings: RegistryClientSettings,
+  options: { retries?: number } = {},
+): SchemaRegistry {
+  const auth =
+    settings.username !== null && settings.password !== null
+      ? { username: settings.username, password: settings.password }
+      : undefined;
+  const agent =
+    settings.caFile && settings.url.startsWith('https:')
+      ? new HttpsAgent({ ca: readFileSync(settings.caFile, 'utf8'), keepAlive: true })
+      : undefined;
+  return new SchemaRegistry({
+    host: settings.url,
+    ...(auth ? { auth } : {}),
+    // mappersmith takes an http.Agent; an https.Agent is one.
+    ...(agent ? { agent: agent as unknown as import('node:http').Agent } : {}),
+    ...(options.retries === undefined ? {} : { retry: { retries: options.retries } }),
+  });
+}
+
 /** Every topic of the catalog and its DLQ companion. */
 export function allTopicNames(): AnyTopicName[] {
   return TOPIC_NAMES.flatMap((t) => [t, dlqTopicOf(t)] as AnyTopicName[]);
@@ -66,6 +99,8 @@ export async function registerSchemas(registry: SchemaRegistry): Promise<Serde> 
         { subject: valueSubject(topic), compatibility: COMPATIBILITY.BACKWARD },
       ));
     } catch (err) {
+      const refused = registryRefusal(err);
+      if (refused) throw new AppError('CONFIG_INVALID', refused, { cause: err });
       throw new AppError(
         'CONFIG_INVALID',
         `registering ${schemaFileOf(topic)} under ${valueSubject(topic)} failed: ${errorMessage(err)}`,
@@ -201,6 +236,30 @@ function locateFault(writer: avsc.Type, payload: Buffer): string {
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A registry that refused the credentials or a certificate not trusted: one line naming the variable. */
+function registryRefusal(err: unknown): string | null {
+  const status = (err as { status?: number } | null)?.status;
+  if (status === 401 || status === 403) {
+    return `SCHEMA_REGISTRY_USERNAME/SCHEMA_REGISTRY_PASSWORD: the schema registry refused the credentials (HTTP ${status})`;
+  }
+  let cause: unknown = err;
+  for (let depth = 0; cause && depth < 4; depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/.test(code)) {
+      return `SCHEMA_REGISTRY_CA_FILE: the certificate of the schema registry is not trusted (${code})`;
+    }
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  const text = errorMessage(err);
+  const m =
+    /(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|self[- ]signed certificate[^,)]*|unable to verify the first certificate)/i.exec(
+      text,
+    );
+  return m
+    ? `SCHEMA_REGISTRY_CA_FILE: the certificate of the schema registry is not trusted (${m[1]})`
+    : null;
 }
 
 function isUnreachable(err: unknown): boolean {
