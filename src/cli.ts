@@ -159,6 +159,24 @@ function databaseOpener(command: string, option: string | undefined, optionName 
   };
 }
 
+const topics = program
+  .command('topics')
+  .description('The topic plan (KAFKA_TOPIC_*, KAFKA_REPLICATION_FACTOR, ...) against KAFKA_BROKERS');
+for (const [name, description] of [
+  ['plan', 'Print the plan and how the cluster differs; changes nothing (exit 1 when it differs)'],
+  [
+    'apply',
+    'Create missing topics and raise partition counts; never shrinks or deletes, says what it refuses',
+  ],
+] as const) {
+  topics
+    .command(name)
+    .description(description)
+    .action(async () => {
+      process.exitCode = await (await import('./events/cli.ts')).runTopicsCli(name);
+    });
+}
+
 const db = program.command('db').description('Ledger database: migrations and verification');
 for (const [name, description] of [
   ['migrate', 'Apply pending migrations (DATABASE_URL, else the embedded PostgreSQL under .payrecon/pg)'],
