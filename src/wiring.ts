@@ -8,7 +8,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Admin, Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
@@ -27,14 +26,16 @@ import { verifyLedger } from './db/verify.ts';
 import { AppError } from './domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
 import { removeEndpoints, runningEndpoints, writeEndpoints } from './endpoints.ts';
+import { connectAdmin } from './events/connect.ts';
 import {
   createKafka,
   createPublisher,
   ensureTopics,
   instrumentKafka,
+  PLAINTEXT,
   type Publisher,
 } from './events/kafka.ts';
-import { registerSchemas, type Serde } from './events/serde.ts';
+import { createRegistryClient, registerSchemas, type Serde } from './events/serde.ts';
 import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
 import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
@@ -203,9 +204,10 @@ export async function startInfrastructure(
       log.info({ url: registryUrl }, 'embedded schema registry started');
     }
 
-    const bareKafka = createKafka({ brokers, clientId: config.kafka.clientId, logger });
-    const admin = bareKafka.admin();
-    await admin.connect();
+    // TLS, SASL and registry credentials are for configured services; the embedded ones are plaintext.
+    const security = config.kafka.brokers ? config.kafka.security : PLAINTEXT;
+    const bareKafka = createKafka({ brokers, clientId: config.kafka.clientId, security, logger });
+    const admin = await connectAdmin(bareKafka, brokers, security);
     lifecycle.add('kafka admin', () => admin.disconnect());
     const sla = config.metrics.exceptionSlaMinutes;
     const metrics = createMetrics({
@@ -217,9 +219,12 @@ export async function startInfrastructure(
       dlqTopics: TOPIC_NAMES.map((t) => dlqTopicOf(t)),
     });
     const kafka = instrumentKafka(bareKafka, metrics.kafkaHooks);
-    const created = await ensureTopics(admin, logger);
+    const created = await ensureTopics(admin, logger, config.kafka.topics);
     if (created.length > 0) log.info({ topics: created }, 'topics created');
-    const serde = await registerSchemas(new SchemaRegistry({ host: registryUrl }));
+    const registrySettings = config.schemaRegistry.url
+      ? { ...config.schemaRegistry, url: registryUrl }
+      : { url: registryUrl, username: null, password: null, caFile: null };
+    const serde = await registerSchemas(createRegistryClient(registrySettings));
     const publisher = await createPublisher(kafka, serde);
     lifecycle.add('publisher', () => publisher.disconnect());
     return {

@@ -21,9 +21,13 @@ export interface TopicsCliIo {
 const stdout: TopicsCliIo = { out: (line) => process.stdout.write(`${line}\n`) };
 
 /** Runs the command; an expected failure (configuration, credentials, certificate) is one line. */
-export async function runTopicsCli(command: 'plan' | 'apply', io: TopicsCliIo = stdout): Promise<number> {
+export async function runTopicsCli(
+  command: 'plan' | 'apply',
+  io: TopicsCliIo = stdout,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   try {
-    return await topics(command, io);
+    return await topics(command, io, env);
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
     io.out(`payrecon: ${err.message}`);
@@ -31,8 +35,8 @@ export async function runTopicsCli(command: 'plan' | 'apply', io: TopicsCliIo = 
   }
 }
 
-async function topics(command: 'plan' | 'apply', io: TopicsCliIo): Promise<number> {
-  const config = loadConfig();
+async function topics(command: 'plan' | 'apply', io: TopicsCliIo, env: NodeJS.ProcessEnv): Promise<number> {
+  const config = loadConfig(env);
   const brokers = config.kafka.brokers;
   if (!brokers) {
     io.out('payrecon: KAFKA_BROKERS: must be set (the topic plan is for a running cluster)');

@@ -2,12 +2,11 @@
  * Bootstrap of the CLI commands that publish (`payrecon intent record`, `payrecon backfill ...`):
  * config, an acknowledged Kafka publisher and the registered schemas; one line on stderr for an error.
  */
-import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import { describeFailure } from '../cli-errors.ts';
 import { type Config, loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { createKafka, createPublisher, type Publisher } from '../events/kafka.ts';
-import { registerSchemas } from '../events/serde.ts';
+import { createRegistryClient, registerSchemas } from '../events/serde.ts';
 
 export interface Connected {
   config: Config;
@@ -31,10 +30,13 @@ export async function connectFromConfig(clientId = 'payrecon-cli'): Promise<Conn
       'SCHEMA_REGISTRY_URL: must be set for this command (http://host:port)',
     );
   }
-  const serde = await registerSchemas(new SchemaRegistry({ host: config.schemaRegistry.url }));
+  const serde = await registerSchemas(
+    createRegistryClient({ ...config.schemaRegistry, url: config.schemaRegistry.url }),
+  );
   const kafka = createKafka({
     brokers: [...config.kafka.brokers],
     clientId: `${config.kafka.clientId}-${clientId}`,
+    security: config.kafka.security,
   });
   const publisher = await createPublisher(kafka, serde);
   return { config, publisher, close: () => publisher.disconnect() };

@@ -19,7 +19,9 @@ function readOption(file: string, name: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`--${name}: must name a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new Error(
+      `--${name}: must name a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
 }
 
@@ -36,7 +38,9 @@ function usersOf(file: string): Record<string, string> {
     users !== null &&
     !Array.isArray(users) &&
     Object.keys(users).length > 0 &&
-    Object.entries(users).every(([u, p]) => u !== '' && !u.includes(':') && typeof p === 'string' && p !== '');
+    Object.entries(users).every(
+      ([u, p]) => u !== '' && !u.includes(':') && typeof p === 'string' && p !== '',
+    );
   if (!ok) {
     throw new Error('--users: must be a JSON object of user name (no colon) to non-empty password');
   }

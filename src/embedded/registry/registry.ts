@@ -36,7 +36,10 @@ export interface RegistryOptions {
 }
 
 /** Whether an Authorization header carries basic credentials of one of `users`. */
-export function basicAuthAccepts(users: Readonly<Record<string, string>>, header: string | undefined): boolean {
+export function basicAuthAccepts(
+  users: Readonly<Record<string, string>>,
+  header: string | undefined,
+): boolean {
   const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
   if (!m) return false;
   const text = Buffer.from(m[1]!, 'base64').toString('utf8');
