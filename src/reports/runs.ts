@@ -8,8 +8,20 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { sql } from 'kysely';
 import { merchantAccounts } from '../db/report-queries.ts';
+import {
+  failRunsStartedBefore,
+  getRunRow,
+  insertRun,
+  listRunRows,
+  markRunDeleted,
+  markRunFailed,
+  markRunSucceeded,
+  type RunFile,
+  type RunRow,
+  runsFinishedBefore,
+  setRunProgress,
+} from '../db/report-runs.ts';
 import type { Db } from '../db/schema.ts';
 import type { Logger } from '../logger.ts';
 import { writeExceptionWorkbook } from './exception-workbook.ts';
@@ -27,12 +39,7 @@ export interface ReportParams {
   account: string | null;
 }
 
-export interface ReportFile {
-  name: string;
-  label: string;
-  /** Absolute path (written by the runner, never taken from a request). */
-  path: string;
-}
+export type ReportFile = RunFile;
 
 export interface ReportRun {
   id: string;
@@ -88,28 +95,6 @@ export interface RunOutcome {
   lines: string[];
 }
 
-interface RunRow {
-  id: string;
-  run_key: string;
-  report: string;
-  merchant_account: string | null;
-  status: 'running' | 'succeeded' | 'failed';
-  file_path: string | null;
-  row_count: number | null;
-  error: string | null;
-  created_at: Date;
-  finished_at: Date | null;
-  parameters: { from?: string; to?: string };
-  row_counts: { sheet: string; rows: number }[] | Record<string, number>;
-  sha256: string | null;
-  files: ReportFile[];
-  requested_by: string | null;
-  trigger: string;
-  progress_done: string;
-  progress_total: string;
-  deleted_at: Date | null;
-}
-
 function toRun(r: RunRow): ReportRun {
   const total = Number(r.progress_total);
   return {
@@ -149,10 +134,6 @@ export async function sha256File(path: string): Promise<string> {
   return hash.digest('hex');
 }
 
-const SELECT_RUN = sql`SELECT id::text AS id, run_key, report, merchant_account, status, file_path, row_count, error,
-  created_at, finished_at, parameters, row_counts, sha256, files, requested_by, trigger,
-  progress_done::text AS progress_done, progress_total::text AS progress_total, deleted_at FROM report_runs`;
-
 /** Generates workbooks and keeps their runs; shared by the jobs, the page and the CLI. */
 export class ReportRunner {
   readonly db: Db;
@@ -188,15 +169,15 @@ export class ReportRunner {
   ): Promise<{ id: string; done: Promise<RunOutcome> } | null> {
     const period = this.period(params);
     const runKey = options.runKey ?? `demand:${randomUUID()}`;
-    const { rows } = await sql<{ id: string }>`
-      INSERT INTO report_runs (run_key, report, merchant_account, period_start, period_end, status, parameters,
-                               requested_by, trigger)
-      VALUES (${runKey}, ${params.kind}, ${params.account}, ${period.start}, ${period.end}, 'running',
-              ${JSON.stringify({ ...params, timeZone: this.timeZone, cutoff: this.cutoff, csv: this.csv })}::jsonb,
-              ${options.requestedBy ?? null}, ${options.trigger ?? 'demand'})
-      ON CONFLICT (run_key) DO NOTHING
-      RETURNING id::text AS id`.execute(this.db);
-    const id = rows[0]?.id;
+    const id = await insertRun(this.db, {
+      runKey,
+      report: params.kind,
+      account: params.account,
+      period,
+      parameters: { ...params, timeZone: this.timeZone, cutoff: this.cutoff, csv: this.csv },
+      requestedBy: options.requestedBy ?? null,
+      trigger: options.trigger ?? 'demand',
+    });
     if (!id) return null;
     const done = this.generate(id, params, period, options);
     this.active.set(id, done);
@@ -235,11 +216,7 @@ export class ReportRunner {
       const t = Date.now();
       if (t - lastWrite < 500 && done < total) return;
       lastWrite = t;
-      pending = pending.then(() =>
-        sql`UPDATE report_runs SET progress_done = ${done}, progress_total = ${total} WHERE id = ${id}`
-          .execute(this.db)
-          .catch(() => undefined),
-      );
+      pending = pending.then(() => setRunProgress(this.db, id, done, total).catch(() => undefined));
     };
     try {
       let rowCounts: Record<string, number>;
@@ -281,36 +258,26 @@ export class ReportRunner {
         path: resolve(f),
       }));
       const rowCount = Object.values(rowCounts).reduce((a, b) => a + b, 0);
-      await sql`
-        UPDATE report_runs SET status = 'succeeded', file_path = ${out}, row_count = ${rowCount},
-               row_counts = ${JSON.stringify(Object.entries(rowCounts).map(([sheet, rows]) => ({ sheet, rows })))}::jsonb, sha256 = ${sha256},
-               files = ${JSON.stringify(fileList)}::jsonb, finished_at = now(),
-               progress_done = progress_total
-         WHERE id = ${id}`.execute(this.db);
+      await markRunSucceeded(this.db, id, { filePath: out, rowCount, rowCounts, sha256, files: fileList });
       log?.info({ rowCount, sha256 }, 'report written');
       const run = await this.get(id);
       return { run: run!, lines };
     } catch (err) {
       await pending;
       log?.error({ err }, 'report failed');
-      await sql`UPDATE report_runs SET status = 'failed', error = ${String((err as Error).message ?? err).slice(0, 2000)},
-                finished_at = now() WHERE id = ${id}`
-        .execute(this.db)
-        .catch(() => undefined);
+      await markRunFailed(this.db, id, String((err as Error).message ?? err)).catch(() => undefined);
       throw err;
     }
   }
 
   async get(id: string): Promise<ReportRun | null> {
     if (!/^\d{1,18}$/.test(id)) return null;
-    const { rows } = await sql<RunRow>`${SELECT_RUN} WHERE id = ${id}`.execute(this.db);
-    return rows[0] ? toRun(rows[0]) : null;
+    const row = await getRunRow(this.db, id);
+    return row ? toRun(row) : null;
   }
 
   async list(limit = 50): Promise<ReportRun[]> {
-    const { rows } =
-      await sql<RunRow>`${SELECT_RUN} ORDER BY created_at DESC, id DESC LIMIT ${limit}`.execute(this.db);
-    return rows.map(toRun);
+    return (await listRunRows(this.db, limit)).map(toRun);
   }
 
   /** Absolute path of a file of a finished run, looked up by its name in the run's file list. */
@@ -330,21 +297,16 @@ export class ReportRunner {
    */
   async failAbandoned(maxAgeMs = 6 * 3_600_000): Promise<number> {
     const before = new Date(this.now().getTime() - maxAgeMs);
-    const result = await sql`
-      UPDATE report_runs SET status = 'failed', error = 'abandoned: the process writing it stopped', finished_at = now()
-       WHERE status = 'running' AND created_at < ${before}`.execute(this.db);
-    return Number(result.numAffectedRows ?? 0n);
+    return failRunsStartedBefore(this.db, before, 'abandoned: the process writing it stopped');
   }
 
   /** Deletes the files of runs finished before `before`; the rows stay, marked deleted. */
   async deleteOlderThan(before: Date): Promise<number> {
-    const { rows } = await sql<{ id: string }>`
-      SELECT id::text AS id FROM report_runs
-       WHERE finished_at < ${before} AND deleted_at IS NULL ORDER BY id`.execute(this.db);
-    for (const { id } of rows) {
+    const ids = await runsFinishedBefore(this.db, before);
+    for (const id of ids) {
       await rm(join(this.dir, `run-${id}`), { recursive: true, force: true });
-      await sql`UPDATE report_runs SET deleted_at = now() WHERE id = ${id}`.execute(this.db);
+      await markRunDeleted(this.db, id);
     }
-    return rows.length;
+    return ids.length;
   }
 }
