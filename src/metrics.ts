@@ -216,7 +216,7 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
     }),
     webhookRequests: new Counter({
       name: 'payrecon_webhook_requests_total',
-      help: 'Webhook requests by notification kind and outcome (accepted, rejected, unavailable).',
+      help: 'Webhook notifications accepted and published, by kind (outcome accepted; refusals are payrecon_webhook_rejections_total).',
       labelNames: ['kind', 'outcome'],
       registers,
     }),
