@@ -104,12 +104,6 @@ const ALLOWED: readonly { from: string; to: string; why: string }[] = [
   { from: 'src/db/ledger-service.ts', to: 'src/logger.ts', why: 'being rewritten (issue 15 point 1)' },
   // kafkajs wiring defaults to the root logger when none is given.
   { from: 'src/events/kafka.ts', to: 'src/logger.ts', why: 'to take an injected logger (issue 15 point 6)' },
-  // /metrics reads ledger gauges with SQL and labels per topic; its SQL moves to src/db (issue 15 point 2).
-  { from: 'src/metrics.ts', to: 'src/db/schema.ts', why: 'metrics SQL moving to src/db (issue 15 point 2)' },
-  { from: 'src/metrics.ts', to: 'src/events/topics.ts', why: 'topic labels to be given by the wiring' },
-  { from: 'src/metrics.ts', to: 'src/db/metrics-queries.ts', why: 'gauge readers to be given by the wiring' },
-  { from: 'src/metrics.ts', to: 'src/db/queries.ts', why: 'gauge readers to be given by the wiring' },
-  { from: 'src/metrics.ts', to: 'src/events/kafka.ts', why: 'consumer lag reader to be given by the wiring' },
   // The backfill re-polls with the status fetcher's clients and bounded map.
   {
     from: 'src/producers/backfill.ts',
