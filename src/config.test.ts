@@ -232,3 +232,126 @@ describe('JOBS_OFF', () => {
     for (const schedule of Object.values(cron)) expect(schedule).toBe('0 0 1 1 *');
   });
 });
+
+describe('Kafka, registry and PostgreSQL security, and the topic plan', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'payrecon-config-security-'));
+  const ca = join(dir, 'ca.pem');
+  writeFileSync(ca, '-----BEGIN CERTIFICATE-----\n');
+  const secret = join(dir, 'password');
+  writeFileSync(secret, 'from-a-file\n');
+
+  it('is plaintext, unauthenticated and follows the catalog by default', () => {
+    const config = loadConfig({});
+    expect(config.kafka.security).toEqual({
+      ssl: false,
+      caFile: null,
+      certFile: null,
+      keyFile: null,
+      sasl: null,
+    });
+    expect(config.kafka.topics).toEqual({
+      partitions: null,
+      replicationFactor: null,
+      minInsyncReplicas: null,
+      retentionMs: null,
+      overrides: {},
+      autoCreate: true,
+    });
+    expect(config.schemaRegistry).toEqual({ url: null, username: null, password: null, caFile: null });
+    expect(config.database.caFile).toBeNull();
+  });
+
+  it('reads TLS, SASL (password from a _FILE), registry auth and the topic plan', () => {
+    const config = loadConfig({
+      KAFKA_BROKERS: 'b1.example:9093',
+      KAFKA_SSL: 'true',
+      KAFKA_SSL_CA_FILE: ca,
+      KAFKA_SASL_MECHANISM: 'scram-sha-512',
+      KAFKA_SASL_USERNAME: 'payrecon',
+      KAFKA_SASL_PASSWORD_FILE: secret,
+      SCHEMA_REGISTRY_URL: 'https://registry.example',
+      SCHEMA_REGISTRY_USERNAME: 'key',
+      SCHEMA_REGISTRY_PASSWORD: 'registry-secret',
+      SCHEMA_REGISTRY_CA_FILE: ca,
+      KAFKA_TOPIC_PARTITIONS: '12',
+      KAFKA_REPLICATION_FACTOR: '3',
+      KAFKA_MIN_INSYNC_REPLICAS: '2',
+      KAFKA_RETENTION_MS: '-1',
+      KAFKA_TOPIC_OVERRIDES: '{"provider.status.observed.v1": {"partitions": 24}}',
+      KAFKA_AUTO_CREATE_TOPICS: 'false',
+    });
+    expect(config.kafka.security).toEqual({
+      ssl: true,
+      caFile: ca,
+      certFile: null,
+      keyFile: null,
+      sasl: { mechanism: 'scram-sha-512', username: 'payrecon', password: 'from-a-file' },
+    });
+    expect(config.schemaRegistry).toEqual({
+      url: 'https://registry.example',
+      username: 'key',
+      password: 'registry-secret',
+      caFile: ca,
+    });
+    expect(config.kafka.topics).toEqual({
+      partitions: 12,
+      replicationFactor: 3,
+      minInsyncReplicas: 2,
+      retentionMs: -1,
+      overrides: { 'provider.status.observed.v1': { partitions: 24 } },
+      autoCreate: false,
+    });
+  });
+
+  it('passes the PostgreSQL CA to node-postgres as sslrootcert and keeps sslmode', () => {
+    const url = 'postgres://u:p@db.example:5432/payrecon?sslmode=verify-full';
+    const config = loadConfig({ DATABASE_URL: url, DATABASE_SSL_CA_FILE: ca });
+    expect(config.database.url).toBe(`${url}&sslrootcert=${encodeURIComponent(ca)}`);
+    expect(loadConfig({ DATABASE_URL: 'postgres://db/x', DATABASE_SSL_CA_FILE: ca }).database.url).toBe(
+      `postgres://db/x?sslrootcert=${encodeURIComponent(ca)}`,
+    );
+    expect(loadConfig({ DATABASE_URL: url }).database.url).toBe(url);
+  });
+
+  it('names the variable for each inconsistent or unreadable setting, never a secret', () => {
+    const sasl = { KAFKA_BROKERS: 'b:9092', KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' };
+    expect(errorOf({ ...sasl })).toBe('KAFKA_SASL_PASSWORD: is required with KAFKA_SASL_MECHANISM');
+    expect(errorOf({ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'hunter2-secret' })).toMatch(
+      /^KAFKA_SASL_MECHANISM: is required with KAFKA_SASL_USERNAME/,
+    );
+    expect(errorOf({ ...sasl, KAFKA_SASL_MECHANISM: 'gssapi', KAFKA_SASL_PASSWORD: 'x' })).toBe(
+      'KAFKA_SASL_MECHANISM: must be one of plain, scram-sha-256, scram-sha-512',
+    );
+    expect(errorOf({ KAFKA_SSL_CA_FILE: ca })).toBe('KAFKA_SSL_CA_FILE: needs KAFKA_SSL=true');
+    expect(errorOf({ KAFKA_SSL: 'true', KAFKA_SSL_CA_FILE: join(dir, 'missing.pem') })).toBe(
+      'KAFKA_SSL_CA_FILE: must name a readable file (ENOENT)',
+    );
+    expect(errorOf({ KAFKA_SSL: 'true', KAFKA_SSL_CERT_FILE: ca })).toBe(
+      'KAFKA_SSL_KEY_FILE: is required with the other of KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE',
+    );
+    expect(errorOf({ KAFKA_SASL_PASSWORD: 'a', KAFKA_SASL_PASSWORD_FILE: secret })).toBe(
+      'KAFKA_SASL_PASSWORD_FILE: must not be set together with KAFKA_SASL_PASSWORD',
+    );
+    expect(errorOf({ KAFKA_SASL_PASSWORD_FILE: join(dir, 'nope') })).toBe(
+      'KAFKA_SASL_PASSWORD_FILE: must name a readable file (ENOENT)',
+    );
+    expect(errorOf({ SCHEMA_REGISTRY_URL: 'http://r', SCHEMA_REGISTRY_USERNAME: 'k' })).toBe(
+      'SCHEMA_REGISTRY_PASSWORD: is required with the other of SCHEMA_REGISTRY_USERNAME and SCHEMA_REGISTRY_PASSWORD',
+    );
+    expect(errorOf({ SCHEMA_REGISTRY_URL: 'http://r', SCHEMA_REGISTRY_CA_FILE: ca })).toBe(
+      'SCHEMA_REGISTRY_CA_FILE: needs an https SCHEMA_REGISTRY_URL',
+    );
+    expect(errorOf({ DATABASE_SSL_CA_FILE: ca })).toBe(
+      'DATABASE_SSL_CA_FILE: needs DATABASE_URL (the embedded PostgreSQL has no TLS)',
+    );
+    expect(errorOf({ KAFKA_TOPIC_PARTITIONS: '0' })).toBe(
+      'KAFKA_TOPIC_PARTITIONS: must be an integer from 1 to 10000',
+    );
+    expect(errorOf({ KAFKA_TOPIC_OVERRIDES: '{"t": {"partitions": 2, "replicas": 3}}' })).toBe(
+      'KAFKA_TOPIC_OVERRIDES.t.replicas: is not a known key',
+    );
+    expect(errorOf({ KAFKA_AUTO_CREATE_TOPICS: 'maybe' })).toBe(
+      'KAFKA_AUTO_CREATE_TOPICS: must be true or false',
+    );
+  });
+});

@@ -9,7 +9,7 @@
  */
 import { loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
-import { logger } from '../logger.ts';
+import { logger, setLogLevel } from '../logger.ts';
 import { connectAdmin } from './connect.ts';
 import { createKafka } from './kafka.ts';
 import { applyTopicPlan, describeDiff, diffTopicPlan, plannedTopics } from './topic-plan.ts';
@@ -37,6 +37,7 @@ export async function runTopicsCli(
 
 async function topics(command: 'plan' | 'apply', io: TopicsCliIo, env: NodeJS.ProcessEnv): Promise<number> {
   const config = loadConfig(env);
+  setLogLevel(config.logLevel);
   const brokers = config.kafka.brokers;
   if (!brokers) {
     io.out('payrecon: KAFKA_BROKERS: must be set (the topic plan is for a running cluster)');
