@@ -142,6 +142,10 @@ type Written = {
   entity_id: string;
   count: number;
   severity: string;
+  id: string;
+  reopen_reason: string | null;
+  /** True when this raise reopened a resolved row (false: inserted). */
+  reopened: boolean;
 };
 
 const keyOf = (type: string, account: string, kind: string, entityId: string) =>
@@ -198,7 +202,17 @@ export async function raiseExceptions(
       resolved_at = NULL,
       updated_at = now()
     WHERE e.state = 'resolved' AND e.fact IS DISTINCT FROM excluded.fact
-    RETURNING type, merchant_account, entity_kind, entity_id, count, severity`.execute(db);
+    RETURNING type, merchant_account, entity_kind, entity_id, count, severity, id::text AS id, reopen_reason,
+      (xmax <> 0) AS reopened`.execute(db);
+  // A reopening is a state change of the exception's history, made by the ledger on a new fact.
+  const reopened = opened.filter((w) => w.reopened);
+  if (reopened.length > 0) {
+    await sql`
+      INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
+      SELECT v.id::bigint, ${now}::timestamptz, 'payrecon', 'state', 'resolved', 'open', v.note
+      FROM unnest(${reopened.map((w) => w.id)}::text[], ${reopened.map((w) => `reopened on a new fact: ${w.reopen_reason ?? ''}`)}::text[])
+        AS v(id, note)`.execute(db);
+  }
   const openedKeys = new Set(
     opened.map((w) => keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id)),
   );

@@ -14,7 +14,7 @@ import type {
   PlannedEntry,
 } from '../domain/effects.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
-import type { ObservationSource } from '../domain/observation.ts';
+import type { HistorySource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Db } from './schema.ts';
 
@@ -152,7 +152,7 @@ function decodeHistory(rows: readonly Json[][]): HistoryItem[] {
     eventId: h[0] as string,
     status: h[1] as string | null,
     observedAt: new Date(h[2] as number),
-    source: h[3] as ObservationSource,
+    source: h[3] as HistorySource,
     externalRef: h[4] as string | null,
     currency: h[5] as string | null,
     amount: ledgerMinor(h[6] as string | null),
@@ -466,6 +466,8 @@ export interface HistoryRow extends EntityRef {
 export interface EntryToBook extends EntityRef {
   entry: PlannedEntry;
   effectiveAt: Date;
+  /** Who booked it and why, JSON text (an operator's decision); null for the provider's readings. */
+  memo?: string | null;
 }
 
 export interface MirrorUpdate extends EntityRef {
@@ -621,6 +623,7 @@ const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
   fee_currency: ['text', (e) => e.entry.feeCurrency],
   fee_amount: ['numeric', (e) => toText(e.entry.feeAmount)],
   effective_at: ['timestamptz', (e) => iso(e.effectiveAt)],
+  memo: ['jsonb', (e) => e.memo ?? null],
 };
 
 const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
@@ -759,9 +762,9 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       ON CONFLICT DO NOTHING
     ), e AS (
       INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
-        book, currency, amount, fee_currency, fee_amount, effective_at)
+        book, currency, amount, fee_currency, fee_amount, effective_at, memo)
       SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
-        amount, fee_currency, fee_amount, effective_at
+        amount, fee_currency, fee_amount, effective_at, memo
       FROM ${rowsSource(entries, ENTRY_COLUMNS)}
       ON CONFLICT (idempotency_key) DO NOTHING
       RETURNING id, idempotency_key, merchant_account, book

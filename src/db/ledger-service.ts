@@ -12,7 +12,7 @@ import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
 import { formatAmount, LEDGER_NUMERIC, parseMinor } from '../domain/money.ts';
-import { type Intent, intentKind, type Observation } from '../domain/observation.ts';
+import { type Intent, intentKind, type LedgerObservation } from '../domain/observation.ts';
 import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
 import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
@@ -47,6 +47,8 @@ export interface LedgerOptions {
   now?: Date;
   /** When given, milliseconds spent per step are added to it (the bench reports them). */
   timings?: Record<string, number>;
+  /** Who and why, recorded on every journal entry this call books (an operator's decision). */
+  memo?: Record<string, unknown>;
 }
 
 export interface ApplyResult {
@@ -59,7 +61,7 @@ export interface ApplyResult {
   waiting: number;
 }
 
-function toItem(o: Observation): HistoryItem {
+function toItem(o: LedgerObservation): HistoryItem {
   return {
     eventId: o.eventId,
     status: o.status,
@@ -109,7 +111,7 @@ function latestTexts(sorted: readonly HistoryItem[]) {
 }
 
 interface Incoming {
-  observations: Observation[];
+  observations: LedgerObservation[];
 }
 
 /**
@@ -118,7 +120,7 @@ interface Incoming {
  */
 export async function applyObservations(
   trx: Db,
-  observations: readonly Observation[],
+  observations: readonly LedgerObservation[],
   options: LedgerOptions = {},
 ): Promise<ApplyResult> {
   const incoming = new Map<string, Incoming>();
@@ -315,6 +317,7 @@ async function reconcile(
     mark = t;
   };
   const keys = refs.map(refKey);
+  const memo = options.memo ? JSON.stringify(options.memo) : null;
   const loaded = await loadForReconcile(trx, refs, keys, incoming, intentTouched, step);
   const out: BatchWrites = {
     history: [],
@@ -326,7 +329,7 @@ async function reconcile(
     touchedRefunds: [],
   };
   for (let r = 0; r < refs.length; r++) {
-    planAndCollect(refs[r]!, keys[r]!, loaded, incoming, intentTouched, rules, now, result, out);
+    planAndCollect(refs[r]!, keys[r]!, loaded, incoming, intentTouched, rules, now, result, out, memo);
   }
   step('compute');
   result.entriesBooked = await writeBatch(trx, {
@@ -356,6 +359,7 @@ function planAndCollect(
   now: Date,
   result: ApplyResult,
   out: BatchWrites,
+  memo: string | null,
 ): void {
   const mirror = loaded.locked.get(k);
   if (!mirror) throw new AppError('INTERNAL', `ledger: mirror row missing for ${ref.kind} ${ref.entityId}`);
@@ -399,7 +403,7 @@ function planAndCollect(
   }
   if (plan.wanted.waiting.length > 0) result.waiting += 1;
   const effectiveAt = plan.effectiveAt ?? now;
-  for (const entry of plan.entries) out.entries.push({ ...ref, entry, effectiveAt });
+  for (const entry of plan.entries) out.entries.push({ ...ref, entry, effectiveAt, memo });
   if (!plan.changed) return;
 
   let newest = existing.reduce((max, h) => Math.max(max, h.observedAt.getTime()), Number.NEGATIVE_INFINITY);
@@ -440,7 +444,7 @@ function planAndCollect(
     );
   }
   // The fresh observation observed last (the later one in arrival order on a tie) gives the details.
-  let latestFresh: Observation | undefined;
+  let latestFresh: LedgerObservation | undefined;
   let freshExpiry: Date | null = null;
   for (const o of freshObs) {
     if (!latestFresh || o.observedAt.getTime() >= latestFresh.observedAt.getTime()) latestFresh = o;

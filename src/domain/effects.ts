@@ -10,7 +10,7 @@
  */
 import { assertNever } from './errors.ts';
 import { formatAmount, type Minor } from './money.ts';
-import type { ObservationSource } from './observation.ts';
+import type { HistorySource } from './observation.ts';
 import {
   type AnyStatus,
   canReach,
@@ -51,7 +51,7 @@ export interface HistoryItem {
   /** Null when the provider answered "not found". */
   status: string | null;
   observedAt: Date;
-  source: ObservationSource;
+  source: HistorySource;
   externalRef: string | null;
   currency: string | null;
   amount: Minor | null;
@@ -117,7 +117,8 @@ export function derivePath(kind: EntityKind, history: readonly HistoryItem[]): P
     }
     const next = item.status as EntityStatus<typeof kind>;
     fromStatus.set(item.eventId, status);
-    if (status !== null && !canReach(kind, status as EntityStatus<typeof kind>, next)) {
+    // An operator's acceptance of the provider's status applies whatever the tables say.
+    if (item.source !== 'operator' && status !== null && !canReach(kind, status as EntityStatus<typeof kind>, next)) {
       illegal.add(item.eventId);
       continue;
     }

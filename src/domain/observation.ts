@@ -11,6 +11,15 @@ import type { EntityKind } from './statuses.ts';
 export const OBSERVATION_SOURCES = ['webhook', 'poll', 'intent', 'backfill'] as const;
 export type ObservationSource = (typeof OBSERVATION_SOURCES)[number];
 
+/**
+ * Where a status in the history came from: a reading (above), or `operator`: an operator accepted the
+ * provider's status that the ledger had refused as an illegal move (it never travels on a topic).
+ */
+export type HistorySource = ObservationSource | 'operator';
+
+/** What the ledger applies: a reading, or an operator's acceptance (source `operator`). */
+export type LedgerObservation = Omit<Observation, 'source'> & { source: HistorySource };
+
 export interface Observation {
   /** Unique id of this reading (a UUID); replaying the same event is a no-op in the history. */
   eventId: string;

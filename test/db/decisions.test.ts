@@ -1,0 +1,142 @@
+/**
+ * An operator's decision on an ILLEGAL_TRANSITION (issue 17 point 4): accepting the provider's status books
+ * the ledger to match with who and why on the entries; keeping the ledger's books nothing; both resolve
+ * the exception, stay in its history, and the same refused move read again does not reopen it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decideIllegalTransition } from '../../src/db/decisions.ts';
+import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { balances } from '../../src/db/queries.ts';
+import { verifyLedger } from '../../src/db/verify.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import { obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+
+const apply = (o: Observation[]) => withLedgerTransaction(t.db, (trx) => applyObservations(trx, o));
+const dep = (account: string, status: string, minute: number) =>
+  ({ ...obs('deposit', 'd1', status, minute), account }) as Observation;
+
+async function balanceMap(account: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const r of await balances(t.db, { merchantAccount: account })) {
+    if (r.balance !== 0n) out[`${r.account}/${r.currency}`] = r.balance.toString();
+  }
+  return out;
+}
+
+const illegalOf = (account: string) =>
+  t.db
+    .selectFrom('exceptions')
+    .selectAll()
+    .where('merchant_account', '=', account)
+    .where('type', '=', 'ILLEGAL_TRANSITION')
+    .executeTakeFirstOrThrow();
+
+const eventsOf = (id: string) =>
+  t.db.selectFrom('exception_events').selectAll().where('exception_id', '=', id).orderBy('id').execute();
+
+async function expectVerified() {
+  expect((await verifyLedger(t.db)).failures).toEqual([]);
+}
+
+describe('deciding an illegal transition', () => {
+  it("accepting the provider's status books the ledger to match, saying who and why", async () => {
+    const a = 'decide-accept';
+    await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
+    expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
+    const ex = await illegalOf(a);
+    const result = await decideIllegalTransition(t.db, {
+      id: ex.id,
+      decision: 'accept-provider',
+      by: 'ana',
+      note: 'the provider reopened the payment after a chargeback',
+    });
+    expect(result).toMatchObject({ status: 'PENDING', ledgerStatus: 'COMPLETED', providerStatus: 'PENDING' });
+    expect(result.entriesBooked).toBeGreaterThan(0);
+    expect(await balanceMap(a)).toEqual({});
+    const m = await t.db
+      .selectFrom('mirrors')
+      .select('status')
+      .where('merchant_account', '=', a)
+      .executeTakeFirstOrThrow();
+    expect(m.status).toBe('PENDING');
+    const entries = await t.db
+      .selectFrom('journal_entries')
+      .select(['effect', 'direction', 'memo'])
+      .where('merchant_account', '=', a)
+      .where('direction', '=', -1)
+      .execute();
+    expect(entries.length).toBeGreaterThan(0);
+    for (const e of entries) {
+      expect(e.memo).toMatchObject({ decision: 'accept-provider', by: 'ana', exceptionId: ex.id });
+    }
+    const after = await illegalOf(a);
+    expect([after.state, after.resolved_by]).toEqual(['resolved', 'ana']);
+    expect(after.resolution_note).toMatch(/accepted the provider's status PENDING.*chargeback/);
+    expect(after.decision).toMatchObject({ decision: 'accept-provider', by: 'ana' });
+    expect((await eventsOf(ex.id)).map((e) => [e.actor, e.action, e.from_state, e.to_state])).toEqual([
+      ['ana', 'state', 'open', 'resolved'],
+    ]);
+    // Readings after the decision follow the accepted status: a later COMPLETED is a legal move again.
+    await apply([dep(a, 'COMPLETED', 10)]);
+    expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
+    await expectVerified();
+  });
+
+  it("keeping the ledger's status books nothing; the same move read again stays resolved, a new one reopens", async () => {
+    const a = 'decide-keep';
+    await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
+    const before = await balanceMap(a);
+    const ex = await illegalOf(a);
+    const result = await decideIllegalTransition(t.db, {
+      id: ex.id,
+      decision: 'keep-ledger',
+      by: 'bea',
+      note: 'a provider glitch, support confirmed COMPLETED',
+    });
+    expect(result).toMatchObject({ status: 'COMPLETED', entriesBooked: 0 });
+    expect(await balanceMap(a)).toEqual(before);
+    // The poller reads the same PENDING again, twice: the exception stays resolved, the note visible.
+    await apply([dep(a, 'PENDING', 3)]);
+    await apply([dep(a, 'PENDING', 4)]);
+    let row = await illegalOf(a);
+    expect([row.state, row.resolved_by]).toEqual(['resolved', 'bea']);
+    expect(row.resolution_note).toMatch(/kept the ledger's status COMPLETED.*support confirmed/);
+    // A new fact: the provider now says CANCELLED (another illegal move): it reopens and says what changed.
+    await apply([dep(a, 'CANCELLED', 5)]);
+    row = await illegalOf(a);
+    expect(row.state).toBe('open');
+    expect(row.reopen_reason).toBe('was: COMPLETED->PENDING; now: COMPLETED->CANCELLED');
+    expect([row.resolved_by, row.resolution_note]).toEqual([
+      'bea',
+      expect.stringMatching(/support confirmed/),
+    ]);
+    expect(row.previous).toMatchObject({ decision: { decision: 'keep-ledger', by: 'bea' } });
+    expect((await eventsOf(ex.id)).map((e) => [e.actor, e.from_state, e.to_state])).toEqual([
+      ['bea', 'open', 'resolved'],
+      ['payrecon', 'resolved', 'open'],
+    ]);
+    expect(await balanceMap(a)).toEqual(before);
+    await expectVerified();
+  });
+
+  it('refuses what it cannot decide: unknown, other types, already resolved, no note', async () => {
+    const a = 'decide-refuse';
+    await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
+    const ex = await illegalOf(a);
+    const decide = (id: string, note = 'why') =>
+      decideIllegalTransition(t.db, { id, decision: 'keep-ledger', by: 'ana', note });
+    await expect(decide('999999999')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(decide(ex.id, '  ')).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    await decide(ex.id);
+    await expect(decide(ex.id)).rejects.toMatchObject({ code: 'CONFLICT' });
+  });
+});
