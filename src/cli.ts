@@ -194,6 +194,28 @@ for (const [name, description] of [
     );
 }
 
+const exception = program.command('exception').description('Work the exception queue from the command line');
+exception
+  .command('decide <id>')
+  .description(
+    "Resolve an ILLEGAL_TRANSITION: accept the provider's status (the ledger books to match) or keep the ledger's",
+  )
+  .option('--accept-provider', "the provider's status is right: book the ledger to match")
+  .option('--keep-ledger', "the ledger's status is right: book nothing")
+  .requiredOption('--note <text>', 'why (kept on the exception, its history and the entries booked)')
+  .option('--by <name>', 'who decides (default: $USER)')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (id, opts) =>
+    (await import('./db/cli.ts')).runDecideCli(
+      id,
+      opts,
+      databaseOpener('payrecon exception decide', opts.databaseUrl),
+    ),
+  );
+
 const web = program
   .command('web')
   .description('Serve the finance page (reports, exceptions, balances) on its own')

@@ -3,7 +3,9 @@
  * running `payrecon up`'s, else the embedded PostgreSQL under `<data dir>/pg`; see src/endpoints.ts).
  * `verify` exits non-zero and names each failed invariant.
  */
+import { AppError } from '../domain/errors.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
+import { decideIllegalTransition } from './decisions.ts';
 import { verifyLedger } from './verify.ts';
 
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
@@ -33,6 +35,45 @@ export async function runDbCli(action: DbAction, open: OpenDatabase): Promise<vo
         process.exitCode = 1;
       }
     }
+  } finally {
+    await db.destroy();
+    await database.stop();
+  }
+}
+
+export interface DecideOptions {
+  acceptProvider?: boolean;
+  keepLedger?: boolean;
+  note?: string;
+  by?: string;
+}
+
+/**
+ * `payrecon exception decide <id> --accept-provider|--keep-ledger --note TEXT --by NAME`: an operator's
+ * decision on an ILLEGAL_TRANSITION (src/db/decisions.ts), printed as one line.
+ */
+export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDatabase): Promise<void> {
+  if (Boolean(opts.acceptProvider) === Boolean(opts.keepLedger)) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      'exception decide: give exactly one of --accept-provider or --keep-ledger',
+    );
+  }
+  const by = opts.by ?? process.env.USER ?? '';
+  const database = await open();
+  const db = createDb(database.url, 2);
+  try {
+    const r = await decideIllegalTransition(db, {
+      id,
+      decision: opts.acceptProvider ? 'accept-provider' : 'keep-ledger',
+      by,
+      note: opts.note ?? '',
+    });
+    process.stdout.write(
+      r.decision === 'accept-provider'
+        ? `exception ${id} resolved: accepted the provider's status ${r.providerStatus} (was ${r.ledgerStatus ?? 'none'}), ${r.entriesBooked} entries booked\n`
+        : `exception ${id} resolved: kept the ledger's status ${r.ledgerStatus ?? 'none'} (provider reported ${r.providerStatus})\n`,
+    );
   } finally {
     await db.destroy();
     await database.stop();

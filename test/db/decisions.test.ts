@@ -3,6 +3,10 @@
  * the ledger to match with who and why on the entries; keeping the ledger's books nothing; both resolve
  * the exception, stay in its history, and the same refused move read again does not reopen it.
  */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decideIllegalTransition } from '../../src/db/decisions.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
@@ -139,4 +143,78 @@ describe('deciding an illegal transition', () => {
     await decide(ex.id);
     await expect(decide(ex.id)).rejects.toMatchObject({ code: 'CONFLICT' });
   });
+});
+
+/** The real bin, with a clean environment and the test database. */
+async function payrecon(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'payrecon-decide-'));
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !/^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k))
+      env[k] = v;
+  }
+  try {
+    return await new Promise((done, reject) => {
+      const child = spawn(
+        process.execPath,
+        [resolve(import.meta.dirname, '../../bin/payrecon.mjs'), ...args],
+        {
+          cwd: dir,
+          env: { ...env, PAYRECON_DATA_DIR: join(dir, 'data'), DATABASE_URL: t.url },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c) => {
+        stdout += c;
+      });
+      child.stderr.on('data', (c) => {
+        stderr += c;
+      });
+      child.on('error', reject);
+      child.on('close', (code) => done({ code, stdout, stderr }));
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+describe('payrecon exception decide', () => {
+  it("accepts the provider's status from the command line, and refuses bad usage with one line", async () => {
+    const a = 'decide-cli';
+    await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
+    const ex = await illegalOf(a);
+    const both = await payrecon([
+      'exception',
+      'decide',
+      ex.id,
+      '--accept-provider',
+      '--keep-ledger',
+      '--note',
+      'x',
+    ]);
+    expect([both.code, both.stderr.trim()]).toEqual([
+      2,
+      'payrecon: exception decide: give exactly one of --accept-provider or --keep-ledger',
+    ]);
+    const ok = await payrecon([
+      'exception',
+      'decide',
+      ex.id,
+      '--accept-provider',
+      '--note',
+      'chargeback',
+      '--by',
+      'cli-user',
+    ]);
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toBe(
+      `exception ${ex.id} resolved: accepted the provider's status PENDING (was COMPLETED), 1 entries booked\n`,
+    );
+    expect((await illegalOf(a)).decision).toMatchObject({ decision: 'accept-provider', by: 'cli-user' });
+    const again = await payrecon(['exception', 'decide', ex.id, '--keep-ledger', '--note', 'x', '--by', 'u']);
+    expect([again.code, again.stderr.trim()]).toEqual([1, `payrecon: exception ${ex.id}: already resolved`]);
+  }, 60_000);
 });
