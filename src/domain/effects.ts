@@ -118,7 +118,11 @@ export function derivePath(kind: EntityKind, history: readonly HistoryItem[]): P
     const next = item.status as EntityStatus<typeof kind>;
     fromStatus.set(item.eventId, status);
     // An operator's acceptance of the provider's status applies whatever the tables say.
-    if (item.source !== 'operator' && status !== null && !canReach(kind, status as EntityStatus<typeof kind>, next)) {
+    if (
+      item.source !== 'operator' &&
+      status !== null &&
+      !canReach(kind, status as EntityStatus<typeof kind>, next)
+    ) {
       illegal.add(item.eventId);
       continue;
     }
