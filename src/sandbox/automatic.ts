@@ -44,6 +44,8 @@ export const autoSettingsSchema = z.object({
    * manual action (a late payment matched by hand; provider-facts.md). 0 by default.
    */
   lateCompletionRate: z.number().min(0).max(1).default(0),
+  /** Which deposits may be completed late: EXPIRED ones, CANCELLED ones (not through EXPIRED), or both. */
+  lateCompletionFrom: z.array(z.enum(['EXPIRED', 'CANCELLED'])).default(['EXPIRED', 'CANCELLED']),
   /** Sandbox milliseconds from EXPIRED or CANCELLED to the late completion: uniform in [min, max]. */
   lateCompletionDelayMs: z
     .tuple([z.number().min(0), z.number().min(0)])
@@ -242,6 +244,7 @@ export class AutomaticMode {
   private maybeLateComplete(d: DepositRecord): void {
     // Crypto deposits complete through APPROVED; a late payment is a fiat move. Planned once per deposit.
     if (d.crypto || d.lateCompletionAt != null || d.everCompleted) return;
+    if (!this.settings.lateCompletionFrom.includes(d.status as 'EXPIRED' | 'CANCELLED')) return;
     if (!this.rng.chance(this.settings.lateCompletionRate)) return;
     const [min, max] = this.settings.lateCompletionDelayMs;
     const at = this.engine.clock.now() + min + Math.floor(this.rng.next() * Math.max(0, max - min));

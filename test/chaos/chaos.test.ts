@@ -30,6 +30,7 @@ describe('chaos soak (CI size)', () => {
     expect(f.webhooks.duplicated).toBeGreaterThan(0);
     expect(f.webhooks.reordered).toBeGreaterThan(0);
     expect(f.lateRejections.atProvider).toBeGreaterThan(0);
+    expect(f.lateCompletions.atProvider).toBeGreaterThan(0);
 
     // And the books survived them.
     expect(f.ledger.groundTruthDiffSample).toEqual([]);
@@ -45,6 +46,8 @@ describe('chaos soak (CI size)', () => {
     expect(f.lateRejections.mismatched).toEqual([]);
     expect(f.lateRejections.alertsDelivered).toBe(f.lateRejections.atProvider);
     expect(f.lateRejections.duplicateAlerts).toBe(0);
+    // Every late payment booked and raised as LATE_COMPLETION.
+    expect(f.lateCompletions.missing).toEqual([]);
     expect(f.alerts.duplicateIds).toBe(0);
     expect(f.alerts.repeatedExceptions).toEqual([]);
     expect(f.deadLettered).toBe(0);

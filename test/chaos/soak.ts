@@ -66,6 +66,11 @@ export interface FaultPlan {
   rateLimitBursts: { atHours: number[]; rate: number; realMs: number };
   webhooks: { dropRate: number; duplicateRate: number; reorderRate: number; reorderDelayMs: number };
   lateRejection: { cashoutRate: number; refundRate: number; delayMs: number };
+  /**
+   * The provider's late payments (issue 17): this share of the deposits that turn EXPIRED is completed by
+   * hand `delayMs` later (uniform), while still EXPIRED (before the 7-day cancellation).
+   */
+  lateCompletion: { expiredRate: number; delayMs: [number, number] };
   /** Provider hours at which the reconciler process is killed with SIGKILL. */
   killReconcilerAtHours: number[];
   restartBrokerAtHours: number[];
@@ -78,6 +83,7 @@ export const ISSUE_FAULT_PLAN: FaultPlan = {
   rateLimitBursts: { atHours: [2, 30, 96, 170], rate: 0.6, realMs: 3_000 },
   webhooks: { dropRate: 0.05, duplicateRate: 0.2, reorderRate: 0.1, reorderDelayMs: 20 * MINUTE },
   lateRejection: { cashoutRate: 0.1, refundRate: 0.1, delayMs: 2 * DAY },
+  lateCompletion: { expiredRate: 0.2, delayMs: [6 * HOUR, 2 * DAY] },
   killReconcilerAtHours: [3, 60, 150],
   restartBrokerAtHours: [24],
   restartPostgresAtHours: [110],
@@ -157,6 +163,8 @@ export interface SoakFigures {
     /** Late rejections without exactly one exception and one alert: must be 0. */
     mismatched: string[];
   };
+  /** The provider's late payments: deposits completed by hand after EXPIRED, and LATE_COMPLETION exceptions. */
+  lateCompletions: { atProvider: number; exceptions: number; missing: string[] };
   /** Every alert the webhook sink received, of every type. */
   alerts: {
     delivered: number;
@@ -369,7 +377,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       clock,
       // Moves of one entity at least six provider hours apart: the pipeline catches up every six hours, so
       // it can observe every intermediate status as a merchant would (as in test/pipeline/e2e.test.ts).
-      auto: { enabled: true, minDelayMs: 6 * HOUR, maxDelayMs: 12 * HOUR },
+      auto: {
+        enabled: true,
+        minDelayMs: 6 * HOUR,
+        maxDelayMs: 12 * HOUR,
+        lateCompletionRate: plan.lateCompletion.expiredRate,
+        lateCompletionFrom: ['EXPIRED'],
+        lateCompletionDelayMs: plan.lateCompletion.delayMs,
+      },
       notificationBaseUrl: 'http://127.0.0.1:1',
       defaultNotificationUrl: `http://127.0.0.1:1/webhooks/${DEFAULT_ACCOUNT.name}`,
       faults: providerFaults(0),
@@ -689,6 +704,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         .where('type', '=', 'LATE_REJECTION')
         .execute()
     ).map((x) => `${x.entity_kind}:${x.entity_id}`);
+    const lateCompletedAtProvider = [...deps.engine.deposits.values()]
+      .filter((d) => d.history.some((h) => h.trigger === 'late_payment'))
+      .map((d) => `deposit:${d.id}`);
+    const lateCompletionExceptions = new Set(
+      (
+        await db
+          .selectFrom('exceptions')
+          .select(['entity_kind', 'entity_id'])
+          .where('type', '=', 'LATE_COMPLETION')
+          .execute()
+      ).map((x) => `${x.entity_kind}:${x.entity_id}`),
+    );
     // Alerts travel ledger -> outbox -> relay -> topic -> dispatcher -> sink.
     const alertEnd = Date.now() + 60_000;
     const lateAlerts = () => alerts.filter((a) => a.type === 'LATE_REJECTION');
@@ -877,6 +904,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         duplicateAlerts: late.length - new Set(late.map((a) => a.alert_id)).size,
         mismatched,
       },
+      lateCompletions: {
+        atProvider: lateCompletedAtProvider.length,
+        exceptions: lateCompletionExceptions.size,
+        missing: lateCompletedAtProvider.filter((k) => !lateCompletionExceptions.has(k)),
+      },
       alerts: alertFigures(alerts),
       ledger: {
         postings: Number(postings?.n),
@@ -967,6 +999,7 @@ export function describeFigures(f: SoakFigures): string[] {
         `  ${e.what} at provider hour ${e.providerHour}, ${e.atSeconds} s into the run (${e.downSeconds} s)`,
     ),
     `dropped webhooks ${f.droppedRecovery.dropped}: ${f.droppedRecovery.recoveredByPolling} recovered by polling, ${f.droppedRecovery.seenThroughOtherWebhook} read through another webhook, ${f.droppedRecovery.supersededUnread} superseded before anyone could read them, ${f.droppedRecovery.unrecovered} unrecovered`,
+    `late completions ${f.lateCompletions.atProvider}: ${f.lateCompletions.exceptions} LATE_COMPLETION exceptions, ${f.lateCompletions.missing.length} without one`,
     `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
     `alerts at the webhook sink: ${f.alerts.delivered} (${Object.entries(f.alerts.byType)
       .map(([t, n]) => `${t} ${n}`)
@@ -1016,6 +1049,10 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
   check(
     f.lateRejections.mismatched.length === 0 && f.lateRejections.duplicateAlerts === 0,
     `every late rejection alerted once (${f.lateRejections.mismatched.slice(0, 5).join(', ')})`,
+  );
+  check(
+    f.lateCompletions.missing.length === 0,
+    `every late payment raised LATE_COMPLETION (${f.lateCompletions.missing.slice(0, 5).join(', ')})`,
   );
   check(
     f.alerts.duplicateIds === 0 && f.alerts.repeatedExceptions.length === 0,
