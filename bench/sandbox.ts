@@ -184,6 +184,21 @@ async function runMode(mode: 'memory' | 'durable'): Promise<boolean> {
           `${writes.lines} journal lines, ${(writes.bytes / Math.max(1, created)).toFixed(0)} bytes per creation`,
       );
     }
+    if (dataDir) {
+      // A clean stop writes a snapshot; a start reads it back.
+      let t = performance.now();
+      await sb.close();
+      const closeMs = performance.now() - t;
+      t = performance.now();
+      const again = await startSandbox({ seed: 1, auto: { enabled: false }, dataDir });
+      const openMs = performance.now() - t;
+      const r = again.control.restored;
+      await again.close();
+      console.log(
+        `    stop (snapshot) ${closeMs.toFixed(0)} ms, start on the directory ${openMs.toFixed(0)} ms: ` +
+          `${r?.deposits} deposits, ${r?.cashouts} cashouts, ${r?.idempotencyKeys} idempotency keys restored`,
+      );
+    }
     return !out.some((r) => r.errors > 0);
   } finally {
     await sb.close();

@@ -844,6 +844,8 @@ export async function runUp(
         trafficRate: config.sandbox.traffic ? traffic : 0,
         speed,
         dataDir: join(resolve(config.dataDir), 'sandbox'),
+        // The provider's documented late payments, now that the ledger books them (LATE_COMPLETION).
+        auto: { lateCompletionRate: 0.02 },
       }),
     print: (line) => process.stdout.write(`${line}\n`),
   });
