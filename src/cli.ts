@@ -230,6 +230,16 @@ web
   .description('Read a password from stdin and print its scrypt hash for PAYRECON_WEB_USERS')
   .action(async () => (await import('./web/main.ts')).runHashPasswordCli());
 
+const api = program.command('api').description('The JSON API under /api/v1');
+api
+  .command('token')
+  .description('API bearer tokens')
+  .command('create')
+  .description('Make a token: print it once, and the hashed entry to add to PAYRECON_API_TOKENS')
+  .requiredOption('--name <name>', 'who uses it (shown as the actor of its changes)')
+  .requiredOption('--scopes <list>', 'comma-separated: read, exceptions:write, reports:write, intents:write')
+  .action(async (opts) => (await import('./api/cli.ts')).runApiTokenCreateCli(opts));
+
 const report = program.command('report').description('Generate a workbook now, recorded as a report run');
 for (const kind of ['settlement', 'exceptions'] as const) {
   report

@@ -12,6 +12,7 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { validate as validateCron } from 'node-cron';
 import { z } from 'zod';
+import { API_SCOPES } from './domain/api-tokens.ts';
 import { AppError } from './domain/errors.ts';
 import {
   DEFAULT_EXCEPTION_RULES,
@@ -212,6 +213,21 @@ const severitiesSchema = z
   )
   .transform((s) => ({ ...DEFAULT_EXCEPTION_RULES.severity, ...s }) as Record<ExceptionType, Severity>);
 
+/** An API token as `payrecon api token create` prints it for PAYRECON_API_TOKENS. */
+const apiTokenSchema = z.object({
+  id: z.string(required('the token id')).regex(/^[0-9a-f]{12}$/, 'must be 12 hexadecimal digits'),
+  name: z
+    .string(required('a name'))
+    .regex(/^[A-Za-z0-9._@-]{1,64}$/, 'must be 1-64 characters A-Z a-z 0-9 . _ @ -'),
+  scopes: z.array(z.enum(API_SCOPES, `one of ${API_SCOPES.join(', ')}`)).min(1, 'at least one scope'),
+  hash: z
+    .string(required('a scrypt hash'))
+    .regex(
+      /^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/,
+      'must be a scrypt hash scrypt$N$r$p$salt$key (base64)',
+    ),
+});
+
 const webUserSchema = z.object({
   username: z
     .string(required('a user name'))
@@ -344,8 +360,10 @@ const envSchema = z.object({
   PAYRECON_WEB_USERS: jsonText(
     z.array(webUserSchema, required('a JSON array of {username, passwordHash}')),
   ).optional(),
-  /** Bearer token required on POST /intents; absent: the route is open (a warning at start-up). */
-  PAYRECON_INTENTS_TOKEN: z.string(required('text')).min(16, 'at least 16 characters').optional(),
+  /** Bearer tokens of /api/v1 and POST /intents, hashed (`payrecon api token create`). */
+  PAYRECON_API_TOKENS: jsonText(
+    z.array(apiTokenSchema, required('a JSON array of {id, name, scopes, hash}')),
+  ).optional(),
   PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
 
   PAYRECON_TIMEZONE: timeZone().default('UTC'),
@@ -509,7 +527,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
       users: env.PAYRECON_WEB_USERS ?? [],
       /** null: a random secret per process (sessions end at restart). */
       sessionSecret: env.PAYRECON_SESSION_SECRET ?? null,
-      intentsToken: env.PAYRECON_INTENTS_TOKEN ?? null,
+      /** /api/v1 and POST /intents tokens (hashed); none: the API refuses every request. */
+      apiTokens: env.PAYRECON_API_TOKENS ?? [],
     },
     jobs: {
       timeZone: env.PAYRECON_TIMEZONE,

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Admin, Kafka } from 'kafkajs';
 import type { Kysely } from 'kysely';
+import { API_PREFIX, apiRoutes } from './api/app.ts';
 import type { Config, ProviderAccount } from './config.ts';
 import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
 import { startReconciler } from './consumers/reconciler.ts';
@@ -23,6 +24,7 @@ import { enqueueAlerts } from './db/outbox.ts';
 import { balances, scheduleLateRejectionChecks } from './db/queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
+import { TokenVerifier } from './domain/api-tokens.ts';
 import { AppError } from './domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
 import { removeEndpoints, runningEndpoints, writeEndpoints } from './endpoints.ts';
@@ -325,13 +327,24 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
     await app.register(
       intentsPlugin({
         publisher: infra.publisher,
-        token: config.web.intentsToken,
+        tokens: new TokenVerifier(config.web.apiTokens),
+        // Outside the sandbox POST /intents always needs a token with the scope intents:write.
+        open: parts.sandboxUsers === true && config.web.apiTokens.length === 0,
         accounts: parts.accounts.map((a) => a.name),
         logger,
       }),
     );
   }
   if (parts.page) {
+    const reports = reportRunner(infra);
+    // The JSON API beside the page: it has its own bearer tokens and refuses everything without one.
+    await app.register(apiRoutes, {
+      prefix: API_PREFIX,
+      db,
+      reports,
+      tokens: config.web.apiTokens,
+      logger: logger.child({ module: 'api' }),
+    });
     let users = config.web.users.map((u) => ({ username: u.username, passwordHash: u.passwordHash }));
     if (users.length === 0 && parts.sandboxUsers) {
       users = [
@@ -341,7 +354,6 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
     if (users.length === 0) {
       logger.warn('PAYRECON_WEB_USERS is empty: the finance page is not served');
     } else {
-      const reports = reportRunner(infra);
       await app.register(webRoutes, {
         prefix: '/',
         users,

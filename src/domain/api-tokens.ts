@@ -57,7 +57,7 @@ export class TokenVerifier {
 
   async check(header: string | undefined): Promise<TokenCheck> {
     if (!header) return { ok: false, reason: 'missing' };
-    const match = /^Bearer ([^\s]+)$/i.exec(header.trim());
+    const match = /^Bearer ([^\s]+)$/.exec(header);
     const token = match?.[1];
     if (!token) return { ok: false, reason: 'malformed' };
     const parts = TOKEN_RE.exec(token);

@@ -16,6 +16,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
+import { createApiToken } from '../../src/domain/api-tokens.ts';
 import { startBroker } from '../../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { NOTIFICATION_TOPIC } from '../../src/events/topics.ts';
@@ -29,7 +30,6 @@ import { sandboxAccount } from '../producers/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
 
 const SESSION_SECRET = 'access-suite-session-secret-0123456789-abcdef';
-const INTENTS_TOKEN = 'access-suite-intents-token-0123';
 const TTL_MS = 10 * 60_000;
 const USERS = { finance: 'correct horse battery', ops: 'another pass phrase' } as const;
 const account = sandboxAccount(
@@ -42,10 +42,13 @@ const EXCLUDED = (path: string): boolean =>
   path === '/login' ||
   path.startsWith('/static/') ||
   ['/healthz', '/readyz', '/metrics', '/intents'].includes(path) ||
+  path.startsWith('/api/v1/') ||
   path === '/webhooks' ||
   path.startsWith('/webhooks/');
 
 let tdb: TestDatabase;
+let INTENTS_TOKEN = '';
+let READ_TOKEN = '';
 let dataDir: string;
 let infra: Infrastructure;
 let app: FastifyInstance;
@@ -133,12 +136,16 @@ async function topicEnd(topic = NOTIFICATION_TOPIC): Promise<bigint> {
 beforeAll(async () => {
   tdb = await createTestDatabase();
   dataDir = mkdtempSync(join(tmpdir(), 'payrecon-access-'));
+  const intentsToken = await createApiToken('merchant-backend', ['intents:write']);
+  const readToken = await createApiToken('erp', ['read']);
+  INTENTS_TOKEN = intentsToken.token;
+  READ_TOKEN = readToken.token;
   const config = loadConfig({
     DATABASE_URL: tdb.url,
     PAYRECON_DATA_DIR: dataDir,
     LOG_LEVEL: 'silent',
     PAYRECON_SESSION_SECRET: SESSION_SECRET,
-    PAYRECON_INTENTS_TOKEN: INTENTS_TOKEN,
+    PAYRECON_API_TOKENS: JSON.stringify([intentsToken.entry, readToken.entry]),
     PAYRECON_WEB_USERS: JSON.stringify([
       { username: 'finance', passwordHash: await hashPassword(USERS.finance) },
       { username: 'ops', passwordHash: await hashPassword(USERS.ops) },
@@ -542,6 +549,7 @@ describe('POST /intents', () => {
       `bearer ${INTENTS_TOKEN}`,
       INTENTS_TOKEN,
       `Basic ${Buffer.from(`x:${INTENTS_TOKEN}`).toString('base64')}`,
+      `Bearer ${READ_TOKEN}`,
     ]) {
       const res = await app.inject({
         method: 'POST',
@@ -552,7 +560,9 @@ describe('POST /intents', () => {
         },
         payload: JSON.stringify(intent),
       });
-      expect(res.statusCode, String(authorization)).toBe(401);
+      expect(res.statusCode, String(authorization)).toBe(
+        authorization === `Bearer ${READ_TOKEN}` ? 403 : 401,
+      );
       figures.intentsRefused++;
     }
     expect(await topicEnd(topic)).toBe(before);
@@ -564,5 +574,42 @@ describe('POST /intents', () => {
     });
     expect(ok.statusCode, ok.body).toBeLessThan(300);
     expect(await topicEnd(topic)).toBe(before + 1n);
+  });
+});
+
+describe('/api/v1 on the one server', () => {
+  it('serves its OpenAPI document, refuses every operation without a token, and answers with one', async () => {
+    const doc = await app.inject({ method: 'GET', url: '/api/v1/openapi.json' });
+    expect(doc.statusCode).toBe(200);
+    const paths = Object.keys((JSON.parse(doc.body) as { paths: Record<string, unknown> }).paths);
+    const apiRoutes = routes.filter(
+      (r) => r.path.startsWith('/api/v1/') && r.path !== '/api/v1/openapi.json',
+    );
+    expect(apiRoutes.length).toBeGreaterThan(10);
+    for (const r of apiRoutes) {
+      const url = r.path.replace(/:(\w+)/g, (_m, name: string) => (name === 'kind' ? 'deposit' : '1'));
+      const res = await app.inject({
+        method: r.method as 'GET' | 'POST',
+        url,
+        headers: { 'content-type': 'application/json' },
+        ...(r.method === 'POST' ? { payload: '{}' } : {}),
+      });
+      expect(res.statusCode, `${r.method} ${r.path}`).toBe(401);
+      expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(paths).toContain(r.path.slice('/api/v1'.length).replace(/:(\w+)/g, '{$1}'));
+      figures.requestsRefused++;
+    }
+    const ok = await app.inject({
+      method: 'GET',
+      url: '/api/v1/balances',
+      headers: { authorization: `Bearer ${READ_TOKEN}` },
+    });
+    expect(ok.statusCode, ok.body).toBe(200);
+    const forbidden = await app.inject({
+      method: 'GET',
+      url: '/api/v1/balances',
+      headers: { authorization: `Bearer ${INTENTS_TOKEN}` },
+    });
+    expect(forbidden.statusCode).toBe(403);
   });
 });

@@ -19,6 +19,7 @@ import { sql } from 'kysely';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
+import { createApiToken } from '../../src/domain/api-tokens.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
 import { cashoutControl } from '../../src/provider/signing.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
@@ -35,7 +36,6 @@ const HOUR = 3_600_000;
 const WEB_USER = 'auditor';
 const WEB_PASSWORD = 'audit-web-password-7Qx2';
 const SESSION_SECRET = 'audit-session-secret-0123456789-abcdefghijkl';
-const INTENTS_TOKEN = 'audit-intents-token-5f3a9c1e';
 
 /** Captured pino output: every line any part wrote through the root logger (children share its stream). */
 const captured: string[] = [];
@@ -72,6 +72,7 @@ describe('the secrets audit', () => {
   let pipeline: RunningPipeline;
   let sandboxRun: SandboxRun;
   let passwordHash: string;
+  let apiToken: Awaited<ReturnType<typeof createApiToken>>;
   const clock = new ManualClock(Date.now());
   let sandboxApi = '';
   const stats: ScanStats = emptyStats();
@@ -83,6 +84,7 @@ describe('the secrets audit', () => {
     tdb = await createTestDatabase();
     dataDir = mkdtempSync(join(tmpdir(), 'payrecon-audit-'));
     passwordHash = await hashPassword(WEB_PASSWORD);
+    apiToken = await createApiToken('audit', ['read', 'intents:write']);
     const config = loadConfig({
       DATABASE_URL: tdb.url,
       PAYRECON_DATA_DIR: dataDir,
@@ -91,7 +93,7 @@ describe('the secrets audit', () => {
       LOG_LEVEL: 'debug',
       PAYRECON_WEB_USERS: JSON.stringify([{ username: WEB_USER, passwordHash }]),
       PAYRECON_SESSION_SECRET: SESSION_SECRET,
-      PAYRECON_INTENTS_TOKEN: INTENTS_TOKEN,
+      PAYRECON_API_TOKENS: JSON.stringify([apiToken.entry]),
       PAYRECON_POLL_CONCURRENCY: '8',
       PAYRECON_POLL_MIN_INTERVAL_SECONDS: '2',
       PAYRECON_SANDBOX_TRAFFIC: 'true',
@@ -148,7 +150,8 @@ describe('the secrets audit', () => {
       { label: 'web password', value: WEB_PASSWORD },
       { label: 'web password hash', value: passwordHash },
       { label: 'session secret', value: SESSION_SECRET },
-      { label: 'intents token', value: INTENTS_TOKEN },
+      { label: 'API token', value: apiToken.token },
+      { label: 'API token hash', value: apiToken.entry.hash },
       { label: 'card 4111111111111111', value: '4111111111111111' },
       ...catalogue.testCards.map((c) => ({ label: `test card ${c.number}`, value: c.number })),
       { label: 'cvv 123', value: '123', kind: 'cvv' as const },

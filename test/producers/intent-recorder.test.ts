@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiToken, TokenVerifier } from '../../src/domain/api-tokens.ts';
 import type { Intent } from '../../src/domain/observation.ts';
 import { intentsPlugin } from '../../src/producers/intent/http.ts';
 import { recordingClient } from '../../src/producers/intent/recording-client.ts';
@@ -26,13 +27,23 @@ let app: FastifyInstance;
 let base: string;
 let intents: Collector<Intent>;
 
+let writer: Awaited<ReturnType<typeof createApiToken>>;
+let reader: Awaited<ReturnType<typeof createApiToken>>;
+
 beforeAll(async () => {
+  writer = await createApiToken('recorder', ['intents:write']);
+  reader = await createApiToken('reader', ['read']);
   infra = await startInfra();
   sandbox = await startSandbox({ seed: 9 });
   intents = await collect(infra, 'merchant.intent.recorded.v1');
   app = Fastify({ logger: false, forceCloseConnections: true });
   await app.register(
-    intentsPlugin({ publisher: infra.publisher, token: 'test-token', accounts: ['main'], logger: quiet }),
+    intentsPlugin({
+      publisher: infra.publisher,
+      tokens: new TokenVerifier([writer.entry, reader.entry]),
+      accounts: ['main'],
+      logger: quiet,
+    }),
   );
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
@@ -51,7 +62,7 @@ async function postIntents(body: string, headers: Record<string, string> = {}) {
   const res = await request(`${base}/intents`, {
     method: 'POST',
     body,
-    headers: { 'content-type': 'application/json', authorization: 'Bearer test-token', ...headers },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${writer.token}`, ...headers },
   });
   return { status: res.statusCode, json: (await res.body.json()) as Record<string, unknown> };
 }
@@ -69,9 +80,18 @@ const GOOD = {
 };
 
 describe('POST /intents', () => {
-  it('refuses a request without the bearer token', async () => {
-    const res = await postIntents(JSON.stringify(GOOD), { authorization: 'Bearer wrong-token' });
-    expect(res.status).toBe(401);
+  it('refuses a request without a valid API token (401), or with one lacking intents:write (403)', async () => {
+    const before = intents.values.length;
+    expect((await postIntents(JSON.stringify(GOOD), { authorization: 'Bearer wrong-token' })).status).toBe(
+      401,
+    );
+    expect(
+      (await postIntents(JSON.stringify(GOOD), { authorization: `Bearer ${writer.token}x` })).status,
+    ).toBe(401);
+    const forbidden = await postIntents(JSON.stringify(GOOD), { authorization: `Bearer ${reader.token}` });
+    expect(forbidden.status).toBe(403);
+    expect(String(forbidden.json.message)).toMatch(/intents:write/);
+    expect(intents.values.length).toBe(before);
   });
 
   it('answers 400 naming every field and rule, and publishes nothing', async () => {

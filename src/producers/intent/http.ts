@@ -1,9 +1,11 @@
 /**
  * `POST /intents`: one intent or an array, JSON, validated by `intentInputSchema`, answered 200 only
- * once Kafka acknowledged, 400 naming field and rule, 401 without the bearer token when one is set.
+ * once Kafka acknowledged, 400 naming field and rule. It takes the API's bearer tokens: 401 without a
+ * valid one, 403 when it lacks the scope `intents:write`; only the sandbox with no token configured
+ * leaves the route open.
  */
-import { timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { TokenVerifier } from '../../domain/api-tokens.ts';
 import { AppError, toAppError } from '../../domain/errors.ts';
 import type { Publisher } from '../../events/kafka.ts';
 import { INTENT_TOPIC } from '../../events/topics.ts';
@@ -13,8 +15,10 @@ import { issueText, parseIntents } from './input.ts';
 
 export interface IntentsPluginDeps {
   publisher: Pick<Publisher, 'publish'>;
-  /** Bearer token required on `POST /intents`; null or absent: the route is open (say so at start-up). */
-  token?: string | null;
+  /** API bearer tokens; a request needs one with the scope `intents:write` unless `open`. */
+  tokens: TokenVerifier;
+  /** Accept requests that carry no token (the sandbox with no token configured; said at start-up). */
+  open?: boolean;
   /** Configured account names; an intent for another account is refused. */
   accounts?: readonly string[];
   /** Largest body, bytes (default 1 MiB). */
@@ -22,18 +26,13 @@ export interface IntentsPluginDeps {
   logger?: Logger;
 }
 
-function tokenMatches(req: FastifyRequest, token: string): boolean {
-  const given = req.headers.authorization ?? '';
-  const a = Buffer.from(given);
-  const b = Buffer.from(`Bearer ${token}`);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
 /** `POST /intents`: an encapsulated plugin (its own JSON parser: amounts must stay exact). */
 export function intentsPlugin(deps: IntentsPluginDeps): FastifyPluginAsync {
   const log = (deps.logger ?? rootLogger).child({ module: 'intent-recorder' });
-  if (!deps.token)
-    log.warn('POST /intents has no bearer token configured: anyone who reaches it can record intents');
+  if (deps.open)
+    log.warn(
+      'POST /intents takes requests without a token (sandbox): anyone who reaches it can record intents',
+    );
   return async (app: FastifyInstance) => {
     app.removeAllContentTypeParsers();
     app.addContentTypeParser(
@@ -62,17 +61,23 @@ export function intentsPlugin(deps: IntentsPluginDeps): FastifyPluginAsync {
       log.error({ err }, 'intent request failed');
       return reply.code(e.httpStatus).send({ error: 'internal', message: e.message });
     });
-    if (deps.token) {
-      const token = deps.token;
-      app.addHook('onRequest', async (req, reply) => {
-        if (!tokenMatches(req, token)) {
-          return reply
-            .code(401)
-            .header('www-authenticate', 'Bearer')
-            .send({ error: 'unauthorized', message: 'authorization: must be "Bearer <token>"' });
-        }
-      });
-    }
+    app.addHook('onRequest', async (req, reply) => {
+      const header = req.headers.authorization;
+      if (header === undefined && deps.open) return;
+      const checked = await deps.tokens.check(header);
+      if (!checked.ok) {
+        return reply.code(401).header('www-authenticate', 'Bearer').send({
+          error: 'unauthorized',
+          message: 'authorization: must be "Bearer <token>" with a valid token',
+        });
+      }
+      if (!checked.entry.scopes.includes('intents:write')) {
+        return reply
+          .code(403)
+          .header('www-authenticate', 'Bearer error="insufficient_scope", scope="intents:write"')
+          .send({ error: 'forbidden', message: 'authorization: the token lacks the scope intents:write' });
+      }
+    });
     app.post('/intents', async (req, reply) => {
       const parsed = parseIntents(req.body, deps.accounts);
       if (!parsed.ok) {
