@@ -18,7 +18,8 @@ describe('payrecon api token create', () => {
     const config = loadConfig({ PAYRECON_API_TOKENS: JSON.stringify([entry]) });
     const verifier = new TokenVerifier(config.web.apiTokens);
     expect(await verifier.check(`Bearer ${token}`)).toMatchObject({ ok: true, entry: { name: 'erp' } });
-    expect(await verifier.check(`Bearer ${token.slice(0, -1)}A`)).toMatchObject({ ok: false });
+    const altered = `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`;
+    expect(await verifier.check(`Bearer ${altered}`)).toMatchObject({ ok: false });
     expect(await verifier.check(`bearer ${token}`)).toEqual({ ok: false, reason: 'malformed' });
     expect(await verifier.check(undefined)).toEqual({ ok: false, reason: 'missing' });
   });
