@@ -18,6 +18,7 @@ import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import { createDb, migrateWhenReady, pingDatabase } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
+import { databaseCreatedAt } from './db/job-runs.ts';
 import { withLedgerTransaction } from './db/ledger-service.ts';
 import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
 import { enqueueAlerts } from './db/outbox.ts';
@@ -474,6 +475,8 @@ export function startJobs(
     jobs,
     logger,
     onRun: (job, outcome, seconds) => infra.metrics.jobRun(job, outcome, seconds),
+    // A fresh database catches up no runs from before it existed.
+    notBefore: () => databaseCreatedAt(db),
   });
   return scheduler;
 }

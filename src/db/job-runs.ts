@@ -27,6 +27,15 @@ export async function claimRun(db: Db, runKey: string, options: ClaimOptions): P
   return rows.length === 1;
 }
 
+/** When the database was set up (its first migration), or null before any migration. */
+export async function databaseCreatedAt(db: Db): Promise<Date | null> {
+  // Kysely records each migration's time as ISO 8601 text, which sorts as time does.
+  const { rows } = await sql<{ at: string | null }>`
+    SELECT min("timestamp") AS at FROM kysely_migration`.execute(db);
+  const at = rows[0]?.at ?? null;
+  return at === null ? null : new Date(at);
+}
+
 export async function finishRun(db: Db, runKey: string, owner: string, error: string | null): Promise<void> {
   await sql`
     UPDATE job_runs SET status = ${error === null ? 'succeeded' : 'failed'}, finished_at = now(),

@@ -24,6 +24,7 @@ import {
   type KafkaMessage,
   type LogEntry,
   logLevel,
+  Partitioners,
   type Producer,
   type SASLOptions,
 } from 'kafkajs';
@@ -107,6 +108,20 @@ export const noDelaySocketFactory: ISocketFactory = ({ host, port, ssl, onConnec
   return socket;
 };
 
+/**
+ * kafkajs lines that say nothing is wrong, logged at debug instead of warn or error:
+ * - "Limiting retries for the idempotent producer may invalidate EoS guarantees": the warning is about
+ *   transactions (exactly-once), which payrecon does not use; its producers are idempotent with bounded
+ *   retries on purpose, so that a publish fails (PUBLISH_FAILED) instead of waiting forever.
+ * - a CreateTopics response with "Topic creation errors" when another process created the same topics
+ *   a moment before (parts starting together): kafkajs logs the response, then treats
+ *   TOPIC_ALREADY_EXISTS as success; any other creation error still fails `ensureTopics`.
+ */
+function expectedNoise(message: string, fields: Record<string, unknown>): boolean {
+  if (message.startsWith('Limiting retries for the idempotent producer')) return true;
+  return message.startsWith('Response CreateTopics') && fields.error === 'Topic creation errors';
+}
+
 /** The kafkajs client, logging through pino. */
 export function createKafka(config: KafkaConfig): Kafka {
   const log = (config.logger ?? rootLogger).child({ module: 'kafkajs' });
@@ -124,7 +139,8 @@ export function createKafka(config: KafkaConfig): Kafka {
     logCreator: () => (entry: LogEntry) => {
       const { message, timestamp: _t, ...fields } = entry.log;
       const data = { namespace: entry.namespace, ...fields };
-      if (entry.level === logLevel.ERROR) log.error(data, message);
+      if (expectedNoise(message, fields)) log.debug(data, message);
+      else if (entry.level === logLevel.ERROR) log.error(data, message);
       else if (entry.level === logLevel.WARN) log.warn(data, message);
       else if (entry.level === logLevel.INFO) log.info(data, message);
       else log.debug(data, message);
@@ -249,6 +265,9 @@ interface PendingSend {
  */
 export async function createPublisher(kafka: Kafka, serde: Serde): Promise<Publisher> {
   const producer = kafka.producer({
+    // Chosen explicitly (kafkajs 2's default, murmur2 like the Java client), which also keeps kafkajs from
+    // warning at every start that its default changed in 2.0.
+    createPartitioner: Partitioners.DefaultPartitioner,
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,

@@ -79,6 +79,11 @@ export interface SchedulerOptions {
   owner?: string;
   /** How far back catch-up looks at start (default 3 days). */
   catchUpWindowMs?: number;
+  /**
+   * Catch-up replays no fire time before this (the wiring gives the database's creation: a fresh
+   * database catches up no runs from before it existed). Default: only the window limits it.
+   */
+  notBefore?: () => Promise<Date | null>;
   now?: () => Date;
   /** Fires the cron ticks (default node-cron). */
   timer?: CronTimer;
@@ -120,6 +125,7 @@ export class JobScheduler {
   private readonly log: Logger;
   private readonly timer: CronTimer;
   private readonly onRun: SchedulerOptions['onRun'];
+  private readonly notBefore: SchedulerOptions['notBefore'];
   private tasks: { stop(): Promise<void> }[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -132,6 +138,7 @@ export class JobScheduler {
     this.timer = options.timer ?? nodeCronTimer(this.owner);
     this.log = (options.logger ?? rootLogger).child({ module: 'jobs', owner: this.owner });
     this.onRun = options.onRun;
+    this.notBefore = options.notBefore;
     for (const job of this.jobs) {
       if (!cron.validate(job.cron)) throw new Error(`job ${job.name}: invalid cron expression ${job.cron}`);
     }
@@ -182,9 +189,11 @@ export class JobScheduler {
   async catchUp(): Promise<TickResult> {
     const total: TickResult = { ran: [], skipped: [], failed: [] };
     const now = this.now();
+    const floor = (await this.notBefore?.())?.getTime() ?? Number.NEGATIVE_INFINITY;
+    const from = new Date(Math.max(now.getTime() - this.window, floor));
     for (const job of this.jobs) {
       if (!job.catchUp) continue;
-      const times = fireTimesBetween(job.cron, job.timeZone, new Date(now.getTime() - this.window), now);
+      const times = fireTimesBetween(job.cron, job.timeZone, from, now);
       for (const at of times) {
         const r = await this.tick(job, at);
         total.ran.push(...r.ran);

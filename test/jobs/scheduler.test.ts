@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimRun, finishRun, listRuns } from '../../src/db/job-runs.ts';
+import { claimRun, databaseCreatedAt, finishRun, listRuns } from '../../src/db/job-runs.ts';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import {
   type CronTimer,
@@ -154,6 +154,22 @@ describe('catch-up at start', () => {
     const r = await d.catchUp();
     expect(r.ran).toEqual([`settlement:${addDays(today, -2)}:acme`, `settlement:${addDays(today, -1)}:acme`]);
     await d.stop();
+  });
+
+  it('replays no fire time from before the database existed (notBefore: its creation)', async () => {
+    const e = new JobScheduler({
+      db: t.db,
+      jobs: catalog().filter((j) => j.name === 'settlement'),
+      catchUpWindowMs: 3 * 24 * 3_600_000,
+      now: tomorrowTen,
+      owner: 'instance-e',
+      notBefore: () => databaseCreatedAt(t.db),
+    });
+    const r = await e.catchUp();
+    const before = [addDays(today, -2), addDays(today, -1)].map((d) => `settlement:${d}:acme`);
+    // Without the floor these keys would be replayed (and, claimed above, skipped).
+    expect([...r.ran, ...r.skipped, ...r.failed].filter((k) => before.includes(k))).toEqual([]);
+    await e.stop();
   });
 });
 
