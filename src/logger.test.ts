@@ -107,3 +107,27 @@ describe('logger redaction', () => {
     setLogLevel(before);
   });
 });
+
+describe('readable logs (payrecon up on a terminal)', () => {
+  it('writes the root logger through pino-pretty, secrets still redacted, and back to JSON', async () => {
+    const { useJsonLogs, useReadableLogs } = await import('./logger.ts');
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    await useReadableLogs(sink);
+    try {
+      logger.child({ module: 'up' }).info({ password: 'hunter2-secret', topic: 't1' }, 'readable line');
+    } finally {
+      useJsonLogs();
+    }
+    const text = lines.join('');
+    expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: readable line/);
+    expect(text).toContain('"topic":"t1"');
+    expect(text).not.toContain('hunter2-secret');
+    expect(() => JSON.parse(text)).toThrow();
+  });
+});

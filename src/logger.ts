@@ -44,8 +44,33 @@ export function createLogger(options: LoggerOptions = {}, destination?: Destinat
   return destination ? pino(settings, destination) : pino(settings);
 }
 
+/** Where the root logger writes: JSON lines on stdout, until `useReadableLogs` swaps in pino-pretty. */
+let output: { write(line: string): unknown } = pino.destination({ dest: 1, sync: true });
+const switchable = { write: (line: string) => output.write(line) } as DestinationStream;
+
 /** The process-wide root logger. */
-export const logger: Logger = createLogger();
+export const logger: Logger = createLogger({}, switchable);
+
+/**
+ * Human-readable log lines (pino-pretty: time, level, message, then the fields) for a person at a
+ * terminal; `payrecon up` calls it when stdout is a TTY. Redaction happens before, as for JSON lines.
+ */
+export async function useReadableLogs(destination: NodeJS.WritableStream = process.stdout): Promise<void> {
+  const { default: pretty } = await import('pino-pretty');
+  output = pretty({
+    colorize: destination === process.stdout && process.stdout.isTTY === true,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname',
+    singleLine: true,
+    sync: true,
+    destination,
+  });
+}
+
+/** Back to JSON lines on stdout (tests). */
+export function useJsonLogs(): void {
+  output = pino.destination({ dest: 1, sync: true });
+}
 
 /** Sets the root logger's level (from `config.logLevel`); children created afterwards inherit it. */
 export function setLogLevel(level: string): void {

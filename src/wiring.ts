@@ -42,7 +42,7 @@ import { createRegistryClient, registerSchemas, type Serde } from './events/serd
 import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
 import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
-import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
+import { type Logger, logger as rootLogger, setLogLevel, useReadableLogs } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { PART_INFO, PART_NAMES, type PartName } from './parts.ts';
 import { intentsPlugin } from './producers/intent/http.ts';
@@ -186,7 +186,8 @@ export async function startInfrastructure(
       onWait: (err, attempt, wait) =>
         log.warn({ err, attempt, wait }, 'database unavailable at start-up, waiting'),
     });
-    for (const line of migrated) log.info(line);
+    for (const line of migrated) log.debug(line);
+    if (migrated.length > 0) log.info({ migrations: migrated.length }, 'database migrated');
 
     let brokers = config.kafka.brokers ? [...config.kafka.brokers] : (running?.brokers ?? null);
     if (!brokers) {
@@ -844,6 +845,8 @@ export async function runUp(
   embedded: EmbeddedStarters,
 ): Promise<void> {
   const config = await configOrExit();
+  // A person at a terminal reads lines; anything else (a file, a collector) gets JSON lines.
+  if (process.stdout.isTTY) await useReadableLogs();
   const traffic = Number(opts.traffic ?? '2');
   const speed = Number(opts.speed ?? '60');
   if (!(traffic >= 0)) throw new AppError('VALIDATION_FAILED', '--traffic: must be a non-negative number');
