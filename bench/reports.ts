@@ -22,7 +22,7 @@ import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
-import { minorToNumber } from '../src/domain/money.ts';
+import { minorToCell } from '../src/domain/money.ts';
 import { excelDate, localDate, type Period } from '../src/reports/period.ts';
 import { JOURNAL_COLUMNS, writeSettlementWorkbook } from '../src/reports/settlement-workbook.ts';
 import { drainWorksheet, TableSheet } from '../src/reports/sheet-writer.ts';
@@ -133,7 +133,7 @@ async function phaseBare(out: string, start: Date): Promise<PhaseResult> {
   let rows = 0;
   for (let g = 1; g <= entries; g++) {
     const minor = BigInt(((g * 7919) % 10_000_000) + 1);
-    const amount = minorToNumber(minor);
+    const amount = minorToCell(minor) as number;
     const id = String(1_000_000 + g);
     ws.addRow([g, booked, 'bench', 'deposit', id, 'credit', null, 'available', 'BRL', amount]).commit();
     ws.addRow([g, booked, 'bench', 'deposit', id, 'credit', null, 'deposits', 'BRL', -amount]).commit();

@@ -224,4 +224,199 @@ export async function countRows(db: Db, query: RawBuilder<unknown>): Promise<num
   return Number(rows[0]?.n ?? 0);
 }
 
+// ---------------------------------------------------------------- workbook detail queries
+
+/** The instants a report's queries read between: [start, end). */
+export interface ReportPeriod {
+  start: Date;
+  end: Date;
+}
+
+export interface EntityRow {
+  merchant_account: string;
+  entity_id: string;
+  external_ref: string | null;
+  parent_deposit_id: string | null;
+  status: string | null;
+  status_reason: string | null;
+  rejection_code: string | null;
+  rejection_reason: string | null;
+  currency: string;
+  amount: string | null;
+  fee_amount: string | null;
+  fee_on_payer: boolean;
+  ever_early_released: boolean;
+  first_seen_at: Date | null;
+  status_since: Date | null;
+  completed_at: Date | null;
+  e_credit: string;
+  e_fee: string;
+  e_reversal: string;
+  e_reserve: string;
+  e_release: string;
+  e_settle: string;
+  e_late: string;
+  available_delta: string;
+  reserved_delta: string;
+}
+
+/**
+ * Live entities of one kind (with their mirror) with journal activity in the period, with that
+ * activity per effect read from the postings: credit, fee and reversal on `available`; reserve and
+ * settle on `reserved`; release and late reversal on `available`.
+ */
+export function entityQuery(kind: string, p: ReportPeriod, account: string | null): RawBuilder<EntityRow> {
+  const on = (effect: string, ledgerAccount: string) =>
+    sql`coalesce(sum(p.amount) FILTER (WHERE e.effect = ${effect} AND p.account = ${ledgerAccount}), 0)::text`;
+  return sql<EntityRow>`
+    SELECT m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
+           m.rejection_code, m.rejection_reason, e.currency, m.amount::text AS amount,
+           m.fee_amount::text AS fee_amount, m.fee_on_payer, m.ever_early_released, m.first_seen_at,
+           m.status_since, m.completed_at,
+           ${on('credit', 'available')} AS e_credit, ${on('fee', 'available')} AS e_fee,
+           ${on('early_release_reversal', 'available')} AS e_reversal,
+           ${on('reserve', 'reserved')} AS e_reserve, ${on('release', 'available')} AS e_release,
+           ${on('settle', 'reserved')} AS e_settle, ${on('late_reversal', 'available')} AS e_late,
+           coalesce(sum(p.amount) FILTER (WHERE p.account = 'available'), 0)::text AS available_delta,
+           coalesce(sum(p.amount) FILTER (WHERE p.account = 'reserved'), 0)::text AS reserved_delta
+      FROM mirrors m
+      JOIN journal_entries e ON e.merchant_account = m.merchant_account AND e.entity_kind = m.entity_kind
+                            AND e.entity_id = m.entity_id
+      JOIN postings p ON p.entry_id = e.id
+     WHERE m.entity_kind = ${kind} AND e.created_at >= ${p.start} AND e.created_at < ${p.end}
+       AND e.book = 'live'${accountFilter(account)}
+     GROUP BY m.merchant_account, m.entity_kind, m.entity_id, e.currency
+     ORDER BY e.currency, min(e.id), m.entity_id`;
+}
+
+export interface JournalRow {
+  entry: string;
+  /** Booking instant in epoch milliseconds (cheaper to read than timestamptz text). */
+  booked_ms: number;
+  merchant_account: string;
+  entity_kind: string;
+  entity_id: string;
+  effect: string;
+  direction: number;
+  account: string;
+  currency: string;
+  amount: string;
+}
+
+/** One row per posting of the book's entries booked in the period, in booking order. */
+export function journalQuery(book: string, p: ReportPeriod, account: string | null): RawBuilder<JournalRow> {
+  return sql<JournalRow>`
+    SELECT e.id AS entry, (extract(epoch FROM e.created_at) * 1000)::float8 AS booked_ms, e.merchant_account, e.entity_kind, e.entity_id, e.effect,
+           e.direction, p.account, p.currency, p.amount::text AS amount
+      FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+     WHERE e.created_at >= ${p.start} AND e.created_at < ${p.end} AND e.book = ${book}${accountFilter(account)}
+     ORDER BY e.id, p.id`;
+}
+
+export interface ExceptionRow {
+  id: string;
+  type: string;
+  severity: string;
+  state: string;
+  merchant_account: string;
+  entity_kind: string;
+  entity_id: string;
+  count: number;
+  first_seen_at: Date;
+  last_seen_at: Date;
+  acknowledged_by: string | null;
+  acknowledged_at: Date | null;
+  resolved_by: string | null;
+  resolved_at: Date | null;
+  note: string | null;
+}
+
+/** Exceptions open at `asOf`, or opened or resolved in the period. */
+export function exceptionQuery(
+  p: ReportPeriod,
+  asOf: Date,
+  account: string | null,
+): RawBuilder<ExceptionRow> {
+  return sql<ExceptionRow>`
+    SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
+           x.first_seen_at, x.last_seen_at, x.acknowledged_by, x.acknowledged_at, x.resolved_by, x.resolved_at,
+           coalesce(x.resolution_note, x.acknowledgement_note) AS note
+      FROM exceptions x
+     WHERE x.first_seen_at < ${asOf}
+       AND (x.resolved_at IS NULL OR x.resolved_at >= ${p.start})${accountFilter(account, 'x.merchant_account')}
+     ORDER BY x.type, x.first_seen_at, x.id`;
+}
+
+export interface LateRow {
+  merchant_account: string;
+  entity_kind: string;
+  entity_id: string;
+  external_ref: string | null;
+  parent_deposit_id: string | null;
+  status: string | null;
+  rejection_code: string | null;
+  rejection_reason: string | null;
+  currency: string;
+  amount: string;
+  completed_at: Date | null;
+  status_since: Date | null;
+  booked_at: Date;
+}
+
+export function lateQuery(p: ReportPeriod, account: string | null): RawBuilder<LateRow> {
+  return sql<LateRow>`
+    SELECT e.merchant_account, e.entity_kind, e.entity_id, m.external_ref, m.parent_deposit_id, m.status,
+           m.rejection_code, m.rejection_reason, e.currency, (e.amount * e.direction)::text AS amount,
+           m.completed_at, m.status_since, e.created_at AS booked_at
+      FROM journal_entries e
+      LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
+                         AND m.entity_id = e.entity_id
+     WHERE e.effect = 'late_reversal' AND e.book = 'live'
+       AND e.created_at >= ${p.start} AND e.created_at < ${p.end}${accountFilter(account)}
+     ORDER BY e.created_at, e.id`;
+}
+
+export interface ExceptionStats {
+  type: string;
+  /** Open at the as-of instant, aged under 1 day, 1-3, 3-7 and over 7 days. */
+  b0: number;
+  b1: number;
+  b2: number;
+  b3: number;
+  opened: number;
+  resolved: number;
+}
+
+/** Per exception type: open at `asOf` by age bucket, and opened and resolved in the period. */
+export async function exceptionStatsByType(
+  db: Db,
+  p: ReportPeriod,
+  asOf: Date,
+  account: string | null,
+): Promise<ExceptionStats[]> {
+  const { rows } = await sql<ExceptionStats>`
+        WITH x AS (
+          SELECT type, first_seen_at, resolved_at,
+                 (first_seen_at < ${asOf} AND (resolved_at IS NULL OR resolved_at > ${asOf})) AS open_at,
+                 extract(epoch FROM (${asOf}::timestamptz - first_seen_at)) / 86400 AS age
+            FROM exceptions x
+           WHERE true${accountFilter(account, 'x.merchant_account')}
+        )
+        SELECT type,
+               count(*) FILTER (WHERE open_at AND age < 1)::int AS b0,
+               count(*) FILTER (WHERE open_at AND age >= 1 AND age < 3)::int AS b1,
+               count(*) FILTER (WHERE open_at AND age >= 3 AND age < 7)::int AS b2,
+               count(*) FILTER (WHERE open_at AND age >= 7)::int AS b3,
+               count(*) FILTER (WHERE first_seen_at >= ${p.start} AND first_seen_at < ${p.end})::int AS opened,
+               count(*) FILTER (WHERE resolved_at >= ${p.start} AND resolved_at < ${p.end})::int AS resolved
+          FROM x GROUP BY type ORDER BY type`.execute(db);
+  return rows;
+}
+
+/** Makes the workbook's one-off queries sort in memory and skip JIT compilation (inside its transaction). */
+export async function tuneForReport(trx: Db): Promise<void> {
+  await sql`SET LOCAL work_mem = '64MB'`.execute(trx);
+  await sql`SET LOCAL jit = off`.execute(trx);
+}
+
 export { accountFilter };

@@ -166,17 +166,19 @@ export function sumMinor(values: Iterable<Minor>): Minor {
 }
 
 /**
- * Converts minor units to a JavaScript number of major units for places that need a number
- * (an Excel cell). Exact up to 2^53 minor units; beyond it the caller must keep text.
+ * Largest magnitude (minor units) whose amount a spreadsheet number cell holds exactly: a decimal of at
+ * most 15 significant digits comes back from a double digit for digit (9,999,999,999,999.99). 2^53 is
+ * the limit for integers; with two decimals a double stops telling cents apart well before it.
  */
-export function minorToNumber(minor: Minor): number {
+export const MAX_EXACT_CELL_MINOR = 10n ** 15n - 1n;
+
+/**
+ * An amount as a spreadsheet cell value: a number when a double gives back its exact decimal text, else
+ * the exact decimal text itself (18 integer digits and 2 decimals fit no double). Never throws, never
+ * rounds; the number is parsed from the decimal text, no arithmetic on a float.
+ */
+export function minorToCell(minor: Minor): number | string {
   const abs = minor < 0n ? -minor : minor;
-  if (abs > BigInt(Number.MAX_SAFE_INTEGER)) {
-    throw new MoneyError(
-      'amount',
-      'too large to represent as a number; keep it as text',
-      formatAmount(minor),
-    );
-  }
-  return Number(minor) / 100;
+  const text = formatAmount(minor);
+  return abs <= MAX_EXACT_CELL_MINOR ? Number(text) : text;
 }

@@ -1,6 +1,13 @@
 import ExcelJS from 'exceljs';
-import { type RawBuilder, sql } from 'kysely';
-import { accountFilter, countRows, forEachBatch } from '../db/report-queries.ts';
+import {
+  countRows,
+  type ExceptionRow,
+  exceptionQuery,
+  exceptionStatsByType,
+  forEachBatch,
+  type LateRow,
+  lateQuery,
+} from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import type { Period } from './period.ts';
@@ -45,97 +52,58 @@ export interface ExceptionWorkbookResult {
   lateRejections: { currency: string; amount: Minor }[];
 }
 
-const DETAIL_COLUMNS: ColumnSpec[] = [
-  { header: 'Id', key: 'id', type: 'int', width: 8 },
-  { header: 'Type', key: 'type', type: 'text', width: 24 },
-  { header: 'Severity', key: 'severity', type: 'text', width: 10 },
-  { header: 'State', key: 'state', type: 'text', width: 13 },
-  { header: 'Account', key: 'account', type: 'text', width: 14 },
-  { header: 'Kind', key: 'kind', type: 'text', width: 9 },
-  { header: 'Entity id', key: 'entityId', type: 'text', width: 16 },
-  { header: 'Times seen', key: 'count', type: 'int', width: 11, total: true },
-  { header: 'First seen', key: 'firstSeen', type: 'date' },
-  { header: 'Last seen', key: 'lastSeen', type: 'date' },
-  { header: 'Age (days)', key: 'age', type: 'int', width: 11 },
-  { header: 'Acknowledged by', key: 'ackBy', type: 'text', width: 16 },
-  { header: 'Acknowledged at', key: 'ackAt', type: 'date' },
-  { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14 },
-  { header: 'Resolved at', key: 'resolvedAt', type: 'date' },
-  { header: 'Note', key: 'note', type: 'text', width: 40 },
+/** Exception rows; ages are measured at `asOf`. */
+const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
+  { header: 'Id', key: 'id', type: 'int', width: 8, cell: (r) => Number(r.id) },
+  { header: 'Type', key: 'type', type: 'text', width: 24, cell: (r) => r.type },
+  { header: 'Severity', key: 'severity', type: 'text', width: 10, cell: (r) => r.severity },
+  { header: 'State', key: 'state', type: 'text', width: 13, cell: (r) => r.state },
+  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+  { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
+  { header: 'Entity id', key: 'entityId', type: 'text', width: 16, cell: (r) => r.entity_id },
+  { header: 'Times seen', key: 'count', type: 'int', width: 11, total: true, cell: (r) => r.count },
+  { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
+  { header: 'Last seen', key: 'lastSeen', type: 'date', cell: (r) => r.last_seen_at },
+  {
+    header: 'Age (days)',
+    key: 'age',
+    type: 'int',
+    width: 11,
+    cell: (r) => Math.floor((asOf.getTime() - r.first_seen_at.getTime()) / 86_400_000),
+  },
+  { header: 'Acknowledged by', key: 'ackBy', type: 'text', width: 16, cell: (r) => r.acknowledged_by },
+  { header: 'Acknowledged at', key: 'ackAt', type: 'date', cell: (r) => r.acknowledged_at },
+  { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14, cell: (r) => r.resolved_by },
+  { header: 'Resolved at', key: 'resolvedAt', type: 'date', cell: (r) => r.resolved_at },
+  { header: 'Note', key: 'note', type: 'text', width: 40, cell: (r) => r.note },
 ];
 
-const LATE_COLUMNS: ColumnSpec[] = [
-  { header: 'Account', key: 'account', type: 'text', width: 14 },
-  { header: 'Kind', key: 'kind', type: 'text', width: 9 },
-  { header: 'Id', key: 'id', type: 'text', width: 16 },
-  { header: 'External id / deposit', key: 'ref', type: 'text', width: 22 },
-  { header: 'Status', key: 'status', type: 'text', width: 12 },
-  { header: 'Rejection', key: 'rejection', type: 'text', width: 28 },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9 },
-  { header: 'Amount', key: 'amount', type: 'money', total: true },
-  { header: 'Completed at', key: 'completedAt', type: 'date' },
-  { header: 'Rejected at', key: 'rejectedAt', type: 'date' },
-  { header: 'Reversal booked at', key: 'bookedAt', type: 'date' },
+/** Late rejections: the reversal entries booked in the period. */
+const LATE_COLUMNS: ColumnSpec<LateRow>[] = [
+  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+  { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
+  { header: 'Id', key: 'id', type: 'text', width: 16, cell: (r) => r.entity_id },
+  {
+    header: 'External id / deposit',
+    key: 'ref',
+    type: 'text',
+    width: 22,
+    cell: (r) => (r.entity_kind === 'refund' ? r.parent_deposit_id : r.external_ref),
+  },
+  { header: 'Status', key: 'status', type: 'text', width: 12, cell: (r) => r.status },
+  {
+    header: 'Rejection',
+    key: 'rejection',
+    type: 'text',
+    width: 28,
+    cell: (r) => [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
+  },
+  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Amount', key: 'amount', type: 'money', total: true, cell: (r) => parseLedgerMinor(r.amount) },
+  { header: 'Completed at', key: 'completedAt', type: 'date', cell: (r) => r.completed_at },
+  { header: 'Rejected at', key: 'rejectedAt', type: 'date', cell: (r) => r.status_since },
+  { header: 'Reversal booked at', key: 'bookedAt', type: 'date', cell: (r) => r.booked_at },
 ];
-
-interface ExceptionRow {
-  id: string;
-  type: string;
-  severity: string;
-  state: string;
-  merchant_account: string;
-  entity_kind: string;
-  entity_id: string;
-  count: number;
-  first_seen_at: Date;
-  last_seen_at: Date;
-  acknowledged_by: string | null;
-  acknowledged_at: Date | null;
-  resolved_by: string | null;
-  resolved_at: Date | null;
-  note: string | null;
-}
-
-/** Exceptions open at `asOf`, or opened or resolved in the period. */
-function exceptionQuery(p: Period, asOf: Date, account: string | null): RawBuilder<ExceptionRow> {
-  return sql<ExceptionRow>`
-    SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
-           x.first_seen_at, x.last_seen_at, x.acknowledged_by, x.acknowledged_at, x.resolved_by, x.resolved_at,
-           coalesce(x.resolution_note, x.acknowledgement_note) AS note
-      FROM exceptions x
-     WHERE x.first_seen_at < ${asOf}
-       AND (x.resolved_at IS NULL OR x.resolved_at >= ${p.start})${accountFilter(account, 'x.merchant_account')}
-     ORDER BY x.type, x.first_seen_at, x.id`;
-}
-
-interface LateRow {
-  merchant_account: string;
-  entity_kind: string;
-  entity_id: string;
-  external_ref: string | null;
-  parent_deposit_id: string | null;
-  status: string | null;
-  rejection_code: string | null;
-  rejection_reason: string | null;
-  currency: string;
-  amount: string;
-  completed_at: Date | null;
-  status_since: Date | null;
-  booked_at: Date;
-}
-
-function lateQuery(p: Period, account: string | null): RawBuilder<LateRow> {
-  return sql<LateRow>`
-    SELECT e.merchant_account, e.entity_kind, e.entity_id, m.external_ref, m.parent_deposit_id, m.status,
-           m.rejection_code, m.rejection_reason, e.currency, (e.amount * e.direction)::text AS amount,
-           m.completed_at, m.status_since, e.created_at AS booked_at
-      FROM journal_entries e
-      LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
-                         AND m.entity_id = e.entity_id
-     WHERE e.effect = 'late_reversal' AND e.book = 'live'
-       AND e.created_at >= ${p.start} AND e.created_at < ${p.end}${accountFilter(account)}
-     ORDER BY e.created_at, e.id`;
-}
 
 export async function writeExceptionWorkbook(
   db: Db,
@@ -147,30 +115,7 @@ export async function writeExceptionWorkbook(
   const csvPath = await prepareOutputs(options);
 
   return inSnapshot(db, async (trx) => {
-    const { rows: stats } = await sql<{
-      type: string;
-      b0: number;
-      b1: number;
-      b2: number;
-      b3: number;
-      opened: number;
-      resolved: number;
-    }>`
-        WITH x AS (
-          SELECT type, first_seen_at, resolved_at,
-                 (first_seen_at < ${asOf} AND (resolved_at IS NULL OR resolved_at > ${asOf})) AS open_at,
-                 extract(epoch FROM (${asOf}::timestamptz - first_seen_at)) / 86400 AS age
-            FROM exceptions x
-           WHERE true${accountFilter(account, 'x.merchant_account')}
-        )
-        SELECT type,
-               count(*) FILTER (WHERE open_at AND age < 1)::int AS b0,
-               count(*) FILTER (WHERE open_at AND age >= 1 AND age < 3)::int AS b1,
-               count(*) FILTER (WHERE open_at AND age >= 3 AND age < 7)::int AS b2,
-               count(*) FILTER (WHERE open_at AND age >= 7)::int AS b3,
-               count(*) FILTER (WHERE first_seen_at >= ${period.start} AND first_seen_at < ${period.end})::int AS opened,
-               count(*) FILTER (WHERE resolved_at >= ${period.start} AND resolved_at < ${period.end})::int AS resolved
-          FROM x GROUP BY type ORDER BY type`.execute(trx);
+    const stats = await exceptionStatsByType(trx, period, asOf, account);
     const byType: TypeCounts[] = stats
       .map((s) => ({
         type: s.type,
@@ -251,39 +196,18 @@ export async function writeExceptionWorkbook(
     const files = [options.out];
 
     const exPath = csvPath('exceptions');
-    const detail = new TableSheet(wb, 'Exceptions', DETAIL_COLUMNS, {
+    const detail = new TableSheet(wb, 'Exceptions', DETAIL_COLUMNS(asOf), {
       timeZone: tz,
       csvPath: exPath,
       preamble: [`Exceptions open at ${period.to} or opened or resolved in the period · times in ${tz}`],
     });
-    let seen = 0;
     await forEachBatch(trx, detailQuery, 5000, async (rows) => {
-      for (const r of rows) {
-        seen += r.count;
-        detail.add([
-          Number(r.id),
-          r.type,
-          r.severity,
-          r.state,
-          r.merchant_account,
-          r.entity_kind,
-          r.entity_id,
-          r.count,
-          r.first_seen_at,
-          r.last_seen_at,
-          Math.floor((asOf.getTime() - r.first_seen_at.getTime()) / 86_400_000),
-          r.acknowledged_by,
-          r.acknowledged_at,
-          r.resolved_by,
-          r.resolved_at,
-          r.note,
-        ]);
-      }
+      for (const r of rows) detail.add(r);
       done += rows.length;
       options.onProgress?.(done, total);
       await detail.drain();
     });
-    await detail.finish(new Map([['', { count: seen }]]));
+    await detail.finish({ currencies: [''] });
     rowCounts.Exceptions = detail.rowCount;
     if (exPath) files.push(exPath);
 
@@ -296,32 +220,13 @@ export async function writeExceptionWorkbook(
       ],
       currencyKey: 'currency',
     });
-    const lateTotals = new Map<string, { amount: Minor }>();
     await forEachBatch(trx, late, 5000, async (rows) => {
-      for (const r of rows) {
-        const amount = parseLedgerMinor(r.amount);
-        lateSheet.add([
-          r.merchant_account,
-          r.entity_kind,
-          r.entity_id,
-          r.entity_kind === 'refund' ? r.parent_deposit_id : r.external_ref,
-          r.status,
-          [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
-          r.currency,
-          amount,
-          r.completed_at,
-          r.status_since,
-          r.booked_at,
-        ]);
-        const t = lateTotals.get(r.currency) ?? { amount: 0n };
-        t.amount += amount;
-        lateTotals.set(r.currency, t);
-      }
+      for (const r of rows) lateSheet.add(r);
       done += rows.length;
       options.onProgress?.(done, total);
       await lateSheet.drain();
     });
-    await lateSheet.finish(lateTotals);
+    await lateSheet.finish();
     rowCounts['Late rejections'] = lateSheet.rowCount;
     if (latePath) files.push(latePath);
 
@@ -331,7 +236,10 @@ export async function writeExceptionWorkbook(
       byType,
       rowCounts,
       files,
-      lateRejections: [...lateTotals].map(([currency, t]) => ({ currency, amount: t.amount })),
+      lateRejections: [...lateSheet.totals()].map(([currency, t]) => ({
+        currency,
+        amount: (t.amount as Minor | undefined) ?? 0n,
+      })),
     };
   });
 }

@@ -1,16 +1,19 @@
 import ExcelJS from 'exceljs';
-import { type RawBuilder, sql } from 'kysely';
 import {
   type AccountBalance,
-  accountFilter,
   activeEntityCounts,
+  type EntityRow,
   earlyReleasedCredits,
+  entityQuery,
   forEachBatch,
+  type JournalRow,
+  journalQuery,
   ledgerTotals,
   type Movement,
+  tuneForReport,
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
-import { formatAmount, type Minor, minorToNumber, parseLedgerMinor } from '../domain/money.ts';
+import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { excelDate, type Period } from './period.ts';
 import {
   type ColumnSpec,
@@ -93,168 +96,171 @@ export const LIVE_LINES: readonly { entityKind: string; effect: string; label: s
   { entityKind: 'refund', effect: 'late_reversal', label: 'Refunds rejected late' },
 ];
 
-const DEPOSIT_COLUMNS: ColumnSpec[] = [
-  { header: 'Account', key: 'account', type: 'text', width: 14 },
-  { header: 'Deposit id', key: 'id', type: 'text', width: 16 },
-  { header: 'Invoice id', key: 'ref', type: 'text', width: 22 },
-  { header: 'Status', key: 'status', type: 'text', width: 16 },
-  { header: 'Status reason', key: 'reason', type: 'text', width: 18 },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9 },
-  { header: 'Gross', key: 'gross', type: 'money' },
-  { header: 'Fee', key: 'fee', type: 'money' },
-  { header: 'Fee on payer', key: 'feeOnPayer', type: 'text', width: 12 },
-  { header: 'Early released', key: 'early', type: 'text', width: 14 },
-  { header: 'First seen', key: 'firstSeen', type: 'date' },
-  { header: 'Status since', key: 'statusSince', type: 'date' },
-  { header: 'Credited in period', key: 'credited', type: 'money', total: true, width: 18 },
-  { header: 'Fees in period', key: 'fees', type: 'money', total: true },
-  { header: 'Reversed in period', key: 'reversed', type: 'money', total: true, width: 18 },
-  { header: 'Net to available', key: 'net', type: 'money', total: true, width: 17 },
+/** Deposit rows: entity facts, then the period's activity per effect on `available` (read from postings). */
+const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
+  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+  { header: 'Deposit id', key: 'id', type: 'text', width: 16, cell: (r) => r.entity_id },
+  { header: 'Invoice id', key: 'ref', type: 'text', width: 22, cell: (r) => r.external_ref },
+  { header: 'Status', key: 'status', type: 'text', width: 16, cell: (r) => r.status },
+  { header: 'Status reason', key: 'reason', type: 'text', width: 18, cell: (r) => r.status_reason },
+  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Gross', key: 'gross', type: 'money', cell: (r) => minorOrNull(r.amount) },
+  { header: 'Fee', key: 'fee', type: 'money', cell: (r) => minorOrNull(r.fee_amount) },
+  {
+    header: 'Fee on payer',
+    key: 'feeOnPayer',
+    type: 'text',
+    width: 12,
+    cell: (r) => (r.fee_on_payer ? 'yes' : 'no'),
+  },
+  {
+    header: 'Early released',
+    key: 'early',
+    type: 'text',
+    width: 14,
+    cell: (r) => (r.ever_early_released ? 'yes' : 'no'),
+  },
+  { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
+  { header: 'Status since', key: 'statusSince', type: 'date', cell: (r) => r.status_since },
+  {
+    header: 'Credited in period',
+    key: 'credited',
+    type: 'money',
+    total: true,
+    width: 18,
+    cell: (r) => parseLedgerMinor(r.e_credit),
+  },
+  {
+    header: 'Fees in period',
+    key: 'fees',
+    type: 'money',
+    total: true,
+    cell: (r) => -parseLedgerMinor(r.e_fee),
+  },
+  {
+    header: 'Reversed in period',
+    key: 'reversed',
+    type: 'money',
+    total: true,
+    width: 18,
+    cell: (r) => -parseLedgerMinor(r.e_reversal),
+  },
+  {
+    header: 'Net to available',
+    key: 'net',
+    type: 'money',
+    total: true,
+    width: 17,
+    cell: (r) => parseLedgerMinor(r.available_delta),
+  },
 ];
 
-const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec[] => [
-  { header: 'Account', key: 'account', type: 'text', width: 14 },
-  { header: kind === 'cashout' ? 'Cashout id' : 'Refund id', key: 'id', type: 'text', width: 16 },
+/** Cashout and refund rows: entity facts, then the period's activity per effect. */
+const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => [
+  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+  {
+    header: kind === 'cashout' ? 'Cashout id' : 'Refund id',
+    key: 'id',
+    type: 'text',
+    width: 16,
+    cell: (r) => r.entity_id,
+  },
   kind === 'cashout'
-    ? { header: 'External id', key: 'ref', type: 'text', width: 22 }
-    : { header: 'Deposit id', key: 'ref', type: 'text', width: 16 },
-  { header: 'Status', key: 'status', type: 'text', width: 18 },
-  { header: 'Rejection', key: 'rejection', type: 'text', width: 24 },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9 },
-  { header: 'Amount', key: 'amount', type: 'money' },
-  { header: 'First seen', key: 'firstSeen', type: 'date' },
-  { header: 'Status since', key: 'statusSince', type: 'date' },
-  { header: 'Completed at', key: 'completedAt', type: 'date' },
-  { header: 'Reserved in period', key: 'reserved', type: 'money', total: true, width: 18 },
-  { header: 'Released in period', key: 'released', type: 'money', total: true, width: 18 },
-  { header: 'Settled in period', key: 'settled', type: 'money', total: true, width: 18 },
-  { header: 'Rejected late in period', key: 'late', type: 'money', total: true, width: 22 },
-  { header: 'Available movement', key: 'availableDelta', type: 'money', total: true, width: 19 },
-  { header: 'Reserved movement', key: 'reservedDelta', type: 'money', total: true, width: 19 },
+    ? { header: 'External id', key: 'ref', type: 'text', width: 22, cell: (r) => r.external_ref }
+    : { header: 'Deposit id', key: 'ref', type: 'text', width: 16, cell: (r) => r.parent_deposit_id },
+  { header: 'Status', key: 'status', type: 'text', width: 18, cell: (r) => r.status },
+  {
+    header: 'Rejection',
+    key: 'rejection',
+    type: 'text',
+    width: 24,
+    cell: (r) => [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
+  },
+  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Amount', key: 'amount', type: 'money', cell: (r) => minorOrNull(r.amount) },
+  { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
+  { header: 'Status since', key: 'statusSince', type: 'date', cell: (r) => r.status_since },
+  { header: 'Completed at', key: 'completedAt', type: 'date', cell: (r) => r.completed_at },
+  {
+    header: 'Reserved in period',
+    key: 'reserved',
+    type: 'money',
+    total: true,
+    width: 18,
+    cell: (r) => parseLedgerMinor(r.e_reserve),
+  },
+  {
+    header: 'Released in period',
+    key: 'released',
+    type: 'money',
+    total: true,
+    width: 18,
+    cell: (r) => parseLedgerMinor(r.e_release),
+  },
+  {
+    header: 'Settled in period',
+    key: 'settled',
+    type: 'money',
+    total: true,
+    width: 18,
+    cell: (r) => -parseLedgerMinor(r.e_settle),
+  },
+  {
+    header: 'Rejected late in period',
+    key: 'late',
+    type: 'money',
+    total: true,
+    width: 22,
+    cell: (r) => parseLedgerMinor(r.e_late),
+  },
+  {
+    header: 'Available movement',
+    key: 'availableDelta',
+    type: 'money',
+    total: true,
+    width: 19,
+    cell: (r) => parseLedgerMinor(r.available_delta),
+  },
+  {
+    header: 'Reserved movement',
+    key: 'reservedDelta',
+    type: 'money',
+    total: true,
+    width: 19,
+    cell: (r) => parseLedgerMinor(r.reserved_delta),
+  },
 ];
 
-export const JOURNAL_COLUMNS: ColumnSpec[] = [
-  { header: 'Entry', key: 'entry', type: 'int', width: 11 },
-  { header: 'Booked at', key: 'bookedAt', type: 'date' },
-  { header: 'Account', key: 'account', type: 'text', width: 14 },
-  { header: 'Kind', key: 'kind', type: 'text', width: 9 },
-  { header: 'Entity id', key: 'entityId', type: 'text', width: 16 },
-  { header: 'Effect', key: 'effect', type: 'text', width: 22 },
-  { header: 'Reversal', key: 'reversal', type: 'text', width: 9 },
-  { header: 'Ledger account', key: 'ledgerAccount', type: 'text', width: 22 },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9 },
-  { header: 'Amount', key: 'amount', type: 'money', total: true },
+/** Journal rows: one per posting. */
+export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
+  { header: 'Entry', key: 'entry', type: 'int', width: 11, cell: (r) => Number(r.entry) },
+  { header: 'Booked at', key: 'bookedAt', type: 'date', cell: (r) => new Date(r.booked_ms) },
+  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+  { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
+  { header: 'Entity id', key: 'entityId', type: 'text', width: 16, cell: (r) => r.entity_id },
+  { header: 'Effect', key: 'effect', type: 'text', width: 22, cell: (r) => r.effect },
+  {
+    header: 'Reversal',
+    key: 'reversal',
+    type: 'text',
+    width: 9,
+    cell: (r) => (r.direction < 0 ? 'yes' : ''),
+  },
+  { header: 'Ledger account', key: 'ledgerAccount', type: 'text', width: 22, cell: (r) => r.account },
+  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Amount', key: 'amount', type: 'money', total: true, cell: (r) => parseLedgerMinor(r.amount) },
 ];
 
-const BOOK_COLUMNS: ColumnSpec[] = [
-  { header: 'Currency', key: 'currency', type: 'text', width: 9 },
-  { header: 'Ledger account', key: 'account', type: 'text', width: 26 },
-  { header: 'Opening', key: 'opening', type: 'money', total: true },
-  { header: 'Movements', key: 'movement', type: 'money', total: true },
-  { header: 'Closing', key: 'closing', type: 'money', total: true },
+/** Test and crypto book balances. */
+const BOOK_COLUMNS: ColumnSpec<BookBalance>[] = [
+  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (b) => b.currency },
+  { header: 'Ledger account', key: 'account', type: 'text', width: 26, cell: (b) => b.account },
+  { header: 'Opening', key: 'opening', type: 'money', total: true, cell: (b) => b.opening },
+  { header: 'Movements', key: 'movement', type: 'money', total: true, cell: (b) => b.movement },
+  { header: 'Closing', key: 'closing', type: 'money', total: true, cell: (b) => b.closing },
 ];
 
-interface EntityRow {
-  merchant_account: string;
-  entity_id: string;
-  external_ref: string | null;
-  parent_deposit_id: string | null;
-  status: string | null;
-  status_reason: string | null;
-  rejection_code: string | null;
-  rejection_reason: string | null;
-  currency: string;
-  amount: string | null;
-  fee_amount: string | null;
-  fee_on_payer: boolean;
-  ever_early_released: boolean;
-  first_seen_at: Date | null;
-  status_since: Date | null;
-  completed_at: Date | null;
-  e_credit: string;
-  e_fee: string;
-  e_reversal: string;
-  e_reserve: string;
-  e_release: string;
-  e_settle: string;
-  e_late: string;
-  available_delta: string;
-  reserved_delta: string;
-}
-
-/**
- * Live entities of one kind (with their mirror) with journal activity in the period, with that
- * activity per effect read from the postings: credit, fee and reversal on `available`; reserve and
- * settle on `reserved`; release and late reversal on `available`.
- */
-function entityQuery(kind: string, p: Period, account: string | null): RawBuilder<EntityRow> {
-  const on = (effect: string, ledgerAccount: string) =>
-    sql`coalesce(sum(p.amount) FILTER (WHERE e.effect = ${effect} AND p.account = ${ledgerAccount}), 0)::text`;
-  return sql<EntityRow>`
-    SELECT m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
-           m.rejection_code, m.rejection_reason, e.currency, m.amount::text AS amount,
-           m.fee_amount::text AS fee_amount, m.fee_on_payer, m.ever_early_released, m.first_seen_at,
-           m.status_since, m.completed_at,
-           ${on('credit', 'available')} AS e_credit, ${on('fee', 'available')} AS e_fee,
-           ${on('early_release_reversal', 'available')} AS e_reversal,
-           ${on('reserve', 'reserved')} AS e_reserve, ${on('release', 'available')} AS e_release,
-           ${on('settle', 'reserved')} AS e_settle, ${on('late_reversal', 'available')} AS e_late,
-           coalesce(sum(p.amount) FILTER (WHERE p.account = 'available'), 0)::text AS available_delta,
-           coalesce(sum(p.amount) FILTER (WHERE p.account = 'reserved'), 0)::text AS reserved_delta
-      FROM mirrors m
-      JOIN journal_entries e ON e.merchant_account = m.merchant_account AND e.entity_kind = m.entity_kind
-                            AND e.entity_id = m.entity_id
-      JOIN postings p ON p.entry_id = e.id
-     WHERE m.entity_kind = ${kind} AND e.created_at >= ${p.start} AND e.created_at < ${p.end}
-       AND e.book = 'live'${accountFilter(account)}
-     GROUP BY m.merchant_account, m.entity_kind, m.entity_id, e.currency
-     ORDER BY e.currency, min(e.id), m.entity_id`;
-}
-
-interface JournalRow {
-  entry: string;
-  /** Booking instant in epoch milliseconds (cheaper to read than timestamptz text). */
-  booked_ms: number;
-  merchant_account: string;
-  entity_kind: string;
-  entity_id: string;
-  effect: string;
-  direction: number;
-  account: string;
-  currency: string;
-  amount: string;
-}
-
-/** One row per posting of the book's entries booked in the period, in booking order. */
-export function journalQuery(book: string, p: Period, account: string | null): RawBuilder<JournalRow> {
-  return sql<JournalRow>`
-    SELECT e.id AS entry, (extract(epoch FROM e.created_at) * 1000)::float8 AS booked_ms, e.merchant_account, e.entity_kind, e.entity_id, e.effect,
-           e.direction, p.account, p.currency, p.amount::text AS amount
-      FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-     WHERE e.created_at >= ${p.start} AND e.created_at < ${p.end} AND e.book = ${book}${accountFilter(account)}
-     ORDER BY e.id, p.id`;
-}
-
-export function journalCells(r: JournalRow): (Minor | Date | number | string | null)[] {
-  return [
-    Number(r.entry),
-    new Date(r.booked_ms),
-    r.merchant_account,
-    r.entity_kind,
-    r.entity_id,
-    r.effect,
-    r.direction < 0 ? 'yes' : '',
-    r.account,
-    r.currency,
-    parseLedgerMinor(r.amount),
-  ];
-}
-
-function add(map: Map<string, Record<string, Minor>>, currency: string, values: Record<string, Minor>): void {
-  const current = map.get(currency) ?? {};
-  for (const [k, v] of Object.entries(values)) current[k] = (current[k] ?? 0n) + v;
-  map.set(currency, current);
-}
+const minorOrNull = (text: string | null): Minor | null => (text === null ? null : parseLedgerMinor(text));
 
 function summarize(
   opening: AccountBalance[],
@@ -364,7 +370,9 @@ function writeSummarySheet(
   header.font = { bold: true };
   header.fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFE8ECF2' } };
   header.commit();
-  const n = (m: Minor) => minorToNumber(m);
+  const n = minorToCell;
+  // A formula over amounts written as text would not add up: such a figure is written as its exact text.
+  const exact = (...values: Minor[]) => values.every((v) => typeof minorToCell(v) === 'number');
   const openingRow = 5;
   const o = ws.addRow(['Opening balance', n(s.openingAvailable), n(s.openingReserved)]);
   o.font = { bold: true };
@@ -376,14 +384,21 @@ function writeSummarySheet(
   c.font = { bold: true };
   c.border = { top: { style: 'thin' } };
   c.commit();
-  const proof = (col: string, result: Minor) => ({
-    formula: `${col}${openingRow}+SUM(${col}${openingRow + 1}:${col}${lastMovement})-${col}${closingRow}`,
-    result: n(result),
-  });
+  const proof = (col: string, result: Minor, parts: Minor[]) =>
+    exact(result, ...parts)
+      ? {
+          formula: `${col}${openingRow}+SUM(${col}${openingRow + 1}:${col}${lastMovement})-${col}${closingRow}`,
+          result: n(result),
+        }
+      : formatAmount(result);
   const p = ws.addRow([
     'Proof: opening + movements − closing (must be 0)',
-    proof('B', s.proofAvailable),
-    proof('C', s.proofReserved),
+    proof('B', s.proofAvailable, [
+      s.openingAvailable,
+      s.closingAvailable,
+      ...s.lines.map((l) => l.available),
+    ]),
+    proof('C', s.proofReserved, [s.openingReserved, s.closingReserved, ...s.lines.map((l) => l.reserved)]),
   ]);
   p.font = {
     bold: true,
@@ -393,7 +408,9 @@ function writeSummarySheet(
   ws.addRow([]).commit();
   ws.addRow([
     'Deposits, net (gross less fees)',
-    { formula: `B${openingRow + 1}+B${openingRow + 2}`, result: n(s.depositsNet) },
+    exact(s.depositsNet, s.lines[0]?.available ?? 0n, s.lines[1]?.available ?? 0n)
+      ? { formula: `B${openingRow + 1}+B${openingRow + 2}`, result: n(s.depositsNet) }
+      : formatAmount(s.depositsNet),
   ]).commit();
   ws.addRow(['  of which released early (gross)', n(s.earlyReleasedGross)]).commit();
   ws.addRow([]).commit();
@@ -409,8 +426,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
 
   return inSnapshot(db, async (trx) => {
     // Sorts stay in memory; JIT compilation costs more than it saves on these one-off queries.
-    await sql`SET LOCAL work_mem = '64MB'`.execute(trx);
-    await sql`SET LOCAL jit = off`.execute(trx);
+    await tuneForReport(trx);
     const { opening, closing, movements } = await ledgerTotals(trx, period.start, period.end, account);
     const early = await earlyReleasedCredits(trx, period.start, period.end, account);
     const { summaries, otherBooks } = summarize(opening, closing, movements, early);
@@ -465,38 +481,12 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
         preamble: preamble('Live deposits with activity in the period'),
         currencyKey: 'currency',
       });
-      const totals = new Map<string, Record<string, Minor>>();
       await forEachBatch(trx, queries.deposit, FETCH_SIZE, async (rows) => {
-        for (const r of rows) {
-          const credited = parseLedgerMinor(r.e_credit);
-          const fees = -parseLedgerMinor(r.e_fee);
-          const reversed = -parseLedgerMinor(r.e_reversal);
-          const net = parseLedgerMinor(r.available_delta);
-          t.add([
-            r.merchant_account,
-            r.entity_id,
-            r.external_ref,
-            r.status,
-            r.status_reason,
-            r.currency,
-            r.amount === null ? null : parseLedgerMinor(r.amount),
-            r.fee_amount === null ? null : parseLedgerMinor(r.fee_amount),
-            r.fee_on_payer ? 'yes' : 'no',
-            r.ever_early_released ? 'yes' : 'no',
-            r.first_seen_at,
-            r.status_since,
-            credited,
-            fees,
-            reversed,
-            net,
-          ]);
-          add(totals, r.currency, { credited, fees, reversed, net });
-        }
+        for (const r of rows) t.add(r);
         progress(rows.length);
         await t.drain();
       });
-      for (const s of summaries) if (!totals.has(s.currency)) totals.set(s.currency, {});
-      await t.finish(totals);
+      await t.finish({ currencies: summaries.map((s) => s.currency) });
       rowCounts.Deposits = t.rowCount;
       if (path) files.push(path);
     }
@@ -510,41 +500,12 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
         preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
         currencyKey: 'currency',
       });
-      const totals = new Map<string, Record<string, Minor>>();
       await forEachBatch(trx, queries[kind], FETCH_SIZE, async (rows) => {
-        for (const r of rows) {
-          const v = {
-            reserved: parseLedgerMinor(r.e_reserve),
-            released: parseLedgerMinor(r.e_release),
-            settled: -parseLedgerMinor(r.e_settle),
-            late: parseLedgerMinor(r.e_late),
-            availableDelta: parseLedgerMinor(r.available_delta),
-            reservedDelta: parseLedgerMinor(r.reserved_delta),
-          };
-          t.add([
-            r.merchant_account,
-            r.entity_id,
-            kind === 'cashout' ? r.external_ref : r.parent_deposit_id,
-            r.status,
-            [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
-            r.currency,
-            r.amount === null ? null : parseLedgerMinor(r.amount),
-            r.first_seen_at,
-            r.status_since,
-            r.completed_at,
-            v.reserved,
-            v.released,
-            v.settled,
-            v.late,
-            v.availableDelta,
-            v.reservedDelta,
-          ]);
-          add(totals, r.currency, v);
-        }
+        for (const r of rows) t.add(r);
         progress(rows.length);
         await t.drain();
       });
-      await t.finish(totals);
+      await t.finish();
       rowCounts[name] = t.rowCount;
       if (path) files.push(path);
     }
@@ -574,12 +535,8 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
           ],
           currencyKey: 'currency',
         });
-        const totals = new Map<string, Record<string, Minor>>();
-        for (const b of rows) {
-          bookSheet.add([b.currency, b.account, b.opening, b.movement, b.closing]);
-          add(totals, b.currency, { opening: b.opening, movement: b.movement, closing: b.closing });
-        }
-        await bookSheet.finish(totals);
+        for (const b of rows) bookSheet.add(b);
+        await bookSheet.finish();
         rowCounts[bookSheet.name] = bookSheet.rowCount;
       }
       const path = csvPath(j.csv);
@@ -591,17 +548,12 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
         ],
         currencyKey: 'currency',
       });
-      const totals = new Map<string, Record<string, Minor>>();
       await forEachBatch(trx, queries[j.book], FETCH_SIZE, async (rows) => {
-        for (const r of rows) {
-          const cells = journalCells(r);
-          t.add(cells);
-          add(totals, r.currency, { amount: cells[9] as Minor });
-        }
+        for (const r of rows) t.add(r);
         progress(rows.length);
         await t.drain();
       });
-      await t.finish(totals);
+      await t.finish();
       rowCounts[j.sheet] = t.rowCount;
       if (path) files.push(path);
     }

@@ -1,15 +1,17 @@
 /**
- * A thin layer over the exceljs streaming writer for the workbooks' tables: typed columns (money,
- * date, integer, text), a bold frozen header row, an autofilter, widths, a totals row with SUM
- * formulas, and optionally the same rows as a CSV file for machines. Rows are committed as they are
- * added, so memory stays flat however many rows a sheet holds.
+ * A thin layer over the exceljs streaming writer for the workbooks' tables. A table is declared once as
+ * a list of columns (header, type, width, cell function of the row) and written by one loop: a bold
+ * frozen header row, an autofilter, widths, totals rows with SUM formulas (summed here as rows are
+ * added), and optionally the same rows as a CSV file for machines. Rows are committed as they are added,
+ * so memory stays flat however many rows a sheet holds. Amounts a double cannot hold exactly are written
+ * as their exact decimal text (`minorToCell`), never rounded.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type ExcelJS from 'exceljs';
 import type { Kysely, Transaction } from 'kysely';
-import { formatAmount, type Minor, minorToNumber } from '../domain/money.ts';
+import { formatAmount, type Minor, minorToCell } from '../domain/money.ts';
 import { excelDate } from './period.ts';
 
 /** Excel number formats of the workbooks. */
@@ -20,16 +22,22 @@ export const INT_FORMAT = '#,##0';
 
 export type ColumnType = 'money' | 'date' | 'day' | 'int' | 'text';
 
-export interface ColumnSpec {
+export type CellInput = Minor | Date | number | string | null | undefined;
+
+/** One column of a table: everything about it in one place. */
+export interface ColumnSpec<R> {
   header: string;
   key: string;
   type: ColumnType;
   width?: number;
   /** Add this column's SUM to the totals row (money and int columns). */
   total?: boolean;
+  /** The cell's value for a row (money as bigint minor units, dates as Date). */
+  cell: (row: R) => CellInput;
 }
 
-export type CellInput = Minor | Date | number | string | null | undefined;
+/** Totals per currency ('' without a currency column) and column key: bigint for money, number for int. */
+export type TableTotals = Map<string, Record<string, Minor | number>>;
 
 function columnLetter(index: number): string {
   let n = index + 1;
@@ -42,7 +50,7 @@ function columnLetter(index: number): string {
   return s;
 }
 
-function defaultWidth(col: ColumnSpec): number {
+function defaultWidth(col: ColumnSpec<never>): number {
   switch (col.type) {
     case 'money':
       return 16;
@@ -122,20 +130,25 @@ interface Part {
  * Streams one table into a worksheet (continuing on further sheets past Excel's row limit) and,
  * when asked, into a CSV file with the same columns.
  */
-export class TableSheet {
+export class TableSheet<R> {
   rowCount = 0;
   private readonly parts: Part[] = [];
   private readonly headerRow: number;
   private readonly csv: WriteStream | null;
   private csvBuffer: string[] = [];
   private readonly maxRows: number;
+  private readonly currencyCol: number;
+  private readonly sums: TableTotals = new Map();
+  /** Money columns holding at least one amount written as text (their totals cannot be a SUM). */
+  private readonly textMoney = new Set<number>();
 
   constructor(
     private readonly workbook: ExcelJS.stream.xlsx.WorkbookWriter,
     readonly name: string,
-    readonly columns: readonly ColumnSpec[],
+    readonly columns: readonly ColumnSpec<R>[],
     private readonly options: TableOptions,
   ) {
+    this.currencyCol = options.currencyKey ? columns.findIndex((c) => c.key === options.currencyKey) : -1;
     this.headerRow = (options.preamble?.length ?? 0) + 1;
     this.maxRows = options.maxRowsPerSheet ?? MAX_SHEET_ROWS;
     this.openPart(name);
@@ -170,8 +183,8 @@ export class TableSheet {
     this.parts.push({ sheet, name, rows: 0 });
   }
 
-  /** Adds one data row; values in column order. */
-  add(values: readonly CellInput[]): void {
+  /** Adds one data row: each column's cell function gives its value; total columns are summed. */
+  add(row: R): void {
     if (this.part.rows >= this.maxRows) {
       this.part.sheet.commit();
       this.openPart(`${this.name} (${this.parts.length + 1})`);
@@ -179,18 +192,33 @@ export class TableSheet {
     const n = this.columns.length;
     const cells: (number | Date | string | null)[] = new Array(n);
     const csv: string[] | null = this.csv ? new Array(n) : null;
+    const currency = this.currencyCol >= 0 ? String(this.columns[this.currencyCol]!.cell(row) ?? '') : '';
+    let sums = this.sums.get(currency);
+    if (!sums) {
+      sums = {};
+      this.sums.set(currency, sums);
+    }
+    let textCells: number[] | null = null;
     for (let i = 0; i < n; i++) {
-      const v = values[i];
+      const column = this.columns[i]!;
+      const v = column.cell(row);
       if (v === null || v === undefined || v === '') {
         cells[i] = null;
         if (csv) csv[i] = '';
         continue;
       }
-      switch (this.columns[i]!.type) {
+      switch (column.type) {
         case 'money': {
           const minor = typeof v === 'bigint' ? v : BigInt(v as number);
-          cells[i] = minorToNumber(minor);
+          const cell = minorToCell(minor);
+          cells[i] = cell;
+          if (typeof cell === 'string') {
+            this.textMoney.add(i);
+            textCells ??= [];
+            textCells.push(i);
+          }
           if (csv) csv[i] = formatAmount(minor);
+          if (column.total) sums[column.key] = ((sums[column.key] as Minor | undefined) ?? 0n) + minor;
           break;
         }
         case 'date':
@@ -203,6 +231,7 @@ export class TableSheet {
         case 'int':
           cells[i] = Number(v);
           if (csv) csv[i] = String(v);
+          if (column.total) sums[column.key] = ((sums[column.key] as number | undefined) ?? 0) + Number(v);
           break;
         case 'text':
           cells[i] = String(v);
@@ -210,7 +239,9 @@ export class TableSheet {
           break;
       }
     }
-    this.part.sheet.addRow(cells).commit();
+    const added = this.part.sheet.addRow(cells);
+    for (const i of textCells ?? []) added.getCell(i + 1).alignment = { horizontal: 'right' };
+    added.commit();
     this.part.rows++;
     this.rowCount++;
     if (csv) {
@@ -239,23 +270,33 @@ export class TableSheet {
     return `${sheetRef}$${letter}$${this.headerRow + 1}:$${letter}$${this.headerRow + Math.max(part.rows, 1)}`;
   }
 
+  /** The sums of the total columns so far, per currency (in the order currencies were first seen). */
+  totals(): TableTotals {
+    return this.sums;
+  }
+
   /**
    * Writes the totals rows and commits the sheet: one row per currency (SUMIF over the currency
-   * column) when `currencyKey` is set, else one row of SUMs. Each formula carries its computed result,
-   * so the file reads correctly without recalculation.
+   * column) when `currencyKey` is set, else one row of SUMs, for tables with total columns. Each
+   * formula carries its computed result, so the file reads correctly without recalculation; a money
+   * total whose column holds amounts written as text (or that is too large itself) is written as exact
+   * text, without a formula. `currencies` adds (empty) totals rows for currencies without rows.
    */
-  async finish(totals?: ReadonlyMap<string, Partial<Record<string, Minor | number>>>): Promise<void> {
-    if (totals) {
-      const currencyCol = this.options.currencyKey
-        ? this.columns.findIndex((c) => c.key === this.options.currencyKey)
-        : -1;
+  async finish(options: { currencies?: Iterable<string> } = {}): Promise<void> {
+    if (this.columns.some((c) => c.total)) {
+      const totals = new Map(this.sums);
+      for (const c of options.currencies ?? []) if (!totals.has(c)) totals.set(c, {});
+      const currencyCol = this.currencyCol;
       for (const [currency, values] of totals) {
         const cells = this.columns.map((c, i) => {
           if (i === 0) return currencyCol >= 0 ? `Total ${currency}` : 'Total';
           if (i === currencyCol) return currency;
           const result = values[c.key];
           if (!c.total || result === undefined) return null;
-          const value = typeof result === 'bigint' ? minorToNumber(result) : result;
+          const value = typeof result === 'bigint' ? minorToCell(result) : result;
+          if (typeof value === 'string' || this.textMoney.has(i)) {
+            return typeof result === 'bigint' ? formatAmount(result) : value;
+          }
           if (this.rowCount === 0) return value;
           const formula = this.parts
             .map((p) =>
