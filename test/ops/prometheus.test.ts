@@ -367,7 +367,7 @@ describe.skipIf(!present && !required)('a real Prometheus scraping a running pip
       const all = body.data.groups.flatMap((g) => g.rules);
       return all.length > 0 && all.every((r) => r.health !== 'unknown') ? all : undefined;
     });
-    expect(rules.length).toBe(11);
+    expect(rules.length).toBe(12);
     expect(rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.lastError}`)).toEqual([]);
 
     // Every dashboard query is valid and evaluates.
