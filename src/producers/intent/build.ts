@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../../domain/errors.ts';
 import { localCurrency } from '../../domain/intent.ts';
-import { type Minor, parseAmount } from '../../domain/money.ts';
+import { type Minor, parseMinor } from '../../domain/money.ts';
 import type { Intent, IntentOperation } from '../../domain/observation.ts';
 import { recordWithoutSecrets as sanitized } from '../../domain/secrets.ts';
 import type { NewCashout } from '../../provider/client.ts';
@@ -23,13 +23,10 @@ import type {
   RefundCreateResponse,
 } from '../../provider/schemas.ts';
 
-/** A request amount as `Minor`: bigint is already minor units; text and numbers are decimal. */
+/** A request amount as `Minor` (the one money codec): a bigint is minor units already; text and numbers decimal. */
 function toMinor(value: unknown, field: string): Minor {
   if (typeof value === 'bigint') return value;
-  if (typeof value === 'string' || typeof value === 'number') return parseAmount(String(value), { field });
-  throw new AppError('VALIDATION_FAILED', `${field}: is required`, {
-    details: { field, rule: 'is required' },
-  });
+  return parseMinor(typeof value === 'string' || typeof value === 'number' ? value : null, { field });
 }
 
 export interface CreationOutcome<R> {
