@@ -22,13 +22,14 @@
 import type { ProviderAccount } from '../config.ts';
 import { pollNow } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
+import { mapBounded } from '../domain/concurrency.ts';
 import { AppError, isRetryable } from '../domain/errors.ts';
 import type { Observation } from '../domain/observation.ts';
 import { type ConsumedMessage, createPublisher, type Publisher, runBatchConsumer } from '../events/kafka.ts';
 import type { NotificationReceived } from '../events/payloads.ts';
 import { NOTIFICATION_TOPIC, OBSERVATION_TOPIC, TOPICS } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
-import { createProviderClient, type ProviderClientOptions } from '../provider/client.ts';
+import { clientsFor, type ProviderClientOptions } from '../provider/client.ts';
 import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
 
 export interface StatusFetcherDeps {
@@ -57,41 +58,6 @@ export interface StatusFetcher {
     messages: readonly ConsumedMessage<NotificationReceived>[],
     context?: { attempt: number },
   ): Promise<void>;
-}
-
-/** Runs `work` over `items` with at most `limit` in flight; rejects with the first error, after all settle. */
-export async function mapBounded<T, R>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T, index: number) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  let failed = false;
-  let firstError: unknown;
-  const worker = async () => {
-    while (!failed && next < items.length) {
-      const i = next++;
-      try {
-        results[i] = await work(items[i]!, i);
-      } catch (err) {
-        if (!failed) firstError = err;
-        failed = true;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-  if (failed) throw firstError;
-  return results;
-}
-
-/** Provider clients per configured account, built once. */
-export function clientsFor(
-  accounts: readonly ProviderAccount[],
-  options: ProviderClientOptions = {},
-): (account: string) => StatusReader | undefined {
-  const clients = new Map(accounts.map((a) => [a.name, createProviderClient(a, options)]));
-  return (name) => clients.get(name);
 }
 
 export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
@@ -178,7 +144,10 @@ export interface RunStatusFetcherOptions {
 export async function runStatusFetcher(options: RunStatusFetcherOptions) {
   const publisher = await createPublisher(options.kafka, options.serde);
   const fetcher = createStatusFetcher({
-    clientFor: clientsFor(options.accounts, options.providerOptions),
+    clientFor: clientsFor(options.accounts, {
+      logger: options.logger ?? rootLogger,
+      ...options.providerOptions,
+    }),
     publisher,
     ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
@@ -196,7 +165,7 @@ export async function runStatusFetcher(options: RunStatusFetcherOptions) {
     serde: options.serde,
     dlq: publisher,
     handleBatch: (messages, context) => fetcher.handleNotifications(messages, context),
-    ...(options.logger === undefined ? {} : { logger: options.logger }),
+    logger: options.logger ?? rootLogger,
   });
   return {
     ready: consumer.ready,

@@ -28,8 +28,9 @@ import {
   type Producer,
   type SASLOptions,
 } from 'kafkajs';
+import { pino } from 'pino';
 import { AppError, isRetryable } from '../domain/errors.ts';
-import { type Logger, logger as rootLogger } from '../logger.ts';
+import type { Logger } from '../logger.ts';
 import type { DlqEnvelope } from './payloads.ts';
 import type { Serde } from './serde.ts';
 import { DEFAULT_TOPIC_PLAN, ensureTopicPlan, type TopicPlanSettings } from './topic-plan.ts';
@@ -67,6 +68,9 @@ export const PLAINTEXT: KafkaSecuritySettings = {
   keyFile: null,
   sasl: null,
 };
+
+/** The logger of callers that give none: the callers (wiring, adapters) pass theirs. */
+const SILENT: Logger = pino({ level: 'silent' });
 
 export interface KafkaConfig {
   brokers: string[];
@@ -124,7 +128,7 @@ function expectedNoise(message: string, fields: Record<string, unknown>): boolea
 
 /** The kafkajs client, logging through pino. */
 export function createKafka(config: KafkaConfig): Kafka {
-  const log = (config.logger ?? rootLogger).child({ module: 'kafkajs' });
+  const log = (config.logger ?? SILENT).child({ module: 'kafkajs' });
   const security = config.security ?? PLAINTEXT;
   const ssl = tlsOptionsOf(security);
   const sasl = saslOptionsOf(security);
@@ -219,7 +223,7 @@ export function instrumentKafka(kafka: Kafka, hooks: KafkaHooks): Kafka {
  */
 export async function ensureTopics(
   admin: Admin,
-  log: Logger = rootLogger,
+  log: Logger = SILENT,
   plan: TopicPlanSettings = DEFAULT_TOPIC_PLAN,
 ): Promise<string[]> {
   const events = log.child({ module: 'events' });
@@ -440,7 +444,7 @@ export async function runBatchConsumer<T extends TopicName>(
 ): Promise<RunningConsumer> {
   const { kafka, groupId, topic, serde, handleBatch, dlq } = options;
   const policy: RetryPolicy = { ...TOPICS[topic].retry, ...options.retry };
-  const log = (options.logger ?? rootLogger).child({ module: 'consumer', topic, groupId });
+  const log = (options.logger ?? SILENT).child({ module: 'consumer', topic, groupId });
   const consumer = kafka.consumer({
     groupId,
     allowAutoTopicCreation: false,

@@ -25,15 +25,16 @@
  * the line (the header is line 1), the column and the rule.
  */
 import { parse } from 'csv-parse/sync';
-import { clientsFor, mapBounded } from '../consumers/status-fetcher.ts';
 import { createDb } from '../db/connection.ts';
 import { entitiesFirstSeenBetween } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
+import { mapBounded } from '../domain/concurrency.ts';
 import { AppError } from '../domain/errors.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
 import type { Publisher } from '../events/kafka.ts';
 import { INTENT_TOPIC, OBSERVATION_TOPIC } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
+import { clientsFor } from '../provider/client.ts';
 import { formatZodIssues } from '../provider/schemas.ts';
 import type { StatusReader } from '../provider/to-observation.ts';
 import { readStatus } from '../provider/to-observation.ts';
@@ -289,6 +290,7 @@ export async function runBackfillPollCli(opts: {
     const { config } = connected;
     // Plain clients: a 429 is waited out per call (Retry-After), a backfill has no schedule to keep.
     const clientFor = clientsFor(config.accounts, {
+      logger: rootLogger,
       timeoutMs: config.provider.timeoutMs,
       retries: config.provider.retries,
     });

@@ -7,6 +7,7 @@ import { type Config, loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { createKafka, createPublisher, type Publisher } from '../events/kafka.ts';
 import { createRegistryClient, registerSchemas } from '../events/serde.ts';
+import { logger } from '../logger.ts';
 
 export interface Connected {
   config: Config;
@@ -37,6 +38,7 @@ export async function connectFromConfig(clientId = 'payrecon-cli'): Promise<Conn
     brokers: [...config.kafka.brokers],
     clientId: `${config.kafka.clientId}-${clientId}`,
     security: config.kafka.security,
+    logger,
   });
   const publisher = await createPublisher(kafka, serde);
   return { config, publisher, close: () => publisher.disconnect() };

@@ -129,7 +129,10 @@ export function pollingClients(
       ),
   );
   const clients = new Map(
-    accounts.map((a) => [a.name, createProviderClient(a, { ...options, maxRetryAfterMs: 0, dispatcher })]),
+    accounts.map((a) => [
+      a.name,
+      createProviderClient(a, { logger: rootLogger, ...options, maxRetryAfterMs: 0, dispatcher }),
+    ]),
   );
   return {
     clientFor: (name) => clients.get(name),

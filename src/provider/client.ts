@@ -22,9 +22,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Dispatcher, request } from 'undici';
 import type { z } from 'zod';
-import type { ProviderAccount } from '../config.ts';
 import type { ErrorCode } from '../domain/errors.ts';
-import { type Logger, logger as rootLogger } from '../logger.ts';
+import type { Logger } from '../logger.ts';
 import { unknownFields } from './drift.ts';
 import { ProviderError, ProviderValidationError } from './errors.ts';
 import { parseProviderJson, stringifyProviderJson } from './json.ts';
@@ -64,6 +63,25 @@ import {
 } from './schemas.ts';
 import { depositAuthorization, formatXDate, payloadSignature } from './signing.ts';
 
+/** What the client needs of a provider account: where it is and the credentials (the config's `ProviderAccount` is one). */
+export interface ProviderConnection {
+  name: string;
+  baseUrl: string;
+  cardBaseUrl: string;
+  depositLogin: string;
+  depositSecret: string;
+  cashoutLogin: string;
+  cashoutPass: string;
+  cashoutSecret: string;
+  readOnlyKey: string;
+  notificationUrl?: string | undefined;
+}
+
+/** The log calls the client makes; a pino `Logger` is one. */
+type ClientLog = Pick<Logger, 'debug' | 'info' | 'warn'>;
+
+const SILENT: ClientLog = { debug: () => undefined, info: () => undefined, warn: () => undefined };
+
 export interface ProviderClientOptions {
   /** Whole-call timeout per attempt (default 10 s). */
   timeoutMs?: number;
@@ -75,6 +93,7 @@ export interface ProviderClientOptions {
   backoffMaxMs?: number;
   /** A Retry-After longer than this is not waited for: the call fails as rate limited (default 60 s). */
   maxRetryAfterMs?: number;
+  /** Where the client logs its retries, drift and ambiguous cashouts (none: silent). */
   logger?: Logger;
   /** Clock of X-Date (tests). */
   now?: () => Date;
@@ -209,7 +228,7 @@ function intField(v: unknown): number | null {
 }
 
 export function createProviderClient(
-  account: ProviderAccount,
+  account: ProviderConnection,
   options: ProviderClientOptions = {},
 ): ProviderClient {
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -219,7 +238,8 @@ export function createProviderClient(
   const maxRetryAfterMs = options.maxRetryAfterMs ?? 60_000;
   const now = options.now ?? (() => new Date());
   const random = options.random ?? Math.random;
-  const log = (options.logger ?? rootLogger).child({ module: 'provider-client', account: account.name });
+  const log: ClientLog =
+    options.logger?.child({ module: 'provider-client', account: account.name }) ?? SILENT;
   const driftSeen = new Set<string>();
 
   function backoff(attempt: number): number {
@@ -650,4 +670,13 @@ export function createProviderClient(
       });
     },
   };
+}
+
+/** Provider clients per account, built once; undefined for an account not given. */
+export function clientsFor(
+  accounts: readonly ProviderConnection[],
+  options: ProviderClientOptions = {},
+): (account: string) => ProviderClient | undefined {
+  const clients = new Map(accounts.map((a) => [a.name, createProviderClient(a, options)]));
+  return (name) => clients.get(name);
 }

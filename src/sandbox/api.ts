@@ -4,7 +4,7 @@
  * bytes) and parsed losslessly. Each route has an endpoint name for the fault settings.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { logger } from '../logger.ts';
+import type { Logger } from '../logger.ts';
 import { parseProviderJson, stringifyProviderJson } from '../provider/json.ts';
 import type { AccountRegistry, SandboxAccount } from './accounts.ts';
 import { createCardDeposit, createDeposit, type DepositContext } from './deposits.ts';
@@ -60,15 +60,16 @@ function rawOf(req: FastifyRequest): string {
   return typeof req.body === 'string' ? req.body : '';
 }
 
-const log = logger.child({ module: 'sandbox' });
-
-/** Registers the raw-body parser, the fault hook and the provider-style error answer on an app. */
-export function installCommon(app: FastifyInstance, faults: Faults): void {
+/**
+ * Registers the raw-body parser, the fault hook and the provider-style error answer on an app (the
+ * simulator answers as the provider does, not with payrecon's own errors); failures go to `log`.
+ */
+export function installCommon(app: FastifyInstance, faults: Faults, log?: Pick<Logger, 'error'>): void {
   app.setErrorHandler((err, req, reply) => {
     const status = (err as { statusCode?: number }).statusCode ?? 500;
     // Only the method and path: bodies may carry card data and credentials.
     if (status >= 500)
-      log.error({ err, method: req.method, path: req.routeOptions.url }, 'sandbox request failed');
+      log?.error({ err, method: req.method, path: req.routeOptions.url }, 'sandbox request failed');
     return reply
       .code(status)
       .type('application/json')

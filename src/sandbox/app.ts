@@ -4,6 +4,7 @@
  * `inject` and `main.ts` can bind ports.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from '../logger.ts';
 import { AccountRegistry, DEFAULT_ACCOUNT, type SandboxAccount } from './accounts.ts';
 import { type ApiDeps, installCommon, registerCardApi, registerMainApi } from './api.ts';
 import { AutomaticMode } from './automatic.ts';
@@ -35,6 +36,8 @@ export interface SandboxDepsOptions {
   xDateWindowMs?: number;
   /** Real ms a webhook receiver has to answer. */
   webhookTimeoutMs?: number;
+  /** Where requests that failed inside the sandbox are logged (none: not logged). */
+  log?: Pick<Logger, 'error'>;
 }
 
 export interface SandboxDeps {
@@ -53,6 +56,7 @@ export interface SandboxDeps {
   rngs: Record<string, Rng>;
   /** The durable store when running with a data directory: answers wait for `sync`. */
   durable?: { sync(): Promise<void>; readonly clean: boolean };
+  log?: Pick<Logger, 'error'>;
 }
 
 export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps {
@@ -96,6 +100,7 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
     urls: { api: 'http://127.0.0.1', cc: 'http://127.0.0.1' },
     xDateWindowMs: options.xDateWindowMs ?? 5 * 60_000,
     rngs,
+    ...(options.log ? { log: options.log } : {}),
   };
 }
 
@@ -116,8 +121,8 @@ export function buildSandboxApps(deps: SandboxDeps): SandboxApps {
     auth: { xDateWindowMs: deps.xDateWindowMs, now: () => Date.now() },
     deposits: { engine: deps.engine, pagesUrl: () => deps.urls.api },
   };
-  installCommon(api, deps.faults);
-  installCommon(cc, deps.faults);
+  installCommon(api, deps.faults, deps.log);
+  installCommon(cc, deps.faults, deps.log);
   // With a data directory nothing is answered before what it shows is on disk (group commit: one
   // fsync serves every answer waiting at the time).
   for (const app of [api, cc]) {

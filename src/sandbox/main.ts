@@ -84,7 +84,7 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
     } else if (savedNow !== undefined && clock instanceof ManualClock && savedNow > clock.now()) {
       await clock.set(savedNow);
     }
-    const deps = createSandboxDeps({ ...options, accounts, clock });
+    const deps = createSandboxDeps({ ...options, accounts, clock, log: logger.child({ module: 'sandbox' }) });
     const restored = opened && !opened.recovered.fresh ? restoreSandbox(deps, values) : null;
     const apps = buildSandboxApps(deps);
     await apps.api.listen({ host, port: options.port ?? 0 });

@@ -2,17 +2,25 @@
  * The traffic generator's client: the project's own provider client (`src/provider/client.ts`),
  * configured for a sandbox account, so generated traffic exercises the same code a merchant runs.
  */
-import { type ProviderAccount, providerAccountSchema } from '../config.ts';
-import { createProviderClient, type ProviderClient, type ProviderClientOptions } from '../provider/client.ts';
+import {
+  createProviderClient,
+  type ProviderClient,
+  type ProviderClientOptions,
+  type ProviderConnection,
+} from '../provider/client.ts';
 import type { SandboxAccount } from './accounts.ts';
 
-/** The `ProviderAccount` (src/config.ts) that talks to a running sandbox as `account`. */
+/**
+ * The provider account that talks to a running sandbox as `account`: the connection, and the webhook
+ * checks payrecon applies to it (signatures in warn mode, X-Date within 300 s: the config's defaults).
+ * It is a `ProviderAccount` of src/config.ts as it stands.
+ */
 export function providerAccountFor(
   account: SandboxAccount,
   urls: { url: string; ccUrl: string },
   notificationUrl?: string,
-): ProviderAccount {
-  return providerAccountSchema.parse({
+): ProviderConnection & { webhookSignatureMode: 'warn'; xDateWindowSeconds: number } {
+  return {
     name: account.name,
     baseUrl: urls.url,
     cardBaseUrl: urls.ccUrl,
@@ -23,7 +31,9 @@ export function providerAccountFor(
     cashoutSecret: account.cashoutSecret,
     readOnlyKey: account.readOnlyKey,
     ...(notificationUrl ? { notificationUrl } : {}),
-  });
+    webhookSignatureMode: 'warn',
+    xDateWindowSeconds: 300,
+  };
 }
 
 export type TrafficClient = Pick<
