@@ -218,12 +218,25 @@ exception
 
 const web = program
   .command('web')
-  .description('Serve the finance page (reports, exceptions, balances) on its own')
+  .description('Serve the finance page (reports, exceptions, balances) and the JSON API /api/v1 on their own')
   .option('--host <host>', 'address to listen on (default PAYRECON_WEB_HOST)')
   .option('--port <port>', 'port to listen on (default PAYRECON_WEB_PORT)')
   .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
   .action(async (opts) =>
-    (await import('./web/main.ts')).runWebCli(opts, databaseOpener('payrecon web', opts.databaseUrl)),
+    (await import('./web/main.ts')).runWebCli(
+      opts,
+      databaseOpener('payrecon web', opts.databaseUrl),
+      async (app, { db, reports, config, logger }) => {
+        const { API_PREFIX, apiRoutes } = await import('./api/app.ts');
+        await app.register(apiRoutes, {
+          prefix: API_PREFIX,
+          db,
+          reports,
+          tokens: config.web.apiTokens,
+          logger: logger.child({ module: 'api' }),
+        });
+      },
+    ),
   );
 web
   .command('hash-password')

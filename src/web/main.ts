@@ -1,17 +1,20 @@
 /**
  * `payrecon web`: the finance page on its own (the single `payrecon up` server mounts `webRoutes`
- * instead), and `payrecon web hash-password`, which reads a password from stdin and prints the scrypt
+ * instead), with the JSON API beside it when the CLI passes it, and `payrecon web hash-password`, which reads a password from stdin and prints the scrypt
  * hash to put in PAYRECON_WEB_USERS.
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { loadConfig } from '../config.ts';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { type Config, loadConfig } from '../config.ts';
 import { createDb, migrateToLatest, pingDatabase } from '../db/connection.ts';
 import { exceptionFigures, pollBacklog } from '../db/metrics-queries.ts';
 import { balances } from '../db/queries.ts';
+import type { Database } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
-import { logger } from '../logger.ts';
+import { type Logger, logger } from '../logger.ts';
 import { createMetrics } from '../metrics.ts';
 import { ReportRunner } from '../reports/runs.ts';
 import { ensureReportSchema } from '../reports/schema.ts';
@@ -45,7 +48,20 @@ export interface WebCliOptions {
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
 export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
 
-export async function runWebCli(opts: WebCliOptions, openDatabase: OpenDatabase): Promise<void> {
+/**
+ * Mounts more routes on the page's server (the CLI passes the JSON API: adapters do not import each
+ * other, so `web` does not import `api`).
+ */
+export type MountBeside = (
+  app: FastifyInstance,
+  deps: { db: Kysely<Database>; reports: ReportRunner; config: Config; logger: Logger },
+) => Promise<void>;
+
+export async function runWebCli(
+  opts: WebCliOptions,
+  openDatabase: OpenDatabase,
+  beside?: MountBeside,
+): Promise<void> {
   const config = loadConfig();
   if (config.web.users.length === 0) {
     throw new AppError(
@@ -73,6 +89,7 @@ export async function runWebCli(opts: WebCliOptions, openDatabase: OpenDatabase)
     services: ledgerWebServices(db, runner),
     logger: log,
   });
+  await beside?.(app, { db, reports: runner, config, logger: log });
   // Health and the ledger's metrics (no Kafka here: the database is the one dependency).
   const sla = config.metrics.exceptionSlaMinutes;
   const metrics = createMetrics({
