@@ -23,6 +23,7 @@ import { withLedgerTransaction } from './db/ledger-service.ts';
 import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
 import { enqueueAlerts } from './db/outbox.ts';
 import { balances, scheduleLateRejectionChecks } from './db/queries.ts';
+import { merchantAccounts } from './db/report-queries.ts';
 import type { Database } from './db/schema.ts';
 import { verifyLedger } from './db/verify.ts';
 import { TokenVerifier } from './domain/api-tokens.ts';
@@ -432,8 +433,7 @@ export function startJobs(
     },
     reports,
     ...(options.retentionDays === undefined ? {} : { retentionDays: options.retentionDays }),
-    accounts: async () =>
-      (await db.selectFrom('merchant_accounts').select('name').orderBy('name').execute()).map((r) => r.name),
+    accounts: () => merchantAccounts(db),
     ...(poll ? { schedulePolls: async () => void (await poll()) } : {}),
     sweepStuck: async (now) =>
       void (await withLedgerTransaction(db, (trx) => sweepExceptions(trx, now, rules))),

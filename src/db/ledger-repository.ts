@@ -5,16 +5,17 @@
  * here; they never become JavaScript numbers.
  */
 import { sql } from 'kysely';
-import type {
-  AppliedEntry,
-  Book,
-  Effect,
-  HistoryItem,
-  IntentFacts,
-  PlannedEntry,
+import {
+  type AppliedEntry,
+  type Book,
+  type Effect,
+  type HistoryItem,
+  type IntentFacts,
+  PAYOUT_IN_FLIGHT,
+  type PlannedEntry,
 } from '../domain/effects.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
-import type { HistorySource } from '../domain/observation.ts';
+import { type HistorySource, type Intent, intentKind } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Db } from './schema.ts';
 
@@ -776,4 +777,109 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
     )
     SELECT count(*)::text AS booked FROM e`.execute(db);
   return Number(rows[0]?.booked ?? 0);
+}
+
+// ---------------------------------------------------------------- intents and cross-entity reads
+
+/** Inserts intents (idempotent by intent id) in one statement; returns the ids actually inserted. */
+export async function insertIntents(db: Db, intents: readonly Intent[]): Promise<Set<string>> {
+  if (intents.length === 0) return new Set();
+  const col = <T>(f: (i: Intent) => T) => intents.map(f);
+  const { rows } = await sql<{ intent_id: string }>`
+    INSERT INTO intents (intent_id, operation, merchant_account, entity_kind, external_ref, entity_id, currency, amount,
+      expected_fee, test, crypto, fee_on_payer, parent_deposit_id, outcome, created_at, request, response)
+    SELECT * FROM unnest(${col((i) => i.intentId)}::text[], ${col((i) => i.operation)}::text[],
+      ${col((i) => i.account)}::text[], ${col((i) => intentKind(i.operation))}::text[],
+      ${col((i) => i.externalRef)}::text[], ${col((i) => i.entityId)}::text[], ${col((i) => i.currency)}::text[],
+      ${col((i) => formatAmount(i.amount))}::numeric[], ${col((i) => toText(i.expectedFee))}::numeric[],
+      ${col((i) => i.test)}::boolean[], ${col((i) => i.crypto)}::boolean[], ${col((i) => i.feeOnPayer)}::boolean[],
+      ${col((i) => i.parentDepositId)}::text[], ${col((i) => i.outcome)}::text[],
+      ${col((i) => i.createdAt)}::timestamptz[], ${col((i) => JSON.stringify(i.request))}::jsonb[],
+      ${col((i) => (i.response === null ? null : JSON.stringify(i.response)))}::jsonb[])
+    ON CONFLICT (intent_id) DO NOTHING
+    RETURNING intent_id`.execute(db);
+  return new Set(rows.map((r) => r.intent_id));
+}
+
+/** The mirrors named by (merchant account, kind, external reference). */
+export async function mirrorsByExternalRef(
+  db: Db,
+  keys: readonly { account: string; kind: EntityKind; externalRef: string }[],
+): Promise<(EntityRef & { externalRef: string })[]> {
+  if (keys.length === 0) return [];
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    external_ref: string;
+  }>`
+    SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
+    WHERE (merchant_account, entity_kind, external_ref) IN (
+      SELECT * FROM unnest(${keys.map((k) => k.account)}::text[], ${keys.map((k) => k.kind)}::text[],
+        ${keys.map((k) => k.externalRef)}::text[]))`.execute(db);
+  return rows.map((m) => ({
+    account: m.merchant_account,
+    kind: m.entity_kind,
+    entityId: m.entity_id,
+    externalRef: m.external_ref,
+  }));
+}
+
+/** Every deposit carrying one of the (merchant account, invoice id) pairs: one index probe per pair. */
+export async function depositsByInvoice(
+  db: Db,
+  keys: readonly { account: string; externalRef: string }[],
+): Promise<{ merchant_account: string; entity_id: string; external_ref: string }[]> {
+  if (keys.length === 0) return [];
+  const { rows } = await sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
+    SELECT DISTINCT m.* FROM unnest(${keys.map((d) => d.account)}::text[],
+      ${keys.map((d) => d.externalRef)}::text[]) AS v(a, x)
+    CROSS JOIN LATERAL (
+      SELECT merchant_account, entity_id, external_ref FROM mirrors
+      WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m`.execute(
+    db,
+  );
+  return rows;
+}
+
+export interface RefundedDeposit {
+  account: string;
+  depositId: string;
+  /** The deposit's amount. */
+  amount: Minor;
+  /** Sum of its refunds that hold or paid out money (in flight or completed). */
+  refunded: Minor;
+}
+
+/**
+ * Each deposit with its amount and the sum of its refunds that hold or paid out money, one statement
+ * (two index probes per deposit); deposits without an amount or without such refunds are left out.
+ */
+export async function refundedDeposits(
+  db: Db,
+  deposits: readonly { account: string; depositId: string }[],
+): Promise<RefundedDeposit[]> {
+  if (deposits.length === 0) return [];
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_id: string;
+    amount: string;
+    refunded: string;
+  }>`
+    SELECT m.merchant_account, m.entity_id, m.amount, s.refunded
+    FROM unnest(${deposits.map((d) => d.account)}::text[], ${deposits.map((d) => d.depositId)}::text[]) AS v(a, i)
+    CROSS JOIN LATERAL (
+      SELECT merchant_account, entity_id, amount::text FROM mirrors
+      WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m
+    CROSS JOIN LATERAL (
+      SELECT sum(amount)::text AS refunded FROM mirrors
+      WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
+        AND status IN (${sql.join([...PAYOUT_IN_FLIGHT, 'COMPLETED'])})) s
+    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`.execute(db);
+  return rows.map((r) => ({
+    account: r.merchant_account,
+    depositId: r.entity_id,
+    amount: amountOf(r.amount),
+    refunded: parseMinor(r.refunded, LEDGER_NUMERIC),
+  }));
 }

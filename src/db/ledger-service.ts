@@ -7,11 +7,10 @@
  * the transaction; `withLedgerTransaction` runs one with retries on serialization failures and deadlocks.
  */
 import type { Kysely, Transaction } from 'kysely';
-import { sql } from 'kysely';
 import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
-import { formatAmount, LEDGER_NUMERIC, parseMinor } from '../domain/money.ts';
+import { formatAmount } from '../domain/money.ts';
 import { type Intent, intentKind, type LedgerObservation } from '../domain/observation.ts';
 import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
@@ -20,21 +19,24 @@ import { logger } from '../logger.ts';
 import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
   compareRefs,
+  depositsByInvoice,
   type EntityRef,
   type EntryToBook,
   ensureMerchantAccounts,
   ensureMirrors,
   type HistoryRow,
+  insertIntents,
   type LinkedIntent,
   type LockedMirror,
   loadBatch,
   loadIntents,
   loadRefundDeposits,
   type MirrorUpdate,
+  mirrorsByExternalRef,
   type RefundDeposits,
   refKey,
+  refundedDeposits,
   stopPolling,
-  toText,
   writeBatch,
 } from './ledger-repository.ts';
 import type { Database, Db } from './schema.ts';
@@ -168,21 +170,7 @@ export async function recordIntents(
     trx,
     unique.map((i) => i.account),
   );
-  const col = <T>(f: (i: Intent) => T) => unique.map(f);
-  const { rows } = await sql<{ intent_id: string }>`
-    INSERT INTO intents (intent_id, operation, merchant_account, entity_kind, external_ref, entity_id, currency, amount,
-      expected_fee, test, crypto, fee_on_payer, parent_deposit_id, outcome, created_at, request, response)
-    SELECT * FROM unnest(${col((i) => i.intentId)}::text[], ${col((i) => i.operation)}::text[],
-      ${col((i) => i.account)}::text[], ${col((i) => intentKind(i.operation))}::text[],
-      ${col((i) => i.externalRef)}::text[], ${col((i) => i.entityId)}::text[], ${col((i) => i.currency)}::text[],
-      ${col((i) => formatAmount(i.amount))}::numeric[], ${col((i) => toText(i.expectedFee))}::numeric[],
-      ${col((i) => i.test)}::boolean[], ${col((i) => i.crypto)}::boolean[], ${col((i) => i.feeOnPayer)}::boolean[],
-      ${col((i) => i.parentDepositId)}::text[], ${col((i) => i.outcome)}::text[],
-      ${col((i) => i.createdAt)}::timestamptz[], ${col((i) => JSON.stringify(i.request))}::jsonb[],
-      ${col((i) => (i.response === null ? null : JSON.stringify(i.response)))}::jsonb[])
-    ON CONFLICT (intent_id) DO NOTHING
-    RETURNING intent_id`.execute(trx);
-  const fresh = new Set(rows.map((r) => r.intent_id));
+  const fresh = await insertIntents(trx, unique);
   const freshIntents = unique.filter((i) => fresh.has(i.intentId));
   const refs = new Map<string, EntityRef & { externalRef: string | null }>();
   const toCreate: {
@@ -204,22 +192,11 @@ export async function recordIntents(
   }
   const byRef = freshIntents.filter((i) => i.entityId === null);
   if (byRef.length > 0) {
-    const { rows: matched } = await sql<{
-      merchant_account: string;
-      entity_kind: EntityKind;
-      entity_id: string;
-      external_ref: string;
-    }>`
-      SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
-      WHERE (merchant_account, entity_kind, external_ref) IN (
-        SELECT * FROM unnest(${byRef.map((i) => i.account)}::text[],
-          ${byRef.map((i) => intentKind(i.operation))}::text[], ${byRef.map((i) => i.externalRef)}::text[]))`.execute(
+    const matched = await mirrorsByExternalRef(
       trx,
+      byRef.map((i) => ({ account: i.account, kind: intentKind(i.operation), externalRef: i.externalRef })),
     );
-    for (const m of matched) {
-      const ref = { account: m.merchant_account, kind: m.entity_kind, entityId: m.entity_id };
-      refs.set(refKey(ref), { ...ref, externalRef: m.external_ref });
-    }
+    for (const m of matched) refs.set(refKey(m), m);
   }
   await ensureMirrors(trx, toCreate);
   const keys = new Set(refs.keys());
@@ -501,14 +478,7 @@ async function crossEntityExceptions(
 ): Promise<ExceptionToRaise[]> {
   const out: ExceptionToRaise[] = [];
   if (newDeposits.length > 0) {
-    const { rows } = await sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
-      SELECT DISTINCT m.* FROM unnest(${newDeposits.map((d) => d.account)}::text[],
-        ${newDeposits.map((d) => d.externalRef)}::text[]) AS v(a, x)
-      CROSS JOIN LATERAL (
-        SELECT merchant_account, entity_id, external_ref FROM mirrors
-        WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m`.execute(
-      trx,
-    );
+    const rows = await depositsByInvoice(trx, newDeposits);
     const byInvoice = new Map<string, string[]>();
     for (const r of rows) {
       const k = `${r.merchant_account}\u0000${r.external_ref}`;
@@ -531,34 +501,18 @@ async function crossEntityExceptions(
   }
   if (refunds.length > 0) {
     const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
-    const accounts = parents.map((p) => p.account);
-    const ids = parents.map((p) => p.parentDepositId);
-    // Each parent deposit with its amount and the sum of its refunds that hold or paid out money, one
-    // statement (two index probes per parent).
-    const { rows } = await sql<{
-      merchant_account: string;
-      entity_id: string;
-      amount: string;
-      refunded: string;
-    }>`
-      SELECT m.merchant_account, m.entity_id, m.amount, s.refunded
-      FROM unnest(${accounts}::text[], ${ids}::text[]) AS v(a, i)
-      CROSS JOIN LATERAL (
-        SELECT merchant_account, entity_id, amount::text FROM mirrors
-        WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m
-      CROSS JOIN LATERAL (
-        SELECT sum(amount)::text AS refunded FROM mirrors
-        WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
-          AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED', 'COMPLETED')) s
-      WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`.execute(trx);
+    const rows = await refundedDeposits(
+      trx,
+      parents.map((p) => ({ account: p.account, depositId: p.parentDepositId })),
+    );
     for (const d of rows) {
-      if (parseMinor(d.refunded, LEDGER_NUMERIC) > parseMinor(d.amount)) {
+      if (d.refunded > d.amount) {
         out.push({
           type: 'OVER_REFUNDED',
-          account: d.merchant_account,
+          account: d.account,
           kind: 'deposit',
-          entityId: d.entity_id,
-          details: { depositAmount: d.amount, refunded: d.refunded },
+          entityId: d.depositId,
+          details: { depositAmount: formatAmount(d.amount), refunded: formatAmount(d.refunded) },
         });
       }
     }

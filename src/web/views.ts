@@ -2,6 +2,7 @@
  * The finance page's markup: one layout, one embedded style sheet, and a function per page. Pages take
  * plain view models (amounts as bigint minor units, instants as Date) and return `SafeHtml`.
  */
+import type { ExceptionListRow } from '../db/exceptions.ts';
 import {
   AGE_BUCKETS,
   type AgeBucketKey,
@@ -198,21 +199,8 @@ ${
 export type { AgeBucketKey, ExceptionState };
 export { AGE_BUCKETS, EXCEPTION_STATES };
 
-export interface ExceptionView {
-  id: string;
-  type: string;
-  account: string;
-  kind: string;
-  entityId: string;
-  severity: string;
-  state: string;
-  count: number;
-  firstSeenAt: Date;
-  lastSeenAt: Date;
-  note: string | null;
-  actedBy: string | null;
-  actedAt: Date | null;
-}
+/** An exception as the page lists it (the row of `listExceptions`, src/db/exceptions.ts). */
+export type ExceptionView = ExceptionListRow;
 
 export interface ExceptionFilter {
   type?: string;
