@@ -40,7 +40,7 @@ import {
   type Publisher,
 } from './events/kafka.ts';
 import { createRegistryClient, registerSchemas, type Serde } from './events/serde.ts';
-import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
+import { dlqTopicOf, INTENT_TOPIC, TOPIC_NAMES } from './events/topics.ts';
 import { buildJobCatalog } from './jobs/catalog.ts';
 import { JobScheduler } from './jobs/scheduler.ts';
 import { type Logger, logger as rootLogger, setLogLevel, useReadableLogs } from './logger.ts';
@@ -698,7 +698,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     await Promise.all([...started.values()].map((p) => p.ready));
     if (sandbox) {
       await sandbox.startTraffic(async (intent) => {
-        await infra.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+        await infra.publisher.publish(INTENT_TOPIC, [{ value: intent }]);
       });
     }
 

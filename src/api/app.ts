@@ -102,7 +102,7 @@ function decodeCursor(cursor: string, length: number): string[] {
   } catch {
     // falls through to the problem below
   }
-  throw new ApiProblem(400, 'Bad Request', 'cursor: must be a cursor returned by a previous page', [
+  throw new ApiProblem('VALIDATION_FAILED', 'cursor: must be a cursor returned by a previous page', [
     { in: 'query', field: 'cursor', rule: 'must be a cursor returned by a previous page' },
   ]);
 }
@@ -181,7 +181,7 @@ function reportOut(run: ReportRun, base: string): z.input<typeof ReportSchema> {
   };
 }
 
-const notFound = (what: string) => new ApiProblem(404, 'Not Found', what);
+const notFound = (what: string) => new ApiProblem('NOT_FOUND', what);
 
 /** Every route of the API, declared once. */
 export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
@@ -194,8 +194,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
     if (result === 'not_found') throw notFound(`no exception ${id}`);
     if (result === 'unchanged') {
       throw new ApiProblem(
-        409,
-        'Conflict',
+        'CONFLICT',
         change.kind === 'state'
           ? `state: the exception already is ${change.state}`
           : 'assignee: the exception already has this assignee',
@@ -253,7 +252,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       response: MovementsResponse,
       handle: async ({ query }) => {
         if (query.from.getTime() >= query.to.getTime()) {
-          throw new ApiProblem(400, 'Bad Request', 'to: must be after from', [
+          throw new ApiProblem('VALIDATION_FAILED', 'to: must be after from', [
             { in: 'query', field: 'to', rule: 'must be after from' },
           ]);
         }
@@ -517,7 +516,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       handle: async ({ body, token }) => {
         const account = body.account ?? null;
         if (account !== null && !(await reports.accounts()).includes(account)) {
-          throw new ApiProblem(400, 'Bad Request', 'account: must name a merchant account', [
+          throw new ApiProblem('VALIDATION_FAILED', 'account: must name a merchant account', [
             { in: 'body', field: 'account', rule: 'must name a merchant account' },
           ]);
         }
@@ -570,7 +569,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         const path = await reports.filePath(params.id, params.name);
         if (!path) throw notFound(`no file ${params.name} on a finished report ${params.id}`);
         const info = await stat(path).catch(() => null);
-        if (!info) throw new ApiProblem(410, 'Gone', `${params.name}: the file is no longer kept`);
+        if (!info) throw new ApiProblem('GONE', `${params.name}: the file is no longer kept`);
         const type = path.endsWith('.csv')
           ? 'text/csv; charset=utf-8'
           : 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';

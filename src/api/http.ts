@@ -9,20 +9,24 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type ZodType, z } from 'zod';
 import type { ApiScope, ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
+import { AppError, type ErrorCode, toAppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import { Problem } from './schemas.ts';
 
 export const PROBLEM_TYPE = 'application/problem+json';
 
-/** A problem a handler answers with (404, 409, ...), sent as `application/problem+json`. */
-export class ApiProblem extends Error {
+/**
+ * A problem a handler answers with (NOT_FOUND, CONFLICT, ...): an AppError whose code gives the status
+ * (src/domain/errors.ts), with the fields and rules it names; sent as `application/problem+json`. Any
+ * other AppError a handler throws is answered the same way, by its code.
+ */
+export class ApiProblem extends AppError {
   constructor(
-    readonly status: number,
-    readonly title: string,
-    readonly detail: string,
+    code: ErrorCode,
+    detail: string,
     readonly errors?: Problem['errors'],
   ) {
-    super(detail);
+    super(code, detail);
   }
 }
 
@@ -156,9 +160,9 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
   const { verifier } = options;
   const log = options.logger;
 
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, request, reply) => {
-    const status = err.statusCode ?? 500;
-    if (status === 415 || err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+  app.setErrorHandler((err, request, reply) => {
+    const e = toAppError(err);
+    if (e.code === 'UNSUPPORTED_MEDIA_TYPE') {
       return sendProblem(
         reply,
         problem(415, 'content-type: must be application/json', {
@@ -166,11 +170,11 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
         }),
       );
     }
-    if (status === 413) return sendProblem(reply, problem(413, 'body: too large'));
-    if (status >= 400 && status < 500) {
+    if (e.code === 'PAYLOAD_TOO_LARGE') return sendProblem(reply, problem(e.httpStatus, 'body: too large'));
+    if (e.httpStatus < 500) {
       return sendProblem(
         reply,
-        problem(400, `body: ${err.message}`, {
+        problem(400, `body: ${e.message}`, {
           errors: [{ in: 'body', field: 'body', rule: 'must be a valid JSON document' }],
         }),
       );
@@ -235,14 +239,9 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
         try {
           out = await r.handle({ params, query, body, token, request });
         } catch (err) {
-          if (err instanceof ApiProblem) {
-            return sendProblem(
-              reply,
-              problem(err.status, err.detail, {
-                title: err.title,
-                ...(err.errors ? { errors: err.errors } : {}),
-              }),
-            );
+          if (err instanceof AppError && err.httpStatus < 500) {
+            const errors = err instanceof ApiProblem ? err.errors : undefined;
+            return sendProblem(reply, problem(err.httpStatus, err.message, errors ? { errors } : {}));
           }
           throw err;
         }

@@ -22,7 +22,10 @@ export interface OutboxPayload {
 }
 
 export interface OutboxAlert {
-  /** Message key (`<kind>:<entity id>`, or `alert:<id>` for an alert about no entity). */
+  /**
+   * The row's key (`<kind>:<entity id>`, or `alert:<id>` for an alert about no entity), for reading the
+   * table; the relay keys each message by the topic catalog (`<kind>:<account>:<id>`).
+   */
   key: string;
   payload: OutboxPayload;
 }

@@ -17,6 +17,8 @@ export const ERROR_CODES = {
   UNSUPPORTED_MEDIA_TYPE: { retryable: false, http: 415 },
   NOT_FOUND: { retryable: false, http: 404 },
   CONFLICT: { retryable: false, http: 409 },
+  /** Something that existed and is no longer kept (a report file past its retention). */
+  GONE: { retryable: false, http: 410 },
   UNAUTHORIZED: { retryable: false, http: 401 },
   FORBIDDEN: { retryable: false, http: 403 },
   // provider calls
