@@ -99,6 +99,41 @@ describe.skipIf(!present && !required)('Prometheus rules and dashboard', () => {
     expect(test.stdout).toContain('SUCCESS');
   });
 
+  it("checks docker-compose's Prometheus configuration, and the dashboard's data source is the provisioned one", () => {
+    if (!present) throw new Error(`PAYRECON_REQUIRE_TOOLS=1 but prometheus or promtool is missing (${HINT})`);
+    const dir = mkdtempSync(join(tmpdir(), 'payrecon-promconfig-'));
+    try {
+      // The compose file mounts the rules at /etc/prometheus/rules.yml; point the copy at the repository's.
+      const config = readFileSync(join(ROOT, 'ops/prometheus/prometheus.yml'), 'utf8');
+      expect(config).toContain('/etc/prometheus/rules.yml');
+      writeFileSync(join(dir, 'prometheus.yml'), config.replace('/etc/prometheus/rules.yml', RULES));
+      const check = spawnSync(PROMTOOL, ['check', 'config', join(dir, 'prometheus.yml')], {
+        encoding: 'utf8',
+      });
+      expect(check.status, check.stdout + check.stderr).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const datasource = readFileSync(
+      join(ROOT, 'ops/grafana/provisioning/datasources/prometheus.yml'),
+      'utf8',
+    );
+    const uid = /uid:\s*(\S+)/.exec(datasource)?.[1];
+    const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as {
+      uid: string;
+      panels: { type: string; datasource?: { uid: string }; targets?: { datasource?: { uid: string } }[] }[];
+    };
+    const graphs = dashboard.panels.filter((p) => p.type !== 'row');
+    expect(graphs.length).toBeGreaterThan(10);
+    for (const p of graphs) {
+      expect(p.datasource?.uid).toBe(uid);
+      for (const t of p.targets ?? []) expect(t.datasource?.uid).toBe(uid);
+    }
+    const compose = readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8');
+    expect(compose).toContain('./ops/prometheus/rules.yml:/etc/prometheus/rules.yml');
+    expect(compose).toContain('./ops/grafana/provisioning:/etc/grafana/provisioning');
+  });
+
   it('finds every metric the rules and the dashboard use among the names payrecon defines', () => {
     const source = readFileSync(join(ROOT, 'src/metrics.ts'), 'utf8');
     const defined = new Set([...source.matchAll(/name: '(payrecon_[a-z0-9_]+)'/g)].map((m) => m[1]!));
