@@ -400,6 +400,17 @@ export interface ExceptionListRow {
   note: string | null;
   actedBy: string | null;
   actedAt: Date | null;
+  /** Who resolved it, when and why: kept (and shown) after a new fact reopened it. */
+  resolvedBy: string | null;
+  resolvedAt: Date | null;
+  resolutionNote: string | null;
+  /** When a new fact reopened it and what changed. */
+  reopenedAt: Date | null;
+  reopenReason: string | null;
+  /** The facts it carries (see ExceptionFacts); null for rows raised before they were recorded. */
+  facts: ExceptionFacts | null;
+  /** An operator's decision on an ILLEGAL_TRANSITION. */
+  decision: Record<string, unknown> | null;
 }
 
 /** The oldest 500 exceptions matching the filter, first seen first. */
@@ -425,9 +436,17 @@ export async function listExceptions(
     note: string | null;
     acted_by: string | null;
     acted_at: Date | null;
+    resolved_by: string | null;
+    resolved_at: Date | null;
+    resolution_note: string | null;
+    reopened_at: Date | null;
+    reopen_reason: string | null;
+    facts: ExceptionFacts | null;
+    decision: Record<string, unknown> | null;
   }>`
     SELECT id::text AS id, type, merchant_account, entity_kind, entity_id, severity, state, count,
-           first_seen_at, last_seen_at,
+           first_seen_at, last_seen_at, resolved_by, resolved_at, resolution_note, reopened_at, reopen_reason,
+           details -> 'facts' AS facts, decision,
            CASE WHEN state = 'resolved' THEN resolution_note ELSE acknowledgement_note END AS note,
            CASE WHEN state = 'resolved' THEN resolved_by ELSE acknowledged_by END AS acted_by,
            CASE WHEN state = 'resolved' THEN resolved_at ELSE acknowledged_at END AS acted_at
@@ -456,6 +475,13 @@ export async function listExceptions(
     note: r.note,
     actedBy: r.acted_by,
     actedAt: r.acted_at,
+    resolvedBy: r.resolved_by,
+    resolvedAt: r.resolved_at,
+    resolutionNote: r.resolution_note,
+    reopenedAt: r.reopened_at,
+    reopenReason: r.reopen_reason,
+    facts: r.facts,
+    decision: r.decision,
   }));
 }
 

@@ -70,6 +70,17 @@ export interface WebServices {
       username: string,
       now: Date,
     ): Promise<boolean>;
+    /**
+     * An operator's decision on an ILLEGAL_TRANSITION (src/db/decisions.ts): accept the provider's status
+     * (the ledger books to match) or keep the ledger's. Throws NOT_FOUND, CONFLICT or VALIDATION_FAILED.
+     */
+    decide?(
+      id: string,
+      decision: 'accept-provider' | 'keep-ledger',
+      note: string,
+      username: string,
+      now: Date,
+    ): Promise<void>;
   };
   balances: {
     list(at: Date): Promise<BalanceView[]>;
@@ -330,15 +341,34 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
         ? 'Exception acknowledged.'
         : q.done === 'resolve'
           ? 'Exception resolved.'
-          : null;
+          : q.done === 'accept-provider'
+            ? "Exception resolved: the provider's status is accepted and the ledger booked to match."
+            : q.done === 'keep-ledger'
+              ? "Exception resolved: the ledger's status is kept."
+              : null;
     return send(reply, exceptionsPage(ctx(request), rows, types, filter, at, notice));
   });
 
   app.post<{ Params: { id: string } }>('/exceptions/:id', async (request, reply) => {
     const action = field(request.body, 'action');
     const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000) || null;
-    if (action !== 'acknowledge' && action !== 'resolve') return reply.code(400).send('unknown action');
     const username = request.session?.username ?? 'unknown';
+    if ((action === 'accept-provider' || action === 'keep-ledger') && services.exceptions.decide) {
+      if (!note) return reply.code(400).send('a note is required: say why the decision is right');
+      try {
+        await services.exceptions.decide(request.params.id, action, note, username, now());
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code === 'NOT_FOUND' || code === 'CONFLICT') return reply.code(409).send((err as Error).message);
+        throw err;
+      }
+      options.logger?.info(
+        { exception: request.params.id, action, username },
+        'exception decided from the page',
+      );
+      return reply.redirect(`${base}/exceptions?done=${action}`, 303);
+    }
+    if (action !== 'acknowledge' && action !== 'resolve') return reply.code(400).send('unknown action');
     const ok = await services.exceptions.act(request.params.id, action, note, username, now());
     if (!ok) return reply.code(409).send('exception not found or already resolved');
     options.logger?.info(

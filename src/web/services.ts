@@ -2,6 +2,7 @@
  * The page's services over the ledger database's repositories (src/db) and the report runner; no SQL
  * here. The only writes are an exception's acknowledgement or resolution (the queue's one state change).
  */
+import { decideIllegalTransition } from '../db/decisions.ts';
 import { actOnException, exceptionTypes, listExceptions } from '../db/exceptions.ts';
 import { inFlightCounts } from '../db/queries.ts';
 import { balancesBefore } from '../db/report-queries.ts';
@@ -56,6 +57,9 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
       list: (filter: ExceptionFilter, now: Date): Promise<ExceptionView[]> => listExceptions(db, filter, now),
       types: () => exceptionTypes(db),
       act: (id, action, note, username, now) => actOnException(db, id, action, note, username, now),
+      decide: async (id, decision, note, username, now) => {
+        await decideIllegalTransition(db, { id, decision, note, by: username, now });
+      },
     },
 
     balances: {

@@ -1,0 +1,147 @@
+/**
+ * The exception page (issue 17 points 4 and 5) over a real ledger database: each exception shows its
+ * facts and the rule; an ILLEGAL_TRANSITION is decided from the page (accept the provider's status or keep
+ * the ledger's, a note required); a resolved exception reopened by a new fact says what changed and keeps
+ * the earlier note and resolver visible.
+ */
+import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { resolveException } from '../../src/db/queries.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import { ReportRunner } from '../../src/reports/runs.ts';
+import { webRoutes } from '../../src/web/app.ts';
+import { hashPassword } from '../../src/web/auth.ts';
+import { ledgerWebServices } from '../../src/web/services.ts';
+import { intent, obs } from '../db/fixtures.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+
+let t: TestDatabase;
+let app: FastifyInstance;
+let cookie = '';
+
+const apply = (o: Observation[]) => withLedgerTransaction(t.db, (trx) => applyObservations(trx, o));
+const csrfOf = (body: string): string => /name="_csrf" value="([^"]+)"/.exec(body)?.[1] ?? '';
+
+function take(res: LightMyRequestResponse) {
+  const jar = new Map(cookie ? cookie.split('; ').map((c) => c.split('=') as [string, string]) : []);
+  for (const c of res.cookies) jar.set(c.name, c.value);
+  cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+}
+
+async function get(url: string) {
+  const res = await app.inject({ method: 'GET', url, headers: { accept: 'text/html', cookie } });
+  take(res);
+  return res;
+}
+
+async function post(url: string, form: Record<string, string>) {
+  const res = await app.inject({
+    method: 'POST',
+    url,
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+    payload: new URLSearchParams(form).toString(),
+  });
+  take(res);
+  return res;
+}
+
+const rowOf = (body: string, id: string) => {
+  const start = body.indexOf(`data-exception="${id}"`);
+  return start < 0 ? '' : body.slice(start, body.indexOf('</tr>', start));
+};
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = Fastify();
+  await app.register(webRoutes, {
+    users: [{ username: 'finance', passwordHash: await hashPassword('correct horse battery') }],
+    sessionSecret: 'a-test-session-secret-of-enough-length-0123456789',
+    sessionTtlMs: 3_600_000,
+    timeZone: 'UTC',
+    services: ledgerWebServices(t.db, new ReportRunner({ db: t.db, dir: '/nonexistent', timeZone: 'UTC' })),
+    prefix: '',
+  });
+  const login = await get('/login');
+  const res = await post('/login', {
+    _csrf: csrfOf(login.body),
+    username: 'finance',
+    password: 'correct horse battery',
+  });
+  expect(res.statusCode).toBe(303);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await t?.drop();
+});
+
+describe('the exception page', () => {
+  it("shows the facts, and decides an illegal move by accepting the provider's status", async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'w1', 10_000n)]));
+    await apply([obs('deposit', 'w1', 'COMPLETED', 1), obs('deposit', 'w1', 'PENDING', 2)]);
+    const ex = await t.db
+      .selectFrom('exceptions')
+      .select('id')
+      .where('entity_id', '=', 'w1')
+      .where('type', '=', 'ILLEGAL_TRANSITION')
+      .executeTakeFirstOrThrow();
+    const page = await get('/exceptions');
+    const row = rowOf(page.body, ex.id);
+    expect(row).toContain('ref-w1');
+    expect(row).toContain('100.00 BRL');
+    expect(row).toContain('COMPLETED');
+    expect(row).toContain('no document allows');
+    expect(row).toContain('value="accept-provider"');
+    expect(row).toContain('value="keep-ledger"');
+    // A note is required.
+    expect(
+      (await post(`/exceptions/${ex.id}`, { _csrf: csrfOf(page.body), action: 'accept-provider' }))
+        .statusCode,
+    ).toBe(400);
+    const done = await post(`/exceptions/${ex.id}`, {
+      _csrf: csrfOf(page.body),
+      action: 'accept-provider',
+      note: 'chargeback reopened it',
+    });
+    expect(done.statusCode).toBe(303);
+    const after = await t.db
+      .selectFrom('exceptions')
+      .selectAll()
+      .where('id', '=', ex.id)
+      .executeTakeFirstOrThrow();
+    expect([after.state, after.resolved_by]).toEqual(['resolved', 'finance']);
+    expect(after.decision).toMatchObject({ decision: 'accept-provider', by: 'finance' });
+    const resolved = await get('/exceptions?state=resolved');
+    expect(rowOf(resolved.body, ex.id)).toContain('chargeback reopened it');
+    // Deciding again is refused.
+    const again = await post(`/exceptions/${ex.id}`, {
+      _csrf: csrfOf(resolved.body),
+      action: 'keep-ledger',
+      note: 'x',
+    });
+    expect(again.statusCode).toBe(409);
+  });
+
+  it('shows what changed when a new fact reopened an exception, the earlier note and resolver still visible', async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'w2', 10_000n)]));
+    await apply([obs('deposit', 'w2', 'PENDING', 0, { amount: 9_000n })]);
+    const ex = await t.db
+      .selectFrom('exceptions')
+      .select('id')
+      .where('entity_id', '=', 'w2')
+      .where('type', '=', 'AMOUNT_MISMATCH')
+      .executeTakeFirstOrThrow();
+    await resolveException(t.db, ex.id, 'partial payment confirmed', 'bea');
+    await apply([obs('deposit', 'w2', 'PENDING', 1, { amount: 9_000n })]);
+    expect(rowOf((await get('/exceptions')).body, ex.id)).toBe('');
+    await apply([obs('deposit', 'w2', 'PENDING', 2, { amount: 8_000n })]);
+    const row = rowOf((await get('/exceptions')).body, ex.id);
+    expect(row).toContain('Reopened');
+    expect(row).toContain('was: intent 10000 provider 9000; now: intent 10000 provider 8000');
+    expect(row).toContain('Resolved before by bea');
+    expect(row).toContain('partial payment confirmed');
+    expect(row).toContain('80.00 BRL');
+    expect(row).toContain('100.00 BRL');
+  });
+});
