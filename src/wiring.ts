@@ -807,7 +807,10 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     deliverTo: (baseUrl) => put('/webhooks/base-url', { url: baseUrl }),
     async startTraffic(recordIntent) {
       // Traffic goes through payrecon's own provider client, wrapped to record each creation's intent.
-      const client = createProviderClient(account, { retries: options.clientRetries ?? 1 });
+      const client = createProviderClient(account, {
+        retries: options.clientRetries ?? 1,
+        logger: options.logger,
+      });
       sandbox.control.traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
       const rate = options.trafficRate ?? 2;
       if (rate > 0) await put('/traffic', { rate }, 'POST');
