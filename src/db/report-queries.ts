@@ -329,6 +329,16 @@ export interface ExceptionRow {
   resolved_by: string | null;
   resolved_at: Date | null;
   note: string | null;
+  /** The facts it carries (details.facts, src/db/exceptions.ts); null on rows raised before they were kept. */
+  external_ref: string | null;
+  intent_amount: string | null;
+  intent_currency: string | null;
+  provider_amount: string | null;
+  provider_currency: string | null;
+  provider_status: string | null;
+  status_reason: string | null;
+  rule: string | null;
+  reopen_reason: string | null;
 }
 
 /** Exceptions open at `asOf`, or opened or resolved in the period. */
@@ -340,7 +350,15 @@ export function exceptionQuery(
   return sql<ExceptionRow>`
     SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
            x.first_seen_at, x.last_seen_at, x.acknowledged_by, x.acknowledged_at, x.resolved_by, x.resolved_at,
-           coalesce(x.resolution_note, x.acknowledgement_note) AS note
+           coalesce(x.resolution_note, x.acknowledgement_note) AS note,
+           x.details #>> '{facts,externalRef}' AS external_ref, x.details #>> '{facts,intentAmount}' AS intent_amount,
+           x.details #>> '{facts,intentCurrency}' AS intent_currency,
+           x.details #>> '{facts,providerAmount}' AS provider_amount,
+           x.details #>> '{facts,providerCurrency}' AS provider_currency,
+           x.details #>> '{facts,status}' AS provider_status,
+           nullif(concat_ws(' ', x.details #>> '{facts,statusReason}', x.details #>> '{facts,rejectionCode}',
+             x.details #>> '{facts,rejectionReason}'), '') AS status_reason,
+           x.details #>> '{facts,rule}' AS rule, x.reopen_reason
       FROM exceptions x
      WHERE x.first_seen_at < ${asOf}
        AND (x.resolved_at IS NULL OR x.resolved_at >= ${p.start})${accountFilter(account, 'x.merchant_account')}

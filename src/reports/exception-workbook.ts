@@ -61,6 +61,48 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
   { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
   { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
   { header: 'Entity id', key: 'entityId', type: 'text', width: 16, cell: (r) => r.entity_id },
+  {
+    header: 'Invoice / external id',
+    key: 'externalRef',
+    type: 'text',
+    width: 20,
+    cell: (r) => r.external_ref,
+  },
+  {
+    header: 'Intent amount',
+    key: 'intentAmount',
+    type: 'money',
+    cell: (r) => (r.intent_amount === null ? null : parseLedgerMinor(r.intent_amount)),
+  },
+  {
+    header: 'Intent currency',
+    key: 'intentCurrency',
+    type: 'text',
+    width: 9,
+    cell: (r) => r.intent_currency,
+  },
+  {
+    header: 'Provider amount',
+    key: 'providerAmount',
+    type: 'money',
+    cell: (r) => (r.provider_amount === null ? null : parseLedgerMinor(r.provider_amount)),
+  },
+  {
+    header: 'Provider currency',
+    key: 'providerCurrency',
+    type: 'text',
+    width: 9,
+    cell: (r) => r.provider_currency,
+  },
+  {
+    header: 'Provider status',
+    key: 'providerStatus',
+    type: 'text',
+    width: 14,
+    cell: (r) => r.provider_status,
+  },
+  { header: 'Status reason', key: 'statusReason', type: 'text', width: 20, cell: (r) => r.status_reason },
+  { header: 'Rule', key: 'rule', type: 'text', width: 60, cell: (r) => r.rule },
   { header: 'Times seen', key: 'count', type: 'int', width: 11, total: true, cell: (r) => r.count },
   { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
   { header: 'Last seen', key: 'lastSeen', type: 'date', cell: (r) => r.last_seen_at },
@@ -76,6 +118,7 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
   { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14, cell: (r) => r.resolved_by },
   { header: 'Resolved at', key: 'resolvedAt', type: 'date', cell: (r) => r.resolved_at },
   { header: 'Note', key: 'note', type: 'text', width: 40, cell: (r) => r.note },
+  { header: 'Reopened on', key: 'reopened', type: 'text', width: 40, cell: (r) => r.reopen_reason },
 ];
 
 /** Late rejections: the reversal entries booked in the period. */

@@ -316,9 +316,14 @@ describe('exception workbook', () => {
     expect(r.byType.find((b) => b.type === 'LATE_REJECTION')?.openedInPeriod).toBe(1);
 
     const detail = wb.getWorksheet('Exceptions')!;
-    expect(detail.autoFilter).toBe('A2:P2');
+    expect(detail.autoFilter).toBe('A2:Y2');
     expect(r.rowCounts.Exceptions).toBe(2);
-    expect(detail.getRow(3).getCell(9).value).toBeInstanceOf(Date);
+    expect(detail.getRow(3).getCell(17).value).toBeInstanceOf(Date);
+    // Every exception carries its facts: provider status, the rule in one sentence.
+    const lateRow = detail.getRow(4);
+    expect(lateRow.getCell(2).value).toBe('LATE_REJECTION');
+    expect(lateRow.getCell(13).value).toBe('REJECTED');
+    expect(String(lateRow.getCell(15).value)).toMatch(/rejected later/);
 
     const lateSheet = wb.getWorksheet('Late rejections')!;
     const row = lateSheet.getRow(3);
