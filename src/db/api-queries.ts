@@ -5,7 +5,7 @@
  * transaction), and month closes. Balances and movements come from `src/db/queries.ts`. Amounts come
  * back as bigint minor units; keyset cursors carry the sort key as text so no microsecond is lost.
  */
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import {
   AGE_BUCKETS,
   type AgeBucketKey,
@@ -20,9 +20,7 @@ import {
   parseMinorOrNull,
 } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import type { ClosesTable, Database } from './schema.ts';
-
-type Db = Kysely<Database>;
+import type { ClosesTable, Db } from './schema.ts';
 
 const DAY_MS = 86_400_000;
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
