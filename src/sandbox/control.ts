@@ -6,7 +6,7 @@
  * clock and the traffic generator.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { AppError } from '../domain/errors.ts';
+import { AppError, toAppError } from '../domain/errors.ts';
 import { formatAmount } from '../domain/money.ts';
 import { type EntityKind, isStatus, TRANSITIONS } from '../domain/statuses.ts';
 import type { AccountRegistry } from './accounts.ts';
@@ -141,9 +141,8 @@ const ACTIONS: Record<EntityKind, Record<string, Action>> = {
 export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
   const { engine } = deps;
 
+  // The control API is the sandbox's own (not the provider's): payrecon's errors, statuses by code.
   app.setErrorHandler((err, _req, reply) => {
-    if (err instanceof AppError)
-      return sendJson(reply, err.httpStatus, { code: err.code, message: err.message, details: err.details });
     if (err instanceof SyntaxError)
       return sendJson(reply, 400, { code: 'VALIDATION_FAILED', message: err.message });
     if (err && typeof err === 'object' && 'issues' in err) {
@@ -153,8 +152,8 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
         issues: (err as { issues: unknown }).issues,
       });
     }
-    const e = err as { statusCode?: number; message?: string };
-    return sendJson(reply, e.statusCode ?? 500, { code: 'INTERNAL', message: e.message ?? 'error' });
+    const e = toAppError(err);
+    return sendJson(reply, e.httpStatus, { code: e.code, message: e.message, details: e.details });
   });
 
   app.get('/_sandbox/health', async (_req, reply) =>
