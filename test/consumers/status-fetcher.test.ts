@@ -226,7 +226,7 @@ describe('status fetcher, called directly', () => {
     const before = observed.values.length;
     const n = notificationOf('deposit', deposit.id);
     await fetcherOf().handleNotifications([consumed(n), consumed({ ...n, notificationId: randomUUID() })]);
-    const values = await observed.settle(1_000);
+    const values = await observed.drain();
     expect(values.slice(before).filter((o) => o.entityId === deposit.id)).toHaveLength(1);
   }, 30_000);
 
@@ -246,7 +246,7 @@ describe('status fetcher, called directly', () => {
     } finally {
       sandbox.control.deps.faults.set({});
     }
-    const values = await observed.settle(800);
+    const values = await observed.drain();
     expect(values.length).toBe(before);
   }, 30_000);
 
@@ -284,7 +284,7 @@ describe('status fetcher, called directly', () => {
     expect(handedOver).toEqual([
       [{ kind: 'cashout', account: 'main', entityId: cashout.id, externalRef: cashout.externalId }],
     ]);
-    const values = (await observed.settle(800)).slice(before);
+    const values = (await observed.drain()).slice(before);
     expect(values.map((o) => [o.kind, o.entityId])).toEqual([['deposit', answered.id]]);
   }, 30_000);
 

@@ -74,8 +74,12 @@ export interface Collector<T> {
   keys: (string | null)[];
   /** Waits until at least `n` values arrived. */
   waitFor(n: number, ms?: number): Promise<T[]>;
-  /** Waits `ms` more and answers what arrived (to prove nothing more came). */
-  settle(ms?: number): Promise<T[]>;
+  /**
+   * Answers every value on the topic so far, to prove nothing more came: reads each partition's high
+   * watermark now and waits until the collector has read up to it. Whatever was published (and
+   * acknowledged) before the call is in the answer; no clock decides.
+   */
+  drain(ms?: number): Promise<T[]>;
   stop(): Promise<void>;
 }
 
@@ -87,6 +91,8 @@ export async function collect<T extends TopicName>(
   const values: TopicValues[T][] = [];
   const headers: Record<string, string>[] = [];
   const keys: (string | null)[] = [];
+  /** Next offset to read, per partition. */
+  const readUpTo = new Map<number, bigint>();
   const consumer: Consumer = infra.kafka.consumer({
     groupId: `collect-${randomBytes(4).toString('hex')}`,
     maxWaitTimeInMs: 100,
@@ -99,8 +105,9 @@ export async function collect<T extends TopicName>(
   });
   consumer.on(consumer.events.GROUP_JOIN, () => joined());
   await consumer.run({
-    eachMessage: async ({ message }) => {
+    eachMessage: async ({ partition, message }) => {
       values.push((await infra.serde.decode(topic, message.value)) as TopicValues[T]);
+      readUpTo.set(partition, BigInt(message.offset) + 1n);
       keys.push(message.key?.toString('utf8') ?? null);
       const h: Record<string, string> = {};
       for (const [k, v] of Object.entries(message.headers ?? {})) if (v !== undefined) h[k] = String(v);
@@ -121,8 +128,25 @@ export async function collect<T extends TopicName>(
       }
       return values;
     },
-    async settle(ms = 1_000) {
-      await new Promise((r) => setTimeout(r, ms));
+    async drain(ms = 20_000) {
+      const admin = infra.kafka.admin();
+      await admin.connect();
+      let marks: { partition: number; high: string; low: string }[];
+      try {
+        marks = await admin.fetchTopicOffsets(topic);
+      } finally {
+        await admin.disconnect();
+      }
+      const deadline = Date.now() + ms;
+      const behind = () =>
+        marks.filter(
+          (m) => BigInt(m.high) > BigInt(m.low) && (readUpTo.get(m.partition) ?? 0n) < BigInt(m.high),
+        );
+      while (behind().length > 0) {
+        if (Date.now() > deadline)
+          throw new Error(`waited ${ms} ms to read ${topic} up to its high watermarks`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
       return values;
     },
     stop: () => consumer.disconnect(),
