@@ -24,9 +24,11 @@ import {
   type QueueChange,
   type QueueRow,
 } from '../db/api-queries.ts';
+import { decideIllegalTransition } from '../db/decisions.ts';
 import { balances, movements } from '../db/queries.ts';
 import type { Database } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
+import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor } from '../domain/money.ts';
 import type { Logger } from '../logger.ts';
 import type { ReportKind, ReportRun } from '../reports/runs.ts';
@@ -35,11 +37,15 @@ import {
   AssignBody,
   BalancesQuery,
   BalancesResponse,
+  BulkStateBody,
+  BulkStateResponse,
   CloseListQuery,
   CloseListResponse,
   CloseParams,
   Close as CloseSchema,
   CommentBody,
+  DecisionBody,
+  DecisionResponse,
   ExceptionDetailResponse,
   ExceptionListQuery,
   ExceptionListResponse,
@@ -153,6 +159,10 @@ function exceptionOut(x: QueueRow, now: Date): z.input<typeof ExceptionListRespo
     resolvedBy: x.resolvedBy,
     resolvedAt: isoOrNull(x.resolvedAt),
     resolutionNote: x.resolutionNote,
+    reopenedAt: isoOrNull(x.reopenedAt),
+    reopenReason: x.reopenReason,
+    previous: x.previous,
+    decision: x.decision,
     updatedAt: iso(x.updatedAt),
   };
 }
@@ -487,6 +497,72 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       problems: [404],
       handle: ({ params, body, token }) =>
         queueChange(params.id, { kind: 'comment', note: body.note }, token.name),
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/bulk-state',
+      operationId: 'changeExceptionStates',
+      summary: 'Move many exceptions to one state with one note (bulk acknowledge or resolve)',
+      tag: 'exceptions',
+      scope: 'exceptions:write',
+      body: BulkStateBody,
+      status: 200,
+      response: BulkStateResponse,
+      handle: async ({ body, token }) => {
+        const at = now();
+        const results = [];
+        // One transaction per exception: each keeps its own audit event, and one missing id does not
+        // undo the others (the answer says what happened to each).
+        for (const id of [...new Set(body.ids)]) {
+          const change = { kind: 'state', state: body.state, note: body.note ?? null } as const;
+          results.push({ id, outcome: await changeQueueItem(db, id, change, token.name, at) });
+        }
+        return { results };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/{id}/decision',
+      operationId: 'decideIllegalTransition',
+      summary:
+        "Resolve an ILLEGAL_TRANSITION: accept the provider's status (the ledger books to match) or keep the ledger's",
+      tag: 'exceptions',
+      scope: 'exceptions:write',
+      params: ExceptionParams,
+      body: DecisionBody,
+      status: 200,
+      response: DecisionResponse,
+      problems: [404, 409],
+      handle: async ({ params, body, token }) => {
+        const at = now();
+        let result: Awaited<ReturnType<typeof decideIllegalTransition>>;
+        try {
+          result = await decideIllegalTransition(db, {
+            id: params.id,
+            decision: body.decision,
+            by: token.name,
+            note: body.note,
+            now: at,
+          });
+        } catch (err) {
+          if (err instanceof AppError && err.code === 'NOT_FOUND') throw notFound(err.message);
+          if (err instanceof AppError && err.code === 'CONFLICT')
+            throw new ApiProblem(409, 'Conflict', err.message);
+          if (err instanceof AppError && err.code === 'VALIDATION_FAILED') {
+            throw new ApiProblem(400, 'Bad Request', err.message, [
+              { in: 'body', field: 'note', rule: err.message },
+            ]);
+          }
+          throw err;
+        }
+        const item = await getQueueItem(db, params.id);
+        if (!item) throw notFound(`no exception ${params.id}`);
+        return {
+          ...result,
+          exception: exceptionOut(item.exception, at),
+          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+        };
+      },
     }),
     route({
       method: 'GET',

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { PAYMENT_ID_KINDS } from '../db/api-queries.ts';
+import { DECISIONS } from '../db/decisions.ts';
 import { AGE_BUCKET_KEYS, EXCEPTION_STATES } from '../domain/exception-queue.ts';
 import { type Minor, parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
@@ -270,6 +271,16 @@ export const Exception = z.object({
   resolvedBy: z.string().nullable(),
   resolvedAt: Instant.nullable(),
   resolutionNote: z.string().nullable(),
+  reopenedAt: Instant.nullable().meta({ description: 'When a new fact reopened it' }),
+  reopenReason: z.string().nullable().meta({ description: 'What changed when it reopened' }),
+  previous: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .meta({ description: 'The fact, details, note and resolver before it reopened' }),
+  decision: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .meta({ description: "An operator's decision on an ILLEGAL_TRANSITION" }),
   updatedAt: Instant,
 });
 
@@ -303,6 +314,42 @@ export const AssignBody = z.strictObject({
   note: Text(2000).optional(),
 });
 export const CommentBody = z.strictObject({ note: Text(2000) });
+
+export const BulkStateBody = z.strictObject({
+  ids: z
+    .array(z.string().regex(/^\d{1,18}$/, 'must be a numeric id'))
+    .min(1, 'at least one id')
+    .max(500, 'at most 500 ids'),
+  state: ExceptionStateEnum,
+  note: Text(2000).optional(),
+});
+export const BulkStateResponse = z.object({
+  results: z.array(
+    z.object({
+      id: z.string(),
+      outcome: z
+        .enum(['changed', 'unchanged', 'not_found'])
+        .meta({ description: 'unchanged: it already was in that state' }),
+    }),
+  ),
+});
+
+export const DecisionBody = z.strictObject({
+  decision: z.enum(DECISIONS).meta({
+    description:
+      "accept-provider: the ledger books the provider's status; keep-ledger: the ledger stays as it is",
+  }),
+  note: Text(2000).meta({ description: 'Why (required: it is what the next person reads)' }),
+});
+export const DecisionResponse = z.object({
+  decision: z.enum(DECISIONS),
+  status: z.string().nullable().meta({ description: "The entity's status in the ledger afterwards" }),
+  providerStatus: z.string(),
+  ledgerStatus: z.string().nullable(),
+  entriesBooked: z.number().int(),
+  exception: Exception,
+  events: z.array(ExceptionEvent),
+});
 
 // ---------------------------------------------------------------- reports
 

@@ -386,6 +386,12 @@ export interface QueueRow {
   resolvedBy: string | null;
   resolvedAt: Date | null;
   resolutionNote: string | null;
+  /** When a new fact reopened it, what changed, and what it was before (migration 20261124T1100). */
+  reopenedAt: Date | null;
+  reopenReason: string | null;
+  previous: Record<string, unknown> | null;
+  /** An operator's decision on an ILLEGAL_TRANSITION. */
+  decision: Record<string, unknown> | null;
   updatedAt: Date;
 }
 
@@ -408,13 +414,18 @@ interface QueueDbRow {
   resolved_by: string | null;
   resolved_at: Date | null;
   resolution_note: string | null;
+  reopened_at: Date | null;
+  reopen_reason: string | null;
+  previous: Record<string, unknown> | null;
+  decision: Record<string, unknown> | null;
   updated_at: Date;
 }
 
 const QUEUE_SELECT = sql`
   SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
          x.first_seen_at, x.last_seen_at, x.assignee, x.assigned_at, m.currency, m.amount::text AS amount, x.details,
-         x.resolved_by, x.resolved_at, x.resolution_note, x.updated_at
+         x.resolved_by, x.resolved_at, x.resolution_note, x.reopened_at, x.reopen_reason, x.previous, x.decision,
+         x.updated_at
     FROM exceptions x
     LEFT JOIN mirrors m ON m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
                        AND m.entity_id = x.entity_id`;
@@ -439,6 +450,10 @@ function queueRowOf(r: QueueDbRow): QueueRow {
     resolvedBy: r.resolved_by,
     resolvedAt: r.resolved_at,
     resolutionNote: r.resolution_note,
+    reopenedAt: r.reopened_at,
+    reopenReason: r.reopen_reason,
+    previous: r.previous,
+    decision: r.decision,
     updatedAt: r.updated_at,
   };
 }

@@ -164,6 +164,8 @@ describe('the OpenAPI document', () => {
       [
         'assignException',
         'changeExceptionState',
+        'changeExceptionStates',
+        'decideIllegalTransition',
         'commentException',
         'downloadReportFile',
         'getBalances',
@@ -427,6 +429,95 @@ describe('the exception queue', () => {
       await call('GET', '/exceptions?assignee=-'),
     );
     expect(unassigned.items.every((i) => i.assignee === null)).toBe(true);
+  });
+
+  it('moves many exceptions at once with one note, saying what happened to each', async () => {
+    const open = json<{ items: { id: string }[] }>(await call('GET', '/exceptions?type=STUCK'));
+    const ids = open.items.map((i) => i.id);
+    expect(ids).toHaveLength(2);
+    const res = json<{ results: { id: string; outcome: string }[] }>(
+      await call('POST', '/exceptions/bulk-state', {
+        body: { ids: [...ids, '999999'], state: 'acknowledged', note: 'known: provider outage' },
+      }),
+    );
+    expect(res.results).toEqual([
+      ...ids.map((id) => ({ id, outcome: 'changed' })),
+      { id: '999999', outcome: 'not_found' },
+    ]);
+    const again = json<{ results: { outcome: string }[] }>(
+      await call('POST', '/exceptions/bulk-state', { body: { ids, state: 'acknowledged' } }),
+    );
+    expect(again.results.map((r) => r.outcome)).toEqual(['unchanged', 'unchanged']);
+    for (const id of ids) {
+      const d = json<{ events: { note: string; toState: string }[] }>(await call('GET', `/exceptions/${id}`));
+      expect(d.events).toEqual([
+        expect.objectContaining({ toState: 'acknowledged', note: 'known: provider outage' }),
+      ]);
+    }
+    expectProblem(
+      await call('POST', '/exceptions/bulk-state', { body: { ids: [], state: 'resolved' } }),
+      400,
+      'ids',
+    );
+    expectProblem(
+      await call('POST', '/exceptions/bulk-state', {
+        token: tokens.reader ?? null,
+        body: { ids, state: 'resolved' },
+      }),
+      403,
+    );
+  });
+
+  it("resolves an illegal transition by accepting the provider's status, in the ledger and the trail", async () => {
+    const a = 'illegal-acct';
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [
+        { ...obs('deposit', 'x1', 'COMPLETED', 1), account: a },
+        { ...obs('deposit', 'x1', 'PENDING', 2), account: a },
+      ]),
+    );
+    const list = json<{ items: { id: string; type: string }[] }>(
+      await call('GET', `/exceptions?account=${a}&type=ILLEGAL_TRANSITION`),
+    );
+    const id = list.items[0]?.id ?? '';
+    expectProblem(
+      await call('POST', `/exceptions/${id}/decision`, { body: { decision: 'accept-provider' } }),
+      400,
+      'note',
+    );
+    const res = json<{
+      status: string;
+      entriesBooked: number;
+      exception: { state: string; decision: { decision: string } };
+      events: { actor: string; toState: string }[];
+    }>(
+      await call('POST', `/exceptions/${id}/decision`, {
+        body: { decision: 'accept-provider', note: 'the provider reopened it after a chargeback' },
+      }),
+    );
+    expect(res.status).toBe('PENDING');
+    expect(res.entriesBooked).toBeGreaterThan(0);
+    expect(res.exception.state).toBe('resolved');
+    expect(res.exception.decision.decision).toBe('accept-provider');
+    expect(res.events.at(-1)).toMatchObject({ actor: 'all', toState: 'resolved' });
+    const bal = json<{ balances: { account: string; balance: string }[] }>(
+      await call('GET', `/balances?account=${a}`),
+    );
+    expect(bal.balances.filter((b) => b.balance !== '0.00')).toEqual([]);
+    expectProblem(
+      await call('POST', `/exceptions/${id}/decision`, { body: { decision: 'keep-ledger', note: 'again' } }),
+      409,
+    );
+    expectProblem(
+      await call('POST', `/exceptions/${exceptionId}/decision`, {
+        body: { decision: 'keep-ledger', note: 'n' },
+      }),
+      409,
+    );
+    expectProblem(
+      await call('POST', '/exceptions/999999/decision', { body: { decision: 'keep-ledger', note: 'n' } }),
+      404,
+    );
   });
 
   it('names the field and rule of a bad body, and 404s an unknown exception', async () => {
