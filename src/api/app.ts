@@ -535,26 +535,21 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       problems: [404, 409],
       handle: async ({ params, body, token }) => {
         const at = now();
-        let result: Awaited<ReturnType<typeof decideIllegalTransition>>;
-        try {
-          result = await decideIllegalTransition(db, {
-            id: params.id,
-            decision: body.decision,
-            by: token.name,
-            note: body.note,
-            now: at,
-          });
-        } catch (err) {
-          if (err instanceof AppError && err.code === 'NOT_FOUND') throw notFound(err.message);
-          if (err instanceof AppError && err.code === 'CONFLICT')
-            throw new ApiProblem(409, 'Conflict', err.message);
+        // NOT_FOUND and CONFLICT answer as 404 and 409 by their codes; a refused note names its field.
+        const result = await decideIllegalTransition(db, {
+          id: params.id,
+          decision: body.decision,
+          by: token.name,
+          note: body.note,
+          now: at,
+        }).catch((err: unknown) => {
           if (err instanceof AppError && err.code === 'VALIDATION_FAILED') {
-            throw new ApiProblem(400, 'Bad Request', err.message, [
+            throw new ApiProblem('VALIDATION_FAILED', err.message, [
               { in: 'body', field: 'note', rule: err.message },
             ]);
           }
           throw err;
-        }
+        });
         const item = await getQueueItem(db, params.id);
         if (!item) throw notFound(`no exception ${params.id}`);
         return {
