@@ -5,7 +5,7 @@
  * `plan` prints one line per topic (as planned, missing, partitions to raise, or refused with the
  * reason) and changes nothing. `apply` creates what is missing and raises partition counts, then prints
  * what it did and what it refused. Exit code 0 when the cluster matches the plan afterwards, 1 when a
- * difference remains (refused or failed), 2 for a configuration problem.
+ * difference remains (refused or failed); a configuration problem is thrown for the CLI's error path.
  */
 import { loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
@@ -20,19 +20,16 @@ export interface TopicsCliIo {
 
 const stdout: TopicsCliIo = { out: (line) => process.stdout.write(`${line}\n`) };
 
-/** Runs the command; an expected failure (configuration, credentials, certificate) is one line. */
+/**
+ * Runs the command and answers its exit code; a configuration, credential or certificate problem is
+ * thrown (AppError CONFIG_INVALID: the CLI prints its one line and exits 2).
+ */
 export async function runTopicsCli(
   command: 'plan' | 'apply',
   io: TopicsCliIo = stdout,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
-  try {
-    return await topics(command, io, env);
-  } catch (err) {
-    if (!(err instanceof AppError)) throw err;
-    io.out(`payrecon: ${err.message}`);
-    return err.code === 'CONFIG_INVALID' ? 2 : 1;
-  }
+  return topics(command, io, env);
 }
 
 async function topics(command: 'plan' | 'apply', io: TopicsCliIo, env: NodeJS.ProcessEnv): Promise<number> {
@@ -40,8 +37,10 @@ async function topics(command: 'plan' | 'apply', io: TopicsCliIo, env: NodeJS.Pr
   setLogLevel(config.logLevel);
   const brokers = config.kafka.brokers;
   if (!brokers) {
-    io.out('payrecon: KAFKA_BROKERS: must be set (the topic plan is for a running cluster)');
-    return 2;
+    throw new AppError(
+      'CONFIG_INVALID',
+      'KAFKA_BROKERS: must be set (the topic plan is for a running cluster)',
+    );
   }
   const plan = plannedTopics(config.kafka.topics);
   const kafka = createKafka({
