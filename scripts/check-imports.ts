@@ -82,8 +82,8 @@ const MAY_IMPORT: Record<Area, readonly Area[]> = {
 /**
  * The commands' entry points, lazily imported by src/cli.ts (`payrecon sandbox`, `report`, `web`, `db`,
  * `topics`, and the bootstrap of the publishing commands): besides their area's rules they read the
- * config, take the root logger and answer failures through the command's one error path
- * (src/cli-errors.ts), as the CLI does.
+ * config (and the running instance's endpoints, src/endpoints.ts), take the root logger and answer
+ * failures through the command's one error path (src/cli-errors.ts), as the CLI does.
  */
 const ENTRY_POINTS = new Set([
   'src/sandbox/main.ts',
@@ -93,7 +93,14 @@ const ENTRY_POINTS = new Set([
   'src/events/cli.ts',
   'src/producers/connect.ts',
 ]);
-const ENTRY_POINT_IMPORTS = new Set(['src/config.ts', 'src/logger.ts', 'src/cli-errors.ts']);
+// src/endpoints.ts: the running `payrecon up`'s addresses, the command's other source of them besides
+// the config.
+const ENTRY_POINT_IMPORTS = new Set([
+  'src/config.ts',
+  'src/logger.ts',
+  'src/cli-errors.ts',
+  'src/endpoints.ts',
+]);
 
 /** The only package the domain imports: hashing and comparing is computation, not I/O. */
 const DOMAIN_PACKAGES = new Set(['node:crypto']);

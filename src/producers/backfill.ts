@@ -295,8 +295,12 @@ export async function runBackfillPollCli(opts: {
       retries: config.provider.retries,
     });
     try {
-      if (config.database.url === null) {
-        throw new AppError('CONFIG_INVALID', 'DATABASE_URL: must be set for this command (postgres://...)');
+      const databaseUrl = connected.databaseUrl;
+      if (databaseUrl === null) {
+        throw new AppError(
+          'CONFIG_INVALID',
+          'DATABASE_URL: must be set for this command (postgres://...), or a payrecon up running',
+        );
       }
       if (config.accounts.length === 0) {
         throw new AppError('CONFIG_INVALID', 'PAYRECON_ACCOUNTS: must name the provider accounts to poll');
@@ -304,7 +308,7 @@ export async function runBackfillPollCli(opts: {
       if (opts.account !== undefined && !config.accounts.some((a) => a.name === opts.account)) {
         throw new AppError('VALIDATION_FAILED', '--account: must name a configured provider account');
       }
-      const db = createDb(config.database.url, 4);
+      const db = createDb(databaseUrl, 4);
       try {
         const result = await backfillPoll(
           {

@@ -5,43 +5,59 @@
 import { describeFailure } from '../cli-errors.ts';
 import { type Config, loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
+import { runningEndpoints } from '../endpoints.ts';
 import { createKafka, createPublisher, type Publisher } from '../events/kafka.ts';
 import { createRegistryClient, registerSchemas } from '../events/serde.ts';
 import { logger } from '../logger.ts';
 
 export interface Connected {
   config: Config;
+  /** DATABASE_URL, else the running `payrecon up`'s database, else null. */
+  databaseUrl: string | null;
   publisher: Publisher;
   close(): Promise<void>;
 }
 
 /**
  * Config, an acknowledged Kafka publisher and the registered schemas, for the CLI commands that
- * publish. KAFKA_BROKERS and SCHEMA_REGISTRY_URL must be set (these commands do not start the
- * embedded ones); a missing one fails with one line.
+ * publish. Each address from the environment (KAFKA_BROKERS, SCHEMA_REGISTRY_URL), else from the running
+ * `payrecon up` (`<data dir>/endpoints.json`); these commands start no embedded broker or registry, so
+ * a missing one fails with one line.
  */
 export async function connectFromConfig(clientId = 'payrecon-cli'): Promise<Connected> {
   const config = loadConfig();
-  if (config.kafka.brokers === null) {
+  const running = runningEndpoints(config.dataDir, (line) => process.stderr.write(`payrecon: ${line}\n`));
+  const brokers = config.kafka.brokers ?? running?.brokers ?? null;
+  const registryUrl = config.schemaRegistry.url ?? running?.registryUrl ?? null;
+  if (brokers === null) {
     throw new AppError('CONFIG_INVALID', 'KAFKA_BROKERS: must be set for this command (host:port,...)');
   }
-  if (config.schemaRegistry.url === null) {
+  if (registryUrl === null) {
     throw new AppError(
       'CONFIG_INVALID',
       'SCHEMA_REGISTRY_URL: must be set for this command (http://host:port)',
     );
   }
   const serde = await registerSchemas(
-    createRegistryClient({ ...config.schemaRegistry, url: config.schemaRegistry.url }),
+    // The running instance's embedded registry and broker are plaintext on 127.0.0.1: the configured
+    // security settings apply to configured services only.
+    config.schemaRegistry.url === null
+      ? createRegistryClient({ url: registryUrl, username: null, password: null, caFile: null })
+      : createRegistryClient({ ...config.schemaRegistry, url: registryUrl }),
   );
   const kafka = createKafka({
-    brokers: [...config.kafka.brokers],
+    brokers: [...brokers],
     clientId: `${config.kafka.clientId}-${clientId}`,
-    security: config.kafka.security,
+    ...(config.kafka.brokers === null ? {} : { security: config.kafka.security }),
     logger,
   });
   const publisher = await createPublisher(kafka, serde);
-  return { config, publisher, close: () => publisher.disconnect() };
+  return {
+    config,
+    databaseUrl: config.database.url ?? running?.databaseUrl ?? null,
+    publisher,
+    close: () => publisher.disconnect(),
+  };
 }
 
 /** Runs a CLI action: an AppError prints as one line on stderr and exits 1. */

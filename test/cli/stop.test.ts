@@ -5,7 +5,7 @@
  * (neither node nor PostgreSQL).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -38,6 +38,25 @@ function refused(host: string, port: number): Promise<boolean> {
 function hostPort(url: string): [string, number] {
   const u = new URL(url.includes('://') ? url : `tcp://${url}`);
   return [u.hostname, Number(u.port)];
+}
+
+/** Runs the bin to its end. */
+function run(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolveRun) => {
+    const c = spawn(process.execPath, [join(ROOT, 'bin/payrecon.mjs'), ...args], { cwd: ROOT, env });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    c.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    c.on('close', (code) => resolveRun({ code, stdout, stderr }));
+  });
 }
 
 let dir = '';
@@ -97,6 +116,27 @@ describe('npm start', () => {
       ...Object.values(endpoints.sandbox ?? {}).map(hostPort),
     ];
     for (const [host, port] of listening) expect(await refused(host, port)).toBe(false);
+
+    // Other commands find the running instance (its endpoints file), with nothing in the environment.
+    const intents = join(dir, 'intents.json');
+    writeFileSync(
+      intents,
+      JSON.stringify({
+        operation: 'deposit',
+        account: 'sandbox',
+        externalRef: 'INV-STOP-1',
+        entityId: '999001',
+        currency: 'BRL',
+        amount: '10.00',
+      }),
+    );
+    const commandEnv = { ...env, PAYRECON_DATA_DIR: data };
+    const recorded = await run(['intent', 'record', '--file', intents], commandEnv);
+    expect(recorded.stderr).toBe('');
+    expect(recorded.stdout).toBe('recorded 1 intent(s)\n');
+    const verified = await run(['db', 'verify'], commandEnv);
+    expect(verified.stdout).toMatch(/^ledger verified: /);
+    expect(verified.code).toBe(0);
 
     npm.kill('SIGTERM');
     const code = await exited;
