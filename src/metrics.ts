@@ -151,15 +151,16 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
     labelNames: ['topic', 'group'],
     registers,
   });
+  // Registered at the first verification: before it, a 0 would read as "broken" (and 1970).
   const verificationOk = new Gauge({
     name: 'payrecon_ledger_verification_ok',
     help: 'Result of the last ledger verification run by this process: 1 sound, 0 an invariant broken.',
-    registers,
+    registers: [],
   });
   const verificationTime = new Gauge({
     name: 'payrecon_ledger_verification_timestamp_seconds',
     help: 'When the last ledger verification run by this process finished (Unix time).',
-    registers,
+    registers: [],
   });
   const providerRequestSeconds = new Histogram({
     name: 'payrecon_provider_request_duration_seconds',
@@ -254,6 +255,10 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
         for (const outcome of ['succeeded', 'failed']) jobRuns.inc({ job_name: job, outcome }, 0);
     },
     verified: (ok, at = new Date()) => {
+      if (!registry.getSingleMetric('payrecon_ledger_verification_ok')) {
+        registry.registerMetric(verificationOk);
+        registry.registerMetric(verificationTime);
+      }
       verificationOk.set(ok ? 1 : 0);
       verificationTime.set(at.getTime() / 1000);
     },

@@ -76,6 +76,8 @@ describe('metrics', () => {
     metrics.providerCall({ operation: 'getDeposit', outcome: 'server_error', seconds: 0.2 });
     metrics.knownJobs(['settlement']);
     metrics.jobRun('settlement', 'failed', 1.5);
+    // No verification yet: no figure (a 0 would read as a broken ledger).
+    expect(await metrics.registry.metrics()).not.toContain('payrecon_ledger_verification');
     metrics.verified(false, new Date('2026-11-24T10:00:00Z'));
     metrics.alertsDispatched([{ type: 'LATE_REJECTION', severity: 'critical' }], { log: 1 });
     const text = await metrics.registry.metrics();
