@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +25,9 @@ const TZ = 'UTC';
 const HUGE = 10n ** 17n;
 const SMALL = 12_345n;
 
-const hasOpenpyxl = spawnSync('python3', ['-c', 'import openpyxl'], { encoding: 'utf8' }).status === 0;
+/** Debian's python3-openpyxl lives in the system interpreter's packages (a pyenv python3 first on PATH lacks it). */
+const PYTHON = process.env.PYTHON ?? (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
+const hasOpenpyxl = spawnSync(PYTHON, ['-c', 'import openpyxl'], { encoding: 'utf8' }).status === 0;
 const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
 const HINT = 'install it with: sudo apt-get install python3-openpyxl';
 if (!hasOpenpyxl && !required) console.warn(`openpyxl read-back skipped: python3-openpyxl missing (${HINT})`);
@@ -110,13 +113,13 @@ describe('amounts beyond a double in the workbook', () => {
     if (!hasOpenpyxl) throw new Error(`PAYRECON_REQUIRE_TOOLS=1 but python3-openpyxl is missing (${HINT})`);
     const script = `
 import json, sys, openpyxl
-ws = openpyxl.load_workbook(sys.argv[1], read_only=True)["Deposits"]
+ws = openpyxl.load_workbook(sys.argv[1])["Deposits"]
 rows = [list(r) for r in ws.iter_rows(values_only=True)]
 header = next(r for r in rows if r and r[0] == "Account")
 gross, ident = header.index("Gross"), header.index("Deposit id")
-print(json.dumps({str(r[ident]): r[gross] for r in rows if r and r[ident] in ("1", "2")}))
+print(json.dumps({str(r[ident]): r[gross] for r in rows if len(r) > gross and r[ident] in ("1", "2")}))
 `;
-    const run = spawnSync('python3', ['-c', script, out], { encoding: 'utf8' });
+    const run = spawnSync(PYTHON, ['-c', script, out], { encoding: 'utf8' });
     expect(run.status, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({ '1': '1000000000000000.00', '2': 123.45 });
   });
