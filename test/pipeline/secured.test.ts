@@ -4,17 +4,19 @@
  * SCRAM-SHA-256, the schema registry serves only HTTPS and demands basic auth, and every client comes
  * from payrecon's configuration (KAFKA_SSL*, KAFKA_SASL_*, SCHEMA_REGISTRY_*), the password from a
  * `_FILE`. Sandbox traffic must reach the ledger (every entity's status mirrored) and the ledger must
- * verify clean.
+ * verify clean; no log line, debug included, carries the Kafka or registry password.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { SaslUsers } from '../../src/embedded/kafka/sasl.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
+import { logger as rootLogger } from '../../src/logger.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../helpers/tls.ts';
@@ -26,6 +28,13 @@ if (!hasOpenssl && !required) console.warn(`secured pipeline test skipped: ${OPE
 const ENTITIES = 40;
 const KAFKA_PASSWORD = 'managed-kafka-secret-9f3a';
 const REGISTRY_PASSWORD = 'registry-api-secret-77c1';
+
+/** Every line any part logs through the root logger (children share its stream), debug included. */
+const captured: string[] = [];
+const stream = (rootLogger as unknown as Record<symbol, { write(s: string): boolean }>)[
+  pino.symbols.streamSym
+]!;
+const originalWrite = stream.write;
 
 interface SbEntity {
   id: number;
@@ -44,6 +53,10 @@ describe.skipIf(!hasOpenssl && !required)('the pipeline over SASL_SSL with regis
 
   beforeAll(async () => {
     if (!hasOpenssl) throw new Error(`PAYRECON_REQUIRE_TOOLS=1 but ${OPENSSL_HINT}`);
+    stream.write = (line: string) => {
+      captured.push(line);
+      return true;
+    };
     pki = makeTestPki();
     dir = mkdtempSync(join(tmpdir(), 'payrecon-secured-'));
     tdb = await createTestDatabase();
@@ -69,7 +82,7 @@ describe.skipIf(!hasOpenssl && !required)('the pipeline over SASL_SSL with regis
       DATABASE_URL: tdb.url,
       PAYRECON_DATA_DIR: join(dir, 'data'),
       PAYRECON_WEB_PORT: '0',
-      LOG_LEVEL: 'error',
+      LOG_LEVEL: 'debug',
       KAFKA_BROKERS: `127.0.0.1:${broker.port}`,
       KAFKA_SSL: 'true',
       KAFKA_SSL_CA_FILE: pki.caFile,
@@ -97,6 +110,7 @@ describe.skipIf(!hasOpenssl && !required)('the pipeline over SASL_SSL with regis
 
   afterAll(async () => {
     await pipeline?.stop();
+    stream.write = originalWrite;
     await broker?.close();
     await registry?.close();
     await tdb?.drop();
@@ -146,6 +160,12 @@ describe.skipIf(!hasOpenssl && !required)('the pipeline over SASL_SSL with regis
     // Every connection authenticated, with SCRAM-SHA-256; the topics follow the plan.
     expect(brokerLog.some((l) => l.includes('SASL authenticated') && l.includes('SCRAM-SHA-256'))).toBe(true);
     expect(brokerLog.filter((l) => l.includes('SASL authentication failed'))).toEqual([]);
+    // No secret of the secured services in any log line, debug included.
+    expect(captured.length).toBeGreaterThan(100);
+    const basic = Buffer.from(`api-key:${REGISTRY_PASSWORD}`).toString('base64');
+    for (const secret of [KAFKA_PASSWORD, REGISTRY_PASSWORD, basic]) {
+      expect(captured.filter((line) => line.includes(secret))).toEqual([]);
+    }
     const admin = pipeline.infra.admin;
     const meta = await admin.fetchTopicMetadata({ topics: ['provider.status.observed.v1'] });
     expect(meta.topics[0]!.partitions).toHaveLength(2);
