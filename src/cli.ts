@@ -233,6 +233,7 @@ const web = program
           db,
           reports,
           tokens: config.web.apiTokens,
+          exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
           logger: logger.child({ module: 'api' }),
         });
       },

@@ -346,6 +346,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
       db,
       reports,
       tokens: config.web.apiTokens,
+      exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
       logger: logger.child({ module: 'api' }),
     });
     let users = config.web.users.map((u) => ({ username: u.username, passwordHash: u.passwordHash }));

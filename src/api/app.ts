@@ -7,6 +7,7 @@
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { z } from 'zod';
@@ -22,6 +23,7 @@ import {
   type PaymentCursor,
   type PaymentRow,
   type QueueChange,
+  type QueueFilter,
   type QueueRow,
 } from '../db/api-queries.ts';
 import { decideIllegalTransition } from '../db/decisions.ts';
@@ -32,6 +34,7 @@ import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor } from '../domain/money.ts';
 import type { Logger } from '../logger.ts';
 import type { ReportKind, ReportRun } from '../reports/runs.ts';
+import { csvField } from '../reports/sheet-writer.ts';
 import { ApiProblem, FileReply, mountRoutes, openApiDocument, type Route, route } from './http.ts';
 import {
   AssignBody,
@@ -47,6 +50,7 @@ import {
   DecisionBody,
   DecisionResponse,
   ExceptionDetailResponse,
+  ExceptionExportQuery,
   ExceptionListQuery,
   ExceptionListResponse,
   ExceptionParams,
@@ -85,6 +89,8 @@ export interface ApiReports {
 export interface ApiOptions {
   db: Kysely<Database>;
   reports: ApiReports;
+  /** Service level of an unresolved exception (PAYRECON_EXCEPTION_SLA_MINUTES; default 1440). */
+  exceptionSlaMinutes?: number;
   /** Configured tokens (hashed); none: every request is refused with 401. */
   tokens: readonly ApiTokenEntry[];
   now?: () => Date;
@@ -138,7 +144,12 @@ function paymentOut(p: PaymentRow): z.input<typeof PaymentListResponse>['items']
   };
 }
 
-function exceptionOut(x: QueueRow, now: Date): z.input<typeof ExceptionListResponse>['items'][number] {
+function exceptionOut(
+  x: QueueRow,
+  now: Date,
+  slaMs: number,
+): z.input<typeof ExceptionListResponse>['items'][number] {
+  const due = new Date(x.firstSeenAt.getTime() + slaMs);
   return {
     id: x.id,
     type: x.type,
@@ -151,6 +162,8 @@ function exceptionOut(x: QueueRow, now: Date): z.input<typeof ExceptionListRespo
     firstSeenAt: iso(x.firstSeenAt),
     lastSeenAt: iso(x.lastSeenAt),
     ageSeconds: Math.max(0, Math.floor((now.getTime() - x.firstSeenAt.getTime()) / 1000)),
+    dueAt: iso(due),
+    overdue: x.state !== 'resolved' && due.getTime() < now.getTime(),
     assignee: x.assignee,
     assignedAt: isoOrNull(x.assignedAt),
     currency: x.currency,
@@ -191,12 +204,51 @@ function reportOut(run: ReportRun, base: string): z.input<typeof ReportSchema> {
   };
 }
 
+type ExceptionOut = ReturnType<typeof exceptionOut>;
+
+/** The CSV export's columns, in order: the list's fields a desk reads. */
+const EXPORT_COLUMNS: readonly { header: string; cell: (x: ExceptionOut) => string }[] = [
+  { header: 'id', cell: (x) => x.id },
+  { header: 'type', cell: (x) => x.type },
+  { header: 'severity', cell: (x) => x.severity },
+  { header: 'state', cell: (x) => x.state },
+  { header: 'merchant_account', cell: (x) => x.merchantAccount },
+  { header: 'kind', cell: (x) => x.kind },
+  { header: 'entity_id', cell: (x) => x.entityId },
+  { header: 'currency', cell: (x) => x.currency ?? '' },
+  { header: 'amount', cell: (x) => x.amount ?? '' },
+  { header: 'count', cell: (x) => String(x.count) },
+  { header: 'first_seen_at', cell: (x) => x.firstSeenAt },
+  { header: 'last_seen_at', cell: (x) => x.lastSeenAt },
+  { header: 'due_at', cell: (x) => x.dueAt },
+  { header: 'overdue', cell: (x) => String(x.overdue) },
+  { header: 'assignee', cell: (x) => x.assignee ?? '' },
+  { header: 'resolved_by', cell: (x) => x.resolvedBy ?? '' },
+  { header: 'resolved_at', cell: (x) => x.resolvedAt ?? '' },
+  { header: 'resolution_note', cell: (x) => x.resolutionNote ?? '' },
+];
+
 const notFound = (what: string) => new ApiProblem('NOT_FOUND', what);
 
 /** Every route of the API, declared once. */
 export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
   const { db, reports } = options;
   const now = options.now ?? (() => new Date());
+  const slaMs = (options.exceptionSlaMinutes ?? 1440) * 60_000;
+
+  const queueFilter = (query: z.output<typeof ExceptionExportQuery>, at: Date): QueueFilter => ({
+    ...(query.type !== undefined ? { type: query.type } : {}),
+    ...(query.state !== undefined ? { state: query.state } : {}),
+    ...(query.assignee !== undefined ? { assignee: query.assignee === '-' ? null : query.assignee } : {}),
+    ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
+    ...(query.currency !== undefined ? { currency: query.currency } : {}),
+    ...(query.age !== undefined ? { age: query.age } : {}),
+    ...(query.minAmount !== undefined ? { minAmount: query.minAmount } : {}),
+    ...(query.maxAmount !== undefined ? { maxAmount: query.maxAmount } : {}),
+    ...(query.overdue !== undefined
+      ? { overdue: { value: query.overdue, firstSeenBefore: new Date(at.getTime() - slaMs) } }
+      : {}),
+  });
 
   const queueChange = async (id: string, change: QueueChange, actor: string) => {
     const at = now();
@@ -213,7 +265,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
     const item = await getQueueItem(db, id);
     if (!item) throw notFound(`no exception ${id}`);
     return {
-      exception: exceptionOut(item.exception, at),
+      exception: exceptionOut(item.exception, at, slaMs),
       events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
     };
   };
@@ -403,30 +455,36 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         const at = now();
         const afterId = query.cursor !== undefined ? (decodeCursor(query.cursor, 1)[0] ?? null) : null;
         if (afterId !== null && !/^\d{1,18}$/.test(afterId)) decodeCursor('', 1);
-        const rows = await listQueue(
-          db,
-          {
-            ...(query.type !== undefined ? { type: query.type } : {}),
-            ...(query.state !== undefined ? { state: query.state } : {}),
-            ...(query.assignee !== undefined
-              ? { assignee: query.assignee === '-' ? null : query.assignee }
-              : {}),
-            ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
-            ...(query.currency !== undefined ? { currency: query.currency } : {}),
-            ...(query.age !== undefined ? { age: query.age } : {}),
-            ...(query.minAmount !== undefined ? { minAmount: query.minAmount } : {}),
-            ...(query.maxAmount !== undefined ? { maxAmount: query.maxAmount } : {}),
-          },
-          at,
-          query.limit + 1,
-          afterId,
-        );
+        const rows = await listQueue(db, queueFilter(query, at), at, query.limit + 1, afterId);
         const page = rows.slice(0, query.limit);
         const last = page[page.length - 1];
         return {
-          items: page.map((x) => exceptionOut(x, at)),
+          items: page.map((x) => exceptionOut(x, at, slaMs)),
           nextCursor: rows.length > query.limit && last ? encodeCursor([last.id]) : null,
         };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/exceptions/export',
+      operationId: 'exportExceptions',
+      summary: 'The filtered queue as CSV (the same filters as the list; at most 100,000 rows)',
+      tag: 'exceptions',
+      scope: 'read',
+      query: ExceptionExportQuery,
+      status: 200,
+      response: { files: ['text/csv; charset=utf-8'] },
+      handle: async ({ query }) => {
+        const at = now();
+        const rows = await listQueue(db, queueFilter(query, at), at, 100_000, null);
+        const lines = [EXPORT_COLUMNS.map((c) => csvField(c.header)).join(',')];
+        for (const row of rows) {
+          const x = exceptionOut(row, at, slaMs);
+          lines.push(EXPORT_COLUMNS.map((c) => csvField(c.cell(x))).join(','));
+        }
+        const body = Buffer.from(`${lines.join('\r\n')}\r\n`, 'utf8');
+        const name = `exceptions-${at.toISOString().slice(0, 10)}.csv`;
+        return new FileReply(Readable.from([body]), 'text/csv; charset=utf-8', name, body.length);
       },
     }),
     route({
@@ -444,7 +502,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         const item = await getQueueItem(db, params.id);
         if (!item) throw notFound(`no exception ${params.id}`);
         return {
-          exception: exceptionOut(item.exception, now()),
+          exception: exceptionOut(item.exception, now(), slaMs),
           events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
         };
       },
@@ -554,7 +612,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         if (!item) throw notFound(`no exception ${params.id}`);
         return {
           ...result,
-          exception: exceptionOut(item.exception, at),
+          exception: exceptionOut(item.exception, at, slaMs),
           events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
         };
       },

@@ -247,9 +247,14 @@ export const ExceptionListQuery = z.object({
   age: z.enum(AGE_BUCKET_KEYS).optional().meta({ description: 'Time since first seen' }),
   minAmount: AmountParam.optional(),
   maxAmount: AmountParam.optional(),
+  overdue: BoolParam.optional().meta({
+    description: 'Unresolved past its due time (PAYRECON_EXCEPTION_SLA_MINUTES)',
+  }),
   limit: LimitParam(500, 100),
   cursor: Cursor.optional(),
 });
+
+export const ExceptionExportQuery = ExceptionListQuery.omit({ limit: true, cursor: true });
 
 export const Exception = z.object({
   id: z.string(),
@@ -263,6 +268,8 @@ export const Exception = z.object({
   firstSeenAt: Instant,
   lastSeenAt: Instant,
   ageSeconds: z.number().int(),
+  dueAt: Instant.meta({ description: 'First seen plus the service level (PAYRECON_EXCEPTION_SLA_MINUTES)' }),
+  overdue: z.boolean().meta({ description: 'Unresolved and past dueAt' }),
   assignee: z.string().nullable(),
   assignedAt: Instant.nullable(),
   currency: z.string().nullable(),

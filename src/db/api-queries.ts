@@ -365,6 +365,8 @@ export interface QueueFilter {
   /** The entity's amount, inclusive bounds. */
   minAmount?: Minor;
   maxAmount?: Minor;
+  /** true: unresolved and first seen before `dueBefore`; false: the others. */
+  overdue?: { value: boolean; firstSeenBefore: Date };
 }
 
 export interface QueueRow {
@@ -482,6 +484,13 @@ export async function listQueue(
          bucket && Number.isFinite(bucket.maxDays)
            ? sql`AND x.first_seen_at > ${new Date(now.getTime() - bucket.maxDays * DAY_MS)}`
            : sql``
+       }
+       ${
+         f.overdue === undefined
+           ? sql``
+           : f.overdue.value
+             ? sql`AND x.state <> 'resolved' AND x.first_seen_at < ${f.overdue.firstSeenBefore}`
+             : sql`AND NOT (x.state <> 'resolved' AND x.first_seen_at < ${f.overdue.firstSeenBefore})`
        }
        ${afterId !== null ? sql`AND x.id > ${afterId}::bigint` : sql``}
      ORDER BY x.id

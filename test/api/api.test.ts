@@ -168,6 +168,7 @@ describe('the OpenAPI document', () => {
         'decideIllegalTransition',
         'commentException',
         'downloadReportFile',
+        'exportExceptions',
         'getBalances',
         'getClose',
         'getException',
@@ -518,6 +519,57 @@ describe('the exception queue', () => {
       await call('POST', '/exceptions/999999/decision', { body: { decision: 'keep-ledger', note: 'n' } }),
       404,
     );
+  });
+
+  it('gives each exception its due time and finds the overdue ones', async () => {
+    const fresh = json<{ items: { dueAt: string; firstSeenAt: string; overdue: boolean }[] }>(
+      await call('GET', '/exceptions?state=open'),
+    );
+    for (const x of fresh.items) {
+      expect(Date.parse(x.dueAt) - Date.parse(x.firstSeenAt)).toBe(1440 * 60_000);
+      expect(x.overdue).toBe(false);
+    }
+    expect(json<{ items: unknown[] }>(await call('GET', '/exceptions?overdue=true')).items).toEqual([]);
+    // The same queue two days later: every unresolved exception is past its day.
+    const later = await buildApiApp({
+      db: t.db,
+      reports: runner,
+      tokens: entries,
+      now: () => new Date(Date.now() + 2 * 86_400_000),
+    });
+    try {
+      const res = await later.inject({
+        method: 'GET',
+        url: `${API_PREFIX}/exceptions?overdue=true`,
+        headers: { authorization: `Bearer ${tokens.reader}` },
+      });
+      validator.validate(
+        'GET',
+        `${API_PREFIX}/exceptions`,
+        res.statusCode,
+        res.headers['content-type'] as string,
+        res.body,
+      );
+      const overdue = json<{ items: { overdue: boolean; state: string }[] }>(res);
+      expect(overdue.items.length).toBeGreaterThan(0);
+      expect(overdue.items.every((x) => x.overdue && x.state !== 'resolved')).toBe(true);
+    } finally {
+      await later.close();
+    }
+  });
+
+  it('exports the filtered queue as CSV', async () => {
+    const res = await call('GET', '/exceptions/export?state=resolved');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-disposition']).toMatch(
+      /^attachment; filename="exceptions-\d{4}-\d{2}-\d{2}\.csv"$/,
+    );
+    const lines = res.body.trim().split('\r\n');
+    expect(lines[0]).toMatch(/^id,type,severity,state,merchant_account,kind,entity_id,currency,amount,/);
+    const listed = json<{ items: { id: string }[] }>(await call('GET', '/exceptions?state=resolved'));
+    expect(lines.slice(1).map((l) => l.split(',')[0])).toEqual(listed.items.map((i) => i.id));
+    expect(lines.find((l) => l.startsWith(`${exceptionId},`))).toContain(',BRL,100.00,');
+    expectProblem(await call('GET', '/exceptions/export?overdue=maybe'), 400, 'overdue');
   });
 
   it('names the field and rule of a bad body, and 404s an unknown exception', async () => {
