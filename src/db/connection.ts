@@ -58,8 +58,41 @@ function migrator(db: Kysely<Database>): Migrator {
   });
 }
 
+/**
+ * A TLS problem between payrecon and PostgreSQL as one line naming the setting to fix, or null: an
+ * untrusted certificate (DATABASE_SSL_CA_FILE), a certificate for another host, or a server without
+ * TLS while DATABASE_URL's sslmode asks for it. These are configuration errors, never waited out.
+ */
+export function databaseTlsFailure(err: unknown): string | null {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | null, depth = 0;
+    e && depth < 5;
+    depth++
+  ) {
+    const code = typeof e.code === 'string' ? e.code : '';
+    const message = typeof e.message === 'string' ? e.message : '';
+    if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+      return `DATABASE_URL: the PostgreSQL server's certificate does not name this host (${code})`;
+    }
+    if (
+      /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_[A-Z_]+)$/.test(
+        code,
+      )
+    ) {
+      return `DATABASE_SSL_CA_FILE: the certificate of the PostgreSQL server is not trusted (${code})`;
+    }
+    if (/server does not support SSL connections/i.test(message)) {
+      return 'DATABASE_URL: the PostgreSQL server does not accept TLS, and sslmode (or DATABASE_SSL_CA_FILE) asks for it';
+    }
+    e = e.cause as typeof e;
+  }
+  return null;
+}
+
 function check(result: MigrationResultSet, what: string): string[] {
   if (result.error) {
+    const tls = databaseTlsFailure(result.error);
+    if (tls) throw new AppError('CONFIG_INVALID', tls, { cause: result.error, retryable: false });
     throw new AppError('DATABASE_UNAVAILABLE', `${what} failed: ${String(result.error)}`, {
       cause: result.error,
       retryable: false,

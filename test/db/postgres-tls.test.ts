@@ -13,7 +13,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import { createDb, isDatabaseOutage, migrateWhenReady } from '../../src/db/connection.ts';
+import { createDb, databaseTlsFailure, isDatabaseOutage, migrateWhenReady } from '../../src/db/connection.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../helpers/tls.ts';
 
 const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
@@ -71,7 +71,7 @@ describe.skipIf(!available && !required)('PostgreSQL over TLS through the config
     }
     fs.writeFileSync(
       path.join(data, 'pg_hba.conf'),
-      'hostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n',
+      'hostssl all all 127.0.0.0/8 trust\nhostnossl all all 127.0.0.0/8 reject\n',
     );
     port = await freePort();
     pg('pg_ctl', [
@@ -81,7 +81,7 @@ describe.skipIf(!available && !required)('PostgreSQL over TLS through the config
       '-l',
       path.join(data, 'server.log'),
       '-o',
-      `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c ssl=on -c ssl_cert_file=server.pem -c ssl_key_file=server.key -c fsync=off`,
+      `-p ${port} -c listen_addresses=127.0.0.1,127.0.0.2 -c unix_socket_directories= -c ssl=on -c ssl_cert_file=server.pem -c ssl_key_file=server.key -c fsync=off`,
       'start',
     ]);
   }, 120_000);
@@ -149,7 +149,9 @@ describe.skipIf(!available && !required)('PostgreSQL over TLS through the config
     const db = createDb(config.database.url!, 1);
     const started = Date.now();
     try {
-      await expect(migrateWhenReady(db, { maxWaitMs: 60_000 })).rejects.toThrow(/certificate/i);
+      await expect(migrateWhenReady(db, { maxWaitMs: 60_000 })).rejects.toThrow(
+        /^DATABASE_SSL_CA_FILE: the certificate of the PostgreSQL server is not trusted \([A-Z_]+\)$/,
+      );
     } finally {
       await db.destroy();
     }
@@ -159,5 +161,16 @@ describe.skipIf(!available && !required)('PostgreSQL over TLS through the config
   it('is refused without TLS (sslmode=disable) by a server that requires it', async () => {
     const err = await failure(loadConfig({ DATABASE_URL: url('?sslmode=disable') }).database.url!);
     expect(err.message).toMatch(/no encryption|pg_hba\.conf rejects/);
+  });
+
+  it('names DATABASE_URL when the certificate is for another host', async () => {
+    const other = `postgres://postgres@127.0.0.2:${port}/postgres?sslmode=verify-full`;
+    const err = await failure(
+      loadConfig({ DATABASE_URL: other, DATABASE_SSL_CA_FILE: pki.caFile }).database.url!,
+    ).catch((e: Error) => e);
+    // 127.0.0.2 is loopback on Linux but not in the certificate (IP:127.0.0.1, DNS:localhost).
+    expect(databaseTlsFailure(err)).toMatch(
+      /^DATABASE_URL: the PostgreSQL server's certificate does not name this host/,
+    );
   });
 });
