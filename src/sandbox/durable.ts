@@ -34,6 +34,8 @@ const CLOCK_CHECKPOINT_MS = 5_000;
 
 type RecordKind = AnyRecord['kind'];
 
+const RECORD_KEY = /^(deposit|cashout|refund):/;
+
 function recordKey(kind: RecordKind, id: number): string {
   return `${kind}:${id}`;
 }
@@ -177,12 +179,17 @@ export function attachSandbox(
   journal.attach(source);
   // Every change also writes the random streams' positions and the time (a few bytes).
   const mark = (key: string) => {
-    journal.mark(key);
+    // An entity created or moved by an idempotent request is held until the key's answer is stored:
+    // the two reach the disk together (a retry after a crash then gets the first answer, never a
+    // "duplicate invoice_id" for an entity whose answer was lost).
+    const hold = deps.idempotency.activeHold;
+    journal.mark(key, hold !== undefined && RECORD_KEY.test(key) ? hold : undefined);
     journal.mark('rng');
     journal.mark('clock');
   };
   engine.onDirty = mark;
   deps.idempotency.onDirty = mark;
+  deps.idempotency.holds = { hold: () => journal.hold(), release: (t) => journal.release(t) };
   deps.webhooks.setHooks({ onDirty: mark, beforeSend: () => journal.sync() });
   deps.faults.onSettings = () => mark('faults');
   deps.auto.onSettings = () => mark('auto');

@@ -140,6 +140,40 @@ describe('sandbox journal', () => {
     await r.journal.close({ snapshot: false });
   });
 
+  it('holds keys marked under a hold until its release; a sync covering them waits for it', async () => {
+    const dir = join(root, 'hold');
+    const { journal } = await Journal.open(dir);
+    const state = new Map<string, unknown>([
+      ['entity', 'E'],
+      ['other', 'O'],
+      ['answer', 'A'],
+    ]);
+    journal.attach(source(state));
+    const token = journal.hold();
+    journal.mark('entity', token);
+    journal.mark('other');
+    let covered = false;
+    const waiting = journal.sync().then(() => {
+      covered = true;
+    });
+    await new Promise((r) => setTimeout(r, 60));
+    // `other` is written, `entity` is not, and the sync that covers it still waits.
+    const text = () => readFileSync(segment(dir), 'utf8');
+    expect(text()).toContain('"k":"other"');
+    expect(text()).not.toContain('"k":"entity"');
+    expect(covered).toBe(false);
+    journal.mark('answer');
+    journal.release(token);
+    await waiting;
+    expect(covered).toBe(true);
+    // The entity and the answer marked before the release went to disk in one write.
+    const lines = text().trim().split('\n');
+    const at = (k: string) => lines.findIndex((l) => l.includes(`"k":"${k}"`));
+    expect(Math.abs(at('entity') - at('answer'))).toBe(1);
+    expect(journal.stats.writes).toBe(2);
+    await journal.close({ snapshot: false });
+  });
+
   it('refuses a directory locked by a live process and takes over a dead one', async () => {
     const dir = join(root, 'lock');
     const { journal } = await Journal.open(dir);

@@ -185,6 +185,11 @@ export class Journal {
   private writing: Promise<void> | null = null;
   private waiters: { upTo: number; resolve: () => void; reject: (e: Error) => void }[] = [];
   private timer: NodeJS.Timeout | null = null;
+  /** Holds (see `hold`): keys marked under each, and the mark number of its first key. */
+  private readonly holds = new Map<number, { firstSeq: number; keys: Set<string> }>();
+  /** Key -> number of live holds it is marked under (such a key is not written yet). */
+  private readonly heldCount = new Map<string, number>();
+  private nextHold = 1;
   private compacting = false;
   private snapshotting: Promise<void> = Promise.resolve();
   private failed: Error | null = null;
@@ -289,12 +294,63 @@ export class Journal {
     this.source = source;
   }
 
-  /** Notes that `key` changed (or was deleted); it is written with the next group. */
-  mark(key: string): void {
+  /**
+   * Notes that `key` changed (or was deleted); it is written with the next group, or, when marked under
+   * a live `hold`, with the first group after the hold's release.
+   */
+  mark(key: string, hold?: number): void {
     if (this.closed) return;
     this.dirty.add(key);
     this.marked++;
+    const h = hold === undefined ? undefined : this.holds.get(hold);
+    if (h) {
+      if (h.firstSeq === 0) h.firstSeq = this.marked;
+      if (!h.keys.has(key)) {
+        h.keys.add(key);
+        this.heldCount.set(key, (this.heldCount.get(key) ?? 0) + 1);
+      }
+    }
     if (this.writing === null) this.arm();
+  }
+
+  /**
+   * Opens a hold: keys marked under it are written together with whatever is marked before its
+   * `release` (an idempotent creation holds its entity until its answer is known, so the entity and
+   * the idempotency key reach the disk in one group: never the entity without its key). `sync` waits
+   * for held keys like any other.
+   */
+  hold(): number {
+    const token = this.nextHold++;
+    this.holds.set(token, { firstSeq: 0, keys: new Set() });
+    return token;
+  }
+
+  release(token: number): void {
+    const h = this.holds.get(token);
+    if (!h) return;
+    this.holds.delete(token);
+    for (const k of h.keys) {
+      const n = (this.heldCount.get(k) ?? 1) - 1;
+      if (n > 0) this.heldCount.set(k, n);
+      else this.heldCount.delete(k);
+    }
+    if (this.writing === null && !this.closed) {
+      if (this.waiters.length > 0) this.kick();
+      else if (this.dirty.size > 0) this.arm();
+    }
+  }
+
+  /** Marks below this number are on disk once everything written so far is (held keys are not). */
+  private durableLimit(): number {
+    let limit = this.marked;
+    for (const h of this.holds.values()) if (h.firstSeq > 0) limit = Math.min(limit, h.firstSeq - 1);
+    return limit;
+  }
+
+  private writable(): boolean {
+    if (this.heldCount.size === 0) return this.dirty.size > 0;
+    for (const k of this.dirty) if (!this.heldCount.has(k)) return true;
+    return false;
   }
 
   private arm(): void {
@@ -323,14 +379,14 @@ export class Journal {
   }
 
   private kick(): void {
-    if (this.writing !== null || this.dirty.size === 0 || this.closed) return;
+    if (this.writing !== null || this.closed || !this.writable()) return;
     this.writing = this.writeGroup()
       .catch(() => {
         // `failed` is set and every waiter rejected; later syncs reject too.
       })
       .finally(() => {
         this.writing = null;
-        if (this.dirty.size > 0) {
+        if (this.writable()) {
           if (this.waiters.length > 0) this.kick();
           else this.arm();
         }
@@ -338,9 +394,14 @@ export class Journal {
   }
 
   private async writeGroup(): Promise<void> {
-    const upTo = this.marked;
-    const keys = this.dirty;
+    const upTo = this.durableLimit();
+    let keys = this.dirty;
     this.dirty = new Set();
+    if (this.heldCount.size > 0) {
+      const free = new Set<string>();
+      for (const k of keys) (this.heldCount.has(k) ? this.dirty : free).add(k);
+      keys = free;
+    }
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -433,6 +494,7 @@ export class Journal {
   async close(options: { snapshot?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     try {
+      for (const token of [...this.holds.keys()]) this.release(token);
       while (this.writing) await this.writing;
       await this.snapshotting;
       while (this.writing) await this.writing;

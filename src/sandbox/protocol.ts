@@ -196,6 +196,12 @@ export class IdempotencyStore {
 
   /** Told `idem:<scope>\u0000<key>` when a key's answer is known or the key is forgotten. */
   onDirty: (key: string) => void = () => {};
+  /**
+   * The durable store's holds: what a computation under a key changes is held until its answer is
+   * stored with it (see Journal.hold). `activeHold` is set while a computation's synchronous part runs.
+   */
+  holds: { hold(): number; release(token: number): void } | null = null;
+  activeHold: number | undefined = undefined;
 
   constructor(limit = 200_000) {
     this.limit = limit;
@@ -227,17 +233,29 @@ export class IdempotencyStore {
     const bodyHash = createHash('sha256').update(rawBody).digest('hex');
     const existing = this.entries.get(id);
     if (existing) return existing.bodyHash === bodyHash ? existing.answer : conflict();
-    const answer = compute();
+    const hold = this.holds?.hold();
+    let answer: Promise<Answer>;
+    this.activeHold = hold;
+    try {
+      answer = compute();
+    } finally {
+      this.activeHold = undefined;
+    }
     const entry: IdempotencyEntry = { bodyHash, answer };
     this.entries.set(id, entry);
+    const release = () => {
+      if (hold !== undefined) this.holds?.release(hold);
+    };
     answer.then(
       (a) => {
         entry.settled = a;
         if (this.entries.get(id) === entry) this.onDirty(`idem:${id}`);
+        release();
       },
       () => {
         // A failed computation answers an error now; the key is not kept (a retry computes again).
         if (this.entries.get(id) === entry) this.entries.delete(id);
+        release();
       },
     );
     if (this.entries.size > this.limit) {

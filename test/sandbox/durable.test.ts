@@ -159,18 +159,19 @@ describe('payrecon sandbox --data-dir', () => {
     // Creations from 16 workers without pause, killed while requests are in flight: every one answered
     // 200 must survive.
     const answered = new Map<number, string>();
+    const unanswered: { invoice: string; body: Record<string, unknown> }[] = [];
     let n = 0;
     let killed = false;
     const worker = async () => {
       while (!killed) {
         const invoice = `burst-${n++}`;
+        const body = oneShotBody({ invoice_id: invoice, amount: 10 + (n % 50) });
         try {
-          const res = await signed(first.url, '/v3/deposits', {
-            body: oneShotBody({ invoice_id: invoice, amount: 10 + (n % 50) }),
-          });
+          const res = await signed(first.url, '/v3/deposits', { body, idempotencyKey: `key-${invoice}` });
           if (res.status === 200) answered.set(res.json.deposit_id, invoice);
         } catch {
-          return; // The connection died with the process: never answered.
+          unanswered.push({ invoice, body }); // The connection died with the process: never answered.
+          return;
         }
       }
     };
@@ -187,6 +188,12 @@ describe('payrecon sandbox --data-dir', () => {
       const res = await depositStatus(second.url, id);
       expect(res.status).toBe(200);
       expect(res.json.invoice_id ?? res.json.merchant_invoice_id).toBe(invoice);
+    }
+    // A request the kill left unanswered, sent again with its idempotency key, is answered 200: either
+    // created now, or (created and stored with its key before the kill) the first answer.
+    for (const { invoice, body } of unanswered) {
+      const res = await signed(second.url, '/v3/deposits', { body, idempotencyKey: `key-${invoice}` });
+      expect(res.status).toBe(200);
     }
     // Ids never repeat: the next deposit and cashout come after everything seen before the kill.
     const next = await signed(second.url, '/v3/deposits', {
