@@ -24,6 +24,7 @@ import { cashoutControl, depositAuthorization, formatXDate } from '../../src/pro
 import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { buildServer, type Infrastructure, startInfrastructure } from '../../src/wiring.ts';
+import { OpenApiValidator } from '../api/openapi-validator.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { waitFor } from '../pipeline/helpers.ts';
 import { sandboxAccount } from '../producers/helpers.ts';
@@ -581,7 +582,9 @@ describe('/api/v1 on the one server', () => {
   it('serves its OpenAPI document, refuses every operation without a token, and answers with one', async () => {
     const doc = await app.inject({ method: 'GET', url: '/api/v1/openapi.json' });
     expect(doc.statusCode).toBe(200);
-    const paths = Object.keys((JSON.parse(doc.body) as { paths: Record<string, unknown> }).paths);
+    const document = JSON.parse(doc.body) as { paths: Record<string, unknown> };
+    const paths = Object.keys(document.paths);
+    const validator = new OpenApiValidator(document, '/api/v1');
     const apiRoutes = routes.filter(
       (r) => r.path.startsWith('/api/v1/') && r.path !== '/api/v1/openapi.json',
     );
@@ -595,6 +598,9 @@ describe('/api/v1 on the one server', () => {
         ...(r.method === 'POST' ? { payload: '{}' } : {}),
       });
       expect(res.statusCode, `${r.method} ${r.path}`).toBe(401);
+      if (r.method !== 'HEAD') {
+        validator.validate(r.method, url, res.statusCode, res.headers['content-type'] as string, res.body);
+      }
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect(paths).toContain(r.path.slice('/api/v1'.length).replace(/:(\w+)/g, '{$1}'));
       figures.requestsRefused++;
@@ -605,11 +611,25 @@ describe('/api/v1 on the one server', () => {
       headers: { authorization: `Bearer ${READ_TOKEN}` },
     });
     expect(ok.statusCode, ok.body).toBe(200);
+    validator.validate(
+      'GET',
+      '/api/v1/balances',
+      ok.statusCode,
+      ok.headers['content-type'] as string,
+      ok.body,
+    );
     const forbidden = await app.inject({
       method: 'GET',
       url: '/api/v1/balances',
       headers: { authorization: `Bearer ${INTENTS_TOKEN}` },
     });
     expect(forbidden.statusCode).toBe(403);
+    validator.validate(
+      'GET',
+      '/api/v1/balances',
+      forbidden.statusCode,
+      forbidden.headers['content-type'] as string,
+      forbidden.body,
+    );
   });
 });
