@@ -103,7 +103,13 @@ export interface SoakOptions {
   createOverHours?: number;
   seed?: number;
   /** Polling schedule given to every part through PAYRECON_POLL_* (seconds). */
-  polling?: { firstDelaySeconds: number; maxDelaySeconds: number; completedRecheckSeconds: number };
+  polling?: {
+    firstDelaySeconds: number;
+    maxDelaySeconds: number;
+    completedRecheckSeconds: number;
+    /** The dense start of the completed re-check (PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS). */
+    completedRecheckScheduleSeconds?: number[];
+  };
   /**
    * Status poller: calls in flight, entities per round, seconds an entity picked by a round is leased
    * (defaults 16, 500, 2). A round ends with its slowest call (a hang and its retry), so the poll rate is
@@ -114,6 +120,28 @@ export interface SoakOptions {
   catchUpMs?: number;
   /** Progress lines. */
   log?: (line: string) => void;
+}
+
+export interface LatencyFigures {
+  count: number;
+  wallSeconds: { p50: number; max: number };
+  providerMinutes: { p50: number; max: number };
+}
+
+function latencyFigures(samples: readonly { wallMs: number; providerMs: number }[]): LatencyFigures {
+  const pick = (xs: number[], q: number) => {
+    if (xs.length === 0) return 0;
+    const sorted = [...xs].sort((a, b) => a - b);
+    return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+  };
+  const wall = samples.map((x) => x.wallMs / 1000);
+  const provider = samples.map((x) => x.providerMs / MINUTE);
+  const r1 = (x: number) => Math.round(x * 10) / 10;
+  return {
+    count: samples.length,
+    wallSeconds: { p50: r1(pick(wall, 0.5)), max: r1(pick(wall, 1)) },
+    providerMinutes: { p50: r1(pick(provider, 0.5)), max: r1(pick(provider, 1)) },
+  };
 }
 
 export interface ChaosEvent {
@@ -162,6 +190,18 @@ export interface SoakFigures {
     duplicateAlerts: number;
     /** Late rejections without exactly one exception and one alert: must be 0. */
     mismatched: string[];
+    /**
+     * From the provider's late rejection to the ledger's reversal (its late_reversal entry booked), for
+     * every late rejection and for those the ledger learnt by polling (their notification was dropped or
+     * came later): wall seconds, and provider minutes (the manual clock's time when the entry was booked
+     * minus the rejection's). The clock moves in 10-minute steps, so provider minutes are multiples of 10.
+     */
+    reversalLatency: {
+      all: LatencyFigures;
+      learntByPolling: LatencyFigures;
+      /** Late rejections whose REJECTED reached the ledger first by webhook, by poll. */
+      bySource: Record<string, number>;
+    };
   };
   /** The provider's late payments: deposits completed by hand after EXPIRED, and LATE_COMPLETION exceptions. */
   lateCompletions: { atProvider: number; exceptions: number; missing: string[] };
@@ -257,7 +297,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   const say = options.log ?? (() => undefined);
   const seconds = () => Math.round((Date.now() - started) / 100) / 10;
   const plan = options.plan;
-  const polling = options.polling ?? { firstDelaySeconds: 1, maxDelaySeconds: 3, completedRecheckSeconds: 3 };
+  // The production schedule (1 h, 4 h, 12 h, then daily) compressed: 1 s, 2 s, then every 3 s.
+  const polling = options.polling ?? {
+    firstDelaySeconds: 1,
+    maxDelaySeconds: 3,
+    completedRecheckSeconds: 3,
+    completedRecheckScheduleSeconds: [1, 2],
+  };
   const catchUpMs = options.catchUpMs ?? 240_000;
   const pollerSettings = options.poller ?? { concurrency: 16, batchSize: 500, leaseSeconds: 2 };
   const work = mkdtempSync(join(tmpdir(), 'payrecon-chaos-'));
@@ -344,6 +390,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       PAYRECON_POLL_FIRST_DELAY_SECONDS: String(polling.firstDelaySeconds),
       PAYRECON_POLL_MAX_DELAY_SECONDS: String(polling.maxDelaySeconds),
       PAYRECON_POLL_COMPLETED_RECHECK_SECONDS: String(polling.completedRecheckSeconds),
+      ...(polling.completedRecheckScheduleSeconds
+        ? {
+            PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS:
+              polling.completedRecheckScheduleSeconds.join(','),
+          }
+        : {}),
       // A hanging provider call is given up after a second (then retried), not ten.
       PAYRECON_PROVIDER_TIMEOUT_MS: '1000',
       PAYRECON_SANDBOX_TRAFFIC: 'false',
@@ -555,6 +607,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
      * reads the mirrors of the entities that moved since the last one, not all of them; `full` reads all.
      */
     const settled = new Map<string, number>();
+    /** The entities found different at the last check (sandbox status, ledger status). */
+    let differing: { kind: string; id: number; status: string; ledger: string | null }[] = [];
     const mirrorsDiffer = async (lateRejectionsPending = false, full = false): Promise<number> => {
       const kinds = [
         ['deposit', deps.engine.deposits],
@@ -583,6 +637,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         }
       }
       let differ = 0;
+      differing = [];
       for (const o of open) {
         const status = seen.get(o.key);
         if (status === o.status) {
@@ -591,6 +646,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         }
         if (lateRejectionsPending && status === 'COMPLETED' && o.status === 'REJECTED') continue;
         differ++;
+        if (differing.length < 5)
+          differing.push({ kind: o.kind, id: o.id, status: o.status, ledger: status ?? null });
       }
       return differ;
     };
@@ -605,7 +662,32 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         } catch {
           // PostgreSQL restarting: ask again.
         }
-        if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${differ} entities differ`);
+        if (Date.now() > end) {
+          // Say which, and why: the sandbox's moves, the ledger's readings and exceptions of each.
+          const why: string[] = [];
+          for (const d of differing) {
+            const record = deps.engine.get(d.kind as 'deposit', d.id);
+            const readings = await db
+              .selectFrom('status_history')
+              .select(['to_status', 'source', 'illegal', 'stale'])
+              .where('entity_kind', '=', d.kind as 'deposit')
+              .where('entity_id', '=', String(d.id))
+              .orderBy('observed_at')
+              .execute();
+            const types = await db
+              .selectFrom('exceptions')
+              .select('type')
+              .where('entity_kind', '=', d.kind as 'deposit')
+              .where('entity_id', '=', String(d.id))
+              .execute();
+            why.push(
+              `${d.kind} ${d.id}: sandbox ${d.status} (${(record?.history ?? []).map((h) => `${h.from}->${h.to} ${h.trigger}`).join(', ')}), ` +
+                `ledger ${d.ledger} (${readings.map((r) => `${r.to_status}/${r.source}${r.illegal ? '/illegal' : ''}${r.stale ? '/stale' : ''}`).join(', ')}), ` +
+                `exceptions ${types.map((x) => x.type).join(', ') || 'none'}`,
+            );
+          }
+          throw new Error(`timed out waiting for ${what}: ${differ} entities differ: ${why.join('; ')}`);
+        }
         await sleep(checkEveryMs);
       }
     };
@@ -621,10 +703,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     for (const h of plan.restartPostgresAtHours) at(h, 'postgres');
     for (const h of plan.rateLimitBursts.atHours) at(h, '429');
     const steps = (10 * DAY) / (10 * MINUTE);
+    /** Wall time at which each clock step started, and the provider time it started from. */
+    const clockSteps: { wall: number; providerMs: number }[] = [];
     for (let step = 1; step <= steps; step++) {
       const t = step * 10 * MINUTE;
       const hour = t / HOUR;
       await createForHour(Math.floor((t - 10 * MINUTE) / HOUR));
+      clockSteps.push({ wall: Date.now(), providerMs: clock.now() });
       await clock.advance(10 * MINUTE);
       for (const what of injections.get(step) ?? []) {
         const t0 = Date.now();
@@ -697,6 +782,50 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       })
       .map(({ kind, e }) => `${kind}:${e.id}`)
       .sort();
+    // From each late rejection at the provider to its reversal in the ledger.
+    const providerAt = (wall: number) => {
+      let at = clockSteps[0]?.providerMs ?? clock.now();
+      for (const st of clockSteps) if (st.wall <= wall) at = st.providerMs + 10 * MINUTE;
+      return Math.min(at, clock.now());
+    };
+    const wallAt = (providerMs: number) =>
+      clockSteps.find((st) => st.providerMs + 10 * MINUTE >= providerMs)?.wall ?? Date.now();
+    const reversals = new Map(
+      (
+        await sql<{ k: string; booked: Date; source: string | null }>`
+          SELECT e.entity_kind || ':' || e.entity_id AS k, min(e.created_at) AS booked,
+            (SELECT h.source FROM status_history h WHERE h.merchant_account = e.merchant_account
+               AND h.entity_kind = e.entity_kind AND h.entity_id = e.entity_id AND h.to_status = 'REJECTED'
+             ORDER BY h.recorded_at, h.id LIMIT 1) AS source
+          FROM journal_entries e WHERE e.effect = 'late_reversal' AND e.direction = 1
+          GROUP BY e.merchant_account, e.entity_kind, e.entity_id`.execute(db)
+      ).rows.map((r) => [r.k, r]),
+    );
+    const latencySamples: { wallMs: number; providerMs: number; source: string }[] = [];
+    for (const { kind, e } of [
+      ...[...deps.engine.cashouts.values()].map((e) => ({ kind: 'cashout', e })),
+      ...[...deps.engine.refunds.values()].map((e) => ({ kind: 'refund', e })),
+    ]) {
+      const i = e.history.findIndex((h) => h.to === 'COMPLETED');
+      const rejected = i >= 0 ? e.history.slice(i + 1).find((h) => h.to === 'REJECTED') : undefined;
+      const booked = rejected ? reversals.get(`${kind}:${e.id}`) : undefined;
+      if (!rejected || !booked) continue;
+      const rejectedAt = Date.parse(rejected.at);
+      const bookedWall = new Date(booked.booked).getTime();
+      latencySamples.push({
+        wallMs: Math.max(0, bookedWall - wallAt(rejectedAt)),
+        providerMs: Math.max(0, providerAt(bookedWall) - rejectedAt),
+        source: booked.source ?? 'unknown',
+      });
+    }
+    const bySource: Record<string, number> = {};
+    for (const x of latencySamples) bySource[x.source] = (bySource[x.source] ?? 0) + 1;
+    const reversalLatency = {
+      all: latencyFigures(latencySamples),
+      learntByPolling: latencyFigures(latencySamples.filter((x) => x.source === 'poll')),
+      bySource,
+    };
+
     const lateExceptions = (
       await db
         .selectFrom('exceptions')
@@ -903,6 +1032,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         alertsDelivered: late.length,
         duplicateAlerts: late.length - new Set(late.map((a) => a.alert_id)).size,
         mismatched,
+        reversalLatency,
       },
       lateCompletions: {
         atProvider: lateCompletedAtProvider.length,
@@ -1001,6 +1131,7 @@ export function describeFigures(f: SoakFigures): string[] {
     `dropped webhooks ${f.droppedRecovery.dropped}: ${f.droppedRecovery.recoveredByPolling} recovered by polling, ${f.droppedRecovery.seenThroughOtherWebhook} read through another webhook, ${f.droppedRecovery.supersededUnread} superseded before anyone could read them, ${f.droppedRecovery.unrecovered} unrecovered`,
     `late completions ${f.lateCompletions.atProvider}: ${f.lateCompletions.exceptions} LATE_COMPLETION exceptions, ${f.lateCompletions.missing.length} without one`,
     `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
+    `late rejection to ledger reversal (${JSON.stringify(f.lateRejections.reversalLatency.bySource)} first seen by source): all ${describeLatency(f.lateRejections.reversalLatency.all)}; learnt by polling ${describeLatency(f.lateRejections.reversalLatency.learntByPolling)}`,
     `alerts at the webhook sink: ${f.alerts.delivered} (${Object.entries(f.alerts.byType)
       .map(([t, n]) => `${t} ${n}`)
       .join(
@@ -1064,4 +1195,8 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
     `no secret in logs, tables, topics or workbooks (${f.secrets.sample.join('; ')})`,
   );
   return failed;
+}
+
+function describeLatency(l: LatencyFigures): string {
+  return `${l.count} (p50 ${l.wallSeconds.p50} s / ${l.providerMinutes.p50} provider min, max ${l.wallSeconds.max} s / ${l.providerMinutes.max} provider min)`;
 }
