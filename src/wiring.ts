@@ -705,6 +705,9 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
 
     print(`payrecon is up: ${url}/ (finance page)`);
     print(`  webhooks  ${url}/webhooks/<account>/{deposits,refunds,cashouts}`);
+    print(
+      `  api       ${url}${API_PREFIX} (${url}${API_PREFIX}/openapi.json; tokens: payrecon api token create)`,
+    );
     print(`  health    ${url}/healthz  ${url}/readyz`);
     print(`  metrics   ${url}/metrics`);
     print(`  database  ${redactUrl(infra.databaseUrl)}`);
