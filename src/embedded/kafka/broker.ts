@@ -3,6 +3,12 @@
  * real Kafka). It advertises the API versions kafkajs 2.2 and librdkafka 2.0 need, stores batches
  * verbatim in segment files, keeps committed offsets and topic metadata on disk, and coordinates
  * consumer groups. Never imports the app: logging goes through the optional `log` callback.
+ *
+ * Security as a managed Kafka has it: with `tls` the port speaks only TLS (a plaintext client fails its
+ * handshake); with `sasl` a connection must authenticate (SaslHandshake, then SaslAuthenticate with
+ * PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, `sasl.ts`) before any request but ApiVersions, and is closed
+ * after a failed authentication or any other request, as Kafka does. CreatePartitions raises partition
+ * counts; CreateTopics refuses a replication factor above its single broker.
  */
 import net from 'node:net';
 import tls from 'node:tls';

@@ -1,9 +1,9 @@
 /**
  * The real `payrecon` command with security: `payrecon broker --sasl-users --tls-cert --tls-key` and
  * `payrecon registry --users --tls-cert --tls-key` serve what they are told to; `payrecon topics
- * apply|plan` works through them from the environment; a part started with a wrong SASL password stops
- * with one line naming the variables (exit 2) and the password nowhere in its output; a bad users file
- * is one line too.
+ * apply|plan` works through them from the environment; a part started with a wrong SASL password, an
+ * untrusted certificate, or auto-create off and its topics missing stops with one line naming the
+ * variables (exit 2) and the password nowhere in its output; a bad users file is one line too.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -156,6 +156,16 @@ describe.skipIf(!hasOpenssl && !required)('payrecon broker, registry and topics 
     expect(await get(null)).toEqual({ status: 401, body: '{"error_code":40101,"message":"Unauthorized"}' });
     expect((await get('key:wrong')).status).toBe(401);
     expect((await get('key:registry-secret')).status).toBe(200);
+  });
+
+  it('a part with KAFKA_AUTO_CREATE_TOPICS=false on a cluster without its topics names the missing ones, exit 2', async () => {
+    const r = await run(['reconcile'], { ...env, KAFKA_AUTO_CREATE_TOPICS: 'false' });
+    expect(r.code).toBe(2);
+    const last = r.stderr.trim().split('\n').at(-1)!;
+    expect(last).toMatch(
+      /^payrecon: KAFKA_AUTO_CREATE_TOPICS=false: missing topic\(s\) provider\.notification\.received\.v1, /,
+    );
+    expect(last).toContain('recon.alert.raised.v1.dlq (create them with payrecon topics apply)');
   });
 
   it('topics apply creates the plan through SASL_SSL, and plan then finds nothing to do', async () => {
