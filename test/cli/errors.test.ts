@@ -99,7 +99,14 @@ const report = (...extra: string[]) => [
 ];
 
 /** [class, args, env, stdin, exit code, the line]. */
-type Case = [string, () => string[], Record<string, string>, string, 1 | 2, RegExp];
+type Case = [
+  string,
+  () => string[],
+  Record<string, string> | (() => Record<string, string>),
+  string,
+  1 | 2,
+  RegExp,
+];
 
 const CASES: Case[] = [
   // usage
@@ -270,6 +277,14 @@ const CASES: Case[] = [
     /^payrecon: 127\.0\.0\.1:\d+: port in use/,
   ],
   [
+    'port in use (payrecon up)',
+    () => ['up', '--traffic', '0'],
+    () => ({ PAYRECON_WEB_PORT: String(busyPort) }),
+    '',
+    1,
+    /^payrecon: 127\.0\.0\.1:\d+: port in use/,
+  ],
+  [
     'port in use (sandbox)',
     () => ['sandbox', '--port', String(busyPort)],
     {},
@@ -297,14 +312,18 @@ const CASES: Case[] = [
 ];
 
 describe('every expected failure is one line and an exit code', () => {
-  it.each(CASES)('%s', async (_name, args, env, stdin, code, line) => {
-    const r = await payrecon(args(), env, stdin);
-    const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
-    expect(lines, r.stderr).toHaveLength(1);
-    expect(lines[0]).toMatch(line);
-    expect(r.stderr).not.toMatch(/^\s+at /m);
-    expect(r.code).toBe(code);
-  });
+  it.each(CASES)(
+    '%s',
+    async (_name, args, env, stdin, code, line) => {
+      const r = await payrecon(args(), typeof env === 'function' ? env() : env, stdin);
+      const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
+      expect(lines, r.stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(line);
+      expect(r.stderr).not.toMatch(/^\s+at /m);
+      expect(r.code).toBe(code);
+    },
+    180_000,
+  );
 
   it('a report neither migrates a schema behind the code nor writes a file', async () => {
     expect(existsSync(join(dir, 'out.xlsx'))).toBe(false);
