@@ -111,10 +111,7 @@ const DOMAIN_TEST_PACKAGES = new Set(['vitest', 'fast-check']);
  * Known violations, each with the reason it stays for now; remove an entry once its file is fixed (an
  * entry that no longer matches anything fails the check, so the list cannot go stale).
  */
-const ALLOWED: readonly { from: string; to: string; why: string }[] = [
-  // The ledger service logs its slow batches through the root logger; h1 is rewriting it (issue 15.1-2).
-  { from: 'src/db/ledger-service.ts', to: 'src/logger.ts', why: 'being rewritten (issue 15 point 1)' },
-];
+const ALLOWED: readonly { from: string; to: string; why: string }[] = [];
 
 /** The area of a file under src/, or null when the layout names none. */
 function areaOf(srcDir: string, file: string): Area | null {

@@ -77,7 +77,11 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
     handleBatch: async (messages, ctx) => {
       const values = messages.map((m) => m.value);
       await inLedger(OBSERVATION_TOPIC, ctx, () =>
-        withLedgerTransaction(deps.db, (trx) => applyObservations(trx, values, { rules: deps.rules })),
+        withLedgerTransaction(
+          deps.db,
+          (trx) => applyObservations(trx, values, { rules: deps.rules, logger: deps.logger }),
+          { logger: deps.logger },
+        ),
       );
     },
   });
@@ -92,7 +96,11 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
     handleBatch: async (messages, ctx) => {
       const values = messages.map((m) => m.value);
       await inLedger(INTENT_TOPIC, ctx, () =>
-        withLedgerTransaction(deps.db, (trx) => recordIntents(trx, values, { rules: deps.rules })),
+        withLedgerTransaction(
+          deps.db,
+          (trx) => recordIntents(trx, values, { rules: deps.rules, logger: deps.logger }),
+          { logger: deps.logger },
+        ),
       );
     },
   });

@@ -15,7 +15,7 @@ import { type Intent, intentKind, type LedgerObservation } from '../domain/obser
 import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
 import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
-import { logger } from '../logger.ts';
+import type { Logger } from '../logger.ts';
 import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
   compareRefs,
@@ -41,8 +41,6 @@ import {
 } from './ledger-repository.ts';
 import type { Database, Db } from './schema.ts';
 
-const log = logger.child({ module: 'ledger' });
-
 export interface LedgerOptions {
   rules?: ExceptionRules;
   /** Clock for exception timestamps and intent-only poll schedules (tests pass a fixed one). */
@@ -51,6 +49,8 @@ export interface LedgerOptions {
   timings?: Record<string, number>;
   /** Who and why, recorded on every journal entry this call books (an operator's decision). */
   memo?: Record<string, unknown>;
+  /** Where each batch that booked or raised something is summed up (debug); none: not logged. */
+  logger?: Pick<Logger, 'debug'>;
 }
 
 export interface ApplyResult {
@@ -320,7 +320,7 @@ async function reconcile(
   result.exceptionsRaised = await raiseExceptions(trx, out.raised, now, rules);
   step('exceptions');
   if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
-    log.debug({ ...result }, 'ledger batch applied');
+    options.logger?.debug({ module: 'ledger', ...result }, 'ledger batch applied');
   }
   return result;
 }
@@ -525,6 +525,8 @@ const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
 export interface RetryOptions {
   maxAttempts?: number;
   isolation?: 'read committed' | 'repeatable read' | 'serializable';
+  /** Where each retry after a conflict is logged; none: not logged. */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 /**
@@ -545,7 +547,7 @@ export async function withLedgerTransaction<T>(
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code) && attempt < max) {
-        log.warn({ code, attempt }, 'ledger transaction conflict, retrying');
+        options.logger?.warn({ module: 'ledger', code, attempt }, 'ledger transaction conflict, retrying');
         await new Promise((r) => setTimeout(r, 5 * attempt + Math.floor(Math.random() * 20)));
         continue;
       }
