@@ -629,6 +629,10 @@ describe('reports', () => {
     const list = json<{ items: { id: string }[] }>(await call('GET', '/reports?limit=5'));
     expect(list.items.map((r) => r.id)).toContain(run.id);
     expectProblem(await call('GET', `/reports/${run.id}/files/nothing.xlsx`), 404);
+    // A file removed from disk (retention, an operator) is gone, not an error.
+    const onDisk = await runner.filePath(run.id, workbook?.name ?? '');
+    await rm(onDisk ?? '', { force: true });
+    expectProblem(await call('GET', (workbook?.href ?? '').slice(API_PREFIX.length)), 410);
     expectProblem(await call('GET', '/reports/424242'), 404);
   });
 
