@@ -913,10 +913,9 @@ export async function runPart(
 ): Promise<void> {
   const config = await configOrExit();
   const part = PART_REGISTRY.find((p) => p.name === name);
-  if (!part) throw new Error(`${name}: not a part (one of ${PARTS.join(', ')})`);
+  if (!part) throw new AppError('VALIDATION_FAILED', `${name}: not a part (one of ${PARTS.join(', ')})`);
   if (config.accounts.length === 0 && PART_INFO[name].needsAccounts) {
-    process.stderr.write('payrecon: PAYRECON_ACCOUNTS: must list at least one provider account\n');
-    process.exit(2);
+    throw new AppError('CONFIG_INVALID', 'PAYRECON_ACCOUNTS: must list at least one provider account');
   }
   const infra = await startInfrastructure(config, embedded);
   const { lifecycle, logger } = infra;
