@@ -80,6 +80,43 @@ const GOOD = {
 };
 
 describe('POST /intents', () => {
+  it('takes a request without a token only when open (the sandbox), never a wrong token', async () => {
+    const open = Fastify({ logger: false });
+    await open.register(
+      intentsPlugin({
+        publisher: infra.publisher,
+        tokens: new TokenVerifier([writer.entry]),
+        open: true,
+        accounts: ['main'],
+        logger: quiet,
+      }),
+    );
+    try {
+      const bad = JSON.stringify({ ...GOOD, amount: '1.001' });
+      const post = (headers: Record<string, string>) =>
+        open.inject({
+          method: 'POST',
+          url: '/intents',
+          headers: { 'content-type': 'application/json', ...headers },
+          payload: bad,
+        });
+      // Past the token check (a 400 on the amount), and nothing published.
+      expect((await post({})).statusCode).toBe(400);
+      expect((await post({ authorization: 'Bearer wrong-token' })).statusCode).toBe(401);
+      expect((await post({ authorization: `Bearer ${writer.token}` })).statusCode).toBe(400);
+    } finally {
+      await open.close();
+    }
+    // The closed route (outside the sandbox) refuses the same request without a token.
+    const closed = await request(`${base}/intents`, {
+      method: 'POST',
+      body: JSON.stringify({ ...GOOD, amount: '1.001' }),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(closed.statusCode).toBe(401);
+    await closed.body.dump();
+  });
+
   it('refuses a request without a valid API token (401), or with one lacking intents:write (403)', async () => {
     const before = intents.values.length;
     expect((await postIntents(JSON.stringify(GOOD), { authorization: 'Bearer wrong-token' })).status).toBe(
