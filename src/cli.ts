@@ -115,6 +115,7 @@ program
   .option('--sasl-users <file>', 'JSON {user: password}: require SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512')
   .option('--tls-cert <file>', 'PEM certificate (chain): serve TLS on the port (with --tls-key)')
   .option('--tls-key <file>', 'PEM private key of --tls-cert')
+  .option('--tls-client-ca <file>', 'PEM CA: require client certificates it signed (mutual TLS)')
   .action(async (opts) => (await import('./embedded/kafka/main.ts')).runBrokerCli(opts));
 
 program

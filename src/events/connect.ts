@@ -25,6 +25,10 @@ const UNTRUSTED = new Set([
   'ERR_TLS_CERT_ALTNAME_INVALID',
 ]);
 
+/** Alerts of a broker refusing the client's certificate (missing, unknown CA, bad). */
+const CLIENT_CERT_REFUSED =
+  /ALERT_CERTIFICATE_REQUIRED|ALERT_UNKNOWN_CA|ALERT_BAD_CERTIFICATE|ALERT_HANDSHAKE_FAILURE|ALERT_UNSUPPORTED_CERTIFICATE|CLIENT_CERTIFICATE_REFUSED/;
+
 /** Codes of a TLS client talking to a listener that does not speak TLS. */
 const NOT_TLS = new Set(['ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG', 'EPROTO']);
 
@@ -33,9 +37,25 @@ function hostPort(broker: string): { host: string; port: number } {
   return { host: broker.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(broker.slice(at + 1)) };
 }
 
+/** An ApiVersions v0 request (correlation id 1, client id `payrecon-probe`): any answer means "in". */
+function apiVersionsRequest(): Buffer {
+  const clientId = Buffer.from('payrecon-probe');
+  const body = Buffer.alloc(10 + clientId.length);
+  body.writeInt16BE(18, 0);
+  body.writeInt16BE(0, 2);
+  body.writeInt32BE(1, 4);
+  body.writeInt16BE(clientId.length, 8);
+  clientId.copy(body, 10);
+  const size = Buffer.alloc(4);
+  size.writeInt32BE(body.length, 0);
+  return Buffer.concat([size, body]);
+}
+
 /**
- * Opens one TLS connection to `broker` with the configured trust and answers the failure code, or
- * null when the handshake succeeded or the broker was not reachable at all (kafkajs retries those).
+ * Opens one TLS connection to `broker` with the configured trust and client certificate, sends an
+ * ApiVersions request and answers the failure code, or null when the broker answered or was not
+ * reachable at all (kafkajs retries those). The request matters: under TLS 1.3 a broker refuses a
+ * missing or unknown client certificate only after the client's handshake has completed.
  */
 export function probeTls(
   broker: string,
@@ -56,7 +76,15 @@ export function probeTls(
       resolve(code);
     };
     const timer = setTimeout(() => done(null), timeoutMs);
-    socket.once('secureConnect', () => done(null));
+    let secured = false;
+    socket.once('secureConnect', () => {
+      secured = true;
+      socket.write(apiVersionsRequest());
+    });
+    socket.once('data', () => done(null));
+    // Closed after the handshake without answering a request every broker answers: under TLS 1.3 a
+    // broker that rejects the client certificate may hang up without an alert.
+    socket.once('close', () => done(secured ? 'CLOSED_WITHOUT_ANSWER' : null));
     socket.once('error', (err: NodeJS.ErrnoException) => {
       const code = err.code ?? '';
       if (
@@ -69,6 +97,8 @@ export function probeTls(
       } else if (code === 'ECONNRESET') {
         // Reset during the handshake: a plaintext listener closing on bytes it cannot parse.
         done(socket.connecting ? null : code);
+      } else if (code === 'EPIPE') {
+        done('ERR_SSL_CLIENT_CERTIFICATE_REFUSED');
       } else {
         done(null);
       }
@@ -96,6 +126,19 @@ export async function connectAdmin(
         `${variable}: the certificate of broker ${broker} is not trusted (${code})`,
         { details: { broker, code } },
       );
+    }
+    if (code === 'CLOSED_WITHOUT_ANSWER' && !security.certFile) {
+      throw new AppError(
+        'CONFIG_INVALID',
+        `KAFKA_SSL: broker ${broker} closed the connection after the TLS handshake without answering`,
+        { details: { broker, code } },
+      );
+    }
+    if (code !== null && (CLIENT_CERT_REFUSED.test(code) || code === 'CLOSED_WITHOUT_ANSWER')) {
+      const rule = security.certFile
+        ? `broker ${broker} refused the client certificate (${code})`
+        : `broker ${broker} requires a client certificate (${code}): set KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE`;
+      throw new AppError('CONFIG_INVALID', `KAFKA_SSL_CERT_FILE: ${rule}`, { details: { broker, code } });
     }
     if (code !== null) {
       throw new AppError(

@@ -193,6 +193,57 @@ describe.skipIf(!hasOpenssl && !required)(
       expect(e.message).toMatch(/^KAFKA_SSL: broker 127\.0\.0\.1:\d+ did not complete a TLS handshake/);
     });
 
+    it('connects with a client certificate to a broker that requires one, and names KAFKA_SSL_CERT_FILE otherwise', async () => {
+      const mtls = await startBroker({
+        host: '127.0.0.1',
+        port: 0,
+        dataDir: path.join(dir, 'mtls'),
+        tls: { cert: pki.cert, key: pki.key, clientCa: pki.ca },
+      });
+      try {
+        const env = {
+          KAFKA_BROKERS: `127.0.0.1:${mtls.port}`,
+          KAFKA_SSL: 'true',
+          KAFKA_SSL_CA_FILE: pki.caFile,
+        };
+        const withCert = clients({
+          ...env,
+          KAFKA_SSL_CERT_FILE: pki.clientCertFile,
+          KAFKA_SSL_KEY_FILE: pki.clientKeyFile,
+        });
+        const admin = await connectAdmin(withCert.kafka, withCert.brokers, withCert.config.kafka.security);
+        try {
+          await admin.createTopics({ topics: [{ topic: 'mtls-check', numPartitions: 1 }] });
+          expect(await admin.listTopics()).toContain('mtls-check');
+        } finally {
+          await admin.disconnect();
+        }
+        const without = clients(env);
+        const e = await failure(() =>
+          connectAdmin(without.kafka, without.brokers, without.config.kafka.security),
+        );
+        expect(e.message).toMatch(
+          /^KAFKA_SSL_CERT_FILE: broker 127\.0\.0\.1:\d+ requires a client certificate \(\w+\): set KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE$/,
+        );
+        // Certificates the broker refuses: one its CA did not sign (the other CA's self-signed one), and
+        // one it signed for servers only (extendedKeyUsage serverAuth).
+        for (const [cert, key] of [
+          [pki.otherCaFile, path.join(pki.dir, 'other-ca.key')],
+          [pki.certFile, pki.keyFile],
+        ] as const) {
+          const foreign = clients({ ...env, KAFKA_SSL_CERT_FILE: cert, KAFKA_SSL_KEY_FILE: key });
+          const f = await failure(() =>
+            connectAdmin(foreign.kafka, foreign.brokers, foreign.config.kafka.security),
+          );
+          expect(f.message).toMatch(
+            /^KAFKA_SSL_CERT_FILE: broker 127\.0\.0\.1:\d+ refused the client certificate \(/,
+          );
+        }
+      } finally {
+        await mtls.close();
+      }
+    });
+
     it('stops with one line naming the registry variables for wrong credentials or an untrusted certificate', async () => {
       const config = loadConfig({ ...base, KAFKA_SASL_MECHANISM: 'plain' });
       const settings = { ...config.schemaRegistry, url: registry.url };

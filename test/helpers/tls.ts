@@ -17,6 +17,9 @@ export interface TestPki {
   dir: string;
   /** Files: the CA certificate, the server certificate and key, another CA's certificate. */
   caFile: string;
+  /** A client certificate and key signed by the CA (mutual TLS). */
+  clientCertFile: string;
+  clientKeyFile: string;
   certFile: string;
   keyFile: string;
   otherCaFile: string;
@@ -100,6 +103,43 @@ export function makeTestPki(): TestPki {
     ],
     dir,
   );
+  openssl(
+    [
+      'req',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      'client.key',
+      '-out',
+      'client.csr',
+      '-subj',
+      '/CN=payrecon-client',
+    ],
+    dir,
+  );
+  fs.writeFileSync(path.join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n');
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'client.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'client.pem',
+      ...days,
+      '-extfile',
+      'client.ext',
+    ],
+    dir,
+  );
   const file = (name: string) => path.join(dir, name);
   const read = (name: string) => fs.readFileSync(file(name), 'utf8');
   return {
@@ -108,6 +148,8 @@ export function makeTestPki(): TestPki {
     certFile: file('server.pem'),
     keyFile: file('server.key'),
     otherCaFile: file('other-ca.pem'),
+    clientCertFile: file('client.pem'),
+    clientKeyFile: file('client.key'),
     ca: read('ca.pem'),
     cert: read('server.pem'),
     key: read('server.key'),

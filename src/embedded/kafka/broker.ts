@@ -58,8 +58,15 @@ export interface BrokerOptions {
    * (SaslHandshake v1, then SaslAuthenticate) before any request but ApiVersions.
    */
   readonly sasl?: SaslUsers;
-  /** Serve TLS (PEM certificate chain and key) on the port instead of plaintext. */
-  readonly tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+  /**
+   * Serve TLS (PEM certificate chain and key) on the port instead of plaintext; with `clientCa`, only
+   * clients presenting a certificate signed by it connect (mutual TLS).
+   */
+  readonly tls?: {
+    readonly cert: string | Buffer;
+    readonly key: string | Buffer;
+    readonly clientCa?: string | Buffer;
+  };
   readonly log?: BrokerLog;
 }
 
@@ -768,7 +775,17 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
   }
 
   const server = options.tls
-    ? tls.createServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' }, serve)
+    ? tls.createServer(
+        {
+          cert: options.tls.cert,
+          key: options.tls.key,
+          minVersion: 'TLSv1.2',
+          ...(options.tls.clientCa
+            ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: true }
+            : {}),
+        },
+        serve,
+      )
     : net.createServer(serve);
   server.on('tlsClientError', (err: Error & { code?: string }, socket: net.Socket) => {
     log('warn', 'TLS handshake failed', { client: socket.remoteAddress, code: err.code ?? err.message });

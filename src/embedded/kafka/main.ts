@@ -22,6 +22,8 @@ export interface BrokerCliOptions {
   /** PEM certificate (chain) and key: the port serves TLS. */
   readonly tlsCert?: string;
   readonly tlsKey?: string;
+  /** PEM CA: clients must present a certificate it signed (mutual TLS). */
+  readonly tlsClientCa?: string;
 }
 
 function readOption(file: string, name: string): string {
@@ -35,11 +37,13 @@ function readOption(file: string, name: string): string {
 }
 
 /** The security options of `payrecon broker`, read and checked before the broker starts. */
-export function securityOptions(opts: Pick<BrokerCliOptions, 'saslUsers' | 'tlsCert' | 'tlsKey'>): {
+export function securityOptions(
+  opts: Pick<BrokerCliOptions, 'saslUsers' | 'tlsCert' | 'tlsKey' | 'tlsClientCa'>,
+): {
   sasl?: SaslUsers;
-  tls?: { cert: string; key: string };
+  tls?: { cert: string; key: string; clientCa?: string };
 } {
-  const out: { sasl?: SaslUsers; tls?: { cert: string; key: string } } = {};
+  const out: { sasl?: SaslUsers; tls?: { cert: string; key: string; clientCa?: string } } = {};
   if (opts.saslUsers !== undefined) {
     try {
       out.sasl = SaslUsers.parse(readOption(opts.saslUsers, 'sasl-users'));
@@ -51,8 +55,15 @@ export function securityOptions(opts: Pick<BrokerCliOptions, 'saslUsers' | 'tlsC
   if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined)) {
     throw new Error('--tls-cert and --tls-key: must be given together');
   }
+  if (opts.tlsClientCa !== undefined && opts.tlsCert === undefined) {
+    throw new Error('--tls-client-ca: needs --tls-cert and --tls-key');
+  }
   if (opts.tlsCert !== undefined && opts.tlsKey !== undefined) {
-    out.tls = { cert: readOption(opts.tlsCert, 'tls-cert'), key: readOption(opts.tlsKey, 'tls-key') };
+    out.tls = {
+      cert: readOption(opts.tlsCert, 'tls-cert'),
+      key: readOption(opts.tlsKey, 'tls-key'),
+      ...(opts.tlsClientCa === undefined ? {} : { clientCa: readOption(opts.tlsClientCa, 'tls-client-ca') }),
+    };
   }
   return out;
 }
