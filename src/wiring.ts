@@ -790,6 +790,15 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     // Traffic starts below, once its client records intents: a stored "running" must not start it first.
     ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir, restoreTraffic: false }),
   });
+  const restored = sandbox.control.restored;
+  if (restored) {
+    options.logger
+      .child({ module: 'sandbox' })
+      .info(
+        { dataDir: options.dataDir, ...restored },
+        `sandbox state restored: ${restored.deposits} deposits, ${restored.cashouts} cashouts, ${restored.refunds} refunds`,
+      );
+  }
   const account = {
     ...providerAccountFor(DEFAULT_ACCOUNT, { url: sandbox.url, ccUrl: sandbox.ccUrl }),
     // The sandbox signs its notifications like a request; check them as production would.
