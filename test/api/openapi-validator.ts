@@ -73,7 +73,8 @@ export class OpenApiValidator {
     const key = `${op.operationId} ${status} ${type}`;
     let v = this.compiled.get(key);
     if (!v) {
-      v = this.ajv.compile(schema);
+      // The document's components travel with each schema, so `#/components/...` references resolve.
+      v = this.ajv.compile({ ...schema, components: this.document.components });
       this.compiled.set(key, v);
     }
     return v;
