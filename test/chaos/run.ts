@@ -105,6 +105,7 @@ function section(f: SoakFigures, failed: string[]): string {
         `| ${e.what} | provider hour ${e.providerHour}, ${e.atSeconds} s into the run${e.what.startsWith('429') ? '' : `, ${e.downSeconds} s down`} |`,
     ),
     `| dropped webhooks recovered | ${n(f.droppedRecovery.recoveredByPolling)} by polling, ${n(f.droppedRecovery.seenThroughOtherWebhook)} read through another webhook, ${n(f.droppedRecovery.supersededUnread)} superseded before anyone could read them (no money moved), ${n(f.droppedRecovery.unrecovered)} unrecovered |`,
+    `| late completions (the provider's late payments) | ${n(f.lateCompletions.atProvider)} at the provider, ${n(f.lateCompletions.exceptions)} LATE_COMPLETION exceptions, ${n(f.lateCompletions.missing.length)} without one |`,
     `| late rejections | ${n(f.lateRejections.atProvider)} at the provider, ${n(f.lateRejections.exceptions)} exceptions, ${n(f.lateRejections.alertsDelivered)} alerts delivered, ${n(f.lateRejections.duplicateAlerts)} twice |`,
     `| alerts at the webhook sink (severity high and up) | ${n(f.alerts.delivered)}: ${Object.entries(
       f.alerts.byType,
