@@ -192,6 +192,19 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
     app.route({
       method: r.method,
       url,
+      // One line per call: which operation, its status and time, and which client (the token's name,
+      // never the token). Debug level: a busy client must not flood the log at info.
+      onResponse: async (request, reply) => {
+        log?.debug(
+          {
+            operation: r.operationId,
+            status: reply.statusCode,
+            ms: Math.round(reply.elapsedTime),
+            client: request.apiToken?.name ?? null,
+          },
+          'api call',
+        );
+      },
       onRequest: async (request, reply) => {
         const checked = await verifier.check(request.headers.authorization);
         if (!checked.ok) {
