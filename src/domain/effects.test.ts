@@ -1,18 +1,17 @@
 import { describe, expect, it } from 'vitest';
+import { historyItem } from '../../test/helpers/history.ts';
 import {
   type AppliedEntry,
   derivePath,
   type EffectState,
   effectPostings,
   entityFacts,
-  type HistoryItem,
   isLateRejection,
   netPostings,
   planEntries,
   wantedEffectNames,
   wantedEffects,
 } from './effects.ts';
-import { NO_FACTS } from './observation.ts';
 import type { AnyStatus, EntityKind } from './statuses.ts';
 
 function state(kind: EntityKind, status: AnyStatus | null, extra: Partial<EffectState> = {}): EffectState {
@@ -27,24 +26,7 @@ function state(kind: EntityKind, status: AnyStatus | null, extra: Partial<Effect
   };
 }
 
-function item(
-  eventId: string,
-  status: string | null,
-  at: number,
-  extra: Partial<HistoryItem> = {},
-): HistoryItem {
-  return {
-    eventId,
-    status,
-    observedAt: new Date(at * 1000),
-    source: 'poll',
-    externalRef: null,
-    currency: 'BRL',
-    amount: 1000n,
-    ...NO_FACTS,
-    ...extra,
-  };
-}
+const item = historyItem;
 
 // One row per line of ARCHITECTURE.md's effect table.
 const TABLE: Array<[string, EffectState, string[]]> = [

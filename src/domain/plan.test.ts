@@ -1,27 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { AppliedEntry, HistoryItem } from './effects.ts';
+import { historyItem } from '../../test/helpers/history.ts';
+import type { AppliedEntry } from './effects.ts';
 import { DEFAULT_EXCEPTION_RULES } from './exception-rules.ts';
-import { NO_FACTS } from './observation.ts';
 import { type PlanInput, planEntity } from './plan.ts';
 
-function item(
-  eventId: string,
-  status: string | null,
-  at: number,
-  extra: Partial<HistoryItem> = {},
-): HistoryItem {
-  return {
-    eventId,
-    status,
-    observedAt: new Date(at * 1000),
-    source: 'poll',
-    externalRef: null,
-    currency: 'BRL',
-    amount: 1000n,
-    ...NO_FACTS,
-    ...extra,
-  };
-}
+const item = historyItem;
 
 function input(extra: Partial<PlanInput> & Pick<PlanInput, 'kind' | 'history'>): PlanInput {
   return {
