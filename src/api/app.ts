@@ -9,7 +9,6 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import {
   changeQueueItem,
@@ -28,7 +27,7 @@ import {
 } from '../db/api-queries.ts';
 import { decideIllegalTransition } from '../db/decisions.ts';
 import { balances, movements } from '../db/queries.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor } from '../domain/money.ts';
@@ -87,7 +86,7 @@ export interface ApiReports {
 }
 
 export interface ApiOptions {
-  db: Kysely<Database>;
+  db: Db;
   reports: ApiReports;
   /** Service level of an unresolved exception (PAYRECON_EXCEPTION_SLA_MINUTES; default 1440). */
   exceptionSlaMinutes?: number;

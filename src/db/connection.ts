@@ -12,7 +12,7 @@ import * as m20261121T1400 from './migrations/20261121T1400_ledger_set_checks.ts
 import * as m20261121T1500 from './migrations/20261121T1500_test_book_refunds.ts';
 import * as m20261124T1100 from './migrations/20261124T1100_exception_facts.ts';
 import * as m20261124T1200 from './migrations/20261124T1200_api.ts';
-import type { Database } from './schema.ts';
+import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261121T1040_ledger': m20261121T1040,
@@ -32,7 +32,7 @@ export interface OpenDatabaseOptions {
 }
 
 /** A Kysely instance over a `pg` pool; `db.destroy()` closes the pool. */
-export function createDb(url: string, max = 10): Kysely<Database> {
+export function createDb(url: string, max = 10): Db {
   const pool = new pg.Pool({ connectionString: url, max });
   // An idle client's error (server restart) must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
@@ -45,11 +45,11 @@ export function createDb(url: string, max = 10): Kysely<Database> {
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-export function openDatabase(options: OpenDatabaseOptions): Kysely<Database> {
+export function openDatabase(options: OpenDatabaseOptions): Db {
   return createDb(options.url, options.max);
 }
 
-function migrator(db: Kysely<Database>): Migrator {
+function migrator(db: Db): Migrator {
   return new Migrator({
     db,
     provider: { getMigrations: async () => ({ ...MIGRATIONS }) },
@@ -102,12 +102,12 @@ function check(result: MigrationResultSet, what: string): string[] {
 }
 
 /** Applies every pending migration; returns one line per migration run. */
-export async function migrateToLatest(db: Kysely<Database>): Promise<string[]> {
+export async function migrateToLatest(db: Db): Promise<string[]> {
   return check(await migrator(db).migrateToLatest(), 'migration');
 }
 
 /** Names of the migrations of this code the database has not run, read without writing anything. */
-export async function pendingMigrations(db: Kysely<Database>): Promise<string[]> {
+export async function pendingMigrations(db: Db): Promise<string[]> {
   const table = await sql<{ t: string | null }>`SELECT to_regclass('kysely_migration')::text AS t`.execute(
     db,
   );
@@ -120,7 +120,7 @@ export async function pendingMigrations(db: Kysely<Database>): Promise<string[]>
 }
 
 /** Fails with one line when the schema is behind the code (commands that must not migrate). */
-export async function requireCurrentSchema(db: Kysely<Database>): Promise<void> {
+export async function requireCurrentSchema(db: Db): Promise<void> {
   const pending = await pendingMigrations(db);
   if (pending.length > 0) {
     throw new AppError(
@@ -131,7 +131,7 @@ export async function requireCurrentSchema(db: Kysely<Database>): Promise<void> 
 }
 
 /** Reverts the latest migration (`payrecon db rollback`). */
-export async function migrateDown(db: Kysely<Database>): Promise<string[]> {
+export async function migrateDown(db: Db): Promise<string[]> {
   return check(await migrator(db).migrateDown(), 'rollback');
 }
 
@@ -200,7 +200,7 @@ export async function waitOutDatabaseOutages<T>(work: () => Promise<T>, wait: Ou
  * up to `maxWaitMs`, default 5 minutes) instead of exiting.
  */
 export async function migrateWhenReady(
-  db: Kysely<Database>,
+  db: Db,
   options: { maxWaitMs?: number; onWait?: (err: unknown, attempt: number, waitMs: number) => void } = {},
 ): Promise<string[]> {
   const deadline = Date.now() + (options.maxWaitMs ?? 300_000);
@@ -217,6 +217,6 @@ export async function migrateWhenReady(
 }
 
 /** Resolves when the database answers a trivial query (readiness checks). */
-export async function pingDatabase(db: Kysely<Database>): Promise<void> {
+export async function pingDatabase(db: Db): Promise<void> {
   await sql`SELECT 1`.execute(db);
 }

@@ -12,14 +12,13 @@
  * move). One transaction, the exception row locked.
  */
 
-import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { AppError } from '../domain/errors.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import { parseMinorOrNull } from '../domain/money.ts';
 import type { LedgerObservation } from '../domain/observation.ts';
 import { applyObservations, withLedgerTransaction } from './ledger-service.ts';
-import type { Database, Db } from './schema.ts';
+import type { Db } from './schema.ts';
 
 export const DECISIONS = ['accept-provider', 'keep-ledger'] as const;
 export type Decision = (typeof DECISIONS)[number];
@@ -69,10 +68,7 @@ type HistoryRow = {
 };
 
 /** Applies an operator's decision on an ILLEGAL_TRANSITION exception; throws NOT_FOUND or CONFLICT. */
-export async function decideIllegalTransition(
-  db: Kysely<Database>,
-  input: DecisionInput,
-): Promise<DecisionResult> {
+export async function decideIllegalTransition(db: Db, input: DecisionInput): Promise<DecisionResult> {
   const note = input.note.trim();
   if (!/^\d{1,18}$/.test(input.id)) {
     throw new AppError('NOT_FOUND', `exception ${input.id}: no such exception`);

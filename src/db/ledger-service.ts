@@ -6,7 +6,7 @@
  * postings and mirrors in one statement, then exceptions and alert outbox rows, in the same transaction. The caller owns
  * the transaction; `withLedgerTransaction` runs one with retries on serialization failures and deadlocks.
  */
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
@@ -534,7 +534,7 @@ export interface RetryOptions {
  * short jittered back-off. Anything else propagates.
  */
 export async function withLedgerTransaction<T>(
-  db: Kysely<Database>,
+  db: Db,
   fn: (trx: Transaction<Database>) => Promise<T>,
   options: RetryOptions = {},
 ): Promise<T> {

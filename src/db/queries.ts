@@ -3,12 +3,12 @@
  * in-flight cashouts and refunds, entities due for polling, open exceptions by type and age. Amounts come
  * back as bigint minor units.
  */
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import { type Book, PAYOUT_IN_FLIGHT } from '../domain/effects.ts';
 import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
-import type { Database, Db } from './schema.ts';
+import type { Db } from './schema.ts';
 
 export interface BalanceRow {
   merchantAccount: string;
@@ -216,7 +216,7 @@ export async function deferPolls(
  * waiting in the DLQ for someone to replay it. Final entities (no poll planned) are read once more.
  */
 export async function pollNow(
-  db: Kysely<Database>,
+  db: Db,
   entities: readonly { account: string; kind: EntityKind; entityId: string; externalRef: string | null }[],
   now: Date,
 ): Promise<void> {

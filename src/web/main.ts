@@ -7,12 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
 import { type Config, loadConfig } from '../config.ts';
 import { createDb, migrateToLatest, pingDatabase } from '../db/connection.ts';
 import { exceptionFigures, pollBacklog } from '../db/metrics-queries.ts';
 import { balances } from '../db/queries.ts';
-import type { Database } from '../db/schema.ts';
+import type { Db } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { type Logger, logger } from '../logger.ts';
 import { createMetrics } from '../metrics.ts';
@@ -54,7 +53,7 @@ export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>
  */
 export type MountBeside = (
   app: FastifyInstance,
-  deps: { db: Kysely<Database>; reports: ReportRunner; config: Config; logger: Logger },
+  deps: { db: Db; reports: ReportRunner; config: Config; logger: Logger },
 ) => Promise<void>;
 
 export async function runWebCli(
