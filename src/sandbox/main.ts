@@ -85,12 +85,27 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
       await clock.set(savedNow);
     }
     const deps = createSandboxDeps({ ...options, accounts, clock, log: logger.child({ module: 'sandbox' }) });
+    // The traffic generator reads its URLs when it starts (after listen).
+    const urls = { url: '', ccUrl: '' };
+    const traffic = new TrafficGenerator(deps, urls);
+    deps.traffic = traffic;
     const restored = opened && !opened.recovered.fresh ? restoreSandbox(deps, values) : null;
+    const storedTraffic = values.get('traffic') as Parameters<TrafficGenerator['restore']>[0] | undefined;
+    if (storedTraffic) traffic.restore({ ...storedTraffic, running: false });
+    // Attached before anything can move (timers of restored records may be due now), so every change is
+    // journaled and every notification waits for the disk.
+    if (opened) store = attachSandbox(deps, opened.journal, traffic, restored?.boots ?? 1);
     const apps = buildSandboxApps(deps);
-    await apps.api.listen({ host, port: options.port ?? 0 });
+    try {
+      await apps.api.listen({ host, port: options.port ?? 0 });
+    } catch (err) {
+      store?.detach();
+      throw err;
+    }
     try {
       await apps.cc.listen({ host, port: options.ccPort ?? 0 });
     } catch (err) {
+      store?.detach();
       await apps.api.close();
       throw err;
     }
@@ -98,14 +113,12 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
     const ccUrl = baseUrl(apps.cc.server.address(), host);
     deps.urls.api = url;
     deps.urls.cc = ccUrl;
-    const traffic = new TrafficGenerator(deps, { url, ccUrl });
-    deps.traffic = traffic;
-    const storedTraffic = values.get('traffic') as Parameters<TrafficGenerator['restore']>[0] | undefined;
-    if (opened) store = attachSandbox(deps, opened.journal, traffic, restored?.boots ?? 1);
+    urls.url = url;
+    urls.ccUrl = ccUrl;
     if (storedTraffic) {
-      traffic.restore(
-        options.restoreTraffic === false ? { ...storedTraffic, running: false } : storedTraffic,
-      );
+      if (storedTraffic.running && storedTraffic.rate && options.restoreTraffic !== false) {
+        traffic.start(storedTraffic.rate);
+      }
     } else if (options.trafficRate && options.trafficRate > 0) traffic.start(options.trafficRate);
     return running(
       apps,
