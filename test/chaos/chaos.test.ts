@@ -48,6 +48,8 @@ describe('chaos soak (CI size)', () => {
     expect(f.lateRejections.duplicateAlerts).toBe(0);
     // Every late payment booked and raised as LATE_COMPLETION.
     expect(f.lateCompletions.missing).toEqual([]);
+    // No fact that cannot change changed (the sandbox never does that): nothing frozen by mistake.
+    expect(f.exceptionsByType.FACTS_CHANGED ?? 0).toBe(0);
     expect(f.alerts.duplicateIds).toBe(0);
     expect(f.alerts.repeatedExceptions).toEqual([]);
     expect(f.deadLettered).toBe(0);

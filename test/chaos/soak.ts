@@ -205,6 +205,8 @@ export interface SoakFigures {
   };
   /** The provider's late payments: deposits completed by hand after EXPIRED, and LATE_COMPLETION exceptions. */
   lateCompletions: { atProvider: number; exceptions: number; missing: string[] };
+  /** Exceptions by type at the end (FACTS_CHANGED must be 0: the sandbox never changes a fixed fact). */
+  exceptionsByType: Record<string, number>;
   /** Every alert the webhook sink received, of every type. */
   alerts: {
     delivered: number;
@@ -1040,6 +1042,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         missing: lateCompletedAtProvider.filter((k) => !lateCompletionExceptions.has(k)),
       },
       alerts: alertFigures(alerts),
+      exceptionsByType: Object.fromEntries(
+        (
+          await sql<{ type: string; n: number }>`
+            SELECT type, count(*)::int AS n FROM exceptions GROUP BY type ORDER BY type`.execute(db)
+        ).rows.map((r) => [r.type, r.n]),
+      ),
       ledger: {
         postings: Number(postings?.n),
         journalEntries: Number(keys?.n),
@@ -1131,6 +1139,7 @@ export function describeFigures(f: SoakFigures): string[] {
     `dropped webhooks ${f.droppedRecovery.dropped}: ${f.droppedRecovery.recoveredByPolling} recovered by polling, ${f.droppedRecovery.seenThroughOtherWebhook} read through another webhook, ${f.droppedRecovery.supersededUnread} superseded before anyone could read them, ${f.droppedRecovery.unrecovered} unrecovered`,
     `late completions ${f.lateCompletions.atProvider}: ${f.lateCompletions.exceptions} LATE_COMPLETION exceptions, ${f.lateCompletions.missing.length} without one`,
     `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
+    `exceptions by type: ${JSON.stringify(f.exceptionsByType)}`,
     `late rejection to ledger reversal (${JSON.stringify(f.lateRejections.reversalLatency.bySource)} first seen by source): all ${describeLatency(f.lateRejections.reversalLatency.all)}; learnt by polling ${describeLatency(f.lateRejections.reversalLatency.learntByPolling)}`,
     `alerts at the webhook sink: ${f.alerts.delivered} (${Object.entries(f.alerts.byType)
       .map(([t, n]) => `${t} ${n}`)
