@@ -283,7 +283,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       handle: async ({ query }) => {
         const at = query.at ?? now();
         const rows = await balances(db, {
-          at,
+          ...(query.at !== undefined ? { at } : {}),
           ...(query.account !== undefined ? { merchantAccount: query.account } : {}),
           ...(query.book !== undefined ? { book: query.book } : {}),
         });

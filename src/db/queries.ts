@@ -25,8 +25,21 @@ export interface BalanceFilter {
   book?: Book;
 }
 
-/** Balance of every ledger account (accounts with no postings yet show zero). */
+/**
+ * Balance of every ledger account (accounts with no postings yet show zero). Now (no `at`, or an instant
+ * not in the past) reads the running balances, one row per account kept by the postings' trigger
+ * (migration 20261124T1300_running_balances); an earlier instant sums the postings up to it.
+ */
 export async function balances(db: Db, filter: BalanceFilter = {}): Promise<BalanceRow[]> {
+  const at = filter.at !== undefined && filter.at.getTime() < Date.now() ? filter.at : null;
+  const balance =
+    at === null
+      ? sql`coalesce((SELECT b.balance FROM ledger_balances b
+          WHERE b.merchant_account = a.merchant_account AND b.currency = a.currency AND b.book = a.book
+            AND b.account = a.name), 0)::text`
+      : sql`coalesce((SELECT sum(p.amount) FROM postings p
+          WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
+            AND p.account = a.name AND p.created_at <= ${at}), 0)::text`;
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;
@@ -34,11 +47,7 @@ export async function balances(db: Db, filter: BalanceFilter = {}): Promise<Bala
     name: string;
     balance: string;
   }>`
-    SELECT a.merchant_account, a.currency, a.book, a.name,
-      coalesce((SELECT sum(p.amount) FROM postings p
-        WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-          AND p.account = a.name AND (${filter.at ?? null}::timestamptz IS NULL OR p.created_at <= ${filter.at ?? null})), 0)::text
-        AS balance
+    SELECT a.merchant_account, a.currency, a.book, a.name, ${balance} AS balance
     FROM ledger_accounts a
     WHERE (${filter.merchantAccount ?? null}::text IS NULL OR a.merchant_account = ${filter.merchantAccount ?? null})
       AND (${filter.book ?? null}::text IS NULL OR a.book = ${filter.book ?? null})

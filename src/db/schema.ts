@@ -39,6 +39,16 @@ export interface LedgerAccountsTable {
   created_at: GeneratedTimestamp;
 }
 
+/** The running balance of one ledger account (migration 20261124T1300_running_balances, kept by trigger). */
+export interface LedgerBalancesTable {
+  merchant_account: string;
+  currency: string;
+  book: Book;
+  account: string;
+  balance: Generated<string>;
+  updated_at: GeneratedTimestamp;
+}
+
 /**
  * One immutable journal entry: one balance effect of one entity, applied (`direction` 1) or reversed
  * (`direction` -1, a mirror-image correction). `idempotency_key` is
@@ -318,6 +328,8 @@ export interface Database {
   merchant_accounts: MerchantAccountsTable;
   /** Chart of accounts per merchant, currency and book. */
   ledger_accounts: LedgerAccountsTable;
+  /** Running balance per ledger account. */
+  ledger_balances: LedgerBalancesTable;
   /** Immutable journal: one row per applied or reversed effect. */
   journal_entries: JournalEntriesTable;
   /** Signed postings of the journal entries (debit positive). */

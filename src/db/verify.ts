@@ -3,7 +3,8 @@
  * Entries balance per currency, have postings and stay in one book; test deposits touch only the test
  * book; crypto deposits never touch `available`; each entity's booked effects equal the wanted effects of
  * its status path (recomputed from the whole history, as the service does); `reserved` equals the sum of
- * in-flight cashouts and refunds per merchant account and currency.
+ * in-flight cashouts and refunds per merchant account and currency; each account's running balance
+ * equals the sum of its postings.
  */
 import { sql } from 'kysely';
 import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
@@ -133,6 +134,38 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       (r) =>
         `${r.merchant_account} ${r.currency}${r.book === 'test' ? ' (test book)' : ''}: reserved ${r.reserved}, ` +
         `in flight ${r.in_flight}`,
+    ),
+  );
+
+  // Running balances (the postings' trigger keeps them) against the sum of each account's postings, in one
+  // statement so that a batch committing meanwhile is seen whole or not at all.
+  const running = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: string;
+    account: string;
+    running: string | null;
+    posted: string;
+  }>`
+    WITH p AS (
+      SELECT merchant_account, currency, book, account, sum(amount) AS posted FROM postings
+      GROUP BY merchant_account, currency, book, account)
+    SELECT a.merchant_account, a.currency, a.book, a.name AS account, b.balance::text AS running,
+      coalesce(p.posted, 0)::text AS posted
+    FROM ledger_accounts a
+    LEFT JOIN ledger_balances b ON b.merchant_account = a.merchant_account AND b.currency = a.currency
+      AND b.book = a.book AND b.account = a.name
+    LEFT JOIN p ON p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
+      AND p.account = a.name
+    WHERE coalesce(b.balance, 0) <> coalesce(p.posted, 0)
+    ORDER BY 1, 2, 3, 4`.execute(db);
+  failures.push(
+    ...listed(
+      'running balance differs from postings',
+      running.rows,
+      (r) =>
+        `${r.merchant_account} ${r.currency} ${r.book}/${r.account}: running ${r.running ?? 'missing'}, ` +
+        `postings sum to ${r.posted}`,
     ),
   );
 
