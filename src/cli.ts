@@ -183,6 +183,7 @@ for (const [name, description] of [
   ['migrate', 'Apply pending migrations (DATABASE_URL, else the embedded PostgreSQL under .payrecon/pg)'],
   ['verify', 'Check every ledger invariant; exits non-zero naming each failure'],
   ['rollback', 'Revert the latest migration'],
+  ['snapshot', 'Write the missing daily balance snapshots (the hourly verification job does it too)'],
 ] as const) {
   db.command(name)
     .description(description)

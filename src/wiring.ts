@@ -15,6 +15,7 @@ import type { Config, ProviderAccount } from './config.ts';
 import { type AlertSinkConfig, startAlertConsumer } from './consumers/alert-dispatcher.ts';
 import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
+import { takeBalanceSnapshots } from './db/balance-snapshots.ts';
 import { createDb, migrateWhenReady, pingDatabase } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
 import { databaseCreatedAt } from './db/job-runs.ts';
@@ -448,6 +449,8 @@ export function startJobs(
       if (poll) await poll();
     },
     verifyLedger: async () => {
+      // The daily balance snapshots are written first (a no-op until a new midnight is old enough).
+      await takeBalanceSnapshots(db);
       const result = await verifyLedger(db);
       infra.metrics.verified(result.failures.length === 0);
       return { failures: result.failures };

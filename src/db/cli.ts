@@ -1,9 +1,10 @@
 /**
- * `payrecon db migrate | verify | rollback` on the database the CLI chooses (`--url`, DATABASE_URL, the
+ * `payrecon db migrate | verify | rollback | snapshot` on the database the CLI chooses (`--url`, DATABASE_URL, the
  * running `payrecon up`'s, else the embedded PostgreSQL under `<data dir>/pg`; see src/endpoints.ts).
  * `verify` exits non-zero and names each failed invariant.
  */
 import { AppError } from '../domain/errors.ts';
+import { takeBalanceSnapshots } from './balance-snapshots.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
 import { decideIllegalTransition } from './decisions.ts';
 import { verifyLedger } from './verify.ts';
@@ -11,7 +12,7 @@ import { verifyLedger } from './verify.ts';
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
 export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
 
-export type DbAction = 'migrate' | 'verify' | 'rollback';
+export type DbAction = 'migrate' | 'verify' | 'rollback' | 'snapshot';
 
 export async function runDbCli(action: DbAction, open: OpenDatabase): Promise<void> {
   const database = await open();
@@ -23,6 +24,9 @@ export async function runDbCli(action: DbAction, open: OpenDatabase): Promise<vo
     } else if (action === 'rollback') {
       const lines = await migrateDown(db);
       process.stdout.write(lines.length ? `${lines.join('\n')}\n` : 'nothing to roll back\n');
+    } else if (action === 'snapshot') {
+      const written = await takeBalanceSnapshots(db);
+      process.stdout.write(`balance snapshots: ${written} written\n`);
     } else {
       const result = await verifyLedger(db);
       if (result.ok) {

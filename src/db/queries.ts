@@ -28,7 +28,8 @@ export interface BalanceFilter {
 /**
  * Balance of every ledger account (accounts with no postings yet show zero). Now (no `at`, or an instant
  * not in the past) reads the running balances, one row per account kept by the postings' trigger
- * (migration 20261124T1300_running_balances); an earlier instant sums the postings up to it.
+ * (migration 20261124T1300_running_balances); an earlier instant is the latest daily snapshot at or
+ * before it plus the postings since (src/db/balance-snapshots.ts), or all postings up to it if none.
  */
 export async function balances(db: Db, filter: BalanceFilter = {}): Promise<BalanceRow[]> {
   const at = filter.at !== undefined && filter.at.getTime() < Date.now() ? filter.at : null;
@@ -37,9 +38,16 @@ export async function balances(db: Db, filter: BalanceFilter = {}): Promise<Bala
       ? sql`coalesce((SELECT b.balance FROM ledger_balances b
           WHERE b.merchant_account = a.merchant_account AND b.currency = a.currency AND b.book = a.book
             AND b.account = a.name), 0)::text`
-      : sql`coalesce((SELECT sum(p.amount) FROM postings p
+      : sql`(coalesce(s.balance, 0) + coalesce((SELECT sum(p.amount) FROM postings p
           WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-            AND p.account = a.name AND p.created_at <= ${at}), 0)::text`;
+            AND p.account = a.name AND p.created_at >= coalesce(s.at, '-infinity') AND p.created_at <= ${at}), 0))::text`;
+  const snapshot =
+    at === null
+      ? sql``
+      : sql`LEFT JOIN LATERAL (SELECT s.at, s.balance FROM ledger_balance_snapshots s
+          WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
+            AND s.account = a.name AND s.at <= ${at}
+          ORDER BY s.at DESC LIMIT 1) s ON true`;
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;
@@ -48,7 +56,7 @@ export async function balances(db: Db, filter: BalanceFilter = {}): Promise<Bala
     balance: string;
   }>`
     SELECT a.merchant_account, a.currency, a.book, a.name, ${balance} AS balance
-    FROM ledger_accounts a
+    FROM ledger_accounts a ${snapshot}
     WHERE (${filter.merchantAccount ?? null}::text IS NULL OR a.merchant_account = ${filter.merchantAccount ?? null})
       AND (${filter.book ?? null}::text IS NULL OR a.book = ${filter.book ?? null})
     ORDER BY a.merchant_account, a.currency, a.book, a.name`.execute(db);

@@ -4,7 +4,7 @@
  * book; crypto deposits never touch `available`; each entity's booked effects equal the wanted effects of
  * its status path (recomputed from the whole history, as the service does); `reserved` equals the sum of
  * in-flight cashouts and refunds per merchant account and currency; each account's running balance
- * equals the sum of its postings.
+ * equals the sum of its postings, and each daily snapshot the sum of its postings before it.
  */
 import { sql } from 'kysely';
 import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
@@ -166,6 +166,40 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       (r) =>
         `${r.merchant_account} ${r.currency} ${r.book}/${r.account}: running ${r.running ?? 'missing'}, ` +
         `postings sum to ${r.posted}`,
+    ),
+  );
+
+  // Daily snapshots against the running sum of each account's postings by UTC day: a snapshot at midnight
+  // `at` takes the days ending at or before it (its peers in the window's order included).
+  const snapshots = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: string;
+    account: string;
+    at: Date;
+    snapshot: string;
+    posted: string;
+  }>`
+    WITH merged AS (
+      SELECT merchant_account, currency, book, account, date_trunc('day', created_at, 'UTC') + interval '24 hours' AS at,
+        sum(amount) AS day_sum, NULL::numeric AS snapshot
+      FROM postings GROUP BY 1, 2, 3, 4, 5
+      UNION ALL
+      SELECT merchant_account, currency, book, account, at, 0, balance FROM ledger_balance_snapshots),
+    run AS (
+      SELECT merchant_account, currency, book, account, at, snapshot,
+        sum(day_sum) OVER (PARTITION BY merchant_account, currency, book, account ORDER BY at) AS posted
+      FROM merged)
+    SELECT merchant_account, currency, book, account, at, snapshot::text, posted::text FROM run
+    WHERE snapshot IS NOT NULL AND snapshot <> posted
+    ORDER BY 1, 2, 3, 4, 5`.execute(db);
+  failures.push(
+    ...listed(
+      'balance snapshot differs from postings',
+      snapshots.rows,
+      (r) =>
+        `${r.merchant_account} ${r.currency} ${r.book}/${r.account} at ${new Date(r.at).toISOString()}: ` +
+        `snapshot ${r.snapshot}, postings before it sum to ${r.posted}`,
     ),
   );
 

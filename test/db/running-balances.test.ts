@@ -86,7 +86,15 @@ describe('running balances', () => {
 
   it('are backfilled from existing postings by the migration', async () => {
     const before = await postedSums();
-    expect(await migrateDown(t.db)).toEqual(['Down 20261124T1300_running_balances: Success']);
+    // Down to before the running balances (the migrations after them first), then up again.
+    for (;;) {
+      const lines = await migrateDown(t.db);
+      if (lines.includes('Down 20261124T1300_running_balances: Success')) break;
+      expect(lines).toHaveLength(1);
+    }
+    expect(await sql`SELECT to_regclass('ledger_balances') AS t`.execute(t.db)).toMatchObject({
+      rows: [{ t: null }],
+    });
     await migrateToLatest(t.db);
     expect(await runningBalances()).toEqual(before);
     // And kept from there on.

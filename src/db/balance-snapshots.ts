@@ -1,0 +1,50 @@
+/**
+ * Daily balance snapshots per ledger account (migration 20261124T1310_balance_snapshots): the row at a UTC
+ * midnight holds the sum of the account's postings created before it. `takeBalanceSnapshots` writes the
+ * missing days from each account's latest snapshot (or its first posting) up to the last midnight that
+ * is at least `SETTLE_MS` old, so no transaction still in flight can post before it (a posting's
+ * `created_at` is its transaction's start). Each day adds that day's postings, read through the
+ * account-and-time index: the cost follows the days written, not the history.
+ */
+import { sql } from 'kysely';
+import type { Db } from './schema.ts';
+
+/** How long after a midnight its snapshot waits for the transactions that started before it. */
+export const SETTLE_MS = 10 * 60_000;
+
+/** Writes the missing daily snapshots up to `upTo` (default now); returns the number of rows written. */
+export async function takeBalanceSnapshots(db: Db, upTo: Date = new Date()): Promise<number> {
+  const { rows } = await sql<{ n: string }>`
+    WITH cutoff AS (
+      SELECT date_trunc('day', least(${upTo}::timestamptz, now()) - make_interval(secs => ${SETTLE_MS / 1000}), 'UTC') AS c
+    ), start AS (
+      SELECT a.merchant_account, a.currency, a.book, a.name AS account, coalesce(s.balance, 0) AS base,
+        coalesce(s.at, (SELECT date_trunc('day', min(p.created_at), 'UTC') FROM postings p
+          WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
+            AND p.account = a.name)) AS from_at
+      FROM ledger_accounts a
+      LEFT JOIN LATERAL (
+        SELECT s.at, s.balance FROM ledger_balance_snapshots s
+        WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
+          AND s.account = a.name
+        ORDER BY s.at DESC LIMIT 1) s ON true
+    ), days AS (
+      SELECT s.merchant_account, s.currency, s.book, s.account, s.base, d.at,
+        coalesce((SELECT sum(p.amount) FROM postings p
+          WHERE p.merchant_account = s.merchant_account AND p.currency = s.currency AND p.book = s.book
+            AND p.account = s.account AND p.created_at >= d.at - interval '24 hours' AND p.created_at < d.at), 0)
+          AS day_sum
+      FROM start s CROSS JOIN cutoff
+        CROSS JOIN LATERAL generate_series(s.from_at + interval '24 hours', cutoff.c, interval '24 hours') AS d(at)
+      WHERE s.from_at IS NOT NULL
+    ), ins AS (
+      INSERT INTO ledger_balance_snapshots (merchant_account, currency, book, account, at, balance)
+      SELECT merchant_account, currency, book, account, at,
+        base + sum(day_sum) OVER (PARTITION BY merchant_account, currency, book, account ORDER BY at)
+      FROM days
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    )
+    SELECT count(*)::text AS n FROM ins`.execute(db);
+  return Number(rows[0]?.n ?? 0);
+}
