@@ -18,7 +18,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       currency text NOT NULL,
       book text NOT NULL,
       account text NOT NULL,
-      balance numeric(22, 2) NOT NULL DEFAULT 0,
+      balance numeric NOT NULL DEFAULT 0,
       updated_at timestamptz NOT NULL DEFAULT now(),
       CONSTRAINT ledger_balances_pk PRIMARY KEY (merchant_account, currency, book, account),
       CONSTRAINT ledger_balances_account_fk FOREIGN KEY (merchant_account, currency, book, account)

@@ -14,7 +14,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       book text NOT NULL,
       account text NOT NULL,
       at timestamptz NOT NULL,
-      balance numeric(22, 2) NOT NULL,
+      balance numeric NOT NULL,
       created_at timestamptz NOT NULL DEFAULT now(),
       CONSTRAINT ledger_balance_snapshots_pk PRIMARY KEY (merchant_account, currency, book, account, at),
       CONSTRAINT ledger_balance_snapshots_account_fk FOREIGN KEY (merchant_account, currency, book, account)
