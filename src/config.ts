@@ -525,7 +525,7 @@ function buildConfig(env: z.output<typeof envSchema>) {
       host: env.PAYRECON_WEB_HOST,
       port: env.PAYRECON_WEB_PORT,
       users: env.PAYRECON_WEB_USERS ?? [],
-      /** null: a random secret per process (sessions end at restart). */
+      /** null: a random secret kept under dataDir (src/web/session-secret.ts), so sessions survive a restart. */
       sessionSecret: env.PAYRECON_SESSION_SECRET ?? null,
       /** /api/v1 and POST /intents tokens (hashed); none: the API refuses every request. */
       apiTokens: env.PAYRECON_API_TOKENS ?? [],

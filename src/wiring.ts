@@ -5,7 +5,6 @@
  * registry are handed in by `src/cli.ts` (the app never imports `src/embedded/`): the pipeline only
  * ever talks to them over the network, exactly as to real PostgreSQL, Kafka and a Confluent registry.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -55,6 +54,7 @@ import { webRoutes } from './web/app.ts';
 import { hashPassword } from './web/auth.ts';
 import { opsRoutes, type ReadinessCheck, startOpsServer } from './web/ops.ts';
 import { ledgerWebServices } from './web/services.ts';
+import { resolveSessionSecret } from './web/session-secret.ts';
 
 /** Starters of the embedded services, given by the CLI. */
 export interface EmbeddedStarters {
@@ -361,7 +361,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
       await app.register(webRoutes, {
         prefix: '/',
         users,
-        sessionSecret: config.web.sessionSecret ?? randomBytes(32).toString('hex'),
+        sessionSecret: await resolveSessionSecret(config.web.sessionSecret, infra.dataDir),
         timeZone: config.jobs.timeZone,
         services: ledgerWebServices(db, reports),
         logger,

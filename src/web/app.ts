@@ -32,9 +32,11 @@ import {
   type ExceptionFilter,
   type ExceptionState,
   type ExceptionView,
+  errorPage,
   exceptionsPage,
   loginPage,
   type PageContext,
+  type ReportForm,
   type ReportKind,
   type ReportRunView,
   reportPage,
@@ -104,7 +106,6 @@ export interface WebOptions {
 
 const SESSION_COOKIE = 'payrecon_session';
 const PRELOGIN_COOKIE = 'payrecon_prelogin';
-const DAY_MS = 86_400_000;
 const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
 
 declare module 'fastify' {
@@ -118,6 +119,10 @@ type FormBody = Record<string, string | string[] | undefined>;
 function field(body: unknown, name: string): string | undefined {
   const value = (body as FormBody | undefined)?.[name];
   return Array.isArray(value) ? value[0] : value;
+}
+
+function wantsHtml(request: FastifyRequest): boolean {
+  return (request.headers.accept ?? '').includes('text/html');
 }
 
 function isoDate(date: Date, timeZone: string): string {
@@ -146,10 +151,28 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   }
   app.decorateRequest('session', null);
   // An error answers the status of its code (toAppError, src/domain/errors.ts), as in every handler.
-  app.setErrorHandler((err, _request, reply) => {
+  app.setErrorHandler((err, request, reply) => {
     const e = toAppError(err);
     if (e.httpStatus >= 500) options.logger?.error({ err }, 'page request failed');
-    return reply.code(e.httpStatus).header('content-type', 'text/plain; charset=utf-8').send(e.message);
+    const message = e.httpStatus >= 500 ? 'Something went wrong on our side; it has been logged.' : e.message;
+    return problem(
+      request,
+      reply,
+      e.httpStatus,
+      e.httpStatus >= 500 ? 'Server error' : 'Request refused',
+      message,
+    );
+  });
+  // An unknown path: the page's own 404 for a browser, fastify's JSON answer for anything else.
+  app.setNotFoundHandler((request, reply) => {
+    if (!wantsHtml(request)) {
+      return reply.code(404).send({
+        statusCode: 404,
+        error: 'Not Found',
+        message: `Route ${request.method}:${request.url.split('?')[0]} not found`,
+      });
+    }
+    return problem(request, reply, 404, 'Page not found', 'There is no page at this address.');
   });
 
   // Signed-out sessions (id -> expiry), refused until they would have expired anyway: the signed cookie
@@ -179,6 +202,20 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       .header('content-security-policy', "default-src 'self'; style-src 'self'; form-action 'self'")
       .send(page.value);
 
+  /** An error as the page's own styled page for a browser, plain text for anything else. */
+  const problem = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    status: number,
+    title: string,
+    message: string,
+  ) => {
+    if (!wantsHtml(request)) {
+      return reply.code(status).header('content-type', 'text/plain; charset=utf-8').send(message);
+    }
+    return send(reply, errorPage(ctx(request), status, title, message), status);
+  };
+
   const isPublic = (url: string): boolean => {
     const path = url.split('?')[0] ?? '';
     return path === `${base}/login` || path.startsWith(`${base}/static/`);
@@ -191,7 +228,8 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       request.session = unsigned.valid && unsigned.value ? decodeSession(unsigned.value, now()) : null;
       if (request.session && signedOut.has(request.session.sid)) request.session = null;
     }
-    if (request.session || isPublic(request.url)) return;
+    // An unknown path answers 404 (the not-found handler) signed in or not.
+    if (request.session || request.is404 || isPublic(request.url)) return;
     // Browsers asking for a page are sent to sign in; anything else is plainly refused.
     if (request.method === 'GET' && (request.headers.accept ?? '').includes('text/html')) {
       return reply.code(303).header('location', `${base}/login`).send();
@@ -266,15 +304,13 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     reply: FastifyReply,
     error: string | null,
     status = 200,
+    typed?: ReportForm,
   ) => {
-    const today = now();
-    const yesterday = isoDate(new Date(today.getTime() - DAY_MS), timeZone);
+    // Default period: this month up to today (in the report time zone).
+    const today = isoDate(now(), timeZone);
+    const form = typed ?? { from: `${today.slice(0, 8)}01`, to: today };
     const [runs, accounts] = await Promise.all([services.reports.list(50), services.reports.accounts()]);
-    return send(
-      reply,
-      reportsPage(ctx(request), runs, accounts, { from: yesterday, to: yesterday }, error),
-      status,
-    );
+    return send(reply, reportsPage(ctx(request), runs, accounts, form, error), status);
   };
 
   app.get('/reports', async (request, reply) => reportsView(request, reply, null));
@@ -284,13 +320,21 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     const from = field(request.body, 'from') ?? '';
     const to = field(request.body, 'to') ?? '';
     const account = field(request.body, 'account') || null;
+    // After an error the form shows again with what was typed.
+    const typed: ReportForm = { kind, from, to, account };
     if (kind !== 'settlement' && kind !== 'exceptions')
-      return reportsView(request, reply, 'Choose a workbook.', 400);
+      return reportsView(request, reply, 'Choose a workbook.', 400, typed);
     if (!DATE_RE.test(from) || !DATE_RE.test(to) || from > to) {
-      return reportsView(request, reply, 'Give a period as two dates, the first not after the second.', 400);
+      return reportsView(
+        request,
+        reply,
+        'Give a period as two dates, the first not after the second.',
+        400,
+        typed,
+      );
     }
     if (account !== null && !(await services.reports.accounts()).includes(account)) {
-      return reportsView(request, reply, 'Unknown account.', 400);
+      return reportsView(request, reply, 'Unknown account.', 400, typed);
     }
     const id = await services.reports.start({
       kind,
@@ -304,15 +348,23 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
 
   app.get<{ Params: { id: string } }>('/reports/:id', async (request, reply) => {
     const run = await services.reports.get(request.params.id);
-    if (!run) return reply.code(404).send('no such report');
+    if (!run) return problem(request, reply, 404, 'Report not found', 'There is no report with this id.');
     return send(reply, reportPage(ctx(request), run));
   });
 
   app.get<{ Params: { id: string; name: string } }>('/reports/:id/download/:name', async (request, reply) => {
     const path = await services.reports.filePath(request.params.id, request.params.name);
-    if (!path) return reply.code(404).send('no such file');
+    if (!path) return problem(request, reply, 404, 'File not found', 'This report has no such file.');
     const info = await stat(path).catch(() => null);
-    if (!info) return reply.code(410).send('file no longer kept');
+    if (!info) {
+      return problem(
+        request,
+        reply,
+        410,
+        'File no longer kept',
+        'This file is no longer kept; generate the report again.',
+      );
+    }
     const type = path.endsWith('.csv')
       ? 'text/csv; charset=utf-8'
       : 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
@@ -354,12 +406,22 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000) || null;
     const username = request.session?.username ?? 'unknown';
     if ((action === 'accept-provider' || action === 'keep-ledger') && services.exceptions.decide) {
-      if (!note) return reply.code(400).send('a note is required: say why the decision is right');
+      if (!note) {
+        return problem(
+          request,
+          reply,
+          400,
+          'Note required',
+          'A note is required: say why the decision is right.',
+        );
+      }
       try {
         await services.exceptions.decide(request.params.id, action, note, username, now());
       } catch (err) {
         const code = (err as { code?: string }).code;
-        if (code === 'NOT_FOUND' || code === 'CONFLICT') return reply.code(409).send((err as Error).message);
+        if (code === 'NOT_FOUND' || code === 'CONFLICT') {
+          return problem(request, reply, 409, 'Not done', (err as Error).message);
+        }
         throw err;
       }
       options.logger?.info(
@@ -368,9 +430,11 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       );
       return reply.redirect(`${base}/exceptions?done=${action}`, 303);
     }
-    if (action !== 'acknowledge' && action !== 'resolve') return reply.code(400).send('unknown action');
+    if (action !== 'acknowledge' && action !== 'resolve') {
+      return problem(request, reply, 400, 'Request refused', 'Unknown action.');
+    }
     const ok = await services.exceptions.act(request.params.id, action, note, username, now());
-    if (!ok) return reply.code(409).send('exception not found or already resolved');
+    if (!ok) return problem(request, reply, 409, 'Not done', 'Exception not found or already resolved.');
     options.logger?.info(
       { exception: request.params.id, action, username },
       'exception updated from the page',

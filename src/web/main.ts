@@ -3,7 +3,6 @@
  * instead), with the JSON API beside it when the CLI passes it, and `payrecon web hash-password`, which reads a password from stdin and prints the scrypt
  * hash to put in PAYRECON_WEB_USERS.
  */
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { FastifyInstance } from 'fastify';
@@ -21,6 +20,7 @@ import { buildWebApp } from './app.ts';
 import { hashPassword } from './auth.ts';
 import { opsRoutes } from './ops.ts';
 import { ledgerWebServices } from './services.ts';
+import { resolveSessionSecret } from './session-secret.ts';
 
 async function readPassword(): Promise<string> {
   if (process.stdin.isTTY) process.stderr.write('Password (input is not hidden; pipe it to avoid echo): ');
@@ -83,7 +83,7 @@ export async function runWebCli(
   await runner.failAbandoned();
   const app = await buildWebApp({
     users: config.web.users,
-    sessionSecret: config.web.sessionSecret ?? randomBytes(32).toString('base64url'),
+    sessionSecret: await resolveSessionSecret(config.web.sessionSecret, config.dataDir),
     timeZone: config.jobs.timeZone,
     services: ledgerWebServices(db, runner),
     logger: log,

@@ -46,6 +46,8 @@ button.secondary{background:#fff;color:#2456c7}
 progress{width:320px;height:1rem}
 table.narrow{width:auto}
 .muted{color:#6b7483;font-size:.85rem}
+.problem{max-width:640px;margin:3rem auto}
+.problem h1{font-size:1.6rem}
 `;
 
 export interface PageContext {
@@ -92,6 +94,17 @@ ${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
   );
 }
 
+/** A 404 or an error in the page's own style, with a way back. */
+export function errorPage(ctx: PageContext, status: number, title: string, message: string): SafeHtml {
+  return layout(
+    ctx,
+    title,
+    html`<section class="problem" data-status="${status}"><h1>${title}</h1>
+<div class="notice error" role="alert">${message}</div>
+<p><a href="${ctx.base}/reports">Back to the reports</a>${ctx.username ? '' : html` · <a href="${ctx.base}/login">Sign in</a>`}</p></section>`,
+  );
+}
+
 // ------------------------------------------------------------------------------------------- reports
 
 export type ReportKind = 'settlement' | 'exceptions';
@@ -127,13 +140,23 @@ function runRow(ctx: PageContext, run: ReportRunView): SafeHtml {
 <td>${run.status === 'succeeded' && run.files[0] ? html`<a href="${ctx.base}/reports/${run.id}/download/${run.files[0].name}">${run.files[0].label}</a>` : ''}</td></tr>`;
 }
 
+/** What the report form shows: the defaults, or what was typed when the form is shown again after an error. */
+export interface ReportForm {
+  kind?: string;
+  from: string;
+  to: string;
+  account?: string | null;
+}
+
 export function reportsPage(
   ctx: PageContext,
   runs: readonly ReportRunView[],
   accounts: readonly string[],
-  defaults: { from: string; to: string },
+  form: ReportForm,
   error: string | null,
 ): SafeHtml {
+  const opt = (value: string, label: string, selected: boolean) =>
+    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
   return layout(
     { ...ctx, active: 'reports' },
     'Reports',
@@ -142,11 +165,15 @@ ${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
 <h2>Generate a workbook</h2>
 <form class="inline" method="post" action="${ctx.base}/reports">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
-<label>Workbook<select name="kind"><option value="settlement">Settlement</option><option value="exceptions">Exceptions</option></select></label>
-<label>From<input type="date" name="from" value="${defaults.from}" required></label>
-<label>To (inclusive)<input type="date" name="to" value="${defaults.to}" required></label>
-<label>Account<select name="account"><option value="">All accounts</option>${accounts.map(
-      (a) => html`<option value="${a}">${a}</option>`,
+<label>Workbook<select name="kind">${opt('settlement', 'Settlement', form.kind !== 'exceptions')}${opt(
+      'exceptions',
+      'Exceptions',
+      form.kind === 'exceptions',
+    )}</select></label>
+<label>From<input type="date" name="from" value="${form.from}" required></label>
+<label>To (inclusive)<input type="date" name="to" value="${form.to}" required></label>
+<label>Account<select name="account">${opt('', 'All accounts', !form.account)}${accounts.map((a) =>
+      opt(a, a, form.account === a),
     )}</select></label>
 <button type="submit">Generate</button></form>
 <h2>Recent runs</h2>
