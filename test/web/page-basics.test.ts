@@ -55,6 +55,11 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     return app.listen({ host: '127.0.0.1', port: 0 });
   }
 
+  async function stop(): Promise<void> {
+    await app?.close();
+    app = undefined;
+  }
+
   async function signIn(page: Page, base: string): Promise<void> {
     await page.goto(`${base}/login`);
     await page.fill('input[name=username]', 'finance');
@@ -116,8 +121,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     expect(await page.inputValue('select[name=kind]')).toBe('exceptions');
     await shot(page, 'bad-period-keeps-input');
     await context.close();
-    await app?.close();
-    app = undefined;
+    await stop();
   });
 
   it('shows an unknown path as the page’s own 404, signed in or not; a JSON client gets JSON', async () => {
@@ -134,8 +138,8 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     await expect(page.locator('h1').textContent()).resolves.toBe('Page not found');
     // The page's style sheet and header apply: the 404 is a page of the site, not raw JSON.
     await expect(page.locator('header a', { hasText: 'Reports' }).count()).resolves.toBe(1);
-    const background = await page.evaluate(
-      () => getComputedStyle(document.querySelector('header') as Element).backgroundColor,
+    const background = await page.evaluate<string>(
+      "getComputedStyle(document.querySelector('header')).backgroundColor",
     );
     expect(background).toBe('rgb(29, 42, 68)');
     await shot(page, 'not-found');
@@ -150,8 +154,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     expect(json.status()).toBe(404);
     expect(await json.json()).toMatchObject({ statusCode: 404, error: 'Not Found' });
     await context.close();
-    await app?.close();
-    app = undefined;
+    await stop();
   });
 
   it('keeps a session across a restart on the same data directory; the secret file is 0600', async () => {
@@ -161,8 +164,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     await signIn(page, base);
     const info = await stat(join(dataDir, SESSION_SECRET_FILE));
     expect(info.mode & 0o777).toBe(0o600);
-    await app?.close();
-    app = undefined;
+    await stop();
 
     base = await start();
     await page.goto(`${base}/balances`);
@@ -172,7 +174,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     await shot(page, 'session-after-restart');
 
     // A configured secret still wins: the cookie signed with the file's secret is then refused.
-    await app?.close();
+    await stop();
     app = await buildWebApp({
       users,
       sessionSecret: await resolveSessionSecret('a-configured-secret-that-wins-0123456789', dataDir),
