@@ -404,7 +404,8 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       method: 'GET',
       path: '/payments/{account}/{kind}/{entityId}',
       operationId: 'getPayment',
-      summary: 'One payment: the intent, the provider view, status history, journal entries, exceptions',
+      summary:
+        'One payment: the intent, the provider view, status history, journal entries, exceptions, alerts',
       tag: 'payments',
       scope: 'read',
       params: PaymentParams,
@@ -437,6 +438,11 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
             postings: e.postings.map((p) => ({ account: p.account, amount: formatAmount(p.amount) })),
           })),
           exceptions: d.exceptions,
+          alerts: d.alerts.map((a) => ({
+            ...a,
+            raisedAt: iso(a.raisedAt),
+            publishedAt: isoOrNull(a.publishedAt),
+          })),
         };
       },
     }),

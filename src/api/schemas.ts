@@ -231,6 +231,16 @@ export const PaymentDetailResponse = z.object({
   exceptions: z.array(
     z.object({ id: z.string(), type: z.string(), severity: z.string(), state: z.string() }),
   ),
+  alerts: z.array(
+    z.object({
+      alertId: z.string(),
+      type: z.string(),
+      severity: z.string(),
+      raisedAt: Instant,
+      publishedAt: Instant.nullable().meta({ description: 'When the relay put it on recon.alert.raised.v1' }),
+      deliveredTo: z.array(z.string()).meta({ description: 'Sinks that took it: log, slack, webhook' }),
+    }),
+  ),
 });
 
 // ---------------------------------------------------------------- exceptions

@@ -231,6 +231,15 @@ export interface PaymentDetail {
   history: HistoryRow[];
   entries: EntryRow[];
   exceptions: { id: string; type: string; severity: string; state: string }[];
+  alerts: {
+    alertId: string;
+    type: string;
+    severity: string;
+    raisedAt: Date;
+    publishedAt: Date | null;
+    /** Sinks that took it (log, slack, webhook), in delivery order. */
+    deliveredTo: string[];
+  }[];
 }
 
 /** One payment with its status history, journal entries (with postings) and exceptions; null if unknown. */
@@ -299,6 +308,20 @@ export async function getPayment(
       .orderBy('id')
       .execute(),
   ]);
+  const { rows: alerts } = await sql<{
+    alert_id: string;
+    type: string | null;
+    severity: string | null;
+    created_at: Date;
+    published_at: Date | null;
+    sinks: string[] | null;
+  }>`
+    SELECT o.alert_id, o.payload->>'type' AS type, o.payload->>'severity' AS severity, o.created_at, o.published_at,
+           (SELECT array_agg(d.sink ORDER BY d.delivered_at, d.sink) FROM alert_deliveries d
+             WHERE d.alert_id = o.alert_id) AS sinks
+      FROM outbox o
+     WHERE o.key = ${`${kind}:${entityId}`} AND o.payload->>'account' = ${merchantAccount}
+     ORDER BY o.id`.execute(db);
   const byEntry = new Map<string, { account: string; amount: Minor }[]>();
   for (const p of postings.rows) {
     const list = byEntry.get(p.entry_id) ?? [];
@@ -346,6 +369,14 @@ export async function getPayment(
       type: x.type,
       severity: x.severity,
       state: x.state,
+    })),
+    alerts: alerts.map((a) => ({
+      alertId: a.alert_id,
+      type: a.type ?? '',
+      severity: a.severity ?? '',
+      raisedAt: a.created_at,
+      publishedAt: a.published_at,
+      deliveredTo: a.sinks ?? [],
     })),
   };
 }

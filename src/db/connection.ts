@@ -14,6 +14,7 @@ import * as m20261124T1100 from './migrations/20261124T1100_exception_facts.ts';
 import * as m20261124T1200 from './migrations/20261124T1200_api.ts';
 import * as m20261124T1300 from './migrations/20261124T1300_running_balances.ts';
 import * as m20261124T1310 from './migrations/20261124T1310_balance_snapshots.ts';
+import * as m20261124T1320 from './migrations/20261124T1320_outbox_entity.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -26,6 +27,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261124T1200_api': m20261124T1200,
   '20261124T1300_running_balances': m20261124T1300,
   '20261124T1310_balance_snapshots': m20261124T1310,
+  '20261124T1320_outbox_entity': m20261124T1320,
 };
 
 export interface OpenDatabaseOptions {

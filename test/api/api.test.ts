@@ -344,6 +344,7 @@ describe('payments', () => {
       history: { toStatus: string }[];
       entries: { effect: string; postings: { account: string; amount: string }[] }[];
       exceptions: { type: string }[];
+      alerts: { alertId: string; type: string; publishedAt: string | null; deliveredTo: string[] }[];
     }>(await call('GET', '/payments/acme/deposit/d1'));
     expect(body.payment.status).toBe('COMPLETED');
     expect(body.payment.fee.amount).toBe('3.00');
@@ -357,6 +358,16 @@ describe('payments', () => {
       ]),
     );
     expect(body.exceptions.map((x) => x.type)).toContain('AMOUNT_MISMATCH');
+    const alert = body.alerts.find((a) => a.type === 'AMOUNT_MISMATCH');
+    expect(alert).toMatchObject({ publishedAt: null, deliveredTo: [] });
+    await t.db
+      .insertInto('alert_deliveries')
+      .values({ alert_id: alert?.alertId ?? '', sink: 'log' })
+      .execute();
+    const again = json<{ alerts: { alertId: string; deliveredTo: string[] }[] }>(
+      await call('GET', '/payments/acme/deposit/d1'),
+    );
+    expect(again.alerts.find((a) => a.alertId === alert?.alertId)?.deliveredTo).toEqual(['log']);
     expectProblem(await call('GET', '/payments/acme/deposit/none'), 404);
     expectProblem(await call('GET', '/payments/acme/wire/d1'), 400, 'kind');
   });
