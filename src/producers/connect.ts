@@ -6,7 +6,8 @@ import { describeFailure } from '../cli-errors.ts';
 import { type Config, loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { runningEndpoints } from '../endpoints.ts';
-import { createKafka, createPublisher, type Publisher } from '../events/kafka.ts';
+import { connectAdmin } from '../events/connect.ts';
+import { createKafka, createPublisher, PLAINTEXT, type Publisher } from '../events/kafka.ts';
 import { createRegistryClient, registerSchemas } from '../events/serde.ts';
 import { logger } from '../logger.ts';
 
@@ -45,12 +46,15 @@ export async function connectFromConfig(clientId = 'payrecon-cli'): Promise<Conn
       ? createRegistryClient({ url: registryUrl, username: null, password: null, caFile: null })
       : createRegistryClient({ ...config.schemaRegistry, url: registryUrl }),
   );
+  const security = config.kafka.brokers === null ? PLAINTEXT : config.kafka.security;
   const kafka = createKafka({
     brokers: [...brokers],
     clientId: `${config.kafka.clientId}-${clientId}`,
-    ...(config.kafka.brokers === null ? {} : { security: config.kafka.security }),
+    security,
     logger,
   });
+  // Credentials and certificates checked first: a refusal is one line naming the variable.
+  await (await connectAdmin(kafka, brokers, security)).disconnect();
   const publisher = await createPublisher(kafka, serde);
   return {
     config,
