@@ -84,7 +84,7 @@ describe('the secrets audit', () => {
     tdb = await createTestDatabase();
     dataDir = mkdtempSync(join(tmpdir(), 'payrecon-audit-'));
     passwordHash = await hashPassword(WEB_PASSWORD);
-    apiToken = await createApiToken('audit', ['read', 'intents:write']);
+    apiToken = await createApiToken('audit', ['read', 'exceptions:write', 'intents:write']);
     const config = loadConfig({
       DATABASE_URL: tdb.url,
       PAYRECON_DATA_DIR: dataDir,
@@ -222,6 +222,29 @@ describe('the secrets audit', () => {
     expect(login.status).toBe(200);
   }
 
+  /** The API with its token: reads, and a comment written to an exception's audit trail. */
+  async function useTheApi(): Promise<void> {
+    const api = `${pipeline.url}/api/v1`;
+    const auth = { authorization: `Bearer ${apiToken.token}` };
+    expect((await fetch(`${api}/balances`, { headers: auth })).status).toBe(200);
+    const list = (await (await fetch(`${api}/exceptions?limit=5`, { headers: auth })).json()) as {
+      items: { id: string; entityId: string }[];
+    };
+    const first = list.items[0];
+    if (first) {
+      const res = await fetch(`${api}/exceptions/${first.id}/comments`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ note: 'looked at it during the audit' }),
+      });
+      expect(res.status).toBe(200);
+    }
+    expect((await fetch(`${api}/payments?limit=20`, { headers: auth })).status).toBe(200);
+    expect(
+      (await fetch(`${api}/balances`, { headers: { authorization: `Bearer ${apiToken.token}x` } })).status,
+    ).toBe(401);
+  }
+
   it('finds no secret in logs, tables, topics or workbooks after a run with card traffic', async () => {
     // 1. Traffic: deposits, card deposits, cashouts, refunds through payrecon's own provider client.
     const res = await fetch(`${sandboxApi}/_sandbox/traffic`, {
@@ -275,6 +298,7 @@ describe('the secrets audit', () => {
     expect(truth.refunds.length).toBeGreaterThan(0);
     // 3. Web sign-ins and workbooks made from the page.
     await signInAndRunReports();
+    await useTheApi();
     expect(wire.size).toBeGreaterThan(truth.deposits.length);
 
     // 4. Scan everything.
