@@ -124,7 +124,11 @@ async function phaseBare(out: string, start: Date): Promise<PhaseResult> {
     useStyles: true,
     useSharedStrings: false,
   });
-  const sheet = new TableSheet(wb, 'Journal', JOURNAL_COLUMNS, { timeZone: TZ, currencyKey: 'currency' });
+  const sheet = new TableSheet(wb, 'Journal', JOURNAL_COLUMNS, {
+    timeZone: TZ,
+    currencyKey: 'currency',
+    print: { report: 'bench', period: 'bench' },
+  });
   // Same cell values as the workbook's journal: entry, booked at, account, kind, entity, effect, reversal,
   // ledger account, currency, amount.
   const ws = (sheet as unknown as { parts: { sheet: ExcelJS.Worksheet }[] }).parts[0]!.sheet;

@@ -10,8 +10,16 @@ import {
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
-import type { Period } from './period.ts';
-import { type ColumnSpec, INT_FORMAT, inSnapshot, prepareOutputs, TableSheet } from './sheet-writer.ts';
+import { humanInstant, type Period } from './period.ts';
+import {
+  type ColumnSpec,
+  INT_FORMAT,
+  inSnapshot,
+  type PrintSetup,
+  prepareOutputs,
+  printOptions,
+  TableSheet,
+} from './sheet-writer.ts';
 
 export const AGE_BUCKET_LABELS = ['under 1 day', '1-3 days', '3-7 days', 'over 7 days'] as const;
 
@@ -103,7 +111,8 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
   },
   { header: 'Status reason', key: 'statusReason', type: 'text', width: 20, cell: (r) => r.status_reason },
   { header: 'Rule', key: 'rule', type: 'text', width: 60, cell: (r) => r.rule },
-  { header: 'Times seen', key: 'count', type: 'int', width: 11, total: true, cell: (r) => r.count },
+  // Not totalled: a sum of how often each exception was seen means nothing.
+  { header: 'Times seen', key: 'count', type: 'int', width: 11, cell: (r) => r.count },
   { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
   { header: 'Last seen', key: 'lastSeen', type: 'date', cell: (r) => r.last_seen_at },
   {
@@ -182,17 +191,28 @@ export async function writeExceptionWorkbook(
     wb.creator = 'payrecon';
 
     // Summary: one table of open exceptions by age, one of opened and resolved in the period.
-    const ws = wb.addWorksheet('Summary', { views: [{ state: 'frozen', ySplit: 3 }] });
+    const print: PrintSetup = {
+      report: `Exceptions · ${account ?? 'all accounts'}`,
+      period: `${period.from} to ${period.to}`,
+    };
+    const ws = wb.addWorksheet('Summary', {
+      views: [{ state: 'frozen', ySplit: 3 }],
+      ...printOptions(print, 3),
+    });
+    const summaryLabels = [
+      'Open exceptions by type',
+      'In the period, by type',
+      'Total',
+      ...byType.map((t) => t.type),
+    ];
     ws.columns = [
-      { key: 'type', width: 28 },
+      { key: 'type', width: Math.max(28, ...summaryLabels.map((l) => l.length + 3)) },
       ...[1, 2, 3, 4, 5, 6].map(() => ({ width: 14, style: { numFmt: INT_FORMAT } })),
     ];
-    const title = ws.addRow([
-      `Exceptions · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · open as of ${asOf.toISOString()}`,
-    ]);
+    const title = ws.addRow([`Exceptions · ${account ?? 'all accounts'} · ${period.from} to ${period.to}`]);
     title.font = { bold: true, size: 13 };
     title.commit();
-    ws.addRow([]).commit();
+    ws.addRow([`Open as of ${humanInstant(asOf, tz)}`]).commit();
     const h1 = ws.addRow(['Open exceptions by type', ...AGE_BUCKET_LABELS, 'Total open']);
     h1.font = { bold: true };
     h1.commit();
@@ -241,6 +261,7 @@ export async function writeExceptionWorkbook(
     const exPath = csvPath('exceptions');
     const detail = new TableSheet(wb, 'Exceptions', DETAIL_COLUMNS(asOf), {
       timeZone: tz,
+      print,
       csvPath: exPath,
       preamble: [`Exceptions open at ${period.to} or opened or resolved in the period · times in ${tz}`],
     });
@@ -257,6 +278,7 @@ export async function writeExceptionWorkbook(
     const latePath = csvPath('late-rejections');
     const lateSheet = new TableSheet(wb, 'Late rejections', LATE_COLUMNS, {
       timeZone: tz,
+      print,
       csvPath: latePath,
       preamble: [
         `Cashouts and refunds REJECTED after COMPLETED, reversal booked in the period · times in ${tz}`,

@@ -95,6 +95,15 @@ export function excelDate(instant: Date, timeZone: string): Date {
   return new Date(instant.getTime() + zoneOffsetMs(instant, timeZone));
 }
 
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** An instant for people, in a title: `24 Nov 2026, 15:30 (America/Sao_Paulo)`; the zone optional. */
+export function humanInstant(instant: Date, timeZone: string, withZone = true): string {
+  const p = zonedParts(instant, timeZone);
+  const hm = `${String(p.hour).padStart(2, '0')}:${String(p.minute).padStart(2, '0')}`;
+  return `${p.day} ${MONTHS[p.month - 1]} ${p.year}, ${hm}${withZone ? ` (${timeZone})` : ''}`;
+}
+
 /** `YYYY-MM-DD` of an instant in a time zone. */
 export function localDate(instant: Date, timeZone: string): string {
   const p = zonedParts(instant, timeZone);

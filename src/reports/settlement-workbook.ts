@@ -14,13 +14,16 @@ import {
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
-import { excelDate, type Period } from './period.ts';
+import { humanInstant, type Period } from './period.ts';
 import {
+  byCurrency,
   type ColumnSpec,
   DATE_FORMAT,
   inSnapshot,
   MONEY_FORMAT,
+  type PrintSetup,
   prepareOutputs,
+  printOptions,
   TableSheet,
 } from './sheet-writer.ts';
 
@@ -277,7 +280,7 @@ function summarize(
   for (const m of movements) if (m.book === 'live') currencies.add(m.currency);
 
   const summaries: CurrencySummary[] = [];
-  for (const currency of [...currencies].sort()) {
+  for (const currency of [...currencies].sort(byCurrency)) {
     const mine = movements.filter((m) => m.book === 'live' && m.currency === currency);
     const lineOf = (entityKind: string, effect: string, label: string): SummaryLine => {
       const rows = mine.filter((m) => m.entityKind === entityKind && m.effect === effect);
@@ -341,8 +344,37 @@ function summarize(
   return { summaries, otherBooks };
 }
 
-function localStamp(d: Date, tz: string): string {
-  return excelDate(d, tz).toISOString().slice(0, 16).replace('T', ' ');
+/** The footer of every printed page of the settlement workbook. */
+export function settlementPrint(period: Period, account: string | null): PrintSetup {
+  return { report: `Settlement · ${account ?? 'all accounts'}`, period: `${period.from} to ${period.to}` };
+}
+
+/** Labels of the summary's first column (the column is made wide enough for the longest). */
+const PROOF_LABEL = 'Proof: opening + movements − closing (must be 0)';
+const FIXED_LABELS = [
+  'Opening balance',
+  'Closing balance',
+  PROOF_LABEL,
+  'Deposits, net (gross less fees)',
+  '  of which released early (gross)',
+];
+/** Width of the summary's amount columns. */
+export const SUMMARY_AMOUNT_WIDTH = 20;
+
+/** How much wider than body text a summary line is drawn: the 13-point bold title. */
+export const TITLE_SCALE = 1.3;
+
+/**
+ * The summary's label column width: the longest label plus a margin, and wide enough that the title
+ * lines (spanning the sheet's three columns) fit within them, so nothing is cut when printed.
+ */
+export function summaryLabelWidth(
+  labels: readonly string[],
+  titles: readonly { text: string; scale: number }[],
+): number {
+  const longest = Math.max(...labels.map((l) => l.length));
+  const title = Math.max(0, ...titles.map((t) => Math.ceil(t.text.length * t.scale)));
+  return Math.max(longest + 3, title - 2 * SUMMARY_AMOUNT_WIDTH + 2);
 }
 
 function writeSummarySheet(
@@ -351,20 +383,27 @@ function writeSummarySheet(
   period: Period,
   account: string | null,
 ): void {
-  const ws = wb.addWorksheet(`Summary ${s.currency}`, { views: [{ state: 'frozen', ySplit: 4 }] });
-  ws.columns = [
-    { key: 'label', width: 38 },
-    { key: 'available', width: 20, style: { numFmt: MONEY_FORMAT } },
-    { key: 'reserved', width: 20, style: { numFmt: MONEY_FORMAT } },
+  const heading = `Settlement ${s.currency} (live book) · ${account ?? 'all accounts'} · ${period.from} to ${period.to}`;
+  const tz = period.timeZone;
+  const booked = `Booked ${humanInstant(period.start, tz, false)} to ${humanInstant(period.end, tz, false)} (${tz}), cut-off ${period.cutoff}`;
+  const labels = [...FIXED_LABELS, ...s.lines.map((l) => l.label)];
+  const titles = [
+    { text: heading, scale: TITLE_SCALE },
+    { text: booked, scale: 1 },
   ];
-  const title = ws.addRow([
-    `Settlement ${s.currency} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} (live book)`,
-  ]);
+  const ws = wb.addWorksheet(`Summary ${s.currency}`, {
+    views: [{ state: 'frozen', ySplit: 4 }],
+    ...printOptions(settlementPrint(period, account), 4),
+  });
+  ws.columns = [
+    { key: 'label', width: summaryLabelWidth(labels, titles) },
+    { key: 'available', width: SUMMARY_AMOUNT_WIDTH, style: { numFmt: MONEY_FORMAT } },
+    { key: 'reserved', width: SUMMARY_AMOUNT_WIDTH, style: { numFmt: MONEY_FORMAT } },
+  ];
+  const title = ws.addRow([heading]);
   title.font = { bold: true, size: 13 };
   title.commit();
-  ws.addRow([
-    `Booked from ${localStamp(period.start, period.timeZone)} to ${localStamp(period.end, period.timeZone)} ${period.timeZone} (cut-off ${period.cutoff})`,
-  ]).commit();
+  ws.addRow([booked]).commit();
   ws.addRow([]).commit();
   const header = ws.addRow(['', 'Available', 'Reserved']);
   header.font = { bold: true };
@@ -392,7 +431,7 @@ function writeSummarySheet(
         }
       : formatAmount(result);
   const p = ws.addRow([
-    'Proof: opening + movements − closing (must be 0)',
+    PROOF_LABEL,
     proof('B', s.proofAvailable, [
       s.openingAvailable,
       s.closingAvailable,
@@ -460,7 +499,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     wb.modified = new Date(0);
     for (const s of summaries) writeSummarySheet(wb, s, period, account);
     if (summaries.length === 0) {
-      const ws = wb.addWorksheet('Summary');
+      const ws = wb.addWorksheet('Summary', printOptions(settlementPrint(period, account), 1));
       ws.addRow([
         `No live activity or balances for ${account ?? 'any account'} up to ${period.to}.`,
       ]).commit();
@@ -468,6 +507,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     }
     const rowCounts: Record<string, number> = {};
     const files = [options.out];
+    const print = settlementPrint(period, account);
     const preamble = (what: string) => [
       `${what} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
     ];
@@ -477,6 +517,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const path = csvPath('deposits');
       const t = new TableSheet(wb, 'Deposits', DEPOSIT_COLUMNS, {
         timeZone: tz,
+        print,
         csvPath: path,
         preamble: preamble('Live deposits with activity in the period'),
         currencyKey: 'currency',
@@ -496,6 +537,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const path = csvPath(name.toLowerCase());
       const t = new TableSheet(wb, name, PAYOUT_COLUMNS(kind), {
         timeZone: tz,
+        print,
         csvPath: path,
         preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
         currencyKey: 'currency',
@@ -530,6 +572,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
         const rows = otherBooks.filter((b) => b.book === j.book);
         const bookSheet = new TableSheet(wb, j.book === 'test' ? 'Test book' : 'Crypto book', BOOK_COLUMNS, {
           timeZone: tz,
+          print,
           preamble: [
             `${j.book === 'test' ? 'Test' : 'Crypto'} book balances · never part of the live summary · ${period.from} to ${period.to}`,
           ],
@@ -542,6 +585,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const path = csvPath(j.csv);
       const t = new TableSheet(wb, j.sheet, JOURNAL_COLUMNS, {
         timeZone: tz,
+        print,
         csvPath: path,
         preamble: [
           `${j.title} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,

@@ -106,6 +106,51 @@ export async function drainWorksheet(sheet: ExcelJS.Worksheet): Promise<void> {
   }
 }
 
+/** What a printed page's footer says: the report and its period. */
+export interface PrintSetup {
+  /** The report, e.g. `Settlement workbook · acme`. */
+  report: string;
+  /** The period, e.g. `2026-11-01 to 2026-11-24`. */
+  period: string;
+}
+
+/** Text for a header or footer section: `&` starts a code there, so a literal one is doubled. */
+function footerText(text: string): string {
+  return text.replace(/&/g, '&&');
+}
+
+/**
+ * How every sheet of every workbook prints: landscape A4, fit to one page wide (as many pages down as
+ * needed), the rows up to `headerRows` repeated on each page, and a footer with the report, the period
+ * and `page n of m`. Passed to `addWorksheet` (exceljs derives `fitToPage` from these options).
+ */
+export function printOptions(print: PrintSetup, headerRows: number): Partial<ExcelJS.AddWorksheetOptions> {
+  return {
+    pageSetup: {
+      orientation: 'landscape',
+      paperSize: 9,
+      fitToPage: true,
+      fitToWidth: 1,
+      fitToHeight: 0,
+      printTitlesRow: `1:${Math.max(1, headerRows)}`,
+      margins: { left: 0.4, right: 0.4, top: 0.5, bottom: 0.6, header: 0.2, footer: 0.25 },
+    },
+    headerFooter: {
+      differentFirst: false,
+      differentOddEven: false,
+      oddFooter: `&L${footerText(print.report)}&C${footerText(print.period)}&Rpage &P of &N`,
+    },
+  };
+}
+
+/**
+ * Currencies in the one fixed order every sheet uses (alphabetical ISO code; a row without a currency,
+ * '' , first).
+ */
+export function byCurrency(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /** Rows per worksheet before a table continues on `Name (2)`: Excel's limit is 1,048,576. */
 export const MAX_SHEET_ROWS = 1_048_000;
 
@@ -117,6 +162,8 @@ export interface TableOptions {
   preamble?: readonly string[];
   /** Key of the currency column: totals are written per currency with SUMIF. */
   currencyKey?: string;
+  /** Footer text of the printed pages (see `printOptions`). */
+  print: PrintSetup;
   maxRowsPerSheet?: number;
 }
 
@@ -163,6 +210,7 @@ export class TableSheet<R> {
   private openPart(name: string): void {
     const sheet = this.workbook.addWorksheet(name, {
       views: [{ state: 'frozen', ySplit: this.headerRow, xSplit: 0 }],
+      ...printOptions(this.options.print, this.headerRow),
     });
     sheet.columns = this.columns.map((c) => {
       const numFmt = formatOf(c.type);
@@ -270,9 +318,9 @@ export class TableSheet<R> {
     return `${sheetRef}$${letter}$${this.headerRow + 1}:$${letter}$${this.headerRow + Math.max(part.rows, 1)}`;
   }
 
-  /** The sums of the total columns so far, per currency (in the order currencies were first seen). */
+  /** The sums of the total columns so far, per currency (in the fixed currency order). */
   totals(): TableTotals {
-    return this.sums;
+    return new Map([...this.sums].sort(([a], [b]) => byCurrency(a, b)));
   }
 
   /**
@@ -284,8 +332,9 @@ export class TableSheet<R> {
    */
   async finish(options: { currencies?: Iterable<string> } = {}): Promise<void> {
     if (this.columns.some((c) => c.total)) {
-      const totals = new Map(this.sums);
-      for (const c of options.currencies ?? []) if (!totals.has(c)) totals.set(c, {});
+      const found = new Map(this.sums);
+      for (const c of options.currencies ?? []) if (!found.has(c)) found.set(c, {});
+      const totals = [...found].sort(([a], [b]) => byCurrency(a, b));
       const currencyCol = this.currencyCol;
       for (const [currency, values] of totals) {
         const cells = this.columns.map((c, i) => {
