@@ -104,10 +104,20 @@ function encodeCursor(parts: readonly string[]): string {
   return Buffer.from(JSON.stringify(parts)).toString('base64url');
 }
 
-function decodeCursor(cursor: string, length: number): string[] {
+/** Sort-key text of a payments cursor: `created_at` in UTC to the microsecond. */
+const KEY_TEXT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}$/;
+const ANY_TEXT = /^[\s\S]{1,200}$/;
+const ID_TEXT = /^\d{1,18}$/;
+
+/** The parts of a cursor this API wrote, each matching its shape; anything else is a 400 naming `cursor`. */
+function decodeCursor(cursor: string, shape: readonly RegExp[]): string[] {
   try {
     const parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(parts) && parts.length === length && parts.every((p) => typeof p === 'string')) {
+    if (
+      Array.isArray(parts) &&
+      parts.length === shape.length &&
+      parts.every((p, i) => typeof p === 'string' && (shape[i] as RegExp).test(p))
+    ) {
       return parts as string[];
     }
   } catch {
@@ -367,12 +377,12 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       handle: async ({ query }) => {
         let after: PaymentCursor | null = null;
         if (query.cursor !== undefined) {
-          const [key, merchantAccount, kind, entityId] = decodeCursor(query.cursor, 4) as [
-            string,
-            string,
-            string,
-            string,
-          ];
+          const [key, merchantAccount, kind, entityId] = decodeCursor(query.cursor, [
+            KEY_TEXT,
+            ANY_TEXT,
+            ANY_TEXT,
+            ANY_TEXT,
+          ]) as [string, string, string, string];
           after = { key, merchantAccount, kind, entityId };
         }
         const rows = await listPayments(
@@ -458,8 +468,8 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       response: ExceptionListResponse,
       handle: async ({ query }) => {
         const at = now();
-        const afterId = query.cursor !== undefined ? (decodeCursor(query.cursor, 1)[0] ?? null) : null;
-        if (afterId !== null && !/^\d{1,18}$/.test(afterId)) decodeCursor('', 1);
+        const afterId =
+          query.cursor !== undefined ? (decodeCursor(query.cursor, [ID_TEXT])[0] ?? null) : null;
         const rows = await listQueue(db, queueFilter(query, at), at, query.limit + 1, afterId);
         const page = rows.slice(0, query.limit);
         const last = page[page.length - 1];

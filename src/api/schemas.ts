@@ -17,7 +17,7 @@ import { REPORT_KINDS } from '../reports/runs.ts';
 /** An amount as the API writes it: decimal text, two decimals, optional minus. */
 export const Amount = z
   .string()
-  .regex(/^-?\d{1,20}\.\d{2}$/)
+  .regex(/^-?\d{1,40}\.\d{2}$/)
   .meta({ description: 'Decimal amount in major units with two decimals, as text', examples: ['1234.50'] });
 
 /** An instant as the API writes it (UTC, `Z`). */

@@ -334,6 +334,11 @@ describe('payments', () => {
     expect(deposits.items.map((i) => i.kind)).toEqual(['deposit', 'deposit']);
     expectProblem(await call('GET', '/payments?limit=0'), 400, 'limit');
     expectProblem(await call('GET', '/payments?cursor=bm9wZQ'), 400, 'cursor');
+    // A cursor of the right form with a key PostgreSQL would refuse is still the client's mistake.
+    const forged = Buffer.from(JSON.stringify(['not-a-time', 'acme', 'deposit', 'd1'])).toString('base64url');
+    expectProblem(await call('GET', `/payments?cursor=${forged}`), 400, 'cursor');
+    const forgedId = Buffer.from(JSON.stringify(['1 OR 1=1'])).toString('base64url');
+    expectProblem(await call('GET', `/exceptions?cursor=${forgedId}`), 400, 'cursor');
     expectProblem(await call('GET', '/payments?test=yes'), 400, 'test');
   });
 
