@@ -263,7 +263,20 @@ describe('signed in', () => {
       resolution_note: 'returned funds booked',
     });
     expect(rows[0]!.resolved_at).toBeInstanceOf(Date);
+    // The page's moves go through the queue's one state change: each leaves its audit event.
+    const events = await sql<{ actor: string; action: string; from_state: string; to_state: string }>`
+      SELECT actor, action, from_state, to_state FROM exception_events WHERE exception_id = ${id} ORDER BY id`.execute(
+      t.db,
+    );
+    expect(events.rows).toEqual([
+      { actor: 'ops', action: 'state', from_state: 'open', to_state: 'acknowledged' },
+      { actor: 'ops', action: 'state', from_state: 'acknowledged', to_state: 'resolved' },
+    ]);
     expect((await post(jar, `/exceptions/${id}`, { _csrf: token, action: 'resolve' })).statusCode).toBe(409);
+    // Acknowledging applies to an exception nobody accepted yet, never to a resolved one.
+    expect((await post(jar, `/exceptions/${id}`, { _csrf: token, action: 'acknowledge' })).statusCode).toBe(
+      409,
+    );
     const open = await get(jar, '/exceptions');
     expect(open.body).not.toContain(`data-exception="${id}"`);
     const resolved = await get(jar, '/exceptions?state=resolved');
