@@ -449,9 +449,10 @@ export function startJobs(
       if (poll) await poll();
     },
     verifyLedger: async () => {
-      // The daily balance snapshots are written first (a no-op until a new midnight is old enough).
+      // The daily balance snapshots are written first (a no-op until a new midnight is old enough); then
+      // the incremental verification of the last day (the full one is `payrecon db verify`).
       await takeBalanceSnapshots(db);
-      const result = await verifyLedger(db);
+      const result = await verifyLedger(db, { since: new Date(Date.now() - 25 * 3_600_000) });
       infra.metrics.verified(result.failures.length === 0);
       return { failures: result.failures };
     },

@@ -15,6 +15,7 @@ import * as m20261124T1200 from './migrations/20261124T1200_api.ts';
 import * as m20261124T1300 from './migrations/20261124T1300_running_balances.ts';
 import * as m20261124T1310 from './migrations/20261124T1310_balance_snapshots.ts';
 import * as m20261124T1320 from './migrations/20261124T1320_outbox_entity.ts';
+import * as m20261124T1330 from './migrations/20261124T1330_verify_recent.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -28,6 +29,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261124T1300_running_balances': m20261124T1300,
   '20261124T1310_balance_snapshots': m20261124T1310,
   '20261124T1320_outbox_entity': m20261124T1320,
+  '20261124T1330_verify_recent': m20261124T1330,
 };
 
 export interface OpenDatabaseOptions {

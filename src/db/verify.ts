@@ -35,8 +35,24 @@ function listed<T>(name: string, rows: readonly T[], describe: (r: T) => string)
   return out;
 }
 
-export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Promise<VerifyResult> {
+export interface VerifyOptions {
+  /** Entities checked per round trip (default 2,000). */
+  chunk?: number;
+  /**
+   * Incremental: only what changed at or after this instant (entries created since, entities with a
+   * reading recorded or an entry booked since, snapshots of the day before on); running balances against
+   * the latest snapshot plus the postings since it. Reads indexes, so its cost follows the period, not
+   * the history. Absent: the full verification, every row.
+   */
+  since?: Date;
+}
+
+export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise<VerifyResult> {
   const failures: string[] = [];
+  const since = options.since ?? null;
+  /** Restricts a journal_entries alias to the period (nothing when full). */
+  const recent = (alias: string) =>
+    since === null ? sql`` : sql`AND ${sql.ref(`${alias}.created_at`)} >= ${since}`;
 
   const unbalanced = await sql<{
     entry_id: string;
@@ -46,6 +62,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
   }>`
     SELECT p.entry_id, e.idempotency_key, p.currency, sum(p.amount)::text AS total
     FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+    WHERE true ${recent('e')}
     GROUP BY p.entry_id, e.idempotency_key, p.currency HAVING sum(p.amount) <> 0`.execute(db);
   failures.push(
     ...listed(
@@ -57,12 +74,13 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
 
   const empty = await sql<{ idempotency_key: string }>`
     SELECT e.idempotency_key FROM journal_entries e
-    WHERE NOT EXISTS (SELECT 1 FROM postings p WHERE p.entry_id = e.id)`.execute(db);
+    WHERE NOT EXISTS (SELECT 1 FROM postings p WHERE p.entry_id = e.id) ${recent('e')}`.execute(db);
   failures.push(...listed('entry has no postings', empty.rows, (r) => r.idempotency_key));
 
   const mixed = await sql<{ idempotency_key: string; books: string }>`
     SELECT e.idempotency_key, string_agg(DISTINCT p.book, ',') AS books
     FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+    WHERE true ${recent('e')}
     GROUP BY e.id, e.idempotency_key, e.book, e.merchant_account
     HAVING count(DISTINCT p.book) > 1 OR bool_or(p.book <> e.book) OR bool_or(p.merchant_account <> e.merchant_account)`.execute(
     db,
@@ -77,6 +95,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
       AND m.entity_id = e.entity_id
     WHERE e.entity_kind <> 'refund' AND coalesce(e.entity_kind = 'deposit' AND m.test, false) <> (e.book = 'test')
+      ${recent('e')}
     UNION ALL
     SELECT min(e.idempotency_key), e.book FROM journal_entries e
     LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
@@ -84,6 +103,12 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     LEFT JOIN mirrors d ON d.merchant_account = m.merchant_account AND d.entity_kind = 'deposit'
       AND d.entity_id = m.parent_deposit_id
     WHERE e.entity_kind = 'refund' AND coalesce(d.test, false) <> (e.book = 'test')
+      ${
+        since === null
+          ? sql``
+          : sql`AND (e.merchant_account, e.entity_id) IN (SELECT r.merchant_account, r.entity_id FROM journal_entries r
+              WHERE r.entity_kind = 'refund' AND r.created_at >= ${since})`
+      }
     GROUP BY e.merchant_account, e.entity_id, e.effect, e.book HAVING sum(e.direction) <> 0`.execute(db);
   failures.push(
     ...listed('test book mixed with others', testBook.rows, (r) => `${r.idempotency_key} in book ${r.book}`),
@@ -94,7 +119,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
       AND m.entity_id = e.entity_id
     JOIN postings p ON p.entry_id = e.id
-    WHERE e.entity_kind = 'deposit' AND m.crypto AND p.account = 'available'`.execute(db);
+    WHERE e.entity_kind = 'deposit' AND m.crypto AND p.account = 'available' ${recent('e')}`.execute(db);
   failures.push(
     ...listed(
       'crypto deposit touches available',
@@ -112,10 +137,14 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     reserved: string;
     in_flight: string;
   }>`
-    WITH r AS (
-      SELECT merchant_account, currency, book, sum(amount) AS reserved FROM postings
-      WHERE (book = 'live' AND account = 'reserved') OR (book = 'test' AND account = 'test_reserved')
-      GROUP BY merchant_account, currency, book),
+    WITH r AS (${
+      since === null
+        ? sql`SELECT merchant_account, currency, book, sum(amount) AS reserved FROM postings
+            WHERE (book = 'live' AND account = 'reserved') OR (book = 'test' AND account = 'test_reserved')
+            GROUP BY merchant_account, currency, book`
+        : sql`SELECT merchant_account, currency, book, balance AS reserved FROM ledger_balances
+            WHERE (book = 'live' AND account = 'reserved') OR (book = 'test' AND account = 'test_reserved')`
+    }),
     f AS (
       SELECT merchant_account, currency, CASE WHEN entity_kind = 'refund' AND test THEN 'test' ELSE 'live' END AS book,
         sum(amount) AS in_flight FROM mirrors
@@ -147,9 +176,19 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     running: string | null;
     posted: string;
   }>`
-    WITH p AS (
-      SELECT merchant_account, currency, book, account, sum(amount) AS posted FROM postings
-      GROUP BY merchant_account, currency, book, account)
+    WITH p AS (${
+      since === null
+        ? sql`SELECT merchant_account, currency, book, account, sum(amount) AS posted FROM postings
+            GROUP BY merchant_account, currency, book, account`
+        : sql`SELECT a.merchant_account, a.currency, a.book, a.name AS account,
+            coalesce(s.balance, 0) + coalesce((SELECT sum(x.amount) FROM postings x
+              WHERE x.merchant_account = a.merchant_account AND x.currency = a.currency AND x.book = a.book
+                AND x.account = a.name AND x.created_at >= coalesce(s.at, '-infinity')), 0) AS posted
+            FROM ledger_accounts a
+            LEFT JOIN LATERAL (SELECT s.at, s.balance FROM ledger_balance_snapshots s
+              WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
+                AND s.account = a.name ORDER BY s.at DESC LIMIT 1) s ON true`
+    })
     SELECT a.merchant_account, a.currency, a.book, a.name AS account, b.balance::text AS running,
       coalesce(p.posted, 0)::text AS posted
     FROM ledger_accounts a
@@ -180,7 +219,9 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
     snapshot: string;
     posted: string;
   }>`
-    WITH merged AS (
+    ${
+      since === null
+        ? sql`WITH merged AS (
       SELECT merchant_account, currency, book, account, date_trunc('day', created_at, 'UTC') + interval '24 hours' AS at,
         sum(amount) AS day_sum, NULL::numeric AS snapshot
       FROM postings GROUP BY 1, 2, 3, 4, 5
@@ -191,7 +232,21 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
         sum(day_sum) OVER (PARTITION BY merchant_account, currency, book, account ORDER BY at) AS posted
       FROM merged)
     SELECT merchant_account, currency, book, account, at, snapshot::text, posted::text FROM run
-    WHERE snapshot IS NOT NULL AND snapshot <> posted
+    WHERE snapshot IS NOT NULL AND snapshot <> posted`
+        : sql`SELECT s.merchant_account, s.currency, s.book, s.account, s.at, s.balance::text AS snapshot,
+      (coalesce(prev.balance, 0) + coalesce((SELECT sum(x.amount) FROM postings x
+        WHERE x.merchant_account = s.merchant_account AND x.currency = s.currency AND x.book = s.book
+          AND x.account = s.account AND x.created_at >= coalesce(prev.at, '-infinity') AND x.created_at < s.at), 0))::text
+        AS posted
+    FROM ledger_balance_snapshots s
+    LEFT JOIN LATERAL (SELECT p.at, p.balance FROM ledger_balance_snapshots p
+      WHERE p.merchant_account = s.merchant_account AND p.currency = s.currency AND p.book = s.book
+        AND p.account = s.account AND p.at < s.at ORDER BY p.at DESC LIMIT 1) prev ON true
+    WHERE s.at >= ${since}::timestamptz - interval '24 hours'
+      AND s.balance <> coalesce(prev.balance, 0) + coalesce((SELECT sum(x.amount) FROM postings x
+        WHERE x.merchant_account = s.merchant_account AND x.currency = s.currency AND x.book = s.book
+          AND x.account = s.account AND x.created_at >= coalesce(prev.at, '-infinity') AND x.created_at < s.at), 0)`
+    }
     ORDER BY 1, 2, 3, 4, 5`.execute(db);
   failures.push(
     ...listed(
@@ -215,9 +270,16 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
       entity_id: string;
       external_ref: string | null;
     }>`
-      SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
-      WHERE (merchant_account, entity_kind, entity_id) > (${after[0]}, ${after[1]}, ${after[2]})
-      ORDER BY merchant_account, entity_kind, entity_id LIMIT ${chunk}`.execute(db);
+      SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref FROM ${
+        since === null
+          ? sql`mirrors m`
+          : sql`(SELECT merchant_account, entity_kind, entity_id FROM status_history WHERE recorded_at >= ${since}
+              UNION SELECT merchant_account, entity_kind, entity_id FROM journal_entries WHERE created_at >= ${since}) t
+              JOIN mirrors m ON m.merchant_account = t.merchant_account AND m.entity_kind = t.entity_kind
+                AND m.entity_id = t.entity_id`
+      }
+      WHERE (m.merchant_account, m.entity_kind, m.entity_id) > (${after[0]}, ${after[1]}, ${after[2]})
+      ORDER BY m.merchant_account, m.entity_kind, m.entity_id LIMIT ${chunk}`.execute(db);
     if (rows.length === 0) break;
     entities += rows.length;
     const last = rows[rows.length - 1]!;
@@ -271,6 +333,7 @@ export async function verifyLedger(db: Db, options: { chunk?: number } = {}): Pr
   }
   failures.push(...listed('applied effects differ from wanted', drift, (s) => s));
 
-  const entries = await sql<{ n: string }>`SELECT count(*)::text AS n FROM journal_entries`.execute(db);
+  const entries = await sql<{ n: string }>`
+    SELECT count(*)::text AS n FROM journal_entries e WHERE true ${recent('e')}`.execute(db);
   return { ok: failures.length === 0, failures, entities, entries: Number(entries.rows[0]?.n ?? 0) };
 }

@@ -6,7 +6,7 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
@@ -20,7 +20,8 @@ afterAll(async () => {
 });
 
 const DAY = 86_400_000;
-const today = Math.floor(Date.now() / DAY) * DAY;
+/** The latest midnight a snapshot may be taken at (10 minutes after it, SETTLE_MS). */
+const today = Math.floor((Date.now() - SETTLE_MS) / DAY) * DAY;
 
 /** A balanced entry (available +cents, deposits -cents, or fees for the odd ones) posted at `at`. */
 async function post(n: number, currency: string, cents: number, at: Date) {

@@ -1,0 +1,96 @@
+/**
+ * The incremental verification (`verifyLedger` with `since`, the hourly job's): it reads only its period,
+ * so an old snapshot changed by hand is for the full verification to find, while a running balance
+ * changed by hand and a wrong entry booked in the period are found by both.
+ */
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { verifyLedger } from '../../src/db/verify.ts';
+import { obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+
+const DAY = 86_400_000;
+/** The latest midnight a snapshot may be taken at (10 minutes after it, SETTLE_MS). */
+const today = Math.floor((Date.now() - SETTLE_MS) / DAY) * DAY;
+
+/** A balanced entry for entity `id` (available +cents, deposits -cents) booked at `at`, by hand. */
+async function post(id: string, cents: number, at: Date, effect = 'credit') {
+  const { rows } = await sql<{ id: string }>`
+    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
+      currency, amount, effective_at, created_at)
+    VALUES (${`manual:${id}:${effect}:${at.getTime()}`}, 'acme', 'deposit', ${id}, ${effect}, 1, 1, 'live', 'BRL',
+      ${(cents / 100).toFixed(2)}::numeric, ${at}, ${at}) RETURNING id`.execute(t.db);
+  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
+    VALUES (${rows[0]!.id}::bigint, 'acme', 'BRL', 'live', 'available', ${(cents / 100).toFixed(2)}::numeric, ${at}),
+      (${rows[0]!.id}::bigint, 'acme', 'BRL', 'live', 'deposits', ${(-cents / 100).toFixed(2)}::numeric, ${at})`.execute(
+    t.db,
+  );
+}
+
+describe('incremental verification', () => {
+  it('checks only its period, and what it checks it names', async () => {
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('deposit', 'now1', 'COMPLETED', 1, { feeAmount: 5n, feeCurrency: 'BRL' })]),
+    );
+    // Old postings (of no entity with a mirror: what the full check of entities would not see either).
+    for (let d = 5; d >= 1; d--) await post(`old${d}`, 1_000 + d, new Date(today - d * DAY + 3_600_000));
+    expect(await takeBalanceSnapshots(t.db)).toBeGreaterThan(0);
+    const since = new Date(Date.now() - DAY);
+    expect((await verifyLedger(t.db, { since })).failures).toEqual([]);
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
+
+    // An old snapshot changed by hand: outside the period; the full verification names it.
+    const old = new Date(today - 3 * DAY);
+    await sql`UPDATE ledger_balance_snapshots SET balance = balance + 5
+      WHERE account = 'available' AND at = ${old}`.execute(t.db);
+    expect((await verifyLedger(t.db, { since })).failures).toEqual([]);
+    expect((await verifyLedger(t.db)).failures).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^balance snapshot differs from postings: acme BRL live/available at ${old.toISOString()}: `,
+        ),
+      ),
+    ]);
+    // Today's midnight is in the period (snapshots from the day before `since` on): the incremental names it.
+    await sql`UPDATE ledger_balance_snapshots SET balance = balance + 5
+      WHERE account = 'deposits' AND at = ${new Date(today)}`.execute(t.db);
+    const snapshotFailure = expect.stringMatching(
+      new RegExp(
+        `^balance snapshot differs from postings: acme BRL live/deposits at ${new Date(today).toISOString()}: `,
+      ),
+    );
+    // (The running balance, checked against that latest snapshot, then disagrees too: both are named.)
+    expect((await verifyLedger(t.db, { since })).failures).toEqual([
+      'running balance differs from postings: acme BRL live/deposits: running -150.15, postings sum to -145.15',
+      snapshotFailure,
+    ]);
+    await sql`UPDATE ledger_balance_snapshots SET balance = balance - 5
+      WHERE account = 'deposits' AND at = ${new Date(today)}`.execute(t.db);
+
+    // A running balance changed by hand: found against the latest snapshot plus the postings since.
+    await sql`UPDATE ledger_balances SET balance = balance + 0.07 WHERE account = 'fees'`.execute(t.db);
+    expect((await verifyLedger(t.db, { since })).failures).toEqual([
+      expect.stringMatching(
+        /^running balance differs from postings: acme BRL live\/fees: running 0\.12, postings sum to 0\.05$/,
+      ),
+    ]);
+    await sql`UPDATE ledger_balances SET balance = balance - 0.07 WHERE account = 'fees'`.execute(t.db);
+
+    // A second credit for the deposit booked now, by hand: the period's entity check names it.
+    await post('now1', 10_000, new Date());
+    const { failures } = await verifyLedger(t.db, { since });
+    expect(failures).toEqual([
+      expect.stringMatching(/^applied effects differ from wanted: deposit acme\/now1 /),
+    ]);
+  });
+});
