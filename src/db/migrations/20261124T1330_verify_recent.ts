@@ -7,7 +7,9 @@
 import { type Kysely, sql } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await sql`CREATE INDEX status_history_recorded_brin ON status_history USING brin (recorded_at);`.execute(db);
+  await sql`CREATE INDEX status_history_recorded_brin ON status_history USING brin (recorded_at);`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
