@@ -22,6 +22,7 @@ import {
   type Severity,
 } from './domain/exception-rules.ts';
 import { DEFAULT_POLLING_RULES } from './domain/polling.ts';
+import { WEB_ROLES } from './domain/roles.ts';
 
 // ---------------------------------------------------------------- building blocks
 
@@ -239,6 +240,8 @@ const webUserSchema = z.object({
       /^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/,
       'must be a scrypt hash scrypt$N$r$p$salt$key (base64)',
     ),
+  /** viewer, operator (works exceptions) or controller (signs and approves closes); default operator. */
+  role: z.enum(WEB_ROLES, required('viewer, operator or controller')).optional(),
 });
 
 const brokersText = z
@@ -358,7 +361,7 @@ const envSchema = z.object({
   PAYRECON_WEB_HOST: nonEmpty('a host name or address').default('127.0.0.1'),
   PAYRECON_WEB_PORT: intText(0, 65_535).default(8080),
   PAYRECON_WEB_USERS: jsonText(
-    z.array(webUserSchema, required('a JSON array of {username, passwordHash}')),
+    z.array(webUserSchema, required('a JSON array of {username, passwordHash, role?}')),
   ).optional(),
   /** Bearer tokens of /api/v1 and POST /intents, hashed (`payrecon api token create`). */
   PAYRECON_API_TOKENS: jsonText(

@@ -349,7 +349,11 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
       exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
       logger: logger.child({ module: 'api' }),
     });
-    let users = config.web.users.map((u) => ({ username: u.username, passwordHash: u.passwordHash }));
+    let users = config.web.users.map((u) => ({
+      username: u.username,
+      passwordHash: u.passwordHash,
+      ...(u.role ? { role: u.role } : {}),
+    }));
     if (users.length === 0 && parts.sandboxUsers) {
       users = [
         { username: SANDBOX_WEB_USER.username, passwordHash: await hashPassword(SANDBOX_WEB_USER.password) },

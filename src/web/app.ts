@@ -10,6 +10,7 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyFormbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { toAppError } from '../domain/errors.ts';
+import { DEFAULT_WEB_ROLE, roleCan, type WebPermission, type WebRole } from '../domain/roles.ts';
 import type { Logger } from '../logger.ts';
 import {
   authenticate,
@@ -186,9 +187,24 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     secure: options.secureCookies ?? false,
   };
 
+  // The role is read from the configured users at each request: a changed role applies at the next start.
+  const roles = new Map(options.users.map((u) => [u.username, u.role ?? DEFAULT_WEB_ROLE]));
+  const roleOf = (request: FastifyRequest): WebRole =>
+    (request.session && roles.get(request.session.username)) || 'viewer';
+  /** Refuses (403, the page's own style) a signed-in user whose role lacks the permission. */
+  const refuseUnless = (request: FastifyRequest, reply: FastifyReply, permission: WebPermission) => {
+    if (roleCan(roleOf(request), permission)) return null;
+    options.logger?.warn(
+      { username: request.session?.username, role: roleOf(request), permission },
+      'web action refused by role',
+    );
+    return problem(request, reply, 403, 'Not allowed', `Your role (${roleOf(request)}) cannot do this.`);
+  };
+
   const ctx = (request: FastifyRequest): PageContext => ({
     base,
     username: request.session?.username ?? null,
+    role: roleOf(request),
     csrf: request.session ? csrfToken(secret, request.session.sid) : '',
     timeZone,
   });
@@ -402,6 +418,8 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   });
 
   app.post<{ Params: { id: string } }>('/exceptions/:id', async (request, reply) => {
+    const refused = refuseUnless(request, reply, 'work-exceptions');
+    if (refused) return refused;
     const action = field(request.body, 'action');
     const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000) || null;
     const username = request.session?.username ?? 'unknown';

@@ -5,12 +5,15 @@
  * password; only the hash lives in configuration.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { WebRole } from '../domain/roles.ts';
 import { hashSecret, verifySecret } from '../domain/secret-hash.ts';
 
 /** A finance or operations user, as configured. `passwordHash` comes from `payrecon web hash-password`. */
 export interface WebUser {
   username: string;
   passwordHash: string;
+  /** Default operator (src/domain/roles.ts). */
+  role?: WebRole;
 }
 
 /** Hashes a password as `scrypt$N$r$p$<salt base64>$<key base64>` (the form config accepts). */

@@ -10,6 +10,7 @@ import {
   type ExceptionState,
 } from '../domain/exception-queue.ts';
 import type { Minor } from '../domain/money.ts';
+import { roleCan, type WebRole } from '../domain/roles.ts';
 import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 
 export const STYLE_CSS = `
@@ -53,6 +54,8 @@ table.narrow{width:auto}
 export interface PageContext {
   base: string;
   username: string | null;
+  /** The signed-in user's role (src/domain/roles.ts); actions it may not take are not offered. */
+  role?: WebRole;
   csrf: string;
   timeZone: string;
   active?: 'reports' | 'exceptions' | 'balances';
@@ -69,7 +72,7 @@ export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: S
       ? html`<header><strong>payrecon</strong>${nav('reports', 'Reports')}${nav('exceptions', 'Exceptions')}${nav(
           'balances',
           'Balances',
-        )}<span class="who">${ctx.username} · times in ${ctx.timeZone}</span>
+        )}<span class="who">${ctx.username}${ctx.role ? ` (${ctx.role})` : ''} · times in ${ctx.timeZone}</span>
 <form method="post" action="${ctx.base}/logout"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button class="secondary" type="submit">Sign out</button></form></header>`
       : ''
   }
@@ -297,7 +300,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
                 : ''
             }</td>
 <td>${
-              e.state === 'resolved'
+              e.state === 'resolved' || !ctx.role || !roleCan(ctx.role, 'work-exceptions')
                 ? ''
                 : html`<form class="inline" method="post" action="${ctx.base}/exceptions/${e.id}">
 <input type="hidden" name="_csrf" value="${ctx.csrf}"><input name="note" placeholder="Note" aria-label="Note for ${e.type} ${e.entityId}" maxlength="1000">
