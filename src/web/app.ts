@@ -11,6 +11,7 @@ import fastifyFormbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { toAppError } from '../domain/errors.ts';
 import { DEFAULT_WEB_ROLE, roleCan, type WebPermission, type WebRole } from '../domain/roles.ts';
+import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
 import {
   authenticate,
@@ -37,6 +38,10 @@ import {
   exceptionsPage,
   loginPage,
   type PageContext,
+  type PaymentDetailView,
+  type PaymentView,
+  paymentPage,
+  paymentSearchPage,
   type ReportForm,
   type ReportKind,
   type ReportRunView,
@@ -47,6 +52,12 @@ import {
 
 /** What the page reads and does; implemented over the ledger by `src/web/services.ts`. */
 export interface WebServices {
+  /** The payment look-up (search box on every page) and a payment's page; absent: no search. */
+  payments?: {
+    /** Every payment an id names (deposit, invoice, cashout, external, refund or intent id). */
+    lookup(id: string): Promise<PaymentView[]>;
+    get(account: string, kind: EntityKind, entityId: string): Promise<PaymentDetailView | null>;
+  };
   reports: {
     list(limit: number): Promise<ReportRunView[]>;
     get(id: string): Promise<ReportRunView | null>;
@@ -203,6 +214,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
 
   const ctx = (request: FastifyRequest): PageContext => ({
     base,
+    search: services.payments !== undefined,
     username: request.session?.username ?? null,
     role: roleOf(request),
     csrf: request.session ? csrfToken(secret, request.session.sid) : '',
@@ -459,6 +471,34 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     );
     return reply.redirect(`${base}/exceptions?done=${action}`, 303);
   });
+
+  const payments = services.payments;
+  if (payments) {
+    // The search box: one match opens its page; several are listed; none says so (404).
+    app.get<{ Querystring: { q?: string } }>('/payments', async (request, reply) => {
+      const q = (request.query.q ?? '').trim().slice(0, 200);
+      if (!q) return send(reply, paymentSearchPage(ctx(request), q, []));
+      const rows = await payments.lookup(q);
+      const only = rows.length === 1 ? rows[0] : undefined;
+      if (only) {
+        const path = [only.merchantAccount, only.kind, only.entityId].map(encodeURIComponent).join('/');
+        return reply.redirect(`${base}/payments/${path}`, 303);
+      }
+      return send(reply, paymentSearchPage(ctx(request), q, rows), rows.length ? 200 : 404);
+    });
+
+    app.get<{ Params: { account: string; kind: string; id: string } }>(
+      '/payments/:account/:kind/:id',
+      async (request, reply) => {
+        const { account, kind, id } = request.params;
+        const detail = (ENTITY_KINDS as readonly string[]).includes(kind)
+          ? await payments.get(account, kind as EntityKind, id)
+          : null;
+        if (!detail) return problem(request, reply, 404, 'Payment not found', 'No payment has this id.');
+        return send(reply, paymentPage(ctx(request), detail));
+      },
+    );
+  }
 
   app.get('/balances', async (request, reply) => {
     const at = now();

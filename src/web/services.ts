@@ -2,6 +2,7 @@
  * The page's services over the ledger database's repositories (src/db) and the report runner; no SQL
  * here. The only writes are an exception's acknowledgement or resolution (the queue's one state change).
  */
+import { getPayment, lookupPayments } from '../db/api-queries.ts';
 import { decideIllegalTransition } from '../db/decisions.ts';
 import { actOnException, exceptionTypes, listExceptions } from '../db/exceptions.ts';
 import { inFlightCounts } from '../db/queries.ts';
@@ -33,6 +34,10 @@ function runView(run: ReportRun): ReportRunView {
 
 export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
   return {
+    payments: {
+      lookup: (id) => lookupPayments(db, id),
+      get: (account, kind, entityId) => getPayment(db, account, kind, entityId),
+    },
     reports: {
       list: async (limit) => (await reports.list(limit)).map(runView),
       get: async (id) => {

@@ -2,6 +2,8 @@
  * The finance page's markup: one layout, one embedded style sheet, and a function per page. Pages take
  * plain view models (amounts as bigint minor units, instants as Date) and return `SafeHtml`.
  */
+
+import type { PaymentDetail, PaymentRow } from '../db/api-queries.ts';
 import type { ExceptionListRow } from '../db/exceptions.ts';
 import {
   AGE_BUCKETS,
@@ -48,12 +50,20 @@ progress{width:320px;height:1rem}
 table.narrow{width:auto}
 .muted{color:#6b7483;font-size:.85rem}
 .problem{max-width:640px;margin:3rem auto}
+header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;color:#fff}
+.sides{display:grid;grid-template-columns:repeat(3,1fr);gap:1rem}
+.sides section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
+.sides dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
+.sides dt{color:#46505f;font-size:.85rem}.sides dd{margin:0}
+.mark{display:inline-block;padding:0 .4rem;border-radius:9px;font-size:.75rem;background:#fde2e1;color:#8c1d18}
 .problem h1{font-size:1.6rem}
 `;
 
 export interface PageContext {
   base: string;
   username: string | null;
+  /** Show the payment search box in the header. */
+  search?: boolean;
   /** The signed-in user's role (src/domain/roles.ts); actions it may not take are not offered. */
   role?: WebRole;
   csrf: string;
@@ -72,7 +82,11 @@ export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: S
       ? html`<header><strong>payrecon</strong>${nav('reports', 'Reports')}${nav('exceptions', 'Exceptions')}${nav(
           'balances',
           'Balances',
-        )}<span class="who">${ctx.username}${ctx.role ? ` (${ctx.role})` : ''} · times in ${ctx.timeZone}</span>
+        )}${
+          ctx.search
+            ? html`<form class="search" method="get" action="${ctx.base}/payments" role="search"><input name="q" type="search" placeholder="Find a payment: any id" aria-label="Find a payment by any id"></form>`
+            : ''
+        }<span class="who">${ctx.username}${ctx.role ? ` (${ctx.role})` : ''} · times in ${ctx.timeZone}</span>
 <form method="post" action="${ctx.base}/logout"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button class="secondary" type="submit">Sign out</button></form></header>`
       : ''
   }
@@ -291,7 +305,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
         ? rows.map(
             (
               e,
-            ) => html`<tr data-exception="${e.id}"><td>${e.type}</td><td>${e.kind} ${e.entityId}</td><td>${e.account}</td><td>${factsCell(e, ctx)}</td><td>${e.severity}</td>
+            ) => html`<tr data-exception="${e.id}"><td>${e.type}</td><td>${e.kind} ${ctx.search ? html`<a href="${paymentHref(ctx, e.account, e.kind, e.entityId)}">${e.entityId}</a>` : e.entityId}</td><td>${e.account}</td><td>${factsCell(e, ctx)}</td><td>${e.severity}</td>
 <td><span class="badge ${e.state}">${e.state}</span></td><td class="num">${e.count}</td>
 <td class="when">${formatDateTime(e.firstSeenAt, ctx.timeZone)}</td><td class="when">${formatAge(now.getTime() - e.firstSeenAt.getTime())}</td>
 <td>${e.note ?? ''}${e.actedBy ? html`<div class="muted">${e.actedBy}, ${formatDateTime(e.actedAt, ctx.timeZone)}</div>` : ''}${
@@ -346,5 +360,89 @@ export function balancesPage(ctx: PageContext, rows: readonly BalanceView[], at:
           )
         : html`<tr><td colspan="7" class="muted">No balances yet.</td></tr>`
     }</tbody></table>`,
+  );
+}
+
+// ------------------------------------------------------------------------------------------ payments
+
+export type PaymentView = PaymentRow;
+export type PaymentDetailView = PaymentDetail;
+
+/** The link to a payment's page. */
+export function paymentHref(ctx: PageContext, account: string, kind: string, entityId: string): string {
+  return `${ctx.base}/payments/${[account, kind, entityId].map(encodeURIComponent).join('/')}`;
+}
+
+const moneyText = (amount: Minor | null, currency: string | null) =>
+  amount === null ? 'not reported' : `${formatMoney(amount)} ${currency ?? ''}`.trim();
+
+export function paymentSearchPage(ctx: PageContext, q: string, rows: readonly PaymentView[]): SafeHtml {
+  return layout(
+    ctx,
+    'Find a payment',
+    html`<h1>Find a payment</h1>
+<form class="inline" method="get" action="${ctx.base}/payments"><label>Any id (deposit, invoice, cashout, external, refund, intent)<input name="q" value="${q}" required></label><button type="submit">Find</button></form>
+${
+  q && rows.length === 0
+    ? html`<div class="notice error" role="alert">No payment has the id ${q}.</div>`
+    : rows.length
+      ? html`<table><thead><tr><th>Account</th><th>Kind</th><th>Id</th><th>Reference</th><th>Status</th><th class="num">Amount</th></tr></thead><tbody>${rows.map(
+          (r) =>
+            html`<tr><td>${r.merchantAccount}</td><td>${r.kind}</td><td><a href="${paymentHref(ctx, r.merchantAccount, r.kind, r.entityId)}">${r.entityId}</a></td><td>${r.externalRef ?? ''}</td><td>${r.status ?? ''}</td><td class="num">${moneyText(r.amount, r.currency)}</td></tr>`,
+        )}</tbody></table>`
+      : ''
+}`,
+  );
+}
+
+export function paymentPage(ctx: PageContext, d: PaymentDetailView): SafeHtml {
+  const p = d.payment;
+  const when = (date: Date | null) => formatDateTime(date, ctx.timeZone);
+  return layout(
+    ctx,
+    `${p.kind} ${p.entityId}`,
+    html`<h1>${p.kind === 'deposit' ? 'Deposit' : p.kind === 'cashout' ? 'Cashout' : 'Refund'} ${p.entityId} <span class="muted">${p.merchantAccount}${p.test ? ' · test' : ''}${p.crypto ? ' · crypto' : ''}</span></h1>
+<div class="sides">
+<section id="intent"><h2>The merchant's intent</h2>${
+      d.intent
+        ? html`<dl><dt>Intent</dt><dd>${d.intent.intentId}</dd><dt>Operation</dt><dd>${d.intent.operation}</dd><dt>Amount</dt><dd>${moneyText(d.intent.amount, d.intent.currency)}</dd><dt>Outcome</dt><dd>${d.intent.outcome}</dd><dt>Created</dt><dd>${when(d.intent.createdAt)}</dd></dl>`
+        : html`<p class="muted">No intent recorded.</p>`
+    }</section>
+<section id="provider"><h2>The provider's latest view</h2><dl><dt>Status</dt><dd>${p.status ?? 'none'}${p.statusReason ? ` (${p.statusReason})` : ''}</dd>
+<dt>Since</dt><dd>${when(p.statusSince)}</dd><dt>Amount</dt><dd>${moneyText(p.amount, p.currency)}</dd>
+${p.feeAmount !== null ? html`<dt>Fee</dt><dd>${moneyText(p.feeAmount, p.feeCurrency)}</dd>` : ''}
+<dt>Reference</dt><dd>${p.externalRef ?? 'none'}</dd>${p.parentDepositId ? html`<dt>Deposit</dt><dd><a href="${paymentHref(ctx, p.merchantAccount, 'deposit', p.parentDepositId)}">${p.parentDepositId}</a></dd>` : ''}
+<dt>Last seen</dt><dd>${when(p.lastSeenAt)}</dd></dl></section>
+<section id="ledger"><h2>The ledger</h2>${
+      d.entries.length
+        ? html`<table class="narrow"><thead><tr><th>Effect</th><th>Book</th><th>Posting</th><th class="num">Amount</th></tr></thead><tbody>${d.entries.map(
+            (e) =>
+              html`${e.postings.map(
+                (post, i) =>
+                  html`<tr>${i === 0 ? html`<td rowspan="${e.postings.length}">${e.effect}${e.direction < 0 ? ' (reversal)' : ''}<div class="muted">${when(e.bookedAt)}</div></td><td rowspan="${e.postings.length}">${e.book}</td>` : ''}<td>${post.account}</td>${money(post.amount)}</tr>`,
+              )}`,
+          )}</tbody></table>`
+        : html`<p class="muted">Nothing booked.</p>`
+    }</section>
+</div>
+<h2>Status history</h2>
+<table><thead><tr><th>Observed</th><th>Source</th><th>From</th><th>To</th><th class="num">Amount</th><th>Reason</th><th>Marks</th></tr></thead><tbody>${
+      d.history.length
+        ? d.history.map(
+            (h) =>
+              html`<tr><td class="when">${when(h.observedAt)}</td><td>${h.source}</td><td>${h.fromStatus ?? ''}</td><td>${h.toStatus ?? ''}</td><td class="num">${moneyText(h.amount, h.currency)}</td><td>${h.statusReason ?? ''}</td><td>${h.stale ? html`<span class="mark">stale</span> ` : ''}${h.illegal ? html`<span class="mark">illegal</span>` : ''}</td></tr>`,
+          )
+        : html`<tr><td colspan="7" class="muted">No observations.</td></tr>`
+    }</tbody></table>
+<h2>Exceptions</h2>${
+      d.exceptions.length
+        ? html`<ul>${d.exceptions.map((e) => html`<li>${e.type} · ${e.severity} · <span class="badge ${e.state}">${e.state}</span></li>`)}</ul>`
+        : html`<p class="muted">None.</p>`
+    }
+<h2>Alerts</h2>${
+      d.alerts.length
+        ? html`<ul>${d.alerts.map((a) => html`<li>${a.type} · ${a.severity} · raised ${when(a.raisedAt)}${a.deliveredTo.length ? ` · sent to ${a.deliveredTo.join(', ')}` : ''}</li>`)}</ul>`
+        : html`<p class="muted">None.</p>`
+    }`,
   );
 }
