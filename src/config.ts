@@ -368,6 +368,8 @@ const envSchema = z.object({
     z.array(apiTokenSchema, required('a JSON array of {id, name, scopes, hash}')),
   ).optional(),
   PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
+  /** The page's address as users reach it; workbook entity ids link to their payment page under it. */
+  PAYRECON_PUBLIC_URL: httpUrl().optional(),
 
   PAYRECON_TIMEZONE: timeZone().default('UTC'),
   /** Local time (HH:mm in PAYRECON_TIMEZONE) at which a settlement day ends. */
@@ -530,6 +532,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
       users: env.PAYRECON_WEB_USERS ?? [],
       /** null: a random secret kept under dataDir (src/web/session-secret.ts), so sessions survive a restart. */
       sessionSecret: env.PAYRECON_SESSION_SECRET ?? null,
+      /** null: workbooks carry no links. */
+      publicUrl: env.PAYRECON_PUBLIC_URL ?? null,
       /** /api/v1 and POST /intents tokens (hashed); none: the API refuses every request. */
       apiTokens: env.PAYRECON_API_TOKENS ?? [],
     },

@@ -290,6 +290,7 @@ export function reportRunner(infra: Infrastructure): ReportRunner {
     dir: join(infra.dataDir, 'reports'),
     timeZone: config.jobs.timeZone,
     cutoff: config.jobs.settlementCutoff,
+    publicUrl: config.web.publicUrl,
     logger: infra.logger,
   });
 }

@@ -10,6 +10,7 @@ import {
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
+import { paymentPath } from '../domain/payment-path.ts';
 import { humanInstant, type Period } from './period.ts';
 import {
   type ColumnSpec,
@@ -42,6 +43,8 @@ export interface ExceptionWorkbookOptions {
   /** Ages are measured at min(period end, now). */
   now: Date;
   onProgress?: (done: number, total: number) => void;
+  /** The page's public base URL: entity ids become links to their payment page. */
+  links?: string | null;
 }
 
 export interface TypeCounts {
@@ -68,7 +71,14 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
   { header: 'State', key: 'state', type: 'text', width: 13, cell: (r) => r.state },
   { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
   { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
-  { header: 'Entity id', key: 'entityId', type: 'text', width: 16, cell: (r) => r.entity_id },
+  {
+    header: 'Entity id',
+    key: 'entityId',
+    type: 'text',
+    width: 16,
+    cell: (r) => r.entity_id,
+    link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
+  },
   {
     header: 'Invoice / external id',
     key: 'externalRef',
@@ -134,7 +144,14 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
 const LATE_COLUMNS: ColumnSpec<LateRow>[] = [
   { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
   { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
-  { header: 'Id', key: 'id', type: 'text', width: 16, cell: (r) => r.entity_id },
+  {
+    header: 'Id',
+    key: 'id',
+    type: 'text',
+    width: 16,
+    cell: (r) => r.entity_id,
+    link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
+  },
   {
     header: 'External id / deposit',
     key: 'ref',
@@ -262,6 +279,7 @@ export async function writeExceptionWorkbook(
     const detail = new TableSheet(wb, 'Exceptions', DETAIL_COLUMNS(asOf), {
       timeZone: tz,
       print,
+      linkBase: options.links,
       csvPath: exPath,
       preamble: [`Exceptions open at ${period.to} or opened or resolved in the period · times in ${tz}`],
     });
@@ -279,6 +297,7 @@ export async function writeExceptionWorkbook(
     const lateSheet = new TableSheet(wb, 'Late rejections', LATE_COLUMNS, {
       timeZone: tz,
       print,
+      linkBase: options.links,
       csvPath: latePath,
       preamble: [
         `Cashouts and refunds REJECTED after COMPLETED, reversal booked in the period · times in ${tz}`,

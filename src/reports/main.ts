@@ -109,7 +109,13 @@ export async function runReportCli(
   try {
     // A report never migrates: a schema behind the code is an error naming the command that fixes it.
     await requireCurrentSchema(db);
-    const runner = new ReportRunner({ db, dir: join(config.dataDir, 'reports'), timeZone, cutoff });
+    const runner = new ReportRunner({
+      db,
+      dir: join(config.dataDir, 'reports'),
+      timeZone,
+      cutoff,
+      publicUrl: config.web.publicUrl,
+    });
     if (opts.account !== undefined) {
       const known = await runner.accounts();
       if (!known.includes(opts.account)) {

@@ -72,6 +72,8 @@ export interface ReportRunnerOptions {
   cutoff?: string;
   /** Write one CSV per detail sheet (default true). */
   csv?: boolean;
+  /** The page's public base URL (PAYRECON_PUBLIC_URL): entity ids in workbooks link to their page. */
+  publicUrl?: string | null;
   now?: () => Date;
   logger?: Logger;
 }
@@ -141,6 +143,7 @@ export class ReportRunner {
   readonly timeZone: string;
   readonly cutoff: string;
   private readonly csv: boolean;
+  private readonly publicUrl: string | null;
   private readonly now: () => Date;
   private readonly logger: Logger | undefined;
   private readonly active = new Map<string, Promise<RunOutcome>>();
@@ -151,6 +154,7 @@ export class ReportRunner {
     this.timeZone = options.timeZone;
     this.cutoff = options.cutoff ?? '00:00';
     this.csv = options.csv ?? true;
+    this.publicUrl = options.publicUrl ?? null;
     this.now = options.now ?? (() => new Date());
     this.logger = options.logger;
   }
@@ -230,6 +234,7 @@ export class ReportRunner {
           csvDir,
           csvPrefix: stem,
           onProgress: progress,
+          links: this.publicUrl,
         });
         rowCounts = r.rowCounts;
         files = r.files;
@@ -246,6 +251,7 @@ export class ReportRunner {
           csvPrefix: stem,
           now: this.now(),
           onProgress: progress,
+          links: this.publicUrl,
         });
         rowCounts = r.rowCounts;
         files = r.files;

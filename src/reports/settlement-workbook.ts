@@ -14,6 +14,7 @@ import {
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
+import { paymentPath } from '../domain/payment-path.ts';
 import { humanInstant, type Period } from './period.ts';
 import {
   byCurrency,
@@ -41,6 +42,8 @@ export interface SettlementOptions {
   csvPrefix?: string;
   /** Called as detail rows are written (done, total). */
   onProgress?: (done: number, total: number) => void;
+  /** The page's public base URL: entity ids become links to their payment page. */
+  links?: string | null;
 }
 
 /** One line of a currency's summary: movement of `available` and `reserved`. */
@@ -102,7 +105,14 @@ export const LIVE_LINES: readonly { entityKind: string; effect: string; label: s
 /** Deposit rows: entity facts, then the period's activity per effect on `available` (read from postings). */
 const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
   { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
-  { header: 'Deposit id', key: 'id', type: 'text', width: 16, cell: (r) => r.entity_id },
+  {
+    header: 'Deposit id',
+    key: 'id',
+    type: 'text',
+    width: 16,
+    cell: (r) => r.entity_id,
+    link: (r) => paymentPath(r.merchant_account, 'deposit', r.entity_id),
+  },
   { header: 'Invoice id', key: 'ref', type: 'text', width: 22, cell: (r) => r.external_ref },
   { header: 'Status', key: 'status', type: 'text', width: 16, cell: (r) => r.status },
   { header: 'Status reason', key: 'reason', type: 'text', width: 18, cell: (r) => r.status_reason },
@@ -167,6 +177,7 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     type: 'text',
     width: 16,
     cell: (r) => r.entity_id,
+    link: (r) => paymentPath(r.merchant_account, kind, r.entity_id),
   },
   kind === 'cashout'
     ? { header: 'External id', key: 'ref', type: 'text', width: 22, cell: (r) => r.external_ref }
@@ -240,7 +251,14 @@ export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
   { header: 'Booked at', key: 'bookedAt', type: 'date', cell: (r) => new Date(r.booked_ms) },
   { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
   { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
-  { header: 'Entity id', key: 'entityId', type: 'text', width: 16, cell: (r) => r.entity_id },
+  {
+    header: 'Entity id',
+    key: 'entityId',
+    type: 'text',
+    width: 16,
+    cell: (r) => r.entity_id,
+    link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
+  },
   { header: 'Effect', key: 'effect', type: 'text', width: 22, cell: (r) => r.effect },
   {
     header: 'Reversal',
@@ -518,6 +536,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const t = new TableSheet(wb, 'Deposits', DEPOSIT_COLUMNS, {
         timeZone: tz,
         print,
+        linkBase: options.links,
         csvPath: path,
         preamble: preamble('Live deposits with activity in the period'),
         currencyKey: 'currency',
@@ -538,6 +557,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const t = new TableSheet(wb, name, PAYOUT_COLUMNS(kind), {
         timeZone: tz,
         print,
+        linkBase: options.links,
         csvPath: path,
         preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
         currencyKey: 'currency',
@@ -586,6 +606,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       const t = new TableSheet(wb, j.sheet, JOURNAL_COLUMNS, {
         timeZone: tz,
         print,
+        linkBase: options.links,
         csvPath: path,
         preamble: [
           `${j.title} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,

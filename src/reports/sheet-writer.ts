@@ -34,6 +34,8 @@ export interface ColumnSpec<R> {
   total?: boolean;
   /** The cell's value for a row (money as bigint minor units, dates as Date). */
   cell: (row: R) => CellInput;
+  /** A text cell's link: a path under the page (`paymentPath`), written when `linkBase` is set. */
+  link?: (row: R) => string | null;
 }
 
 /** Totals per currency ('' without a currency column) and column key: bigint for money, number for int. */
@@ -164,6 +166,8 @@ export interface TableOptions {
   currencyKey?: string;
   /** Footer text of the printed pages (see `printOptions`). */
   print: PrintSetup;
+  /** The page's public base URL: columns with `link` become hyperlinks to it; null or absent: none. */
+  linkBase?: string | null;
   maxRowsPerSheet?: number;
 }
 
@@ -184,6 +188,7 @@ export class TableSheet<R> {
   private readonly csv: WriteStream | null;
   private csvBuffer: string[] = [];
   private readonly maxRows: number;
+  private readonly linkBase: string | null;
   private readonly currencyCol: number;
   private readonly sums: TableTotals = new Map();
   /** Money columns holding at least one amount written as text (their totals cannot be a SUM). */
@@ -198,6 +203,7 @@ export class TableSheet<R> {
     this.currencyCol = options.currencyKey ? columns.findIndex((c) => c.key === options.currencyKey) : -1;
     this.headerRow = (options.preamble?.length ?? 0) + 1;
     this.maxRows = options.maxRowsPerSheet ?? MAX_SHEET_ROWS;
+    this.linkBase = options.linkBase ? options.linkBase.replace(/\/+$/, '') : null;
     this.openPart(name);
     this.csv = options.csvPath ? createWriteStream(options.csvPath) : null;
     if (this.csv) this.csvBuffer.push(columns.map((c) => csvField(c.header)).join(','));
@@ -238,7 +244,7 @@ export class TableSheet<R> {
       this.openPart(`${this.name} (${this.parts.length + 1})`);
     }
     const n = this.columns.length;
-    const cells: (number | Date | string | null)[] = new Array(n);
+    const cells: (number | Date | string | ExcelJS.CellHyperlinkValue | null)[] = new Array(n);
     const csv: string[] | null = this.csv ? new Array(n) : null;
     const currency = this.currencyCol >= 0 ? String(this.columns[this.currencyCol]!.cell(row) ?? '') : '';
     let sums = this.sums.get(currency);
@@ -281,10 +287,12 @@ export class TableSheet<R> {
           if (csv) csv[i] = String(v);
           if (column.total) sums[column.key] = ((sums[column.key] as number | undefined) ?? 0) + Number(v);
           break;
-        case 'text':
-          cells[i] = String(v);
+        case 'text': {
+          const path = this.linkBase && column.link ? column.link(row) : null;
+          cells[i] = path ? { text: String(v), hyperlink: `${this.linkBase}${path}` } : String(v);
           if (csv) csv[i] = csvField(String(v));
           break;
+        }
       }
     }
     const added = this.part.sheet.addRow(cells);

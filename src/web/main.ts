@@ -78,6 +78,7 @@ export async function runWebCli(
     dir: join(config.dataDir, 'reports'),
     timeZone: config.jobs.timeZone,
     cutoff: config.jobs.settlementCutoff,
+    publicUrl: config.web.publicUrl,
     logger: log,
   });
   await runner.failAbandoned();

@@ -12,6 +12,7 @@ import {
   type ExceptionState,
 } from '../domain/exception-queue.ts';
 import type { Minor } from '../domain/money.ts';
+import { paymentPath } from '../domain/payment-path.ts';
 import { roleCan, type WebRole } from '../domain/roles.ts';
 import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 
@@ -370,7 +371,7 @@ export type PaymentDetailView = PaymentDetail;
 
 /** The link to a payment's page. */
 export function paymentHref(ctx: PageContext, account: string, kind: string, entityId: string): string {
-  return `${ctx.base}/payments/${[account, kind, entityId].map(encodeURIComponent).join('/')}`;
+  return `${ctx.base}${paymentPath(account, kind, entityId)}`;
 }
 
 const moneyText = (amount: Minor | null, currency: string | null) =>

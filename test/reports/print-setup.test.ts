@@ -209,3 +209,36 @@ print(json.dumps(out))
     }
   });
 });
+
+describe('workbook links to the payment page', () => {
+  it('makes entity ids hyperlinks when a public base URL is given, and plain text otherwise', async () => {
+    const out = join(dir, 'linked.xlsx');
+    await writeSettlementWorkbook(t.db, {
+      period,
+      account: null,
+      out,
+      links: 'https://payrecon.example.com/',
+    });
+    const wb = await read(out);
+    const deposits = wb.getWorksheet('Deposits')!;
+    const header = deposits.getRow(2).values as unknown[];
+    const idCol = header.indexOf('Deposit id');
+    const accountCol = header.indexOf('Account');
+    const row = deposits.getRow(3);
+    const id = row.getCell(idCol);
+    expect(id.hyperlink).toBe(
+      `https://payrecon.example.com/payments/${row.getCell(accountCol).value}/deposit/${id.text}`,
+    );
+    const journal = wb.getWorksheet('Journal')!;
+    const jHeader = journal.getRow(2).values as unknown[];
+    const entity = journal.getRow(3).getCell(jHeader.indexOf('Entity id'));
+    expect(entity.hyperlink).toMatch(
+      /^https:\/\/payrecon\.example\.com\/payments\/[^/]+\/(deposit|cashout|refund)\/[^/]+$/,
+    );
+
+    const plain = await read(settlementFile());
+    const plainId = plain.getWorksheet('Deposits')!.getRow(3).getCell(idCol);
+    expect(plainId.hyperlink).toBeUndefined();
+    expect(typeof plainId.value).toBe('string');
+  });
+});
