@@ -349,7 +349,11 @@ export function balancesPage(ctx: PageContext, rows: readonly BalanceView[], at:
   return layout(
     { ...ctx, active: 'balances' },
     'Balances',
-    html`<h1>Balances</h1><p class="muted">As of ${formatDateTime(at, ctx.timeZone)}. Reserved is held for cashouts and refunds in flight.</p>
+    html`<h1>Balances</h1><p class="muted">As of ${formatDateTime(at, ctx.timeZone)}. Reserved is held for cashouts and refunds in flight.</p>${
+      rows.some((b) => b.available < 0n)
+        ? html`<p class="notice" id="negative-available">A negative available means more was reserved for cashouts and refunds (taken from available when requested) than deposits have credited so far; it turns positive as the day's deposits are credited or the payouts are released.</p>`
+        : ''
+    }
 <table><thead><tr><th>Account</th><th>Currency</th><th>Book</th><th class="num">Available</th><th class="num">Reserved</th><th class="num">Cashouts in flight</th><th class="num">Refunds in flight</th></tr></thead>
 <tbody>${
       rows.length
