@@ -24,7 +24,7 @@ header a{color:#dbe4ff;text-decoration:none;font-weight:600}
 header a.on{color:#fff;border-bottom:2px solid #8fb0ff}
 header .who{margin-left:auto;font-size:.9rem;color:#c3cde3}
 header form{display:inline}
-main{padding:1.25rem 1.5rem;max-width:1200px}
+main{padding:1.25rem 1.5rem;max-width:1600px}
 h1{font-size:1.35rem;margin:.2rem 0 1rem}
 h2{font-size:1.1rem;margin:1.5rem 0 .5rem}
 table{border-collapse:collapse;background:#fff;width:100%;margin:.5rem 0 1rem;box-shadow:0 1px 2px #0001}
@@ -56,6 +56,10 @@ header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;col
 .sides section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .sides dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
 .sides dt{color:#46505f;font-size:.85rem}.sides dd{margin:0}
+.facts{display:grid;grid-template-columns:auto 1fr;gap:.1rem .6rem;margin:0 0 .3rem;min-width:16rem}
+.facts dt{color:#46505f;font-size:.85rem}.facts dd{margin:0}
+.rule{font-size:.85rem;color:#46505f;min-width:16rem}
+main{overflow-x:auto}
 .mark{display:inline-block;padding:0 .4rem;border-radius:9px;font-size:.75rem;background:#fde2e1;color:#8c1d18}
 .problem h1{font-size:1.6rem}
 `;
