@@ -840,12 +840,16 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
   };
 }
 
-/** Resolves on the first SIGINT or SIGTERM. */
+/**
+ * Resolves on the first SIGINT, SIGTERM or SIGHUP (the terminal closed: the embedded PostgreSQL runs in
+ * its own process group and does not see it, so payrecon must stop it).
+ */
 export function untilSignal(): Promise<string> {
   return new Promise((resolveSignal) => {
     const on = (signal: string) => () => resolveSignal(signal);
     process.once('SIGINT', on('SIGINT'));
     process.once('SIGTERM', on('SIGTERM'));
+    process.once('SIGHUP', on('SIGHUP'));
   });
 }
 
@@ -910,6 +914,9 @@ export async function runUp(
   const patience = () => process.stdout.write('payrecon: stopping, please wait\n');
   process.on('SIGINT', patience);
   process.on('SIGTERM', patience);
+  process.on('SIGHUP', patience);
+  // After SIGHUP the terminal is gone: a failed write must not end the orderly stop.
+  process.stdout.on('error', () => undefined);
   try {
     await pipeline.stop();
   } finally {

@@ -188,4 +188,19 @@ describe('npm start', () => {
     expect(alive(postgresPid)).toBe(false);
     for (const [host, port] of listeningOf(endpoints)) expect(await refused(host, port)).toBe(true);
   }, 240_000);
+
+  it('stops cleanly when its terminal closes (SIGHUP to the whole process group)', async () => {
+    const { npm, data, exited } = await npmStart(true);
+    const endpoints = JSON.parse(readFileSync(join(data, 'endpoints.json'), 'utf8')) as Endpoints;
+    const postgresPid = Number(readFileSync(join(data, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    process.kill(-(npm.pid as number), 'SIGHUP');
+    await exited;
+    // npm itself may die of the hang-up first; payrecon (node) finishes its orderly stop on its own.
+    const deadline = Date.now() + 60_000;
+    while (alive(endpoints.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(alive(endpoints.pid)).toBe(false);
+    expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
+    expect(alive(postgresPid)).toBe(false);
+    for (const [host, port] of listeningOf(endpoints)) expect(await refused(host, port)).toBe(true);
+  }, 240_000);
 });
