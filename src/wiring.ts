@@ -845,11 +845,20 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
  * its own process group and does not see it, so payrecon must stop it).
  */
 export function untilSignal(): Promise<string> {
+  // The listeners stay for the whole life of the process: with none left, a second signal (npm passes
+  // the terminal's Ctrl-C on to its child, which has already had its own) would take the default action
+  // and end the process in the middle of its orderly stop.
   return new Promise((resolveSignal) => {
-    const on = (signal: string) => () => resolveSignal(signal);
-    process.once('SIGINT', on('SIGINT'));
-    process.once('SIGTERM', on('SIGTERM'));
-    process.once('SIGHUP', on('SIGHUP'));
+    let first: string | null = null;
+    const on = (signal: string) => () => {
+      if (first !== null) {
+        process.stdout.write('payrecon: stopping, please wait\n');
+        return;
+      }
+      first = signal;
+      resolveSignal(signal);
+    };
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, on(signal));
   });
 }
 
@@ -911,10 +920,6 @@ export async function runUp(
   const signal = await signalled;
   process.stdout.write(`payrecon: ${signal}, stopping\n`);
   // A second signal while stopping does not cut the orderly stop short (PostgreSQL stops last).
-  const patience = () => process.stdout.write('payrecon: stopping, please wait\n');
-  process.on('SIGINT', patience);
-  process.on('SIGTERM', patience);
-  process.on('SIGHUP', patience);
   // After SIGHUP the terminal is gone: a failed write must not end the orderly stop.
   process.stdout.on('error', () => undefined);
   try {
