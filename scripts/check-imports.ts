@@ -164,6 +164,25 @@ function importsOf(file: string): { spec: string; typeOnly: boolean }[] {
   return out;
 }
 
+/** True when a file reads `process.env` (configuration is read in src/config.ts only). */
+function readsEnvironment(file: string): boolean {
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false);
+  let found = false;
+  const visit = (node: ts.Node) => {
+    if (
+      ts.isPropertyAccessExpression(node) &&
+      ts.isIdentifier(node.expression) &&
+      node.expression.text === 'process' &&
+      node.name.text === 'env'
+    ) {
+      found = true;
+    }
+    if (!found) ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
 interface Problem {
   from: string;
   to: string;
@@ -189,6 +208,13 @@ export function checkImports(
       continue;
     }
     const isTest = /\.test\.ts$/.test(file);
+    if (!isTest && area !== 'config' && readsEnvironment(file)) {
+      problems.push({
+        from,
+        to: 'process.env',
+        rule: 'the environment is read only in src/config.ts (pass the config or a value from it)',
+      });
+    }
     for (const { spec, typeOnly } of importsOf(file)) {
       imports += 1;
       if (!spec.startsWith('.')) {

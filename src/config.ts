@@ -627,6 +627,14 @@ function deepFreeze<T>(value: T): T {
  * Reads the configuration from `env` (process.env by default) once. Throws `ConfigError` for the first
  * problem (the variable and its rule); the result is deeply frozen.
  */
+/**
+ * The operating-system user running a command (USER), recorded as who asked for a report or took a
+ * decision when no name is given; null when unset or blank.
+ */
+export function localUser(env: NodeJS.ProcessEnv = process.env): string | null {
+  return env.USER?.trim() || null;
+}
+
 /** LOG_LEVEL as set, before any validation (the CLI's error path prints stacks at debug). */
 export function requestedLogLevel(env: NodeJS.ProcessEnv = process.env): string | undefined {
   return env.LOG_LEVEL?.trim().toLowerCase();

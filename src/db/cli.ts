@@ -3,6 +3,7 @@
  * running `payrecon up`'s, else the embedded PostgreSQL under `<data dir>/pg`; see src/endpoints.ts).
  * `verify` exits non-zero and names each failed invariant.
  */
+import { localUser } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { takeBalanceSnapshots } from './balance-snapshots.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
@@ -63,7 +64,7 @@ export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDa
       'exception decide: give exactly one of --accept-provider or --keep-ledger',
     );
   }
-  const by = opts.by ?? process.env.USER ?? '';
+  const by = opts.by ?? localUser() ?? '';
   const database = await open();
   const db = createDb(database.url, 2);
   try {

@@ -27,12 +27,16 @@ const stdout: TopicsCliIo = { out: (line) => process.stdout.write(`${line}\n`) }
 export async function runTopicsCli(
   command: 'plan' | 'apply',
   io: TopicsCliIo = stdout,
-  env: NodeJS.ProcessEnv = process.env,
+  env?: NodeJS.ProcessEnv,
 ): Promise<number> {
   return topics(command, io, env);
 }
 
-async function topics(command: 'plan' | 'apply', io: TopicsCliIo, env: NodeJS.ProcessEnv): Promise<number> {
+async function topics(
+  command: 'plan' | 'apply',
+  io: TopicsCliIo,
+  env: NodeJS.ProcessEnv | undefined,
+): Promise<number> {
   const config = loadConfig(env);
   setLogLevel(config.logLevel);
   const brokers = config.kafka.brokers;

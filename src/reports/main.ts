@@ -8,7 +8,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
-import { loadConfig } from '../config.ts';
+import { loadConfig, localUser } from '../config.ts';
 import { createDb, requireCurrentSchema } from '../db/connection.ts';
 import { AppError } from '../domain/errors.ts';
 import { isIsoDate } from './period.ts';
@@ -129,7 +129,7 @@ export async function runReportCli(
       { kind, from: opts.from, to: opts.to, account: opts.account ?? null },
       {
         trigger: 'cli',
-        requestedBy: process.env.USER ?? null,
+        requestedBy: localUser(),
         out,
         csvDir,
         onProgress: (done, total) => {

@@ -60,4 +60,13 @@ describe('check-imports', () => {
     );
     expect(problems.find((p) => p.from === 'src/db/ledger.ts')?.rule).toMatch(/matches no import/);
   });
+
+  it('names a file outside src/config.ts that reads process.env, and accepts it in config and tests', () => {
+    write('src/config.ts', 'export const config = { user: process.env.USER };\n');
+    write('src/db/ledger.test.ts', 'export const t = process.env.CI;\n');
+    write('src/reports/main.ts', 'export const by = process.env.USER ?? null;\n');
+    const { problems } = checkImports(src, []);
+    const env = problems.filter((p) => p.to === 'process.env').map((p) => p.from);
+    expect(env).toEqual(['src/reports/main.ts']);
+  });
 });
