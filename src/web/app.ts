@@ -24,18 +24,13 @@ import {
   type Session,
   type WebUser,
 } from './auth.ts';
+import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
 import type { SafeHtml } from './html.ts';
+import { field, type PageKit } from './page-kit.ts';
 import {
-  AGE_BUCKETS,
-  type AgeBucketKey,
   type BalanceView,
   balancesPage,
-  EXCEPTION_STATES,
-  type ExceptionFilter,
-  type ExceptionState,
-  type ExceptionView,
   errorPage,
-  exceptionsPage,
   loginPage,
   type PageContext,
   type PaymentDetailView,
@@ -73,29 +68,7 @@ export interface WebServices {
     filePath(id: string, name: string): Promise<string | null>;
     accounts(): Promise<string[]>;
   };
-  exceptions: {
-    list(filter: ExceptionFilter, now: Date): Promise<ExceptionView[]>;
-    types(): Promise<string[]>;
-    /** Acknowledges or resolves; false when the exception does not exist or is already resolved. */
-    act(
-      id: string,
-      action: 'acknowledge' | 'resolve',
-      note: string | null,
-      username: string,
-      now: Date,
-    ): Promise<boolean>;
-    /**
-     * An operator's decision on an ILLEGAL_TRANSITION (src/db/decisions.ts): accept the provider's status
-     * (the ledger books to match) or keep the ledger's. Throws NOT_FOUND, CONFLICT or VALIDATION_FAILED.
-     */
-    decide?(
-      id: string,
-      decision: 'accept-provider' | 'keep-ledger',
-      note: string,
-      username: string,
-      now: Date,
-    ): Promise<void>;
-  };
+  exceptions: ExceptionServices;
   balances: {
     list(at: Date): Promise<BalanceView[]>;
   };
@@ -124,13 +97,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     session: Session | null;
   }
-}
-
-type FormBody = Record<string, string | string[] | undefined>;
-
-function field(body: unknown, name: string): string | undefined {
-  const value = (body as FormBody | undefined)?.[name];
-  return Array.isArray(value) ? value[0] : value;
 }
 
 function wantsHtml(request: FastifyRequest): boolean {
@@ -284,6 +250,9 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       .send(STYLE_CSS),
   );
 
+  const kit: PageKit = { base, now, logger: options.logger, ctx, send, problem, refuseUnless };
+  exceptionRoutes(app, kit, services.exceptions);
+
   const renderLogin = (reply: FastifyReply, error: string | null, username = '', status = 200) => {
     const nonce = randomId();
     reply.setCookie(PRELOGIN_COOKIE, nonce, { ...cookieOptions, maxAge: 3600 });
@@ -402,74 +371,6 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       .header('content-length', String(info.size))
       .header('content-disposition', `attachment; filename="${name.replace(/[^\w.-]/g, '_')}"`)
       .send(createReadStream(path));
-  });
-
-  app.get<{ Querystring: Record<string, string | undefined> }>('/exceptions', async (request, reply) => {
-    const q = request.query;
-    const filter: ExceptionFilter = {};
-    if (q.type) filter.type = q.type;
-    if (q.state && (EXCEPTION_STATES as readonly string[]).includes(q.state))
-      filter.state = q.state as ExceptionState;
-    if (q.age && AGE_BUCKETS.some((b) => b.key === q.age)) filter.age = q.age as AgeBucketKey;
-    const at = now();
-    const [rows, types] = await Promise.all([
-      services.exceptions.list(filter, at),
-      services.exceptions.types(),
-    ]);
-    const notice =
-      q.done === 'acknowledge'
-        ? 'Exception acknowledged.'
-        : q.done === 'resolve'
-          ? 'Exception resolved.'
-          : q.done === 'accept-provider'
-            ? "Exception resolved: the provider's status is accepted and the ledger booked to match."
-            : q.done === 'keep-ledger'
-              ? "Exception resolved: the ledger's status is kept."
-              : null;
-    return send(reply, exceptionsPage(ctx(request), rows, types, filter, at, notice));
-  });
-
-  app.post<{ Params: { id: string } }>('/exceptions/:id', async (request, reply) => {
-    const refused = refuseUnless(request, reply, 'work-exceptions');
-    if (refused) return refused;
-    const action = field(request.body, 'action');
-    const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000) || null;
-    const username = request.session?.username ?? 'unknown';
-    if ((action === 'accept-provider' || action === 'keep-ledger') && services.exceptions.decide) {
-      if (!note) {
-        return problem(
-          request,
-          reply,
-          400,
-          'Note required',
-          'A note is required: say why the decision is right.',
-        );
-      }
-      try {
-        await services.exceptions.decide(request.params.id, action, note, username, now());
-      } catch (err) {
-        const code = (err as { code?: string }).code;
-        if (code === 'NOT_FOUND' || code === 'CONFLICT') {
-          return problem(request, reply, 409, 'Not done', (err as Error).message);
-        }
-        throw err;
-      }
-      options.logger?.info(
-        { exception: request.params.id, action, username },
-        'exception decided from the page',
-      );
-      return reply.redirect(`${base}/exceptions?done=${action}`, 303);
-    }
-    if (action !== 'acknowledge' && action !== 'resolve') {
-      return problem(request, reply, 400, 'Request refused', 'Unknown action.');
-    }
-    const ok = await services.exceptions.act(request.params.id, action, note, username, now());
-    if (!ok) return problem(request, reply, 409, 'Not done', 'Exception not found or already resolved.');
-    options.logger?.info(
-      { exception: request.params.id, action, username },
-      'exception updated from the page',
-    );
-    return reply.redirect(`${base}/exceptions?done=${action}`, 303);
   });
 
   const payments = services.payments;

@@ -10,7 +10,8 @@ import { balancesBefore } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
-import type { BalanceView, ExceptionFilter, ExceptionView, ReportRunView } from './views.ts';
+import type { ExceptionFilter, ExceptionView } from './exception-views.ts';
+import type { BalanceView, ReportRunView } from './views.ts';
 
 function runView(run: ReportRun): ReportRunView {
   return {
