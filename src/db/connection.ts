@@ -16,6 +16,7 @@ import * as m20261124T1300 from './migrations/20261124T1300_running_balances.ts'
 import * as m20261124T1310 from './migrations/20261124T1310_balance_snapshots.ts';
 import * as m20261124T1320 from './migrations/20261124T1320_outbox_entity.ts';
 import * as m20261124T1330 from './migrations/20261124T1330_verify_recent.ts';
+import * as m20261125T0110 from './migrations/20261125T0110_closes.ts';
 import * as m20261125T0120 from './migrations/20261125T0120_charts.ts';
 import type { Database, Db } from './schema.ts';
 
@@ -31,6 +32,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261124T1310_balance_snapshots': m20261124T1310,
   '20261124T1320_outbox_entity': m20261124T1320,
   '20261124T1330_verify_recent': m20261124T1330,
+  '20261125T0110_closes': m20261125T0110,
   '20261125T0120_charts': m20261125T0120,
 };
 

@@ -246,7 +246,11 @@ export interface ExceptionEventsTable {
   note: string | null;
 }
 
-/** A month close per merchant account and currency (`period` `YYYY-MM`); minimal until the close is built. */
+/**
+ * A month close per merchant account and currency (`period` `YYYY-MM`, src/db/closes.ts): prepared and
+ * signed by one user, approved by another; frozen (trigger `closes_frozen_trg`, migration
+ * 20261125T0110_closes) with `canonical` its figures' canonical JSON and `sha256` the hash of that text.
+ */
 export interface ClosesTable {
   id: Generated<string>;
   merchant_account: string;
@@ -259,6 +263,12 @@ export interface ClosesTable {
   approved_at: Timestamp | null;
   figures: Generated<Record<string, unknown>>;
   sha256: string | null;
+  /** The period's instants [start, end) and the time zone it was read in. */
+  period_start: Timestamp | null;
+  period_end: Timestamp | null;
+  time_zone: string | null;
+  /** The signed figures as canonical JSON text; `sha256` is its SHA-256 (checked by the database). */
+  canonical: string | null;
 }
 
 /** Alerts waiting to be published to `recon.alert.raised.v1`; `alert_id` is deterministic and unique. */

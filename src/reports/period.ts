@@ -166,3 +166,22 @@ export function lastClosedBusinessDay(now: Date, cutoff: string, timeZone: strin
   while (businessDayEnd(day, cutoff, timeZone).getTime() > now.getTime()) day = addDays(day, -1);
   return day;
 }
+
+/** The month `YYYY-MM` as a period: its first through last business day. */
+export function monthPeriod(month: string, timeZone: string, cutoff = '00:00'): Period {
+  if (!/^\d{4}-(0[1-9]|1[0-2])$/.test(month)) {
+    throw new AppError('VALIDATION_FAILED', `month must be YYYY-MM (got ${month})`);
+  }
+  const first = `${month}-01`;
+  const [y, m] = month.split('-').map(Number) as [number, number];
+  const next = m === 12 ? `${y + 1}-01-01` : `${y}-${String(m + 1).padStart(2, '0')}-01`;
+  return periodOf(first, addDays(next, -1), timeZone, cutoff);
+}
+
+/** The month (`YYYY-MM`) whose business days hold an instant, under the time zone and cut-off. */
+export function monthOfInstant(instant: Date, timeZone: string, cutoff = '00:00'): string {
+  let day = localDate(instant, timeZone);
+  // With a cut-off after midnight, an instant after the day's cut-off belongs to the next business day.
+  if (businessDayEnd(day, cutoff, timeZone).getTime() <= instant.getTime()) day = addDays(day, 1);
+  return day.slice(0, 7);
+}

@@ -14,6 +14,7 @@ import { API_PREFIX, buildApiApp } from '../../src/api/app.ts';
 import { raiseExceptions } from '../../src/db/exceptions.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { type ApiScope, type ApiTokenEntry, createApiToken } from '../../src/domain/api-tokens.ts';
+import { sha256Hex } from '../../src/domain/close.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { intent, obs } from '../db/fixtures.ts';
@@ -678,7 +679,18 @@ describe('closes', () => {
     expect(json<{ items: unknown[] }>(await call('GET', '/closes')).items).toEqual([]);
     const row = await t.db
       .insertInto('closes')
-      .values({ merchant_account: 'acme', currency: 'BRL', period: '2026-10', prepared_by: 'ana' })
+      .values({
+        merchant_account: 'acme',
+        currency: 'BRL',
+        period: '2026-10',
+        prepared_by: 'ana',
+        figures: { v: 1 },
+        canonical: '{"v":1}',
+        sha256: sha256Hex('{"v":1}'),
+        period_start: '2026-10-01T00:00Z',
+        period_end: '2026-11-01T00:00Z',
+        time_zone: 'UTC',
+      })
       .returning('id')
       .executeTakeFirstOrThrow();
     const list = json<{ items: { id: string; status: string }[] }>(

@@ -1,0 +1,327 @@
+/**
+ * The month close (issue 18 point 3) on the real database: figures of September 2026 (opening from the
+ * daily snapshots, movements by effect, closing, the proof, a cashout in flight at the cut-off, an
+ * exception open at it), signing (canonical text and its SHA-256, checked by the database too), the
+ * freeze (no update of figures, no delete), the refused self-approval (the service's 403 and the
+ * database's CHECK), approval by someone else, and a post-close adjustment: an entry booked in October
+ * with an effect date in September shows on both periods and leaves September's signed figures as they were.
+ */
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import {
+  approveClose,
+  type CloseScope,
+  closeDocument,
+  getCloseRecord,
+  postCloseAdjustments,
+  prepareClose,
+} from '../../src/db/closes.ts';
+import { canonicalJson, sha256Hex } from '../../src/domain/close.ts';
+import { monthOfInstant, monthPeriod } from '../../src/reports/period.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+
+const TZ = 'America/Sao_Paulo';
+const scope = (period: string, currency = 'BRL'): CloseScope => {
+  const p = monthPeriod(period, TZ);
+  return {
+    merchantAccount: 'acme',
+    currency,
+    period,
+    timeZone: TZ,
+    start: p.start,
+    end: p.end,
+    monthOf: (d) => monthOfInstant(d, TZ),
+  };
+};
+
+let seq = 0;
+/** One balanced entry booked at `booked` (effect date `effective`, default the same) with its postings. */
+async function entry(
+  kind: string,
+  id: string,
+  effect: string,
+  postings: [string, string][],
+  booked: string,
+  currency = 'BRL',
+  effective = booked,
+): Promise<void> {
+  seq++;
+  const { rows } = await sql<{ id: string }>`
+    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
+      currency, amount, effective_at, created_at)
+    VALUES (${`${kind}:acme:${id}:${effect}:${seq}`}, 'acme', ${kind}, ${id}, ${effect}, 1, 1, 'live', ${currency},
+      ${postings[0]![1].replace('-', '')}::numeric, ${effective}::timestamptz, ${booked}::timestamptz) RETURNING id`.execute(
+    t.db,
+  );
+  const entryId = rows[0]!.id;
+  const values = postings.map(
+    ([account, amount]) =>
+      sql`(${entryId}::bigint, 'acme', ${currency}, 'live', ${account}, ${amount}::numeric, ${booked}::timestamptz)`,
+  );
+  // One statement: the balance trigger checks each statement's postings.
+  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
+    VALUES ${sql.join(values)}`.execute(t.db);
+}
+
+describe('month close', () => {
+  it('computes, signs, freezes and approves a month with its in-flight cashout and open exception', async () => {
+    await sql`INSERT INTO merchant_accounts (name) VALUES ('acme')`.execute(t.db);
+    await sql`INSERT INTO ledger_accounts (merchant_account, currency, book, name)
+      SELECT 'acme', c, 'live', n FROM unnest(ARRAY['BRL', 'USD']) c,
+        unnest(ARRAY['available', 'reserved', 'deposits', 'fees', 'payouts', 'refunds']) n`.execute(t.db);
+    // August: history before the period (read through the snapshots).
+    await entry(
+      'deposit',
+      'd1',
+      'credit',
+      [
+        ['available', '1000.00'],
+        ['deposits', '-1000.00'],
+      ],
+      '2026-08-10T12:00Z',
+    );
+    // September (Sao Paulo time: from 03:00Z on the 1st to 03:00Z on 1 October).
+    await entry(
+      'deposit',
+      'd2',
+      'credit',
+      [
+        ['available', '250.50'],
+        ['deposits', '-250.50'],
+      ],
+      '2026-09-01T02:00Z',
+    ); // still August locally
+    await entry(
+      'deposit',
+      'd3',
+      'credit',
+      [
+        ['available', '400.00'],
+        ['deposits', '-400.00'],
+      ],
+      '2026-09-05T10:00Z',
+    );
+    await entry(
+      'deposit',
+      'd3',
+      'fee',
+      [
+        ['fees', '4.00'],
+        ['available', '-4.00'],
+      ],
+      '2026-09-05T10:00Z',
+    );
+    await entry(
+      'cashout',
+      'c1',
+      'reserve',
+      [
+        ['reserved', '300.00'],
+        ['available', '-300.00'],
+      ],
+      '2026-09-20T10:00Z',
+    );
+    await entry(
+      'cashout',
+      'c2',
+      'reserve',
+      [
+        ['reserved', '50.00'],
+        ['available', '-50.00'],
+      ],
+      '2026-09-21T10:00Z',
+    );
+    await entry(
+      'cashout',
+      'c2',
+      'settle',
+      [
+        ['payouts', '50.00'],
+        ['reserved', '-50.00'],
+      ],
+      '2026-09-22T10:00Z',
+    );
+    // October: c1 settles after the cut-off, so it was in flight at it.
+    await entry(
+      'cashout',
+      'c1',
+      'settle',
+      [
+        ['payouts', '300.00'],
+        ['reserved', '-300.00'],
+      ],
+      '2026-10-02T10:00Z',
+    );
+    await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount)
+      VALUES ('acme', 'cashout', 'c1', 'COMPLETED', 'BRL', 300.00), ('acme', 'deposit', 'd3', 'COMPLETED', 'BRL', 400.00)`.execute(
+      t.db,
+    );
+    // An exception open at the cut-off (resolved in October) and one resolved before it.
+    await sql`INSERT INTO exceptions (type, merchant_account, entity_kind, entity_id, severity, state, first_seen_at,
+        last_seen_at, details, resolved_at, resolved_by)
+      VALUES ('AMOUNT_MISMATCH', 'acme', 'deposit', 'd3', 'high', 'resolved', '2026-09-06T10:00Z', '2026-09-06T10:00Z', '{}',
+        '2026-10-03T10:00Z', 'ana'),
+       ('STUCK', 'acme', 'cashout', 'c1', 'medium', 'resolved', '2026-09-02T10:00Z', '2026-09-02T10:00Z', '{}',
+        '2026-09-03T10:00Z', 'ana')`.execute(t.db);
+    expect(await takeBalanceSnapshots(t.db)).toBeGreaterThan(0);
+
+    const doc = await closeDocument(t.db, scope('2026-09'));
+    const line = (account: string) => doc.accounts.find((a) => a.account === account);
+    expect(line('available')).toEqual({
+      book: 'live',
+      account: 'available',
+      opening: '1250.50',
+      movements: '46.00',
+      closing: '1296.50',
+      proof: '0.00',
+    });
+    expect(line('reserved')).toMatchObject({ opening: '0.00', movements: '300.00', closing: '300.00' });
+    expect(doc.proof).toBe('0.00');
+    expect(
+      doc.movements.filter((m) => m.account === 'available').map((m) => [m.entityKind, m.effect, m.amount]),
+    ).toEqual([
+      ['cashout', 'reserve', '-350.00'],
+      ['deposit', 'credit', '400.00'],
+      ['deposit', 'fee', '-4.00'],
+    ]);
+    expect(doc.inFlight.map((f) => [f.kind, f.entityId, f.amount])).toEqual([['cashout', 'c1', '300.00']]);
+    expect(doc.inFlightTotal).toBe(doc.reservedAtEnd);
+    expect(doc.exceptions.map((x) => [x.type, x.entityId, x.amount])).toEqual([
+      ['AMOUNT_MISMATCH', 'd3', '400.00'],
+    ]);
+    expect(doc.exceptionsTotal).toBe('400.00');
+
+    // Not over yet: refused. Signed: canonical text, its hash, verified.
+    await expect(
+      prepareClose(t.db, scope('2026-09'), 'ana', new Date('2026-09-30T12:00Z')),
+    ).rejects.toMatchObject({
+      code: 'CONFLICT',
+    });
+    const signed = await prepareClose(t.db, scope('2026-09'), 'ana', new Date('2026-10-05T12:00Z'));
+    expect(signed.status).toBe('prepared');
+    expect(signed.canonical).toBe(canonicalJson(doc));
+    expect(signed.sha256).toBe(sha256Hex(signed.canonical));
+    expect(signed.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(signed.verified).toBe(true);
+    expect(signed.document).toEqual(doc);
+    await expect(prepareClose(t.db, scope('2026-09'), 'bob', new Date())).rejects.toMatchObject({
+      code: 'CONFLICT',
+    });
+
+    // Frozen: figures cannot change, the row cannot go, a hash that does not match cannot be stored.
+    await expect(
+      sql`UPDATE closes SET figures = '{"v":1}'::jsonb, canonical = '{"v":1}' WHERE period = '2026-09'`.execute(
+        t.db,
+      ),
+    ).rejects.toThrow(/frozen/);
+    await expect(sql`DELETE FROM closes WHERE period = '2026-09'`.execute(t.db)).rejects.toThrow(
+      /cannot be deleted/,
+    );
+    await expect(
+      sql`INSERT INTO closes (merchant_account, currency, period, prepared_by, figures, canonical, sha256, period_start,
+          period_end, time_zone)
+        VALUES ('acme', 'USD', '2026-09', 'ana', '{"v":1}', '{"v":1}', ${'0'.repeat(64)}, now(), now() + interval '1 day', 'UTC')`.execute(
+        t.db,
+      ),
+    ).rejects.toThrow(/closes_sha256_ck/);
+
+    // The preparer cannot approve: the service says so (403), and the database refuses it anyway.
+    await expect(
+      approveClose(t.db, { merchantAccount: 'acme', currency: 'BRL', period: '2026-09' }, 'ana', new Date()),
+    ).rejects.toMatchObject({ code: 'FORBIDDEN', message: expect.stringMatching(/different controller/) });
+    await expect(
+      sql`UPDATE closes SET status = 'approved', approved_by = prepared_by, approved_at = now() WHERE period = '2026-09'`.execute(
+        t.db,
+      ),
+    ).rejects.toThrow(/closes_approver_ck/);
+    const approved = await approveClose(
+      t.db,
+      { merchantAccount: 'acme', currency: 'BRL', period: '2026-09' },
+      'bob',
+      new Date('2026-10-06T09:00Z'),
+    );
+    expect(approved).toMatchObject({
+      status: 'approved',
+      approvedBy: 'bob',
+      preparedBy: 'ana',
+      verified: true,
+    });
+    expect(approved.sha256).toBe(signed.sha256);
+    await expect(
+      approveClose(
+        t.db,
+        { merchantAccount: 'acme', currency: 'BRL', period: '2026-09' },
+        'carol',
+        new Date(),
+      ),
+    ).rejects.toMatchObject({ code: 'CONFLICT' });
+    await expect(
+      sql`UPDATE closes SET approved_by = 'carol' WHERE period = '2026-09'`.execute(t.db),
+    ).rejects.toThrow(/frozen/);
+  });
+
+  it('shows a post-close adjustment on the closed period and the next, and the frozen figures stay', async () => {
+    const before = await getCloseRecord(t.db, 'acme', 'BRL', '2026-09');
+    // A late fee on d3, booked on 10 October with the effect date of 5 September.
+    await entry(
+      'deposit',
+      'd3',
+      'fee',
+      [
+        ['fees', '1.50'],
+        ['available', '-1.50'],
+      ],
+      '2026-10-10T10:00Z',
+      'BRL',
+      '2026-09-05T10:00Z',
+    );
+    // Booked by hand in the past: the days' snapshots after it are taken again, as they would be later.
+    await sql`DELETE FROM ledger_balance_snapshots WHERE at > '2026-10-10T10:00Z'`.execute(t.db);
+    await takeBalanceSnapshots(t.db);
+    const after = await getCloseRecord(t.db, 'acme', 'BRL', '2026-09');
+    expect(after?.canonical).toBe(before?.canonical);
+    expect(after?.sha256).toBe(before?.sha256);
+    expect(after?.verified).toBe(true);
+
+    const late = await postCloseAdjustments(t.db, scope('2026-09'));
+    expect(late.map((a) => [a.entityId, a.effect, a.available, a.effectPeriod])).toEqual([
+      ['d3', 'fee', '-1.50', '2026-09'],
+    ]);
+    const october = await closeDocument(t.db, scope('2026-10'));
+    expect(october.earlierPeriodAdjustments.map((a) => [a.entityId, a.available, a.effectPeriod])).toEqual([
+      ['d3', '-1.50', '2026-09'],
+    ]);
+    // October opens where September closed and carries the adjustment in its movements.
+    expect(october.accounts.find((a) => a.account === 'available')).toMatchObject({
+      opening: '1296.50',
+      movements: '-1.50',
+      closing: '1295.00',
+      proof: '0.00',
+    });
+    // September computed again is what was signed: booking time keeps a closed period's figures.
+    expect(canonicalJson(await closeDocument(t.db, scope('2026-09')))).toBe(before?.canonical);
+  });
+
+  it('refuses to sign a period whose proof is not zero', async () => {
+    // A snapshot written by hand on 15 September that disagrees with the postings before it.
+    await sql`INSERT INTO ledger_balance_snapshots (merchant_account, currency, book, account, at, balance)
+      VALUES ('acme', 'USD', 'live', 'available', '2026-09-01T00:00Z', 0), ('acme', 'USD', 'live', 'available', '2026-10-01T00:00Z', 7)`.execute(
+      t.db,
+    );
+    const doc = await closeDocument(t.db, scope('2026-09', 'USD'));
+    expect(doc.proof).toBe('7.00');
+    await expect(prepareClose(t.db, scope('2026-09', 'USD'), 'ana', new Date())).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: expect.stringMatching(/proof .* is not zero/),
+    });
+  });
+});
