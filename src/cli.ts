@@ -185,15 +185,27 @@ for (const [name, description] of [
   ['rollback', 'Revert the latest migration'],
   ['snapshot', 'Write the missing daily balance snapshots (the hourly verification job does it too)'],
 ] as const) {
-  db.command(name)
+  const command = db
+    .command(name)
     .description(description)
     .option(
       '--url <url>',
       'postgres:// URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
-    )
-    .action(async (opts) =>
-      (await import('./db/cli.ts')).runDbCli(name, databaseOpener(`payrecon db ${name}`, opts.url, '--url')),
     );
+  if (name === 'verify') {
+    command.option(
+      '--since <instant|duration>',
+      'verify only what changed since then (ISO 8601 instant with offset, or 90m, 24h, 7d back from now); ' +
+        'the running balances against the latest snapshot plus the postings since',
+    );
+  }
+  command.action(async (opts) =>
+    (await import('./db/cli.ts')).runDbCli(
+      name,
+      databaseOpener(`payrecon db ${name}`, opts.url, '--url'),
+      opts.since === undefined ? {} : { since: opts.since },
+    ),
+  );
 }
 
 const exception = program.command('exception').description('Work the exception queue from the command line');

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
-import { obs } from './fixtures.ts';
+import { obs, postAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -23,19 +23,7 @@ const DAY = 86_400_000;
 /** The latest midnight a snapshot may be taken at (10 minutes after it, SETTLE_MS). */
 const today = Math.floor((Date.now() - SETTLE_MS) / DAY) * DAY;
 
-/** A balanced entry for entity `id` (available +cents, deposits -cents) booked at `at`, by hand. */
-async function post(id: string, cents: number, at: Date, effect = 'credit') {
-  const { rows } = await sql<{ id: string }>`
-    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
-      currency, amount, effective_at, created_at)
-    VALUES (${`manual:${id}:${effect}:${at.getTime()}`}, 'acme', 'deposit', ${id}, ${effect}, 1, 1, 'live', 'BRL',
-      ${(cents / 100).toFixed(2)}::numeric, ${at}, ${at}) RETURNING id`.execute(t.db);
-  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
-    VALUES (${rows[0]!.id}::bigint, 'acme', 'BRL', 'live', 'available', ${(cents / 100).toFixed(2)}::numeric, ${at}),
-      (${rows[0]!.id}::bigint, 'acme', 'BRL', 'live', 'deposits', ${(-cents / 100).toFixed(2)}::numeric, ${at})`.execute(
-    t.db,
-  );
-}
+const post = (id: string, cents: number, at: Date) => postAt(t.db, id, BigInt(cents), at);
 
 describe('incremental verification', () => {
   it('checks only its period, and what it checks it names', async () => {
