@@ -26,28 +26,44 @@ export interface BalanceFilter {
 }
 
 /**
+ * SQL over a ledger account aliased `a`: its balance of the postings created before `bound` (up to and
+ * including it when `inclusive`), read as the latest daily snapshot at or before `bound` (the sum of the
+ * postings before its midnight, src/db/balance-snapshots.ts) plus the postings since, through the
+ * postings' account-and-time index: at most a day of postings once snapshots are taken, all of the
+ * account's before `bound` if none. `posted` tells whether the account had a posting by then (a snapshot
+ * exists only after one). `join` is the LATERAL join the two expressions read (alias `s`).
+ */
+export function balanceAsOf(bound: Date, inclusive: boolean) {
+  const cmp = sql.raw(inclusive ? '<=' : '<');
+  const postings = sql`postings p WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency
+    AND p.book = a.book AND p.account = a.name AND p.created_at ${cmp} ${bound}`;
+  return {
+    join: sql`LEFT JOIN LATERAL (SELECT s.at, s.balance FROM ledger_balance_snapshots s
+      WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
+        AND s.account = a.name AND s.at <= ${bound}
+      ORDER BY s.at DESC LIMIT 1) s ON true`,
+    balance: sql`(coalesce(s.balance, 0) + coalesce((SELECT sum(p.amount) FROM ${postings}
+      AND p.created_at >= coalesce(s.at, '-infinity')), 0))::text`,
+    posted: sql`(s.at IS NOT NULL OR EXISTS (SELECT 1 FROM ${postings}))`,
+  };
+}
+
+/** The running balance of ledger account `a` (the postings' trigger keeps it; no row: no posting yet). */
+export const RUNNING_BALANCE = sql`coalesce((SELECT b.balance FROM ledger_balances b
+  WHERE b.merchant_account = a.merchant_account AND b.currency = a.currency AND b.book = a.book
+    AND b.account = a.name), 0)::text`;
+
+/**
  * Balance of every ledger account (accounts with no postings yet show zero). Now (no `at`, or an instant
  * not in the past) reads the running balances, one row per account kept by the postings' trigger
  * (migration 20261124T1300_running_balances); an earlier instant is the latest daily snapshot at or
- * before it plus the postings since (src/db/balance-snapshots.ts), or all postings up to it if none.
+ * before it plus the postings since (`balanceAsOf`).
  */
 export async function balances(db: Db, filter: BalanceFilter = {}): Promise<BalanceRow[]> {
   const at = filter.at !== undefined && filter.at.getTime() < Date.now() ? filter.at : null;
-  const balance =
-    at === null
-      ? sql`coalesce((SELECT b.balance FROM ledger_balances b
-          WHERE b.merchant_account = a.merchant_account AND b.currency = a.currency AND b.book = a.book
-            AND b.account = a.name), 0)::text`
-      : sql`(coalesce(s.balance, 0) + coalesce((SELECT sum(p.amount) FROM postings p
-          WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-            AND p.account = a.name AND p.created_at >= coalesce(s.at, '-infinity') AND p.created_at <= ${at}), 0))::text`;
-  const snapshot =
-    at === null
-      ? sql``
-      : sql`LEFT JOIN LATERAL (SELECT s.at, s.balance FROM ledger_balance_snapshots s
-          WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
-            AND s.account = a.name AND s.at <= ${at}
-          ORDER BY s.at DESC LIMIT 1) s ON true`;
+  const asOf = at === null ? null : balanceAsOf(at, true);
+  const balance = asOf === null ? RUNNING_BALANCE : asOf.balance;
+  const snapshot = asOf === null ? sql`` : asOf.join;
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;

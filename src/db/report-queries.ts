@@ -2,11 +2,14 @@
  * The reads behind the workbooks and the page, over the ledger's tables (`schema.ts`). Sums are
  * computed by PostgreSQL on `numeric` and returned as text, then parsed to bigint minor units: an
  * amount never passes through a JavaScript number. Periods use the booking time of journal entries
- * (`journal_entries.created_at`), so a period's report never changes once the period is over, and
- * opening + movements = closing holds by construction of the same filter.
+ * (`journal_entries.created_at`), so a period's report never changes once the period is over. Opening
+ * and closing balances are the daily snapshots plus the postings since (`balancesBefore`), movements
+ * the period's own postings: nothing reads the history before the period, and opening + movements =
+ * closing checks the snapshots and the postings against each other.
  */
 import { type RawBuilder, sql } from 'kysely';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
+import { balanceAsOf, RUNNING_BALANCE } from './queries.ts';
 import type { Db } from './schema.ts';
 
 const accountFilter = (account: string | null, column = 'e.merchant_account') =>
@@ -20,29 +23,34 @@ export interface AccountBalance {
   balance: Minor;
 }
 
-/** Balance of every ledger account from entries booked strictly before `instant`. */
+/**
+ * Balance of every ledger account with a posting booked strictly before `instant`: the running balances
+ * when `instant` is not in the past, else the latest daily snapshot at or before it plus the postings
+ * since (`balanceAsOf`): the cost follows a day of postings, not the history. (An entry and its postings
+ * are written by one statement, so they share their `created_at`: a posting's booking time is its entry's.)
+ */
 export async function balancesBefore(
   db: Db,
   instant: Date,
   account: string | null,
 ): Promise<AccountBalance[]> {
+  const asOf = instant.getTime() <= Date.now() ? balanceAsOf(instant, false) : null;
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;
     book: string;
-    account: string;
+    name: string;
     balance: string;
   }>`
-    SELECT p.merchant_account, p.currency, p.book, p.account, sum(p.amount)::text AS balance
-      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-     WHERE e.created_at < ${instant}${accountFilter(account)}
-     GROUP BY 1, 2, 3, 4
+    SELECT a.merchant_account, a.currency, a.book, a.name, ${asOf?.balance ?? RUNNING_BALANCE} AS balance
+      FROM ledger_accounts a ${asOf?.join ?? sql``}
+     WHERE ${asOf?.posted ?? sql`true`}${accountFilter(account, 'a.merchant_account')}
      ORDER BY 1, 2, 3, 4`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,
     currency: r.currency,
     book: r.book,
-    account: r.account,
+    account: r.name,
     balance: parseLedgerMinor(r.balance),
   }));
 }
@@ -68,8 +76,10 @@ export interface LedgerTotals {
 }
 
 /**
- * Opening balances, closing balances and the period's movements by effect in one pass over the
- * postings booked before `end`.
+ * Opening balances (before `start`) and closing balances (before `end`) from the daily snapshots
+ * (`balancesBefore`), and the period's movements by effect from its own postings only: nothing before
+ * the period is read. The closing balances are not derived from the movements, so opening + movements
+ * = closing is a check of the snapshots and the postings against each other.
  */
 export async function ledgerTotals(
   db: Db,
@@ -77,65 +87,38 @@ export async function ledgerTotals(
   end: Date,
   account: string | null,
 ): Promise<LedgerTotals> {
+  const opening = await balancesBefore(db, start, account);
+  const closing = await balancesBefore(db, end, account);
   const { rows } = await sql<{
-    merchant_account: string;
     currency: string;
     book: string;
     account: string;
     entity_kind: string;
     effect: string;
-    before_start: string;
     in_period: string;
     lines: string;
-    before_end: string;
   }>`
-    SELECT p.merchant_account, p.currency, p.book, p.account, e.entity_kind, e.effect,
-           coalesce(sum(p.amount) FILTER (WHERE e.created_at < ${start}), 0)::text AS before_start,
-           coalesce(sum(p.amount) FILTER (WHERE e.created_at >= ${start}), 0)::text AS in_period,
-           count(*) FILTER (WHERE e.created_at >= ${start})::text AS lines,
-           sum(p.amount)::text AS before_end
-      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-     WHERE e.created_at < ${end}${accountFilter(account)}
-     GROUP BY 1, 2, 3, 4, 5, 6`.execute(db);
-  const balances = (pick: (r: (typeof rows)[number]) => string): AccountBalance[] => {
-    const map = new Map<string, AccountBalance>();
-    for (const r of rows) {
-      const key = `${r.merchant_account}|${r.currency}|${r.book}|${r.account}`;
-      const b = map.get(key) ?? {
-        merchantAccount: r.merchant_account,
-        currency: r.currency,
-        book: r.book,
-        account: r.account,
-        balance: 0n,
-      };
-      b.balance += parseLedgerMinor(pick(r));
-      map.set(key, b);
-    }
-    return [...map.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, b]) => b);
-  };
-  const movements = new Map<string, Movement>();
-  for (const r of rows) {
-    const lines = Number(r.lines);
-    if (lines === 0) continue;
-    const key = `${r.book}|${r.currency}|${r.entity_kind}|${r.effect}|${r.account}`;
-    const m = movements.get(key) ?? {
-      book: r.book,
-      currency: r.currency,
-      entityKind: r.entity_kind,
-      effect: r.effect,
-      account: r.account,
-      amount: 0n,
-      lines: 0,
-    };
-    m.amount += parseLedgerMinor(r.in_period);
-    m.lines += lines;
-    movements.set(key, m);
-  }
-  return {
-    opening: balances((r) => r.before_start),
-    closing: balances((r) => r.before_end),
-    movements: [...movements.values()],
-  };
+    SELECT p.book, p.currency, e.entity_kind, e.effect, p.account, sum(p.amount)::text AS in_period,
+           count(*)::text AS lines
+      FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+     WHERE e.created_at >= ${start} AND e.created_at < ${end}${accountFilter(account)}
+     GROUP BY 1, 2, 3, 4, 5`.execute(db);
+  const movements = rows.map((r) => ({
+    book: r.book,
+    currency: r.currency,
+    entityKind: r.entity_kind,
+    effect: r.effect,
+    account: r.account,
+    amount: parseLedgerMinor(r.in_period),
+    lines: Number(r.lines),
+  }));
+  return { opening: inWorkbookOrder(opening), closing: inWorkbookOrder(closing), movements };
+}
+
+/** Balances in the order the workbook lists them (by `merchant|currency|book|account`). */
+function inWorkbookOrder(rows: readonly AccountBalance[]): AccountBalance[] {
+  const key = (b: AccountBalance) => `${b.merchantAccount}|${b.currency}|${b.book}|${b.account}`;
+  return [...rows].sort((x, y) => (key(x) < key(y) ? -1 : key(x) > key(y) ? 1 : 0));
 }
 
 /** Live entities (with a mirror) per kind with journal activity in [start, end): the entity sheets' rows. */
