@@ -192,6 +192,13 @@ const deadlinesSchema = z
     lateRejectionWatchDays: intText(1, 365).default(
       DEFAULT_POLLING_RULES.lateRejectionWindowMs / (24 * HOUR_MS),
     ),
+    /**
+     * Days a CANCELLED deposit is still watched for a late completion (the provider's manual action; it
+     * publishes no limit).
+     */
+    lateCompletionWatchDays: intText(1, 365).default(
+      DEFAULT_POLLING_RULES.lateCompletionWindowMs / (24 * HOUR_MS),
+    ),
     /** Minutes an observed entity may lack an intent before UNKNOWN_TRANSACTION. */
     unknownTransactionGraceMinutes: intText(0, 10_080).default(
       DEFAULT_EXCEPTION_RULES.unknownTransactionGraceMs / 60_000,

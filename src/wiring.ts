@@ -130,6 +130,7 @@ export function exceptionRulesFrom(config: Config): ExceptionRules {
       completedRecheckMs: config.poller.completedRecheckSeconds * 1000,
       completedRecheckScheduleMs: config.poller.completedRecheckScheduleSeconds.map((s) => s * 1000),
       lateRejectionWindowMs: d.lateRejectionWatchDays * 24 * hour,
+      lateCompletionWindowMs: d.lateCompletionWatchDays * 24 * hour,
     },
   };
 }
@@ -444,13 +445,13 @@ export function startJobs(
     sweepStuck: async (now) =>
       void (await withLedgerTransaction(db, (trx) => sweepExceptions(trx, now, rules))),
     sweepLateRejections: async (now) => {
-      const due = await scheduleLateRejectionChecks(
-        db,
-        now,
-        rules.polling.lateRejectionWindowMs,
-        rules.polling.completedRecheckMs,
-      );
-      if (due > 0) logger.info({ due }, 'completed payouts and refunds made due for a late-rejection check');
+      const due = await scheduleLateRejectionChecks(db, now, rules.polling);
+      if (due > 0) {
+        logger.info(
+          { due },
+          'completed payouts and refunds, cancelled deposits made due for a late-move check',
+        );
+      }
       if (poll) await poll();
     },
     verifyLedger: async () => {

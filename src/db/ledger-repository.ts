@@ -781,7 +781,12 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
 
 // ---------------------------------------------------------------- intents and cross-entity reads
 
-/** Inserts intents (idempotent by intent id) in one statement; returns the ids actually inserted. */
+/**
+ * Inserts intents (idempotent by intent id) in one statement; returns the ids inserted or completed. A
+ * pending intent (recorded ahead of its creation call: outcome `unknown`, no provider id) is completed by
+ * a later record of the same id that carries the call's answer; a completed one never changes again (a
+ * pending record arriving after its completion, on another partition, changes nothing).
+ */
 export async function insertIntents(db: Db, intents: readonly Intent[]): Promise<Set<string>> {
   if (intents.length === 0) return new Set();
   const col = <T>(f: (i: Intent) => T) => intents.map(f);
@@ -796,7 +801,10 @@ export async function insertIntents(db: Db, intents: readonly Intent[]): Promise
       ${col((i) => i.parentDepositId)}::text[], ${col((i) => i.outcome)}::text[],
       ${col((i) => i.createdAt)}::timestamptz[], ${col((i) => JSON.stringify(i.request))}::jsonb[],
       ${col((i) => (i.response === null ? null : JSON.stringify(i.response)))}::jsonb[])
-    ON CONFLICT (intent_id) DO NOTHING
+    ON CONFLICT (intent_id) DO UPDATE SET entity_id = EXCLUDED.entity_id, external_ref = EXCLUDED.external_ref,
+      outcome = EXCLUDED.outcome, response = EXCLUDED.response
+    WHERE intents.outcome = 'unknown' AND intents.entity_id IS NULL
+      AND (EXCLUDED.outcome <> 'unknown' OR (intents.response IS NULL AND EXCLUDED.response IS NOT NULL))
     RETURNING intent_id`.execute(db);
   return new Set(rows.map((r) => r.intent_id));
 }

@@ -151,8 +151,13 @@ export interface RecordIntentsResult extends ApplyResult {
   intentsRecorded: number;
 }
 
+/** A record written ahead of its creation call (recordingClient): no answer yet. */
+function isPending(i: Intent): boolean {
+  return i.outcome === 'unknown' && i.entityId === null && i.response === null;
+}
+
 /**
- * Records the merchant's intents (idempotent by intent id) and recomputes the entities they name, so
+ * Records the merchant's intents (idempotent by intent id; a pending one completed by a later record) and recomputes the entities they name, so
  * effects that waited for an amount (cashouts) are booked and mismatches are raised.
  */
 export async function recordIntents(
@@ -161,9 +166,12 @@ export async function recordIntents(
   options: LedgerOptions = {},
 ): Promise<RecordIntentsResult> {
   const rules = options.rules ?? DEFAULT_EXCEPTION_RULES;
-  const unique = [...new Map(intents.map((i) => [i.intentId, i])).values()].sort((a, b) =>
-    a.intentId < b.intentId ? -1 : 1,
-  );
+  // One record per intent id; of a pending record and its completion, the completion (whatever the order).
+  const byId = new Map<string, Intent>();
+  for (const i of intents) {
+    if (!byId.has(i.intentId) || !isPending(i)) byId.set(i.intentId, i);
+  }
+  const unique = [...byId.values()].sort((a, b) => (a.intentId < b.intentId ? -1 : 1));
   const empty = { recorded: 0, entities: 0, entriesBooked: 0, exceptionsRaised: 0, waiting: 0 };
   if (unique.length === 0) return { ...empty, intentsRecorded: 0 };
   await ensureMerchantAccounts(
@@ -416,6 +424,7 @@ function planAndCollect(
         attempts: pollAttempts,
         from: lastSeen,
         completedAt: path.completedAt,
+        statusSince: path.statusSince,
       },
       rules.polling,
     );

@@ -6,6 +6,7 @@
 import { sql } from 'kysely';
 import { type Book, PAYOUT_IN_FLIGHT } from '../domain/effects.ts';
 import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
+import type { PollingRules } from '../domain/polling.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
 import type { Db } from './schema.ts';
@@ -333,22 +334,26 @@ export async function resolveException(
 }
 
 /**
- * The late-rejection watch: every COMPLETED cashout and refund still inside the late-rejection window
- * whose next poll is further away than `recheckMs` (or unset) is made due now, so the poller reads it
- * again and a COMPLETED payout turned REJECTED is seen. Returns how many were made due.
+ * The late-move watch: every COMPLETED cashout and refund still inside the late-rejection window, and
+ * every CANCELLED deposit still inside the late-completion window (the provider may complete it by hand),
+ * whose next poll is further away than `completedRecheckMs` (or unset) is made due now, so the poller
+ * reads it again and a late rejection or completion whose notification was lost is seen. Returns how
+ * many were made due.
  */
 export async function scheduleLateRejectionChecks(
   db: Db,
   now: Date,
-  windowMs: number,
-  recheckMs: number,
+  rules: Pick<PollingRules, 'lateRejectionWindowMs' | 'lateCompletionWindowMs' | 'completedRecheckMs'>,
 ): Promise<number> {
-  const since = new Date(now.getTime() - windowMs);
-  const later = new Date(now.getTime() + recheckMs);
+  const payoutsSince = new Date(now.getTime() - rules.lateRejectionWindowMs);
+  const depositsSince = new Date(now.getTime() - rules.lateCompletionWindowMs);
+  const later = new Date(now.getTime() + rules.completedRecheckMs);
   const result = await sql`
     UPDATE mirrors SET next_poll_at = ${now}, updated_at = now()
-    WHERE entity_kind IN ('cashout', 'refund') AND status = 'COMPLETED'
-      AND completed_at IS NOT NULL AND completed_at >= ${since}
+    WHERE ((entity_kind IN ('cashout', 'refund') AND status = 'COMPLETED'
+            AND completed_at IS NOT NULL AND completed_at >= ${payoutsSince})
+        OR (entity_kind = 'deposit' AND status = 'CANCELLED'
+            AND status_since IS NOT NULL AND status_since >= ${depositsSince}))
       AND (next_poll_at IS NULL OR next_poll_at > ${later})`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }

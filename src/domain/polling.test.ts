@@ -20,7 +20,8 @@ describe('polling schedule', () => {
     ['deposit', 'PENDING', 2, t0.getTime() + 4 * min],
     ['deposit', 'EXPIRED', 0, t0.getTime() + min],
     ['deposit', 'COMPLETED', 0, null],
-    ['deposit', 'CANCELLED', 0, null],
+    ['deposit', 'CANCELLED', 0, t0.getTime() + 60 * min],
+    ['deposit', 'DECLINED', 0, null],
     ['cashout', 'ON_HOLD', 0, t0.getTime() + min],
     ['cashout', 'REJECTED', 0, null],
     ['cashout', 'DECLINED', 0, null],
@@ -49,5 +50,26 @@ describe('polling schedule', () => {
     expect(
       nextPollAt({ kind: 'refund', status: 'COMPLETED', attempts: 5, from: late, completedAt: t0 }),
     ).toBeNull();
+  });
+
+  it('re-checks a CANCELLED deposit on the same schedule through the late-completion window, then stops', () => {
+    const day = 24 * 3_600_000;
+    const H = 3_600_000;
+    const rules = { ...DEFAULT_POLLING_RULES, lateCompletionWindowMs: 10 * day };
+    const next = (attempts: number, from = t0) =>
+      nextPollAt(
+        { kind: 'deposit', status: 'CANCELLED', attempts, from, completedAt: null, statusSince: t0 },
+        rules,
+      );
+    expect([0, 1, 2, 3, 9].map((n) => (next(n)?.getTime() ?? 0) - t0.getTime())).toEqual([
+      H,
+      4 * H,
+      12 * H,
+      day,
+      day,
+    ]);
+    // The window counts from the cancellation, not from the last reading.
+    expect(next(5, new Date(t0.getTime() + 9 * day))?.getTime()).toBe(t0.getTime() + 10 * day);
+    expect(next(5, new Date(t0.getTime() + 9.5 * day))).toBeNull();
   });
 });

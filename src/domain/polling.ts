@@ -2,7 +2,10 @@
  * When the poller should next ask the provider about an entity: back-off from one minute, doubling up
  * to every six hours, while the status is not final; COMPLETED cashouts and refunds are re-checked on a
  * schedule that starts dense (1 h, 4 h, 12 h after the last reading, then daily) through the
- * late-rejection window, so a late rejection whose notification was lost is found within hours; final
+ * late-rejection window, so a late rejection whose notification was lost is found within hours; a
+ * CANCELLED deposit (the provider may still complete it by hand: a late payment, provider-facts.md) is
+ * re-checked on the same schedule through the late-completion window, so a late completion whose
+ * notification was lost is found too (an EXPIRED one is not final and keeps its back-off); other final
  * statuses never.
  */
 import { type EntityKind, type EntityStatus, isFinal, isStatus } from './statuses.ts';
@@ -19,6 +22,11 @@ export interface PollingRules {
   completedRecheckScheduleMs: readonly number[];
   /** How long after completion a cashout or refund may still be rejected. */
   lateRejectionWindowMs: number;
+  /**
+   * How long after it turned CANCELLED a deposit may still be completed by the provider's hand. The
+   * provider publishes no limit (provider-facts.md); inferred, configurable.
+   */
+  lateCompletionWindowMs: number;
 }
 
 export const DEFAULT_POLLING_RULES: PollingRules = {
@@ -27,6 +35,7 @@ export const DEFAULT_POLLING_RULES: PollingRules = {
   completedRecheckMs: 24 * 3_600_000,
   completedRecheckScheduleMs: [3_600_000, 4 * 3_600_000, 12 * 3_600_000],
   lateRejectionWindowMs: 30 * 24 * 3_600_000,
+  lateCompletionWindowMs: 30 * 24 * 3_600_000,
 };
 
 /** Delay before the next poll after `attempts` polls that saw no change (0: the status just changed). */
@@ -35,7 +44,10 @@ export function backoffDelayMs(attempts: number, rules: PollingRules = DEFAULT_P
   return Math.min(rules.firstDelayMs * 2 ** exp, rules.maxDelayMs);
 }
 
-/** Delay before re-checking a COMPLETED cashout or refund after `attempts` readings that saw no change. */
+/**
+ * Delay before re-checking an entity the provider may still move by hand (a COMPLETED cashout or refund,
+ * a CANCELLED deposit) after `attempts` readings that saw no change.
+ */
 export function completedRecheckDelayMs(
   attempts: number,
   rules: PollingRules = DEFAULT_POLLING_RULES,
@@ -53,16 +65,24 @@ export interface PollInput {
   /** Time the schedule counts from (the latest observation). */
   from: Date;
   completedAt: Date | null;
+  /** When the current status was first observed (a CANCELLED deposit's late-completion window). */
+  statusSince?: Date | null;
 }
 
 /** Next poll time, or null when the entity needs no more polling. */
 export function nextPollAt(input: PollInput, rules: PollingRules = DEFAULT_POLLING_RULES): Date | null {
   const { kind, status, from } = input;
   if (status !== null && isStatus(kind, status)) {
-    if (kind !== 'deposit' && status === 'COMPLETED') {
-      const end = (input.completedAt ?? from).getTime() + rules.lateRejectionWindowMs;
+    // Watched through a window from `since`: dense at first, then every completedRecheckMs.
+    const watch = (since: Date, windowMs: number) => {
       const next = from.getTime() + completedRecheckDelayMs(input.attempts, rules);
-      return next <= end ? new Date(next) : null;
+      return next <= since.getTime() + windowMs ? new Date(next) : null;
+    };
+    if (kind !== 'deposit' && status === 'COMPLETED') {
+      return watch(input.completedAt ?? from, rules.lateRejectionWindowMs);
+    }
+    if (kind === 'deposit' && status === 'CANCELLED') {
+      return watch(input.statusSince ?? from, rules.lateCompletionWindowMs);
     }
     if (isFinal(kind, status as EntityStatus<typeof kind>)) return null;
   }

@@ -31,6 +31,11 @@ const METHODS_BY_COUNTRY: Record<
 const MIX = { deposit: 50, card: 25, cashout: 15, refund: 10 } as const;
 /** How many of the newest deposits a refund looks through for one it can refund. */
 const REFUND_LOOKBACK = 20_000;
+/**
+ * The bank_code forms a merchant sends for a Brazilian cashout (provider-facts.md): the code with its
+ * leading zeros, without them, and as a number, for the bank listed as 1 and others.
+ */
+const CASHOUT_BANK_CODES: readonly (string | number)[] = ['001', '1', 1, '341', '033', '33', 237];
 
 export class TrafficGenerator implements TrafficControl {
   private readonly deps: SandboxDeps;
@@ -198,7 +203,7 @@ export class TrafficGenerator implements TrafficControl {
           document_id: payer.document,
           beneficiary_name: payer.first_name,
           beneficiary_lastname: payer.last_name,
-          bank_code: '341',
+          bank_code: rng.pick(CASHOUT_BANK_CODES),
           bank_account: '123456-7',
           bank_branch: '0001',
           account_type: 'C',

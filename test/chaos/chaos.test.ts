@@ -31,6 +31,13 @@ describe('chaos soak (CI size)', () => {
     expect(f.webhooks.reordered).toBeGreaterThan(0);
     expect(f.lateRejections.atProvider).toBeGreaterThan(0);
     expect(f.lateCompletions.atProvider).toBeGreaterThan(0);
+    // The provider's other documented moves (issue 17) are in the traffic.
+    expect(f.lateCompletions.fromExpired).toBeGreaterThan(0);
+    expect(f.lateCompletions.fromCancelled).toBeGreaterThan(0);
+    expect(f.moves.expiredToCancelled).toBeGreaterThan(0);
+    expect(f.moves.lateRejected826).toBeGreaterThan(0);
+    expect(f.moves.bankCodeForms['"001"']).toBeGreaterThan(0);
+    expect(f.moves.bankCodeForms['"1"']).toBeGreaterThan(0);
 
     // And the books survived them.
     expect(f.ledger.groundTruthDiffSample).toEqual([]);
@@ -46,8 +53,12 @@ describe('chaos soak (CI size)', () => {
     expect(f.lateRejections.mismatched).toEqual([]);
     expect(f.lateRejections.alertsDelivered).toBe(f.lateRejections.atProvider);
     expect(f.lateRejections.duplicateAlerts).toBe(0);
-    // Every late payment booked and raised as LATE_COMPLETION.
+    // Every late payment booked and raised as LATE_COMPLETION; a late-rejected cashout says 826; every
+    // bank code stored as the merchant sent it.
     expect(f.lateCompletions.missing).toEqual([]);
+    expect(f.lateCompletions.bySource.never).toBeUndefined();
+    expect(f.moves.rejectionCodeMismatched).toEqual([]);
+    expect(f.moves.bankCodeNotKept).toBe(0);
     // No fact that cannot change changed (the sandbox never does that): nothing frozen by mistake.
     expect(f.exceptionsByType.FACTS_CHANGED ?? 0).toBe(0);
     expect(f.alerts.duplicateIds).toBe(0);

@@ -67,10 +67,13 @@ export interface FaultPlan {
   webhooks: { dropRate: number; duplicateRate: number; reorderRate: number; reorderDelayMs: number };
   lateRejection: { cashoutRate: number; refundRate: number; delayMs: number };
   /**
-   * The provider's late payments (issue 17): this share of the deposits that turn EXPIRED is completed by
-   * hand `delayMs` later (uniform), while still EXPIRED (before the 7-day cancellation).
+   * The provider's late payments (issue 17): this share of the deposits that turn EXPIRED, or CANCELLED
+   * without expiring first (a cancelled AMOUNT_MISMATCH or THIRD_PARTY_PAYER payment, a cancelled early
+   * release), is completed by hand `delayMs` later (uniform); an EXPIRED one still EXPIRED (before the
+   * 7-day cancellation). A CANCELLED deposit is final, so its late completion whose notification was
+   * dropped is found only by the re-check of cancelled deposits.
    */
-  lateCompletion: { expiredRate: number; delayMs: [number, number] };
+  lateCompletion: { rate: number; delayMs: [number, number] };
   /** Provider hours at which the reconciler process is killed with SIGKILL. */
   killReconcilerAtHours: number[];
   restartBrokerAtHours: number[];
@@ -83,7 +86,7 @@ export const ISSUE_FAULT_PLAN: FaultPlan = {
   rateLimitBursts: { atHours: [2, 30, 96, 170], rate: 0.6, realMs: 3_000 },
   webhooks: { dropRate: 0.05, duplicateRate: 0.2, reorderRate: 0.1, reorderDelayMs: 20 * MINUTE },
   lateRejection: { cashoutRate: 0.1, refundRate: 0.1, delayMs: 2 * DAY },
-  lateCompletion: { expiredRate: 0.2, delayMs: [6 * HOUR, 2 * DAY] },
+  lateCompletion: { rate: 0.2, delayMs: [6 * HOUR, 2 * DAY] },
   killReconcilerAtHours: [3, 60, 150],
   restartBrokerAtHours: [24],
   restartPostgresAtHours: [110],
@@ -203,8 +206,32 @@ export interface SoakFigures {
       bySource: Record<string, number>;
     };
   };
-  /** The provider's late payments: deposits completed by hand after EXPIRED, and LATE_COMPLETION exceptions. */
-  lateCompletions: { atProvider: number; exceptions: number; missing: string[] };
+  /**
+   * The provider's late payments: deposits completed by hand after EXPIRED or CANCELLED, and their
+   * LATE_COMPLETION exceptions; `bySource`: how the ledger first read each late COMPLETED (a poll: its
+   * notification was dropped or came later).
+   */
+  lateCompletions: {
+    atProvider: number;
+    fromExpired: number;
+    fromCancelled: number;
+    exceptions: number;
+    missing: string[];
+    bySource: Record<string, number>;
+    /** From the provider's late completion to the ledger's credit, for those first read by a poll. */
+    learntByPolling: LatencyFigures;
+  };
+  /** The provider's other documented moves that the traffic made (issue 17). */
+  moves: {
+    /** EXPIRED deposits that turned CANCELLED 7 provider days later. */
+    expiredToCancelled: number;
+    /** Late-rejected cashouts at the provider with code 826, and those whose ledger mirror does not say 826. */
+    lateRejected826: number;
+    rejectionCodeMismatched: string[];
+    /** Cashouts by the bank_code form the merchant sent ("001", "1", 1, ...) and those stored otherwise. */
+    bankCodeForms: Record<string, number>;
+    bankCodeNotKept: number;
+  };
   /** Exceptions by type at the end (FACTS_CHANGED must be 0: the sandbox never changes a fixed fact). */
   exceptionsByType: Record<string, number>;
   /** Every alert the webhook sink received, of every type. */
@@ -435,8 +462,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         enabled: true,
         minDelayMs: 6 * HOUR,
         maxDelayMs: 12 * HOUR,
-        lateCompletionRate: plan.lateCompletion.expiredRate,
-        lateCompletionFrom: ['EXPIRED'],
+        lateCompletionRate: plan.lateCompletion.rate,
+        lateCompletionFrom: ['EXPIRED', 'CANCELLED'],
         lateCompletionDelayMs: plan.lateCompletion.delayMs,
       },
       notificationBaseUrl: 'http://127.0.0.1:1',
@@ -550,8 +577,21 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     const entitiesNow = () =>
       deps.engine.deposits.size + deps.engine.cashouts.size + deps.engine.refunds.size;
     const client = createProviderClient(account, { retries: 3, timeoutMs: 2_000 });
+    // Intent publishes that failed or are still waiting: a catch-up that times out says so (a creation whose
+    // intent was lost is never polled, and one that moves no more gets no webhook either).
+    const intentPublishes = { failed: 0, waiting: 0, lastError: '' };
     const recordIntent = async (intent: Intent) => {
-      await infra!.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+      intentPublishes.waiting++;
+      try {
+        await infra!.publisher.publish('merchant.intent.recorded.v1', [{ value: intent }]);
+      } catch (err) {
+        intentPublishes.failed++;
+        intentPublishes.lastError =
+          err instanceof Error ? `${err.message} (${String(err.cause)})` : String(err);
+        throw err;
+      } finally {
+        intentPublishes.waiting--;
+      }
     };
     const traffic = sb.control.traffic;
     traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
@@ -602,8 +642,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     // ---------------------------------------------------------------- catching up
     /**
      * Entities whose ledger status differs from the sandbox's. With `lateRejectionsPending`, a COMPLETED
-     * cashout or refund the provider has since rejected does not count: REJECTED is final, so nothing can
-     * supersede it before the re-check of COMPLETED entities reads it, and the last catch-up waits for all.
+     * cashout or refund the provider has since rejected, or a CANCELLED deposit it has since completed,
+     * does not count: REJECTED and a deposit's COMPLETED are final, so nothing can supersede them before
+     * the re-check of COMPLETED payouts and CANCELLED deposits reads them, and the last catch-up waits for all.
      * An entity found equal is not read again until the sandbox moves it (the ledger never moves an entity
      * away from the provider's status: stale and illegal moves are recorded, not applied), so a check
      * reads the mirrors of the entities that moved since the last one, not all of them; `full` reads all.
@@ -647,6 +688,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
           continue;
         }
         if (lateRejectionsPending && status === 'COMPLETED' && o.status === 'REJECTED') continue;
+        if (
+          lateRejectionsPending &&
+          o.kind === 'deposit' &&
+          status === 'CANCELLED' &&
+          o.status === 'COMPLETED'
+        )
+          continue;
         differ++;
         if (differing.length < 5)
           differing.push({ kind: o.kind, id: o.id, status: o.status, ledger: status ?? null });
@@ -688,7 +736,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
                 `exceptions ${types.map((x) => x.type).join(', ') || 'none'}`,
             );
           }
-          throw new Error(`timed out waiting for ${what}: ${differ} entities differ: ${why.join('; ')}`);
+          throw new Error(
+            `timed out waiting for ${what}: ${differ} entities differ: ${why.join('; ')}; ` +
+              `intent publishes failed ${intentPublishes.failed} (${intentPublishes.lastError || 'none'}), ` +
+              `waiting ${intentPublishes.waiting}; traffic ${JSON.stringify(traffic.status())}`,
+          );
         }
         await sleep(checkEveryMs);
       }
@@ -873,9 +925,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       .orderBy('observed_at')
       .execute();
     const firstSeen = new Map<string, string>();
+    const firstSeenAt = new Map<string, Date>();
     for (const h of history) {
       const k = `${h.entity_kind}:${h.entity_id}:${h.to_status}`;
-      if (!firstSeen.has(k)) firstSeen.set(k, h.source);
+      if (!firstSeen.has(k)) {
+        firstSeen.set(k, h.source);
+        firstSeenAt.set(k, new Date(h.observed_at));
+      }
     }
     const recovery = {
       recoveredByPolling: 0,
@@ -890,6 +946,68 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       else if (source !== undefined) recovery.seenThroughOtherWebhook++;
       else if (record && record.status !== d.status) recovery.supersededUnread++;
       else recovery.unrecovered++;
+    }
+
+    // The late payments: from which status, how the ledger first read the late COMPLETED, and how long after.
+    const lateCompletionSources: Record<string, number> = {};
+    const lateCompletionSamples: { wallMs: number; providerMs: number }[] = [];
+    let fromExpired = 0;
+    let fromCancelled = 0;
+    for (const d of deps.engine.deposits.values()) {
+      const move = d.history.find((h) => h.trigger === 'late_payment');
+      if (!move) continue;
+      if (move.from === 'EXPIRED') fromExpired++;
+      else fromCancelled++;
+      const k = `deposit:${d.id}:COMPLETED`;
+      const source = firstSeen.get(k) ?? 'never';
+      lateCompletionSources[source] = (lateCompletionSources[source] ?? 0) + 1;
+      const seenAt = firstSeenAt.get(k);
+      if (source === 'poll' && seenAt) {
+        const completedAt = Date.parse(move.at);
+        lateCompletionSamples.push({
+          wallMs: Math.max(0, seenAt.getTime() - wallAt(completedAt)),
+          providerMs: Math.max(0, providerAt(seenAt.getTime()) - completedAt),
+        });
+      }
+    }
+    // The other documented moves: EXPIRED to CANCELLED, 826 on a late-rejected cashout, bank code forms.
+    const expiredToCancelled = [...deps.engine.deposits.values()].filter((d) =>
+      d.history.some((h) => h.from === 'EXPIRED' && h.to === 'CANCELLED'),
+    ).length;
+    const lateRejectedCashouts = lateAtProvider
+      .filter((k) => k.startsWith('cashout:'))
+      .map((k) => k.slice(8));
+    const mirrorCodes = new Map<string, string | null>();
+    for (let i = 0; i < lateRejectedCashouts.length; i += 10_000) {
+      const rows = await db
+        .selectFrom('mirrors')
+        .select(['entity_id', 'rejection_code'])
+        .where('entity_kind', '=', 'cashout')
+        .where('entity_id', 'in', lateRejectedCashouts.slice(i, i + 10_000))
+        .execute();
+      for (const r of rows) mirrorCodes.set(r.entity_id, r.rejection_code);
+    }
+    const lateRejected826 = lateRejectedCashouts.filter(
+      (id) => deps.engine.cashouts.get(Number(id))?.rejectionCode === 826,
+    ).length;
+    const rejectionCodeMismatched = lateRejectedCashouts
+      .filter((id) => mirrorCodes.get(id) !== '826')
+      .map((id) => `cashout:${id} ledger ${mirrorCodes.get(id)}`);
+    const sentBankCodes = new Map(
+      (
+        await sql<{ entity_id: string; bank_code: unknown }>`
+          SELECT entity_id, request->'bank_code' AS bank_code FROM intents
+          WHERE entity_kind = 'cashout' AND entity_id IS NOT NULL`.execute(db)
+      ).rows.map((r) => [r.entity_id, r.bank_code]),
+    );
+    const bankCodeForms: Record<string, number> = {};
+    let bankCodeNotKept = 0;
+    for (const c of deps.engine.cashouts.values()) {
+      const form = JSON.stringify(c.bankCode);
+      bankCodeForms[form] = (bankCodeForms[form] ?? 0) + 1;
+      // The sandbox stores what the merchant sent, as the intent recorded it (leading zeros kept).
+      if (sentBankCodes.has(String(c.id)) && String(sentBankCodes.get(String(c.id))) !== String(c.bankCode))
+        bankCodeNotKept++;
     }
 
     // Ground truth per account, currency and book account.
@@ -1038,9 +1156,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       },
       lateCompletions: {
         atProvider: lateCompletedAtProvider.length,
+        fromExpired,
+        fromCancelled,
         exceptions: lateCompletionExceptions.size,
         missing: lateCompletedAtProvider.filter((k) => !lateCompletionExceptions.has(k)),
+        bySource: lateCompletionSources,
+        learntByPolling: latencyFigures(lateCompletionSamples),
       },
+      moves: { expiredToCancelled, lateRejected826, rejectionCodeMismatched, bankCodeForms, bankCodeNotKept },
       alerts: alertFigures(alerts),
       exceptionsByType: Object.fromEntries(
         (
@@ -1137,7 +1260,8 @@ export function describeFigures(f: SoakFigures): string[] {
         `  ${e.what} at provider hour ${e.providerHour}, ${e.atSeconds} s into the run (${e.downSeconds} s)`,
     ),
     `dropped webhooks ${f.droppedRecovery.dropped}: ${f.droppedRecovery.recoveredByPolling} recovered by polling, ${f.droppedRecovery.seenThroughOtherWebhook} read through another webhook, ${f.droppedRecovery.supersededUnread} superseded before anyone could read them, ${f.droppedRecovery.unrecovered} unrecovered`,
-    `late completions ${f.lateCompletions.atProvider}: ${f.lateCompletions.exceptions} LATE_COMPLETION exceptions, ${f.lateCompletions.missing.length} without one`,
+    `late completions ${f.lateCompletions.atProvider} (${f.lateCompletions.fromExpired} from EXPIRED, ${f.lateCompletions.fromCancelled} from CANCELLED; first read by ${JSON.stringify(f.lateCompletions.bySource)}): ${f.lateCompletions.exceptions} LATE_COMPLETION exceptions, ${f.lateCompletions.missing.length} without one; late completion to the ledger's reading, learnt by polling ${describeLatency(f.lateCompletions.learntByPolling)}`,
+    `documented moves: ${f.moves.expiredToCancelled} EXPIRED deposits turned CANCELLED; ${f.moves.lateRejected826} late-rejected cashouts with 826 (${f.moves.rejectionCodeMismatched.length} without 826 in the ledger); cashouts by bank_code sent ${JSON.stringify(f.moves.bankCodeForms)}, ${f.moves.bankCodeNotKept} stored otherwise than sent`,
     `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
     `exceptions by type: ${JSON.stringify(f.exceptionsByType)}`,
     `late rejection to ledger reversal (${JSON.stringify(f.lateRejections.reversalLatency.bySource)} first seen by source): all ${describeLatency(f.lateRejections.reversalLatency.all)}; learnt by polling ${describeLatency(f.lateRejections.reversalLatency.learntByPolling)}`,
@@ -1194,6 +1318,15 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
     f.lateCompletions.missing.length === 0,
     `every late payment raised LATE_COMPLETION (${f.lateCompletions.missing.slice(0, 5).join(', ')})`,
   );
+  check(
+    f.lateCompletions.bySource.never === undefined,
+    `the ledger read every late completion (${f.lateCompletions.bySource.never ?? 0} never)`,
+  );
+  check(
+    f.moves.rejectionCodeMismatched.length === 0,
+    `every late-rejected cashout carries 826 in the ledger (${f.moves.rejectionCodeMismatched.slice(0, 5).join(', ')})`,
+  );
+  check(f.moves.bankCodeNotKept === 0, `every bank code stored as sent (${f.moves.bankCodeNotKept} not)`);
   check(
     f.alerts.duplicateIds === 0 && f.alerts.repeatedExceptions.length === 0,
     `every alert delivered once (${f.alerts.duplicateIds} ids twice; ${f.alerts.repeatedExceptions.slice(0, 5).join(', ')})`,

@@ -249,8 +249,34 @@ describe('recordingClient', () => {
     });
     const refund = await client.createRefund({ deposit_id: card.deposit_id, amount: 10_00n });
 
-    expect(recorded).toHaveLength(4);
-    const [d, c, p, r] = recorded as [Intent, Intent, Intent, Intent];
+    // Deposits and cashouts: the pending intent ahead of the call (keyed by the merchant's reference, no
+    // provider id), then the same intent id completed with the answer; refunds: after the answer only.
+    expect(recorded).toHaveLength(7);
+    const [dPending, d, cPending, c, pPending, p, r] = recorded as Intent[] as [
+      Intent,
+      Intent,
+      Intent,
+      Intent,
+      Intent,
+      Intent,
+      Intent,
+    ];
+    for (const [pending, done] of [
+      [dPending, d],
+      [cPending, c],
+      [pPending, p],
+    ] as const) {
+      expect(pending).toMatchObject({
+        intentId: done.intentId,
+        externalRef: done.externalRef,
+        amount: done.amount,
+        currency: done.currency,
+        entityId: null,
+        outcome: 'unknown',
+        response: null,
+      });
+      expect(pending.createdAt).toEqual(done.createdAt);
+    }
     expect(d).toMatchObject({
       operation: 'deposit',
       externalRef: invoice,
@@ -301,8 +327,10 @@ describe('recordingClient', () => {
     };
     await client.createCashout(body);
     await expect(client.createCashout(body)).rejects.toThrow(/511/);
-    expect(recorded.map((i) => i.outcome)).toEqual(['created', 'declined']);
-    expect(recorded[1]!.entityId).toBeNull();
+    expect(recorded.map((i) => i.outcome)).toEqual(['unknown', 'created', 'unknown', 'declined']);
+    expect(recorded[3]!.entityId).toBeNull();
+    expect(recorded[3]!.intentId).toBe(recorded[2]!.intentId);
+    expect(recorded[3]!.response).toMatchObject({ code: 511 });
   });
 });
 
@@ -341,15 +369,16 @@ describe('recordingClient around the sandbox traffic client', () => {
         account_type: 'C',
       },
     });
-    expect(recorded).toHaveLength(2);
-    expect(recorded[0]).toMatchObject({
+    expect(recorded).toHaveLength(3);
+    expect(recorded[0]).toMatchObject({ operation: 'deposit', externalRef: invoice, outcome: 'unknown' });
+    expect(recorded[1]).toMatchObject({
       operation: 'deposit',
       externalRef: invoice,
       amount: 33_00n,
       outcome: 'created',
     });
-    expect(recorded[0]!.entityId).toBe(String(deposit.deposit_id));
-    expect(recorded[1]).toMatchObject({
+    expect(recorded[1]!.entityId).toBe(String(deposit.deposit_id));
+    expect(recorded[2]).toMatchObject({
       operation: 'refund',
       currency: 'MXN',
       amount: 3_00n,

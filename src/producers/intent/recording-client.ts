@@ -1,8 +1,10 @@
 /**
  * `recordingClient(client, onIntent)` wraps a `ProviderClient` (or the sandbox traffic generator's
- * `TrafficClient`): each create* call goes to the provider, then its intent goes to `onIntent` (and the
- * call's result or error to the caller).
+ * `TrafficClient`): each create* call records its intent ahead (write-ahead), goes to the provider, then
+ * records the intent again, completed with the provider's answer (and the call's result or error goes to
+ * the caller).
  */
+import { randomUUID } from 'node:crypto';
 import { AppError } from '../../domain/errors.ts';
 import type { Intent } from '../../domain/observation.ts';
 import type { ProviderClient } from '../../provider/client.ts';
@@ -33,9 +35,16 @@ export interface RecordingOptions {
 }
 
 /**
- * Wraps a client so that its creations record their intent: the provider is called, then the intent
- * (created, declined or unknown) is handed to `onIntent` before the caller sees the result or the
- * error. Works for a full `ProviderClient` and for the traffic generator's `TrafficClient`.
+ * Wraps a client so that its creations record their intent, twice under one intent id. Before the call,
+ * the pending intent (outcome `unknown`, no provider id) keyed by the merchant's reference (invoice_id,
+ * external_id) goes to `onIntent`; then the provider is called, and the intent completed with its answer
+ * (created with the provider's id, declined, or unknown) goes to `onIntent` before the caller sees the
+ * result or the error. The ledger completes the pending record with the later one (`insertIntents`), and
+ * a pending record left alone (the process died between the provider's answer and the second record) is
+ * matched by the merchant's reference when the entity is first observed; one whose creation never
+ * reached the provider matches nothing and raises nothing. Refunds carry no merchant reference the
+ * provider repeats (their reference is the provider's refund id), so their intent is recorded after the
+ * answer only. Works for a full `ProviderClient` and for the traffic generator's `TrafficClient`.
  */
 export function recordingClient<C extends CreatingClient>(
   client: C,
@@ -47,16 +56,18 @@ export function recordingClient<C extends CreatingClient>(
   async function record<R>(
     call: () => Promise<R>,
     build: (o: CreationOutcome<R>) => Intent | Promise<Intent>,
+    writeAhead = true,
   ) {
-    const createdAt = new Date();
+    const ids = { intentId: randomUUID(), createdAt: new Date() };
+    if (writeAhead) await onIntent(await build(ids));
     let response: R;
     try {
       response = await call();
     } catch (error) {
-      await onIntent(await build({ error, createdAt }));
+      await onIntent(await build({ ...ids, error }));
       throw error;
     }
-    await onIntent(await build({ response, createdAt }));
+    await onIntent(await build({ ...ids, response }));
     return response;
   }
   const getDeposit = (client as Partial<ProviderClient>).getDeposit?.bind(client);
@@ -88,6 +99,7 @@ export function recordingClient<C extends CreatingClient>(
             o.response?.refund_info?.currency ?? (await depositCurrency(String(input.deposit_id)));
           return intentFromRefundCreation(account, input, { ...o, ...(currency ? { currency } : {}) });
         },
+        false,
       ),
   };
   // Keep every other member (status calls, `account`) of the wrapped client.

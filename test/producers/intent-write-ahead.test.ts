@@ -1,0 +1,199 @@
+/**
+ * The merchant's intent is written ahead of the creation call (recordingClient): a recorder killed with
+ * SIGKILL after the provider answered and before it recorded the answer leaves the pending intent, keyed
+ * by the merchant's reference; after a restart the entity's first reading carries that reference and finds
+ * it. Nothing doubled (one entity per creation at the sandbox, one intent per creation), nothing missing
+ * (the cashout is booked with the intent's amount), and no false exception (UNKNOWN_TRANSACTION swept a
+ * day later, no mismatch). Real parts: the sandbox over HTTP, PostgreSQL, the recorder a child process.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sweepExceptions } from '../../src/db/exceptions.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { balances } from '../../src/db/queries.ts';
+import { verifyLedger } from '../../src/db/verify.ts';
+import { fromRecord, toRecord } from '../../src/events/records.ts';
+import { OBSERVATION_TOPIC } from '../../src/events/topics.ts';
+import { createProviderClient } from '../../src/provider/client.ts';
+import { readStatus } from '../../src/provider/to-observation.ts';
+import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { move, quiet, sandboxAccount, uniqueRef } from './helpers.ts';
+
+const repo = join(import.meta.dirname, '../..');
+let tdb: TestDatabase;
+let sandbox: RunningSandbox;
+const children = new Set<ChildProcess>();
+
+beforeAll(async () => {
+  tdb = await createTestDatabase();
+  sandbox = await startSandbox({ seed: 17 });
+});
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await sandbox?.close();
+  await tdb?.drop();
+});
+
+/** Runs the recorder child; resolves with its output once `until` is printed (or it exits). */
+function recorder(
+  args: { deposits: string[]; cashouts: string[]; hangOn: string | null },
+  until: RegExp,
+): Promise<{ child: ChildProcess; out: string; match: RegExpExecArray }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'test/producers/write-ahead-child.ts',
+      JSON.stringify({ databaseUrl: tdb.url, url: sandbox.url, ccUrl: sandbox.ccUrl, ...args }),
+    ],
+    { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.add(child);
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const look = () => {
+      const match = until.exec(out);
+      if (match) resolve({ child, out, match });
+    };
+    child.stdout!.on('data', (c) => {
+      out += c;
+      look();
+    });
+    child.stderr!.on('data', (c) => {
+      out += c;
+    });
+    child.once('exit', (code) => reject(new Error(`recorder exited ${code} before ${until}: ${out}`)));
+  });
+}
+
+describe('write-ahead intent', () => {
+  it('survives a SIGKILL between the provider answer and the record: no doubled, missing or false exception', async () => {
+    const [inv1, inv2, ext1, ext2] = [
+      uniqueRef('wa-inv'),
+      uniqueRef('wa-inv'),
+      uniqueRef('wa-ext'),
+      uniqueRef('wa-ext'),
+    ];
+    const killed = await recorder({ deposits: [inv1], cashouts: [ext1], hangOn: ext1 }, /ANSWERED (\d+)/);
+    const exited = new Promise((r) => killed.child.once('exit', r));
+    killed.child.kill('SIGKILL');
+    await exited;
+    const cashoutId = killed.match[1]!;
+
+    // The restart: the recorder runs again (new creations), then every entity is read at the provider.
+    await recorder({ deposits: [inv2], cashouts: [ext2], hangOn: null }, /DONE/);
+    const engine = sandbox.control.deps.engine;
+    expect([...engine.deposits.values()].map((d) => d.invoiceId).sort()).toEqual([inv1, inv2].sort());
+    expect([...engine.cashouts.values()].map((c) => c.externalId).sort()).toEqual([ext1, ext2].sort());
+    for (const d of engine.deposits.values()) await move(sandbox.url, 'deposit', d.id, 'COMPLETED');
+    for (const c of engine.cashouts.values()) {
+      await move(sandbox.url, 'cashout', c.id, 'DELIVERED');
+      await move(sandbox.url, 'cashout', c.id, 'COMPLETED');
+    }
+    const client = createProviderClient(sandboxAccount(sandbox), { retries: 0, logger: quiet });
+    const readings = [
+      ...[...engine.deposits.values()].map((d) => ({ kind: 'deposit' as const, id: d.id, ref: d.invoiceId })),
+      ...[...engine.cashouts.values()].map((c) => ({
+        kind: 'cashout' as const,
+        id: c.id,
+        ref: c.externalId,
+      })),
+    ];
+    for (const r of readings) {
+      const o = await readStatus(
+        client,
+        { kind: r.kind, account: 'main', entityId: String(r.id), externalRef: r.ref },
+        'poll',
+      );
+      // As the reconciler receives it: through the topic's record form.
+      const received = fromRecord(OBSERVATION_TOPIC, toRecord(OBSERVATION_TOPIC, o));
+      await withLedgerTransaction(tdb.db, (trx) => applyObservations(trx, [received]));
+    }
+    await sweepExceptions(tdb.db, new Date(Date.now() + 24 * 3_600_000));
+
+    // One intent per creation; the killed one still pending, linked to its cashout by external_id.
+    const intents = await tdb.db
+      .selectFrom('intents')
+      .select(['intent_id', 'external_ref', 'entity_id', 'outcome'])
+      .orderBy('external_ref')
+      .execute();
+    expect(intents.map((i) => i.external_ref).sort()).toEqual([inv1, inv2, ext1, ext2].sort());
+    const pending = intents.find((i) => i.external_ref === ext1)!;
+    expect(pending).toMatchObject({ entity_id: null, outcome: 'unknown' });
+    for (const i of intents.filter((x) => x.external_ref !== ext1)) expect(i.outcome).toBe('created');
+    const mirrors = await tdb.db
+      .selectFrom('mirrors')
+      .select(['entity_kind', 'entity_id', 'intent_id', 'status'])
+      .execute();
+    expect(mirrors, JSON.stringify(mirrors)).toHaveLength(4);
+    for (const m of mirrors) expect(m.intent_id, `${m.entity_kind} ${m.entity_id}`).not.toBeNull();
+    expect(mirrors.find((m) => m.entity_kind === 'cashout' && m.entity_id === cashoutId)?.intent_id).toBe(
+      pending.intent_id,
+    );
+    const exceptions = await tdb.db.selectFrom('exceptions').select(['type', 'entity_id']).execute();
+    expect(exceptions).toEqual([]);
+    // Both cashouts paid out at the intent's amount, both deposits credited; the ledger verifies.
+    const payouts = (await balances(tdb.db)).filter((b) => b.account === 'payouts' && b.currency === 'BRL');
+    expect(payouts.reduce((s, b) => s + b.balance, 0n)).toBe(80_00n);
+    expect((await verifyLedger(tdb.db)).failures).toEqual([]);
+  }, 120_000);
+
+  it('completes a pending intent whatever the order its two records arrive in (two partitions)', async () => {
+    const base = {
+      operation: 'deposit' as const,
+      account: 'main',
+      currency: 'BRL',
+      amount: 12_00n,
+      expectedFee: null,
+      test: false,
+      crypto: false,
+      feeOnPayer: false,
+      parentDepositId: null,
+      createdAt: new Date(),
+      request: {},
+    };
+    const pair = (n: number) => {
+      const ref = uniqueRef('wa-order');
+      const pending = {
+        ...base,
+        intentId: `wa-${n}-${ref}`,
+        externalRef: ref,
+        entityId: null,
+        outcome: 'unknown' as const,
+        response: null,
+      };
+      const done = {
+        ...pending,
+        entityId: `39000000${n}`,
+        outcome: 'created' as const,
+        response: { deposit_id: n },
+      };
+      return { ref, pending, done };
+    };
+    const record = (intents: Parameters<typeof recordIntents>[1]) =>
+      withLedgerTransaction(tdb.db, (trx) => recordIntents(trx, intents));
+    const a = pair(1); // pending, then its completion
+    await record([a.pending]);
+    await record([a.done]);
+    const b = pair(2); // the completion first, the pending record after it
+    await record([b.done]);
+    await record([b.pending]);
+    const c = pair(3); // both in one batch, the pending one last
+    await record([c.done, c.pending]);
+    const rows = await tdb.db
+      .selectFrom('intents')
+      .select(['external_ref', 'entity_id', 'outcome'])
+      .where('external_ref', 'in', [a.ref, b.ref, c.ref])
+      .orderBy('entity_id')
+      .execute();
+    expect(rows).toEqual([
+      { external_ref: a.ref, entity_id: '390000001', outcome: 'created' },
+      { external_ref: b.ref, entity_id: '390000002', outcome: 'created' },
+      { external_ref: c.ref, entity_id: '390000003', outcome: 'created' },
+    ]);
+  });
+});
