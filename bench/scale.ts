@@ -1,0 +1,447 @@
+/**
+ * bench:scale — issue 21 point 3: a year of history at `SCALE_PAYMENTS` payments (default 10,000,000),
+ * synthesized straight in PostgreSQL (src/db/scale-synth.ts: deposits, cashouts, refunds, test and crypto
+ * deposits, late rejections, exceptions, with intents, mirrors, status history, entries, postings,
+ * running balances and daily snapshots that `db verify` accepts), then measured at that size and, where
+ * the issue compares, against an empty ledger in the same run:
+ *
+ * - the reconciler (`applyObservations`, batches of 500): observations/s on the full ledger / on an empty one;
+ * - the balances: the page (`/balances`, signed in) and the API (`GET /api/v1/balances`);
+ * - payment look-up by each id kind (API `/payments/lookup?idKind=`), and the page's search by any id;
+ * - the exceptions page with each filter (type, state, age) and all three;
+ * - a month's settlement workbook: `payrecon report settlement` in a child process, its wall time and
+ *   peak RSS (/usr/bin/time);
+ * - the incremental verification (last 25 h) and the full one (FULL=0 skips it);
+ * - database size per million payments.
+ *
+ * Each read is the median of `REPEAT` (default 5) after one warm-up. Prints each figure beside its target,
+ * then `targets: met` or the list not met (exit code 1 then).
+ *
+ *   SCALE_PAYMENTS (default 10000000), SCALE_OBSERVATIONS (reconciler, default 20000), REPEAT (default 5),
+ *   FULL=0 (no full verification), WORKBOOK=0 (no workbook), BENCH_KEEP=1 (keep the database),
+ *   BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { API_PREFIX, buildApiApp } from '../src/api/app.ts';
+import { createDb, migrateToLatest } from '../src/db/connection.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../src/db/ledger-service.ts';
+import { synthesizeScale } from '../src/db/scale-synth.ts';
+import type { Db } from '../src/db/schema.ts';
+import { verifyLedger } from '../src/db/verify.ts';
+import { createApiToken } from '../src/domain/api-tokens.ts';
+import type { Intent, Observation } from '../src/domain/observation.ts';
+import { ReportRunner } from '../src/reports/runs.ts';
+import { buildWebApp } from '../src/web/app.ts';
+import { hashPassword } from '../src/web/auth.ts';
+import { ledgerWebServices } from '../src/web/services.ts';
+
+const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const PAYMENTS = Number(process.env.SCALE_PAYMENTS ?? 10_000_000);
+const OBSERVATIONS = Number(process.env.SCALE_OBSERVATIONS ?? 20_000);
+const REPEAT = Math.max(1, Number(process.env.REPEAT ?? 5));
+const FULL = process.env.FULL !== '0';
+const WORKBOOK = process.env.WORKBOOK !== '0';
+const BATCH = 500;
+const DAY = 86_400_000;
+
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+const out = (s: string) => process.stdout.write(`${s}\n`);
+const fmt = (ms: number) => (ms < 100 ? ms.toFixed(1) : ms.toFixed(0));
+
+function urlFor(name: string): string {
+  const u = new URL(ADMIN);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** Median of REPEAT timed calls after one warm-up. */
+async function median(fn: () => Promise<unknown>): Promise<number> {
+  await fn();
+  const times: number[] = [];
+  for (let i = 0; i < REPEAT; i++) {
+    const t0 = performance.now();
+    await fn();
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)]!;
+}
+
+interface Row {
+  what: string;
+  figure: string;
+  target: string;
+  met: boolean | null;
+}
+const rows: Row[] = [];
+function report(what: string, figure: string, target: string, met: boolean | null): void {
+  rows.push({ what, figure, target, met });
+  out(
+    `${what.padEnd(44)} ${figure.padEnd(34)} ${target ? `[target ${target}: ${met ? 'met' : 'NOT met'}]` : ''}`,
+  );
+}
+
+/**
+ * Readings of `entities` new payments of merchant account m1 (ids above the synthesized ones): deposits
+ * completing, cashouts settling or cancelled, refunds of the new deposits; three or four readings each,
+ * spread over several batches. Same set for the empty and the full ledger.
+ */
+function readings(total: number): { observations: Observation[]; intents: Intent[] } {
+  const observations: { key: number; o: Observation }[] = [];
+  const intents: Intent[] = [];
+  const t0 = Date.now() - 3_600_000;
+  const entities = Math.ceil(total / 3);
+  for (let i = 0; i < entities; i++) {
+    const kind = i % 10 < 6 ? 'deposit' : i % 10 < 9 ? 'cashout' : 'refund';
+    const id = String(9_000_000_000 + i);
+    const amount = BigInt(1_000 + ((i * 7919) % 500_000));
+    const fee = kind === 'deposit' ? (amount * 3n) / 100n : null;
+    const path =
+      kind === 'deposit'
+        ? ['PENDING', 'COMPLETED', 'COMPLETED']
+        : i % 2 === 0
+          ? ['PENDING', 'DELIVERED', 'COMPLETED']
+          : ['PENDING', 'CANCELLED', 'CANCELLED'];
+    path.forEach((status, step) => {
+      observations.push({
+        key: i + step * 400,
+        o: {
+          eventId: `scale-${id}-${step}`,
+          kind,
+          account: 'm1',
+          entityId: id,
+          externalRef: kind === 'refund' ? null : `scale-ref-${id}`,
+          status,
+          observedAt: new Date(t0 + i * 10 + step * 60_000),
+          source: step === 2 ? 'poll' : 'webhook',
+          currency: kind === 'cashout' ? null : 'BRL',
+          amount: kind === 'cashout' ? null : kind === 'refund' ? amount / 2n : amount,
+          feeAmount: fee,
+          feeCurrency: fee === null ? null : 'BRL',
+          feeOnPayer: kind === 'deposit' ? false : null,
+          test: false,
+          crypto: false,
+          statusReason: null,
+          payerVerification: kind === 'deposit' ? 'MATCH' : null,
+          rejectionCode: null,
+          rejectionReason: null,
+          parentDepositId: kind === 'refund' ? String(9_000_000_000 + i - 9) : null,
+          details: {},
+        },
+      });
+    });
+    intents.push({
+      intentId: `scale-intent-${id}`,
+      operation: kind,
+      account: 'm1',
+      externalRef: kind === 'refund' ? `scale-rf-${id}` : `scale-ref-${id}`,
+      entityId: id,
+      currency: 'BRL',
+      amount: kind === 'refund' ? amount / 2n : amount,
+      expectedFee: fee,
+      test: false,
+      crypto: false,
+      feeOnPayer: false,
+      parentDepositId: null,
+      outcome: 'created',
+      createdAt: new Date(t0 + i * 10 - 1_000),
+      request: {},
+      response: null,
+    });
+  }
+  observations.sort((a, b) => a.key - b.key);
+  return { observations: observations.slice(0, total).map((x) => x.o), intents };
+}
+
+/** Observations/s of the reconciler applying `set` in batches of BATCH (intents recorded first, untimed). */
+async function reconcilerRate(db: Db, set: ReturnType<typeof readings>): Promise<number> {
+  for (let i = 0; i < set.intents.length; i += BATCH) {
+    const chunk = set.intents.slice(i, i + BATCH);
+    await withLedgerTransaction(db, (trx) => recordIntents(trx, chunk));
+  }
+  const t0 = performance.now();
+  for (let i = 0; i < set.observations.length; i += BATCH) {
+    const chunk = set.observations.slice(i, i + BATCH);
+    await withLedgerTransaction(db, (trx) => applyObservations(trx, chunk));
+  }
+  return set.observations.length / ((performance.now() - t0) / 1000);
+}
+
+async function signedInWeb(db: Db, dir: string): Promise<{ app: FastifyInstance; cookie: string }> {
+  const runner = new ReportRunner({ db, dir, timeZone: 'UTC' });
+  const app = await buildWebApp({
+    users: [{ username: 'finance', passwordHash: await hashPassword('bench pass phrase') }],
+    sessionSecret: randomBytes(32).toString('hex'),
+    timeZone: 'UTC',
+    services: ledgerWebServices(db, runner),
+  });
+  const cookies = new Map<string, string>();
+  const take = (res: { cookies: { name: string; value: string }[] }) => {
+    for (const c of res.cookies) cookies.set(c.name, c.value);
+  };
+  const jar = () => [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+  const page = await app.inject({ method: 'GET', url: '/login', headers: { accept: 'text/html' } });
+  take(page);
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(page.body)?.[1] ?? '';
+  const res = await app.inject({
+    method: 'POST',
+    url: '/login',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar() },
+    payload: new URLSearchParams({
+      _csrf: csrf,
+      username: 'finance',
+      password: 'bench pass phrase',
+    }).toString(),
+  });
+  take(res);
+  if (res.statusCode !== 303) throw new Error(`sign-in answered ${res.statusCode}`);
+  return { app, cookie: jar() };
+}
+
+async function main(): Promise<void> {
+  const name = `payrecon_bench_scale_${randomBytes(4).toString('hex')}`;
+  const emptyName = `${name}_empty`;
+  const admin = new pg.Client({ connectionString: ADMIN });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.query(`CREATE DATABASE ${emptyName}`);
+  const db = createDb(urlFor(name), 4);
+  const empty = createDb(urlFor(emptyName), 2);
+  const dir = await mkdtemp(join(tmpdir(), 'payrecon-scale-'));
+  let failed = false;
+  try {
+    await migrateToLatest(db);
+    await migrateToLatest(empty);
+    const version = await sql<{ v: string }>`SELECT current_setting('server_version') AS v`.execute(db);
+    out(
+      `bench:scale  PostgreSQL ${version.rows[0]!.v}  ${PAYMENTS.toLocaleString('en')} payments over 365 days, ` +
+        `load ${load()}`,
+    );
+
+    // ---------------------------------------------------------------- the year
+    let t = performance.now();
+    let lastShown = 0;
+    const timings: Record<string, number> = {};
+    const synth = await synthesizeScale(db, {
+      payments: PAYMENTS,
+      timings,
+      onProgress: (done, total) => {
+        if (performance.now() - lastShown > 30_000 || done === total) {
+          lastShown = performance.now();
+          process.stderr.write(
+            `  synthesized ${done.toLocaleString('en')} / ${total.toLocaleString('en')} payments, ` +
+              `${((performance.now() - t) / 1000).toFixed(0)} s, load ${load()}\n`,
+          );
+        }
+      },
+    });
+    const synthS = (performance.now() - t) / 1000;
+    out(
+      `synthesized in ${synthS.toFixed(0)} s: ${Object.entries(synth.rows)
+        .map(([k, v]) => `${k} ${v.toLocaleString('en')}`)
+        .join(', ')}`,
+    );
+    out(
+      `  time per part: ${Object.entries(timings)
+        .map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`)
+        .join(', ')}`,
+    );
+    const size = await sql<{
+      bytes: string;
+    }>`SELECT pg_database_size(current_database())::text AS bytes`.execute(db);
+    const bytes = Number(size.rows[0]!.bytes);
+    report(
+      'database size',
+      `${(bytes / 2 ** 30).toFixed(2)} GiB = ${((bytes / 2 ** 30) * (1e6 / PAYMENTS)).toFixed(2)} GiB per million payments`,
+      '',
+      null,
+    );
+
+    // ---------------------------------------------------------------- the page and the API
+    const web = await signedInWeb(db, dir);
+    const page = async (url: string) => {
+      const res = await web.app.inject({
+        method: 'GET',
+        url,
+        headers: { accept: 'text/html', cookie: web.cookie },
+      });
+      if (res.statusCode !== 200 && res.statusCode !== 303)
+        throw new Error(`${url} answered ${res.statusCode}`);
+    };
+    const { token, entry } = await createApiToken('bench', ['read']);
+    const api = await buildApiApp({
+      db,
+      reports: new ReportRunner({ db, dir, timeZone: 'UTC' }),
+      tokens: [entry],
+    });
+    const apiGet = async (path: string) => {
+      const res = await api.inject({
+        method: 'GET',
+        url: `${API_PREFIX}${path}`,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      if (res.statusCode !== 200)
+        throw new Error(`${path} answered ${res.statusCode}: ${res.body.slice(0, 200)}`);
+    };
+    const balancesPage = await median(() => page('/balances'));
+    report('balances page (GET /balances)', `${fmt(balancesPage)} ms`, '< 20 ms', balancesPage < 20);
+    const balancesApi = await median(() => apiGet('/balances'));
+    report('balances API (GET /api/v1/balances)', `${fmt(balancesApi)} ms`, '< 20 ms', balancesApi < 20);
+
+    // Ids from the middle of the year, each of the kind it names.
+    const mid = Math.floor(PAYMENTS / 2);
+    const pick = async (kind: string) => {
+      const r = await sql<{ entity_id: string; external_ref: string | null; intent_id: string }>`
+        SELECT entity_id, external_ref, intent_id FROM mirrors
+        WHERE entity_kind = ${kind} AND entity_id >= ${String(1_000_000_000 + mid)}
+        ORDER BY entity_id LIMIT 1`.execute(db);
+      return r.rows[0]!;
+    };
+    const [deposit, cashout, refund] = [await pick('deposit'), await pick('cashout'), await pick('refund')];
+    const lookups: [string, string][] = [
+      ['deposit_id', deposit.entity_id],
+      ['invoice_id', deposit.external_ref!],
+      ['cashout_id', cashout.entity_id],
+      ['external_id', cashout.external_ref!],
+      ['refund_id', refund.entity_id],
+      ['intent_id', deposit.intent_id],
+    ];
+    for (const [kind, id] of lookups) {
+      const ms = await median(() => apiGet(`/payments/lookup?id=${encodeURIComponent(id)}&idKind=${kind}`));
+      report(`look-up by ${kind} (API)`, `${fmt(ms)} ms`, '< 20 ms', ms < 20);
+    }
+    for (const [kind, id] of [lookups[1]!, lookups[5]!]) {
+      const ms = await median(() => page(`/payments?q=${encodeURIComponent(id)}`));
+      report(`look-up by any id (page search, a ${kind})`, `${fmt(ms)} ms`, '< 20 ms', ms < 20);
+    }
+
+    for (const [label, query] of [
+      ['no filter', ''],
+      ['type', '?type=LATE_REJECTION'],
+      ['state', '?state=open'],
+      ['age', '?age=gt7d'],
+      ['type + state + age', '?type=FEE_MISMATCH&state=acknowledged&age=3to7d'],
+    ] as const) {
+      const ms = await median(() => page(`/exceptions${query}`));
+      report(`exceptions page, ${label}`, `${fmt(ms)} ms`, '< 200 ms', ms < 200);
+    }
+    await web.app.close();
+    await api.close();
+
+    // ---------------------------------------------------------------- the reconciler, empty and full
+    const set = readings(OBSERVATIONS);
+    const emptyRate = await reconcilerRate(empty, set);
+    const fullRate = await reconcilerRate(db, set);
+    report(
+      'reconciler at size / on an empty ledger',
+      `${Math.round(fullRate)} / ${Math.round(emptyRate)} obs/s = ${(fullRate / emptyRate).toFixed(2)}`,
+      '>= 0.8',
+      fullRate / emptyRate >= 0.8,
+    );
+
+    // ---------------------------------------------------------------- a month's workbook
+    if (WORKBOOK) {
+      // The last whole calendar month of the year (UTC business days).
+      const e = synth.end;
+      const first = new Date(Date.UTC(e.getUTCFullYear(), e.getUTCMonth() - 1, 1));
+      const last = new Date(Date.UTC(e.getUTCFullYear(), e.getUTCMonth(), 0));
+      const day = (d: Date) => d.toISOString().slice(0, 10);
+      const lines = await sql<{ n: string }>`
+        SELECT count(*)::text AS n FROM postings WHERE created_at >= ${first} AND created_at < ${new Date(last.getTime() + DAY)}`.execute(
+        db,
+      );
+      const file = join(dir, 'settlement.xlsx');
+      t = performance.now();
+      const child = spawnSync(
+        '/usr/bin/time',
+        [
+          '-f',
+          'maxrss_kb=%M',
+          process.execPath,
+          'bin/payrecon.mjs',
+          'report',
+          'settlement',
+          '--from',
+          day(first),
+          '--to',
+          day(last),
+          '--out',
+          file,
+          '--time-zone',
+          'UTC',
+          '--database-url',
+          urlFor(name),
+          '--quiet',
+        ],
+        { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      );
+      const seconds = (performance.now() - t) / 1000;
+      const rss = Number(/maxrss_kb=(\d+)/.exec(child.stderr)?.[1] ?? Number.NaN) / 1024;
+      if (child.status !== 0) throw new Error(`payrecon report settlement: ${child.stderr.slice(-2000)}`);
+      const xlsx = await stat(file);
+      report(
+        `settlement workbook ${day(first)}..${day(last)}`,
+        `${seconds.toFixed(0)} s, ${rss.toFixed(0)} MB peak RSS`,
+        '< 180 s, < 300 MB',
+        seconds < 180 && rss < 300,
+      );
+      out(
+        `  ${Number(lines.rows[0]!.n).toLocaleString('en')} postings in the month, workbook ${(xlsx.size / 2 ** 20).toFixed(0)} MiB (and its CSV files)`,
+      );
+    }
+
+    // ---------------------------------------------------------------- verification
+    t = performance.now();
+    const inc = await verifyLedger(db, { since: new Date(Date.now() - 25 * 3_600_000) });
+    const incS = (performance.now() - t) / 1000;
+    report(
+      'incremental verification (25 h)',
+      `${incS.toFixed(1)} s, ${inc.entities.toLocaleString('en')} entities`,
+      '< 30 s',
+      incS < 30 && inc.ok,
+    );
+    if (!inc.ok) out(`  FAILED: ${inc.failures.slice(0, 10).join('; ')}`);
+    if (FULL) {
+      t = performance.now();
+      const full = await verifyLedger(db);
+      const fullS = (performance.now() - t) / 1000;
+      report(
+        'full verification',
+        `${fullS.toFixed(0)} s, ${full.entities.toLocaleString('en')} entities, ${full.ok ? 'all invariants hold' : 'FAILED'}`,
+        '',
+        null,
+      );
+      if (!full.ok) {
+        failed = true;
+        out(`  FAILED: ${full.failures.slice(0, 10).join('; ')}`);
+      }
+    }
+    out(`load average at the end: ${load()}`);
+    const missed = rows.filter((r) => r.met === false).map((r) => r.what);
+    out(missed.length === 0 ? 'targets: met' : `targets NOT met: ${missed.join('; ')}`);
+    if (missed.length > 0 || failed) process.exitCode = 1;
+  } finally {
+    await db.destroy();
+    await empty.destroy();
+    await rm(dir, { recursive: true, force: true });
+    if (process.env.BENCH_KEEP === '1') out(`kept database ${name}`);
+    else await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.query(`DROP DATABASE IF EXISTS ${emptyName} WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench:scale: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+});
