@@ -18,6 +18,7 @@ import * as m20261124T1320 from './migrations/20261124T1320_outbox_entity.ts';
 import * as m20261124T1330 from './migrations/20261124T1330_verify_recent.ts';
 import * as m20261125T0110 from './migrations/20261125T0110_closes.ts';
 import * as m20261125T0120 from './migrations/20261125T0120_charts.ts';
+import * as m20261125T0150 from './migrations/20261125T0150_scale_lookups.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -34,6 +35,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261124T1330_verify_recent': m20261124T1330,
   '20261125T0110_closes': m20261125T0110,
   '20261125T0120_charts': m20261125T0120,
+  '20261125T0150_scale_lookups': m20261125T0150,
 };
 
 export interface OpenDatabaseOptions {

@@ -401,8 +401,13 @@ export interface InFlightCount {
   refunds: number;
 }
 
-/** Cashouts and refunds in flight per merchant account, currency and test flag. */
+/**
+ * Cashouts and refunds in flight per merchant account, currency and test flag (groups with some in flight).
+ * The statuses are literals so that the planner reads the partial index of in-flight mirrors
+ * (migration 20261125T0150_scale_lookups) instead of every mirror.
+ */
 export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
+  const inFlight = sql.join(PAYOUT_IN_FLIGHT.map((s) => sql.lit(s)));
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;
@@ -411,9 +416,10 @@ export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
     refunds: number;
   }>`
     SELECT merchant_account, currency, test,
-           count(*) FILTER (WHERE entity_kind = 'cashout' AND status IN (${sql.join([...PAYOUT_IN_FLIGHT])}))::int AS cashouts,
-           count(*) FILTER (WHERE entity_kind = 'refund' AND status IN (${sql.join([...PAYOUT_IN_FLIGHT])}))::int AS refunds
-      FROM mirrors WHERE currency IS NOT NULL
+           count(*) FILTER (WHERE entity_kind = 'cashout')::int AS cashouts,
+           count(*) FILTER (WHERE entity_kind = 'refund')::int AS refunds
+      FROM mirrors
+     WHERE entity_kind IN ('cashout', 'refund') AND status IN (${inFlight}) AND currency IS NOT NULL
      GROUP BY 1, 2, 3`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,

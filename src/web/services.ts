@@ -5,8 +5,7 @@
 import { getPayment, lookupPayments } from '../db/api-queries.ts';
 import { decideIllegalTransition } from '../db/decisions.ts';
 import { actOnException, exceptionTypes, listExceptions } from '../db/exceptions.ts';
-import { inFlightCounts } from '../db/queries.ts';
-import { balancesBefore } from '../db/report-queries.ts';
+import { balances, inFlightCounts } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
@@ -70,8 +69,10 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
 
     balances: {
       list: async (at: Date): Promise<BalanceView[]> => {
-        const [balances, inflight] = await Promise.all([
-          balancesBefore(db, new Date(at.getTime() + 1), null),
+        // Now (the page's clock within a second of the wall clock) reads the running balances; an earlier
+        // instant the latest snapshot plus the postings since. Neither sums the history.
+        const [rows, inflight] = await Promise.all([
+          Date.now() - at.getTime() < 1_000 ? balances(db) : balances(db, { at }),
           inFlightCounts(db),
         ]);
         const views = new Map<string, BalanceView>();
@@ -92,7 +93,7 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
           }
           return v;
         };
-        for (const b of balances) {
+        for (const b of rows) {
           if (b.book === 'live' && b.account === 'available')
             view(b.merchantAccount, b.currency, 'live').available = b.balance;
           if (b.book === 'live' && b.account === 'reserved')

@@ -27,7 +27,9 @@ describe('bench:scale synthesizer', () => {
     expect(result.rows.intents).toBe(2_000);
     // The synthesizer wrote the year's snapshots: the snapshot job finds nothing missing.
     expect(await takeBalanceSnapshots(t.db)).toBe(0);
-    const snapshots = await sql<{ n: string }>`SELECT count(*)::text AS n FROM ledger_balance_snapshots`.execute(t.db);
+    const snapshots = await sql<{
+      n: string;
+    }>`SELECT count(*)::text AS n FROM ledger_balance_snapshots`.execute(t.db);
     expect(Number(snapshots.rows[0]!.n)).toBeGreaterThan(360 * 20);
     const full = await verifyLedger(t.db);
     expect(full.failures).toEqual([]);
