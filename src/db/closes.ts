@@ -233,6 +233,7 @@ async function adjustments(
       effectiveAt: iso(r.effective_at),
       bookedAt: iso(r.created_at),
       effectPeriod: s.monthOf(r.effective_at),
+      bookedPeriod: s.monthOf(r.created_at),
       available: main?.amount ?? '0.00',
       postings,
     };
@@ -451,7 +452,7 @@ export async function approveClose(
     if (row.prepared_by === by) {
       throw new AppError(
         'FORBIDDEN',
-        `you prepared and signed ${period} of ${merchantAccount} ${currency}: a different controller must approve it`,
+        `You prepared and signed ${period} of ${merchantAccount} ${currency}, so a different controller must approve it.`,
       );
     }
     if (!verifyClose({ canonical: row.canonical ?? '', sha256: row.sha256 ?? '', figures: row.figures })) {

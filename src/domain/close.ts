@@ -67,8 +67,9 @@ export interface CloseAdjustmentLine {
   /** ISO instants. */
   effectiveAt: string;
   bookedAt: string;
-  /** The month of the effect date, `YYYY-MM` in the close's time zone. */
+  /** The months (`YYYY-MM`, the close's time zone and cut-off) of the effect date and of the booking. */
   effectPeriod: string;
+  bookedPeriod: string;
   /** Net movement of the entry on the live `available` account (or the book's first account). */
   available: string;
   postings: { account: string; amount: string }[];

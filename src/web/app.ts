@@ -24,6 +24,7 @@ import {
   type Session,
   type WebUser,
 } from './auth.ts';
+import { type CloseServices, closeRoutes } from './close-routes.ts';
 import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
@@ -69,6 +70,8 @@ export interface WebServices {
     accounts(): Promise<string[]>;
   };
   exceptions: ExceptionServices;
+  /** The month close (src/web/close-routes.ts); absent: no close pages. */
+  closes?: CloseServices;
   balances: {
     list(at: Date): Promise<BalanceView[]>;
   };
@@ -252,6 +255,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
 
   const kit: PageKit = { base, now, logger: options.logger, ctx, send, problem, refuseUnless };
   exceptionRoutes(app, kit, services.exceptions);
+  if (services.closes) closeRoutes(app, kit, services.closes);
 
   const renderLogin = (reply: FastifyReply, error: string | null, username = '', status = 200) => {
     const nonce = randomId();

@@ -9,6 +9,7 @@ import { balances, inFlightCounts } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
+import { ledgerCloseServices } from './close-services.ts';
 import type { ExceptionFilter, ExceptionView } from './exception-views.ts';
 import type { BalanceView, ReportRunView } from './views.ts';
 
@@ -58,6 +59,7 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
       accounts: () => reports.accounts(),
     },
 
+    closes: ledgerCloseServices(db, reports.timeZone, reports.cutoff),
     exceptions: {
       list: (filter: ExceptionFilter, now: Date): Promise<ExceptionView[]> => listExceptions(db, filter, now),
       types: () => exceptionTypes(db),

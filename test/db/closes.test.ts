@@ -19,6 +19,7 @@ import {
 } from '../../src/db/closes.ts';
 import { canonicalJson, sha256Hex } from '../../src/domain/close.ts';
 import { monthOfInstant, monthPeriod } from '../../src/reports/period.ts';
+import { bookEntry, closeLedger } from './close-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -43,41 +44,12 @@ const scope = (period: string, currency = 'BRL'): CloseScope => {
   };
 };
 
-let seq = 0;
-/** One balanced entry booked at `booked` (effect date `effective`, default the same) with its postings. */
-async function entry(
-  kind: string,
-  id: string,
-  effect: string,
-  postings: [string, string][],
-  booked: string,
-  currency = 'BRL',
-  effective = booked,
-): Promise<void> {
-  seq++;
-  const { rows } = await sql<{ id: string }>`
-    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
-      currency, amount, effective_at, created_at)
-    VALUES (${`${kind}:acme:${id}:${effect}:${seq}`}, 'acme', ${kind}, ${id}, ${effect}, 1, 1, 'live', ${currency},
-      ${postings[0]![1].replace('-', '')}::numeric, ${effective}::timestamptz, ${booked}::timestamptz) RETURNING id`.execute(
-    t.db,
-  );
-  const entryId = rows[0]!.id;
-  const values = postings.map(
-    ([account, amount]) =>
-      sql`(${entryId}::bigint, 'acme', ${currency}, 'live', ${account}, ${amount}::numeric, ${booked}::timestamptz)`,
-  );
-  // One statement: the balance trigger checks each statement's postings.
-  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
-    VALUES ${sql.join(values)}`.execute(t.db);
-}
+type Booking = Parameters<typeof bookEntry> extends [unknown, ...infer R] ? R : never;
+const entry = (...args: Booking) => bookEntry(t.db, ...args);
 
 describe('month close', () => {
   it('computes, signs, freezes and approves a month with its in-flight cashout and open exception', async () => {
-    await sql`INSERT INTO merchant_accounts (name) VALUES ('acme')`.execute(t.db);
-    await sql`INSERT INTO ledger_accounts (merchant_account, currency, book, name)
-      SELECT 'acme', c, 'live', n FROM unnest(ARRAY['BRL', 'USD']) c,
-        unnest(ARRAY['available', 'reserved', 'deposits', 'fees', 'payouts', 'refunds']) n`.execute(t.db);
+    await closeLedger(t.db);
     // August: history before the period (read through the snapshots).
     await entry(
       'deposit',

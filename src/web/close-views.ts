@@ -1,0 +1,220 @@
+/**
+ * The month close's markup (issue 18 point 3): the list of months per merchant account and currency,
+ * and one close's page with its sign-off, proof, movements, in-flight payouts, open exceptions and
+ * adjustments. Figures come as the close's document (src/domain/close.ts, amounts as decimal strings),
+ * the same whether read from a signed close or computed now.
+ */
+import {
+  type CloseAdjustmentLine,
+  type CloseDocument,
+  type CloseStatus,
+  nextPeriod,
+  previousPeriod,
+} from '../domain/close.ts';
+import { parseLedgerMinor } from '../domain/money.ts';
+import { paymentPath } from '../domain/payment-path.ts';
+import { roleCan } from '../domain/roles.ts';
+import { formatDateTime, formatMoney, html, type SafeHtml } from './html.ts';
+import { layout, type PageContext } from './views.ts';
+
+/** Extra rules of the close pages, served as /static/close.css (the page's CSP allows no inline style). */
+export const CLOSE_CSS = `
+.signoff{display:grid;grid-template-columns:auto 1fr;gap:.25rem 1rem;background:#fff;padding:.7rem 1rem;margin:.5rem 0 1rem;box-shadow:0 1px 2px #0001;max-width:960px}
+.signoff dt{color:#46505f;font-size:.85rem}.signoff dd{margin:0;overflow-wrap:anywhere}
+.badge.prepared{background:#fff1c2;color:#6b4e00}.badge.approved{background:#d8f3dc;color:#1b5e20}
+.badge.none{background:#e3e6eb;color:#46505f}
+.ok{color:#1b5e20;font-weight:600}.bad{color:#b3261e;font-weight:600}
+form.actions{display:flex;gap:.5rem;align-items:center;margin:.5rem 0 1rem}
+tr.total td{font-weight:600;border-top:2px solid #c9ced6}
+.pager{display:flex;gap:1rem;margin:.2rem 0 .8rem}
+`;
+
+/** One row of the close list: a month of one merchant account and currency. */
+export interface CloseListRow {
+  merchantAccount: string;
+  currency: string;
+  period: string;
+  /** Null: not prepared yet. */
+  status: CloseStatus | null;
+  preparedBy: string | null;
+  approvedBy: string | null;
+  /** The month is over (it can be prepared). */
+  over: boolean;
+}
+
+/** One close's page. */
+export interface ClosePageView {
+  merchantAccount: string;
+  currency: string;
+  period: string;
+  /** The signed close, or null when none yet (then `document` is computed now). */
+  signed: {
+    status: CloseStatus;
+    preparedBy: string;
+    preparedAt: Date;
+    approvedBy: string | null;
+    approvedAt: Date | null;
+    sha256: string;
+    verified: boolean;
+  } | null;
+  document: CloseDocument;
+  /** Entries booked after the period with effect dates inside it (never in the signed figures). */
+  postClose: CloseAdjustmentLine[];
+  /** The period is over (it can be prepared). */
+  over: boolean;
+}
+
+const HEAD = (ctx: PageContext) => html`<link rel="stylesheet" href="${ctx.base}/static/close.css">`;
+
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
+
+/** `2026-09` as `September 2026`. */
+export function monthName(period: string): string {
+  const [y, m] = period.split('-');
+  return `${MONTHS[Number(m) - 1] ?? m} ${y}`;
+}
+
+function amountCell(text: string | null): SafeHtml {
+  if (text === null) return html`<td class="num muted">unknown</td>`;
+  const minor = parseLedgerMinor(text);
+  return html`<td class="num${minor < 0n ? ' neg' : ''}">${formatMoney(minor)}</td>`;
+}
+
+export function closePath(ctx: PageContext, account: string, currency: string, period: string): string {
+  return `${ctx.base}/closes/${[account, currency, period].map(encodeURIComponent).join('/')}`;
+}
+
+function statusBadge(status: CloseStatus | null): SafeHtml {
+  return status === null
+    ? html`<span class="badge none">not prepared</span>`
+    : html`<span class="badge ${status}">${status === 'prepared' ? 'prepared and signed' : 'approved'}</span>`;
+}
+
+export function closesListPage(ctx: PageContext, rows: readonly CloseListRow[]): SafeHtml {
+  return layout(
+    { ...ctx, active: 'closes' },
+    'Month close',
+    html`<h1>Month close</h1>
+<p class="muted">One close per month, merchant account and currency. A controller prepares and signs it; a different controller approves it. Months run in ${ctx.timeZone}.</p>
+<table><thead><tr><th>Month</th><th>Account</th><th>Currency</th><th>Status</th><th>Prepared by</th><th>Approved by</th></tr></thead><tbody>
+${rows.map(
+  (r) =>
+    html`<tr><td><a href="${closePath(ctx, r.merchantAccount, r.currency, r.period)}">${monthName(r.period)}</a></td><td>${r.merchantAccount}</td><td>${r.currency}</td><td>${statusBadge(r.status)}${r.over || r.status ? '' : html` <span class="muted">month not over</span>`}</td><td>${r.preparedBy ?? ''}</td><td>${r.approvedBy ?? ''}</td></tr>`,
+)}
+</tbody></table>${rows.length === 0 ? html`<p class="muted">No ledger accounts yet.</p>` : ''}`,
+    HEAD(ctx),
+  );
+}
+
+function entityLink(ctx: PageContext, account: string, kind: string, id: string): SafeHtml {
+  return html`<a href="${ctx.base}${paymentPath(account, kind, id)}">${kind} ${id}</a>`;
+}
+
+/** Adjustments with, as their month column, the month they moved (`booked`) or belong to (`effect`). */
+function adjustmentsTable(
+  ctx: PageContext,
+  id: 'post-close' | 'earlier',
+  doc: CloseDocument,
+  rows: readonly CloseAdjustmentLine[],
+): SafeHtml {
+  const month = (a: CloseAdjustmentLine) => (id === 'post-close' ? a.bookedPeriod : a.effectPeriod);
+  return html`<table id="${id}"><thead><tr><th>Payment</th><th>Effect</th><th>Effect date</th><th>Booked</th><th>${id === 'post-close' ? 'Moves the month' : 'Belongs to'}</th><th>Postings</th><th class="num">Available</th></tr></thead><tbody>
+${rows.map(
+  (a) =>
+    html`<tr><td>${entityLink(ctx, doc.merchantAccount, a.entityKind, a.entityId)}</td><td>${a.effect}${a.direction === -1 ? ' (reversal)' : ''}</td><td class="when">${formatDateTime(new Date(a.effectiveAt), ctx.timeZone)}</td><td class="when">${formatDateTime(new Date(a.bookedAt), ctx.timeZone)}</td><td><a href="${closePath(ctx, doc.merchantAccount, doc.currency, month(a))}">${monthName(month(a))}</a></td><td>${a.postings.map((p) => html`${p.account} ${formatMoney(parseLedgerMinor(p.amount))}<br>`)}</td>${amountCell(a.available)}</tr>`,
+)}
+</tbody></table>`;
+}
+
+export function closePage(ctx: PageContext, v: ClosePageView, notice: string | null): SafeHtml {
+  const d = v.document;
+  const s = v.signed;
+  const canSign = ctx.role !== undefined && roleCan(ctx.role, 'sign-close');
+  const form = (action: 'prepare' | 'approve', label: string) =>
+    html`<form class="actions" method="post" action="${closePath(ctx, v.merchantAccount, v.currency, v.period)}/${action}"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button type="submit" name="action" value="${action}">${label}</button></form>`;
+  let actions: SafeHtml | string = '';
+  if (!canSign) {
+    actions = html`<p class="muted">Only a controller can prepare or approve a close (your role: ${ctx.role ?? 'viewer'}).</p>`;
+  } else if (!s && !v.over) {
+    actions = html`<p class="muted">This month is not over yet: it can be prepared from ${formatDateTime(new Date(d.end), ctx.timeZone)}.</p>`;
+  } else if (!s) {
+    actions = form('prepare', 'Prepare and sign');
+  } else if (s.status === 'prepared') {
+    actions = html`${form('approve', 'Approve')}<p class="muted">A different controller than ${s.preparedBy} must approve.</p>`;
+  }
+  const proof = parseLedgerMinor(d.proof);
+  const inFlight = parseLedgerMinor(d.inFlightTotal);
+  const reserved = parseLedgerMinor(d.reservedAtEnd);
+  const prev = previousPeriod(v.period);
+  const next = nextPeriod(v.period);
+  return layout(
+    { ...ctx, active: 'closes' },
+    `Close ${v.merchantAccount} ${v.currency} ${v.period}`,
+    html`<h1>Close of ${monthName(v.period)} · ${v.merchantAccount} · ${v.currency} ${statusBadge(s?.status ?? null)}</h1>
+<div class="pager"><a href="${closePath(ctx, v.merchantAccount, v.currency, prev)}">← ${monthName(prev)}</a><a href="${ctx.base}/closes">All closes</a><a href="${closePath(ctx, v.merchantAccount, v.currency, next)}">${monthName(next)} →</a></div>
+${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
+<dl class="signoff" id="signoff">
+<dt>Period</dt><dd>${formatDateTime(new Date(d.start), ctx.timeZone)} to ${formatDateTime(new Date(d.end), ctx.timeZone)} (${d.timeZone}); the cut-off is the end</dd>
+${
+  s
+    ? html`<dt>Prepared and signed</dt><dd>${s.preparedBy}, ${formatDateTime(s.preparedAt, ctx.timeZone)}</dd>
+<dt>Approved</dt><dd>${s.approvedBy ? html`${s.approvedBy}, ${formatDateTime(s.approvedAt, ctx.timeZone)}` : 'not yet'}</dd>
+<dt>SHA-256</dt><dd><code>${s.sha256}</code> ${s.verified ? html`<span class="ok">matches the stored figures</span>` : html`<span class="bad">does NOT match the stored figures</span>`}</dd>
+<dt>Figures</dt><dd>frozen at signing; entries booked later are listed as post-close adjustments below</dd>`
+    : html`<dt>Figures</dt><dd>computed now from the ledger; not signed</dd>`
+}
+</dl>
+${actions}
+<h2>Proof per account</h2>
+<table id="proof"><thead><tr><th>Book</th><th>Account</th><th class="num">Opening</th><th class="num">Movements</th><th class="num">Closing</th><th class="num">Proof</th></tr></thead><tbody>
+${d.accounts.map(
+  (a) =>
+    html`<tr><td>${a.book}</td><td>${a.account}</td>${amountCell(a.opening)}${amountCell(a.movements)}${amountCell(a.closing)}${amountCell(a.proof)}</tr>`,
+)}
+</tbody></table>
+<p id="proof-result">Proof (opening + movements - closing, every account): ${proof === 0n ? html`<span class="ok">0.00, it holds</span>` : html`<span class="bad">${formatMoney(proof)} off: this month cannot be signed</span>`}</p>
+<h2>Movements by effect</h2>
+<table id="movements"><thead><tr><th>Book</th><th>Account</th><th>Kind</th><th>Effect</th><th class="num">Entries</th><th class="num">Amount</th></tr></thead><tbody>
+${d.movements.map(
+  (m) =>
+    html`<tr><td>${m.book}</td><td>${m.account}</td><td>${m.entityKind}</td><td>${m.effect}${m.direction === -1 ? ' (reversal)' : ''}</td><td class="num">${m.entries}</td>${amountCell(m.amount)}</tr>`,
+)}
+</tbody></table>
+<h2>Cashouts and refunds in flight at the cut-off</h2>
+<table id="in-flight" class="narrow"><thead><tr><th>Payment</th><th>Reserved since</th><th class="num">Amount</th></tr></thead><tbody>
+${d.inFlight.map(
+  (f) =>
+    html`<tr><td>${entityLink(ctx, d.merchantAccount, f.kind, f.entityId)}</td><td class="when">${formatDateTime(new Date(f.reservedAt), ctx.timeZone)}</td>${amountCell(f.amount)}</tr>`,
+)}
+<tr class="total"><td colspan="2">Total (${d.inFlight.length})${inFlight === reserved ? ' = reserved at the cut-off' : html` <span class="bad">differs from reserved at the cut-off (${formatMoney(reserved)})</span>`}</td>${amountCell(d.inFlightTotal)}</tr>
+</tbody></table>
+<h2>Exceptions open at the cut-off</h2>
+<table id="exceptions"><thead><tr><th>Type</th><th>Severity</th><th>Payment</th><th>First seen</th><th class="num">Amount</th></tr></thead><tbody>
+${d.exceptions.map(
+  (x) =>
+    html`<tr><td>${x.type}</td><td>${x.severity}</td><td>${entityLink(ctx, d.merchantAccount, x.entityKind, x.entityId)}</td><td class="when">${formatDateTime(new Date(x.firstSeenAt), ctx.timeZone)}</td>${amountCell(x.amount)}</tr>`,
+)}
+<tr class="total"><td colspan="4">Total (${d.exceptions.length})</td>${amountCell(d.exceptionsTotal)}</tr>
+</tbody></table>
+<h2>Post-close adjustments booked after this month</h2>
+<p class="muted">Entries booked after the cut-off whose effect date falls in ${monthName(v.period)}. They move the month they were booked in; ${s ? 'the signed figures above do not change.' : 'this month’s figures do not include them.'}</p>
+${v.postClose.length ? adjustmentsTable(ctx, 'post-close', d, v.postClose) : html`<p id="post-close-none">None.</p>`}
+<h2>Adjustments to earlier months booked in this month</h2>
+<p class="muted">Entries booked in ${monthName(v.period)} whose effect date falls in an earlier month (part of this month’s movements).</p>
+${d.earlierPeriodAdjustments.length ? adjustmentsTable(ctx, 'earlier', d, d.earlierPeriodAdjustments) : html`<p>None.</p>`}`,
+    HEAD(ctx),
+  );
+}
