@@ -16,7 +16,7 @@
  * (a dropped webhook's status is read by a poll), so the run's time grows with the entities open at once.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { describeFigures, failedChecks, ISSUE_FAULT_PLAN, runSoak, type SoakFigures } from './soak.ts';
 
@@ -42,6 +42,7 @@ const poller = {
 };
 const plan = ISSUE_FAULT_PLAN;
 
+const loadAtStart = loadavg();
 const figures = await runSoak({
   entities,
   plan,
@@ -65,7 +66,12 @@ function n(x: number): string {
   return x.toLocaleString('en-US');
 }
 
+function describeLatency(l: SoakFigures['lateRejections']['reversalLatency']['all']): string {
+  return `${n(l.count)}: p50 ${l.wallSeconds.p50} s (${n(l.providerMinutes.p50)} provider min), max ${l.wallSeconds.max} s (${n(l.providerMinutes.max)} provider min)`;
+}
+
 function section(f: SoakFigures, failed: string[]): string {
+  const load = (xs: number[]) => xs.map((x) => x.toFixed(1)).join(' / ');
   const pct = (x: number) => `${Math.round(x * 1000) / 10}%`;
   const currencies = [
     ...new Set(Object.values(f.entities.byKindAndCurrency).flatMap((r) => Object.keys(r))),
@@ -81,12 +87,13 @@ function section(f: SoakFigures, failed: string[]): string {
       entities < 100_000
         ? ` (CHAOS_ENTITIES=${n(entities)}; the issue's 100,000 did not fit the time on this shared machine)`
         : ''
-    }, ${cpus().length} vCPU, ${Math.round(totalmem() / 2 ** 30)} GiB, Node.js ${process.versions.node}. ` +
+    }, ${cpus().length} vCPU, ${Math.round(totalmem() / 2 ** 30)} GiB, Node.js ${process.versions.node}; ` +
+      `load average (1 / 5 / 15 min) ${load(loadAtStart)} at the start, ${load(loadavg())} at the end. ` +
       `Ten provider days on a manual clock; the reconciler (\`payrecon reconcile\`) and the broker (\`payrecon broker\`) ` +
       `run as their own processes, PostgreSQL is embedded; the creations spread over the first ${createOverHours} provider hours ` +
       `(${n(trafficRate)}/s asked of the traffic generator while an hour's share is created); ` +
       `polling every ${polling.maxDelaySeconds} s at most, COMPLETED cashouts and ` +
-      `refunds re-checked every ${polling.completedRecheckSeconds} s, ${poller.concurrency} calls in flight in rounds of ${n(poller.batchSize)}. ` +
+      `refunds and CANCELLED deposits re-checked every ${polling.completedRecheckSeconds} s, ${poller.concurrency} calls in flight in rounds of ${n(poller.batchSize)}. ` +
       `Faults: provider ${pct(plan.provider.errorRate)} 5xx and ${pct(plan.provider.hangRate)} hanging calls on every ` +
       `endpoint, bursts of ${pct(plan.rateLimitBursts.rate)} 429; webhooks ${pct(plan.webhooks.duplicateRate)} duplicated, ` +
       `${pct(plan.webhooks.reorderRate)} reordered, ${pct(plan.webhooks.dropRate)} dropped; ` +
@@ -105,8 +112,26 @@ function section(f: SoakFigures, failed: string[]): string {
         `| ${e.what} | provider hour ${e.providerHour}, ${e.atSeconds} s into the run${e.what.startsWith('429') ? '' : `, ${e.downSeconds} s down`} |`,
     ),
     `| dropped webhooks recovered | ${n(f.droppedRecovery.recoveredByPolling)} by polling, ${n(f.droppedRecovery.seenThroughOtherWebhook)} read through another webhook, ${n(f.droppedRecovery.supersededUnread)} superseded before anyone could read them (no money moved), ${n(f.droppedRecovery.unrecovered)} unrecovered |`,
-    `| late completions (the provider's late payments) | ${n(f.lateCompletions.atProvider)} at the provider, ${n(f.lateCompletions.exceptions)} LATE_COMPLETION exceptions, ${n(f.lateCompletions.missing.length)} without one |`,
+    `| late completions (the provider's late payments) | ${n(f.lateCompletions.atProvider)} at the provider (${n(f.lateCompletions.fromExpired)} from EXPIRED, ${n(f.lateCompletions.fromCancelled)} from CANCELLED), ${n(f.lateCompletions.exceptions)} LATE_COMPLETION exceptions, ${n(f.lateCompletions.missing.length)} without one; first read by ${Object.entries(
+      f.lateCompletions.bySource,
+    )
+      .map(([k, c]) => `${k} ${n(c)}`)
+      .join(', ')} |`,
+    `| late completion to the ledger's reading, for those first read by a poll | ${describeLatency(f.lateCompletions.learntByPolling)} |`,
+    `| other documented moves | ${n(f.moves.expiredToCancelled)} EXPIRED deposits turned CANCELLED; ${n(f.moves.lateRejected826)} late-rejected cashouts with code 826 (${n(f.moves.rejectionCodeMismatched.length)} without 826 in the ledger); cashouts by bank_code stored ${Object.entries(
+      f.moves.bankCodeForms,
+    )
+      .map(([k, c]) => `${k} ${n(c)}`)
+      .join(', ')} (${n(f.moves.bankCodeNotKept)} stored otherwise than sent) |`,
     `| late rejections | ${n(f.lateRejections.atProvider)} at the provider, ${n(f.lateRejections.exceptions)} exceptions, ${n(f.lateRejections.alertsDelivered)} alerts delivered, ${n(f.lateRejections.duplicateAlerts)} twice |`,
+    `| late rejection to the ledger's reversal | all ${describeLatency(f.lateRejections.reversalLatency.all)}; found by the re-check ${describeLatency(f.lateRejections.reversalLatency.learntByPolling)}; first read by ${Object.entries(
+      f.lateRejections.reversalLatency.bySource,
+    )
+      .map(([k, c]) => `${k} ${n(c)}`)
+      .join(', ')} |`,
+    `| exceptions by type | ${Object.entries(f.exceptionsByType)
+      .map(([k, c]) => `${k} ${n(c)}`)
+      .join(', ')} |`,
     `| alerts at the webhook sink (severity high and up) | ${n(f.alerts.delivered)}: ${Object.entries(
       f.alerts.byType,
     )
