@@ -135,6 +135,7 @@ function generate(total: number): { observations: Observation[]; intents: Intent
       rejectionCode: null,
       rejectionReason: null,
       parentDepositId: kind === 'refund' ? String(3_000_000_000 + Math.max(0, i - 1)) : null,
+      bankReference: null,
       details: { bank: 'bench' },
     });
     const obs = path.map((s, step) => make(s, step, step));

@@ -137,6 +137,7 @@ function readings(total: number, base: number): { observations: Observation[]; i
           rejectionCode: null,
           rejectionReason: null,
           parentDepositId: kind === 'refund' ? String(base + i - 9) : null,
+          bankReference: null,
           details: {},
         },
       });

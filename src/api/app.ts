@@ -134,6 +134,7 @@ function paymentOut(p: PaymentRow): z.input<typeof PaymentListResponse>['items']
     kind: p.kind,
     entityId: p.entityId,
     externalRef: p.externalRef,
+    bankReference: p.bankReference,
     intentId: p.intentId,
     status: p.status,
     statusSince: isoOrNull(p.statusSince),
@@ -351,7 +352,8 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       method: 'GET',
       path: '/payments/lookup',
       operationId: 'lookupPayment',
-      summary: 'Find the payments an id names: deposit, invoice, cashout, external, refund or intent id',
+      summary:
+        'Find the payments an id names: deposit, invoice, cashout, external, refund or intent id, bank reference',
       tag: 'payments',
       scope: 'read',
       query: PaymentLookupQuery,

@@ -137,6 +137,9 @@ export const Payment = z.object({
     .string()
     .nullable()
     .meta({ description: "The merchant's id: invoice id of a deposit, external id of a cashout" }),
+  bankReference: z.string().nullable().meta({
+    description: "The provider's bank-side id of a cashout (provider_external_reference, bank_reference_id)",
+  }),
   intentId: z.string().nullable(),
   status: z.string().nullable(),
   statusSince: Instant.nullable(),

@@ -9,6 +9,8 @@
  * `src/provider/to-observation.ts`, and publishes the whole batch's observations in one acknowledged
  * send before it resolves, so the runner commits offsets only after they are safe.
  *
+ * - A cashout notification's `bank_reference_id` fills the observation's bank reference when the status
+ *   answer gives none (the status answer's `provider_external_reference` wins).
  * - "Not found" (404, code 208, code 509) becomes an observation with `status: null`: the ledger raises
  *   MISSING_AT_PROVIDER.
  * - Transient provider errors (timeouts, network, 5xx, 429) are thrown retryable: the runner retries
@@ -30,7 +32,12 @@ import type { NotificationReceived } from '../events/payloads.ts';
 import { NOTIFICATION_TOPIC, OBSERVATION_TOPIC, TOPICS } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { clientsFor, type ProviderClientOptions } from '../provider/client.ts';
-import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
+import {
+  bankReferenceOf,
+  type EntityToRead,
+  readStatus,
+  type StatusReader,
+} from '../provider/to-observation.ts';
 
 export interface StatusFetcherDeps {
   /** The provider client of an account; undefined when the account is not configured. */
@@ -71,9 +78,12 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
       const last = handOver !== undefined && (context?.attempt ?? 1) >= (deps.lastAttempt ?? 1);
       // One read per entity per batch: duplicates and bursts collapse.
       const entities = new Map<string, EntityToRead>();
+      const bankReferences = new Map<string, string>();
       for (const m of messages) {
         const n = m.value;
         const key = `${n.kind}:${n.account}:${n.entityId}`;
+        const bankReference = bankReferenceOf(n.fields.bank_reference_id);
+        if (bankReference !== null) bankReferences.set(key, bankReference);
         const known = entities.get(key);
         if (known === undefined) {
           entities.set(key, {
@@ -87,7 +97,7 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
         }
       }
       const unanswered: EntityToRead[] = [];
-      const read = await mapBounded([...entities.values()], concurrency, async (entity) => {
+      const read = await mapBounded([...entities.entries()], concurrency, async ([key, entity]) => {
         const client = deps.clientFor(entity.account);
         if (!client) {
           throw new AppError(
@@ -100,7 +110,10 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
           );
         }
         try {
-          return await readStatus(client, entity, 'webhook', now);
+          const o = await readStatus(client, entity, 'webhook', now);
+          return o.bankReference === null && bankReferences.has(key)
+            ? { ...o, bankReference: bankReferences.get(key)! }
+            : o;
         } catch (err) {
           if (!last || !isRetryable(err)) throw err;
           unanswered.push(entity);

@@ -35,6 +35,7 @@ export const PAYMENT_ID_KINDS = [
   'external_id',
   'refund_id',
   'intent_id',
+  'bank_reference',
 ] as const;
 export type PaymentIdKind = (typeof PAYMENT_ID_KINDS)[number];
 
@@ -44,6 +45,8 @@ export interface PaymentRow {
   entityId: string;
   /** invoice id of a deposit, external id of a cashout. */
   externalRef: string | null;
+  /** The provider's bank-side id of a cashout (end-to-end id of a Brazilian instant payment). */
+  bankReference: string | null;
   intentId: string | null;
   status: string | null;
   statusSince: Date | null;
@@ -67,6 +70,7 @@ interface MirrorRow {
   entity_kind: EntityKind;
   entity_id: string;
   external_ref: string | null;
+  bank_reference: string | null;
   intent_id: string | null;
   status: string | null;
   status_since: Date | null;
@@ -84,7 +88,7 @@ interface MirrorRow {
   created_key: string;
 }
 
-const MIRROR_COLUMNS = sql`m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.intent_id, m.status,
+const MIRROR_COLUMNS = sql`m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.bank_reference, m.intent_id, m.status,
   m.status_since, m.status_reason, m.currency, m.amount::text AS amount, m.fee_currency, m.fee_amount::text AS fee_amount,
   m.test, m.crypto, m.parent_deposit_id, m.first_seen_at, m.last_seen_at, m.created_at,
   to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created_key`;
@@ -95,6 +99,7 @@ function paymentOf(r: MirrorRow): PaymentRow {
     kind: r.entity_kind,
     entityId: r.entity_id,
     externalRef: r.external_ref,
+    bankReference: r.bank_reference,
     intentId: r.intent_id,
     status: r.status,
     statusSince: r.status_since,
@@ -129,8 +134,10 @@ export async function lookupPayments(db: Db, id: string, idKind?: PaymentIdKind)
         return sql`m.entity_kind = 'cashout' AND m.external_ref = ${id}`;
       case 'intent_id':
         return sql`m.intent_id = ${id}`;
+      case 'bank_reference':
+        return sql`m.bank_reference = ${id}`;
       case undefined:
-        return sql`(m.entity_id = ${id} OR m.external_ref = ${id} OR m.intent_id = ${id})`;
+        return sql`(m.entity_id = ${id} OR m.external_ref = ${id} OR m.intent_id = ${id} OR m.bank_reference = ${id})`;
       default: {
         const never: never = idKind;
         throw new Error(`unknown id kind ${String(never)}`);

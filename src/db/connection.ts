@@ -19,6 +19,7 @@ import * as m20261124T1330 from './migrations/20261124T1330_verify_recent.ts';
 import * as m20261125T0110 from './migrations/20261125T0110_closes.ts';
 import * as m20261125T0120 from './migrations/20261125T0120_charts.ts';
 import * as m20261125T0150 from './migrations/20261125T0150_scale_lookups.ts';
+import * as m20261125T0155 from './migrations/20261125T0155_bank_reference.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -36,6 +37,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261125T0110_closes': m20261125T0110,
   '20261125T0120_charts': m20261125T0120,
   '20261125T0150_scale_lookups': m20261125T0150,
+  '20261125T0155_bank_reference': m20261125T0155,
 };
 
 export interface OpenDatabaseOptions {

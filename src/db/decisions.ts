@@ -136,6 +136,8 @@ export async function decideIllegalTransition(db: Db, input: DecisionInput): Pro
         rejectionCode: moved.rejection_code,
         rejectionReason: moved.rejection_reason,
         parentDepositId: moved.parent_deposit_id,
+        // The history keeps no bank reference; null keeps the mirror's.
+        bankReference: null,
         details: { decision: input.decision, by, note, exceptionId: ex.id, accepted: moved.event_id },
       };
       const applied = await applyObservations(trx, [reading], {

@@ -491,6 +491,8 @@ export interface MirrorUpdate extends EntityRef {
   parentDepositId: string | null;
   /** Null keeps the stored value. */
   expiresAt: Date | null;
+  /** The provider's bank-side id of a cashout; null keeps the stored value. */
+  bankReference: string | null;
   /** Null keeps the stored value. */
   details: Record<string, unknown> | null;
   intentId: string | null;
@@ -649,6 +651,7 @@ const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
   rejection_reason: ['text', (r) => r.rejectionReason],
   parent_deposit_id: ['text', (r) => r.parentDepositId],
   expires_at: ['timestamptz', (r) => iso(r.expiresAt)],
+  bank_reference: ['text', (r) => r.bankReference],
   details: ['jsonb', (r) => jsonText(r.details)],
   intent_id: ['text', (r) => r.intentId],
   first_seen_at: ['timestamptz', (r) => iso(r.firstSeenAt)],
@@ -748,7 +751,8 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
         test = v.test, crypto = v.crypto, status_reason = v.status_reason, payer_verification = v.payer_verification,
         rejection_code = v.rejection_code, rejection_reason = v.rejection_reason,
         parent_deposit_id = coalesce(v.parent_deposit_id, m.parent_deposit_id),
-        expires_at = coalesce(v.expires_at, m.expires_at), details = coalesce(v.details, m.details),
+        expires_at = coalesce(v.expires_at, m.expires_at), bank_reference = coalesce(v.bank_reference, m.bank_reference),
+        details = coalesce(v.details, m.details),
         intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
         completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
         updated_at = now()

@@ -432,9 +432,12 @@ function planAndCollect(
   // The fresh observation observed last (the later one in arrival order on a tie) gives the details.
   let latestFresh: LedgerObservation | undefined;
   let freshExpiry: Date | null = null;
+  // ... and the one observed last that names a bank reference gives it (null keeps the stored one).
+  let bankRef: LedgerObservation | undefined;
   for (const o of freshObs) {
     if (!latestFresh || o.observedAt.getTime() >= latestFresh.observedAt.getTime()) latestFresh = o;
     freshExpiry ??= expiresAtOf(o.details);
+    if (o.bankReference && (!bankRef || o.observedAt.getTime() >= bankRef.observedAt.getTime())) bankRef = o;
   }
   const texts = latestTexts(path.sorted);
   const parentDepositId = texts.parentDepositId;
@@ -458,6 +461,7 @@ function planAndCollect(
     rejectionReason: texts.rejectionReason,
     parentDepositId,
     expiresAt: freshExpiry,
+    bankReference: bankRef?.bankReference ?? null,
     details: latestFresh ? latestFresh.details : null,
     intentId: intent?.intentId ?? null,
     firstSeenAt: path.sorted[0]?.observedAt ?? null,

@@ -149,6 +149,8 @@ export interface MirrorsTable {
   parent_deposit_id: string | null;
   /** Deposit expiration_date when the provider reported it. */
   expires_at: Timestamp | null;
+  /** The provider's bank-side id of a cashout (provider_external_reference, bank_reference_id). */
+  bank_reference: string | null;
   details: Json;
   intent_id: string | null;
   first_seen_at: Timestamp | null;

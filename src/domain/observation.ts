@@ -55,14 +55,19 @@ export interface Observation {
   rejectionReason: string | null;
   /** For refunds: the deposit refunded. */
   parentDepositId: string | null;
+  /**
+   * The provider's bank-side id of a cashout (`provider_external_reference` of the status answer,
+   * `bank_reference_id` of the notification; in Brazil the instant payment's end-to-end id).
+   */
+  bankReference: string | null;
   /** Provider fields kept for the mirror (no card data, no credentials). */
   details: Record<string, unknown>;
 }
 
 /**
- * The facts a reading starts without: no fee, not test or crypto, no reasons, no parent deposit. Every
- * place that builds an observation (the provider readings, test fixtures) spreads these and sets what it
- * knows.
+ * The facts a reading starts without: no fee, not test or crypto, no reasons, no parent deposit, no bank
+ * reference. Every place that builds an observation (the provider readings, test fixtures) spreads these
+ * and sets what it knows.
  */
 export const NO_FACTS = {
   feeAmount: null,
@@ -75,6 +80,7 @@ export const NO_FACTS = {
   rejectionCode: null,
   rejectionReason: null,
   parentDepositId: null,
+  bankReference: null,
 } as const satisfies Partial<Observation>;
 
 export const INTENT_OPERATIONS = ['deposit', 'card_deposit', 'cashout', 'refund'] as const;

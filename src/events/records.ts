@@ -177,6 +177,7 @@ function observationToRecord(c: Converter, v: Observation): AvroRecord {
     rejection_reason: v.rejectionReason,
     parent_deposit_id: v.parentDepositId,
     details: c.jsonOut('details', v.details) ?? '{}',
+    bank_reference: v.bankReference,
   };
 }
 
@@ -207,6 +208,8 @@ function observationFromRecord(c: Converter, r: AvroRecord): Observation {
     rejectionCode: optStr(r.rejection_code),
     rejectionReason: optStr(r.rejection_reason),
     parentDepositId: optStr(r.parent_deposit_id),
+    // Absent from records written before the field existed (the schema's default is null).
+    bankReference: optStr(r.bank_reference),
     details: c.requiredJsonIn('details', r.details),
   };
 }

@@ -6,7 +6,8 @@
  * - Deposits carry the gross amount (`amount`, else `local_amount`), currency, fee, the test and crypto
  *   flags, status_reason and the payer verification.
  * - Cashouts carry no amount: the ledger takes it from the merchant's intent (the status view of 2.9
- *   has none; a sandbox that adds one is not trusted for money).
+ *   has none; a sandbox that adds one is not trusted for money). They carry the bank's reference
+ *   (`provider_external_reference`) when the provider gives one.
  * - Refunds carry their amount and the deposit refunded.
  * - "Not found" (HTTP 404, code 208, code 509) is an observation with `status: null`, which the ledger
  *   raises as MISSING_AT_PROVIDER.
@@ -146,8 +147,18 @@ export function cashoutObservation(
         ? null
         : String(answer.rejection_code),
     rejectionReason: answer.rejection_reason ?? null,
+    bankReference: bankReferenceOf(answer.provider_external_reference),
     details,
   };
+}
+
+/**
+ * A bank reference as the provider sent it (`provider_external_reference`, `bank_reference_id`), trimmed;
+ * null when absent or blank (the provider sends "" before the bank has answered).
+ */
+export function bankReferenceOf(value: string | null | undefined): string | null {
+  const v = value?.trim() ?? '';
+  return v === '' ? null : v;
 }
 
 /** A refund status answer (GET /v3/refunds/{id}); `entityId` is the refund id asked about. */

@@ -289,7 +289,7 @@ export function paymentSearchPage(ctx: PageContext, q: string, rows: readonly Pa
     ctx,
     'Find a payment',
     html`<h1>Find a payment</h1>
-<form class="inline" method="get" action="${ctx.base}/payments"><label>Any id (deposit, invoice, cashout, external, refund, intent)<input name="q" value="${q}" required></label><button type="submit">Find</button></form>
+<form class="inline" method="get" action="${ctx.base}/payments"><label>Any id (deposit, invoice, cashout, external, refund, intent, bank reference)<input name="q" value="${q}" required></label><button type="submit">Find</button></form>
 ${
   q && rows.length === 0
     ? html`<div class="notice error" role="alert">No payment has the id ${q}.</div>`
@@ -319,7 +319,7 @@ export function paymentPage(ctx: PageContext, d: PaymentDetailView): SafeHtml {
 <section id="provider"><h2>The provider's latest view</h2><dl><dt>Status</dt><dd>${p.status ?? 'none'}${p.statusReason ? ` (${p.statusReason})` : ''}</dd>
 <dt>Since</dt><dd>${when(p.statusSince)}</dd><dt>Amount</dt><dd>${moneyText(p.amount, p.currency)}</dd>
 ${p.feeAmount !== null ? html`<dt>Fee</dt><dd>${moneyText(p.feeAmount, p.feeCurrency)}</dd>` : ''}
-<dt>Reference</dt><dd>${p.externalRef ?? 'none'}</dd>${p.parentDepositId ? html`<dt>Deposit</dt><dd><a href="${paymentHref(ctx, p.merchantAccount, 'deposit', p.parentDepositId)}">${p.parentDepositId}</a></dd>` : ''}
+<dt>Reference</dt><dd>${p.externalRef ?? 'none'}</dd>${p.kind === 'cashout' || p.bankReference ? html`<dt>Bank reference</dt><dd id="bank-reference">${p.bankReference ?? 'none yet'}</dd>` : ''}${p.parentDepositId ? html`<dt>Deposit</dt><dd><a href="${paymentHref(ctx, p.merchantAccount, 'deposit', p.parentDepositId)}">${p.parentDepositId}</a></dd>` : ''}
 <dt>Last seen</dt><dd>${when(p.lastSeenAt)}</dd></dl></section>
 <section id="ledger"><h2>The ledger</h2>${
       d.entries.length

@@ -119,7 +119,7 @@ beforeAll(async () => {
     await applyObservations(trx, [
       obs('deposit', 'd1', 'PENDING', 1),
       obs('deposit', 'd1', 'COMPLETED', 2, { feeAmount: 300n, feeCurrency: 'BRL' }),
-      obs('cashout', 'c1', 'PENDING', 3, { externalRef: 'ext-c1' }),
+      obs('cashout', 'c1', 'PENDING', 3, { externalRef: 'ext-c1', bankReference: 'E2E-C1' }),
       obs('refund', 'r1', 'PENDING', 4, { parentDepositId: 'd1', amount: 1_000n }),
       obs('deposit', 'd2', 'COMPLETED', 5, { amount: 999_999_999_999_999_999n }),
     ]);
@@ -293,6 +293,7 @@ describe('payments', () => {
       ['external_id', 'ext-c1', 'c1'],
       ['refund_id', 'r1', 'r1'],
       ['intent_id', 'in-deposit-d1', 'd1'],
+      ['bank_reference', 'E2E-C1', 'c1'],
     ];
     for (const [idKind, id, entityId] of cases) {
       const body = json<{ matches: { entityId: string; amount: string | null }[] }>(
@@ -305,6 +306,10 @@ describe('payments', () => {
     }
     const any = json<{ matches: { entityId: string }[] }>(await call('GET', '/payments/lookup?id=ext-c1'));
     expect(any.matches.map((m) => m.entityId)).toEqual(['c1']);
+    const byBank = json<{ matches: { entityId: string; bankReference: string | null }[] }>(
+      await call('GET', '/payments/lookup?id=E2E-C1'),
+    );
+    expect(byBank.matches.map((m) => [m.entityId, m.bankReference])).toEqual([['c1', 'E2E-C1']]);
     expectProblem(await call('GET', '/payments/lookup?id=nobody'), 404);
     expectProblem(await call('GET', '/payments/lookup?id=d1&idKind=iban'), 400, 'idKind');
     expectProblem(await call('GET', '/payments/lookup'), 400, 'id');

@@ -179,6 +179,9 @@ describe('status fetcher, running as a consumer', () => {
       amount: null,
       source: 'webhook',
     });
+    // The bank's reference, given by the sandbox when the cashout was delivered.
+    expect(c.bankReference).toMatch(new RegExp(`^E[0-9A-F]{8}${cashout.id}$`));
+    expect(observationOf('deposit', deposit.id)!.bankReference).toBeNull();
 
     const r = observationOf('refund', refundId)!;
     expect(r).toMatchObject({ amount: 50_00n, parentDepositId: deposit.id, externalRef: null });
@@ -228,6 +231,27 @@ describe('status fetcher, called directly', () => {
     await fetcherOf().handleNotifications([consumed(n), consumed({ ...n, notificationId: randomUUID() })]);
     const values = await observed.drain();
     expect(values.slice(before).filter((o) => o.entityId === deposit.id)).toHaveLength(1);
+  }, 30_000);
+
+  it('takes the bank reference of a cashout notification when the status answer gives none', async () => {
+    const pending = await newCashout(14_00n);
+    const delivered = await newCashout(15_00n);
+    await move(sandbox.url, 'cashout', delivered.id, 'DELIVERED');
+    const before = observed.values.length;
+    const withRef = (id: string, externalId: string, ref: string) => {
+      const n = notificationOf('cashout', id, externalId);
+      return consumed({ ...n, fields: { ...n.fields, bank_reference_id: ref } });
+    };
+    await fetcherOf().handleNotifications([
+      withRef(pending.id, pending.externalId, ' E2E-FROM-WEBHOOK '),
+      withRef(delivered.id, delivered.externalId, 'E2E-OTHER'),
+    ]);
+    const values = (await observed.drain()).slice(before);
+    const of = (id: string) => values.find((o) => o.entityId === id);
+    // PENDING: the status answer has no reference yet; the notification's, trimmed, is kept.
+    expect(of(pending.id)?.bankReference).toBe('E2E-FROM-WEBHOOK');
+    // DELIVERED: the status answer's own reference wins.
+    expect(of(delivered.id)?.bankReference).toMatch(new RegExp(`^E[0-9A-F]{8}${delivered.id}$`));
   }, 30_000);
 
   it('throws a retryable error on a transient provider failure and publishes nothing', async () => {

@@ -105,6 +105,7 @@ function build(
     rejectionCode: null,
     rejectionReason: null,
     parentDepositId: null,
+    bankReference: null,
     details: {},
   });
   let n = 0;

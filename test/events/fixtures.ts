@@ -24,6 +24,7 @@ export function sampleObservation(overrides: Partial<Observation> = {}): Observa
     rejectionCode: null,
     rejectionReason: null,
     parentDepositId: null,
+    bankReference: 'E2E-20261121-0001',
     details: { payment_type: 'PIX', nested: { n: 1 } },
     ...overrides,
   };

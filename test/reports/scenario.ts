@@ -114,7 +114,8 @@ export async function seedPeriod(db: Kysely<Database>): Promise<void> {
         dep('1101', 'COMPLETED', 4_200n, 100n, { currency: 'USD', feeCurrency: 'USD' }),
         dep('1201', 'COMPLETED', 77_777n, 777n, { test: true }),
         dep('1301', 'APPROVED', 33_333n, null, { crypto: true }),
-        ob('cashout', '2001', 'COMPLETED'),
+        // The bank's end-to-end id, as the provider gives it once the cashout is delivered.
+        ob('cashout', '2001', 'COMPLETED', { bankReference: 'E12345678202611250001' }),
         ob('cashout', '2002', 'PENDING'),
         ob('cashout', '2003', 'PENDING'),
         ob('refund', '3001', 'PENDING', { amount: 10_000n, parentDepositId: '1001' }),

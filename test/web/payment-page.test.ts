@@ -1,6 +1,6 @@
 /**
  * The payment page in Chromium: the search box in the header finds a payment by each id kind (deposit,
- * invoice, cashout, external, refund id) and opens its page with the intent, the provider's view and the
+ * invoice, cashout, external, refund id, the provider's bank reference) and opens its page with the intent, the provider's view and the
  * ledger's postings side by side and the status history; an unknown id says so (404); an exception's
  * entity id links to its payment. Screenshots under test-output/web/payment-page.
  */
@@ -96,6 +96,12 @@ describe.skipIf(!haveChromium)('payment page in Chromium', () => {
     { kind: 'cashout id', q: '2001', path: '/payments/acme/cashout/2001', h1: /^Cashout 2001/ },
     { kind: 'external id', q: 'ref-2001', path: '/payments/acme/cashout/2001', h1: /^Cashout 2001/ },
     { kind: 'refund id', q: '3001', path: '/payments/acme/refund/3001', h1: /^Refund 3001/ },
+    {
+      kind: 'bank reference',
+      q: 'E12345678202611250001',
+      path: '/payments/acme/cashout/2001',
+      h1: /^Cashout 2001/,
+    },
   ];
   for (const c of cases) {
     it(`finds a payment by its ${c.kind}`, async () => {
@@ -103,6 +109,9 @@ describe.skipIf(!haveChromium)('payment page in Chromium', () => {
       expect(new URL(page.url()).pathname).toBe(c.path);
       await expect(page.locator('h1').textContent()).resolves.toMatch(c.h1);
       await expect(page.locator('#provider').textContent()).resolves.toContain('Status');
+      if (c.path.includes('/cashout/2001')) {
+        await expect(page.locator('#bank-reference').textContent()).resolves.toBe('E12345678202611250001');
+      }
       await page.screenshot({ path: join(OUT, `by-${c.kind.replace(' ', '-')}.png`), fullPage: true });
     });
   }
