@@ -247,7 +247,7 @@ const web = program
           db,
           reports,
           tokens: config.web.apiTokens,
-          exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
+          exceptionSla: config.exceptions.sla,
           logger: logger.child({ module: 'api' }),
         });
       },

@@ -21,6 +21,8 @@ import {
   SEVERITIES,
   type Severity,
 } from './domain/exception-rules.ts';
+import { DEFAULT_SLA_RULES, type SlaRule } from './domain/exception-sla.ts';
+import { parseAmount } from './domain/money.ts';
 import { DEFAULT_POLLING_RULES } from './domain/polling.ts';
 import { WEB_ROLES } from './domain/roles.ts';
 
@@ -221,6 +223,61 @@ const severitiesSchema = z
   )
   .transform((s) => ({ ...DEFAULT_EXCEPTION_RULES.severity, ...s }) as Record<ExceptionType, Severity>);
 
+/**
+ * The exception queue's service-level rules (PAYRECON_EXCEPTION_SLA, a JSON array), e.g.
+ * `[{"severity":"critical","minutes":60},{"type":"AMOUNT_MISMATCH","minutes":240},
+ * {"currency":"BRL","minAmount":"10000.00","minutes":120}]`: each names at least one of type, severity or
+ * currency (with minAmount, the entity's amount at or above it); the strictest matching rule applies, and
+ * PAYRECON_EXCEPTION_SLA_MINUTES to an exception no rule matches (src/domain/exception-sla.ts).
+ */
+const slaRulesSchema = z
+  .array(
+    z
+      .object({
+        type: z
+          .enum(EXCEPTION_TYPES, required(`an exception type (${EXCEPTION_TYPES.join(', ')})`))
+          .optional(),
+        severity: z.enum(SEVERITIES, required(`one of ${SEVERITIES.join(', ')}`)).optional(),
+        currency: z
+          .string(required('a currency code'))
+          .regex(/^[A-Z]{3}$/, 'must be a three-letter currency code')
+          .optional(),
+        minAmount: z
+          .string(required('a decimal amount as text, e.g. "10000.00"'))
+          .refine((s) => {
+            try {
+              parseAmount(s);
+              return true;
+            } catch {
+              return false;
+            }
+          }, 'must be a decimal amount as text with at most 2 decimals, e.g. "10000.00"')
+          .transform((s) => parseAmount(s))
+          .optional(),
+        minutes: intText(1, 525_600),
+      })
+      .strict()
+      .superRefine((r, ctx) => {
+        if (r.type === undefined && r.severity === undefined && r.currency === undefined) {
+          ctx.addIssue({ code: 'custom', message: 'must name a type, a severity or a currency' });
+        }
+        if (r.minAmount !== undefined && r.currency === undefined) {
+          ctx.addIssue({ code: 'custom', path: ['currency'], message: 'is required with minAmount' });
+        }
+      }),
+    required('a JSON array of rules'),
+  )
+  .max(200, 'at most 200 rules')
+  .transform((rules): SlaRule[] =>
+    rules.map((r) => ({
+      ...(r.type !== undefined ? { type: r.type } : {}),
+      ...(r.severity !== undefined ? { severity: r.severity } : {}),
+      ...(r.currency !== undefined ? { currency: r.currency } : {}),
+      ...(r.minAmount !== undefined ? { minAmount: r.minAmount } : {}),
+      minutes: r.minutes,
+    })),
+  );
+
 /** An API token as `payrecon api token create` prints it for PAYRECON_API_TOKENS. */
 const apiTokenSchema = z.object({
   id: z.string(required('the token id')).regex(/^[0-9a-f]{12}$/, 'must be 12 hexadecimal digits'),
@@ -399,6 +456,7 @@ const envSchema = z.object({
 
   PAYRECON_EXCEPTION_DEADLINES: jsonText(deadlinesSchema).optional(),
   PAYRECON_EXCEPTION_SEVERITIES: jsonText(severitiesSchema).optional(),
+  PAYRECON_EXCEPTION_SLA: jsonText(slaRulesSchema).optional(),
 
   PAYRECON_POLL_CONCURRENCY: intText(1, 64).default(4),
   PAYRECON_POLL_BATCH_SIZE: intText(1, 10_000).default(200),
@@ -432,7 +490,7 @@ const envSchema = z.object({
   /** `/healthz`, `/readyz` and `/metrics` of a part that serves no web routes (fetch, reconcile, ...). */
   PAYRECON_METRICS_HOST: nonEmpty('a host name or address').default('127.0.0.1'),
   PAYRECON_METRICS_PORT: intText(0, 65_535).default(9464),
-  /** Service level of an unresolved exception: older ones count as overdue in the metrics. */
+  /** Service level of an unresolved exception no PAYRECON_EXCEPTION_SLA rule matches. */
   PAYRECON_EXCEPTION_SLA_MINUTES: intText(1, 525_600).default(1440),
 });
 
@@ -565,6 +623,11 @@ function buildConfig(env: z.output<typeof envSchema>) {
     exceptions: {
       deadlines: env.PAYRECON_EXCEPTION_DEADLINES ?? deadlinesSchema.parse({}),
       severities: env.PAYRECON_EXCEPTION_SEVERITIES ?? { ...DEFAULT_EXCEPTION_RULES.severity },
+      /** The queue's service levels (src/domain/exception-sla.ts). */
+      sla: {
+        rules: env.PAYRECON_EXCEPTION_SLA ?? [...DEFAULT_SLA_RULES],
+        defaultMinutes: env.PAYRECON_EXCEPTION_SLA_MINUTES,
+      },
     },
     poller: {
       concurrency: env.PAYRECON_POLL_CONCURRENCY,

@@ -81,7 +81,7 @@ export interface ExceptionFigure {
 export interface MetricSources {
   /** Every ledger account's balance. */
   balances?: () => Promise<readonly BalanceFigure[]>;
-  /** Exceptions by type and state, overdue counted against `exceptionSlaMinutes`. */
+  /** Exceptions by type and state, overdue counted against the service-level table. */
   exceptions?: () => Promise<readonly ExceptionFigure[]>;
   /** Entities whose next poll is due. */
   pollBacklog?: () => Promise<number>;
@@ -90,7 +90,7 @@ export interface MetricSources {
   dlqTopics?: readonly string[];
   /** Consumer groups whose lag is reported, besides those `watchGroup` and `kafkaHooks` add. */
   groups?: readonly string[];
-  /** Service level of an unresolved exception, minutes (default 1440), as `exceptions` applies it. */
+  /** The default service level of an unresolved exception, minutes (default 1440). */
   exceptionSlaMinutes?: number;
   /** How long figures read from the database are reused, ms (default 30 s). */
   cacheMs?: number;
@@ -323,7 +323,7 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
     });
     new Gauge({
       name: 'payrecon_exceptions_overdue',
-      help: `Unresolved exceptions first seen longer ago than the service level (PAYRECON_EXCEPTION_SLA_MINUTES, here ${slaMinutes}), by type.`,
+      help: 'Unresolved exceptions past the due time of their service level (PAYRECON_EXCEPTION_SLA rules, else PAYRECON_EXCEPTION_SLA_MINUTES), by type.',
       labelNames: ['type'],
       registers,
       async collect() {
@@ -338,7 +338,7 @@ export function createMetrics(sources: MetricSources = {}): Metrics {
     });
     new Gauge({
       name: 'payrecon_exceptions_sla_seconds',
-      help: 'The service level an unresolved exception is held to (PAYRECON_EXCEPTION_SLA_MINUTES).',
+      help: 'The default service level of an unresolved exception no PAYRECON_EXCEPTION_SLA rule matches (PAYRECON_EXCEPTION_SLA_MINUTES).',
       registers,
     }).set(slaMinutes * 60);
   }

@@ -218,7 +218,7 @@ export async function startInfrastructure(
     const sla = config.metrics.exceptionSlaMinutes;
     const metrics = createMetrics({
       balances: () => balances(db),
-      exceptions: () => exceptionFigures(db, sla),
+      exceptions: () => exceptionFigures(db, config.exceptions.sla),
       pollBacklog: () => pollBacklog(db),
       exceptionSlaMinutes: sla,
       admin,
@@ -348,7 +348,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
       db,
       reports,
       tokens: config.web.apiTokens,
-      exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
+      exceptionSla: config.exceptions.sla,
       logger: logger.child({ module: 'api' }),
     });
     let users = config.web.users.map((u) => ({
@@ -369,7 +369,7 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
         users,
         sessionSecret: await resolveSessionSecret(config.web.sessionSecret, infra.dataDir),
         timeZone: config.jobs.timeZone,
-        services: ledgerWebServices(db, reports),
+        services: ledgerWebServices(db, reports, config.exceptions.sla),
         logger,
         ...parts.pageOptions,
       });

@@ -11,29 +11,32 @@ import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { z } from 'zod';
 import {
-  changeQueueItem,
   getClose,
   getPayment,
-  getQueueItem,
   listCloses,
   listPayments,
-  listQueue,
   lookupPayments,
   type PaymentCursor,
   type PaymentRow,
+} from '../db/api-queries.ts';
+import { decideIllegalTransition } from '../db/decisions.ts';
+import {
+  changeQueueItem,
+  getQueueItem,
+  listQueue,
   type QueueChange,
   type QueueFilter,
   type QueueRow,
-} from '../db/api-queries.ts';
-import { decideIllegalTransition } from '../db/decisions.ts';
+} from '../db/exception-queue.ts';
 import { balances, movements } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
 import { AppError } from '../domain/errors.ts';
+import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { formatAmount, type Minor } from '../domain/money.ts';
 import type { Logger } from '../logger.ts';
+import { queueCsv, queueCsvName } from '../reports/exception-csv.ts';
 import type { ReportKind, ReportRun } from '../reports/runs.ts';
-import { csvField } from '../reports/sheet-writer.ts';
 import { ApiProblem, FileReply, mountRoutes, openApiDocument, type Route, route } from './http.ts';
 import {
   AssignBody,
@@ -88,8 +91,8 @@ export interface ApiReports {
 export interface ApiOptions {
   db: Db;
   reports: ApiReports;
-  /** Service level of an unresolved exception (PAYRECON_EXCEPTION_SLA_MINUTES; default 1440). */
-  exceptionSlaMinutes?: number;
+  /** The exception queue's service levels (config.exceptions.sla); default DEFAULT_SLA_TABLE. */
+  exceptionSla?: SlaTable;
   /** Configured tokens (hashed); none: every request is refused with 401. */
   tokens: readonly ApiTokenEntry[];
   now?: () => Date;
@@ -154,12 +157,7 @@ function paymentOut(p: PaymentRow): z.input<typeof PaymentListResponse>['items']
   };
 }
 
-function exceptionOut(
-  x: QueueRow,
-  now: Date,
-  slaMs: number,
-): z.input<typeof ExceptionListResponse>['items'][number] {
-  const due = new Date(x.firstSeenAt.getTime() + slaMs);
+function exceptionOut(x: QueueRow, now: Date): z.input<typeof ExceptionListResponse>['items'][number] {
   return {
     id: x.id,
     type: x.type,
@@ -172,8 +170,8 @@ function exceptionOut(
     firstSeenAt: iso(x.firstSeenAt),
     lastSeenAt: iso(x.lastSeenAt),
     ageSeconds: Math.max(0, Math.floor((now.getTime() - x.firstSeenAt.getTime()) / 1000)),
-    dueAt: iso(due),
-    overdue: x.state !== 'resolved' && due.getTime() < now.getTime(),
+    dueAt: iso(x.dueAt),
+    overdue: x.overdue,
     assignee: x.assignee,
     assignedAt: isoOrNull(x.assignedAt),
     currency: x.currency,
@@ -214,39 +212,15 @@ function reportOut(run: ReportRun, base: string): z.input<typeof ReportSchema> {
   };
 }
 
-type ExceptionOut = ReturnType<typeof exceptionOut>;
-
-/** The CSV export's columns, in order: the list's fields a desk reads. */
-const EXPORT_COLUMNS: readonly { header: string; cell: (x: ExceptionOut) => string }[] = [
-  { header: 'id', cell: (x) => x.id },
-  { header: 'type', cell: (x) => x.type },
-  { header: 'severity', cell: (x) => x.severity },
-  { header: 'state', cell: (x) => x.state },
-  { header: 'merchant_account', cell: (x) => x.merchantAccount },
-  { header: 'kind', cell: (x) => x.kind },
-  { header: 'entity_id', cell: (x) => x.entityId },
-  { header: 'currency', cell: (x) => x.currency ?? '' },
-  { header: 'amount', cell: (x) => x.amount ?? '' },
-  { header: 'count', cell: (x) => String(x.count) },
-  { header: 'first_seen_at', cell: (x) => x.firstSeenAt },
-  { header: 'last_seen_at', cell: (x) => x.lastSeenAt },
-  { header: 'due_at', cell: (x) => x.dueAt },
-  { header: 'overdue', cell: (x) => String(x.overdue) },
-  { header: 'assignee', cell: (x) => x.assignee ?? '' },
-  { header: 'resolved_by', cell: (x) => x.resolvedBy ?? '' },
-  { header: 'resolved_at', cell: (x) => x.resolvedAt ?? '' },
-  { header: 'resolution_note', cell: (x) => x.resolutionNote ?? '' },
-];
-
 const notFound = (what: string) => new ApiProblem('NOT_FOUND', what);
 
 /** Every route of the API, declared once. */
 export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
   const { db, reports } = options;
   const now = options.now ?? (() => new Date());
-  const slaMs = (options.exceptionSlaMinutes ?? 1440) * 60_000;
+  const sla = options.exceptionSla ?? DEFAULT_SLA_TABLE;
 
-  const queueFilter = (query: z.output<typeof ExceptionExportQuery>, at: Date): QueueFilter => ({
+  const queueFilter = (query: z.output<typeof ExceptionExportQuery>): QueueFilter => ({
     ...(query.type !== undefined ? { type: query.type } : {}),
     ...(query.state !== undefined ? { state: query.state } : {}),
     ...(query.assignee !== undefined ? { assignee: query.assignee === '-' ? null : query.assignee } : {}),
@@ -255,9 +229,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
     ...(query.age !== undefined ? { age: query.age } : {}),
     ...(query.minAmount !== undefined ? { minAmount: query.minAmount } : {}),
     ...(query.maxAmount !== undefined ? { maxAmount: query.maxAmount } : {}),
-    ...(query.overdue !== undefined
-      ? { overdue: { value: query.overdue, firstSeenBefore: new Date(at.getTime() - slaMs) } }
-      : {}),
+    ...(query.overdue !== undefined ? { overdue: query.overdue } : {}),
   });
 
   const queueChange = async (id: string, change: QueueChange, actor: string) => {
@@ -272,10 +244,10 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
           : 'assignee: the exception already has this assignee',
       );
     }
-    const item = await getQueueItem(db, id);
+    const item = await getQueueItem(db, id, at, sla);
     if (!item) throw notFound(`no exception ${id}`);
     return {
-      exception: exceptionOut(item.exception, at, slaMs),
+      exception: exceptionOut(item.exception, at),
       events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
     };
   };
@@ -472,11 +444,11 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         const at = now();
         const afterId =
           query.cursor !== undefined ? (decodeCursor(query.cursor, [ID_TEXT])[0] ?? null) : null;
-        const rows = await listQueue(db, queueFilter(query, at), at, query.limit + 1, afterId);
+        const rows = await listQueue(db, queueFilter(query), at, sla, query.limit + 1, afterId);
         const page = rows.slice(0, query.limit);
         const last = page[page.length - 1];
         return {
-          items: page.map((x) => exceptionOut(x, at, slaMs)),
+          items: page.map((x) => exceptionOut(x, at)),
           nextCursor: rows.length > query.limit && last ? encodeCursor([last.id]) : null,
         };
       },
@@ -493,15 +465,9 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       response: { files: ['text/csv; charset=utf-8'] },
       handle: async ({ query }) => {
         const at = now();
-        const rows = await listQueue(db, queueFilter(query, at), at, 100_000, null);
-        const lines = [EXPORT_COLUMNS.map((c) => csvField(c.header)).join(',')];
-        for (const row of rows) {
-          const x = exceptionOut(row, at, slaMs);
-          lines.push(EXPORT_COLUMNS.map((c) => csvField(c.cell(x))).join(','));
-        }
-        const body = Buffer.from(`${lines.join('\r\n')}\r\n`, 'utf8');
-        const name = `exceptions-${at.toISOString().slice(0, 10)}.csv`;
-        return new FileReply(Readable.from([body]), 'text/csv; charset=utf-8', name, body.length);
+        const rows = await listQueue(db, queueFilter(query), at, sla, 100_000, null);
+        const body = queueCsv(rows, at);
+        return new FileReply(Readable.from([body]), 'text/csv; charset=utf-8', queueCsvName(at), body.length);
       },
     }),
     route({
@@ -516,10 +482,11 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       response: ExceptionDetailResponse,
       problems: [404],
       handle: async ({ params }) => {
-        const item = await getQueueItem(db, params.id);
+        const at = now();
+        const item = await getQueueItem(db, params.id, at, sla);
         if (!item) throw notFound(`no exception ${params.id}`);
         return {
-          exception: exceptionOut(item.exception, now(), slaMs),
+          exception: exceptionOut(item.exception, at),
           events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
         };
       },
@@ -625,11 +592,11 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
           }
           throw err;
         });
-        const item = await getQueueItem(db, params.id);
+        const item = await getQueueItem(db, params.id, at, sla);
         if (!item) throw notFound(`no exception ${params.id}`);
         return {
           ...result,
-          exception: exceptionOut(item.exception, at, slaMs),
+          exception: exceptionOut(item.exception, at),
           events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
         };
       },

@@ -13,12 +13,6 @@
  */
 import { sql } from 'kysely';
 import {
-  AGE_BUCKETS,
-  type AgeBucketKey,
-  type ExceptionState,
-  UNRESOLVED_STATES,
-} from '../domain/exception-queue.ts';
-import {
   alertId,
   DEFAULT_EXCEPTION_RULES,
   EXCEPTION_RULE_TEXT,
@@ -28,7 +22,6 @@ import {
   stuckDeadline,
 } from '../domain/exception-rules.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { changeQueueItem } from './api-queries.ts';
 import type { EntityRef } from './ledger-repository.ts';
 import { enqueueAlerts } from './outbox.ts';
 import type { Db } from './schema.ts';
@@ -376,137 +369,8 @@ export async function sweepExceptions(
   return { stuck, missedNotification: missed.length, unknownTransaction: unknown.length };
 }
 
-// ---------------------------------------------------------------- the page's queue view
-
-export interface ExceptionListFilter {
-  type?: string;
-  /** Default: every state but resolved. */
-  state?: ExceptionState;
-  age?: AgeBucketKey;
-}
-
-/** An exception with its last acknowledgement or resolution (who, when, note), as the page lists them. */
-export interface ExceptionListRow {
-  id: string;
-  type: string;
-  account: string;
-  kind: string;
-  entityId: string;
-  severity: string;
-  state: string;
-  count: number;
-  firstSeenAt: Date;
-  lastSeenAt: Date;
-  note: string | null;
-  actedBy: string | null;
-  actedAt: Date | null;
-  /** Who resolved it, when and why: kept (and shown) after a new fact reopened it. */
-  resolvedBy: string | null;
-  resolvedAt: Date | null;
-  resolutionNote: string | null;
-  /** When a new fact reopened it and what changed. */
-  reopenedAt: Date | null;
-  reopenReason: string | null;
-  /** The facts it carries (see ExceptionFacts); null for rows raised before they were recorded. */
-  facts: ExceptionFacts | null;
-  /** An operator's decision on an ILLEGAL_TRANSITION. */
-  decision: Record<string, unknown> | null;
-}
-
-/** The oldest 500 exceptions matching the filter, first seen first. */
-export async function listExceptions(
-  db: Db,
-  filter: ExceptionListFilter,
-  now: Date,
-): Promise<ExceptionListRow[]> {
-  const bucket = filter.age ? AGE_BUCKETS.find((b) => b.key === filter.age) : undefined;
-  const day = 86_400_000;
-  const states: readonly string[] = filter.state ? [filter.state] : UNRESOLVED_STATES;
-  const { rows } = await sql<{
-    id: string;
-    type: string;
-    merchant_account: string;
-    entity_kind: string;
-    entity_id: string;
-    severity: string;
-    state: string;
-    count: number;
-    first_seen_at: Date;
-    last_seen_at: Date;
-    note: string | null;
-    acted_by: string | null;
-    acted_at: Date | null;
-    resolved_by: string | null;
-    resolved_at: Date | null;
-    resolution_note: string | null;
-    reopened_at: Date | null;
-    reopen_reason: string | null;
-    facts: ExceptionFacts | null;
-    decision: Record<string, unknown> | null;
-  }>`
-    SELECT id::text AS id, type, merchant_account, entity_kind, entity_id, severity, state, count,
-           first_seen_at, last_seen_at, resolved_by, resolved_at, resolution_note, reopened_at, reopen_reason,
-           details -> 'facts' AS facts, decision,
-           CASE WHEN state = 'resolved' THEN resolution_note ELSE acknowledgement_note END AS note,
-           CASE WHEN state = 'resolved' THEN resolved_by ELSE acknowledged_by END AS acted_by,
-           CASE WHEN state = 'resolved' THEN resolved_at ELSE acknowledged_at END AS acted_at
-      FROM exceptions
-     WHERE state IN (${sql.join(states)})
-       ${filter.type ? sql`AND type = ${filter.type}` : sql``}
-       ${bucket ? sql`AND first_seen_at <= ${new Date(now.getTime() - bucket.minDays * day)}` : sql``}
-       ${
-         bucket && Number.isFinite(bucket.maxDays)
-           ? sql`AND first_seen_at > ${new Date(now.getTime() - bucket.maxDays * day)}`
-           : sql``
-       }
-     ORDER BY first_seen_at, id
-     LIMIT 500`.execute(db);
-  return rows.map((r) => ({
-    id: r.id,
-    type: r.type,
-    account: r.merchant_account,
-    kind: r.entity_kind,
-    entityId: r.entity_id,
-    severity: r.severity,
-    state: r.state,
-    count: r.count,
-    firstSeenAt: r.first_seen_at,
-    lastSeenAt: r.last_seen_at,
-    note: r.note,
-    actedBy: r.acted_by,
-    actedAt: r.acted_at,
-    resolvedBy: r.resolved_by,
-    resolvedAt: r.resolved_at,
-    resolutionNote: r.resolution_note,
-    reopenedAt: r.reopened_at,
-    reopenReason: r.reopen_reason,
-    facts: r.facts,
-    decision: r.decision,
-  }));
-}
-
 /** Every exception type that has a row. */
 export async function exceptionTypes(db: Db): Promise<string[]> {
   const rows = await db.selectFrom('exceptions').select('type').distinct().orderBy('type').execute();
   return rows.map((r) => r.type);
-}
-
-/**
- * The page's two moves, through the queue's one state change (`changeQueueItem`, with its audit event):
- * acknowledge an exception nobody has accepted yet, or resolve one not resolved. False when the move does
- * not apply (already there, or no such exception).
- */
-export async function actOnException(
-  db: Db,
-  id: string,
-  action: 'acknowledge' | 'resolve',
-  note: string | null,
-  actor: string,
-  now: Date,
-): Promise<boolean> {
-  const change =
-    action === 'acknowledge'
-      ? ({ kind: 'state', state: 'acknowledged', note, from: ['open', 'in_review'] } as const)
-      : ({ kind: 'state', state: 'resolved', note } as const);
-  return (await changeQueueItem(db, id, change, actor, now)) === 'changed';
 }

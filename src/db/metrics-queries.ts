@@ -4,6 +4,8 @@
  * the poll backlog. Ledger balances come from `balances` in src/db/queries.ts.
  */
 import { sql } from 'kysely';
+import type { SlaTable } from '../domain/exception-sla.ts';
+import { MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
 import type { Db } from './schema.ts';
 
 export interface ExceptionFigures {
@@ -13,14 +15,14 @@ export interface ExceptionFigures {
   count: number;
   /** Seconds since the oldest unresolved one was first seen (0 for resolved rows). */
   oldestAgeSeconds: number;
-  /** Unresolved rows first seen more than the service level ago. */
+  /** Unresolved rows past the due time of their service level (src/domain/exception-sla.ts). */
   overdue: number;
 }
 
-/** Exceptions per type and state; `slaMinutes` is the service level an unresolved exception is held to. */
+/** Exceptions per type and state; overdue ones counted against the service-level table `sla`. */
 export async function exceptionFigures(
   db: Db,
-  slaMinutes: number,
+  sla: SlaTable,
   now: Date = new Date(),
 ): Promise<ExceptionFigures[]> {
   const { rows } = await sql<{
@@ -30,12 +32,11 @@ export async function exceptionFigures(
     oldest: number | null;
     overdue: number;
   }>`
-    SELECT type, state, count(*)::int AS n,
-           extract(epoch FROM (${now}::timestamptz - min(first_seen_at) FILTER (WHERE state <> 'resolved')))::float8
+    SELECT x.type, x.state, count(*)::int AS n,
+           extract(epoch FROM (${now}::timestamptz - min(x.first_seen_at) FILTER (WHERE x.state <> 'resolved')))::float8
              AS oldest,
-           (count(*) FILTER (WHERE state <> 'resolved'
-             AND first_seen_at < ${now}::timestamptz - make_interval(mins => ${slaMinutes}::int)))::int AS overdue
-      FROM exceptions GROUP BY type, state ORDER BY type, state`.execute(db);
+           (count(*) FILTER (WHERE ${overdueSql(sla, now)}))::int AS overdue
+      FROM exceptions x ${MIRROR_OF_EXCEPTION} GROUP BY x.type, x.state ORDER BY x.type, x.state`.execute(db);
   return rows.map((r) => ({
     type: r.type,
     state: r.state,

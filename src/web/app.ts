@@ -253,7 +253,8 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       .send(STYLE_CSS),
   );
 
-  const kit: PageKit = { base, now, logger: options.logger, ctx, send, problem, refuseUnless };
+  const users = options.users.map((u) => u.username);
+  const kit: PageKit = { base, now, logger: options.logger, users, ctx, send, problem, refuseUnless };
   exceptionRoutes(app, kit, services.exceptions);
   if (services.closes) closeRoutes(app, kit, services.closes);
 

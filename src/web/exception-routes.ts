@@ -1,31 +1,54 @@
 /**
  * The exception queue's routes on the page (issue 18 point 2), registered by `webRoutes` (src/web/app.ts)
- * on its own encapsulated instance: sign-in, CSRF and the error pages apply as to every page.
+ * on its own encapsulated instance: sign-in, CSRF and the error pages apply as to every page. Every read
+ * and write goes through the queue's functions in src/db (the ones the API uses), so a filter, a due
+ * time, a state change or an export means the same on the page and in `/api/v1`. Viewers read; moves
+ * need the operator role (`work-exceptions`).
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type {
+  BulkResult,
+  QueueChange,
+  QueueChangeResult,
+  QueueEvent,
+  QueueFilter,
+} from '../db/exception-queue.ts';
+import { parseAmount } from '../domain/money.ts';
+import { queueCsvName } from '../reports/exception-csv.ts';
 import {
   AGE_BUCKETS,
   type AgeBucketKey,
+  EXCEPTION_CSS,
   EXCEPTION_STATES,
-  type ExceptionFilter,
   type ExceptionState,
   type ExceptionView,
+  exceptionPage,
   exceptionsPage,
+  QUEUE_FORM_FIELDS,
+  type QueueForm,
 } from './exception-views.ts';
-import { field, type PageKit } from './page-kit.ts';
+import { field, fields, type PageKit } from './page-kit.ts';
 
 /** What the queue reads and does; implemented over the ledger database by src/web/services.ts. */
 export interface ExceptionServices {
-  list(filter: ExceptionFilter, now: Date): Promise<ExceptionView[]>;
+  /** A page of the queue: `limit` rows after the exception id `afterId`, oldest id first. */
+  list(filter: QueueFilter, now: Date, limit: number, afterId: string | null): Promise<ExceptionView[]>;
+  ageCounts(filter: QueueFilter, now: Date): Promise<Record<AgeBucketKey, number>>;
+  get(id: string, now: Date): Promise<{ exception: ExceptionView; events: QueueEvent[] } | null>;
   types(): Promise<string[]>;
-  /** Acknowledges or resolves; false when the exception does not exist or is already resolved. */
-  act(
-    id: string,
-    action: 'acknowledge' | 'resolve',
-    note: string | null,
+  accounts(): Promise<string[]>;
+  /** A state change, an assignment or a comment, with its audit event. */
+  change(id: string, change: QueueChange, username: string, now: Date): Promise<QueueChangeResult>;
+  /** Acknowledge or resolve many with one note; an ILLEGAL_TRANSITION is never resolved in bulk. */
+  bulk(
+    ids: readonly string[],
+    state: 'acknowledged' | 'resolved',
+    note: string,
     username: string,
     now: Date,
-  ): Promise<boolean>;
+  ): Promise<BulkResult>;
+  /** The filtered queue as the API's CSV export. */
+  csv(filter: QueueFilter, now: Date): Promise<Buffer>;
   /**
    * An operator's decision on an ILLEGAL_TRANSITION (src/db/decisions.ts): accept the provider's status
    * (the ledger books to match) or keep the ledger's. Throws NOT_FOUND, CONFLICT or VALIDATION_FAILED.
@@ -39,37 +62,202 @@ export interface ExceptionServices {
   ): Promise<void>;
 }
 
+const PAGE_SIZE = 50;
+
+/** The filter of a form as typed, with a message for each field that does not parse (left out). */
+export function parseQueueForm(q: Record<string, string | undefined>): {
+  form: QueueForm;
+  filter: QueueFilter;
+  errors: string[];
+} {
+  const form = Object.fromEntries(
+    QUEUE_FORM_FIELDS.map((k) => [k, (q[k] ?? '').trim().slice(0, 200)]),
+  ) as unknown as QueueForm;
+  const filter: QueueFilter = {};
+  const errors: string[] = [];
+  if (form.type) filter.type = form.type;
+  if (form.state) {
+    if ((EXCEPTION_STATES as readonly string[]).includes(form.state))
+      filter.state = form.state as ExceptionState;
+    else errors.push(`State: one of ${EXCEPTION_STATES.join(', ')}.`);
+  }
+  if (form.assignee) filter.assignee = form.assignee === '-' ? null : form.assignee;
+  if (form.account) filter.merchantAccount = form.account;
+  if (form.currency) {
+    if (/^[A-Za-z]{3}$/.test(form.currency)) filter.currency = form.currency.toUpperCase();
+    else errors.push('Currency: a three-letter code such as BRL.');
+  }
+  if (form.age) {
+    if (AGE_BUCKETS.some((b) => b.key === form.age)) filter.age = form.age as AgeBucketKey;
+    else errors.push('Age: one of the buckets.');
+  }
+  const amount = (text: string, label: string) => {
+    try {
+      return parseAmount(text.replace(/,/g, ''), { field: label });
+    } catch {
+      errors.push(`${label}: a decimal amount with at most 2 decimals, such as 1500.00.`);
+      return undefined;
+    }
+  };
+  if (form.min) {
+    const v = amount(form.min, 'Amount from');
+    if (v !== undefined) filter.minAmount = v;
+  }
+  if (form.max) {
+    const v = amount(form.max, 'Amount to');
+    if (v !== undefined) filter.maxAmount = v;
+  }
+  if (
+    filter.minAmount !== undefined &&
+    filter.maxAmount !== undefined &&
+    filter.minAmount > filter.maxAmount
+  ) {
+    errors.push('Amount: the first bound must not be above the second.');
+    delete filter.maxAmount;
+  }
+  if (form.overdue) {
+    if (form.overdue === 'true' || form.overdue === 'false') filter.overdue = form.overdue === 'true';
+    else errors.push('Due: overdue or not overdue.');
+  }
+  return { form, filter, errors };
+}
+
+const DONE: Record<string, string> = {
+  acknowledge: 'Exception acknowledged.',
+  resolve: 'Exception resolved.',
+  review: 'Exception in review.',
+  take: 'You took the exception.',
+  assign: 'Assignee changed.',
+  comment: 'Comment added.',
+  'accept-provider': "Exception resolved: the provider's status is accepted and the ledger booked to match.",
+  'keep-ledger': "Exception resolved: the ledger's status is kept.",
+};
+
 export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: ExceptionServices): void {
   const { base, now, ctx, send, problem, refuseUnless } = kit;
 
+  /** Where to go after a move: the page it was made on (the queue or an exception), else the queue. */
+  const backTo = (request: FastifyRequest, params: Record<string, string>) => {
+    const back = field(request.body, 'back') ?? '';
+    const safe =
+      back.startsWith(`${base}/exceptions`) && !back.startsWith('//') ? back : `${base}/exceptions`;
+    const url = new URL(safe, 'http://page');
+    for (const k of ['done', 'changed', 'unchanged']) url.searchParams.delete(k);
+    for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+    return `${url.pathname}${url.search}`;
+  };
+
+  const notice = (q: Record<string, string | undefined>) => {
+    if (q.done === 'bulk-acknowledge' || q.done === 'bulk-resolve') {
+      const n = Number(q.changed ?? 0);
+      const left = Number(q.unchanged ?? 0);
+      return `${n} exception${n === 1 ? '' : 's'} ${q.done === 'bulk-resolve' ? 'resolved' : 'acknowledged'}${
+        left ? `; ${left} left as they were (already there, or an illegal move that needs a decision)` : ''
+      }.`;
+    }
+    return (q.done && DONE[q.done]) || null;
+  };
+
+  app.get('/static/exceptions.css', async (_request, reply) =>
+    reply
+      .header('content-type', 'text/css; charset=utf-8')
+      .header('cache-control', 'max-age=3600')
+      .send(EXCEPTION_CSS),
+  );
+
   app.get<{ Querystring: Record<string, string | undefined> }>('/exceptions', async (request, reply) => {
     const q = request.query;
-    const filter: ExceptionFilter = {};
-    if (q.type) filter.type = q.type;
-    if (q.state && (EXCEPTION_STATES as readonly string[]).includes(q.state))
-      filter.state = q.state as ExceptionState;
-    if (q.age && AGE_BUCKETS.some((b) => b.key === q.age)) filter.age = q.age as AgeBucketKey;
+    const { form, filter, errors } = parseQueueForm(q);
+    const after = q.after && /^\d{1,18}$/.test(q.after) ? q.after : null;
     const at = now();
-    const [rows, types] = await Promise.all([services.list(filter, at), services.types()]);
-    const notice =
-      q.done === 'acknowledge'
-        ? 'Exception acknowledged.'
-        : q.done === 'resolve'
-          ? 'Exception resolved.'
-          : q.done === 'accept-provider'
-            ? "Exception resolved: the provider's status is accepted and the ledger booked to match."
-            : q.done === 'keep-ledger'
-              ? "Exception resolved: the ledger's status is kept."
-              : null;
-    return send(reply, exceptionsPage(ctx(request), rows, types, filter, at, notice));
+    const [rows, ageCounts, types, accounts] = await Promise.all([
+      services.list(filter, at, PAGE_SIZE + 1, after),
+      services.ageCounts(filter, at),
+      services.types(),
+      services.accounts(),
+    ]);
+    const pageRows = rows.slice(0, PAGE_SIZE);
+    const last = pageRows[pageRows.length - 1];
+    const page = exceptionsPage(ctx(request), {
+      rows: pageRows,
+      ageCounts,
+      types,
+      accounts,
+      users: kit.users,
+      form,
+      after,
+      nextAfter: rows.length > PAGE_SIZE && last ? last.id : null,
+      now: at,
+      notice: notice(q),
+      error: errors.length ? errors.join(' ') : null,
+    });
+    return send(reply, page, errors.length ? 400 : 200);
   });
+
+  app.get<{ Querystring: Record<string, string | undefined> }>(
+    '/exceptions/export',
+    async (request, reply) => {
+      const { filter, errors } = parseQueueForm(request.query);
+      if (errors.length) return problem(request, reply, 400, 'Request refused', errors.join(' '));
+      const at = now();
+      const body = await services.csv(filter, at);
+      return reply
+        .header('content-type', 'text/csv; charset=utf-8')
+        .header('content-length', String(body.length))
+        .header('content-disposition', `attachment; filename="${queueCsvName(at)}"`)
+        .send(body);
+    },
+  );
+
+  app.post('/exceptions/bulk', async (request, reply) => {
+    const refused = refuseUnless(request, reply, 'work-exceptions');
+    if (refused) return refused;
+    const action = field(request.body, 'action');
+    const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000);
+    const ids = fields(request.body, 'ids').slice(0, 500);
+    if (action !== 'acknowledge' && action !== 'resolve') {
+      return problem(request, reply, 400, 'Request refused', 'Unknown action.');
+    }
+    if (ids.length === 0) return problem(request, reply, 400, 'Nothing selected', 'Select the rows first.');
+    if (!note) return problem(request, reply, 400, 'Note required', 'A note is required for a bulk change.');
+    const username = request.session?.username ?? 'unknown';
+    const state = action === 'resolve' ? 'resolved' : 'acknowledged';
+    const result = await services.bulk(ids, state, note, username, now());
+    kit.logger?.info(
+      { action, username, changed: result.changed.length, unchanged: result.unchanged.length },
+      'exceptions changed in bulk from the page',
+    );
+    return reply.redirect(
+      backTo(request, {
+        done: `bulk-${action}`,
+        changed: String(result.changed.length),
+        unchanged: String(result.unchanged.length + result.notFound.length),
+      }),
+      303,
+    );
+  });
+
+  app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>(
+    '/exceptions/:id',
+    async (request, reply) => {
+      const at = now();
+      const item = await services.get(request.params.id, at);
+      if (!item)
+        return problem(request, reply, 404, 'Exception not found', 'There is no exception with this id.');
+      return send(
+        reply,
+        exceptionPage(ctx(request), item.exception, item.events, kit.users, at, notice(request.query)),
+      );
+    },
+  );
 
   app.post<{ Params: { id: string } }>('/exceptions/:id', async (request, reply) => {
     const refused = refuseUnless(request, reply, 'work-exceptions');
     if (refused) return refused;
-    const action = field(request.body, 'action');
+    const action = field(request.body, 'action') ?? '';
     const note = (field(request.body, 'note') ?? '').trim().slice(0, 1000) || null;
     const username = request.session?.username ?? 'unknown';
+    const id = request.params.id;
     if ((action === 'accept-provider' || action === 'keep-ledger') && services.decide) {
       if (!note) {
         return problem(
@@ -81,7 +269,7 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
         );
       }
       try {
-        await services.decide(request.params.id, action, note, username, now());
+        await services.decide(id, action, note, username, now());
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (code === 'NOT_FOUND' || code === 'CONFLICT') {
@@ -89,15 +277,45 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
         }
         throw err;
       }
-      kit.logger?.info({ exception: request.params.id, action, username }, 'exception decided from the page');
-      return reply.redirect(`${base}/exceptions?done=${action}`, 303);
+      kit.logger?.info({ exception: id, action, username }, 'exception decided from the page');
+      return reply.redirect(backTo(request, { done: action }), 303);
     }
-    if (action !== 'acknowledge' && action !== 'resolve') {
+    let change: QueueChange;
+    if (action === 'acknowledge') {
+      change = { kind: 'state', state: 'acknowledged', note, from: ['open', 'in_review'] };
+    } else if (action === 'resolve') {
+      change = { kind: 'state', state: 'resolved', note };
+    } else if (action === 'review') {
+      change = { kind: 'state', state: 'in_review', note, from: ['open', 'acknowledged'] };
+    } else if (action === 'take') {
+      change = { kind: 'assign', assignee: username, note };
+    } else if (action === 'assign') {
+      const assignee = field(request.body, 'assignee') || null;
+      if (assignee !== null && !kit.users.includes(assignee)) {
+        return problem(request, reply, 400, 'Request refused', 'Assign to one of the page’s users.');
+      }
+      change = { kind: 'assign', assignee, note };
+    } else if (action === 'comment') {
+      if (!note) return problem(request, reply, 400, 'Comment required', 'Write the comment first.');
+      change = { kind: 'comment', note };
+    } else {
       return problem(request, reply, 400, 'Request refused', 'Unknown action.');
     }
-    const ok = await services.act(request.params.id, action, note, username, now());
-    if (!ok) return problem(request, reply, 409, 'Not done', 'Exception not found or already resolved.');
-    kit.logger?.info({ exception: request.params.id, action, username }, 'exception updated from the page');
-    return reply.redirect(`${base}/exceptions?done=${action}`, 303);
+    const result = await services.change(id, change, username, now());
+    if (result === 'not_found')
+      return problem(request, reply, 404, 'Not done', 'There is no exception with this id.');
+    if (result === 'unchanged') {
+      return problem(
+        request,
+        reply,
+        409,
+        'Not done',
+        change.kind === 'assign'
+          ? 'The exception already has this assignee.'
+          : 'Exception already resolved, or already in that state.',
+      );
+    }
+    kit.logger?.info({ exception: id, action, username }, 'exception updated from the page');
+    return reply.redirect(backTo(request, { done: action }), 303);
   });
 }

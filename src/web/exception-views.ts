@@ -1,8 +1,13 @@
 /**
- * The exception queue's page (issue 18 point 2): the list with its filters and the actions an operator
- * takes on a row. Routes in src/web/exception-routes.ts; the layout and shared cells in views.ts.
+ * The exception queue's pages (issue 18 point 2): the list (filters that keep their input, counts per age
+ * bucket, due time and overdue mark per row, a row's quick moves, bulk acknowledge or resolve with one
+ * note, CSV export of the filtered list, a page at a time) and one exception with its audit trail
+ * (assign, take, comment, state changes). Fits a 1280px window: a row's facts fold into a details
+ * element. Routes in src/web/exception-routes.ts; the layout in views.ts, the queue's own style sheet
+ * here (EXCEPTION_CSS, served by the routes).
  */
-import type { ExceptionListRow } from '../db/exceptions.ts';
+import type { QueueEvent, QueueRow } from '../db/exception-queue.ts';
+import type { ExceptionFacts } from '../db/exceptions.ts';
 import {
   AGE_BUCKETS,
   type AgeBucketKey,
@@ -10,21 +15,111 @@ import {
   type ExceptionState,
 } from '../domain/exception-queue.ts';
 import { roleCan } from '../domain/roles.ts';
-import { formatAge, formatDateTime, html, raw, type SafeHtml } from './html.ts';
+import { ageBucketLabel } from '../reports/exception-csv.ts';
+import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 import { layout, type PageContext, paymentHref } from './views.ts';
 
 export type { AgeBucketKey, ExceptionState };
 export { AGE_BUCKETS, EXCEPTION_STATES };
 
-/** An exception as the page lists it (the row of `listExceptions`, src/db/exceptions.ts). */
-export type ExceptionView = ExceptionListRow;
+/** An exception as the page lists it (a row of `listQueue`, src/db/exception-queue.ts). */
+export type ExceptionView = QueueRow;
+
+export const EXCEPTION_CSS = `
+main{overflow-x:visible}
+table.queue{table-layout:fixed;font-size:.9rem}
+table.queue th,table.queue td{padding:.35rem .45rem;overflow-wrap:anywhere}
+table.queue col.pick{width:2rem}table.queue col.what{width:auto}table.queue col.amount{width:8.5rem}
+table.queue col.state{width:8.5rem}table.queue col.when{width:9.5rem}table.queue col.facts{width:15rem}
+table.queue col.act{width:14rem}
+table.queue .sev{font-size:.75rem;color:#46505f;text-transform:uppercase}
+table.queue details summary{cursor:pointer;color:#2456c7}
+table.queue .facts{min-width:0}table.queue .rule{min-width:0}
+.rowact{display:flex;flex-direction:column;gap:.3rem}
+.rowact input{width:100%}
+.rowact .buttons{display:flex;flex-wrap:wrap;gap:.3rem}
+.rowact button{padding:.15rem .45rem;font-size:.85rem}
+tr.overdue td{background:#fff8f7}
+.mark.overdue{background:#b3261e;color:#fff}
+.badge.in_review{background:#dbe4ff;color:#1d3a8a}
+.buckets{display:flex;gap:.5rem;flex-wrap:wrap;margin:.2rem 0 .6rem}
+.buckets a{display:inline-block;padding:.2rem .6rem;border-radius:12px;background:#fff;border:1px solid #c9d0db;text-decoration:none;color:#1d2430;font-size:.85rem}
+.buckets a.on{background:#1d2a44;color:#fff;border-color:#1d2a44}
+form.filters label{font-size:.75rem}
+form.filters input,form.filters select{padding:.2rem .35rem;font-size:.85rem}
+form.filters input.amount{width:7rem}form.filters input.currency{width:4.5rem}
+form.bulk{display:flex;gap:.5rem;align-items:end;flex-wrap:wrap;background:#fff;padding:.5rem .7rem;box-shadow:0 1px 2px #0001}
+form.bulk input[name=note]{width:24rem}
+.pager{display:flex;gap:1rem;align-items:center}
+.detail{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1rem}
+.detail section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
+.detail dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
+.detail dt{color:#46505f;font-size:.85rem}.detail dd{margin:0}
+.detail form{margin:.4rem 0}
+.detail textarea{width:100%;min-height:4rem;font:inherit}
+`;
+
+/** What the filter form shows: exactly what was typed (so an error keeps it), every field text. */
+export interface QueueForm {
+  type: string;
+  state: string;
+  assignee: string;
+  account: string;
+  currency: string;
+  age: string;
+  min: string;
+  max: string;
+  overdue: string;
+}
+
+export const QUEUE_FORM_FIELDS = [
+  'type',
+  'state',
+  'assignee',
+  'account',
+  'currency',
+  'age',
+  'min',
+  'max',
+  'overdue',
+] as const satisfies readonly (keyof QueueForm)[];
+
+/** The query string of a filter form (empty fields left out), with extra parameters. */
+export function queueQuery(form: QueueForm, extra: Record<string, string> = {}): string {
+  const q = new URLSearchParams();
+  for (const k of QUEUE_FORM_FIELDS) if (form[k]) q.set(k, form[k]);
+  for (const [k, v] of Object.entries(extra)) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+export interface QueueListPage {
+  rows: readonly ExceptionView[];
+  /** Exceptions matching the filter per age bucket (the form's age left out). */
+  ageCounts: Record<AgeBucketKey, number>;
+  types: readonly string[];
+  accounts: readonly string[];
+  users: readonly string[];
+  form: QueueForm;
+  /** The id the page starts after (keyset), null on the first page. */
+  after: string | null;
+  /** The id to continue after, null on the last page. */
+  nextAfter: string | null;
+  now: Date;
+  notice: string | null;
+  error: string | null;
+}
 
 const amountText = (amount: string | null, currency: string | null) =>
   amount === null ? 'not reported' : `${amount} ${currency ?? ''}`.trim();
 
-/** The facts cell: ids, intent and provider amounts, status and reason, the rule in one sentence. */
-function factsCell(e: ExceptionView, ctx: PageContext): SafeHtml {
-  const f = e.facts;
+const factsOf = (e: ExceptionView) => (e.details?.facts ?? null) as ExceptionFacts | null;
+
+const canWork = (ctx: PageContext) => ctx.role !== undefined && roleCan(ctx.role, 'work-exceptions');
+
+/** The facts: ids, intent and provider amounts, status and reason, the rule in one sentence. */
+function factsList(e: ExceptionView, ctx: PageContext): SafeHtml {
+  const f = factsOf(e);
   const reason = f
     ? [f.statusReason, f.rejectionCode && `${f.rejectionCode} ${f.rejectionReason ?? ''}`.trim()]
         .filter(Boolean)
@@ -36,71 +131,202 @@ function factsCell(e: ExceptionView, ctx: PageContext): SafeHtml {
 <dt>Intent</dt><dd>${amountText(f.intentAmount, f.intentCurrency)}</dd>
 <dt>Provider</dt><dd>${amountText(f.providerAmount, f.providerCurrency)}</dd>
 <dt>Status</dt><dd>${f.status ?? 'none'}${reason ? ` (${reason})` : ''}</dd></dl><div class="rule">${f.rule}</div>`
-      : ''
+      : html`<span class="muted">No facts recorded.</span>`
   }${
     e.reopenReason
-      ? html`<div class="reopened">Reopened ${formatDateTime(e.reopenedAt ?? null, ctx.timeZone)} on a new fact: ${e.reopenReason}</div>`
+      ? html`<div class="reopened">Reopened ${formatDateTime(e.reopenedAt, ctx.timeZone)} on a new fact: ${e.reopenReason}</div>`
+      : ''
+  }${
+    e.state !== 'resolved' && e.resolvedBy
+      ? html`<div class="resolved-before">Resolved before by ${e.resolvedBy}${e.resolvedAt ? html`, ${formatDateTime(e.resolvedAt, ctx.timeZone)}` : ''}: ${e.resolutionNote ?? ''}</div>`
       : ''
   }`;
 }
 
-export interface ExceptionFilter {
-  type?: string;
-  state?: ExceptionState;
-  age?: AgeBucketKey;
+/** Due time and the overdue mark. */
+function dueCell(e: ExceptionView, ctx: PageContext): SafeHtml {
+  return html`${formatDateTime(e.dueAt, ctx.timeZone)}${e.overdue ? html` <span class="mark overdue">overdue</span>` : ''}`;
 }
 
-export function exceptionsPage(
-  ctx: PageContext,
-  rows: readonly ExceptionView[],
-  types: readonly string[],
-  filter: ExceptionFilter,
-  now: Date,
-  notice: string | null,
-): SafeHtml {
-  const opt = (value: string, label: string, selected: boolean) =>
-    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
-  return layout(
-    { ...ctx, active: 'exceptions' },
-    'Exceptions',
-    html`<h1>Exceptions</h1>
-${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
-<form class="inline" method="get" action="${ctx.base}/exceptions">
-<label>Type<select name="type">${opt('', 'All types', !filter.type)}${types.map((t) => opt(t, t, filter.type === t))}</select></label>
-<label>State<select name="state">${opt('', 'Not resolved', !filter.state)}${EXCEPTION_STATES.map((s) =>
-      opt(s, s, filter.state === s),
-    )}</select></label>
-<label>Age<select name="age">${opt('', 'Any age', !filter.age)}${AGE_BUCKETS.map((b) => opt(b.key, b.label, filter.age === b.key))}</select></label>
-<button type="submit">Filter</button></form>
-<table><thead><tr><th>Type</th><th>Entity</th><th>Account</th><th>Facts</th><th>Severity</th><th>State</th><th class="num">Seen</th><th>First seen</th><th>Age</th><th>Note</th><th>Action</th></tr></thead>
-<tbody>${
-      rows.length
-        ? rows.map(
-            (
-              e,
-            ) => html`<tr data-exception="${e.id}"><td>${e.type}</td><td>${e.kind} ${ctx.search ? html`<a href="${paymentHref(ctx, e.account, e.kind, e.entityId)}">${e.entityId}</a>` : e.entityId}</td><td>${e.account}</td><td>${factsCell(e, ctx)}</td><td>${e.severity}</td>
-<td><span class="badge ${e.state}">${e.state}</span></td><td class="num">${e.count}</td>
-<td class="when">${formatDateTime(e.firstSeenAt, ctx.timeZone)}</td><td class="when">${formatAge(now.getTime() - e.firstSeenAt.getTime())}</td>
-<td>${e.note ?? ''}${e.actedBy ? html`<div class="muted">${e.actedBy}, ${formatDateTime(e.actedAt, ctx.timeZone)}</div>` : ''}${
-              e.state !== 'resolved' && e.resolvedBy
-                ? html`<div class="resolved-before">Resolved before by ${e.resolvedBy}${e.resolvedAt ? html`, ${formatDateTime(e.resolvedAt, ctx.timeZone)}` : ''}: ${e.resolutionNote ?? ''}</div>`
-                : ''
-            }</td>
-<td>${
-              e.state === 'resolved' || !ctx.role || !roleCan(ctx.role, 'work-exceptions')
-                ? ''
-                : html`<form class="inline" method="post" action="${ctx.base}/exceptions/${e.id}">
-<input type="hidden" name="_csrf" value="${ctx.csrf}"><input name="note" placeholder="Note" aria-label="Note for ${e.type} ${e.entityId}" maxlength="1000">
-${e.state === 'open' ? html`<button class="secondary" name="action" value="acknowledge">Acknowledge</button>` : ''}
+function entityLink(ctx: PageContext, e: ExceptionView): SafeHtml {
+  return ctx.search
+    ? html`<a href="${paymentHref(ctx, e.merchantAccount, e.kind, e.entityId)}">${e.entityId}</a>`
+    : html`${e.entityId}`;
+}
+
+const amountCell = (e: ExceptionView) =>
+  e.amount === null
+    ? html`<span class="muted">none</span>`
+    : html`${formatMoney(e.amount)} ${e.currency ?? ''}`;
+
+/** The moves an operator makes on an exception; `back` is where the page returns after. */
+function moveButtons(e: ExceptionView, ctx: PageContext): SafeHtml {
+  if (e.state === 'resolved') return html``;
+  return html`${e.assignee !== ctx.username ? html`<button class="secondary" name="action" value="take">Take it</button>` : ''}
+${e.state === 'open' || e.state === 'acknowledged' ? html`<button class="secondary" name="action" value="review">In review</button>` : ''}
+${e.state === 'open' || e.state === 'in_review' ? html`<button class="secondary" name="action" value="acknowledge">Acknowledge</button>` : ''}
 ${
   e.type === 'ILLEGAL_TRANSITION'
     ? html`<button name="action" value="accept-provider">Accept the provider's status</button>
 <button class="secondary" name="action" value="keep-ledger">Keep the ledger's status</button>`
     : html`<button name="action" value="resolve">Resolve</button>`
-}</form>`
-            }</td></tr>`,
+}`;
+}
+
+function rowActions(e: ExceptionView, ctx: PageContext, back: string): SafeHtml {
+  if (e.state === 'resolved' || !canWork(ctx)) return html``;
+  return html`<form class="rowact" method="post" action="${ctx.base}/exceptions/${e.id}">
+<input type="hidden" name="_csrf" value="${ctx.csrf}"><input type="hidden" name="back" value="${back}">
+<input name="note" placeholder="Note" aria-label="Note for ${e.type} ${e.entityId}" maxlength="1000">
+<div class="buttons">${moveButtons(e, ctx)}</div></form>`;
+}
+
+export function exceptionsPage(ctx: PageContext, p: QueueListPage): SafeHtml {
+  const { form } = p;
+  const opt = (value: string, label: string, selected: boolean) =>
+    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
+  const work = canWork(ctx);
+  const here = `${ctx.base}/exceptions${queueQuery(form, p.after ? { after: p.after } : {})}`;
+  const total = AGE_BUCKETS.reduce((n, b) => n + p.ageCounts[b.key], 0);
+  const bucketLink = (key: string, label: string, n: number) =>
+    html`<a href="${ctx.base}/exceptions${queueQuery({ ...form, age: key })}" class="${form.age === key ? 'on' : ''}" data-bucket="${key || 'any'}">${label} <strong>${n}</strong></a>`;
+  return layout(
+    { ...ctx, active: 'exceptions' },
+    'Exceptions',
+    html`<h1>Exceptions</h1>
+${p.notice ? html`<div class="notice" role="status">${p.notice}</div>` : ''}
+${p.error ? html`<div class="notice error" role="alert">${p.error}</div>` : ''}
+<nav class="buckets" aria-label="Age buckets">${bucketLink('', 'Any age', total)}${AGE_BUCKETS.map((b) =>
+      bucketLink(b.key, b.label, p.ageCounts[b.key]),
+    )}</nav>
+<form class="inline filters" method="get" action="${ctx.base}/exceptions">
+<label>Type<select name="type">${opt('', 'All types', !form.type)}${p.types.map((t) => opt(t, t, form.type === t))}</select></label>
+<label>State<select name="state">${opt('', 'Not resolved', !form.state)}${EXCEPTION_STATES.map((s) =>
+      opt(s, s.replace('_', ' '), form.state === s),
+    )}</select></label>
+<label>Assignee<select name="assignee">${opt('', 'Anyone', !form.assignee)}${opt('-', 'Unassigned', form.assignee === '-')}${p.users.map(
+      (u) => opt(u, u, form.assignee === u),
+    )}</select></label>
+<label>Account<select name="account">${opt('', 'All accounts', !form.account)}${p.accounts.map((a) =>
+      opt(a, a, form.account === a),
+    )}</select></label>
+<label>Currency<input class="currency" name="currency" value="${form.currency}" maxlength="3" placeholder="BRL"></label>
+<label>Age<select name="age">${opt('', 'Any age', !form.age)}${AGE_BUCKETS.map((b) => opt(b.key, b.label, form.age === b.key))}</select></label>
+<label>Amount from<input class="amount" name="min" value="${form.min}" inputmode="decimal" placeholder="0.00"></label>
+<label>to<input class="amount" name="max" value="${form.max}" inputmode="decimal" placeholder="any"></label>
+<label>Due<select name="overdue">${opt('', 'Any', !form.overdue)}${opt('true', 'Overdue', form.overdue === 'true')}${opt(
+      'false',
+      'Not overdue',
+      form.overdue === 'false',
+    )}</select></label>
+<button type="submit">Filter</button>
+<a href="${ctx.base}/exceptions/export${queueQuery(form)}" download id="export">Export CSV</a></form>
+${
+  work
+    ? html`<form class="bulk" id="bulk" method="post" action="${ctx.base}/exceptions/bulk">
+<input type="hidden" name="_csrf" value="${ctx.csrf}"><input type="hidden" name="back" value="${here}">
+<label>Note for the selected rows<input name="note" maxlength="1000" required></label>
+<button class="secondary" name="action" value="acknowledge">Acknowledge selected</button>
+<button name="action" value="resolve">Resolve selected</button></form>`
+    : ''
+}
+<table class="queue"><colgroup>${work ? raw('<col class="pick">') : ''}<col class="what"><col class="amount"><col class="state"><col class="when"><col class="facts">${
+      work ? raw('<col class="act">') : ''
+    }</colgroup>
+<thead><tr>${work ? raw('<th><span class="muted">Pick</span></th>') : ''}<th>Exception</th><th class="num">Amount</th><th>State</th><th>Age · due</th><th>Facts</th>${
+      work ? raw('<th>Action</th>') : ''
+    }</tr></thead>
+<tbody>${
+      p.rows.length
+        ? p.rows.map(
+            (e) => html`<tr data-exception="${e.id}" class="${e.overdue ? 'overdue' : ''}">${
+              work
+                ? html`<td><input type="checkbox" name="ids" value="${e.id}" form="bulk" aria-label="Select ${e.type} ${e.entityId}"${e.state === 'resolved' ? raw(' disabled') : ''}></td>`
+                : ''
+            }
+<td><a href="${ctx.base}/exceptions/${e.id}" class="type">${e.type}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
+<td class="num">${amountCell(e)}</td>
+<td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span><div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
+<td>${formatAge(p.now.getTime() - e.firstSeenAt.getTime())} <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>
+<td><details><summary>Facts${e.count > 1 ? ` · seen ${e.count}×` : ''}</summary>${factsList(e, ctx)}</details>${
+              e.lastNote
+                ? html`<div class="note">${e.lastNote.note}<div class="muted">${e.lastNote.actor}, ${formatDateTime(e.lastNote.at, ctx.timeZone)}</div></div>`
+                : ''
+            }${e.reopenReason ? html`<div class="mark">reopened</div>` : ''}</td>${
+              work ? html`<td>${rowActions(e, ctx, here)}</td>` : ''
+            }</tr>`,
           )
-        : html`<tr><td colspan="11" class="muted">No exceptions match.</td></tr>`
-    }</tbody></table>`,
+        : html`<tr><td colspan="7" class="muted">No exceptions match.</td></tr>`
+    }</tbody></table>
+<p class="pager">${p.after ? html`<a href="${ctx.base}/exceptions${queueQuery(form)}">First page</a>` : ''}${
+      p.nextAfter
+        ? html`<a href="${ctx.base}/exceptions${queueQuery(form, { after: p.nextAfter })}" rel="next">Next page</a>`
+        : ''
+    }<span class="muted">${p.rows.length} shown, oldest first</span></p>`,
+    html`<link rel="stylesheet" href="${ctx.base}/static/exceptions.css">`,
+  );
+}
+
+function eventText(e: QueueEvent): string {
+  if (e.action === 'state') return `${e.fromState ?? '?'} → ${e.toState ?? '?'}`;
+  if (e.action === 'assign') return `assignee ${e.fromAssignee ?? 'none'} → ${e.toAssignee ?? 'none'}`;
+  return 'comment';
+}
+
+/** One exception: what it is about, its due time, the moves, and its audit trail (oldest first). */
+export function exceptionPage(
+  ctx: PageContext,
+  e: ExceptionView,
+  events: readonly QueueEvent[],
+  users: readonly string[],
+  now: Date,
+  notice: string | null,
+): SafeHtml {
+  const work = canWork(ctx) && e.state !== 'resolved';
+  const back = `${ctx.base}/exceptions/${e.id}`;
+  const hidden = html`<input type="hidden" name="_csrf" value="${ctx.csrf}"><input type="hidden" name="back" value="${back}">`;
+  const when = (d: Date | null) => formatDateTime(d, ctx.timeZone);
+  return layout(
+    { ...ctx, active: 'exceptions' },
+    `${e.type} ${e.entityId}`,
+    html`<h1>${e.type} <span class="muted">#${e.id} · ${e.severity}</span></h1>
+${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
+<div class="detail" data-exception="${e.id}">
+<section><h2>The exception</h2><dl>
+<dt>Entity</dt><dd>${e.kind} ${entityLink(ctx, e)} · ${e.merchantAccount}</dd>
+<dt>Amount</dt><dd>${amountCell(e)}</dd>
+<dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span></dd>
+<dt>Assignee</dt><dd id="assignee">${e.assignee ?? 'unassigned'}${e.assignedAt ? html` <span class="muted">since ${when(e.assignedAt)}</span>` : ''}</dd>
+<dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>
+<dt>Due</dt><dd id="due">${dueCell(e, ctx)}</dd>
+<dt>Seen</dt><dd>${e.count} time${e.count === 1 ? '' : 's'}, last ${when(e.lastSeenAt)}</dd>
+</dl>${factsList(e, ctx)}</section>
+<section><h2>Work it</h2>${
+      work
+        ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
+<label>Note (optional)<input name="note" maxlength="1000"></label><div class="rowact"><div class="buttons">${moveButtons(e, ctx)}</div></div></form>
+<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
+<label>Assign to<select name="assignee"><option value="">nobody</option>${users.map(
+            (u) => html`<option value="${u}"${u === e.assignee ? raw(' selected') : ''}>${u}</option>`,
+          )}</select></label><button class="secondary" name="action" value="assign">Assign</button></form>`
+        : html`<p class="muted">${e.state === 'resolved' ? 'Resolved: nothing left to do.' : 'Your role can read the queue but not work it.'}</p>`
+    }${
+      canWork(ctx)
+        ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}">${hidden}
+<label>Comment<textarea name="note" maxlength="1000" required></textarea></label>
+<button name="action" value="comment">Add comment</button></form>`
+        : ''
+    }</section></div>
+<h2>Audit trail</h2>
+<table class="trail"><thead><tr><th>When</th><th>Who</th><th>What changed</th><th>Note</th></tr></thead><tbody>${
+      events.length
+        ? events.map(
+            (v) =>
+              html`<tr data-event="${v.action}"><td class="when">${when(v.at)}</td><td>${v.actor}</td><td>${eventText(v)}</td><td>${v.note ?? ''}</td></tr>`,
+          )
+        : html`<tr><td colspan="4" class="muted">Nothing done yet.</td></tr>`
+    }</tbody></table>
+<p><a href="${ctx.base}/exceptions">Back to the queue</a></p>`,
+    html`<link rel="stylesheet" href="${ctx.base}/static/exceptions.css">`,
   );
 }

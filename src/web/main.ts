@@ -86,7 +86,7 @@ export async function runWebCli(
     users: config.web.users,
     sessionSecret: await resolveSessionSecret(config.web.sessionSecret, config.dataDir),
     timeZone: config.jobs.timeZone,
-    services: ledgerWebServices(db, runner),
+    services: ledgerWebServices(db, runner, config.exceptions.sla),
     logger: log,
   });
   await beside?.(app, { db, reports: runner, config, logger: log });
@@ -94,7 +94,7 @@ export async function runWebCli(
   const sla = config.metrics.exceptionSlaMinutes;
   const metrics = createMetrics({
     balances: () => balances(db),
-    exceptions: () => exceptionFigures(db, sla),
+    exceptions: () => exceptionFigures(db, config.exceptions.sla),
     pollBacklog: () => pollBacklog(db),
     exceptionSlaMinutes: sla,
   });

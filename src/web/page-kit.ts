@@ -15,6 +15,8 @@ export interface PageKit {
   base: string;
   now: () => Date;
   logger?: Logger;
+  /** The configured users' names (assignees of the exception queue). */
+  users: readonly string[];
   ctx(request: FastifyRequest): PageContext;
   send(reply: FastifyReply, page: SafeHtml, status?: number): FastifyReply;
   /** An error as the page's own styled page for a browser, plain text for anything else. */

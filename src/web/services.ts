@@ -1,16 +1,25 @@
 /**
  * The page's services over the ledger database's repositories (src/db) and the report runner; no SQL
- * here. The only writes are an exception's acknowledgement or resolution (the queue's one state change).
+ * here. The only writes are the exception queue's (src/db/exception-queue.ts) and an ILLEGAL_TRANSITION's
+ * decision (src/db/decisions.ts).
  */
 import { getPayment, lookupPayments } from '../db/api-queries.ts';
 import { decideIllegalTransition } from '../db/decisions.ts';
-import { actOnException, exceptionTypes, listExceptions } from '../db/exceptions.ts';
+import {
+  bulkChangeState,
+  changeQueueItem,
+  getQueueItem,
+  listQueue,
+  queueAgeCounts,
+} from '../db/exception-queue.ts';
+import { exceptionTypes } from '../db/exceptions.ts';
 import { balances, inFlightCounts } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
+import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
+import { queueCsv } from '../reports/exception-csv.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
 import { ledgerCloseServices } from './close-services.ts';
-import type { ExceptionFilter, ExceptionView } from './exception-views.ts';
 import type { BalanceView, ReportRunView } from './views.ts';
 
 function runView(run: ReportRun): ReportRunView {
@@ -33,7 +42,12 @@ function runView(run: ReportRun): ReportRunView {
   };
 }
 
-export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
+/** `sla`: the exception queue's service levels (config.exceptions.sla). */
+export function ledgerWebServices(
+  db: Db,
+  reports: ReportRunner,
+  sla: SlaTable = DEFAULT_SLA_TABLE,
+): WebServices {
   return {
     payments: {
       lookup: (id) => lookupPayments(db, id),
@@ -61,9 +75,28 @@ export function ledgerWebServices(db: Db, reports: ReportRunner): WebServices {
 
     closes: ledgerCloseServices(db, reports.timeZone, reports.cutoff),
     exceptions: {
-      list: (filter: ExceptionFilter, now: Date): Promise<ExceptionView[]> => listExceptions(db, filter, now),
+      list: (filter, now, limit, afterId) => listQueue(db, filter, now, sla, limit, afterId),
+      ageCounts: (filter, now) => queueAgeCounts(db, filter, now, sla),
+      get: (id, now) => getQueueItem(db, id, now, sla),
       types: () => exceptionTypes(db),
-      act: (id, action, note, username, now) => actOnException(db, id, action, note, username, now),
+      accounts: () => reports.accounts(),
+      change: (id, change, username, now) => changeQueueItem(db, id, change, username, now),
+      // An ILLEGAL_TRANSITION is resolved by a decision (accept or keep), never by a plain bulk resolve.
+      bulk: (ids, state, note, username, now) =>
+        bulkChangeState(
+          db,
+          ids,
+          {
+            kind: 'state',
+            state,
+            note,
+            ...(state === 'acknowledged' ? { from: ['open', 'in_review'] } : {}),
+          },
+          username,
+          now,
+          state === 'resolved' ? ['ILLEGAL_TRANSITION'] : [],
+        ),
+      csv: async (filter, now) => queueCsv(await listQueue(db, filter, now, sla, 100_000, null), now),
       decide: async (id, decision, note, username, now) => {
         await decideIllegalTransition(db, { id, decision, note, by: username, now });
       },
