@@ -20,6 +20,7 @@ import * as m20261125T0110 from './migrations/20261125T0110_closes.ts';
 import * as m20261125T0120 from './migrations/20261125T0120_charts.ts';
 import * as m20261125T0150 from './migrations/20261125T0150_scale_lookups.ts';
 import * as m20261125T0155 from './migrations/20261125T0155_bank_reference.ts';
+import * as m20261125T0160 from './migrations/20261125T0160_lookup_indexes.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -38,6 +39,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261125T0120_charts': m20261125T0120,
   '20261125T0150_scale_lookups': m20261125T0150,
   '20261125T0155_bank_reference': m20261125T0155,
+  '20261125T0160_lookup_indexes': m20261125T0160,
 };
 
 export interface OpenDatabaseOptions {

@@ -11,6 +11,9 @@ import type { EntityKind } from '../domain/statuses.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
 import type { Db } from './schema.ts';
 
+/** `PAYOUT_IN_FLIGHT` as SQL literals (constants): a partial index's predicate can be matched only by literals. */
+export const IN_FLIGHT_LITERALS = sql.join(PAYOUT_IN_FLIGHT.map((s) => sql.lit(s)));
+
 export interface BalanceRow {
   merchantAccount: string;
   currency: string;
@@ -407,7 +410,6 @@ export interface InFlightCount {
  * (migration 20261125T0150_scale_lookups) instead of every mirror.
  */
 export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
-  const inFlight = sql.join(PAYOUT_IN_FLIGHT.map((s) => sql.lit(s)));
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;
@@ -419,7 +421,7 @@ export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
            count(*) FILTER (WHERE entity_kind = 'cashout')::int AS cashouts,
            count(*) FILTER (WHERE entity_kind = 'refund')::int AS refunds
       FROM mirrors
-     WHERE entity_kind IN ('cashout', 'refund') AND status IN (${inFlight}) AND currency IS NOT NULL
+     WHERE entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS}) AND currency IS NOT NULL
      GROUP BY 1, 2, 3`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,

@@ -18,6 +18,7 @@ import {
   loadRefundDeposits,
   refKey,
 } from './ledger-repository.ts';
+import { IN_FLIGHT_LITERALS } from './queries.ts';
 import type { Db } from './schema.ts';
 
 export interface VerifyResult {
@@ -148,7 +149,7 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     f AS (
       SELECT merchant_account, currency, CASE WHEN entity_kind = 'refund' AND test THEN 'test' ELSE 'live' END AS book,
         sum(amount) AS in_flight FROM mirrors
-      WHERE entity_kind IN ('cashout', 'refund') AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS')
+      WHERE entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
         AND amount IS NOT NULL AND currency IS NOT NULL
       GROUP BY 1, 2, 3)
     SELECT coalesce(r.merchant_account, f.merchant_account) AS merchant_account,
