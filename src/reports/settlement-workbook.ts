@@ -1,4 +1,5 @@
 import ExcelJS from 'exceljs';
+import { type CloseSummary, closesOfPeriods } from '../db/closes.ts';
 import {
   type AccountBalance,
   activeEntityCounts,
@@ -15,7 +16,7 @@ import {
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
-import { humanInstant, type Period } from './period.ts';
+import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
   byCurrency,
   type ColumnSpec,
@@ -395,11 +396,36 @@ export function summaryLabelWidth(
   return Math.max(longest + 3, title - 2 * SUMMARY_AMOUNT_WIDTH + 2);
 }
 
+/** The month (`YYYY-MM`) a period covers exactly, or null when it is not one whole month. */
+function wholeMonth(period: Period): string | null {
+  const month = period.from.slice(0, 7);
+  if (!period.from.endsWith('-01')) return null;
+  return monthPeriod(month, period.timeZone, period.cutoff).to === period.to ? month : null;
+}
+
+/**
+ * The month close's sign-off lines of a summary (issue 18 point 3): who prepared and signed, who
+ * approved, when, and the SHA-256 of the signed figures, per close of the month; none for a period
+ * that is not a whole month.
+ */
+function signOffLines(month: string | null, closes: readonly CloseSummary[], tz: string): string[] {
+  if (month === null) return [];
+  if (closes.length === 0) return [`Month close ${month}: not signed yet`];
+  return closes.flatMap((c) => [
+    `Month close ${month} · ${c.merchantAccount}: prepared and signed by ${c.preparedBy}, ${humanInstant(c.preparedAt, tz, false)}`,
+    c.approvedBy && c.approvedAt
+      ? `  approved by ${c.approvedBy}, ${humanInstant(c.approvedAt, tz, false)}`
+      : '  not approved yet',
+    `  SHA-256 ${c.sha256 ?? ''}`,
+  ]);
+}
+
 function writeSummarySheet(
   wb: ExcelJS.stream.xlsx.WorkbookWriter,
   s: CurrencySummary,
   period: Period,
   account: string | null,
+  signOff: readonly string[],
 ): void {
   const heading = `Settlement ${s.currency} (live book) · ${account ?? 'all accounts'} · ${period.from} to ${period.to}`;
   const tz = period.timeZone;
@@ -408,6 +434,7 @@ function writeSummarySheet(
   const titles = [
     { text: heading, scale: TITLE_SCALE },
     { text: booked, scale: 1 },
+    ...signOff.map((text) => ({ text, scale: 1 })),
   ];
   const ws = wb.addWorksheet(`Summary ${s.currency}`, {
     views: [{ state: 'frozen', ySplit: 4 }],
@@ -472,6 +499,13 @@ function writeSummarySheet(
   ws.addRow(['  of which released early (gross)', n(s.earlyReleasedGross)]).commit();
   ws.addRow([]).commit();
   ws.addRow(['Test and crypto books are on their own sheets and never in these figures.']).commit();
+  if (signOff.length > 0) {
+    ws.addRow([]).commit();
+    const first = ws.addRow([signOff[0]]);
+    first.font = { bold: true };
+    first.commit();
+    for (const line of signOff.slice(1)) ws.addRow([line]).commit();
+  }
   ws.commit();
 }
 
@@ -515,7 +549,16 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     wb.creator = 'payrecon';
     wb.created = new Date(0);
     wb.modified = new Date(0);
-    for (const s of summaries) writeSummarySheet(wb, s, period, account);
+    const month = wholeMonth(period);
+    const closes = month === null ? [] : await closesOfPeriods(trx, [month], account);
+    for (const s of summaries) {
+      const signOff = signOffLines(
+        month,
+        closes.filter((c) => c.currency === s.currency),
+        tz,
+      );
+      writeSummarySheet(wb, s, period, account, signOff);
+    }
     if (summaries.length === 0) {
       const ws = wb.addWorksheet('Summary', printOptions(settlementPrint(period, account), 1));
       ws.addRow([

@@ -6,6 +6,10 @@
  * database's CHECK), approval by someone else, and a post-close adjustment: an entry booked in October
  * with an effect date in September shows on both periods and leaves September's signed figures as they were.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
@@ -18,7 +22,8 @@ import {
   prepareClose,
 } from '../../src/db/closes.ts';
 import { canonicalJson, sha256Hex } from '../../src/domain/close.ts';
-import { monthOfInstant, monthPeriod } from '../../src/reports/period.ts';
+import { monthOfInstant, monthPeriod, periodOf } from '../../src/reports/period.ts';
+import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { bookEntry, closeLedger } from './close-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
@@ -239,6 +244,38 @@ describe('month close', () => {
     await expect(
       sql`UPDATE closes SET approved_by = 'carol' WHERE period = '2026-09'`.execute(t.db),
     ).rejects.toThrow(/frozen/);
+  });
+
+  it('carries the sign-off on the summary of the settlement workbook of the month, and none on other periods', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'payrecon-close-wb-'));
+    try {
+      const sheetText = async (from: string, to: string) => {
+        const out = join(dir, `${from}.xlsx`);
+        await writeSettlementWorkbook(t.db, { period: periodOf(from, to, TZ), account: 'acme', out });
+        const wb = new ExcelJS.Workbook();
+        await wb.xlsx.readFile(out);
+        const lines: string[] = [];
+        wb.getWorksheet('Summary BRL')?.eachRow((row) => {
+          lines.push(String(row.getCell(1).value ?? ''));
+        });
+        return lines;
+      };
+      const close = await getCloseRecord(t.db, 'acme', 'BRL', '2026-09');
+      const month = await sheetText('2026-09-01', '2026-09-30');
+      const at = month.findIndex((l) => l.startsWith('Month close 2026-09 · acme'));
+      expect(month[at]).toMatch(
+        /^Month close 2026-09 · acme: prepared and signed by ana, 5 Oct 2026, \d\d:\d\d$/,
+      );
+      expect(month[at + 1]).toMatch(/^ {2}approved by bob, 6 Oct 2026, 06:00$/);
+      expect(month[at + 2]).toBe(`  SHA-256 ${close?.sha256}`);
+      // October is not signed; a part of September is not a month.
+      expect(await sheetText('2026-10-01', '2026-10-31')).toContain('Month close 2026-10: not signed yet');
+      expect((await sheetText('2026-09-01', '2026-09-15')).some((l) => l.startsWith('Month close'))).toBe(
+        false,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('shows a post-close adjustment on the closed period and the next, and the frozen figures stay', async () => {
