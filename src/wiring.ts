@@ -292,6 +292,7 @@ export function reportRunner(infra: Infrastructure): ReportRunner {
     timeZone: config.jobs.timeZone,
     cutoff: config.jobs.settlementCutoff,
     publicUrl: config.web.publicUrl,
+    exceptionSla: config.exceptions.sla,
     logger: infra.logger,
   });
 }

@@ -8,7 +8,9 @@
  * closing checks the snapshots and the postings against each other.
  */
 import { type RawBuilder, sql } from 'kysely';
+import type { SlaTable } from '../domain/exception-sla.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
+import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
 import { balanceAsOf, RUNNING_BALANCE } from './queries.ts';
 import type { Db } from './schema.ts';
 
@@ -322,16 +324,27 @@ export interface ExceptionRow {
   status_reason: string | null;
   rule: string | null;
   reopen_reason: string | null;
+  /** The queue's fields (src/db/exception-queue.ts): who works it, its due time, overdue at `asOf`. */
+  assignee: string | null;
+  due_at: Date;
+  overdue: boolean;
+  /** The latest note of its audit trail, who wrote it and when. */
+  last_note: string | null;
+  last_note_by: string | null;
+  last_note_at: Date | null;
 }
 
-/** Exceptions open at `asOf`, or opened or resolved in the period. */
+/** Exceptions open at `asOf`, or opened or resolved in the period; due times from the table `sla`. */
 export function exceptionQuery(
   p: ReportPeriod,
   asOf: Date,
   account: string | null,
+  sla: SlaTable,
 ): RawBuilder<ExceptionRow> {
   return sql<ExceptionRow>`
     SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
+           x.assignee, ${dueAtSql(sla)} AS due_at, ${overdueSql(sla, asOf)} AS overdue,
+           n.note AS last_note, n.actor AS last_note_by, n.at AS last_note_at,
            x.first_seen_at, x.last_seen_at, x.acknowledged_by, x.acknowledged_at, x.resolved_by, x.resolved_at,
            coalesce(x.resolution_note, x.acknowledgement_note) AS note,
            x.details #>> '{facts,externalRef}' AS external_ref, x.details #>> '{facts,intentAmount}' AS intent_amount,
@@ -343,6 +356,10 @@ export function exceptionQuery(
              x.details #>> '{facts,rejectionReason}'), '') AS status_reason,
            x.details #>> '{facts,rule}' AS rule, x.reopen_reason
       FROM exceptions x
+      ${MIRROR_OF_EXCEPTION}
+      LEFT JOIN LATERAL (
+        SELECT v.at, v.actor, v.note FROM exception_events v
+         WHERE v.exception_id = x.id AND v.note IS NOT NULL ORDER BY v.id DESC LIMIT 1) n ON true
      WHERE x.first_seen_at < ${asOf}
        AND (x.resolved_at IS NULL OR x.resolved_at >= ${p.start})${accountFilter(account, 'x.merchant_account')}
      ORDER BY x.type, x.first_seen_at, x.id`;

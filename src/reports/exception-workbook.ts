@@ -9,8 +9,11 @@ import {
   lateQuery,
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
+import { AGE_BUCKETS } from '../domain/exception-queue.ts';
+import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
+import { ageBucketLabel } from './exception-csv.ts';
 import { humanInstant, type Period } from './period.ts';
 import {
   type ColumnSpec,
@@ -22,16 +25,8 @@ import {
   TableSheet,
 } from './sheet-writer.ts';
 
-export const AGE_BUCKET_LABELS = ['under 1 day', '1-3 days', '3-7 days', 'over 7 days'] as const;
-
-/** Index into AGE_BUCKET_LABELS of an age in milliseconds. */
-export function ageBucket(ageMs: number): 0 | 1 | 2 | 3 {
-  const days = ageMs / 86_400_000;
-  if (days < 1) return 0;
-  if (days < 3) return 1;
-  if (days < 7) return 2;
-  return 3;
-}
+/** The queue's age buckets (src/domain/exception-queue.ts), the summary's columns. */
+export const AGE_BUCKET_LABELS = AGE_BUCKETS.map((b) => b.label);
 
 export interface ExceptionWorkbookOptions {
   period: Period;
@@ -45,6 +40,8 @@ export interface ExceptionWorkbookOptions {
   onProgress?: (done: number, total: number) => void;
   /** The page's public base URL: entity ids become links to their payment page. */
   links?: string | null;
+  /** The exception queue's service levels (due times); default DEFAULT_SLA_TABLE. */
+  sla?: SlaTable;
 }
 
 export interface TypeCounts {
@@ -69,6 +66,7 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
   { header: 'Type', key: 'type', type: 'text', width: 24, cell: (r) => r.type },
   { header: 'Severity', key: 'severity', type: 'text', width: 10, cell: (r) => r.severity },
   { header: 'State', key: 'state', type: 'text', width: 13, cell: (r) => r.state },
+  { header: 'Assignee', key: 'assignee', type: 'text', width: 14, cell: (r) => r.assignee },
   { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
   { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
   {
@@ -132,11 +130,23 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
     width: 11,
     cell: (r) => Math.floor((asOf.getTime() - r.first_seen_at.getTime()) / 86_400_000),
   },
+  {
+    header: 'Age bucket',
+    key: 'ageBucket',
+    type: 'text',
+    width: 12,
+    cell: (r) => ageBucketLabel(r.first_seen_at, asOf),
+  },
+  { header: 'Due', key: 'due', type: 'date', cell: (r) => r.due_at },
+  { header: 'Overdue', key: 'overdue', type: 'text', width: 9, cell: (r) => (r.overdue ? 'overdue' : null) },
   { header: 'Acknowledged by', key: 'ackBy', type: 'text', width: 16, cell: (r) => r.acknowledged_by },
   { header: 'Acknowledged at', key: 'ackAt', type: 'date', cell: (r) => r.acknowledged_at },
   { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14, cell: (r) => r.resolved_by },
   { header: 'Resolved at', key: 'resolvedAt', type: 'date', cell: (r) => r.resolved_at },
   { header: 'Note', key: 'note', type: 'text', width: 40, cell: (r) => r.note },
+  { header: 'Last comment', key: 'lastNote', type: 'text', width: 40, cell: (r) => r.last_note },
+  { header: 'Last comment by', key: 'lastNoteBy', type: 'text', width: 14, cell: (r) => r.last_note_by },
+  { header: 'Last comment at', key: 'lastNoteAt', type: 'date', cell: (r) => r.last_note_at },
   { header: 'Reopened on', key: 'reopened', type: 'text', width: 40, cell: (r) => r.reopen_reason },
 ];
 
@@ -194,7 +204,7 @@ export async function writeExceptionWorkbook(
       }))
       .filter((t) => t.open.some((n) => n > 0) || t.openedInPeriod > 0 || t.resolvedInPeriod > 0);
 
-    const detailQuery = exceptionQuery(period, asOf, account);
+    const detailQuery = exceptionQuery(period, asOf, account, options.sla ?? DEFAULT_SLA_TABLE);
     const late = lateQuery(period, account);
     const total = (await countRows(trx, detailQuery)) + (await countRows(trx, late));
     let done = 0;

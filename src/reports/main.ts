@@ -115,6 +115,7 @@ export async function runReportCli(
       timeZone,
       cutoff,
       publicUrl: config.web.publicUrl,
+      exceptionSla: config.exceptions.sla,
     });
     if (opts.account !== undefined) {
       const known = await runner.accounts();

@@ -23,6 +23,7 @@ import {
   setRunProgress,
 } from '../db/report-runs.ts';
 import type { Db } from '../db/schema.ts';
+import type { SlaTable } from '../domain/exception-sla.ts';
 import type { Logger } from '../logger.ts';
 import { writeExceptionWorkbook } from './exception-workbook.ts';
 import { type Period, periodOf } from './period.ts';
@@ -74,6 +75,8 @@ export interface ReportRunnerOptions {
   csv?: boolean;
   /** The page's public base URL (PAYRECON_PUBLIC_URL): entity ids in workbooks link to their page. */
   publicUrl?: string | null;
+  /** The exception queue's service levels (config.exceptions.sla): due times in the exception workbook. */
+  exceptionSla?: SlaTable;
   now?: () => Date;
   logger?: Logger;
 }
@@ -144,6 +147,7 @@ export class ReportRunner {
   readonly cutoff: string;
   private readonly csv: boolean;
   private readonly publicUrl: string | null;
+  private readonly exceptionSla: SlaTable | undefined;
   private readonly now: () => Date;
   private readonly logger: Logger | undefined;
   private readonly active = new Map<string, Promise<RunOutcome>>();
@@ -155,6 +159,7 @@ export class ReportRunner {
     this.cutoff = options.cutoff ?? '00:00';
     this.csv = options.csv ?? true;
     this.publicUrl = options.publicUrl ?? null;
+    this.exceptionSla = options.exceptionSla;
     this.now = options.now ?? (() => new Date());
     this.logger = options.logger;
   }
@@ -235,6 +240,7 @@ export class ReportRunner {
           csvPrefix: stem,
           onProgress: progress,
           links: this.publicUrl,
+          ...(this.exceptionSla ? { sla: this.exceptionSla } : {}),
         });
         rowCounts = r.rowCounts;
         files = r.files;
@@ -252,6 +258,7 @@ export class ReportRunner {
           now: this.now(),
           onProgress: progress,
           links: this.publicUrl,
+          ...(this.exceptionSla ? { sla: this.exceptionSla } : {}),
         });
         rowCounts = r.rowCounts;
         files = r.files;

@@ -79,6 +79,7 @@ export async function runWebCli(
     timeZone: config.jobs.timeZone,
     cutoff: config.jobs.settlementCutoff,
     publicUrl: config.web.publicUrl,
+    exceptionSla: config.exceptions.sla,
     logger: log,
   });
   await runner.failAbandoned();

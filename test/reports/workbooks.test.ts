@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { changeQueueItem } from '../../src/db/exception-queue.ts';
 import { parseAmount } from '../../src/domain/money.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { localDate, type Period, zoneOffsetMs } from '../../src/reports/period.ts';
@@ -292,9 +293,28 @@ describe('settlement workbook', () => {
 
 describe('exception workbook', () => {
   it('counts open exceptions by type and age, lists them, and lists late rejections', async () => {
-    // Age one exception into the 3-7 day bucket.
+    // Age one exception into the 3-7 day bucket (past its day of service level), assigned and commented.
     await sql`UPDATE exceptions SET first_seen_at = now() - interval '5 days' WHERE type = 'EARLY_RELEASE_REVERSED'`.execute(
       t.db,
+    );
+    const early = await t.db
+      .selectFrom('exceptions')
+      .select('id')
+      .where('type', '=', 'EARLY_RELEASE_REVERSED')
+      .executeTakeFirstOrThrow();
+    await changeQueueItem(
+      t.db,
+      String(early.id),
+      { kind: 'assign', assignee: 'ana', note: null },
+      'ana',
+      new Date(),
+    );
+    await changeQueueItem(
+      t.db,
+      String(early.id),
+      { kind: 'comment', note: 'asked the bank' },
+      'ana',
+      new Date(),
     );
     const out = join(dir, 'exceptions.xlsx');
     const r = await writeExceptionWorkbook(t.db, {
@@ -310,20 +330,37 @@ describe('exception workbook', () => {
     const summary = wb.getWorksheet('Summary')!;
     const late = findRow(summary, 'LATE_REJECTION');
     expect([2, 3, 4, 5].map((c) => late.getCell(c).value)).toEqual([1, 0, 0, 0]);
-    const early = findRow(summary, 'EARLY_RELEASE_REVERSED');
-    expect([2, 3, 4, 5].map((c) => early.getCell(c).value)).toEqual([0, 0, 1, 0]);
+    const earlyCounts = findRow(summary, 'EARLY_RELEASE_REVERSED');
+    expect([2, 3, 4, 5].map((c) => earlyCounts.getCell(c).value)).toEqual([0, 0, 1, 0]);
     expect((findRow(summary, 'Total').getCell(6).value as ExcelJS.CellFormulaValue).result).toBe(2);
     expect(r.byType.find((b) => b.type === 'LATE_REJECTION')?.openedInPeriod).toBe(1);
 
     const detail = wb.getWorksheet('Exceptions')!;
-    expect(detail.autoFilter).toBe('A2:Y2');
+    const headers = (detail.getRow(2).values as unknown[]).map((v) => String(v ?? ''));
+    const col = (header: string) => {
+      const i = headers.indexOf(header);
+      if (i < 1) throw new Error(`no column ${header} in ${headers.join('|')}`);
+      return i;
+    };
+    expect(detail.autoFilter).toBe('A2:AF2');
     expect(r.rowCounts.Exceptions).toBe(2);
-    expect(detail.getRow(3).getCell(17).value).toBeInstanceOf(Date);
+    expect(detail.getRow(3).getCell(col('First seen')).value).toBeInstanceOf(Date);
     // Every exception carries its facts: provider status, the rule in one sentence.
     const lateRow = detail.getRow(4);
-    expect(lateRow.getCell(2).value).toBe('LATE_REJECTION');
-    expect(lateRow.getCell(13).value).toBe('REJECTED');
-    expect(String(lateRow.getCell(15).value)).toMatch(/rejected later/);
+    expect(lateRow.getCell(col('Type')).value).toBe('LATE_REJECTION');
+    expect(lateRow.getCell(col('Provider status')).value).toBe('REJECTED');
+    expect(String(lateRow.getCell(col('Rule')).value)).toMatch(/rejected later/);
+    // And the queue's fields: state, assignee, due time, overdue, age bucket, last comment.
+    const earlyRow = detail.getRow(3);
+    expect(earlyRow.getCell(col('Type')).value).toBe('EARLY_RELEASE_REVERSED');
+    expect(earlyRow.getCell(col('State')).value).toBe('open');
+    expect(earlyRow.getCell(col('Assignee')).value).toBe('ana');
+    expect(earlyRow.getCell(col('Age bucket')).value).toBe('3–7 days');
+    expect(earlyRow.getCell(col('Due')).value).toBeInstanceOf(Date);
+    expect(earlyRow.getCell(col('Overdue')).value).toBe('overdue');
+    expect(earlyRow.getCell(col('Last comment')).value).toBe('asked the bank');
+    expect(earlyRow.getCell(col('Last comment by')).value).toBe('ana');
+    expect(lateRow.getCell(col('Overdue')).value ?? null).toBeNull();
 
     const lateSheet = wb.getWorksheet('Late rejections')!;
     const row = lateSheet.getRow(3);
