@@ -132,3 +132,61 @@ export async function seedPeriod(db: Kysely<Database>): Promise<void> {
     ],
   );
 }
+
+/**
+ * A busier period in several currencies, for the print tests: per currency `deposits` deposits (most
+ * completed with a fee, some pending, cancelled or released early then completed), `cashouts` cashouts
+ * (settled with the bank's reference, cancelled, pending, one rejected after completion) and refunds of
+ * the first deposits. Amounts vary deterministically; ids do not clash with `seedBefore`/`seedPeriod`.
+ */
+export async function seedCurrencies(
+  db: Kysely<Database>,
+  currencies: readonly string[],
+  deposits: number,
+  cashouts: number,
+): Promise<void> {
+  const intents: Intent[] = [];
+  const first: Observation[] = [];
+  const second: Observation[] = [];
+  const third: Observation[] = [];
+  currencies.forEach((currency, ci) => {
+    const base = 5_000_000 + ci * 10_000;
+    for (let i = 0; i < deposits; i++) {
+      const id = String(base + i);
+      const amount = BigInt(1_000 + ((i * 7_919 + ci * 104_729) % 2_500_000));
+      const fee = (amount * 2n) / 100n;
+      intents.push(intentOf('deposit', id, amount, { currency }));
+      const d = (status: string) => dep(id, status, amount, fee, { currency, feeCurrency: currency });
+      if (i % 10 === 7) first.push(d('PENDING'));
+      else if (i % 10 === 8) {
+        first.push(d('PENDING'));
+        second.push(d('CANCELLED'));
+      } else if (i % 10 === 9) {
+        first.push(d('EARLY_RELEASED'));
+        second.push(d('COMPLETED'));
+      } else first.push(d('COMPLETED'));
+    }
+    for (let i = 0; i < cashouts; i++) {
+      const id = String(base + 5_000 + i);
+      intents.push(intentOf('cashout', id, BigInt(500 + ((i * 3_571) % 400_000)), { currency }));
+      const bankReference = `E${String(base + i).padStart(8, '0')}${currency}${i}`;
+      first.push(ob('cashout', id, 'PENDING'));
+      if (i % 5 === 1) second.push(ob('cashout', id, 'CANCELLED'));
+      else if (i % 5 !== 2) second.push(ob('cashout', id, 'COMPLETED', { bankReference }));
+      if (i === 3) {
+        third.push(
+          ob('cashout', id, 'REJECTED', { rejectionCode: 'R01', rejectionReason: 'insufficient funds' }),
+        );
+      }
+    }
+    for (let i = 0; i < Math.min(3, deposits); i++) {
+      const id = String(base + 8_000 + i);
+      const amount = 500n + BigInt(i) * 100n;
+      const parentDepositId = String(base + i);
+      intents.push(intentOf('refund', id, amount, { currency, parentDepositId }));
+      first.push(ob('refund', id, 'PENDING', { amount, currency, parentDepositId }));
+      if (i !== 2) second.push(ob('refund', id, 'COMPLETED', { amount, currency, parentDepositId }));
+    }
+  });
+  await feed(db, intents, [first, second, third]);
+}
