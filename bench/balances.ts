@@ -17,7 +17,6 @@
  *   BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_KEEP=1 keeps the database
  */
 import { randomBytes } from 'node:crypto';
-import { loadavg } from 'node:os';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { takeBalanceSnapshots } from '../src/db/balance-snapshots.ts';
@@ -25,6 +24,7 @@ import { createDb, migrateToLatest } from '../src/db/connection.ts';
 import { balances } from '../src/db/queries.ts';
 import type { Db } from '../src/db/schema.ts';
 import { verifyLedger } from '../src/db/verify.ts';
+import { loadAverage, medianMs } from './timing.ts';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ENTRIES = Number(process.env.BALANCE_ENTRIES ?? 2_000_000);
@@ -32,21 +32,9 @@ const REPEAT = Math.max(1, Number(process.env.REPEAT ?? 5));
 const FULL = process.env.FULL !== '0';
 const DAY = 86_400_000;
 
-const load = () =>
-  loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ');
+const load = loadAverage;
 
-async function median(fn: () => Promise<unknown>): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < REPEAT; i++) {
-    const t0 = performance.now();
-    await fn();
-    times.push(performance.now() - t0);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)]!;
-}
+const median = (fn: () => Promise<unknown>) => medianMs(fn, REPEAT, 0);
 
 /** The balances summed over every posting (up to `at`): the read before the running balances. */
 async function summedBalances(db: Db, at: Date | null): Promise<string[]> {

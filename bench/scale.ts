@@ -25,7 +25,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
@@ -42,6 +42,7 @@ import { ReportRunner } from '../src/reports/runs.ts';
 import { buildWebApp } from '../src/web/app.ts';
 import { hashPassword } from '../src/web/auth.ts';
 import { ledgerWebServices } from '../src/web/services.ts';
+import { loadAverage, medianMs } from './timing.ts';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const PAYMENTS = Number(process.env.SCALE_PAYMENTS ?? 10_000_000);
@@ -52,10 +53,7 @@ const WORKBOOK = process.env.WORKBOOK !== '0';
 const BATCH = 500;
 const DAY = 86_400_000;
 
-const load = () =>
-  loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ');
+const load = loadAverage;
 const out = (s: string) => process.stdout.write(`${s}\n`);
 const fmt = (ms: number) => (ms < 100 ? ms.toFixed(1) : ms.toFixed(0));
 
@@ -65,18 +63,7 @@ function urlFor(name: string): string {
   return u.toString();
 }
 
-/** Median of REPEAT timed calls after one warm-up. */
-async function median(fn: () => Promise<unknown>): Promise<number> {
-  await fn();
-  const times: number[] = [];
-  for (let i = 0; i < REPEAT; i++) {
-    const t0 = performance.now();
-    await fn();
-    times.push(performance.now() - t0);
-  }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)]!;
-}
+const median = (fn: () => Promise<unknown>) => medianMs(fn, REPEAT, 1);
 
 interface Row {
   what: string;

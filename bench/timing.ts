@@ -1,0 +1,21 @@
+/** What the benches share to time reads on a shared machine: a median of timed calls and the load average. */
+import { loadavg } from 'node:os';
+
+/** The 1, 5 and 15 minute load averages, for the record beside a figure. */
+export const loadAverage = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+
+/** Median milliseconds of `repeat` timed calls of `fn`, after `warmUp` untimed ones. */
+export async function medianMs(fn: () => Promise<unknown>, repeat: number, warmUp = 0): Promise<number> {
+  for (let i = 0; i < warmUp; i++) await fn();
+  const times: number[] = [];
+  for (let i = 0; i < repeat; i++) {
+    const t0 = performance.now();
+    await fn();
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)]!;
+}
