@@ -66,18 +66,29 @@ export function formatMoney(minor: Minor): string {
   return `${negative ? '-' : ''}${grouped}.${fraction}`;
 }
 
+/**
+ * One formatter per time zone: building an `Intl.DateTimeFormat` costs far more than formatting with one,
+ * and a page of 500 exceptions formats a few thousand instants (0.85 s a page at a year's size before).
+ */
+const dateTimeFormats = new Map<string, Intl.DateTimeFormat>();
+
 /** Formats an instant as `2026-11-21 14:05` in the given IANA time zone. */
 export function formatDateTime(date: Date | null | undefined, timeZone: string): string {
   if (!date) return '';
-  const parts = new Intl.DateTimeFormat('en-CA', {
-    timeZone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-  }).formatToParts(date);
+  let format = dateTimeFormats.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-CA', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+    });
+    dateTimeFormats.set(timeZone, format);
+  }
+  const parts = format.formatToParts(date);
   const get = (type: string): string => parts.find((p) => p.type === type)?.value ?? '';
   return `${get('year')}-${get('month')}-${get('day')} ${get('hour')}:${get('minute')}`;
 }
