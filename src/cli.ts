@@ -212,10 +212,10 @@ const exception = program.command('exception').description('Work the exception q
 exception
   .command('decide <id>')
   .description(
-    "Resolve an ILLEGAL_TRANSITION: accept the provider's status (the ledger books to match) or keep the ledger's",
+    "Resolve an ILLEGAL_TRANSITION or FACTS_CHANGED: accept the provider's status or facts (the ledger books to match) or keep the ledger's",
   )
-  .option('--accept-provider', "the provider's status is right: book the ledger to match")
-  .option('--keep-ledger', "the ledger's status is right: book nothing")
+  .option('--accept-provider', "the provider's status (or new facts) is right: book the ledger to match")
+  .option('--keep-ledger', "the ledger's status (or facts) is right: book nothing")
   .requiredOption('--note <text>', 'why (kept on the exception, its history and the entries booked)')
   .option('--by <name>', 'who decides (default: $USER)')
   .option(

@@ -19,7 +19,7 @@ import {
   type PaymentCursor,
   type PaymentRow,
 } from '../db/api-queries.ts';
-import { decideIllegalTransition } from '../db/decisions.ts';
+import { decideException } from '../db/decisions.ts';
 import {
   changeQueueItem,
   getQueueItem,
@@ -567,7 +567,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       path: '/exceptions/{id}/decision',
       operationId: 'decideIllegalTransition',
       summary:
-        "Resolve an ILLEGAL_TRANSITION: accept the provider's status (the ledger books to match) or keep the ledger's",
+        "Resolve an ILLEGAL_TRANSITION or FACTS_CHANGED: accept the provider's status or facts (the ledger books to match) or keep the ledger's",
       tag: 'exceptions',
       scope: 'exceptions:write',
       params: ExceptionParams,
@@ -578,7 +578,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       handle: async ({ params, body, token }) => {
         const at = now();
         // NOT_FOUND and CONFLICT answer as 404 and 409 by their codes; a refused note names its field.
-        const result = await decideIllegalTransition(db, {
+        const result = await decideException(db, {
           id: params.id,
           decision: body.decision,
           by: token.name,

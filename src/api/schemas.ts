@@ -367,6 +367,7 @@ export const DecisionResponse = z.object({
   providerStatus: z.string(),
   ledgerStatus: z.string().nullable(),
   entriesBooked: z.number().int(),
+  summary: z.string().meta({ description: 'What was decided, in words (the start of the resolution note)' }),
   exception: Exception,
   events: z.array(ExceptionEvent),
 });

@@ -7,7 +7,7 @@ import { localUser } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { takeBalanceSnapshots } from './balance-snapshots.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
-import { decideIllegalTransition } from './decisions.ts';
+import { decideException } from './decisions.ts';
 import { verifyLedger } from './verify.ts';
 
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
@@ -113,7 +113,7 @@ export interface DecideOptions {
 
 /**
  * `payrecon exception decide <id> --accept-provider|--keep-ledger --note TEXT --by NAME`: an operator's
- * decision on an ILLEGAL_TRANSITION (src/db/decisions.ts), printed as one line.
+ * decision on an ILLEGAL_TRANSITION or FACTS_CHANGED (src/db/decisions.ts), printed as one line.
  */
 export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDatabase): Promise<void> {
   if (Boolean(opts.acceptProvider) === Boolean(opts.keepLedger)) {
@@ -126,7 +126,7 @@ export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDa
   const database = await open();
   const db = createDb(database.url, 2);
   try {
-    const r = await decideIllegalTransition(db, {
+    const r = await decideException(db, {
       id,
       decision: opts.acceptProvider ? 'accept-provider' : 'keep-ledger',
       by,
@@ -134,8 +134,8 @@ export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDa
     });
     process.stdout.write(
       r.decision === 'accept-provider'
-        ? `exception ${id} resolved: accepted the provider's status ${r.providerStatus} (was ${r.ledgerStatus ?? 'none'}), ${r.entriesBooked} entries booked\n`
-        : `exception ${id} resolved: kept the ledger's status ${r.ledgerStatus ?? 'none'} (provider reported ${r.providerStatus})\n`,
+        ? `exception ${id} resolved: ${r.summary}, ${r.entriesBooked} entries booked\n`
+        : `exception ${id} resolved: ${r.summary}\n`,
     );
   } finally {
     await db.destroy();

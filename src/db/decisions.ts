@@ -1,5 +1,17 @@
 /**
- * An operator's decision on an ILLEGAL_TRANSITION (issue 17 point 4). A move no document allows (a
+ * An operator's decision on an ILLEGAL_TRANSITION or a FACTS_CHANGED exception (issue 17 points 2 and 4).
+ *
+ * FACTS_CHANGED: readings of one entity disagree on a fact that cannot change (currency, amount, test,
+ * crypto, a refund's deposit); the entity is frozen on its last consistent bookings. Someone who knows what
+ * happened decides:
+ * - `accept-provider`: the provider's newest facts are right. The ledger adds an `operator` reading that
+ *   repeats the provider's newest reading (event id `FACTS_ACCEPTED_PREFIX...`, just after it), from which
+ *   the facts are compared again (src/domain/immutable-facts.ts): the entity is unfrozen and booked to
+ *   match the new facts (entries booked with the old ones reversed), each entry carrying the decision in
+ *   its `memo`; polling resumes.
+ * - `keep-ledger`: the ledger's bookings stay, the entity stays frozen.
+ *
+ * ILLEGAL_TRANSITION: a move no document allows (a
  * deposit from COMPLETED back to PENDING) is recorded but not applied; someone who knows what happened
  * resolves it either way:
  * - `accept-provider`: the provider's status is right. The ledger adds an `operator` reading of that
@@ -15,6 +27,7 @@
 import { sql } from 'kysely';
 import { AppError } from '../domain/errors.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
+import { FACTS_ACCEPTED_PREFIX } from '../domain/immutable-facts.ts';
 import { parseMinorOrNull } from '../domain/money.ts';
 import type { LedgerObservation } from '../domain/observation.ts';
 import { applyObservations, withLedgerTransaction } from './ledger-service.ts';
@@ -44,6 +57,8 @@ export interface DecisionResult {
   /** The ledger's status before the decision. */
   ledgerStatus: string | null;
   entriesBooked: number;
+  /** What was decided, in words (the resolution note's start). */
+  summary: string;
 }
 
 type HistoryRow = {
@@ -67,8 +82,11 @@ type HistoryRow = {
   parent_deposit_id: string | null;
 };
 
-/** Applies an operator's decision on an ILLEGAL_TRANSITION exception; throws NOT_FOUND or CONFLICT. */
-export async function decideIllegalTransition(db: Db, input: DecisionInput): Promise<DecisionResult> {
+/**
+ * Applies an operator's decision on an ILLEGAL_TRANSITION or FACTS_CHANGED exception; throws NOT_FOUND or
+ * CONFLICT.
+ */
+export async function decideException(db: Db, input: DecisionInput): Promise<DecisionResult> {
   const note = input.note.trim();
   if (!/^\d{1,18}$/.test(input.id)) {
     throw new AppError('NOT_FOUND', `exception ${input.id}: no such exception`);
@@ -88,21 +106,22 @@ export async function decideIllegalTransition(db: Db, input: DecisionInput): Pro
   return withLedgerTransaction(db, async (trx) => {
     const ex = await trx
       .selectFrom('exceptions')
-      .select(['id', 'type', 'state', 'merchant_account', 'entity_kind', 'entity_id'])
+      .select(['id', 'type', 'state', 'merchant_account', 'entity_kind', 'entity_id', 'details'])
       .where('id', '=', input.id)
       .forUpdate()
       .executeTakeFirst();
     if (!ex) throw new AppError('NOT_FOUND', `exception ${input.id}: no such exception`);
-    if (ex.type !== 'ILLEGAL_TRANSITION') {
+    if (ex.type !== 'ILLEGAL_TRANSITION' && ex.type !== 'FACTS_CHANGED') {
       throw new AppError(
         'CONFLICT',
-        `exception ${input.id}: is ${ex.type}, only ILLEGAL_TRANSITION takes a decision`,
+        `exception ${input.id}: is ${ex.type}, only ILLEGAL_TRANSITION and FACTS_CHANGED take a decision`,
       );
     }
+    const facts = ex.type === 'FACTS_CHANGED';
     if (ex.state === 'resolved') {
       throw new AppError('CONFLICT', `exception ${input.id}: already resolved`);
     }
-    const moved = await lastIllegalReading(trx, ex.merchant_account, ex.entity_kind, ex.entity_id);
+    const moved = await lastReading(trx, ex.merchant_account, ex.entity_kind, ex.entity_id, !facts);
     if (!moved) throw new AppError('CONFLICT', `exception ${input.id}: no refused reading in the history`);
     const mirror = await trx
       .selectFrom('mirrors')
@@ -116,13 +135,14 @@ export async function decideIllegalTransition(db: Db, input: DecisionInput): Pro
     let status = ledgerStatus;
     if (input.decision === 'accept-provider') {
       const reading: LedgerObservation = {
-        eventId: `operator:${ex.id}:${moved.event_id}`,
+        eventId: `${facts ? FACTS_ACCEPTED_PREFIX : 'operator:'}${ex.id}:${moved.event_id}`,
         kind: ex.entity_kind,
         account: ex.merchant_account,
         entityId: ex.entity_id,
         externalRef: moved.external_ref,
         status: moved.to_status,
-        observedAt: moved.observed_at,
+        // Accepted facts count from this reading on: just after the provider's newest reading.
+        observedAt: facts ? new Date(moved.observed_at.getTime() + 1) : moved.observed_at,
         source: 'operator',
         currency: moved.currency,
         amount: parseMinorOrNull(moved.amount),
@@ -148,8 +168,12 @@ export async function decideIllegalTransition(db: Db, input: DecisionInput): Pro
       entriesBooked = applied.entriesBooked;
       status = moved.to_status;
     }
-    const what =
-      input.decision === 'accept-provider'
+    const changes = String((ex.details as { summary?: unknown } | null)?.summary ?? 'facts');
+    const what = facts
+      ? input.decision === 'accept-provider'
+        ? `accepted the provider's facts (${changes})`
+        : `kept the ledger's facts (provider reported ${changes})`
+      : input.decision === 'accept-provider'
         ? `accepted the provider's status ${moved.to_status} (ledger had ${ledgerStatus ?? 'none'})`
         : `kept the ledger's status ${ledgerStatus ?? 'none'} (provider reported ${moved.to_status})`;
     const decision = {
@@ -179,23 +203,32 @@ export async function decideIllegalTransition(db: Db, input: DecisionInput): Pro
         note: `${what}: ${note}`,
       })
       .execute();
-    return { decision: input.decision, status, providerStatus: moved.to_status, ledgerStatus, entriesBooked };
+    return {
+      decision: input.decision,
+      status,
+      providerStatus: moved.to_status,
+      ledgerStatus,
+      entriesBooked,
+      summary: what,
+    };
   });
 }
 
-async function lastIllegalReading(
+/** The latest reading with a status: the latest refused one (`illegal`), or the latest of all. */
+async function lastReading(
   db: Db,
   account: string,
   kind: string,
   entityId: string,
+  illegal: boolean,
 ): Promise<HistoryRow | undefined> {
   const { rows } = await sql<HistoryRow>`
     SELECT id::text AS id, event_id, to_status, from_status, observed_at, external_ref, currency, amount::text AS amount,
       fee_currency, fee_amount::text AS fee_amount, fee_on_payer, test, crypto, status_reason, payer_verification,
       rejection_code, rejection_reason, parent_deposit_id
     FROM status_history
-    WHERE merchant_account = ${account} AND entity_kind = ${kind} AND entity_id = ${entityId} AND illegal
-      AND to_status IS NOT NULL
+    WHERE merchant_account = ${account} AND entity_kind = ${kind} AND entity_id = ${entityId}
+      AND (illegal OR NOT ${illegal}) AND to_status IS NOT NULL AND source <> 'operator'
     ORDER BY observed_at DESC, id DESC LIMIT 1`.execute(db);
   return rows[0];
 }

@@ -11,6 +11,14 @@ import type { RaisedException } from './exception-rules.ts';
 import { formatAmount } from './money.ts';
 import type { EntityKind } from './statuses.ts';
 
+/**
+ * Event id prefix of an operator's reading that accepts the provider's changed facts (a FACTS_CHANGED
+ * decision, src/db/decisions.ts): the facts are compared from the last such reading on, so the entity
+ * follows the provider's new facts and is booked to match; a later reading that differs again raises
+ * FACTS_CHANGED again.
+ */
+export const FACTS_ACCEPTED_PREFIX = 'operator-facts:';
+
 export const IMMUTABLE_FACTS = ['test', 'crypto', 'currency', 'amount', 'parentDepositId'] as const;
 export type ImmutableFact = (typeof IMMUTABLE_FACTS)[number];
 
@@ -47,14 +55,20 @@ function factValue(kind: EntityKind, fact: ImmutableFact, h: HistoryItem): strin
  * The first disagreement of each immutable fact in walk order (`sorted`, as `derivePath` returns it):
  * the first value seen and the first reading that contradicts it. Readings without a status ("not
  * found") carry no facts. The amount counts from the first COMPLETED reading on (before completion the
- * provider may still adjust it; a late payment completes with what was paid).
+ * provider may still adjust it; a late payment completes with what was paid). Everything counts from the
+ * last operator reading that accepted changed facts (`FACTS_ACCEPTED_PREFIX`) on.
  */
 export function changedFacts(kind: EntityKind, sorted: readonly HistoryItem[]): FactChange[] {
   const out: FactChange[] = [];
-  const firstCompleted = sorted.findIndex((h) => h.status === 'COMPLETED');
+  let accepted = -1;
+  sorted.forEach((h, i) => {
+    if (h.eventId.startsWith(FACTS_ACCEPTED_PREFIX)) accepted = i;
+  });
+  const from = Math.max(accepted, 0);
+  const firstCompleted = sorted.findIndex((h, i) => i >= from && h.status === 'COMPLETED');
   for (const fact of IMMUTABLE_FACTS) {
     let first: FactVersion | null = null;
-    for (let i = fact === 'amount' ? Math.max(firstCompleted, 0) : 0; i < sorted.length; i++) {
+    for (let i = fact === 'amount' ? Math.max(firstCompleted, from) : from; i < sorted.length; i++) {
       if (fact === 'amount' && firstCompleted < 0) break;
       const h = sorted[i]!;
       if (h.status === null) continue;

@@ -169,7 +169,10 @@ ${
   e.type === 'ILLEGAL_TRANSITION'
     ? html`<button name="action" value="accept-provider">Accept the provider's status</button>
 <button class="secondary" name="action" value="keep-ledger">Keep the ledger's status</button>`
-    : html`<button name="action" value="resolve">Resolve</button>`
+    : e.type === 'FACTS_CHANGED'
+      ? html`<button name="action" value="accept-provider">Accept the provider's facts</button>
+<button class="secondary" name="action" value="keep-ledger">Keep the ledger's facts</button>`
+      : html`<button name="action" value="resolve">Resolve</button>`
 }`;
 }
 

@@ -1,10 +1,10 @@
 /**
  * The page's services over the ledger database's repositories (src/db) and the report runner; no SQL
- * here. The only writes are the exception queue's (src/db/exception-queue.ts) and an ILLEGAL_TRANSITION's
+ * here. The only writes are the exception queue's (src/db/exception-queue.ts) and an ILLEGAL_TRANSITION's or FACTS_CHANGED's
  * decision (src/db/decisions.ts).
  */
 import { getPayment, lookupPayments } from '../db/api-queries.ts';
-import { decideIllegalTransition } from '../db/decisions.ts';
+import { decideException } from '../db/decisions.ts';
 import {
   bulkChangeState,
   changeQueueItem,
@@ -81,7 +81,8 @@ export function ledgerWebServices(
       types: () => exceptionTypes(db),
       accounts: () => reports.accounts(),
       change: (id, change, username, now) => changeQueueItem(db, id, change, username, now),
-      // An ILLEGAL_TRANSITION is resolved by a decision (accept or keep), never by a plain bulk resolve.
+      // An ILLEGAL_TRANSITION or FACTS_CHANGED is resolved by a decision (accept or keep), never by a plain
+      // bulk resolve.
       bulk: (ids, state, note, username, now) =>
         bulkChangeState(
           db,
@@ -94,11 +95,11 @@ export function ledgerWebServices(
           },
           username,
           now,
-          state === 'resolved' ? ['ILLEGAL_TRANSITION'] : [],
+          state === 'resolved' ? ['ILLEGAL_TRANSITION', 'FACTS_CHANGED'] : [],
         ),
       csv: async (filter, now) => queueCsv(await listQueue(db, filter, now, sla, 100_000, null), now),
       decide: async (id, decision, note, username, now) => {
-        await decideIllegalTransition(db, { id, decision, note, by: username, now });
+        await decideException(db, { id, decision, note, by: username, now });
       },
     },
 

@@ -576,7 +576,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     // ---------------------------------------------------------------- 1. traffic, every creation's intent recorded
     const entitiesNow = () =>
       deps.engine.deposits.size + deps.engine.cashouts.size + deps.engine.refunds.size;
-    const client = createProviderClient(account, { retries: 3, timeoutMs: 2_000 });
+    // The merchant's client. A creation whose every try times out ends with an unknown outcome although
+    // the provider created the entity: the ledger cannot know that entity until it moves (no id to poll,
+    // no notification yet), and a catch-up holds the clock, so it would wait for ever. With 2 s (four tries)
+    // the first second's burst of creations on the shared machine at load 17 ended so 17 times (CI size,
+    // timed out at the hour-6 catch-up): the merchant waits 10 s a try, as a merchant would; hanging calls
+    // still cost it a try and are still retried.
+    const client = createProviderClient(account, { retries: 3, timeoutMs: 10_000 });
     // Intent publishes that failed or are still waiting: a catch-up that times out says so (a creation whose
     // intent was lost is never polled, and one that moves no more gets no webhook either).
     const intentPublishes = { failed: 0, waiting: 0, lastError: '' };

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decideIllegalTransition } from '../../src/db/decisions.ts';
+import { decideException } from '../../src/db/decisions.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
@@ -57,7 +57,7 @@ describe('deciding an illegal transition', () => {
     await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
     expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
     const ex = await illegalOf(a);
-    const result = await decideIllegalTransition(t.db, {
+    const result = await decideException(t.db, {
       id: ex.id,
       decision: 'accept-provider',
       by: 'ana',
@@ -100,7 +100,7 @@ describe('deciding an illegal transition', () => {
     await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
     const before = await balanceMap(a);
     const ex = await illegalOf(a);
-    const result = await decideIllegalTransition(t.db, {
+    const result = await decideException(t.db, {
       id: ex.id,
       decision: 'keep-ledger',
       by: 'bea',
@@ -137,11 +137,90 @@ describe('deciding an illegal transition', () => {
     await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
     const ex = await illegalOf(a);
     const decide = (id: string, note = 'why') =>
-      decideIllegalTransition(t.db, { id, decision: 'keep-ledger', by: 'ana', note });
+      decideException(t.db, { id, decision: 'keep-ledger', by: 'ana', note });
     await expect(decide('999999999')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(decide(ex.id, '  ')).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
     await decide(ex.id);
     await expect(decide(ex.id)).rejects.toMatchObject({ code: 'CONFLICT' });
+  });
+});
+
+const factsOf = (account: string) =>
+  t.db
+    .selectFrom('exceptions')
+    .selectAll()
+    .where('merchant_account', '=', account)
+    .where('type', '=', 'FACTS_CHANGED')
+    .executeTakeFirstOrThrow();
+
+describe('deciding a FACTS_CHANGED exception', () => {
+  it("accepting the provider's new facts unfreezes the entity and rebooks it consistently, saying who and why", async () => {
+    const a = 'facts-accept';
+    // Completed in BRL, then read as completed in MXN for another amount: frozen on the BRL booking.
+    await apply([dep(a, 'COMPLETED', 1)]);
+    await apply([{ ...dep(a, 'COMPLETED', 2), currency: 'MXN', amount: 25_000n }]);
+    expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
+    const ex = await factsOf(a);
+    const result = await decideException(t.db, {
+      id: ex.id,
+      decision: 'accept-provider',
+      by: 'ana',
+      note: 'the provider corrected the currency; confirmed by its support',
+    });
+    expect(result.entriesBooked).toBeGreaterThan(0);
+    // The BRL booking reversed, the MXN one booked; the ledger verifies.
+    expect(await balanceMap(a)).toEqual({ 'available/MXN': '25000', 'deposits/MXN': '-25000' });
+    await expectVerified();
+    const entries = await t.db
+      .selectFrom('journal_entries')
+      .select(['memo'])
+      .where('merchant_account', '=', a)
+      .where('memo', 'is not', null)
+      .execute();
+    expect(entries.length).toBeGreaterThan(0);
+    for (const e of entries) {
+      expect(e.memo).toMatchObject({ decision: 'accept-provider', by: 'ana', exceptionId: ex.id });
+    }
+    const resolved = await factsOf(a);
+    expect(resolved).toMatchObject({ state: 'resolved', resolved_by: 'ana' });
+    expect(resolved.resolution_note).toContain("accepted the provider's facts");
+    expect((await eventsOf(ex.id)).map((e) => e.to_state)).toContain('resolved');
+    // Polling resumes; the same MXN reading again changes nothing and raises nothing.
+    const mirror = await t.db
+      .selectFrom('mirrors')
+      .select(['next_poll_at', 'currency'])
+      .where('merchant_account', '=', a)
+      .executeTakeFirstOrThrow();
+    expect(mirror.currency).toBe('MXN');
+    await apply([{ ...dep(a, 'COMPLETED', 3), currency: 'MXN', amount: 25_000n }]);
+    expect(await balanceMap(a)).toEqual({ 'available/MXN': '25000', 'deposits/MXN': '-25000' });
+    expect(await factsOf(a)).toMatchObject({ state: 'resolved' });
+    await expectVerified();
+  });
+
+  it("keeping the ledger's facts leaves the bookings and the freeze, and resolves the exception", async () => {
+    const a = 'facts-keep';
+    await apply([dep(a, 'COMPLETED', 1)]);
+    await apply([{ ...dep(a, 'COMPLETED', 2), currency: 'MXN' }]);
+    const before = await balanceMap(a);
+    expect(before).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
+    const ex = await factsOf(a);
+    const result = await decideException(t.db, {
+      id: ex.id,
+      decision: 'keep-ledger',
+      by: 'rui',
+      note: 'a provider bug; its support will fix the reading',
+    });
+    expect(result.entriesBooked).toBe(0);
+    expect(await balanceMap(a)).toEqual(before);
+    const resolved = await factsOf(a);
+    expect(resolved).toMatchObject({ state: 'resolved', resolved_by: 'rui' });
+    expect(resolved.resolution_note).toContain("kept the ledger's facts");
+    // The same changed reading again does not reopen it.
+    await apply([{ ...dep(a, 'COMPLETED', 3), currency: 'MXN' }]);
+    expect(await factsOf(a)).toMatchObject({ state: 'resolved' });
+    expect(await balanceMap(a)).toEqual(before);
+    await expectVerified();
   });
 });
 
@@ -211,7 +290,7 @@ describe('payrecon exception decide', () => {
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
     expect(ok.stdout).toBe(
-      `exception ${ex.id} resolved: accepted the provider's status PENDING (was COMPLETED), 1 entries booked\n`,
+      `exception ${ex.id} resolved: accepted the provider's status PENDING (ledger had COMPLETED), 1 entries booked\n`,
     );
     expect((await illegalOf(a)).decision).toMatchObject({ decision: 'accept-provider', by: 'cli-user' });
     const again = await payrecon(['exception', 'decide', ex.id, '--keep-ledger', '--note', 'x', '--by', 'u']);
