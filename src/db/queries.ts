@@ -101,7 +101,11 @@ export interface MovementRow {
   entries: number;
 }
 
-/** Postings booked in [from, to), grouped by effect, direction and account. */
+/**
+ * Postings booked in [from, to), grouped by effect, direction and account: per ledger account, a range of
+ * its account-and-time index (`postings_account_ix`), so the cost follows the period, not the history
+ * (a filter on `created_at` alone walked the whole index).
+ */
 export async function movements(
   db: Db,
   from: Date,
@@ -118,13 +122,16 @@ export async function movements(
     amount: string;
     entries: number;
   }>`
-    SELECT p.merchant_account, p.currency, p.book, e.effect, e.direction, p.account, sum(p.amount)::text AS amount,
-      count(DISTINCT e.id)::int AS entries
-    FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-    WHERE p.created_at >= ${from} AND p.created_at < ${to}
-      AND (${merchantAccount ?? null}::text IS NULL OR p.merchant_account = ${merchantAccount ?? null})
-    GROUP BY p.merchant_account, p.currency, p.book, e.effect, e.direction, p.account
-    ORDER BY p.merchant_account, p.currency, p.book, e.effect, e.direction DESC, p.account`.execute(db);
+    SELECT a.merchant_account, a.currency, a.book, m.effect, m.direction, a.name AS account, m.amount, m.entries
+    FROM ledger_accounts a
+    CROSS JOIN LATERAL (
+      SELECT e.effect, e.direction, sum(p.amount)::text AS amount, count(DISTINCT e.id)::int AS entries
+      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+      WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
+        AND p.account = a.name AND p.created_at >= ${from} AND p.created_at < ${to}
+      GROUP BY e.effect, e.direction) m
+    WHERE (${merchantAccount ?? null}::text IS NULL OR a.merchant_account = ${merchantAccount ?? null})
+    ORDER BY a.merchant_account, a.currency, a.book, m.effect, m.direction DESC, a.name`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,
     currency: r.currency,
