@@ -24,13 +24,12 @@ import {
   type Session,
   type WebUser,
 } from './auth.ts';
+import { type BalanceServices, balanceRoutes } from './balance-routes.ts';
 import { type CloseServices, closeRoutes } from './close-routes.ts';
 import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
 import {
-  type BalanceView,
-  balancesPage,
   errorPage,
   loginPage,
   type PageContext,
@@ -72,9 +71,7 @@ export interface WebServices {
   exceptions: ExceptionServices;
   /** The month close (src/web/close-routes.ts); absent: no close pages. */
   closes?: CloseServices;
-  balances: {
-    list(at: Date): Promise<BalanceView[]>;
-  };
+  balances: BalanceServices;
 }
 
 export interface WebOptions {
@@ -257,6 +254,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   const kit: PageKit = { base, now, logger: options.logger, users, ctx, send, problem, refuseUnless };
   exceptionRoutes(app, kit, services.exceptions);
   if (services.closes) closeRoutes(app, kit, services.closes);
+  balanceRoutes(app, kit, services.balances);
 
   const renderLogin = (reply: FastifyReply, error: string | null, username = '', status = 200) => {
     const nonce = randomId();
@@ -405,11 +403,6 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       },
     );
   }
-
-  app.get('/balances', async (request, reply) => {
-    const at = now();
-    return send(reply, balancesPage(ctx(request), await services.balances.list(at), at));
-  });
 }
 
 /** A stand-alone fastify app serving only the page (for `payrecon web` and tests). */

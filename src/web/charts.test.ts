@@ -176,7 +176,7 @@ describe('chartTable', () => {
       '<th scope="row">&lt;z&gt;</th><td class="num neg">-0.01</td><td class="num"></td>',
     );
     expect(chartFigure(lineChart(spec({})), spec({})).value).toMatch(
-      /^<figure class="chart-figure"><svg[\s\S]*<details><summary>/,
+      /^<figure class="chart-figure"><figcaption>Title<\/figcaption><svg[\s\S]*<details><summary>/,
     );
   });
 });

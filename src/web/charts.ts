@@ -31,6 +31,20 @@ export interface ChartSpec {
   height?: number;
 }
 
+/** The page's rules for charts and their figures (appended to the page's style sheet, src/web/views.ts). */
+export const CHART_CSS = `
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:1rem;margin:.5rem 0 1rem}
+figure.chart-figure{margin:0;background:#fff;padding:.5rem;box-shadow:0 1px 2px #0001;min-width:0}
+svg.chart{display:block;max-width:100%;height:auto}
+figure.chart-figure figcaption{font-weight:600;font-size:.95rem;margin:0 0 .2rem .3rem}
+figure.chart-figure details{margin-top:.3rem;font-size:.85rem}
+figure.chart-figure summary{cursor:pointer;color:#2456c7}
+table.chart-table caption{text-align:left;font-weight:600;padding:.3rem 0}
+td.move{font-size:.9rem}td.move .muted{font-size:.75rem;white-space:nowrap}
+th.group{text-align:center;border-left:1px solid #d5dae2}
+th.num.wrap{white-space:normal;min-width:5.5rem}
+`;
+
 /** Colour-blind-safe palette (Okabe-Ito, with blue first). */
 export const PALETTE = [
   '#0072b2',
@@ -281,7 +295,7 @@ export function chartTable(spec: ChartSpec, options: { total?: boolean; caption?
   }</tbody></table>`;
 }
 
-/** A chart with its table behind a disclosure: what the page puts in a figure. */
+/** A chart under its visible title, with its table behind a disclosure: what the page puts in a figure. */
 export function chartFigure(chart: SafeHtml, spec: ChartSpec, options: { total?: boolean } = {}): SafeHtml {
-  return html`<figure class="chart-figure">${chart}<details><summary>Figures as a table</summary>${chartTable(spec, options)}</details></figure>`;
+  return html`<figure class="chart-figure"><figcaption>${spec.title}</figcaption>${chart}<details><summary>Figures as a table</summary>${chartTable(spec, options)}</details></figure>`;
 }

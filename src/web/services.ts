@@ -13,14 +13,14 @@ import {
   queueAgeCounts,
 } from '../db/exception-queue.ts';
 import { exceptionTypes } from '../db/exceptions.ts';
-import { balances, inFlightCounts } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { queueCsv } from '../reports/exception-csv.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
+import { ledgerBalanceServices } from './balance-services.ts';
 import { ledgerCloseServices } from './close-services.ts';
-import type { BalanceView, ReportRunView } from './views.ts';
+import type { ReportRunView } from './views.ts';
 
 function runView(run: ReportRun): ReportRunView {
   return {
@@ -103,55 +103,6 @@ export function ledgerWebServices(
       },
     },
 
-    balances: {
-      list: async (at: Date): Promise<BalanceView[]> => {
-        // Now (the page's clock within a second of the wall clock) reads the running balances; an earlier
-        // instant the latest snapshot plus the postings since. Neither sums the history.
-        const [rows, inflight] = await Promise.all([
-          Date.now() - at.getTime() < 1_000 ? balances(db) : balances(db, { at }),
-          inFlightCounts(db),
-        ]);
-        const views = new Map<string, BalanceView>();
-        const view = (account: string, currency: string, book: string): BalanceView => {
-          const key = `${account}|${currency}|${book}`;
-          let v = views.get(key);
-          if (!v) {
-            v = {
-              account,
-              currency,
-              book,
-              available: 0n,
-              reserved: 0n,
-              inFlightCashouts: 0,
-              inFlightRefunds: 0,
-            };
-            views.set(key, v);
-          }
-          return v;
-        };
-        for (const b of rows) {
-          if (b.book === 'live' && b.account === 'available')
-            view(b.merchantAccount, b.currency, 'live').available = b.balance;
-          if (b.book === 'live' && b.account === 'reserved')
-            view(b.merchantAccount, b.currency, 'live').reserved = b.balance;
-          if (b.book === 'test' && b.account === 'test_available')
-            view(b.merchantAccount, b.currency, 'test').available = b.balance;
-          if (b.book === 'test' && b.account === 'test_reserved')
-            view(b.merchantAccount, b.currency, 'test').reserved = b.balance;
-        }
-        for (const r of inflight) {
-          if (r.cashouts === 0 && r.refunds === 0) continue;
-          const v = view(r.merchantAccount, r.currency, r.test ? 'test' : 'live');
-          v.inFlightCashouts = r.cashouts;
-          v.inFlightRefunds = r.refunds;
-        }
-        return [...views.values()].sort(
-          (a, b) =>
-            a.account.localeCompare(b.account) ||
-            a.currency.localeCompare(b.currency) ||
-            a.book.localeCompare(b.book),
-        );
-      },
-    },
+    balances: ledgerBalanceServices(db),
   };
 }

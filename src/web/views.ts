@@ -7,6 +7,7 @@ import type { PaymentDetail, PaymentRow } from '../db/api-queries.ts';
 import type { Minor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
 import type { WebRole } from '../domain/roles.ts';
+import { CHART_CSS } from './charts.ts';
 import { formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 
 export const STYLE_CSS = `
@@ -55,7 +56,7 @@ header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;col
 main{overflow-x:auto}
 .mark{display:inline-block;padding:0 .4rem;border-radius:9px;font-size:.75rem;background:#fde2e1;color:#8c1d18}
 .problem h1{font-size:1.6rem}
-`;
+${CHART_CSS}`;
 
 export interface PageContext {
   base: string;
@@ -233,41 +234,6 @@ ${
 }
 <p><a href="${ctx.base}/reports">Back to reports</a></p>`,
     refresh,
-  );
-}
-
-// ------------------------------------------------------------------------------------------ balances
-
-export interface BalanceView {
-  account: string;
-  currency: string;
-  book: string;
-  available: Minor;
-  reserved: Minor;
-  inFlightCashouts: number;
-  inFlightRefunds: number;
-}
-
-export function balancesPage(ctx: PageContext, rows: readonly BalanceView[], at: Date): SafeHtml {
-  return layout(
-    { ...ctx, active: 'balances' },
-    'Balances',
-    html`<h1>Balances</h1><p class="muted">As of ${formatDateTime(at, ctx.timeZone)}. Reserved is held for cashouts and refunds in flight.</p>${
-      rows.some((b) => b.available < 0n)
-        ? html`<p class="notice" id="negative-available">A negative available means more was reserved for cashouts and refunds (taken from available when requested) than deposits have credited so far; it turns positive as the day's deposits are credited or the payouts are released.</p>`
-        : ''
-    }
-<table><thead><tr><th>Account</th><th>Currency</th><th>Book</th><th class="num">Available</th><th class="num">Reserved</th><th class="num">Cashouts in flight</th><th class="num">Refunds in flight</th></tr></thead>
-<tbody>${
-      rows.length
-        ? rows.map(
-            (
-              b,
-            ) => html`<tr><td>${b.account}</td><td>${b.currency}</td><td>${b.book}</td>${money(b.available)}${money(b.reserved)}
-<td class="num">${b.inFlightCashouts}</td><td class="num">${b.inFlightRefunds}</td></tr>`,
-          )
-        : html`<tr><td colspan="7" class="muted">No balances yet.</td></tr>`
-    }</tbody></table>`,
   );
 }
 

@@ -1,0 +1,71 @@
+/**
+ * The balances page's route (issue 18 point 4), registered by `webRoutes` (src/web/app.ts) on its own
+ * encapsulated instance: sign-in, CSRF and the error pages apply as to every page. The periods are the
+ * page's: today and this month from local midnight in the page's time zone, the balance chart's days at
+ * UTC midnights (when the daily snapshots are taken), the volume chart's days local.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/chart-queries.ts';
+import { addDays, localDate, zonedTimeToInstant } from '../reports/period.ts';
+import { type BalanceView, balancesPage, CHART_DAYS } from './balance-views.ts';
+import type { PageKit } from './page-kit.ts';
+
+/** What the balances page reads; implemented over the ledger database by src/web/balance-services.ts. */
+export interface BalanceServices {
+  /** Available and reserved per account, currency and book as of `at`, with in-flight counts. */
+  list(at: Date): Promise<BalanceView[]>;
+  /** Postings in and out of each balance in [monthStart, at), by effect, with the part since todayStart. */
+  movements(monthStart: Date, todayStart: Date, at: Date): Promise<BalanceMovementRow[]>;
+  /** Daily snapshots of the balances at the UTC midnights in [from, to]. */
+  history(from: Date, to: Date): Promise<BalancePoint[]>;
+  /** Entities first seen in [from, to) per local day, kind, status, currency and test flag. */
+  volumes(from: Date, to: Date, timeZone: string): Promise<VolumeRow[]>;
+  /** Unresolved exceptions per age bucket and severity at `now`. */
+  exceptionAges(now: Date): Promise<AgeBucketRow[]>;
+}
+
+const DAY_MS = 86_400_000;
+
+export function balanceRoutes(app: FastifyInstance, kit: PageKit, services: BalanceServices): void {
+  app.get<{ Querystring: { days?: string; currency?: string } }>('/balances', async (request, reply) => {
+    const ctx = kit.ctx(request);
+    const at = kit.now();
+    const tz = ctx.timeZone;
+    const wanted = Number(request.query.days);
+    const days = CHART_DAYS.find((d) => d === wanted) ?? 30;
+    const today = localDate(at, tz);
+    const todayStart = zonedTimeToInstant(today, '00:00', tz);
+    const monthStart = zonedTimeToInstant(`${today.slice(0, 8)}01`, '00:00', tz);
+    const utcMidnight = Math.floor(at.getTime() / DAY_MS) * DAY_MS;
+    const historyDays = Array.from(
+      { length: days },
+      (_, i) => new Date(utcMidnight - (days - 1 - i) * DAY_MS),
+    );
+    const volumeDays = Array.from({ length: days }, (_, i) => addDays(today, i - (days - 1)));
+    const [balances, movements, history, volumes, exceptionAges] = await Promise.all([
+      services.list(at),
+      services.movements(monthStart, todayStart, at),
+      services.history(historyDays[0] ?? at, at),
+      services.volumes(zonedTimeToInstant(volumeDays[0] ?? today, '00:00', tz), at, tz),
+      services.exceptionAges(at),
+    ]);
+    const currencies = [...new Set(balances.map((b) => b.currency))].sort();
+    const currency = currencies.find((c) => c === request.query.currency) ?? currencies[0] ?? null;
+    return kit.send(
+      reply,
+      balancesPage(ctx, {
+        at,
+        balances,
+        movements,
+        history,
+        historyDays,
+        volumes,
+        volumeDays,
+        currency,
+        currencies,
+        days,
+        exceptionAges,
+      }),
+    );
+  });
+}

@@ -1,0 +1,69 @@
+/**
+ * The balances page's services over the ledger database (src/db); no SQL here. A balance now is the
+ * running balance kept by the postings' trigger, an earlier one the latest daily snapshot plus the
+ * postings since (`balances`, src/db/queries.ts): nothing here sums all of history.
+ */
+import {
+  BALANCE_ACCOUNTS,
+  balanceHistory,
+  balanceMovements,
+  dailyVolumes,
+  openExceptionsByAge,
+} from '../db/chart-queries.ts';
+import { balances, inFlightCounts } from '../db/queries.ts';
+import type { Db } from '../db/schema.ts';
+import type { BalanceServices } from './balance-routes.ts';
+import type { BalanceView } from './balance-views.ts';
+
+export function ledgerBalanceServices(db: Db): BalanceServices {
+  return {
+    list: async (at) => {
+      // Now (the page's clock within a second of the wall clock) reads the running balances; an earlier
+      // instant the latest snapshot plus the postings since. Neither sums the history.
+      const [rows, inflight] = await Promise.all([
+        Date.now() - at.getTime() < 1_000 ? balances(db) : balances(db, { at }),
+        inFlightCounts(db),
+      ]);
+      const views = new Map<string, BalanceView>();
+      const view = (account: string, currency: string, book: string): BalanceView => {
+        const key = `${account}|${currency}|${book}`;
+        let v = views.get(key);
+        if (!v) {
+          v = {
+            account,
+            currency,
+            book,
+            available: 0n,
+            reserved: 0n,
+            inFlightCashouts: 0,
+            inFlightRefunds: 0,
+          };
+          views.set(key, v);
+        }
+        return v;
+      };
+      for (const b of rows) {
+        if (b.book === 'crypto') continue;
+        const names = BALANCE_ACCOUNTS[b.book];
+        if (b.account === names.available) view(b.merchantAccount, b.currency, b.book).available = b.balance;
+        if (b.account === names.reserved) view(b.merchantAccount, b.currency, b.book).reserved = b.balance;
+      }
+      for (const r of inflight) {
+        if (r.cashouts === 0 && r.refunds === 0) continue;
+        const v = view(r.merchantAccount, r.currency, r.test ? 'test' : 'live');
+        v.inFlightCashouts = r.cashouts;
+        v.inFlightRefunds = r.refunds;
+      }
+      return [...views.values()].sort(
+        (a, b) =>
+          a.account.localeCompare(b.account) ||
+          a.currency.localeCompare(b.currency) ||
+          a.book.localeCompare(b.book),
+      );
+    },
+    movements: (monthStart, todayStart, at) => balanceMovements(db, monthStart, todayStart, at),
+    history: (from, to) => balanceHistory(db, from, to),
+    volumes: (from, to, timeZone) => dailyVolumes(db, from, to, timeZone),
+    exceptionAges: (now) => openExceptionsByAge(db, now),
+  };
+}

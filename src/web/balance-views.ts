@@ -1,0 +1,293 @@
+/**
+ * The balances page (issue 18 point 4): each balance with today's and this month's movements beside it,
+ * the movements by effect, and charts that answer at a glance (available and reserved over time, daily
+ * volumes by kind and status, open exceptions by age). Routes in src/web/balance-routes.ts; the SVG
+ * renderer in src/web/charts.ts; the layout in views.ts.
+ */
+import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/chart-queries.ts';
+import { NO_STATUS } from '../db/chart-queries.ts';
+import { AGE_BUCKETS } from '../domain/exception-queue.ts';
+import type { Minor } from '../domain/money.ts';
+import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
+import { type ChartSeries, type ChartSpec, chartFigure, lineChart, stackedBarChart } from './charts.ts';
+import { formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
+import { layout, type PageContext } from './views.ts';
+
+export interface BalanceView {
+  account: string;
+  currency: string;
+  book: string;
+  available: Minor;
+  reserved: Minor;
+  inFlightCashouts: number;
+  inFlightRefunds: number;
+}
+
+/** Everything the page shows, read by the route (src/web/balance-routes.ts). */
+export interface BalancesPageData {
+  at: Date;
+  balances: readonly BalanceView[];
+  /** Postings in and out of each balance account since the month's and today's local midnight. */
+  movements: readonly BalanceMovementRow[];
+  /** Daily snapshots over the chart's days (UTC midnights). */
+  history: readonly BalancePoint[];
+  /** UTC midnights of the balance chart, oldest first (the current balance follows as "now"). */
+  historyDays: readonly Date[];
+  volumes: readonly VolumeRow[];
+  /** Local dates of the volume charts, oldest first. */
+  volumeDays: readonly string[];
+  /** The currency whose amounts the volume charts show, and the others to choose from. */
+  currency: string | null;
+  currencies: readonly string[];
+  days: number;
+  exceptionAges: readonly AgeBucketRow[];
+}
+
+/** The chart periods offered (days back, today included). */
+export const CHART_DAYS = [7, 30, 90] as const;
+
+const KIND_LABEL: Record<EntityKind, string> = {
+  deposit: 'Deposits',
+  cashout: 'Cashouts',
+  refund: 'Refunds',
+};
+
+/**
+ * Volume segments: each final status its own (in the order people read an outcome), the statuses still
+ * moving together as "in progress", and entities the provider has given no status for.
+ */
+const STATUS_GROUPS: readonly { name: string; color: string; statuses: readonly string[] | null }[] = [
+  { name: 'completed', color: '#009e73', statuses: ['COMPLETED'] },
+  { name: 'early released', color: '#56b4e9', statuses: ['EARLY_RELEASED'] },
+  { name: 'in progress', color: '#0072b2', statuses: null },
+  { name: 'cancelled', color: '#999999', statuses: ['CANCELLED'] },
+  { name: 'expired', color: '#e69f00', statuses: ['EXPIRED'] },
+  { name: 'declined', color: '#6b4e00', statuses: ['DECLINED'] },
+  { name: 'rejected', color: '#d55e00', statuses: ['REJECTED'] },
+  { name: 'no status', color: '#cc79a7', statuses: [NO_STATUS] },
+];
+
+function statusGroup(status: string): string {
+  const group = STATUS_GROUPS.find((g) => g.statuses?.includes(status)) ?? STATUS_GROUPS[2];
+  return group?.name ?? 'in progress';
+}
+
+const SEVERITY_COLORS: Record<string, string> = {
+  critical: '#b3261e',
+  high: '#d55e00',
+  medium: '#e69f00',
+  low: '#56b4e9',
+  info: '#999999',
+};
+
+const count = (v: bigint): string => v.toLocaleString('en-US');
+
+/** A signed amount: `+1,234.00`, `-56.78`, `0.00`. */
+const signed = (v: Minor): string => (v > 0n ? `+${formatMoney(v)}` : formatMoney(v));
+
+interface Flow {
+  in: Minor;
+  out: Minor;
+}
+const emptyFlow = (): Flow => ({ in: 0n, out: 0n });
+
+/** A movement cell: the net with a sign, and what went in and out beneath it. */
+function flowCell(flow: Flow, label: string): SafeHtml {
+  const net = flow.in + flow.out;
+  return html`<td class="num move${net < 0n ? ' neg' : ''}" aria-label="${label}: net ${signed(net)}, in ${formatMoney(flow.in)}, out ${formatMoney(-flow.out)}">${signed(net)}<div class="muted">in ${formatMoney(flow.in)}</div><div class="muted">out ${formatMoney(-flow.out)}</div></td>`;
+}
+
+function balanceCell(minor: Minor): SafeHtml {
+  return html`<td class="num${minor < 0n ? ' neg' : ''}">${formatMoney(minor)}</td>`;
+}
+
+const balanceKey = (account: string, currency: string, book: string) => `${account}|${currency}|${book}`;
+
+/** Which side of a balance a ledger account is (available or reserved), whatever the book. */
+const side = (account: string): 'available' | 'reserved' =>
+  account.endsWith('reserved') ? 'reserved' : 'available';
+
+function flows(movements: readonly BalanceMovementRow[]) {
+  const map = new Map<
+    string,
+    { available: { today: Flow; month: Flow }; reserved: { today: Flow; month: Flow } }
+  >();
+  for (const m of movements) {
+    const key = balanceKey(m.merchantAccount, m.currency, m.book);
+    let f = map.get(key);
+    if (!f) {
+      f = {
+        available: { today: emptyFlow(), month: emptyFlow() },
+        reserved: { today: emptyFlow(), month: emptyFlow() },
+      };
+      map.set(key, f);
+    }
+    const s = f[side(m.account)];
+    s.today.in += m.todayIn;
+    s.today.out += m.todayOut;
+    s.month.in += m.monthIn;
+    s.month.out += m.monthOut;
+  }
+  return map;
+}
+
+function balancesTable(ctx: PageContext, data: BalancesPageData): SafeHtml {
+  const byBalance = flows(data.movements);
+  return html`<table id="balances"><thead>
+<tr><th rowspan="2">Account</th><th rowspan="2">Currency</th><th rowspan="2">Book</th><th colspan="3" class="group">Available</th><th colspan="3" class="group">Reserved</th><th rowspan="2" class="num wrap">Cashouts in flight</th><th rowspan="2" class="num wrap">Refunds in flight</th></tr>
+<tr><th class="num">Balance</th><th class="num">Today</th><th class="num">This month</th><th class="num">Balance</th><th class="num">Today</th><th class="num">This month</th></tr></thead>
+<tbody>${
+    data.balances.length
+      ? data.balances.map((b) => {
+          const f = byBalance.get(balanceKey(b.account, b.currency, b.book));
+          const name = `${b.account} ${b.currency} ${b.book}`;
+          return html`<tr data-balance="${balanceKey(b.account, b.currency, b.book)}"><td>${b.account}</td><td>${b.currency}</td><td>${b.book}</td>${balanceCell(b.available)}${flowCell(f?.available.today ?? emptyFlow(), `${name} available today`)}${flowCell(f?.available.month ?? emptyFlow(), `${name} available this month`)}${balanceCell(b.reserved)}${flowCell(f?.reserved.today ?? emptyFlow(), `${name} reserved today`)}${flowCell(f?.reserved.month ?? emptyFlow(), `${name} reserved this month`)}<td class="num">${b.inFlightCashouts}</td><td class="num">${b.inFlightRefunds}</td></tr>`;
+        })
+      : html`<tr><td colspan="11" class="muted">No balances yet.</td></tr>`
+  }</tbody></table>
+<p class="muted">Today and this month run from local midnight in ${ctx.timeZone}; each shows the net change, and beneath it what went in and out.</p>`;
+}
+
+/** The movements behind the table, by effect (a reversal on its own line). */
+function movementsTable(data: BalancesPageData): SafeHtml {
+  const net = (a: Minor, b: Minor) => a + b;
+  return html`<details id="movements-by-effect"><summary>Movements by effect</summary>
+<table><thead><tr><th>Account</th><th>Currency</th><th>Book</th><th>Balance</th><th>Effect</th><th class="num">Today</th><th class="num">This month</th></tr></thead><tbody>${
+    data.movements.length
+      ? data.movements.map(
+          (m) =>
+            html`<tr><td>${m.merchantAccount}</td><td>${m.currency}</td><td>${m.book}</td><td>${side(m.account)}</td><td>${m.effect}${m.direction < 0 ? ' (reversal)' : ''}</td><td class="num">${signed(net(m.todayIn, m.todayOut))}</td><td class="num">${signed(net(m.monthIn, m.monthOut))}</td></tr>`,
+        )
+      : html`<tr><td colspan="7" class="muted">Nothing moved this month.</td></tr>`
+  }</tbody></table></details>`;
+}
+
+const shortDate = (iso: string): string => iso.slice(5);
+
+/** One line chart per live balance: available and reserved at each UTC midnight, then now. */
+function balanceCharts(data: BalancesPageData): SafeHtml[] {
+  const labels = [...data.historyDays.map((d) => shortDate(d.toISOString().slice(0, 10))), 'now'];
+  const index = new Map(data.historyDays.map((d, i) => [d.getTime(), i]));
+  return data.balances
+    .filter((b) => b.book === 'live')
+    .map((b) => {
+      const values = {
+        available: labels.map((): bigint | null => null),
+        reserved: labels.map((): bigint | null => null),
+      };
+      for (const p of data.history) {
+        if (p.merchantAccount !== b.account || p.currency !== b.currency || p.book !== b.book) continue;
+        const i = index.get(p.at.getTime());
+        if (i !== undefined) values[side(p.account)][i] = p.balance;
+      }
+      values.available[labels.length - 1] = b.available;
+      values.reserved[labels.length - 1] = b.reserved;
+      const spec: ChartSpec = {
+        id: `balance-${b.account}-${b.currency}`,
+        title: `${b.account} ${b.currency}: available and reserved`,
+        desc: `Balances at 00:00 UTC on each of the last ${data.days} days, then now. A day without a point has no snapshot yet.`,
+        labels,
+        series: [
+          { name: 'available', values: values.available, color: '#0072b2' },
+          { name: 'reserved', values: values.reserved, color: '#e69f00' },
+        ],
+        format: formatMoney,
+        width: 600,
+      };
+      return chartFigure(lineChart(spec), spec);
+    });
+}
+
+/** Per kind: a count chart (all currencies) and an amount chart (the chosen currency), stacked by status. */
+function volumeCharts(data: BalancesPageData): SafeHtml[] {
+  const live = data.volumes.filter((v) => !v.test);
+  const dayIndex = new Map(data.volumeDays.map((d, i) => [d, i]));
+  const labels = data.volumeDays.map(shortDate);
+  return ENTITY_KINDS.flatMap((kind) => {
+    const series = (pick: (v: VolumeRow) => bigint | null): ChartSeries[] =>
+      STATUS_GROUPS.map((g) => {
+        const values = labels.map((): bigint | null => null);
+        for (const v of live) {
+          if (v.kind !== kind || statusGroup(v.status) !== g.name) continue;
+          const i = dayIndex.get(v.day);
+          const x = pick(v);
+          if (i === undefined || x === null) continue;
+          values[i] = (values[i] ?? 0n) + x;
+        }
+        return { name: g.name, values, color: g.color };
+      }).filter((s) => s.values.some((v) => v !== null));
+    const counts: ChartSpec = {
+      id: `volume-count-${kind}`,
+      title: `${KIND_LABEL[kind]} per day: count by status`,
+      desc: `Live ${kind}s first seen on each local day of the last ${data.days} days, by current status, all currencies.`,
+      labels,
+      series: series((v) => BigInt(v.count)),
+      format: count,
+      width: 600,
+    };
+    const amounts: ChartSpec = {
+      id: `volume-amount-${kind}`,
+      title: `${KIND_LABEL[kind]} per day: ${data.currency ?? ''} amount by status`,
+      desc: `Gross amounts in ${data.currency ?? 'no currency'} of live ${kind}s first seen on each local day of the last ${data.days} days, by current status.`,
+      labels,
+      series: series((v) => (v.currency === data.currency ? v.amount : null)),
+      format: formatMoney,
+      width: 600,
+    };
+    return [
+      chartFigure(stackedBarChart(counts), counts, { total: true }),
+      chartFigure(stackedBarChart(amounts), amounts, { total: true }),
+    ];
+  });
+}
+
+function exceptionChart(data: BalancesPageData): SafeHtml {
+  const severities = [...new Set(data.exceptionAges.map((r) => r.severity))].sort(
+    (a, b) =>
+      Object.keys(SEVERITY_COLORS).indexOf(a) - Object.keys(SEVERITY_COLORS).indexOf(b) || a.localeCompare(b),
+  );
+  const spec: ChartSpec = {
+    id: 'exceptions-by-age',
+    title: 'Open exceptions by age',
+    desc: 'Exceptions not resolved, by time since first seen and by severity.',
+    labels: AGE_BUCKETS.map((b) => b.label),
+    series: severities.map((severity) => ({
+      name: severity,
+      color: SEVERITY_COLORS[severity] ?? '#000000',
+      values: AGE_BUCKETS.map((b) => {
+        const row = data.exceptionAges.find((r) => r.bucket === b.key && r.severity === severity);
+        return row ? BigInt(row.count) : null;
+      }),
+    })),
+    format: count,
+    width: 600,
+  };
+  return chartFigure(stackedBarChart(spec), spec, { total: true });
+}
+
+export function balancesPage(ctx: PageContext, data: BalancesPageData): SafeHtml {
+  const opt = (value: string | number, label: string, selected: boolean) =>
+    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
+  return layout(
+    { ...ctx, active: 'balances' },
+    'Balances',
+    html`<h1>Balances</h1><p class="muted">As of ${formatDateTime(data.at, ctx.timeZone)}. Reserved is held for cashouts and refunds in flight.</p>${
+      data.balances.some((b) => b.available < 0n)
+        ? html`<p class="notice" id="negative-available">A negative available means more was reserved for cashouts and refunds (taken from available when requested) than deposits have credited so far; it turns positive as the day's deposits are credited or the payouts are released.</p>`
+        : ''
+    }
+${balancesTable(ctx, data)}
+${movementsTable(data)}
+<h2 id="charts">At a glance</h2>
+<form class="inline" method="get" action="${ctx.base}/balances">
+<label>Days<select name="days">${CHART_DAYS.map((d) => opt(d, `last ${d} days`, d === data.days))}</select></label>
+<label>Amounts in<select name="currency">${data.currencies.map((c) => opt(c, c, c === data.currency))}</select></label>
+<button type="submit">Show</button></form>
+<h2>Available and reserved over time</h2>
+<div class="charts">${balanceCharts(data)}</div>
+<h2>Daily volumes</h2>
+<div class="charts">${volumeCharts(data)}</div>
+<h2>Open exceptions by age</h2>
+<div class="charts">${exceptionChart(data)}</div>`,
+  );
+}

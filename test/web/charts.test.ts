@@ -1,0 +1,222 @@
+/**
+ * The balances page's charts in Chromium at 1280x900 (issue 18 point 4): traffic fed through the ledger
+ * service (the report scenario plus a few dozen deposits and cashouts), then spread over the last twelve
+ * days by back-dating its entries, postings and sightings (the immutability triggers lifted for that one
+ * update in this throwaway database) and the daily snapshots taken. The page must show each balance's
+ * movements today and this month, a line chart per live balance, count and amount charts per kind, the
+ * exceptions by age, each SVG with its accessible name and a table of its figures, and nothing wider
+ * than the window. Screenshots under test-output/web/charts.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import type { Intent, Observation } from '../../src/domain/observation.ts';
+import { ReportRunner } from '../../src/reports/runs.ts';
+import { ensureReportSchema } from '../../src/reports/schema.ts';
+import { buildWebApp } from '../../src/web/app.ts';
+import { hashPassword } from '../../src/web/auth.ts';
+import { ledgerWebServices } from '../../src/web/services.ts';
+import { intent, obs } from '../db/fixtures.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
+  throw new Error(
+    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
+  );
+}
+if (!haveChromium)
+  console.warn(`skipping the charts test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+
+const OUT = join(process.cwd(), 'test-output', 'web', 'charts');
+const PASSWORD = 'charts page pass phrase';
+const DEPOSIT_STATUSES = ['COMPLETED', 'COMPLETED', 'COMPLETED', 'EXPIRED', 'CANCELLED', 'PENDING'];
+
+/** Deposits 5000..5047 and cashouts 6000..6015 in a few statuses; two currencies. */
+async function traffic(t: TestDatabase): Promise<void> {
+  const intents: Intent[] = [];
+  const observations: Observation[] = [];
+  for (let i = 0; i < 48; i++) {
+    const id = String(5000 + i);
+    const currency = i % 8 === 7 ? 'USD' : 'BRL';
+    const amount = BigInt(10_000 + ((i * 7_919) % 90_000));
+    intents.push(intent('deposit', id, amount, { currency }));
+    observations.push(
+      obs('deposit', id, DEPOSIT_STATUSES[i % DEPOSIT_STATUSES.length]!, i, {
+        currency,
+        amount,
+        feeAmount: amount / 50n,
+        feeCurrency: currency,
+      }),
+    );
+  }
+  for (let i = 0; i < 16; i++) {
+    const id = String(6000 + i);
+    intents.push(intent('cashout', id, BigInt(5_000 + i * 1_250)));
+    observations.push(
+      obs('cashout', id, i % 4 === 3 ? 'CANCELLED' : i % 4 === 2 ? 'PENDING' : 'COMPLETED', i),
+    );
+  }
+  await withLedgerTransaction(t.db, (trx) => recordIntents(trx, intents));
+  await withLedgerTransaction(t.db, (trx) => applyObservations(trx, observations));
+}
+
+/** Moves each entity's entries, postings and sightings back by (its id mod 12) days; exceptions too. */
+async function spreadOverDays(t: TestDatabase): Promise<void> {
+  await t.db.transaction().execute(async (trx) => {
+    await sql`ALTER TABLE journal_entries DISABLE TRIGGER journal_entries_immutable_trg`.execute(trx);
+    await sql`ALTER TABLE postings DISABLE TRIGGER postings_immutable_trg`.execute(trx);
+    const shift = (id: string) => sql`make_interval(days => (abs(hashtext(${sql.ref(id)})) % 12))`;
+    await sql`UPDATE postings p SET created_at = p.created_at - ${shift('e.entity_id')}
+      FROM journal_entries e WHERE e.id = p.entry_id`.execute(trx);
+    await sql`UPDATE journal_entries e SET created_at = e.created_at - ${shift('e.entity_id')}`.execute(trx);
+    await sql`UPDATE mirrors m SET first_seen_at = coalesce(m.first_seen_at, m.created_at) - ${shift('m.entity_id')}`.execute(
+      trx,
+    );
+    await sql`UPDATE exceptions x SET first_seen_at = x.first_seen_at - ${shift('x.entity_id')}`.execute(trx);
+    await sql`ALTER TABLE journal_entries ENABLE TRIGGER journal_entries_immutable_trg`.execute(trx);
+    await sql`ALTER TABLE postings ENABLE TRIGGER postings_immutable_trg`.execute(trx);
+  });
+  await takeBalanceSnapshots(t.db);
+}
+
+describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
+  let t: TestDatabase;
+  let dir: string;
+  let runner: ReportRunner;
+  let app: FastifyInstance;
+  let browser: Browser;
+  let base: string;
+  let page: Page;
+
+  beforeAll(async () => {
+    await mkdir(OUT, { recursive: true });
+    t = await createTestDatabase();
+    await ensureReportSchema(t.db);
+    await seedBefore(t.db);
+    await seedPeriod(t.db);
+    await traffic(t);
+    await spreadOverDays(t);
+    dir = await mkdtemp(join(tmpdir(), 'payrecon-charts-'));
+    runner = new ReportRunner({ db: t.db, dir, timeZone: 'UTC' });
+    app = await buildWebApp({
+      users: [{ username: 'finance', passwordHash: await hashPassword(PASSWORD) }],
+      sessionSecret: 'charts-page-secret-0123456789-abcdefghijklm',
+      timeZone: 'UTC',
+      services: ledgerWebServices(t.db, runner),
+    });
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--no-first-run',
+      ],
+    });
+    page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+    await page.goto(`${base}/login`);
+    await page.fill('input[name=username]', 'finance');
+    await page.fill('input[name=password]', PASSWORD);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${base}/reports`);
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await runner?.idle();
+    await t?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("shows each balance with today's and this month's movements beside it", async () => {
+    await page.goto(`${base}/balances`);
+    const row = page.locator('tr[data-balance="acme|BRL|live"]');
+    const cells = await row.locator('td').allTextContents();
+    expect(cells).toHaveLength(11);
+    // Each movement cell: a signed net, then what went in and out.
+    for (const i of [4, 5, 7, 8])
+      expect(cells[i]).toMatch(/^[+-]?[\d,]+\.\d\d\s*in [\d,]+\.\d\d\s*out [\d,]+\.\d\d$/);
+    // The month's available movement is the balance now minus the balance at the month's start: with all
+    // traffic in the last twelve days of a month that began earlier, or all of it this month.
+    await page.locator('#movements-by-effect summary').click();
+    await expect(page.locator('#movements-by-effect table').isVisible()).resolves.toBe(true);
+    expect(
+      await page.locator('#movements-by-effect tbody tr', { hasText: 'credit' }).count(),
+    ).toBeGreaterThan(0);
+    await page.screenshot({ path: join(OUT, 'balances-table.png') });
+  });
+
+  it('draws a line chart per live balance, volumes per kind and the exceptions by age, each accessible', async () => {
+    await page.goto(`${base}/balances?days=30&currency=BRL`);
+    const live = await page.locator('tr[data-balance$="|live"]').count();
+    expect(await page.locator('svg[data-chart=line]').count()).toBe(live);
+    // Three kinds, counts and amounts each, plus the exceptions by age.
+    expect(await page.locator('svg[data-chart=bar]').count()).toBe(7);
+    for (const svg of await page.locator('svg.chart').all()) {
+      const labelled = (await svg.getAttribute('aria-labelledby'))?.split(' ') ?? [];
+      expect(labelled).toHaveLength(2);
+      for (const id of labelled)
+        expect((await page.locator(`#${id}`).textContent())?.length).toBeGreaterThan(5);
+      const box = await svg.boundingBox();
+      expect(box?.width).toBeGreaterThan(400);
+    }
+    const brl = page.locator('svg#balance-acme-brl');
+    // Twelve days of snapshots and the current balance: points for both series.
+    expect(await brl.locator('g[data-series=available] circle').count()).toBeGreaterThanOrEqual(12);
+    await expect(
+      brl.locator('g[data-series=available] circle').last().locator('title').textContent(),
+    ).resolves.toMatch(/^available, now: -?[\d,]+\.\d\d$/);
+    const deposits = page.locator('svg#volume-count-deposit');
+    expect(await deposits.locator('rect[data-series=completed]').count()).toBeGreaterThan(3);
+    expect(await deposits.locator('rect[data-series=expired]').count()).toBeGreaterThan(0);
+    expect(await page.locator('svg#exceptions-by-age rect[data-series]').count()).toBeGreaterThan(0);
+    // Nothing wider than the window: no sideways scrolling.
+    const overflow = await page.evaluate<{ page: number; main: number }>(`(() => {
+      const main = document.querySelector('main');
+      return { page: document.documentElement.scrollWidth, main: main.scrollWidth - main.clientWidth };
+    })()`);
+    expect(overflow.page).toBeLessThanOrEqual(1280);
+    expect(overflow.main).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: join(OUT, 'balances-charts.png'), fullPage: true });
+  });
+
+  it('gives the figures of a chart as a table, with totals that match its bars', async () => {
+    await page.goto(`${base}/balances?days=30&currency=BRL`);
+    const figure = page.locator('figure', { has: page.locator('svg#volume-count-deposit') });
+    await figure.locator('summary').click();
+    const table = figure.locator('table[data-chart-table=volume-count-deposit]');
+    await expect(table.isVisible()).resolves.toBe(true);
+    const totals = (await table.locator('tbody tr td:last-child').allTextContents()).map((c) => Number(c));
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM mirrors
+      WHERE entity_kind = 'deposit' AND NOT test AND first_seen_at >= date_trunc('day', now()) - interval '29 days'`.execute(
+      t.db,
+    );
+    expect(totals.reduce((a, b) => a + b, 0)).toBe(rows[0]!.n);
+    await figure.screenshot({ path: join(OUT, 'deposit-counts-with-table.png') });
+  });
+
+  it('shows the amounts of another currency when asked', async () => {
+    await page.goto(`${base}/balances?days=7`);
+    await page.selectOption('select[name=currency]', 'USD');
+    await page.click('form.inline button[type=submit]');
+    await page.waitForURL(/currency=USD/);
+    await expect(page.locator('svg#volume-amount-deposit title').first().textContent()).resolves.toContain(
+      'USD',
+    );
+    expect(await page.locator('svg#volume-amount-deposit').getAttribute('viewBox')).toBe('0 0 600 260');
+    await page.screenshot({ path: join(OUT, 'balances-usd-7-days.png'), fullPage: true });
+  });
+});
