@@ -99,7 +99,7 @@ describe.skipIf(missing.length > 0 && !required)('workbooks printed to PDF by Li
         dir,
         ...files,
       ],
-      { encoding: 'utf8', timeout: 150_000 },
+      { encoding: 'utf8', timeout: 240_000 },
     );
     expect(convert.status, `${convert.stdout}\n${convert.stderr}`).toBe(0);
     settlementPdf = join(dir, 'settlement.pdf');
@@ -116,7 +116,7 @@ describe.skipIf(missing.length > 0 && !required)('workbooks printed to PDF by Li
     await settlement.xlsx.readFile(files[0]);
     exceptions = new ExcelJS.Workbook();
     await exceptions.xlsx.readFile(files[1]);
-  }, 240_000);
+  }, 300_000);
 
   afterAll(async () => {
     await t?.drop();

@@ -1,0 +1,142 @@
+/**
+ * Every page of the navigation at 1280x800 in Chromium, and the first page each one links into (a report
+ * run, an exception, a close, a payment): nothing scrolls sideways, neither the page nor its main area.
+ * A screenshot per page under test-output/web/nav-width.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localDate } from '../../src/reports/period.ts';
+import { ReportRunner } from '../../src/reports/runs.ts';
+import { ensureReportSchema } from '../../src/reports/schema.ts';
+import { buildWebApp } from '../../src/web/app.ts';
+import { hashPassword } from '../../src/web/auth.ts';
+import { ledgerWebServices } from '../../src/web/services.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
+  throw new Error(
+    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
+  );
+}
+if (!haveChromium)
+  console.warn(`skipping the page width test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+
+const OUT = join(process.cwd(), 'test-output', 'web', 'nav-width');
+const PASSWORD = 'nav width pass phrase';
+const TZ = 'UTC';
+
+interface Widths {
+  path: string;
+  page: number;
+  window: number;
+  main: number;
+  mainVisible: number;
+}
+
+describe.skipIf(!haveChromium)('every page at 1280x800', () => {
+  let t: TestDatabase;
+  let dir: string;
+  let runner: ReportRunner;
+  let app: FastifyInstance;
+  let browser: Browser;
+  let base: string;
+  let page: Page;
+
+  async function widths(path: string): Promise<Widths> {
+    await page.goto(`${base}${path}`);
+    // An expression, not a function: this project's TypeScript has no DOM types.
+    const w = (await page.evaluate(`({
+      page: document.documentElement.scrollWidth,
+      window: document.documentElement.clientWidth,
+      main: document.querySelector('main')?.scrollWidth ?? 0,
+      mainVisible: document.querySelector('main')?.clientWidth ?? 0,
+    })`)) as Omit<Widths, 'path'>;
+    await page.screenshot({
+      path: join(OUT, `${path.replace(/^\//, '').replace(/[^a-z0-9]+/gi, '-') || 'root'}.png`),
+      fullPage: true,
+    });
+    return { path, ...w };
+  }
+
+  beforeAll(async () => {
+    await rm(OUT, { recursive: true, force: true });
+    await mkdir(OUT, { recursive: true });
+    t = await createTestDatabase();
+    await ensureReportSchema(t.db);
+    await seedBefore(t.db);
+    await seedPeriod(t.db);
+    dir = await mkdtemp(join(tmpdir(), 'payrecon-nav-width-'));
+    runner = new ReportRunner({ db: t.db, dir, timeZone: TZ });
+    const today = localDate(new Date(), TZ);
+    const run = await runner.start(
+      { kind: 'settlement', from: today, to: today, account: null },
+      { trigger: 'demand', requestedBy: 'finance' },
+    );
+    await run?.done;
+    app = await buildWebApp({
+      users: [{ username: 'finance', passwordHash: await hashPassword(PASSWORD), role: 'controller' }],
+      sessionSecret: 'nav-width-test-secret-0123456789-abcdefgh',
+      timeZone: TZ,
+      services: ledgerWebServices(t.db, runner),
+    });
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--no-first-run',
+      ],
+    });
+    page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+    await page.goto(`${base}/login`);
+    await page.fill('input[name=username]', 'finance');
+    await page.fill('input[name=password]', PASSWORD);
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/reports$/);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await runner?.idle();
+    await t?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('scrolls no page sideways, nor its main area', async () => {
+    const hrefs = async (selector: string) =>
+      Promise.all(
+        (await page.locator(selector).all()).map(
+          async (a) => new URL((await a.getAttribute('href')) ?? '', base).pathname,
+        ),
+      );
+    const nav = await hrefs('header > a[href]');
+    expect(nav.length).toBeGreaterThanOrEqual(4);
+    const paths = [...nav];
+    for (const p of nav) {
+      await page.goto(`${base}${p}`);
+      // The first link of the page's main area one level down (a run, an exception, a close).
+      const inner = (await hrefs('main a[href]')).find(
+        (h) => h.startsWith(`${p}/`) && !h.includes('/download/') && !h.endsWith('/export'),
+      );
+      if (inner) paths.push(inner);
+    }
+    paths.push('/payments/acme/cashout/2003', '/payments?q=no-such-id');
+    const measured: Widths[] = [];
+    for (const p of paths) measured.push(await widths(p));
+    const wide = measured.filter((w) => w.page > w.window || w.main > w.mainVisible);
+    expect(wide, JSON.stringify(measured, null, 1)).toEqual([]);
+    expect(measured.length).toBeGreaterThanOrEqual(nav.length + 2);
+  });
+});
