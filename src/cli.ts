@@ -297,6 +297,39 @@ for (const kind of ['settlement', 'exceptions'] as const) {
     );
 }
 
+const close = program
+  .command('close')
+  .description('The month close of one merchant account and currency: prepare and sign, approve, show');
+for (const [action, description] of [
+  ['prepare', 'Compute the month, check its proof, and sign it (its figures are frozen with their SHA-256)'],
+  ['approve', 'Approve a prepared close (never by the user who prepared it)'],
+  ['show', 'Print the close (signed figures, or figures computed now) and whether its hash matches'],
+] as const) {
+  close
+    .command(action)
+    .description(description)
+    .requiredOption('--account <name>', 'merchant account')
+    .requiredOption('--currency <code>', 'currency, e.g. BRL')
+    .requiredOption(
+      '--period <YYYY-MM>',
+      'the month (in PAYRECON_TIMEZONE, cut-off PAYRECON_SETTLEMENT_CUTOFF)',
+    )
+    .option('--user <name>', 'who prepares or approves (default: $USER)')
+    .option(
+      '--database-url <url>',
+      'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+    )
+    .action(async (opts) => {
+      const { loadConfig, localUser } = await import('./config.ts');
+      const { jobs } = loadConfig();
+      await (await import('./reports/close.ts')).runCloseCli(
+        action,
+        { ...opts, user: opts.user ?? localUser(), timeZone: jobs.timeZone, cutoff: jobs.settlementCutoff },
+        databaseOpener(`payrecon close ${action}`, opts.databaseUrl),
+      );
+    });
+}
+
 const intent = program.command('intent').description("Record the merchant's own creations (intents)");
 intent
   .command('record')

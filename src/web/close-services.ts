@@ -4,7 +4,6 @@
  */
 import {
   approveClose,
-  type CloseScope,
   closeDocument,
   closeScopes,
   closesOfPeriods,
@@ -14,32 +13,13 @@ import {
 } from '../db/closes.ts';
 import type { Db } from '../db/schema.ts';
 import { previousPeriod } from '../domain/close.ts';
+import { closeScope } from '../reports/close.ts';
 import { monthOfInstant, monthPeriod } from '../reports/period.ts';
 import type { CloseServices } from './close-routes.ts';
 import type { CloseListRow } from './close-views.ts';
 
 /** How many months the list shows per account and currency (the current one and the ones before). */
 const LIST_MONTHS = 6;
-
-/** The close scope of a month, read in the time zone and cut-off. */
-export function closeScope(
-  merchantAccount: string,
-  currency: string,
-  period: string,
-  timeZone: string,
-  cutoff: string,
-): CloseScope {
-  const p = monthPeriod(period, timeZone, cutoff);
-  return {
-    merchantAccount,
-    currency,
-    period,
-    timeZone,
-    start: p.start,
-    end: p.end,
-    monthOf: (instant) => monthOfInstant(instant, timeZone, cutoff),
-  };
-}
 
 export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): CloseServices {
   const scope = (account: string, currency: string, period: string) =>

@@ -1,0 +1,99 @@
+/**
+ * The month close from the command line (`payrecon close prepare|approve|show`) and the close scope of a
+ * month, shared with the page and the API: a month of one merchant account and currency, read in the
+ * report time zone and cut-off like the settlement workbook's periods.
+ */
+import type { OpenDatabase } from '../db/cli.ts';
+import {
+  approveClose,
+  type CloseRecord,
+  type CloseScope,
+  closeDocument,
+  getCloseRecord,
+  postCloseAdjustments,
+  prepareClose,
+} from '../db/closes.ts';
+import { createDb } from '../db/connection.ts';
+import type { CloseDocument } from '../domain/close.ts';
+import { AppError } from '../domain/errors.ts';
+import { monthOfInstant, monthPeriod } from './period.ts';
+
+/** The close scope of a month, read in the time zone and cut-off. */
+export function closeScope(
+  merchantAccount: string,
+  currency: string,
+  period: string,
+  timeZone: string,
+  cutoff: string,
+): CloseScope {
+  const p = monthPeriod(period, timeZone, cutoff);
+  return {
+    merchantAccount,
+    currency,
+    period,
+    timeZone,
+    start: p.start,
+    end: p.end,
+    monthOf: (instant) => monthOfInstant(instant, timeZone, cutoff),
+  };
+}
+
+export interface CloseCliOptions {
+  account: string;
+  currency: string;
+  period: string;
+  /** Who prepares or approves (the CLI passes --user, else $USER). */
+  user: string | null;
+  /** The report time zone and settlement cut-off (PAYRECON_TIMEZONE, PAYRECON_SETTLEMENT_CUTOFF). */
+  timeZone: string;
+  cutoff: string;
+}
+
+/** A close's figures as the terminal prints them: one line per account, then the totals. */
+export function describeClose(doc: CloseDocument, record: CloseRecord | null, postClose: number): string[] {
+  const head = record
+    ? `close ${doc.period} ${doc.merchantAccount} ${doc.currency}: ${record.status}; prepared and signed by ${record.preparedBy} at ${record.preparedAt.toISOString()}${record.approvedBy ? `, approved by ${record.approvedBy} at ${record.approvedAt?.toISOString()}` : ', not approved yet'}; sha256 ${record.sha256} ${record.verified ? 'matches the stored figures' : 'DOES NOT MATCH the stored figures'}`
+    : `close ${doc.period} ${doc.merchantAccount} ${doc.currency}: not signed; figures computed now`;
+  return [
+    head,
+    `period ${doc.start} to ${doc.end} (${doc.timeZone})`,
+    ...doc.accounts.map(
+      (a) =>
+        `  ${a.book}/${a.account}: opening ${a.opening} + movements ${a.movements} - closing ${a.closing} = ${a.proof}`,
+    ),
+    `proof ${doc.proof}; in flight at the cut-off ${doc.inFlight.length} (${doc.inFlightTotal}, reserved ${doc.reservedAtEnd}); exceptions open ${doc.exceptions.length} (${doc.exceptionsTotal}); post-close adjustments ${postClose}`,
+  ];
+}
+
+export async function runCloseCli(
+  action: 'prepare' | 'approve' | 'show',
+  opts: CloseCliOptions,
+  open: OpenDatabase,
+): Promise<void> {
+  const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff);
+  const by = opts.user ?? '';
+  if (action !== 'show' && !by) {
+    throw new AppError('VALIDATION_FAILED', `close ${action}: give --user (no USER in the environment)`);
+  }
+  const database = await open();
+  const db = createDb(database.url, 4);
+  try {
+    const now = new Date();
+    if (action === 'prepare') await prepareClose(db, scope, by, now);
+    if (action === 'approve') {
+      await approveClose(
+        db,
+        { merchantAccount: opts.account, currency: opts.currency, period: opts.period },
+        by,
+        now,
+      );
+    }
+    const record = await getCloseRecord(db, opts.account, opts.currency, opts.period);
+    const doc = record ? record.document : await closeDocument(db, scope);
+    const late = await postCloseAdjustments(db, scope);
+    process.stdout.write(`${describeClose(doc, record, late.length).join('\n')}\n`);
+  } finally {
+    await db.destroy();
+    await database.stop();
+  }
+}
