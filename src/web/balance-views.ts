@@ -287,7 +287,7 @@ ${movementsTable(data)}
 <div class="charts">${balanceCharts(data)}</div>
 <h2>Daily volumes</h2>
 <div class="charts">${volumeCharts(data)}</div>
-<h2>Open exceptions by age</h2>
+<h2>Exceptions</h2>
 <div class="charts">${exceptionChart(data)}</div>`,
   );
 }

@@ -180,3 +180,27 @@ describe('chartTable', () => {
     );
   });
 });
+
+describe('x labels', () => {
+  it('thins the labels so they do not overlap, and keeps them at least a label apart', () => {
+    const labels = Array.from({ length: 31 }, (_, i) => `11-${String(i + 1).padStart(2, '0')}`);
+    const shown = (n: number) => {
+      const some = labels.slice(0, n);
+      const svg = lineChart(
+        spec({ labels: some, series: [{ name: 's', values: some.map(() => 1n) }] }),
+      ).value;
+      return [...svg.matchAll(/<text class="xlabel" x="([\d.]+)"[^>]*>([^<]+)<\/text>/g)].map((m) => ({
+        x: Number(m[1]),
+        text: m[2],
+      }));
+    };
+    for (const n of [7, 30, 31]) {
+      const some = shown(n);
+      expect(some.at(-1)?.text).toBe(labels[n - 1]);
+      // 5 characters of about 6.6 px each and a gap: centres at least 41 px apart.
+      for (let i = 1; i < some.length; i++) expect(some[i]!.x - some[i - 1]!.x).toBeGreaterThanOrEqual(41);
+    }
+    expect(shown(31).length).toBeLessThan(31);
+    expect(shown(2).map((l) => l.text)).toEqual(['11-01', '11-02']);
+  });
+});

@@ -157,7 +157,7 @@ function frame(spec: ChartSpec, lo: bigint, hi: bigint): Frame {
   return { width, height, left, right, top, bottom, scale, slot, legend };
 }
 
-/** Title, description, legend, grid lines with tick labels, and x labels (thinned so they do not overlap). */
+/** Title, description, legend, grid lines with tick labels, and x labels (thinned from the last, the latest, so they do not overlap). */
 function axes(spec: ChartSpec, f: Frame, id: string): SafeHtml {
   const every = Math.max(
     1,
@@ -174,7 +174,7 @@ ${f.scale.ticks.map((t) => {
   return html`<line x1="${f.left}" x2="${f.right}" y1="${y}" y2="${y}" stroke="${t === 0n ? '#46505f' : '#e3e6eb'}"/><text class="tick" x="${f.left - 6}" y="${y}" dy="4" text-anchor="end">${spec.format(t)}</text>`;
 })}
 ${spec.labels.map((l, i) =>
-  i % every === 0 || i === spec.labels.length - 1
+  (spec.labels.length - 1 - i) % every === 0
     ? html`<text class="xlabel" x="${px(f.left + f.slot * (i + 0.5))}" y="${f.bottom + 16}" text-anchor="middle">${l}</text>`
     : '',
 )}`;
