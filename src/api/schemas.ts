@@ -261,7 +261,7 @@ export const ExceptionListQuery = z.object({
   minAmount: AmountParam.optional(),
   maxAmount: AmountParam.optional(),
   overdue: BoolParam.optional().meta({
-    description: 'Unresolved past its due time (PAYRECON_EXCEPTION_SLA_MINUTES)',
+    description: 'Unresolved past its due time (the service-level table, PAYRECON_EXCEPTION_SLA)',
   }),
   limit: LimitParam(500, 100),
   cursor: Cursor.optional(),
@@ -281,7 +281,7 @@ export const Exception = z.object({
   firstSeenAt: Instant,
   lastSeenAt: Instant,
   ageSeconds: z.number().int(),
-  dueAt: Instant.meta({ description: 'First seen plus the service level (PAYRECON_EXCEPTION_SLA_MINUTES)' }),
+  dueAt: Instant.meta({ description: 'First seen plus its service level (the strictest matching PAYRECON_EXCEPTION_SLA rule, else PAYRECON_EXCEPTION_SLA_MINUTES)' }),
   overdue: z.boolean().meta({ description: 'Unresolved and past dueAt' }),
   assignee: z.string().nullable(),
   assignedAt: Instant.nullable(),

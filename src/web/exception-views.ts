@@ -27,14 +27,16 @@ export type ExceptionView = QueueRow;
 
 export const EXCEPTION_CSS = `
 main{overflow-x:visible}
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 table.queue{table-layout:fixed;font-size:.9rem}
 table.queue th,table.queue td{padding:.35rem .45rem;overflow-wrap:anywhere}
 table.queue col.pick{width:2rem}table.queue col.what{width:auto}table.queue col.amount{width:8.5rem}
-table.queue col.state{width:8.5rem}table.queue col.when{width:9.5rem}table.queue col.facts{width:15rem}
+table.queue col.state{width:8rem}table.queue col.when{width:12rem}table.queue col.facts{width:12rem}
 table.queue col.act{width:14rem}
 table.queue .sev{font-size:.75rem;color:#46505f;text-transform:uppercase}
 table.queue details summary{cursor:pointer;color:#2456c7}
 table.queue .facts{min-width:0}table.queue .rule{min-width:0}
+.due,.age{white-space:nowrap}
 .rowact{display:flex;flex-direction:column;gap:.3rem}
 .rowact input{width:100%}
 .rowact .buttons{display:flex;flex-wrap:wrap;gap:.3rem}
@@ -55,6 +57,7 @@ form.bulk input[name=note]{width:24rem}
 .detail section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .detail dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
 .detail dt{color:#46505f;font-size:.85rem}.detail dd{margin:0}
+.detail h3{font-size:.95rem;margin:.8rem 0 .3rem}
 .detail form{margin:.4rem 0}
 .detail textarea{width:100%;min-height:4rem;font:inherit}
 `;
@@ -236,7 +239,7 @@ ${
 <table class="queue"><colgroup>${work ? raw('<col class="pick">') : ''}<col class="what"><col class="amount"><col class="state"><col class="when"><col class="facts">${
       work ? raw('<col class="act">') : ''
     }</colgroup>
-<thead><tr>${work ? raw('<th><span class="muted">Pick</span></th>') : ''}<th>Exception</th><th class="num">Amount</th><th>State</th><th>Age · due</th><th>Facts</th>${
+<thead><tr>${work ? raw('<th><span class="sr">Select</span></th>') : ''}<th>Exception</th><th class="num">Amount</th><th>State</th><th>Age · due</th><th>Facts</th>${
       work ? raw('<th>Action</th>') : ''
     }</tr></thead>
 <tbody>${
@@ -250,7 +253,7 @@ ${
 <td><a href="${ctx.base}/exceptions/${e.id}" class="type">${e.type}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
 <td class="num">${amountCell(e)}</td>
 <td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span><div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
-<td>${formatAge(p.now.getTime() - e.firstSeenAt.getTime())} <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>
+<td><span class="age">${formatAge(p.now.getTime() - e.firstSeenAt.getTime())}</span> <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>
 <td><details><summary>Facts${e.count > 1 ? ` · seen ${e.count}×` : ''}</summary>${factsList(e, ctx)}</details>${
               e.lastNote
                 ? html`<div class="note">${e.lastNote.note}<div class="muted">${e.lastNote.actor}, ${formatDateTime(e.lastNote.at, ctx.timeZone)}</div></div>`
@@ -303,7 +306,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>
 <dt>Due</dt><dd id="due">${dueCell(e, ctx)}</dd>
 <dt>Seen</dt><dd>${e.count} time${e.count === 1 ? '' : 's'}, last ${when(e.lastSeenAt)}</dd>
-</dl>${factsList(e, ctx)}</section>
+</dl><h3>Facts</h3>${factsList(e, ctx)}</section>
 <section><h2>Work it</h2>${
       work
         ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
