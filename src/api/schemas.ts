@@ -281,7 +281,10 @@ export const Exception = z.object({
   firstSeenAt: Instant,
   lastSeenAt: Instant,
   ageSeconds: z.number().int(),
-  dueAt: Instant.meta({ description: 'First seen plus its service level (the strictest matching PAYRECON_EXCEPTION_SLA rule, else PAYRECON_EXCEPTION_SLA_MINUTES)' }),
+  dueAt: Instant.meta({
+    description:
+      'First seen plus its service level (the strictest matching PAYRECON_EXCEPTION_SLA rule, else PAYRECON_EXCEPTION_SLA_MINUTES)',
+  }),
   overdue: z.boolean().meta({ description: 'Unresolved and past dueAt' }),
   assignee: z.string().nullable(),
   assignedAt: Instant.nullable(),
