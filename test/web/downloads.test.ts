@@ -6,13 +6,12 @@
  * run page is the downloaded file's. Screenshots per step under test-output/web/downloads.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
@@ -22,16 +21,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium, launchChromium, signIn } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(`skipping the downloads test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+const withChromium = haveChromium('the downloads test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'downloads');
 const TZ = 'UTC';
@@ -48,7 +40,7 @@ function columnTexts(ws: ExcelJS.Worksheet, header: string): string[] {
   return out;
 }
 
-describe.skipIf(!haveChromium)('every download of the page, in Chromium', () => {
+describe.skipIf(!withChromium)('every download of the page, in Chromium', () => {
   let t: TestDatabase;
   let dir: string;
   let runner: ReportRunner;
@@ -106,22 +98,9 @@ describe.skipIf(!haveChromium)('every download of the page, in Chromium', () => 
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
     page = await (await browser.newContext({ acceptDownloads: true })).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', 'finance');
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${base}/reports`);
+    await signIn(page, base, 'finance', PASSWORD);
   });
 
   afterAll(async () => {

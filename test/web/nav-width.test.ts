@@ -3,12 +3,11 @@
  * run, an exception, a close, a payment): nothing scrolls sideways, neither the page nor its main area.
  * A screenshot per page under test-output/web/nav-width.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
@@ -18,16 +17,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium, launchChromium, signIn } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(`skipping the page width test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+const withChromium = haveChromium('the page width test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'nav-width');
 const PASSWORD = 'nav width pass phrase';
@@ -41,7 +33,7 @@ interface Widths {
   mainVisible: number;
 }
 
-describe.skipIf(!haveChromium)('every page at 1280x800', () => {
+describe.skipIf(!withChromium)('every page at 1280x800', () => {
   let t: TestDatabase;
   let dir: string;
   let runner: ReportRunner;
@@ -88,22 +80,9 @@ describe.skipIf(!haveChromium)('every page at 1280x800', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', 'finance');
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(/\/reports$/);
+    await signIn(page, base, 'finance', PASSWORD);
   });
 
   afterAll(async () => {
