@@ -24,6 +24,7 @@ import {
 import { PAYOUT_IN_FLIGHT } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '../domain/money.ts';
+import { balanceAsOf } from './queries.ts';
 import type { Db } from './schema.ts';
 
 /** One merchant account, currency and month, with the month's instants in the report time zone. */
@@ -48,19 +49,12 @@ async function accountBalances(
   db: Db,
   s: CloseScope,
 ): Promise<{ book: string; account: string; opening: Minor; closing: Minor }[]> {
-  const at = (instant: Date, alias: string) => sql`(coalesce(${sql.ref(`${alias}.balance`)}, 0)
-      + coalesce((SELECT sum(p.amount) FROM postings p
-          WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-            AND p.account = a.name AND p.created_at >= coalesce(${sql.ref(`${alias}.at`)}, '-infinity')
-            AND p.created_at < ${instant}), 0))::text`;
-  const snapshot = (instant: Date, alias: string) => sql`LEFT JOIN LATERAL (
-      SELECT s.at, s.balance FROM ledger_balance_snapshots s
-      WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
-        AND s.account = a.name AND s.at <= ${instant}
-      ORDER BY s.at DESC LIMIT 1) ${sql.raw(alias)} ON true`;
+  // The latest daily snapshot plus the postings since, at the period's start and at its end.
+  const opening = balanceAsOf(s.start, false, 'so');
+  const closing = balanceAsOf(s.end, false, 'sc');
   const { rows } = await sql<{ book: string; name: string; opening: string; closing: string }>`
-    SELECT a.book, a.name, ${at(s.start, 'so')} AS opening, ${at(s.end, 'sc')} AS closing
-    FROM ledger_accounts a ${snapshot(s.start, 'so')} ${snapshot(s.end, 'sc')}
+    SELECT a.book, a.name, ${opening.balance} AS opening, ${closing.balance} AS closing
+    FROM ledger_accounts a ${opening.join} ${closing.join}
     WHERE a.merchant_account = ${s.merchantAccount} AND a.currency = ${s.currency}
     ORDER BY a.book, a.name`.execute(db);
   return rows.map((r) => ({

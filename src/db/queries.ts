@@ -35,20 +35,22 @@ export interface BalanceFilter {
  * postings before its midnight, src/db/balance-snapshots.ts) plus the postings since, through the
  * postings' account-and-time index: at most a day of postings once snapshots are taken, all of the
  * account's before `bound` if none. `posted` tells whether the account had a posting by then (a snapshot
- * exists only after one). `join` is the LATERAL join the two expressions read (alias `s`).
+ * exists only after one). `join` is the LATERAL join the two expressions read, aliased `alias` (default
+ * `s`; two balances of one account in one query, an opening and a closing, take two aliases).
  */
-export function balanceAsOf(bound: Date, inclusive: boolean) {
+export function balanceAsOf(bound: Date, inclusive: boolean, alias = 's') {
   const cmp = sql.raw(inclusive ? '<=' : '<');
+  const s = sql.raw(alias);
   const postings = sql`postings p WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency
     AND p.book = a.book AND p.account = a.name AND p.created_at ${cmp} ${bound}`;
   return {
-    join: sql`LEFT JOIN LATERAL (SELECT s.at, s.balance FROM ledger_balance_snapshots s
-      WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
-        AND s.account = a.name AND s.at <= ${bound}
-      ORDER BY s.at DESC LIMIT 1) s ON true`,
-    balance: sql`(coalesce(s.balance, 0) + coalesce((SELECT sum(p.amount) FROM ${postings}
-      AND p.created_at >= coalesce(s.at, '-infinity')), 0))::text`,
-    posted: sql`(s.at IS NOT NULL OR EXISTS (SELECT 1 FROM ${postings}))`,
+    join: sql`LEFT JOIN LATERAL (SELECT ls.at, ls.balance FROM ledger_balance_snapshots ls
+      WHERE ls.merchant_account = a.merchant_account AND ls.currency = a.currency AND ls.book = a.book
+        AND ls.account = a.name AND ls.at <= ${bound}
+      ORDER BY ls.at DESC LIMIT 1) ${s} ON true`,
+    balance: sql`(coalesce(${s}.balance, 0) + coalesce((SELECT sum(p.amount) FROM ${postings}
+      AND p.created_at >= coalesce(${s}.at, '-infinity')), 0))::text`,
+    posted: sql`(${s}.at IS NOT NULL OR EXISTS (SELECT 1 FROM ${postings}))`,
   };
 }
 
