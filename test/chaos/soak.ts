@@ -581,8 +581,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     // no notification yet), and a catch-up holds the clock, so it would wait for ever. With 2 s (four tries)
     // the first second's burst of creations on the shared machine at load 17 ended so 17 times (CI size,
     // timed out at the hour-6 catch-up): the merchant waits 10 s a try, as a merchant would; hanging calls
-    // still cost it a try and are still retried.
-    const client = createProviderClient(account, { retries: 3, timeoutMs: 10_000 });
+    // still cost it a try and are still retried. Six retries (the same idempotency key; a cashout found by
+    // its external_id on 511): at 10 s and three retries, 5 of 2,000 creations still ended unknown at load 18.
+    const client = createProviderClient(account, { retries: 6, timeoutMs: 10_000 });
     // Intent publishes that failed or are still waiting: a catch-up that times out says so (a creation whose
     // intent was lost is never polled, and one that moves no more gets no webhook either).
     const intentPublishes = { failed: 0, waiting: 0, lastError: '' };
