@@ -3,14 +3,13 @@
  * settlement workbook for a period with traffic, download it and open it with the exceljs reader,
  * resolve an exception; a request without a session is refused.
  */
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
@@ -20,16 +19,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium as chromiumHere, launchChromium } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(`skipping the browser test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+const haveChromium = chromiumHere('the browser test');
 
 const TZ = 'Europe/Berlin';
 
@@ -55,18 +47,7 @@ describe.skipIf(!haveChromium)('finance page in Chromium', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {

@@ -7,13 +7,12 @@
  * exceptions by age, each SVG with its accessible name and a table of its figures, and nothing wider
  * than the window. Screenshots under test-output/web/charts.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
@@ -26,16 +25,9 @@ import { ledgerWebServices } from '../../src/web/services.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium as chromiumHere, launchChromium, signIn } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(`skipping the charts test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+const haveChromium = chromiumHere('the charts test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'charts');
 const PASSWORD = 'charts page pass phrase';
@@ -115,22 +107,9 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', 'finance');
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${base}/reports`);
+    await signIn(page, base, 'finance', PASSWORD);
   }, 120_000);
 
   afterAll(async () => {

@@ -28,6 +28,8 @@ export function launchChromium(): Promise<Browser> {
       '--disable-gpu',
       '--disable-background-networking',
       '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
     ],
   });
 }

@@ -5,12 +5,11 @@
  * October with an effect date in September then shows as a post-close adjustment on September's page
  * (whose signed figures and hash stay) and on October's. A screenshot per step under test-output/web/close.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
@@ -19,18 +18,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { bookEntry, closeLedger } from '../db/close-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { haveChromium as chromiumHere, launchChromium, signIn as signInForm } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(
-    `skipping the month close test: ${CHROMIUM} not found (install with apt-get install chromium)`,
-  );
+const haveChromium = chromiumHere('the month close test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'close');
 const PASSWORD = 'month close pass phrase';
@@ -47,11 +37,7 @@ describe.skipIf(!haveChromium)('month close in Chromium', () => {
 
   async function signIn(username: string): Promise<Page> {
     const page = await (await browser.newContext({ viewport: { width: 1360, height: 900 } })).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', username);
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${base}/reports`);
+    await signInForm(page, base, username, PASSWORD);
     return page;
   }
   const shot = (page: Page, name: string) =>
@@ -153,16 +139,7 @@ describe.skipIf(!haveChromium)('month close in Chromium', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
     for (const user of ['ana', 'bob', 'olga']) pages[user] = await signIn(user);
   });
 

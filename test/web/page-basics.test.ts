@@ -4,12 +4,11 @@
  * client still gets JSON); a session survives a restart of the server on the same data directory,
  * whose secret file is mode 0600. Each flow saves a screenshot under test-output/web/page-basics.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
@@ -19,18 +18,9 @@ import { hashPassword, type WebUser } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { resolveSessionSecret, SESSION_SECRET_FILE } from '../../src/web/session-secret.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { haveChromium as chromiumHere, launchChromium, signIn as signInForm } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(
-    `skipping the page-basics test: ${CHROMIUM} not found (install with apt-get install chromium)`,
-  );
+const haveChromium = chromiumHere('the page-basics test');
 
 const TZ = 'America/Sao_Paulo';
 const OUT = join(process.cwd(), 'test-output', 'web', 'page-basics');
@@ -61,11 +51,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
   }
 
   async function signIn(page: Page, base: string): Promise<void> {
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', 'finance');
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${base}/reports`);
+    await signInForm(page, base, 'finance', PASSWORD);
   }
 
   const shot = (page: Page, name: string) =>
@@ -78,18 +64,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     dataDir = await mkdtemp(join(tmpdir(), 'payrecon-page-basics-'));
     runner = new ReportRunner({ db: t.db, dir: join(dataDir, 'reports'), timeZone: TZ });
     users = [{ username: 'finance', passwordHash: await hashPassword(PASSWORD) }];
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {

@@ -4,12 +4,11 @@
  * ledger's postings side by side and the status history; an unknown id says so (404); an exception's
  * entity id links to its payment. Screenshots under test-output/web/payment-page.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
@@ -18,18 +17,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium as chromiumHere, launchChromium, signIn } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(
-    `skipping the payment page test: ${CHROMIUM} not found (install with apt-get install chromium)`,
-  );
+const haveChromium = chromiumHere('the payment page test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'payment-page');
 const PASSWORD = 'payment page pass phrase';
@@ -64,22 +54,9 @@ describe.skipIf(!haveChromium)('payment page in Chromium', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
     page = await (await browser.newContext()).newPage();
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', 'finance');
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${base}/reports`);
+    await signIn(page, base, 'finance', PASSWORD);
   });
 
   afterAll(async () => {

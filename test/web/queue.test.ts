@@ -6,12 +6,11 @@
  * note; the filtered list downloads as CSV; a viewer sees the queue without a single action. A screenshot
  * per step under test-output/web/queue.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { raiseExceptions } from '../../src/db/exceptions.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
@@ -21,18 +20,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium as chromiumHere, launchChromium, signIn as signInForm } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(
-    `skipping the exception queue test: ${CHROMIUM} not found (install with apt-get install chromium)`,
-  );
+const haveChromium = chromiumHere('the exception queue test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'queue');
 const PASSWORD = 'queue test pass phrase';
@@ -48,11 +38,7 @@ describe.skipIf(!haveChromium)('the exception queue in Chromium', () => {
   const shot = (name: string) => page.screenshot({ path: join(OUT, `${name}.png`), fullPage: true });
 
   async function signIn(p: Page, username: string): Promise<void> {
-    await p.goto(`${base}/login`);
-    await p.fill('input[name=username]', username);
-    await p.fill('input[name=password]', PASSWORD);
-    await p.click('button[type=submit]');
-    await p.waitForURL(`${base}/reports`);
+    await signInForm(p, base, username, PASSWORD);
   }
 
   const row = (type: string) => page.locator('tr[data-exception]', { hasText: type });
@@ -87,16 +73,7 @@ describe.skipIf(!haveChromium)('the exception queue in Chromium', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
     page = await (
       await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true })
     ).newPage();

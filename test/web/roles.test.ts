@@ -3,13 +3,12 @@
  * posted anyway (with the viewer's own form token) is refused 403 in the page's style, the exception
  * untouched; an operator resolves it. Screenshots under test-output/web/roles.
  */
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
@@ -18,16 +17,9 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
+import { haveChromium as chromiumHere, launchChromium, signIn as signInForm } from './chromium.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.PAYRECON_REQUIRE_TOOLS === '1') {
-  throw new Error(
-    `${CHROMIUM} is required (PAYRECON_REQUIRE_TOOLS=1): install it with apt-get install chromium`,
-  );
-}
-if (!haveChromium)
-  console.warn(`skipping the roles test: ${CHROMIUM} not found (install with apt-get install chromium)`);
+const haveChromium = chromiumHere('the roles test');
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'roles');
 const PASSWORD = 'roles test pass phrase';
@@ -41,11 +33,7 @@ describe.skipIf(!haveChromium)('roles in Chromium', () => {
   let base: string;
 
   async function signIn(page: Page, username: string): Promise<void> {
-    await page.goto(`${base}/login`);
-    await page.fill('input[name=username]', username);
-    await page.fill('input[name=password]', PASSWORD);
-    await page.click('button[type=submit]');
-    await page.waitForURL(`${base}/reports`);
+    await signInForm(page, base, username, PASSWORD);
   }
 
   const stateOf = async (id: string) =>
@@ -71,16 +59,7 @@ describe.skipIf(!haveChromium)('roles in Chromium', () => {
       services: ledgerWebServices(t.db, runner),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {
