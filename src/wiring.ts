@@ -66,8 +66,16 @@ export interface EmbeddedStarters {
 
 /** The sandbox as `payrecon up` runs it when no provider account is configured. */
 export const SANDBOX_ACCOUNT_NAME = 'sandbox';
-/** Web sign-in when payrecon runs against the sandbox and no users are configured (documented). */
-export const SANDBOX_WEB_USER = { username: 'finance', password: 'sandbox' } as const;
+/**
+ * Web sign-ins when payrecon runs against the sandbox and no users are configured (documented): an
+ * operator who works the exception queue, and two controllers, so a month close can be prepared by one
+ * and approved by the other.
+ */
+export const SANDBOX_WEB_USERS = [
+  { username: 'finance', password: 'sandbox', role: 'operator' },
+  { username: 'ana', password: 'sandbox', role: 'controller' },
+  { username: 'bob', password: 'sandbox', role: 'controller' },
+] as const;
 
 type Stopper = { name: string; stop: () => Promise<unknown> };
 
@@ -358,9 +366,13 @@ export async function buildServer(infra: Infrastructure, parts: WebServerParts):
       ...(u.role ? { role: u.role } : {}),
     }));
     if (users.length === 0 && parts.sandboxUsers) {
-      users = [
-        { username: SANDBOX_WEB_USER.username, passwordHash: await hashPassword(SANDBOX_WEB_USER.password) },
-      ];
+      users = await Promise.all(
+        SANDBOX_WEB_USERS.map(async (u) => ({
+          username: u.username,
+          passwordHash: await hashPassword(u.password),
+          role: u.role,
+        })),
+      );
     }
     if (users.length === 0) {
       logger.warn('PAYRECON_WEB_USERS is empty: the finance page is not served');
@@ -726,8 +738,9 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     if (sandbox) {
       for (const [name, u] of Object.entries(sandbox.urls)) print(`  sandbox   ${name} ${u}`);
       if (config.web.users.length === 0) {
+        const [operator, ...controllers] = SANDBOX_WEB_USERS;
         print(
-          `  sign in as ${SANDBOX_WEB_USER.username} / ${SANDBOX_WEB_USER.password} (sandbox only; see README)`,
+          `  sign in as ${operator.username} / ${operator.password} (${operator.role}), or ${controllers.map((u) => `${u.username} / ${u.password}`).join(' and ')} (controllers: one prepares a month close, the other approves; sandbox only, see README)`,
         );
       }
     }
