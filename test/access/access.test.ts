@@ -148,8 +148,9 @@ beforeAll(async () => {
     PAYRECON_SESSION_SECRET: SESSION_SECRET,
     PAYRECON_API_TOKENS: JSON.stringify([intentsToken.entry, readToken.entry]),
     PAYRECON_WEB_USERS: JSON.stringify([
-      { username: 'finance', passwordHash: await hashPassword(USERS.finance) },
-      { username: 'ops', passwordHash: await hashPassword(USERS.ops) },
+      // Controllers: they may also sign and approve closes, so every form of the page is theirs to send.
+      { username: 'finance', passwordHash: await hashPassword(USERS.finance), role: 'controller' },
+      { username: 'ops', passwordHash: await hashPassword(USERS.ops), role: 'controller' },
     ]),
   });
   infra = await startInfrastructure(config, {
@@ -298,18 +299,40 @@ describe('the page without a valid session', () => {
 
 describe('forms', () => {
   it('refuses every POST form of the page without its token and with another session token', async () => {
-    const posts = routes.filter((r) => r.method === 'POST' && !EXCLUDED(r.path));
-    expect(posts.map((r) => r.path).sort()).toEqual(['/exceptions/:id', '/logout', '/reports']);
+    const close = '/closes/:account/:currency/:period';
+    // A month is prepared before it is approved; sign-out last, as it ends the session.
+    const order = [`${close}/prepare`, `${close}/approve`, '/exceptions/:id', '/exceptions/bulk', '/reports'];
+    const posts = routes
+      .filter((r) => r.method === 'POST' && !EXCLUDED(r.path))
+      .sort((a, b) => (order.indexOf(a.path) + 1 || 99) - (order.indexOf(b.path) + 1 || 99));
+    expect(posts.map((r) => r.path)).toEqual([...order, '/logout']);
     const today = new Date(clock).toISOString().slice(0, 10);
+    const exception = await sql<{ id: string }>`
+      SELECT id::text AS id FROM exceptions WHERE state = 'open' ORDER BY id LIMIT 2`.execute(infra.db);
+    const exceptionId = exception.rows[0]!.id;
+    const bulkId = exception.rows[1]!.id;
+    // Last month is over, so it can be prepared: by finance, approved by ops (never one's own).
+    const lastMonth = new Date(clock);
+    lastMonth.setUTCDate(1);
+    lastMonth.setUTCMonth(lastMonth.getUTCMonth() - 1);
+    const month = lastMonth.toISOString().slice(0, 7);
     const forms: Record<string, Record<string, string>> = {
       '/reports': { kind: 'settlement', from: today, to: today, account: '' },
       '/exceptions/:id': { action: 'acknowledge', note: 'checked' },
+      '/exceptions/bulk': { action: 'acknowledge', note: 'checked in bulk', ids: bulkId },
+      [`${close}/prepare`]: {},
+      [`${close}/approve`]: {},
       '/logout': {},
     };
-    const exception = await sql<{ id: string }>`
-      SELECT id::text AS id FROM exceptions WHERE state = 'open' ORDER BY id LIMIT 1`.execute(infra.db);
-    const exceptionId = exception.rows[0]!.id;
     const state = async () => ({
+      closes: (
+        await sql<{ s: string }>`SELECT string_agg(status, ',' ORDER BY id) AS s FROM closes`.execute(
+          infra.db,
+        )
+      ).rows[0]!.s,
+      bulk: (
+        await sql<{ state: string }>`SELECT state FROM exceptions WHERE id = ${bulkId}`.execute(infra.db)
+      ).rows[0]!.state,
       runs: (await sql<{ n: number }>`SELECT count(*)::int AS n FROM report_runs`.execute(infra.db)).rows[0]!
         .n,
       exception: (
@@ -319,10 +342,13 @@ describe('forms', () => {
     for (const route of posts) {
       const form = forms[route.path];
       expect(form, `a form for ${route.path}`).toBeDefined();
-      const url = route.path.replace(':id', exceptionId);
+      const url = route.path
+        .replace(':id', exceptionId)
+        .replace(':account/:currency/:period', `acme/BRL/${month}`);
       const before = await state();
-      const jar = await signIn();
-      const other = await signIn('ops');
+      const actor = route.path.endsWith('/approve') ? 'ops' : 'finance';
+      const jar = await signIn(actor);
+      const other = await signIn(actor === 'ops' ? 'finance' : 'ops');
       const mine = csrfOf((await send('GET', '/reports', { cookie: jar.header() })).body);
       const theirs = csrfOf((await send('GET', '/reports', { cookie: other.header() })).body);
       expect(mine).not.toBe(theirs);
@@ -359,6 +385,10 @@ describe('forms', () => {
       (await sql<{ state: string }>`SELECT state FROM exceptions WHERE id = ${exceptionId}`.execute(infra.db))
         .rows[0]!.state,
     ).toBe('acknowledged');
+    expect((await state()).bulk).toBe('acknowledged');
+    const signed = await sql<{ prepared_by: string; approved_by: string | null }>`
+      SELECT prepared_by, approved_by FROM closes`.execute(infra.db);
+    expect(signed.rows).toEqual([{ prepared_by: 'finance', approved_by: 'ops' }]);
   });
 
   it('refuses the sign-in form without its pre-sign-in token or with another browser token', async () => {
