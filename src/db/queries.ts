@@ -283,43 +283,6 @@ export async function pollNow(
           ${sorted.map((e) => e.entityId)}::text[]))`.execute(trx);
   });
 }
-
-export interface OpenExceptionRow {
-  id: string;
-  type: string;
-  severity: string;
-  state: string;
-  merchantAccount: string;
-  kind: EntityKind;
-  entityId: string;
-  count: number;
-  firstSeenAt: Date;
-  lastSeenAt: Date;
-  ageMs: number;
-  details: Record<string, unknown>;
-}
-
-/** Exceptions not resolved (open or acknowledged), oldest first, optionally of one type. */
-export async function openExceptions(db: Db, now: Date, type?: string): Promise<OpenExceptionRow[]> {
-  let q = db.selectFrom('exceptions').selectAll().where('state', '<>', 'resolved');
-  if (type) q = q.where('type', '=', type);
-  const rows = await q.orderBy('first_seen_at').orderBy('id').execute();
-  return rows.map((r) => ({
-    id: r.id,
-    type: r.type,
-    severity: r.severity,
-    state: r.state,
-    merchantAccount: r.merchant_account,
-    kind: r.entity_kind,
-    entityId: r.entity_id,
-    count: r.count,
-    firstSeenAt: r.first_seen_at,
-    lastSeenAt: r.last_seen_at,
-    ageMs: now.getTime() - r.first_seen_at.getTime(),
-    details: r.details,
-  }));
-}
-
 /** Open exceptions counted per type and severity. */
 export async function openExceptionCounts(
   db: Db,

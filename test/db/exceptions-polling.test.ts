@@ -1,13 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listQueue } from '../../src/db/exception-queue.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import {
-  entitiesDueForPolling,
-  inFlight,
-  movements,
-  openExceptions,
-  resolveException,
-} from '../../src/db/queries.ts';
+import { entitiesDueForPolling, inFlight, movements, resolveException } from '../../src/db/queries.ts';
+import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
@@ -82,7 +78,14 @@ describe('sweepExceptions', () => {
     expect((await exceptionsOf('unk1')).map((e) => e.type)).toContain('UNKNOWN_TRANSACTION');
     // stuck1 has its intent.
     expect((await exceptionsOf('stuck1')).map((e) => e.type)).not.toContain('UNKNOWN_TRANSACTION');
-    const open = await openExceptions(t.db, minute(60), 'UNKNOWN_TRANSACTION');
+    const open = await listQueue(
+      t.db,
+      { type: 'UNKNOWN_TRANSACTION' },
+      minute(60),
+      DEFAULT_SLA_TABLE,
+      500,
+      null,
+    );
     expect(open.map((e) => e.entityId)).toContain('unk1');
   });
 
