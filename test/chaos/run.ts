@@ -153,13 +153,20 @@ function section(f: SoakFigures, failed: string[]): string {
   return lines.join('\n');
 }
 
-/** Replaces the "## Chaos soak" section, or adds it before "## Not yet built". */
+/**
+ * Replaces the generated part of the "## Chaos soak" section (its heading through its "Result:" line),
+ * keeping the history written under it; or adds the section before "## Not yet built".
+ */
 function withSection(doc: string, text: string): string {
   const start = doc.search(/^## Chaos soak/m);
   if (start >= 0) {
-    const rest = doc.slice(start + 1);
-    const next = rest.search(/^## /m);
-    return doc.slice(0, start) + text + (next >= 0 ? `\n${rest.slice(next)}` : '');
+    const result = /^Result: .*$/m.exec(doc.slice(start));
+    const next = doc.slice(start + 1).search(/^## /m);
+    // The generated part ends at its "Result:" line, when that line is still inside the section.
+    if (result && (next < 0 || result.index <= next)) {
+      return doc.slice(0, start) + text.trimEnd() + doc.slice(start + result.index + result[0].length);
+    }
+    return doc.slice(0, start) + text + (next >= 0 ? `\n${doc.slice(start + 1 + next)}` : '');
   }
   const before = doc.search(/^## Not yet built/m);
   if (before < 0) return `${doc.trimEnd()}\n\n${text}`;
