@@ -19,6 +19,8 @@
  * then `targets: met` or the list not met (exit code 1 then).
  *
  *   SCALE_PAYMENTS (default 10000000), SCALE_OBSERVATIONS (reconciler, default 20000), REPEAT (default 5),
+ *   SCALE_LAST_DAY (payments created in the last 24 hours, default their even share: e.g. 27400, a
+ *   10,000,000-payment year's day, to measure the incremental verification of such a day on a smaller year),
  *   FULL=0 (no full verification), WORKBOOK=0 (no workbook), BENCH_KEEP=1 (keep the database),
  *   BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)
  */
@@ -27,27 +29,22 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { API_PREFIX, buildApiApp } from '../src/api/app.ts';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../src/db/ledger-service.ts';
 import { synthesizeScale } from '../src/db/scale-synth.ts';
 import type { Db } from '../src/db/schema.ts';
 import { verifyLedger } from '../src/db/verify.ts';
-import { createApiToken } from '../src/domain/api-tokens.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
-import { ReportRunner } from '../src/reports/runs.ts';
-import { buildWebApp } from '../src/web/app.ts';
-import { hashPassword } from '../src/web/auth.ts';
-import { ledgerWebServices } from '../src/web/services.ts';
+import { signedInApi, signedInWeb } from './signed-in.ts';
 import { loadAverage, medianMs } from './timing.ts';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const PAYMENTS = Number(process.env.SCALE_PAYMENTS ?? 10_000_000);
 const OBSERVATIONS = Number(process.env.SCALE_OBSERVATIONS ?? 20_000);
 const REPEAT = Math.max(1, Number(process.env.REPEAT ?? 5));
+const LAST_DAY = process.env.SCALE_LAST_DAY === undefined ? undefined : Number(process.env.SCALE_LAST_DAY);
 const FULL = process.env.FULL !== '0';
 const WORKBOOK = process.env.WORKBOOK !== '0';
 const BATCH = 500;
@@ -166,38 +163,19 @@ async function reconcilerRate(db: Db, set: ReturnType<typeof readings>): Promise
   return set.observations.length / ((performance.now() - t0) / 1000);
 }
 
-async function signedInWeb(db: Db, dir: string): Promise<{ app: FastifyInstance; cookie: string }> {
-  const runner = new ReportRunner({ db, dir, timeZone: 'UTC' });
-  const app = await buildWebApp({
-    users: [{ username: 'finance', passwordHash: await hashPassword('bench pass phrase') }],
-    sessionSecret: randomBytes(32).toString('hex'),
-    timeZone: 'UTC',
-    services: ledgerWebServices(db, runner),
-  });
-  const cookies = new Map<string, string>();
-  const take = (res: { cookies: { name: string; value: string }[] }) => {
-    for (const c of res.cookies) cookies.set(c.name, c.value);
-  };
-  const jar = () => [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
-  const page = await app.inject({ method: 'GET', url: '/login', headers: { accept: 'text/html' } });
-  take(page);
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(page.body)?.[1] ?? '';
-  const res = await app.inject({
-    method: 'POST',
-    url: '/login',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar() },
-    payload: new URLSearchParams({
-      _csrf: csrf,
-      username: 'finance',
-      password: 'bench pass phrase',
-    }).toString(),
-  });
-  take(res);
-  if (res.statusCode !== 303) throw new Error(`sign-in answered ${res.statusCode}`);
-  return { app, cookie: jar() };
-}
-
 async function main(): Promise<void> {
+  if (!Number.isInteger(PAYMENTS) || PAYMENTS < 20) {
+    process.stderr.write('bench:scale: SCALE_PAYMENTS: must be a whole number of at least 20\n');
+    process.exitCode = 2;
+    return;
+  }
+  if (LAST_DAY !== undefined && !(Number.isInteger(LAST_DAY) && LAST_DAY > 0 && LAST_DAY < PAYMENTS)) {
+    process.stderr.write(
+      'bench:scale: SCALE_LAST_DAY: must be a whole number between 1 and SCALE_PAYMENTS - 1\n',
+    );
+    process.exitCode = 2;
+    return;
+  }
   const name = `payrecon_bench_scale_${randomBytes(4).toString('hex')}`;
   const emptyName = `${name}_empty`;
   const admin = new pg.Client({ connectionString: ADMIN });
@@ -213,7 +191,8 @@ async function main(): Promise<void> {
     await migrateToLatest(empty);
     const version = await sql<{ v: string }>`SELECT current_setting('server_version') AS v`.execute(db);
     out(
-      `bench:scale  PostgreSQL ${version.rows[0]!.v}  ${PAYMENTS.toLocaleString('en')} payments over 365 days, ` +
+      `bench:scale  PostgreSQL ${version.rows[0]!.v}  ${PAYMENTS.toLocaleString('en')} payments over 365 days` +
+        `${LAST_DAY === undefined ? '' : ` (${LAST_DAY.toLocaleString('en')} of them in the last 24 hours)`}, ` +
         `load ${load()}`,
     );
 
@@ -223,6 +202,7 @@ async function main(): Promise<void> {
     const timings: Record<string, number> = {};
     const synth = await synthesizeScale(db, {
       payments: PAYMENTS,
+      ...(LAST_DAY === undefined ? {} : { lastDay: LAST_DAY }),
       timings,
       onProgress: (done, total) => {
         if (performance.now() - lastShown > 30_000 || done === total) {
@@ -267,18 +247,9 @@ async function main(): Promise<void> {
       if (res.statusCode !== 200 && res.statusCode !== 303)
         throw new Error(`${url} answered ${res.statusCode}`);
     };
-    const { token, entry } = await createApiToken('bench', ['read']);
-    const api = await buildApiApp({
-      db,
-      reports: new ReportRunner({ db, dir, timeZone: 'UTC' }),
-      tokens: [entry],
-    });
+    const { app: api, authorization, prefix } = await signedInApi(db, dir);
     const apiGet = async (path: string) => {
-      const res = await api.inject({
-        method: 'GET',
-        url: `${API_PREFIX}${path}`,
-        headers: { authorization: `Bearer ${token}` },
-      });
+      const res = await api.inject({ method: 'GET', url: `${prefix}${path}`, headers: { authorization } });
       if (res.statusCode !== 200)
         throw new Error(`${path} answered ${res.statusCode}: ${res.body.slice(0, 200)}`);
     };
@@ -396,13 +367,24 @@ async function main(): Promise<void> {
 
     // ---------------------------------------------------------------- verification
     t = performance.now();
-    const inc = await verifyLedger(db, { since: new Date(Date.now() - 25 * 3_600_000) });
+    const incTimings: Record<string, number> = {};
+    const inc = await verifyLedger(db, {
+      since: new Date(Date.now() - 25 * 3_600_000),
+      timings: incTimings,
+    });
     const incS = (performance.now() - t) / 1000;
     report(
       'incremental verification (25 h)',
-      `${incS.toFixed(1)} s, ${inc.entities.toLocaleString('en')} entities`,
+      `${incS.toFixed(1)} s, ${inc.entities.toLocaleString('en')} entities, ${inc.entries.toLocaleString('en')} entries`,
       '< 30 s',
       incS < 30 && inc.ok,
+    );
+    out(
+      `  ${((incS * 1e6) / Math.max(inc.entities, 1)).toFixed(0)} µs per entity; time per check: ${Object.entries(
+        incTimings,
+      )
+        .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)} s`)
+        .join(', ')}`,
     );
     if (!inc.ok) out(`  FAILED: ${inc.failures.slice(0, 10).join('; ')}`);
     if (FULL) {

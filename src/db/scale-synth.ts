@@ -23,6 +23,12 @@ export interface ScaleSynthOptions {
   payments: number;
   /** The last payment's creation instant (default: three hours ago, so that every path has ended). */
   end?: Date;
+  /**
+   * Payments created in the last 24 hours (default: their even share, `payments / 365`), the rest spread
+   * evenly over the 364 days before: a day at another volume than the year's average, e.g. a
+   * 10,000,000-payment year's day (27,400) on top of a smaller history.
+   */
+  lastDay?: number;
   /** Payments per transaction (default 50,000). */
   chunk?: number;
   onProgress?: (done: number, total: number) => void;
@@ -95,8 +101,10 @@ interface Timeline {
   /** Epoch seconds of payment number FIRST - 1 and of the last payment. */
   startS: number;
   endS: number;
-  /** Seconds between two payments. */
+  /** Seconds between two payments (up to payment `split`, then `dayStep` in the last day). */
   step: number;
+  split: number;
+  dayStep: number;
   end: Date;
 }
 
@@ -120,7 +128,7 @@ const LINES = sql`(VALUES
 
 /** The statements that write payments `from`..`to` (synth_p holds the chunk's payments once the first ran). */
 function chunkStatements(from: number, to: number, t: Timeline): [string, RawBuilder<unknown>][] {
-  const { startS, endS, step, end } = t;
+  const { startS, endS, step, split, dayStep, end } = t;
   return [
     [
       'synth_p',
@@ -150,7 +158,9 @@ function chunkStatements(from: number, to: number, t: Timeline): [string, RawBui
             / CASE WHEN cls >= 18 THEN 2 ELSE 1 END AS amount,
           cls = 11 OR cls = 19 AS test, cls = 12 AS crypto,
           CASE cls WHEN 18 THEN g - 18 WHEN 19 THEN g - 8 END AS parent, to_timestamp(ts) AS t0
-        FROM (SELECT g, g % 20 AS cls, (g * 48271) % 1000 AS h, ${startS}::float8 + (g - ${FIRST - 1}) * ${step}::float8 AS ts
+        FROM (SELECT g, g % 20 AS cls, (g * 48271) % 1000 AS h,
+            CASE WHEN g <= ${split} THEN ${startS}::float8 + (g - ${FIRST - 1}) * ${step}::float8
+              ELSE ${endS - DAY_S}::float8 + (g - ${split}) * ${dayStep}::float8 END AS ts
           FROM generate_series(${from}::bigint, ${to}::bigint) g) x
       ) y`,
     ],
@@ -284,9 +294,20 @@ export async function synthesizeScale(db: Db, options: ScaleSynthOptions): Promi
   const end = options.end ?? new Date(Date.now() - 3 * 3_600_000);
   const endS = end.getTime() / 1000;
   const startS = endS - 365 * DAY_S;
-  const timeline: Timeline = { startS, endS, step: (365 * DAY_S) / Math.max(total, 1), end };
   const chunk = options.chunk ?? 50_000;
   const last = FIRST + total - 1;
+  const lastDay = options.lastDay;
+  const timeline: Timeline =
+    lastDay === undefined
+      ? { startS, endS, step: (365 * DAY_S) / Math.max(total, 1), split: last, dayStep: 0, end }
+      : {
+          startS,
+          endS,
+          step: (364 * DAY_S) / Math.max(total - lastDay, 1),
+          split: last - lastDay,
+          dayStep: DAY_S / Math.max(lastDay, 1),
+          end,
+        };
   const loadTables = ['intents', 'mirrors', 'status_history', 'journal_entries', 'postings'];
   // Bulk load: the secondary indexes go and come back built once from their own definitions; the postings'
   // statement triggers (balance check, running balances) are off meanwhile and the running balances are

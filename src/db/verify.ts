@@ -7,15 +7,18 @@
  * equals the sum of its postings, and each daily snapshot the sum of its postings before it.
  */
 import { sql } from 'kysely';
+import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
 import { planEntity } from '../domain/plan.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import {
   type EntityRef,
+  type LinkedIntent,
   loadIntents,
   loadLedgerState,
   loadRefundDeposits,
+  type RefundDeposits,
   refKey,
 } from './ledger-repository.ts';
 import { IN_FLIGHT_LITERALS } from './queries.ts';
@@ -46,25 +49,38 @@ export interface VerifyOptions {
    * the history. Absent: the full verification, every row.
    */
   since?: Date;
+  /** Milliseconds spent per check, added up (the bench's report of where the time goes). */
+  timings?: Record<string, number>;
 }
 
 export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise<VerifyResult> {
   const failures: string[] = [];
   const since = options.since ?? null;
+  const timings = options.timings;
+  const timed = async <T>(name: string, run: () => Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    try {
+      return await run();
+    } finally {
+      if (timings) timings[name] = (timings[name] ?? 0) + performance.now() - t0;
+    }
+  };
   /** Restricts a journal_entries alias to the period (nothing when full). */
   const recent = (alias: string) =>
     since === null ? sql`` : sql`AND ${sql.ref(`${alias}.created_at`)} >= ${since}`;
 
-  const unbalanced = await sql<{
-    entry_id: string;
-    idempotency_key: string;
-    currency: string;
-    total: string;
-  }>`
+  const unbalanced = await timed('entries balance', () =>
+    sql<{
+      entry_id: string;
+      idempotency_key: string;
+      currency: string;
+      total: string;
+    }>`
     SELECT p.entry_id, e.idempotency_key, p.currency, sum(p.amount)::text AS total
     FROM postings p JOIN journal_entries e ON e.id = p.entry_id
     WHERE true ${recent('e')}
-    GROUP BY p.entry_id, e.idempotency_key, p.currency HAVING sum(p.amount) <> 0`.execute(db);
+    GROUP BY p.entry_id, e.idempotency_key, p.currency HAVING sum(p.amount) <> 0`.execute(db),
+  );
   failures.push(
     ...listed(
       'entry does not balance',
@@ -73,54 +89,64 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     ),
   );
 
-  const empty = await sql<{ idempotency_key: string }>`
+  const empty = await timed('entries have postings', () =>
+    sql<{ idempotency_key: string }>`
     SELECT e.idempotency_key FROM journal_entries e
-    WHERE NOT EXISTS (SELECT 1 FROM postings p WHERE p.entry_id = e.id) ${recent('e')}`.execute(db);
+    WHERE NOT EXISTS (SELECT 1 FROM postings p WHERE p.entry_id = e.id) ${recent('e')}`.execute(db),
+  );
   failures.push(...listed('entry has no postings', empty.rows, (r) => r.idempotency_key));
 
-  const mixed = await sql<{ idempotency_key: string; books: string }>`
+  const mixed = await timed('entries in one book', () =>
+    sql<{ idempotency_key: string; books: string }>`
     SELECT e.idempotency_key, string_agg(DISTINCT p.book, ',') AS books
     FROM journal_entries e JOIN postings p ON p.entry_id = e.id
     WHERE true ${recent('e')}
     GROUP BY e.id, e.idempotency_key, e.book, e.merchant_account
     HAVING count(DISTINCT p.book) > 1 OR bool_or(p.book <> e.book) OR bool_or(p.merchant_account <> e.merchant_account)`.execute(
-    db,
+      db,
+    ),
   );
   failures.push(...listed('entry mixes books', mixed.rows, (r) => `${r.idempotency_key} (${r.books})`));
 
   // Test deposits and the refunds of test deposits post in the test book, everything else outside it. A
   // refund booked live before its deposit was known as test is moved by reversal and re-posting, so for
   // refunds what counts is each effect's net count per book.
-  const testBook = await sql<{ idempotency_key: string; book: string }>`
+  const testBook = await timed('test book apart', () =>
+    sql<{ idempotency_key: string; book: string }>`
     SELECT e.idempotency_key, e.book FROM journal_entries e
     LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
       AND m.entity_id = e.entity_id
     WHERE e.entity_kind <> 'refund' AND coalesce(e.entity_kind = 'deposit' AND m.test, false) <> (e.book = 'test')
       ${recent('e')}
     UNION ALL
-    SELECT min(e.idempotency_key), e.book FROM journal_entries e
+    SELECT min(e.idempotency_key), e.book FROM ${
+      since === null
+        ? sql`journal_entries e`
+        : // The refunds booked in the period, each one's entries read by its key (not every refund's).
+          sql`(SELECT DISTINCT r.merchant_account, r.entity_id FROM journal_entries r
+              WHERE r.entity_kind = 'refund' AND r.created_at >= ${since}) r
+            CROSS JOIN LATERAL (SELECT x.* FROM journal_entries x WHERE x.merchant_account = r.merchant_account
+              AND x.entity_kind = 'refund' AND x.entity_id = r.entity_id OFFSET 0) e`
+    }
     LEFT JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
       AND m.entity_id = e.entity_id
     LEFT JOIN mirrors d ON d.merchant_account = m.merchant_account AND d.entity_kind = 'deposit'
       AND d.entity_id = m.parent_deposit_id
     WHERE e.entity_kind = 'refund' AND coalesce(d.test, false) <> (e.book = 'test')
-      ${
-        since === null
-          ? sql``
-          : sql`AND (e.merchant_account, e.entity_id) IN (SELECT r.merchant_account, r.entity_id FROM journal_entries r
-              WHERE r.entity_kind = 'refund' AND r.created_at >= ${since})`
-      }
-    GROUP BY e.merchant_account, e.entity_id, e.effect, e.book HAVING sum(e.direction) <> 0`.execute(db);
+    GROUP BY e.merchant_account, e.entity_id, e.effect, e.book HAVING sum(e.direction) <> 0`.execute(db),
+  );
   failures.push(
     ...listed('test book mixed with others', testBook.rows, (r) => `${r.idempotency_key} in book ${r.book}`),
   );
 
-  const crypto = await sql<{ idempotency_key: string; account: string }>`
+  const crypto = await timed('crypto off available', () =>
+    sql<{ idempotency_key: string; account: string }>`
     SELECT e.idempotency_key, p.account FROM journal_entries e
     JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
       AND m.entity_id = e.entity_id
     JOIN postings p ON p.entry_id = e.id
-    WHERE e.entity_kind = 'deposit' AND m.crypto AND p.account = 'available' ${recent('e')}`.execute(db);
+    WHERE e.entity_kind = 'deposit' AND m.crypto AND p.account = 'available' ${recent('e')}`.execute(db),
+  );
   failures.push(
     ...listed(
       'crypto deposit touches available',
@@ -131,13 +157,14 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
 
   // Live `reserved` against live cashouts and refunds in flight; `test_reserved` against the in-flight
   // refunds of test deposits (their mirror carries the deposit's test flag).
-  const reserved = await sql<{
-    merchant_account: string;
-    currency: string;
-    book: string;
-    reserved: string;
-    in_flight: string;
-  }>`
+  const reserved = await timed('reserved equals in flight', () =>
+    sql<{
+      merchant_account: string;
+      currency: string;
+      book: string;
+      reserved: string;
+      in_flight: string;
+    }>`
     WITH r AS (${
       since === null
         ? sql`SELECT merchant_account, currency, book, sum(amount) AS reserved FROM postings
@@ -156,7 +183,8 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
       coalesce(r.currency, f.currency) AS currency, coalesce(r.book, f.book) AS book,
       coalesce(r.reserved, 0)::text AS reserved, coalesce(f.in_flight, 0)::text AS in_flight
     FROM r FULL JOIN f ON f.merchant_account = r.merchant_account AND f.currency = r.currency AND f.book = r.book
-    WHERE coalesce(r.reserved, 0) <> coalesce(f.in_flight, 0)`.execute(db);
+    WHERE coalesce(r.reserved, 0) <> coalesce(f.in_flight, 0)`.execute(db),
+  );
   failures.push(
     ...listed(
       'reserved differs from in-flight cashouts and refunds',
@@ -169,14 +197,15 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
 
   // Running balances (the postings' trigger keeps them) against the sum of each account's postings, in one
   // statement so that a batch committing meanwhile is seen whole or not at all.
-  const running = await sql<{
-    merchant_account: string;
-    currency: string;
-    book: string;
-    account: string;
-    running: string | null;
-    posted: string;
-  }>`
+  const running = await timed('running balances', () =>
+    sql<{
+      merchant_account: string;
+      currency: string;
+      book: string;
+      account: string;
+      running: string | null;
+      posted: string;
+    }>`
     WITH p AS (${
       since === null
         ? sql`SELECT merchant_account, currency, book, account, sum(amount) AS posted FROM postings
@@ -198,7 +227,8 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     LEFT JOIN p ON p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
       AND p.account = a.name
     WHERE coalesce(b.balance, 0) <> coalesce(p.posted, 0)
-    ORDER BY 1, 2, 3, 4`.execute(db);
+    ORDER BY 1, 2, 3, 4`.execute(db),
+  );
   failures.push(
     ...listed(
       'running balance differs from postings',
@@ -211,15 +241,16 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
 
   // Daily snapshots against the running sum of each account's postings by UTC day: a snapshot at midnight
   // `at` takes the days ending at or before it (its peers in the window's order included).
-  const snapshots = await sql<{
-    merchant_account: string;
-    currency: string;
-    book: string;
-    account: string;
-    at: Date;
-    snapshot: string;
-    posted: string;
-  }>`
+  const snapshots = await timed('snapshots', () =>
+    sql<{
+      merchant_account: string;
+      currency: string;
+      book: string;
+      account: string;
+      at: Date;
+      snapshot: string;
+      posted: string;
+    }>`
     ${
       since === null
         ? sql`WITH merged AS (
@@ -248,7 +279,8 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
         WHERE x.merchant_account = s.merchant_account AND x.currency = s.currency AND x.book = s.book
           AND x.account = s.account AND x.created_at >= coalesce(prev.at, '-infinity') AND x.created_at < s.at), 0)`
     }
-    ORDER BY 1, 2, 3, 4, 5`.execute(db);
+    ORDER BY 1, 2, 3, 4, 5`.execute(db),
+  );
   failures.push(
     ...listed(
       'balance snapshot differs from postings',
@@ -259,82 +291,145 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     ),
   );
 
-  // Applied effects against wanted effects, entity by entity, in chunks (keyset pagination).
+  // Applied effects against wanted effects, entity by entity, in chunks: the next chunk's state loads while
+  // this one's plans are computed.
   const chunk = options.chunk ?? 2_000;
   const drift: string[] = [];
   let entities = 0;
-  let after: [string, string, string] = ['', '', ''];
-  for (;;) {
-    const { rows } = await sql<{
-      merchant_account: string;
-      entity_kind: EntityKind;
-      entity_id: string;
-      external_ref: string | null;
-    }>`
-      SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref FROM ${
-        since === null
-          ? sql`mirrors m`
-          : sql`(SELECT merchant_account, entity_kind, entity_id FROM status_history WHERE recorded_at >= ${since}
-              UNION SELECT merchant_account, entity_kind, entity_id FROM journal_entries WHERE created_at >= ${since}) t
-              JOIN mirrors m ON m.merchant_account = t.merchant_account AND m.entity_kind = t.entity_kind
-                AND m.entity_id = t.entity_id`
-      }
-      WHERE (m.merchant_account, m.entity_kind, m.entity_id) > (${after[0]}, ${after[1]}, ${after[2]})
-      ORDER BY m.merchant_account, m.entity_kind, m.entity_id LIMIT ${chunk}`.execute(db);
-    if (rows.length === 0) break;
-    entities += rows.length;
-    const last = rows[rows.length - 1]!;
-    after = [last.merchant_account, last.entity_kind, last.entity_id];
-    const refs: EntityRef[] = rows.map((r) => ({
-      account: r.merchant_account,
-      kind: r.entity_kind,
-      entityId: r.entity_id,
-    }));
-    const { histories, applied } = await loadLedgerState(db, refs);
-    const refunds = await loadRefundDeposits(db, refs, (k) => histories.get(k) ?? []);
-    const intents = await loadIntents(
-      db,
-      rows.map((r, i) => {
-        const k = refKey(refs[i]!);
-        const xs = new Set<string>();
-        if (r.external_ref) xs.add(r.external_ref);
-        for (const h of histories.get(k) ?? []) if (h.externalRef) xs.add(h.externalRef);
-        return { ...refs[i]!, externalRefs: [...xs] };
-      }),
-    );
-    for (const ref of refs) {
-      const k = refKey(ref);
-      const booked = applied.get(k) ?? [];
-      const { path, entries: plan } = planEntity({
-        kind: ref.kind,
-        account: ref.account,
-        entityId: ref.entityId,
-        history: histories.get(k) ?? [],
-        intent: intents.get(k) ?? null,
-        applied: booked,
-        refundOfTestDeposit: ref.kind === 'refund' && refunds.isTest(ref),
-        rules: DEFAULT_EXCEPTION_RULES,
-      });
-      const counts = new Map<string, number>();
-      for (const e of booked) counts.set(e.effect, (counts.get(e.effect) ?? 0) + e.direction);
-      const badCount = [...counts].filter(([, n]) => n !== 0 && n !== 1);
-      if (plan.length > 0 || badCount.length > 0) {
-        const missing = plan
-          .filter((p) => p.direction === 1)
-          .map((p) => `${p.effect} ${formatAmount(p.amount)}`);
-        const extra = plan
-          .filter((p) => p.direction === -1)
-          .map((p) => `${p.effect} ${formatAmount(p.amount)}`);
-        drift.push(
-          `${ref.kind} ${ref.account}/${ref.entityId} (status ${path.status ?? 'none'}): missing [${missing.join(', ')}], ` +
-            `not wanted [${extra.join(', ')}]${badCount.length ? `, net counts ${JSON.stringify(badCount)}` : ''}`,
-        );
-      }
-    }
+  const pages = entityPages(db, since, chunk, timed);
+  const load = (rows: EntityRow[]) => timed('entity state loaded', () => loadEntityState(db, rows));
+  let page = await pages.next();
+  let loading = page.done ? null : load(page.value);
+  while (loading !== null) {
+    const state = await loading;
+    page = await pages.next();
+    loading = page.done ? null : load(page.value);
+    // A failed load is thrown by the `await` above on the next turn; until then it is handled here.
+    loading?.catch(() => undefined);
+    entities += state.refs.length;
+    const t0 = performance.now();
+    drift.push(...entityDrift(state));
+    if (timings) timings['entity plans'] = (timings['entity plans'] ?? 0) + performance.now() - t0;
   }
   failures.push(...listed('applied effects differ from wanted', drift, (s) => s));
 
-  const entries = await sql<{ n: string }>`
-    SELECT count(*)::text AS n FROM journal_entries e WHERE true ${recent('e')}`.execute(db);
+  const entries = await timed('entries counted', () =>
+    sql<{ n: string }>`
+    SELECT count(*)::text AS n FROM journal_entries e WHERE true ${recent('e')}`.execute(db),
+  );
   return { ok: failures.length === 0, failures, entities, entries: Number(entries.rows[0]?.n ?? 0) };
+}
+
+interface EntityRow {
+  merchant_account: string;
+  entity_kind: EntityKind;
+  entity_id: string;
+  external_ref: string | null;
+}
+
+type Timed = <T>(name: string, run: () => Promise<T>) => Promise<T>;
+
+/**
+ * The entities to check, `chunk` at a time in key order. Incremental: those with a reading recorded or an
+ * entry booked in the period, found in one statement by the history's BRIN index on `recorded_at` and the
+ * entries' index on `created_at` (each mirror then read by its key); full: every mirror, keyset pages.
+ */
+async function* entityPages(
+  db: Db,
+  since: Date | null,
+  chunk: number,
+  timed: Timed,
+): AsyncGenerator<EntityRow[]> {
+  if (since !== null) {
+    const { rows } = await timed('entities of the period', () =>
+      sql<EntityRow>`
+        SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref
+        FROM (SELECT merchant_account, entity_kind, entity_id FROM status_history WHERE recorded_at >= ${since}
+          UNION SELECT merchant_account, entity_kind, entity_id FROM journal_entries WHERE created_at >= ${since}) t
+        CROSS JOIN LATERAL (SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref FROM mirrors m
+          WHERE m.merchant_account = t.merchant_account AND m.entity_kind = t.entity_kind
+            AND m.entity_id = t.entity_id OFFSET 0) m
+        ORDER BY 1, 2, 3`.execute(db),
+    );
+    for (let i = 0; i < rows.length; i += chunk) yield rows.slice(i, i + chunk);
+    return;
+  }
+  let after: [string, string, string] = ['', '', ''];
+  for (;;) {
+    const { rows } = await timed('entities of the period', () =>
+      sql<EntityRow>`
+        SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref FROM mirrors m
+        WHERE (m.merchant_account, m.entity_kind, m.entity_id) > (${after[0]}, ${after[1]}, ${after[2]})
+        ORDER BY m.merchant_account, m.entity_kind, m.entity_id LIMIT ${chunk}`.execute(db),
+    );
+    if (rows.length === 0) return;
+    const last = rows[rows.length - 1]!;
+    after = [last.merchant_account, last.entity_kind, last.entity_id];
+    yield rows;
+  }
+}
+
+interface EntityState {
+  refs: EntityRef[];
+  histories: Map<string, HistoryItem[]>;
+  applied: Map<string, AppliedEntry[]>;
+  intents: Map<string, LinkedIntent>;
+  refunds: RefundDeposits;
+}
+
+/** What planning a chunk of entities reads: histories, booked entries, refunds' deposits, intents. */
+async function loadEntityState(db: Db, rows: readonly EntityRow[]): Promise<EntityState> {
+  const refs: EntityRef[] = rows.map((r) => ({
+    account: r.merchant_account,
+    kind: r.entity_kind,
+    entityId: r.entity_id,
+  }));
+  const { histories, applied } = await loadLedgerState(db, refs);
+  const refunds = await loadRefundDeposits(db, refs, (k) => histories.get(k) ?? []);
+  const intents = await loadIntents(
+    db,
+    rows.map((r, i) => {
+      const k = refKey(refs[i]!);
+      const xs = new Set<string>();
+      if (r.external_ref) xs.add(r.external_ref);
+      for (const h of histories.get(k) ?? []) if (h.externalRef) xs.add(h.externalRef);
+      return { ...refs[i]!, externalRefs: [...xs] };
+    }),
+  );
+  return { refs, histories, applied, intents, refunds };
+}
+
+/** Each entity whose booked effects differ from the wanted ones (its plan would book something), named. */
+function entityDrift({ refs, histories, applied, intents, refunds }: EntityState): string[] {
+  const drift: string[] = [];
+  for (const ref of refs) {
+    const k = refKey(ref);
+    const booked = applied.get(k) ?? [];
+    const { path, entries: plan } = planEntity({
+      kind: ref.kind,
+      account: ref.account,
+      entityId: ref.entityId,
+      history: histories.get(k) ?? [],
+      intent: intents.get(k) ?? null,
+      applied: booked,
+      refundOfTestDeposit: ref.kind === 'refund' && refunds.isTest(ref),
+      rules: DEFAULT_EXCEPTION_RULES,
+    });
+    const counts = new Map<string, number>();
+    for (const e of booked) counts.set(e.effect, (counts.get(e.effect) ?? 0) + e.direction);
+    const badCount = [...counts].filter(([, n]) => n !== 0 && n !== 1);
+    if (plan.length > 0 || badCount.length > 0) {
+      const missing = plan
+        .filter((p) => p.direction === 1)
+        .map((p) => `${p.effect} ${formatAmount(p.amount)}`);
+      const extra = plan
+        .filter((p) => p.direction === -1)
+        .map((p) => `${p.effect} ${formatAmount(p.amount)}`);
+      drift.push(
+        `${ref.kind} ${ref.account}/${ref.entityId} (status ${path.status ?? 'none'}): missing [${missing.join(', ')}], ` +
+          `not wanted [${extra.join(', ')}]${badCount.length ? `, net counts ${JSON.stringify(badCount)}` : ''}`,
+      );
+    }
+  }
+  return drift;
 }
