@@ -97,3 +97,30 @@ describe('bench:scale synthesizer', () => {
     expect(full.failures.join('\n')).toContain(`/${id} (status DECLINED)`);
   });
 });
+
+describe('bench:scale synthesizer, a busy last day (SCALE_LAST_DAY)', () => {
+  let u: TestDatabase;
+  beforeAll(async () => {
+    u = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await u?.drop();
+  });
+
+  it('puts the asked number of payments in the last 24 hours, and the verifications accept the year', async () => {
+    const end = new Date(Date.now() - 3 * 3_600_000);
+    await synthesizeScale(u.db, { payments: 1_000, lastDay: 600, chunk: 300, end });
+    const { rows } = await sql<{ day: string; before: string }>`
+      SELECT count(*) FILTER (WHERE first_seen_at > ${new Date(end.getTime() - 86_400_000)})::text AS day,
+        count(*) FILTER (WHERE first_seen_at <= ${new Date(end.getTime() - 86_400_000)})::text AS before
+      FROM mirrors`.execute(u.db);
+    // Refunds are first seen an hour after their creation: the day's count is the payments created in it.
+    expect(Number(rows[0]!.day)).toBeGreaterThanOrEqual(600 - 40);
+    expect(Number(rows[0]!.day)).toBeLessThanOrEqual(600 + 40);
+    expect(Number(rows[0]!.day) + Number(rows[0]!.before)).toBe(1_000);
+    expect((await verifyLedger(u.db)).failures).toEqual([]);
+    const inc = await verifyLedger(u.db, { since: new Date(end.getTime() - 22 * 3_600_000) });
+    expect(inc.failures).toEqual([]);
+    expect(inc.entities).toBeGreaterThan(500);
+  });
+});
