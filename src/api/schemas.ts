@@ -229,6 +229,13 @@ export const PaymentDetailResponse = z.object({
       effectiveAt: Instant,
       bookedAt: Instant,
       postings: z.array(z.object({ account: z.string(), amount: Amount })),
+      decision: z
+        .object({ decision: z.string(), by: z.string(), note: z.string(), exceptionId: z.string() })
+        .nullable()
+        .meta({
+          description:
+            "An entry booked by an operator's decision on an ILLEGAL_TRANSITION or FACTS_CHANGED: who, why, which exception",
+        }),
     }),
   ),
   exceptions: z.array(

@@ -209,6 +209,8 @@ export interface EntryRow {
   effectiveAt: Date;
   bookedAt: Date;
   postings: { account: string; amount: Minor }[];
+  /** An entry booked by an operator's decision (src/db/decisions.ts): who, why, which exception; else null. */
+  decision: { decision: string; by: string; note: string; exceptionId: string } | null;
 }
 
 export interface PaymentDetail {
@@ -233,6 +235,17 @@ export interface PaymentDetail {
     /** Sinks that took it (log, slack, webhook), in delivery order. */
     deliveredTo: string[];
   }[];
+}
+
+/** The operator's decision an entry's memo records (src/db/decisions.ts), or null. */
+function decisionOf(memo: Record<string, unknown> | null): EntryRow['decision'] {
+  if (!memo || typeof memo.by !== 'string') return null;
+  return {
+    decision: String(memo.decision ?? ''),
+    by: memo.by,
+    note: String(memo.note ?? ''),
+    exceptionId: String(memo.exceptionId ?? ''),
+  };
 }
 
 /** One payment with its status history, journal entries (with postings) and exceptions; null if unknown. */
@@ -281,7 +294,17 @@ export async function getPayment(
       .execute(),
     db
       .selectFrom('journal_entries')
-      .select(['id', 'effect', 'direction', 'book', 'currency', 'amount', 'effective_at', 'created_at'])
+      .select([
+        'id',
+        'effect',
+        'direction',
+        'book',
+        'currency',
+        'amount',
+        'effective_at',
+        'created_at',
+        'memo',
+      ])
       .where('merchant_account', '=', merchantAccount)
       .where('entity_kind', '=', kind)
       .where('entity_id', '=', entityId)
@@ -356,6 +379,7 @@ export async function getPayment(
       effectiveAt: e.effective_at,
       bookedAt: e.created_at,
       postings: byEntry.get(String(e.id)) ?? [],
+      decision: decisionOf(e.memo),
     })),
     exceptions: exceptions.map((x) => ({
       id: String(x.id),

@@ -324,6 +324,8 @@ export interface ExceptionRow {
   status_reason: string | null;
   rule: string | null;
   reopen_reason: string | null;
+  /** The refused move of an ILLEGAL_TRANSITION, the changes of a FACTS_CHANGED (`refusedReading`); else null. */
+  refused: Record<string, unknown> | null;
   /** The queue's fields (src/db/exception-queue.ts): who works it, its due time, overdue at `asOf`. */
   assignee: string | null;
   due_at: Date;
@@ -354,7 +356,9 @@ export function exceptionQuery(
            x.details #>> '{facts,status}' AS provider_status,
            nullif(concat_ws(' ', x.details #>> '{facts,statusReason}', x.details #>> '{facts,rejectionCode}',
              x.details #>> '{facts,rejectionReason}'), '') AS status_reason,
-           x.details #>> '{facts,rule}' AS rule, x.reopen_reason
+           x.details #>> '{facts,rule}' AS rule, x.reopen_reason,
+           CASE WHEN x.type IN ('ILLEGAL_TRANSITION', 'FACTS_CHANGED')
+             THEN jsonb_build_object('moves', x.details -> 'moves', 'changes', x.details -> 'changes') END AS refused
       FROM exceptions x
       ${MIRROR_OF_EXCEPTION}
       LEFT JOIN LATERAL (

@@ -149,6 +149,29 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   FEE_MISMATCH: 'The fee the provider charged differs from the expected fee.',
 };
 
+/**
+ * What the provider said that the ledger did not take, for the exceptions an operator decides, in words:
+ * the refused move of an ILLEGAL_TRANSITION (`COMPLETED → PENDING (not applied)`; the facts' status is the
+ * ledger's), the changed facts of a FACTS_CHANGED with both versions (`currency BRL → MXN`). Null for the
+ * other types. The page and the exception workbook show it.
+ */
+export function refusedReading(type: string, details: Record<string, unknown> | null): string | null {
+  const d = details ?? {};
+  if (type === 'ILLEGAL_TRANSITION' && Array.isArray(d.moves)) {
+    const moves = (d.moves as { from?: unknown; to?: unknown }[]).map(
+      (m) => `${String(m.from ?? 'none')} → ${String(m.to ?? 'none')}`,
+    );
+    return moves.length ? `${[...new Set(moves)].join(', ')} (not applied)` : null;
+  }
+  if (type === 'FACTS_CHANGED' && Array.isArray(d.changes)) {
+    const changes = (
+      d.changes as { fact?: unknown; before?: { value?: unknown }; after?: { value?: unknown } }[]
+    ).map((c) => `${String(c.fact)} ${String(c.before?.value ?? '?')} → ${String(c.after?.value ?? '?')}`);
+    return changes.length ? changes.join('; ') : null;
+  }
+  return null;
+}
+
 export function severityRank(s: Severity): number {
   return SEVERITIES.indexOf(s);
 }

@@ -10,6 +10,7 @@ import {
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
 import { AGE_BUCKETS } from '../domain/exception-queue.ts';
+import { refusedReading } from '../domain/exception-rules.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
@@ -118,6 +119,13 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
     cell: (r) => r.provider_status,
   },
   { header: 'Status reason', key: 'statusReason', type: 'text', width: 20, cell: (r) => r.status_reason },
+  {
+    header: 'Provider said (not applied)',
+    key: 'refused',
+    type: 'text',
+    width: 30,
+    cell: (r) => refusedReading(r.type, r.refused),
+  },
   { header: 'Rule', key: 'rule', type: 'text', width: 60, cell: (r) => r.rule },
   // Not totalled: a sum of how often each exception was seen means nothing.
   { header: 'Times seen', key: 'count', type: 'int', width: 11, cell: (r) => r.count },

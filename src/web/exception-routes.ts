@@ -129,8 +129,9 @@ const DONE: Record<string, string> = {
   take: 'You took the exception.',
   assign: 'Assignee changed.',
   comment: 'Comment added.',
-  'accept-provider': "Exception resolved: the provider's status is accepted and the ledger booked to match.",
-  'keep-ledger': "Exception resolved: the ledger's status is kept.",
+  'accept-provider':
+    "Exception resolved: the provider's status or facts are accepted and the ledger booked to match.",
+  'keep-ledger': "Exception resolved: the ledger's status and bookings are kept.",
 };
 
 export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: ExceptionServices): void {

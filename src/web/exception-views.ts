@@ -14,6 +14,7 @@ import {
   EXCEPTION_STATES,
   type ExceptionState,
 } from '../domain/exception-queue.ts';
+import { refusedReading } from '../domain/exception-rules.ts';
 import { roleCan } from '../domain/roles.ts';
 import { ageBucketLabel } from '../reports/exception-csv.ts';
 import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
@@ -128,12 +129,16 @@ function factsList(e: ExceptionView, ctx: PageContext): SafeHtml {
         .filter(Boolean)
         .join(', ')
     : '';
+  const refused = refusedReading(e.type, e.details);
+  const said = refused
+    ? html`<dt>${e.type === 'FACTS_CHANGED' ? 'Changed' : 'Provider said'}</dt><dd class="refused">${refused}</dd>`
+    : '';
   return html`${
     f
       ? html`<dl class="facts"><dt>Reference</dt><dd>${f.externalRef ?? 'none'}</dd>
 <dt>Intent</dt><dd>${amountText(f.intentAmount, f.intentCurrency)}</dd>
 <dt>Provider</dt><dd>${amountText(f.providerAmount, f.providerCurrency)}</dd>
-<dt>Status</dt><dd>${f.status ?? 'none'}${reason ? ` (${reason})` : ''}</dd></dl><div class="rule">${f.rule}</div>`
+<dt>Status</dt><dd>${f.status ?? 'none'}${reason ? ` (${reason})` : ''}</dd>${said}</dl><div class="rule">${f.rule}</div>`
       : html`<span class="muted">No facts recorded.</span>`
   }${
     e.reopenReason
@@ -306,11 +311,15 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>
 <dt>Due</dt><dd id="due">${dueCell(e, ctx)}</dd>
 <dt>Seen</dt><dd>${e.count} time${e.count === 1 ? '' : 's'}, last ${when(e.lastSeenAt)}</dd>
-</dl><h3>Facts</h3>${factsList(e, ctx)}</section>
+${
+  e.state === 'resolved'
+    ? html`<dt>Resolved</dt><dd id="resolution">by <strong>${e.resolvedBy ?? 'unknown'}</strong>${e.resolvedAt ? html`, ${when(e.resolvedAt)}` : ''}: ${e.resolutionNote ?? ''}</dd>`
+    : ''
+}</dl><h3>Facts</h3>${factsList(e, ctx)}</section>
 <section><h2>Work it</h2>${
       work
         ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
-<label>Note (optional)<input name="note" maxlength="1000"></label><div class="rowact"><div class="buttons">${moveButtons(e, ctx)}</div></div></form>
+<label>${e.type === 'ILLEGAL_TRANSITION' || e.type === 'FACTS_CHANGED' ? 'Note (required for a decision: why it is right)' : 'Note (optional)'}<input name="note" maxlength="1000"></label><div class="rowact"><div class="buttons">${moveButtons(e, ctx)}</div></div></form>
 <form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
 <label>Assign to<select name="assignee"><option value="">nobody</option>${users.map(
             (u) => html`<option value="${u}"${u === e.assignee ? raw(' selected') : ''}>${u}</option>`,

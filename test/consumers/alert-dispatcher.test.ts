@@ -191,7 +191,11 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
   let consumer: RunningConsumer;
   let hook: Sink;
   const dirs: string[] = [];
-  const lines: { sink?: string; alert?: { alert_id: string; type: string; entity_id: string } }[] = [];
+  const lines: {
+    sink?: string;
+    msg?: string;
+    alert?: { alert_id: string; type: string; entity_id: string };
+  }[] = [];
   const logged = (type: string, entityId: string) =>
     lines.filter((l) => l.sink === 'log' && l.alert?.type === type && l.alert.entity_id === entityId);
   const posted = (type: string, entityId: string) =>
@@ -337,6 +341,130 @@ describe('alert dispatcher over Kafka, with the log sink', () => {
     const id = 'PROVIDER_AMOUNT_MISMATCH:deposit:main:7001:1';
     expect(logged('PROVIDER_AMOUNT_MISMATCH', '7001').map((l) => l.alert?.alert_id)).toEqual([id]);
     expect(posted('PROVIDER_AMOUNT_MISMATCH', '7001').map((b) => b.alert_id)).toEqual([id]);
+  });
+
+  it("carries each exception's facts to the log and the webhook: amount, currency, ids, status, reason, rule", async () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 10, 20, 13, 0, s));
+    // A cashout rejected by its bank after it completed (code 826), and a deposit paid short.
+    await publisher.publish('merchant.intent.recorded.v1', [
+      {
+        value: sampleIntent({
+          intentId: randomUUID(),
+          operation: 'cashout',
+          externalRef: 'ext-826',
+          entityId: '7101',
+          amount: 5_000n,
+          createdAt: t(0),
+        }),
+      },
+      {
+        value: sampleIntent({
+          intentId: randomUUID(),
+          operation: 'deposit',
+          externalRef: 'inv-short',
+          entityId: '7102',
+          amount: 157_954n,
+          createdAt: t(0),
+          request: { invoice_id: 'inv-short' },
+          response: { deposit_id: '7102' },
+        }),
+      },
+    ]);
+    await publisher.publish('provider.status.observed.v1', [
+      {
+        value: observation({
+          kind: 'cashout',
+          entityId: '7101',
+          externalRef: 'ext-826',
+          status: 'COMPLETED',
+          observedAt: t(1),
+        }),
+      },
+      {
+        value: observation({
+          kind: 'cashout',
+          entityId: '7101',
+          externalRef: 'ext-826',
+          status: 'REJECTED',
+          observedAt: t(2),
+          rejectionCode: '826',
+          rejectionReason: 'Withdrawal reversed',
+        }),
+      },
+      {
+        value: observation({
+          kind: 'deposit',
+          entityId: '7102',
+          externalRef: 'inv-short',
+          status: 'PENDING',
+          observedAt: t(1),
+          currency: 'BRL',
+          amount: 150_000n,
+        }),
+      },
+    ]);
+    type Sent = {
+      alert_id: string;
+      amount: string | null;
+      currency: string | null;
+      message: string;
+      details: { facts?: Record<string, unknown> };
+    };
+    const log = await waitFor(
+      'the late rejection in the log',
+      async () => logged('LATE_REJECTION', '7101')[0],
+    );
+    const hooked = await waitFor(
+      'the late rejection at the webhook',
+      async () => posted('LATE_REJECTION', '7101')[0],
+    );
+    const mismatchLog = await waitFor(
+      'the mismatch in the log',
+      async () => logged('AMOUNT_MISMATCH', '7102')[0],
+    );
+    const mismatchHook = await waitFor(
+      'the mismatch at the webhook',
+      async () => posted('AMOUNT_MISMATCH', '7102')[0],
+    );
+    for (const sent of [log.alert, hooked] as unknown as Sent[]) {
+      // A cashout's status carries no amount: the intent's is the one known, and the alert has it.
+      expect(sent).toMatchObject({
+        amount: '50.00',
+        currency: 'BRL',
+        message: expect.stringMatching(/rejected later/),
+      });
+      expect(sent.details.facts).toMatchObject({
+        entity: 'cashout:7101',
+        externalRef: 'ext-826',
+        intentAmount: '50.00',
+        intentCurrency: 'BRL',
+        providerAmount: null,
+        status: 'REJECTED',
+        rejectionCode: '826',
+        rejectionReason: 'Withdrawal reversed',
+        rule: expect.stringMatching(/rejected later/),
+      });
+    }
+    expect((log as { msg?: string }).msg).toBe(
+      `[critical] LATE_REJECTION cashout main/7101: ${(log.alert as unknown as Sent).message} (50.00 BRL)`,
+    );
+    for (const sent of [mismatchLog.alert, mismatchHook] as unknown as Sent[]) {
+      expect(sent).toMatchObject({
+        amount: '1500.00',
+        currency: 'BRL',
+        message: expect.stringMatching(/differs/),
+      });
+      expect(sent.details.facts).toMatchObject({
+        entity: 'deposit:7102',
+        externalRef: 'inv-short',
+        intentAmount: '1579.54',
+        intentCurrency: 'BRL',
+        providerAmount: '1500.00',
+        providerCurrency: 'BRL',
+        status: 'PENDING',
+        rule: expect.stringMatching(/differs from the amount of the merchant's intent/),
+      });
+    }
   });
 
   it('writes an alert the relay published twice (at-least-once) to the log once', async () => {

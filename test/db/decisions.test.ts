@@ -296,4 +296,80 @@ describe('payrecon exception decide', () => {
     const again = await payrecon(['exception', 'decide', ex.id, '--keep-ledger', '--note', 'x', '--by', 'u']);
     expect([again.code, again.stderr.trim()]).toEqual([1, `payrecon: exception ${ex.id}: already resolved`]);
   }, 60_000);
+
+  it("keeps the ledger's facts of a FACTS_CHANGED from the command line; refuses a type that takes no decision", async () => {
+    const a = 'decide-cli-facts';
+    await apply([dep(a, 'COMPLETED', 1)]);
+    await apply([{ ...dep(a, 'COMPLETED', 2), currency: 'MXN' }]);
+    const before = await balanceMap(a);
+    const ex = await factsOf(a);
+    const kept = await payrecon([
+      'exception',
+      'decide',
+      ex.id,
+      '--keep-ledger',
+      '--note',
+      'provider bug, ticket 4411',
+      '--by',
+      'cli-user',
+    ]);
+    expect([kept.code, kept.stderr]).toEqual([0, '']);
+    expect(kept.stdout).toBe(
+      `exception ${ex.id} resolved: kept the ledger's facts (provider reported currency BRL -> MXN)\n`,
+    );
+    const row = await factsOf(a);
+    expect([row.state, row.resolved_by]).toEqual(['resolved', 'cli-user']);
+    expect(row.decision).toMatchObject({
+      decision: 'keep-ledger',
+      by: 'cli-user',
+      note: 'provider bug, ticket 4411',
+    });
+    expect((await eventsOf(ex.id)).map((e) => [e.actor, e.to_state, e.note])).toEqual([
+      [
+        'cli-user',
+        'resolved',
+        "kept the ledger's facts (provider reported currency BRL -> MXN): provider bug, ticket 4411",
+      ],
+    ]);
+    expect(await balanceMap(a)).toEqual(before);
+    // An exception that is not an illegal move or changed facts takes no decision: one line, exit 1.
+    await apply([
+      { ...obs('deposit', 'cli-third', 'CANCELLED', 3), account: a, statusReason: 'THIRD_PARTY_PAYER' },
+    ]);
+    const other = await t.db
+      .selectFrom('exceptions')
+      .select('id')
+      .where('entity_id', '=', 'cli-third')
+      .where('type', '=', 'THIRD_PARTY_PAYER')
+      .executeTakeFirstOrThrow();
+    const refused = await payrecon([
+      'exception',
+      'decide',
+      other.id,
+      '--accept-provider',
+      '--note',
+      'x',
+      '--by',
+      'u',
+    ]);
+    expect([refused.code, refused.stderr.trim()]).toEqual([
+      1,
+      `payrecon: exception ${other.id}: is THIRD_PARTY_PAYER, only ILLEGAL_TRANSITION and FACTS_CHANGED take a decision`,
+    ]);
+    const unknown = await payrecon([
+      'exception',
+      'decide',
+      '98765432',
+      '--keep-ledger',
+      '--note',
+      'x',
+      '--by',
+      'u',
+    ]);
+    expect([unknown.code, unknown.stderr.trim()]).toEqual([
+      1,
+      'payrecon: exception 98765432: no such exception',
+    ]);
+    await expectVerified();
+  }, 90_000);
 });
