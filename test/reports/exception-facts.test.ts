@@ -12,11 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listQueue } from '../../src/db/exception-queue.ts';
 import type { ExceptionFacts } from '../../src/db/exceptions.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { OutboxPayload } from '../../src/db/outbox.ts';
 import { EXCEPTION_RULE_TEXT, type ExceptionType } from '../../src/domain/exception-rules.ts';
+import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import type { Intent, Observation } from '../../src/domain/observation.ts';
 import { alertFromOutbox } from '../../src/producers/outbox-relay.ts';
@@ -263,6 +265,27 @@ describe('the facts every exception carries', () => {
       });
       const reason = [f.statusReason, f.rejectionCode, f.rejectionReason].filter(Boolean).join(' ');
       expect(reason || undefined, c.type).toBe(c.reason);
+    }
+  });
+
+  it("in the queue the page and the API list: the payment's amount and currency where one is known", async () => {
+    const rows = await listQueue(
+      t.db,
+      {},
+      new Date(Date.now() + 2 * 3_600_000),
+      DEFAULT_SLA_TABLE,
+      500,
+      null,
+    );
+    for (const c of CASES) {
+      const row = rows.find((r) => r.type === c.type && r.entityId === c.entity);
+      expect(row, `${c.type} of ${c.entity}`).toBeDefined();
+      // The ledger's amount: the provider's (frozen on the first for FACTS_CHANGED), else the intent's.
+      const known = c.type === 'FACTS_CHANGED' ? c.intent : (c.provider ?? c.intent);
+      expect([row!.amount === null ? null : formatAmount(row!.amount), row!.currency], c.type).toEqual([
+        known?.[0] ?? null,
+        known?.[1] ?? null,
+      ]);
     }
   });
 
