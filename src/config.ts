@@ -209,6 +209,13 @@ const deadlinesSchema = z
     missedNotificationGraceMinutes: intText(0, 10_080).default(
       DEFAULT_EXCEPTION_RULES.missedNotificationGraceMs / 60_000,
     ),
+    /**
+     * Minutes a creation recorded with an unknown outcome may stay unanswered before OUTCOME_UNKNOWN
+     * (cashouts: before the poller looks them up by external_id).
+     */
+    outcomeUnknownGraceMinutes: intText(1, 10_080).default(
+      DEFAULT_EXCEPTION_RULES.outcomeUnknownGraceMs / 60_000,
+    ),
   })
   .strict();
 
@@ -484,6 +491,11 @@ const envSchema = z.object({
   PAYRECON_FETCH_CONCURRENCY: intText(1, 256).default(32),
   PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
   PAYRECON_PROVIDER_RETRIES: intText(0, 10).default(3),
+  /**
+   * Seconds a merchant-side creation whose outcome is unknown (timeout, 5xx) is sent again, same request
+   * and idempotency key, until the provider answers (recordingClient); 0: never.
+   */
+  PAYRECON_INTENT_SETTLE_WINDOW_SECONDS: intText(0, 86_400).default(900),
 
   PAYRECON_SANDBOX_TRAFFIC: boolText().default(true),
 
@@ -639,7 +651,11 @@ function buildConfig(env: z.output<typeof envSchema>) {
       completedRecheckScheduleSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS,
     },
     fetcher: { concurrency: env.PAYRECON_FETCH_CONCURRENCY },
-    provider: { timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS, retries: env.PAYRECON_PROVIDER_RETRIES },
+    provider: {
+      timeoutMs: env.PAYRECON_PROVIDER_TIMEOUT_MS,
+      retries: env.PAYRECON_PROVIDER_RETRIES,
+      intentSettleWindowSeconds: env.PAYRECON_INTENT_SETTLE_WINDOW_SECONDS,
+    },
     sandbox: { traffic: env.PAYRECON_SANDBOX_TRAFFIC },
     metrics: {
       host: env.PAYRECON_METRICS_HOST,

@@ -123,6 +123,7 @@ export function exceptionRulesFrom(config: Config): ExceptionRules {
   const hour = 3_600_000;
   return {
     ...DEFAULT_EXCEPTION_RULES,
+    outcomeUnknownGraceMs: d.outcomeUnknownGraceMinutes * 60_000,
     stuck: {
       ...DEFAULT_EXCEPTION_RULES.stuck,
       depositAfterExpiryMs: d.depositExpiryGraceMinutes * 60_000,
@@ -414,6 +415,7 @@ export function startPoller(
       concurrency: config.poller.concurrency,
       batchSize: config.poller.batchSize,
       leaseMs: config.poller.minIntervalSeconds * 1000,
+      outcomeUnknownGraceMs: infra.rules.outcomeUnknownGraceMs,
       logger: infra.logger,
       onRound: (r) => {
         if (r.published > 0) metrics.pollCalls.inc({ outcome: 'published' }, r.published);
@@ -773,6 +775,8 @@ export interface SandboxForUpOptions {
   logger: Logger;
   /** Traffic client retries (default 1: traffic must not retry into the sandbox's own faults forever). */
   clientRetries?: number;
+  /** Window in which a creation with an unknown outcome is sent again (default: recordingClient's). */
+  settleWindowMs?: number;
   /** Sandbox seconds per real second (default 60: a minute of provider time per second). */
   speed?: number;
   /** Creations per second (default 2). */
@@ -847,7 +851,13 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
         retries: options.clientRetries ?? 1,
         logger: options.logger,
       });
-      sandbox.control.traffic.useClient(recordingClient(client, recordIntent, { account: account.name }));
+      sandbox.control.traffic.useClient(
+        recordingClient(client, recordIntent, {
+          account: account.name,
+          logger: options.logger.child({ module: 'merchant' }),
+          ...(options.settleWindowMs === undefined ? {} : { settle: { windowMs: options.settleWindowMs } }),
+        }),
+      );
       const rate = options.trafficRate ?? 2;
       if (rate > 0) await put('/traffic', { rate }, 'POST');
     },
@@ -912,6 +922,7 @@ export async function runUp(
         webBaseUrl,
         logger,
         trafficRate: config.sandbox.traffic ? traffic : 0,
+        settleWindowMs: config.provider.intentSettleWindowSeconds * 1000,
         speed,
         dataDir: join(resolve(config.dataDir), 'sandbox'),
         // The provider's documented late payments, now that the ledger books them (LATE_COMPLETION).

@@ -21,6 +21,7 @@ import * as m20261125T0120 from './migrations/20261125T0120_charts.ts';
 import * as m20261125T0150 from './migrations/20261125T0150_scale_lookups.ts';
 import * as m20261125T0155 from './migrations/20261125T0155_bank_reference.ts';
 import * as m20261125T0160 from './migrations/20261125T0160_lookup_indexes.ts';
+import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_index.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -40,6 +41,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261125T0150_scale_lookups': m20261125T0150,
   '20261125T0155_bank_reference': m20261125T0155,
   '20261125T0160_lookup_indexes': m20261125T0160,
+  '20261126T03311_outcome_unknown_index': m20261126T03311,
 };
 
 export interface OpenDatabaseOptions {

@@ -24,11 +24,14 @@ import {
 import type { EntityKind } from '../domain/statuses.ts';
 import type { EntityRef } from './ledger-repository.ts';
 import { enqueueAlerts } from './outbox.ts';
+import { UNANSWERED_INTENT } from './queries.ts';
 import type { Db } from './schema.ts';
 
 export interface ExceptionToRaise extends EntityRef {
   type: ExceptionType;
   details: Record<string, unknown>;
+  /** Facts known to the raiser that no mirror holds (OUTCOME_UNKNOWN: the intent's, no entity yet). */
+  facts?: Partial<ExceptionFacts>;
   /** The fact the exception is about (see RaisedException.fact); default: the details as canonical JSON. */
   fact?: string;
 }
@@ -159,7 +162,10 @@ export async function raiseExceptions(
   const factRows = await loadFacts(db, raised);
   const unique = new Map<string, ExceptionToRaise>();
   for (const r of raised) {
-    const facts = factsOf(r, factRows.get(`${r.account}\u0000${r.kind}\u0000${r.entityId}`));
+    const facts = {
+      ...factsOf(r, factRows.get(`${r.account}\u0000${r.kind}\u0000${r.entityId}`)),
+      ...(r.facts ?? {}),
+    };
     unique.set(keyOf(r.type, r.account, r.kind, r.entityId), {
       ...r,
       fact: factOf(r),
@@ -263,6 +269,15 @@ export interface SweepResult {
   stuck: number;
   missedNotification: number;
   unknownTransaction: number;
+  /** Creations still without an answer past the grace (OUTCOME_UNKNOWN raised or still open). */
+  outcomeUnknown: number;
+  /** OUTCOME_UNKNOWN exceptions resolved because their entity has been observed (or refused). */
+  outcomeSettled: number;
+}
+
+/** The exception key of a creation without a provider id: its merchant reference. */
+export function outcomeUnknownEntityId(externalRef: string): string {
+  return `ref:${externalRef}`;
 }
 
 /**
@@ -272,6 +287,15 @@ export interface SweepResult {
  * and a status left before its webhook was read is announced by the next one) and UNKNOWN_TRANSACTION
  * (observed at the provider, no intent after the grace). A condition still open is not counted again on
  * every sweep; it is re-raised (count + 1) only once it had been resolved.
+ *
+ * OUTCOME_UNKNOWN: a deposit, card deposit or refund the merchant recorded with an unknown outcome (no
+ * provider id: the answer was lost, and the merchant's client did not settle it) that no mirror links or
+ * carries its reference after `outcomeUnknownGraceMs`. The API cannot look such a creation up by the
+ * merchant's reference, so a person must; the exception is keyed by the reference (`ref:<invoice id>`)
+ * and carries the intent's facts. It is resolved by payrecon itself, with a note and an event in its
+ * history, at the first sweep after the entity is observed (matched by the reference, or for a refund by
+ * its deposit and amount) or the creation is known refused. Cashouts are looked up by the poller instead
+ * (`unsettledCashouts`).
  */
 export async function sweepExceptions(
   db: Db,
@@ -365,8 +389,98 @@ export async function sweepExceptions(
       details: {},
     });
   }
+  const outcomeBefore = new Date(now.getTime() - rules.outcomeUnknownGraceMs);
+  const { rows: unsettled } = await sql<{
+    intent_id: string;
+    merchant_account: string;
+    entity_kind: EntityKind;
+    operation: string;
+    external_ref: string;
+    amount: string;
+    currency: string;
+    created_at: Date;
+  }>`
+    SELECT i.intent_id, i.merchant_account, i.entity_kind, i.operation, i.external_ref, i.amount::text AS amount,
+      i.currency, i.created_at
+    FROM intents i
+    WHERE i.outcome = 'unknown' AND i.entity_id IS NULL AND i.created_at <= ${outcomeBefore}
+      AND i.operation <> 'cashout' AND ${UNANSWERED_INTENT}`.execute(db);
+  const stillUnknown = new Set<string>();
+  for (const u of unsettled) {
+    const entityId = outcomeUnknownEntityId(u.external_ref);
+    stillUnknown.add(keyOf('OUTCOME_UNKNOWN', u.merchant_account, u.entity_kind, entityId));
+    raised.push({
+      type: 'OUTCOME_UNKNOWN',
+      account: u.merchant_account,
+      kind: u.entity_kind,
+      entityId,
+      details: {
+        intentId: u.intent_id,
+        operation: u.operation,
+        externalRef: u.external_ref,
+        amount: u.amount,
+        currency: u.currency,
+        createdAt: u.created_at.toISOString(),
+      },
+      facts: { externalRef: u.external_ref, intentAmount: u.amount, intentCurrency: u.currency },
+    });
+  }
   await raiseExceptions(db, raised, now, rules, { mode: 'condition' });
-  return { stuck, missedNotification: missed.length, unknownTransaction: unknown.length };
+  const outcomeSettled = await resolveSettledOutcomes(db, stillUnknown, now);
+  return {
+    stuck,
+    missedNotification: missed.length,
+    unknownTransaction: unknown.length,
+    outcomeUnknown: unsettled.length,
+    outcomeSettled,
+  };
+}
+
+/**
+ * Resolves the open OUTCOME_UNKNOWN exceptions whose creation is no longer unanswered (not in
+ * `stillUnknown`), as payrecon, with a note naming what settled it; returns how many.
+ */
+async function resolveSettledOutcomes(db: Db, stillUnknown: ReadonlySet<string>, now: Date): Promise<number> {
+  const { rows: open } = await sql<{
+    id: string;
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    state: string;
+    note: string;
+  }>`
+    SELECT e.id::text AS id, e.merchant_account, e.entity_kind, e.entity_id, e.state,
+      CASE
+        WHEN i.outcome = 'declined' THEN 'settled: the provider refused the creation or does not hold it'
+        WHEN coalesce(i.entity_id, m.entity_id) IS NOT NULL
+          THEN 'settled: the provider''s ' || e.entity_kind || ' ' || coalesce(i.entity_id, m.entity_id) || ' was observed'
+        ELSE 'settled: the creation is no longer unanswered'
+      END AS note
+    FROM exceptions e
+    LEFT JOIN intents i ON i.intent_id = e.details->>'intentId'
+    LEFT JOIN LATERAL (
+      SELECT x.entity_id FROM mirrors x
+      WHERE x.intent_id = i.intent_id
+        OR (x.external_ref = i.external_ref AND x.merchant_account = i.merchant_account AND x.entity_kind = i.entity_kind)
+      LIMIT 1) m ON true
+    WHERE e.type = 'OUTCOME_UNKNOWN' AND e.state <> 'resolved'`.execute(db);
+  const settled = open.filter(
+    (e) => !stillUnknown.has(keyOf('OUTCOME_UNKNOWN', e.merchant_account, e.entity_kind, e.entity_id)),
+  );
+  if (settled.length === 0) return 0;
+  const ids = settled.map((e) => e.id);
+  const notes = settled.map((e) => e.note);
+  const states = settled.map((e) => e.state);
+  await sql`
+    WITH v AS (SELECT * FROM unnest(${ids}::text[], ${notes}::text[], ${states}::text[]) AS v(id, note, state)),
+    done AS (
+      UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
+        resolution_note = v.note, updated_at = now()
+      FROM v WHERE e.id = v.id::bigint AND e.state = v.state
+      RETURNING e.id, v.state, v.note)
+    INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
+    SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', note FROM done`.execute(db);
+  return settled.length;
 }
 
 /**

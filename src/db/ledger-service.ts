@@ -10,6 +10,7 @@ import type { Transaction } from 'kysely';
 import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
+import { refundWriteAheadRef } from '../domain/intent.ts';
 import { formatAmount } from '../domain/money.ts';
 import { type Intent, intentKind, type LedgerObservation } from '../domain/observation.ts';
 import { planEntity } from '../domain/plan.ts';
@@ -245,8 +246,20 @@ async function loadForReconcile(
     };
     add(r.externalRef);
     add(locked.get(k)?.externalRef);
-    for (const h of histories.get(k) ?? []) add(h.externalRef);
-    for (const o of incoming.get(k)?.observations ?? []) add(o.externalRef);
+    // A refund's reading names no merchant reference: its deposit and amount find the intent written
+    // ahead of its creation (`refundWriteAheadRef`) when the completed record never came.
+    const refundRef = (x: { parentDepositId: string | null; amount: bigint | null }) =>
+      r.kind === 'refund' && x.parentDepositId !== null && x.amount !== null
+        ? refundWriteAheadRef(x.parentDepositId, x.amount)
+        : null;
+    for (const h of histories.get(k) ?? []) {
+      add(h.externalRef);
+      add(refundRef(h));
+    }
+    for (const o of incoming.get(k)?.observations ?? []) {
+      add(o.externalRef);
+      add(refundRef(o));
+    }
     return { ...r, externalRefs: [...set] };
   });
   const intents = await loadIntents(trx, externalRefs);

@@ -1,7 +1,8 @@
 /**
  * Exception rules of ARCHITECTURE.md ("Exceptions"), pure. The service raises the immediate ones while
  * applying observations (they depend only on what was just seen); the ones that need time to pass
- * (STUCK, MISSED_NOTIFICATION, UNKNOWN_TRANSACTION) are raised by `sweepExceptions`, which the jobs call.
+ * (STUCK, MISSED_NOTIFICATION, UNKNOWN_TRANSACTION, OUTCOME_UNKNOWN) are raised by `sweepExceptions`, which
+ * the jobs call.
  * Deadlines, severities, grace periods and the fee schedule are configuration: `DEFAULT_EXCEPTION_RULES`
  * holds the defaults that config overrides.
  */
@@ -34,6 +35,7 @@ export const EXCEPTION_TYPES = [
   'OVER_REFUNDED',
   'DUPLICATE_INVOICE',
   'FEE_MISMATCH',
+  'OUTCOME_UNKNOWN',
 ] as const;
 export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
 
@@ -72,6 +74,12 @@ export interface ExceptionRules {
   unknownTransactionGraceMs: number;
   /** How long a change seen by polling may wait for its webhook before MISSED_NOTIFICATION. */
   missedNotificationGraceMs: number;
+  /**
+   * How long a creation the merchant recorded with an unknown outcome may stay unanswered (no provider id,
+   * no entity observed under its reference) before OUTCOME_UNKNOWN (deposits, card deposits, refunds) or
+   * a look-up by external_id (cashouts, by the poller). Longer than the merchant client's settle window.
+   */
+  outcomeUnknownGraceMs: number;
   stuck: StuckRules;
   polling: PollingRules;
   /** Per-currency fee schedule of deposits; empty: only the intent's expected fee is checked. */
@@ -102,10 +110,12 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
     OVER_REFUNDED: 'critical',
     DUPLICATE_INVOICE: 'medium',
     FEE_MISMATCH: 'low',
+    OUTCOME_UNKNOWN: 'high',
   },
   alertMinSeverity: 'high',
   unknownTransactionGraceMs: 15 * 60_000,
   missedNotificationGraceMs: 30 * 60_000,
+  outcomeUnknownGraceMs: 30 * 60_000,
   stuck: {
     depositAfterExpiryMs: HOUR,
     depositNoExpiryMs: 2 * DAY,
@@ -147,6 +157,8 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   OVER_REFUNDED: 'The refunds of a deposit hold or paid out more than the deposit.',
   DUPLICATE_INVOICE: 'Another deposit uses the same invoice id.',
   FEE_MISMATCH: 'The fee the provider charged differs from the expected fee.',
+  OUTCOME_UNKNOWN:
+    "The merchant's creation got no answer from the provider and the provider has reported nothing under its reference since; the provider may hold this payment: look it up in its back office.",
 };
 
 /**

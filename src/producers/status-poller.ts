@@ -11,22 +11,36 @@
  * 3. read their statuses with at most `concurrency` calls in flight;
  * 4. publish the observations in one acknowledged send.
  *
+ * Each round also settles cashouts the merchant recorded with an unknown outcome (`unsettledCashouts`:
+ * no cashout id, nothing observed under the external_id `outcomeUnknownGraceMs` after their creation):
+ * they are looked up by external_id; one the provider holds is published as an observation (the ledger
+ * links it to the intent by the external_id), one it does not hold completes the intent as declined (on
+ * the intents topic). Each is asked at most once per `leaseMs`.
+ *
  * A 429 stops the whole poller until the provider's Retry-After has passed (read from the answer's
  * header by an undici interceptor, since the client's error does not carry it); the entities not read
  * are deferred to then. Other failures defer just the entity (by `leaseMs`).
  */
 import { Agent, DecoratorHandler, type Dispatcher } from 'undici';
 import type { ProviderAccount } from '../config.ts';
-import { deferPolls, entitiesDueForPolling } from '../db/queries.ts';
+import { deferPolls, entitiesDueForPolling, unsettledCashouts } from '../db/queries.ts';
 import type { Db } from '../db/schema.ts';
-import type { Observation, ObservationSource } from '../domain/observation.ts';
+import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
+import type { Intent, Observation, ObservationSource } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
-import { OBSERVATION_TOPIC } from '../events/topics.ts';
+import { INTENT_TOPIC, OBSERVATION_TOPIC } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { createProviderClient, type ProviderClientOptions, parseRetryAfter } from '../provider/client.ts';
 import { ProviderError } from '../provider/errors.ts';
-import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
+import {
+  cashoutObservation,
+  type EntityToRead,
+  isNotFound,
+  notFoundReason,
+  readStatus,
+  type StatusReader,
+} from '../provider/to-observation.ts';
 
 export interface StatusPollerDeps {
   db: Db;
@@ -47,6 +61,11 @@ export interface StatusPollerDeps {
   idleMs?: number;
   /** Source of the observations (default `poll`; backfill uses `backfill`). */
   source?: ObservationSource;
+  /**
+   * Age of a cashout intent with an unknown outcome before it is looked up by external_id (default
+   * `DEFAULT_EXCEPTION_RULES.outcomeUnknownGraceMs`); null: never.
+   */
+  outcomeUnknownGraceMs?: number | null;
   now?: () => Date;
   onRound?: (result: PollResult) => void;
   logger?: Logger;
@@ -62,6 +81,8 @@ export interface PollResult {
   rateLimited: number;
   /** True when the round did not run because the poller is paused by a 429. */
   paused: boolean;
+  /** Cashouts with an unknown outcome looked up by external_id (found or not), when any. */
+  cashoutsSettled?: number;
   /** When the poller may call the provider again (null: not paused). */
   pausedUntil: Date | null;
 }
@@ -148,6 +169,12 @@ export function startStatusPoller(deps: StatusPollerDeps, options: { loop?: bool
   const rateLimitPauseMs = deps.rateLimitPauseMs ?? 30_000;
   const idleMs = deps.idleMs ?? 5_000;
   const source = deps.source ?? 'poll';
+  const outcomeGraceMs =
+    deps.outcomeUnknownGraceMs === undefined
+      ? DEFAULT_EXCEPTION_RULES.outcomeUnknownGraceMs
+      : deps.outcomeUnknownGraceMs;
+  /** Cashout intents looked up, by intent id: when they may be looked up again. */
+  const lookedUp = new Map<string, number>();
   const now = deps.now ?? (() => new Date());
   const log = (deps.logger ?? rootLogger).child({ module: 'status-poller' });
 
@@ -170,9 +197,18 @@ export function startStatusPoller(deps: StatusPollerDeps, options: { loop?: bool
       };
     }
     state.pausedUntil = null;
+    const settled = await settleCashouts(start);
     const due = await entitiesDueForPolling(deps.db, start, batchSize);
     if (due.length === 0) {
-      return { due: 0, published: 0, failed: 0, rateLimited: 0, paused: false, pausedUntil: null };
+      return {
+        due: 0,
+        published: 0,
+        failed: 0,
+        rateLimited: 0,
+        paused: false,
+        pausedUntil: null,
+        ...(settled > 0 ? { cashoutsSettled: settled } : {}),
+      };
     }
     const refs = due.map((d) => ({ merchantAccount: d.merchantAccount, kind: d.kind, entityId: d.entityId }));
     await deferPolls(deps.db, refs, new Date(start.getTime() + leaseMs));
@@ -236,9 +272,82 @@ export function startStatusPoller(deps: StatusPollerDeps, options: { loop?: bool
       rateLimited: unread.length,
       paused: false,
       pausedUntil,
+      ...(settled > 0 ? { cashoutsSettled: settled } : {}),
     };
     log.debug(result, 'poll round');
     return result;
+  }
+
+  /**
+   * Looks up by external_id the cashouts recorded with an unknown outcome past the grace, publishes what
+   * the provider answered (an observation, or the intent completed as declined), and returns how many
+   * got an answer.
+   */
+  async function settleCashouts(start: Date): Promise<number> {
+    if (outcomeGraceMs === null) return 0;
+    const t = start.getTime();
+    if (lookedUp.size > 10_000) for (const [id, until] of lookedUp) if (until <= t) lookedUp.delete(id);
+    const candidates = (await unsettledCashouts(deps.db, new Date(t - outcomeGraceMs), batchSize)).filter(
+      (i) => (lookedUp.get(i.intentId) ?? 0) <= t,
+    );
+    const found: Observation[] = [];
+    const refused: Intent[] = [];
+    for (const intent of candidates) {
+      const client = deps.clientFor(intent.account);
+      if (!client || state.pausedUntil !== null) continue;
+      lookedUp.set(intent.intentId, t + leaseMs);
+      try {
+        const answer = await client.getCashoutStatus({ external_id: intent.externalRef });
+        found.push(
+          cashoutObservation(answer, {
+            account: intent.account,
+            source,
+            observedAt: now(),
+            externalId: intent.externalRef,
+          }),
+        );
+      } catch (err) {
+        if (isNotFound(err)) {
+          refused.push({
+            ...intent,
+            outcome: 'declined',
+            response: {
+              error: 'NOT_FOUND_AT_PROVIDER',
+              lookedUpBy: 'external_id',
+              reason: notFoundReason(err),
+            },
+          });
+        } else if (isRateLimited(err)) {
+          const wait = deps.lastRetryAfterMs?.() ?? null;
+          state.pausedUntil = new Date(now().getTime() + (wait ?? rateLimitPauseMs));
+          lookedUp.delete(intent.intentId);
+        } else {
+          log.warn(
+            { err, externalId: intent.externalRef, account: intent.account },
+            'look-up of a cashout with an unknown outcome failed; asked again later',
+          );
+        }
+      }
+    }
+    if (found.length > 0) {
+      await deps.publisher.publish(
+        OBSERVATION_TOPIC,
+        found.map((value) => ({ value })),
+      );
+    }
+    if (refused.length > 0) {
+      await deps.publisher.publish(
+        INTENT_TOPIC,
+        refused.map((value) => ({ value })),
+      );
+    }
+    if (found.length + refused.length > 0) {
+      log.info(
+        { found: found.length, notFound: refused.length },
+        'cashouts with an unknown outcome looked up by external_id',
+      );
+    }
+    return found.length + refused.length;
   }
 
   async function pollOnce(): Promise<PollResult> {

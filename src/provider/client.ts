@@ -12,7 +12,8 @@
  *   - cashout creation: never blindly. After an ambiguous failure the client looks the `external_id`
  *     up; if the cashout exists its id is returned, if the provider answers 509 (not found) the
  *     creation is sent again; a 511 (external id already used) on a retry is resolved the same way,
- *     and so is the last failure when no retry is left;
+ *     and so is the last failure when no retry is left; a creation sent with `resend` (it may have been
+ *     sent before: a replay after a lost answer or a restart) resolves a 511 on its first attempt too;
  *   - cashout cancel: only on 429 (the request was not processed).
  * - Failures are `ProviderError`s with HTTP status, provider code and type. An answer that breaks its
  *   schema is a `ProviderError` with code PROVIDER_SCHEMA_DRIFT; unknown extra fields are kept and
@@ -134,6 +135,14 @@ export interface IdempotentCallOptions {
   idempotencyKey?: string;
 }
 
+export interface CashoutCallOptions {
+  /**
+   * The creation may have been sent before (a replay after a lost answer, or after a restart): a 511
+   * (external id already used) is then resolved by looking the external_id up, as on a retry.
+   */
+  resend?: boolean;
+}
+
 export type CashoutRef =
   | { cashout_id: number; external_id?: string }
   | { cashout_id?: number; external_id: string };
@@ -159,7 +168,7 @@ export interface ProviderClient {
     input: CardDepositRequestInput,
     options?: IdempotentCallOptions,
   ): Promise<CardDepositResponse>;
-  createCashout(input: NewCashout): Promise<CashoutCreateResponse>;
+  createCashout(input: NewCashout, options?: CashoutCallOptions): Promise<CashoutCreateResponse>;
   getCashoutStatus(ref: CashoutRef): Promise<CashoutStatusResponse>;
   updateCashoutStatus(cashoutId: number, status: 'ON_HOLD' | 'PENDING'): Promise<CashoutUpdateResponse>;
   cancelCashout(ref: CashoutRef): Promise<CashoutCancelResponse>;
@@ -185,6 +194,8 @@ interface Call<S extends z.ZodType> {
   idempotencyKey?: string;
   retry: RetryRule;
   response: S;
+  /** A creation that may have been sent before: a 511 on the first attempt is ambiguous too. */
+  resend?: boolean;
 }
 
 interface RawAnswer {
@@ -417,7 +428,7 @@ export function createProviderClient(
         if (answer.status === 429 || answer.status === 503) {
           retryAfterMs = parseRetryAfter(header(answer.headers, 'retry-after'), now());
         }
-        if (onAmbiguous && attempt > 0 && failure.providerCode === 511) {
+        if (onAmbiguous && (attempt > 0 || call.resend) && failure.providerCode === 511) {
           // Our earlier attempt went through after all: find it rather than fail.
           const found = await onAmbiguous(failure, attempt);
           if (found !== undefined) return found;
@@ -533,7 +544,7 @@ export function createProviderClient(
       });
     },
 
-    async createCashout(input) {
+    async createCashout(input, opts = {}) {
       const operation = 'createCashout';
       const body = validate(operation, cashoutCreateRequestSchema, {
         ...input,
@@ -550,6 +561,7 @@ export function createProviderClient(
           body,
           retry: 'free',
           response: cashoutCreateResponseSchema,
+          ...(opts.resend ? { resend: true } : {}),
         },
         async (failure) => {
           // Never resend blindly: the first attempt may have created the cashout.

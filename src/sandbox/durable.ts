@@ -11,6 +11,7 @@
  * | `delivery:<id>` | a planned notification attempt (first or retry) with its sandbox time |
  * | `webhooks` | notification counters and the notification base URL |
  * | `faults`, `auto`, `traffic` | the settings (traffic: rate, running, sequence) |
+| `pending:<key>` | a creation the traffic generator sent and has no answer for yet (no card data) |
  * | `rng` | the position of each random stream |
  * | `clock` | sandbox time, so it never goes back |
  * | `meta` | format version and the number of starts |
@@ -24,7 +25,7 @@ import { type AutoSettings, autoSettingsSchema } from './automatic.ts';
 import type { AnyRecord } from './entities.ts';
 import type { Journal, JournalSource } from './journal.ts';
 import type { StoredIdempotency } from './protocol.ts';
-import type { TrafficGenerator } from './traffic.ts';
+import type { PendingCreation, TrafficGenerator } from './traffic.ts';
 import type { StoredDelivery } from './webhooks.ts';
 
 export const STORE_VERSION = 1;
@@ -161,6 +162,8 @@ export function attachSandbox(
           return { now: deps.clock.now() };
         case 'meta':
           return meta;
+        case 'pending':
+          return traffic.pendingCreation(key.slice(colon + 1));
         default:
           return undefined;
       }
@@ -174,6 +177,7 @@ export function attachSandbox(
       for (const r of engine.refunds.values()) yield [recordKey('refund', r.id), r];
       for (const [id, v] of deps.idempotency.storedEntries()) yield [`idem:${id}`, v];
       for (const [id, v] of deps.webhooks.pending) yield [`delivery:${id}`, v];
+      for (const [id, v] of traffic.pendingEntries()) yield [`pending:${id}`, v];
     },
   };
   journal.attach(source);
@@ -194,6 +198,7 @@ export function attachSandbox(
   deps.faults.onSettings = () => mark('faults');
   deps.auto.onSettings = () => mark('auto');
   traffic.onSettings = () => mark('traffic');
+  traffic.onPending = (key) => journal.mark(key);
   deps.durable = journal;
   // The start count and the settings as they are now (start-up options on a fresh directory).
   for (const k of ['meta', 'ids', 'webhooks', 'faults', 'auto', 'traffic']) mark(k);
@@ -205,9 +210,20 @@ export function attachSandbox(
       clearInterval(checkpoint);
       // A clean stop keeps the settings as they were (traffic.stop() would store "not running").
       traffic.onSettings = () => {};
+      // Answers still arriving leave their creation stored: the next start asks again (same answer).
+      traffic.onPending = () => {};
       deps.faults.onSettings = () => {};
       deps.auto.onSettings = () => {};
       journal.mark('clock');
     },
   };
+}
+
+/** The traffic generator's creations stored in `values` without an answer (`pending:<key>`). */
+export function storedPending(values: Map<string, unknown>): [string, PendingCreation][] {
+  const out: [string, PendingCreation][] = [];
+  for (const [key, value] of values) {
+    if (key.startsWith('pending:')) out.push([key.slice('pending:'.length), value as PendingCreation]);
+  }
+  return out;
 }

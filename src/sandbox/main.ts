@@ -13,6 +13,7 @@ import {
   type RestoreSummary,
   restoreSandbox,
   storedClock,
+  storedPending,
 } from './durable.ts';
 import { balancesJson, exportEntities } from './ground-truth.ts';
 import { Journal, JournalLockedError, type JournalOptions } from './journal.ts';
@@ -92,6 +93,7 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
     const restored = opened && !opened.recovered.fresh ? restoreSandbox(deps, values) : null;
     const storedTraffic = values.get('traffic') as Parameters<TrafficGenerator['restore']>[0] | undefined;
     if (storedTraffic) traffic.restore({ ...storedTraffic, running: false });
+    if (restored) for (const [id, creation] of storedPending(values)) traffic.restorePending(id, creation);
     // Attached before anything can move (timers of restored records may be due now), so every change is
     // journaled and every notification waits for the disk.
     if (opened) store = attachSandbox(deps, opened.journal, traffic, restored?.boots ?? 1);

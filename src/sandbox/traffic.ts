@@ -3,9 +3,22 @@
  * realistic mix (about 5% test deposits, some crypto, early releases, card rejections and 3DS, cashouts
  * created on hold, partial refunds) and lets the automatic mode move them. Requests go through the
  * project's provider client (`traffic-client.ts`).
+ *
+ * The generator is a merchant, and keeps its creations as a merchant should: each request is stored
+ * (`pending:<key>` in the durable store, on disk before the request is sent) until the provider's answer
+ * is known, and a restart sends the ones left again with the same idempotency key (a cashout with the
+ * same external_id), so an answer lost to a crash is asked for again rather than forgotten. Card data is
+ * never stored: a card deposit keeps the card's row in the sandbox's public test-card table and rebuilds
+ * the card from it.
  */
 
-import type { DepositCreateRequestInput, RefundCreateRequestInput } from '../provider/schemas.ts';
+import { randomUUID } from 'node:crypto';
+import { ProviderError } from '../provider/errors.ts';
+import type {
+  CardDepositRequestInput,
+  DepositCreateRequestInput,
+  RefundCreateRequestInput,
+} from '../provider/schemas.ts';
 import type { SandboxAccount } from './accounts.ts';
 import type { SandboxDeps } from './app.ts';
 import type { TrafficControl } from './control.ts';
@@ -36,6 +49,30 @@ const REFUND_LOOKBACK = 20_000;
  * leading zeros, without them, and as a number, for the bank listed as 1 and others.
  */
 const CASHOUT_BANK_CODES: readonly (string | number)[] = ['001', '1', 1, '341', '033', '33', 237];
+/** The plain valid card of card deposits (not a row of the test-card table). */
+const PLAIN_CARD = '4111111111111111';
+
+/** A creation sent whose answer is not known yet (kept across restarts with a data directory). */
+export interface PendingCreation {
+  kind: 'deposit' | 'card' | 'cashout' | 'refund';
+  /** The X-Idempotency-Key (deposits, card deposits, refunds); null for a cashout (its external_id). */
+  key: string | null;
+  /** The request as sent, without card data. */
+  request: Record<string, unknown>;
+  /** A card deposit's card: its row in the test-card table (-1: the plain valid card) and expiry year. */
+  card?: { row: number; year: string };
+}
+
+/** A refusal (a 4xx other than 429): the provider answered, nothing to ask again. */
+function refused(err: unknown): boolean {
+  return (
+    err instanceof ProviderError &&
+    err.status !== null &&
+    err.status >= 400 &&
+    err.status < 500 &&
+    err.status !== 429
+  );
+}
 
 export class TrafficGenerator implements TrafficControl {
   private readonly deps: SandboxDeps;
@@ -53,6 +90,14 @@ export class TrafficGenerator implements TrafficControl {
   private readonly maxInFlight: number;
   /** Told when the rate or the running state changes (the durable store keeps them). */
   onSettings: () => void = () => {};
+  /** Creations sent whose answer is not known yet, by idempotency key (cashouts: external_id). */
+  private readonly pending = new Map<string, PendingCreation>();
+  /** Told `pending:<id>` when a creation is stored or forgotten (the durable store keeps them). */
+  onPending: (key: string) => void = () => {};
+  /** Pending creations restored at start, sent again once a client is set. */
+  private restoredPending: string[] = [];
+  /** Creations sent again after a restart, and how many of them got the provider's answer. */
+  readonly replays = { sent: 0, answered: 0 };
 
   constructor(deps: SandboxDeps, urls: { url: string; ccUrl: string }, maxInFlight = 64) {
     this.deps = deps;
@@ -66,6 +111,109 @@ export class TrafficGenerator implements TrafficControl {
    */
   useClient(client: TrafficClient): void {
     this.client = client;
+    this.replayRestored();
+  }
+
+  /** A stored pending creation (undefined once its answer is known). */
+  pendingCreation(id: string): PendingCreation | undefined {
+    return this.pending.get(id);
+  }
+
+  pendingEntries(): IterableIterator<[string, PendingCreation]> {
+    return this.pending.entries();
+  }
+
+  /** Puts back a creation left pending by the last run; it is sent again once a client is set. */
+  restorePending(id: string, creation: PendingCreation): void {
+    this.pending.set(id, creation);
+    this.restoredPending.push(id);
+  }
+
+  /** Sends again, one at a time, the creations the last run left without an answer. */
+  private replayRestored(): void {
+    const ids = this.restoredPending;
+    if (ids.length === 0 || this.client === null) return;
+    this.restoredPending = [];
+    void (async () => {
+      for (const id of ids) {
+        const creation = this.pending.get(id);
+        if (!creation) continue;
+        this.replays.sent++;
+        try {
+          await this.send(id, creation, true);
+          this.replays.answered++;
+        } catch (err) {
+          if (!this.pending.has(id)) this.replays.answered++;
+          this.counts.errors++;
+          this.lastError = err instanceof Error ? err.message : String(err);
+        }
+      }
+    })();
+  }
+
+  /**
+   * Stores a creation (on disk before anything is sent, with a data directory), sends it, and forgets it
+   * once the provider answered (an entity or a refusal). An unknown outcome stays stored: the next start
+   * sends it again.
+   */
+  private async create(id: string, creation: PendingCreation): Promise<void> {
+    this.pending.set(id, creation);
+    this.onPending(`pending:${id}`);
+    await this.deps.durable?.sync();
+    await this.send(id, creation);
+  }
+
+  /** Sends a creation; `resend`: it may have been sent before (a cashout's 511 is then looked up). */
+  private async send(id: string, creation: PendingCreation, resend = false): Promise<void> {
+    const client = this.client!;
+    const opts = creation.key === null ? {} : { idempotencyKey: creation.key };
+    try {
+      switch (creation.kind) {
+        case 'deposit':
+          await client.createDeposit(creation.request as unknown as DepositCreateRequestInput, opts);
+          break;
+        case 'card':
+          await client.createCardDeposit(this.withCard(creation), opts);
+          break;
+        case 'cashout':
+          await client.createCashout(
+            creation.request as unknown as Parameters<TrafficClient['createCashout']>[0],
+            resend ? { resend: true } : {},
+          );
+          break;
+        case 'refund':
+          await client.createRefund(creation.request as unknown as RefundCreateRequestInput, opts);
+          break;
+      }
+    } catch (err) {
+      // Kept only when the outcome is unknown (no answer, a 5xx, a 429 after every retry).
+      if (!(err instanceof ProviderError) || refused(err)) this.forget(id);
+      throw err;
+    }
+    this.forget(id);
+  }
+
+  private forget(id: string): void {
+    if (this.pending.delete(id)) this.onPending(`pending:${id}`);
+  }
+
+  /** The card deposit request with its card, rebuilt from the test-card table (never stored). */
+  private withCard(creation: PendingCreation): CardDepositRequestInput {
+    const req = creation.request as unknown as CardDepositRequestInput & {
+      payer: { first_name: string; last_name: string };
+    };
+    const row = creation.card?.row ?? -1;
+    const number = row < 0 ? PLAIN_CARD : this.deps.engine.catalogue.testCards[row]!.number;
+    return {
+      ...req,
+      credit_card: {
+        card_number: number,
+        cvv: '123',
+        expiration_month: '12',
+        expiration_year: creation.card?.year ?? '00',
+        holder_name: `${req.payer.first_name} ${req.payer.last_name}`,
+      },
+    };
   }
 
   /** Rate, running state and the sequence in generated ids (kept across restarts). */
@@ -86,6 +234,7 @@ export class TrafficGenerator implements TrafficControl {
     this.onSettings();
     const account = this.deps.accounts.all()[0] as SandboxAccount;
     this.client ??= trafficClientFor(account, this.urls);
+    this.replayRestored();
     const tickMs = 50;
     let last = Date.now();
     this.timer = setInterval(() => {
@@ -125,6 +274,9 @@ export class TrafficGenerator implements TrafficControl {
       rate: this.rate,
       inFlight: this.inFlight,
       ...this.counts,
+      pending: this.pending.size,
+      replayed: this.replays.sent,
+      replayAnswered: this.replays.answered,
       lastError: this.lastError,
     };
   }
@@ -134,7 +286,6 @@ export class TrafficGenerator implements TrafficControl {
     const kind = rng.weighted(MIX);
     const n = ++this.seq;
     this.onSettings();
-    const client = this.client!;
     const amount = BigInt(rng.int(1000, 200_000));
     const payer = {
       document: String(rng.int(10_000_000_000, 99_999_999_999)),
@@ -162,7 +313,8 @@ export class TrafficGenerator implements TrafficControl {
         if (m.reported) body.reported_info = m.reported;
         if (rng.chance(0.04))
           body.crypto = { currency: 'USDT', wallet: `0x${rng.hex(40)}`, network: 'ERC20' };
-        await client.createDeposit(body);
+        const key = randomUUID();
+        await this.create(key, { kind: 'deposit', key, request: body as unknown as Record<string, unknown> });
         this.counts.deposit++;
         return;
       }
@@ -170,45 +322,48 @@ export class TrafficGenerator implements TrafficControl {
         const cards = this.deps.engine.catalogue.testCards;
         // 15% rejection cards, 10% 3DS, the rest a plain valid card.
         const roll = rng.next();
-        const number =
-          roll < 0.15
-            ? rng.pick(cards.filter((c) => c.result === 'REJECTED')).number
-            : roll < 0.25
-              ? rng.pick(cards.filter((c) => c.result === 'PENDING_AUTHENTICATION')).number
-              : '4111111111111111';
-        await client.createCardDeposit({
-          invoice_id: `trc-${rng.hex(10)}-${n}`,
-          country: 'BR',
-          currency: 'BRL',
-          amount,
-          client_ip: '203.0.113.7',
-          payer,
-          credit_card: {
-            card_number: number,
-            cvv: '123',
-            expiration_month: '12',
-            expiration_year: String((new Date().getUTCFullYear() + 3) % 100).padStart(2, '0'),
-            holder_name: `${payer.first_name} ${payer.last_name}`,
+        const pick = (result: string) => {
+          const rows = cards.flatMap((c, i) => (c.result === result ? [i] : []));
+          return rng.pick(rows);
+        };
+        const row = roll < 0.15 ? pick('REJECTED') : roll < 0.25 ? pick('PENDING_AUTHENTICATION') : -1;
+        const key = randomUUID();
+        await this.create(key, {
+          kind: 'card',
+          key,
+          request: {
+            invoice_id: `trc-${rng.hex(10)}-${n}`,
+            country: 'BR',
+            currency: 'BRL',
+            amount,
+            client_ip: '203.0.113.7',
+            payer,
           },
+          card: { row, year: String((new Date().getUTCFullYear() + 3) % 100).padStart(2, '0') },
         });
         this.counts.card++;
         return;
       }
       case 'cashout': {
-        await client.createCashout({
-          external_id: `trp-${rng.hex(10)}-${n}`,
-          country: 'BR',
-          currency: 'BRL',
-          amount,
-          document_id: payer.document,
-          beneficiary_name: payer.first_name,
-          beneficiary_lastname: payer.last_name,
-          bank_code: rng.pick(CASHOUT_BANK_CODES),
-          bank_account: '123456-7',
-          bank_branch: '0001',
-          account_type: 'C',
-          notification_url: 'https://merchant.example/webhooks/cashouts',
-          on_hold: rng.chance(0.2),
+        const externalId = `trp-${rng.hex(10)}-${n}`;
+        await this.create(externalId, {
+          kind: 'cashout',
+          key: null,
+          request: {
+            external_id: externalId,
+            country: 'BR',
+            currency: 'BRL',
+            amount,
+            document_id: payer.document,
+            beneficiary_name: payer.first_name,
+            beneficiary_lastname: payer.last_name,
+            bank_code: rng.pick(CASHOUT_BANK_CODES),
+            bank_account: '123456-7',
+            bank_branch: '0001',
+            account_type: 'C',
+            notification_url: 'https://merchant.example/webhooks/cashouts',
+            on_hold: rng.chance(0.2),
+          },
         });
         this.counts.cashout++;
         return;
@@ -253,7 +408,12 @@ export class TrafficGenerator implements TrafficControl {
         }
         this.refunding.add(d.id);
         try {
-          await client.createRefund(body);
+          const key = randomUUID();
+          await this.create(key, {
+            kind: 'refund',
+            key,
+            request: body as unknown as Record<string, unknown>,
+          });
         } finally {
           this.refunding.delete(d.id);
         }

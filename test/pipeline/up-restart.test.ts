@@ -1,6 +1,6 @@
 /**
  * Issue 17: `payrecon up` on one data directory, stopped once with SIGTERM and once with SIGKILL while the
- * sandbox's traffic runs, started again each time. The sandbox keeps its state under `<data dir>/sandbox`,
+ * sandbox's traffic runs (creations in flight), started again each time. The sandbox keeps its state under `<data dir>/sandbox`,
  * so nothing restarts from an empty provider: ids continue, and at the end the ledger equals the
  * sandbox's ground truth per account, currency and book account, `payrecon db verify` exits 0, and no
  * exception is one that a restart alone would cause (a re-used id or a forgotten entity shows as
@@ -121,19 +121,33 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
     // Everything the first run had is still there, with the same status or further along.
     const ids1 = new Set(after1.deposits.map((d) => d.id));
     expect(before1.deposits.every((d) => ids1.has(d.id))).toBe(true);
+    // Creations held 100-700 ms before the provider handles them: at 8 a second, several are in flight
+    // when the kill lands (some never reached the provider, some answered but not yet recorded).
+    const slow = { latencyMs: [100, 700] };
+    await controlJson(second, '/faults', 'PUT', {
+      endpoints: {
+        'deposit.create': slow,
+        'card.create': slow,
+        'cashout.create': slow,
+        'refund.create': slow,
+      },
+    });
     await sleep(12_000);
-    // The traffic stops a moment before the kill: `up` records a creation's intent after the provider
-    // answered it, so a kill between the two loses the intent of an entity the provider has (a card
-    // deposit then never reaches the ledger: it sends no notification). That window is the merchant
-    // side's, not the sandbox's; the kill still lands while entities move, notifications are delivered
-    // and retried, and the reconciler books.
-    await controlJson(second, '/traffic', 'DELETE');
-    await sleep(1_500);
+    // The kill lands while the traffic runs. What the provider answered is on its disk; the traffic
+    // generator (a merchant) kept every creation it sent without an answer, and sends them again after the
+    // restart with the same idempotency key (a cashout with the same external_id): the provider answers
+    // with what it created, or creates it now, and the merchant's intents complete. Without that, a card
+    // deposit whose answer the kill took would never reach the ledger (it sends no notification).
     const before2 = (await controlJson(second, '/export')) as Exported;
     expect(before2.deposits.length).toBeGreaterThan(after1.deposits.length);
+    // Everything the export shows was created a second ago: on disk by now.
+    await sleep(1_000);
+    const inFlight = (await controlJson(second, '/traffic')) as { inFlight: number; running: boolean };
+    expect(inFlight.running).toBe(true);
     await stop(second, 'SIGKILL');
 
     const third = await up();
+    await controlJson(third, '/faults', 'PUT', {});
     const after2 = (await controlJson(third, '/export')) as Exported;
     const ids2 = new Set(after2.deposits.map((d) => d.id));
     expect(before2.deposits.every((d) => ids2.has(d.id))).toBe(true);
@@ -143,6 +157,18 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
     const fresh = later.deposits.filter((d) => !ids2.has(d.id));
     expect(fresh.length).toBeGreaterThan(0);
     expect(Math.min(...fresh.map((d) => d.id))).toBeGreaterThan(maxIds(before2).deposit);
+
+    // The creations left without an answer by the kill were sent again, and each got one.
+    let replayed = { replayed: 0, replayAnswered: -1, pending: 0 };
+    for (const until = Date.now() + 60_000; Date.now() < until; await sleep(500)) {
+      replayed = (await controlJson(third, '/traffic')) as typeof replayed;
+      if (replayed.replayAnswered === replayed.replayed) break;
+    }
+    console.info(
+      `up-restart: ${replayed.replayed} creations sent again after the kill, ${replayed.replayAnswered} answered`,
+    );
+    expect(replayed.replayed).toBeGreaterThan(0);
+    expect(replayed.replayAnswered).toBe(replayed.replayed);
 
     // Quiet: no more traffic, no more automatic moves; then the ledger catches up with the sandbox.
     await controlJson(third, '/traffic', 'DELETE');
@@ -213,8 +239,36 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
       'FACTS_CHANGED',
       'UNKNOWN_TRANSACTION',
       'DUPLICATE_INVOICE',
+      'OUTCOME_UNKNOWN',
     ];
     expect(exceptions.filter((x) => restartKinds.includes(x.type))).toEqual([]);
+    // No creation is left with an unknown outcome the ledger cannot place: every intent still unknown
+    // names an entity the ledger observed (by its reference, or for a refund by its deposit and amount).
+    const unplaced = await tdb.db
+      .selectFrom('intents as i')
+      .select(['i.operation', 'i.external_ref'])
+      .where('i.outcome', '=', 'unknown')
+      .where('i.entity_id', 'is', null)
+      .where((eb) =>
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('mirrors as m')
+              .select('m.entity_id')
+              .where((w) =>
+                w.or([
+                  w('m.intent_id', '=', w.ref('i.intent_id')),
+                  w.and([
+                    w('m.external_ref', '=', w.ref('i.external_ref')),
+                    w('m.entity_kind', '=', w.ref('i.entity_kind')),
+                  ]),
+                ]),
+              ),
+          ),
+        ),
+      )
+      .execute();
+    expect(unplaced).toEqual([]);
     await stop(third, 'SIGTERM');
 
     const verify = spawnSync(process.execPath, ['bin/payrecon.mjs', 'db', 'verify'], {

@@ -2,10 +2,12 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiToken, TokenVerifier } from '../../src/domain/api-tokens.ts';
+import { refundWriteAheadRef } from '../../src/domain/intent.ts';
 import type { Intent } from '../../src/domain/observation.ts';
 import { intentsPlugin } from '../../src/producers/intent/http.ts';
-import { recordingClient } from '../../src/producers/intent/recording-client.ts';
+import { intentIdFor, recordingClient } from '../../src/producers/intent/recording-client.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
+import { ProviderError } from '../../src/provider/errors.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { trafficClientFor } from '../../src/sandbox/traffic-client.ts';
@@ -19,6 +21,7 @@ import {
   sandboxAccount,
   startInfra,
   uniqueRef,
+  waitUntil,
 } from './helpers.ts';
 
 let infra: Infra;
@@ -249,10 +252,12 @@ describe('recordingClient', () => {
     });
     const refund = await client.createRefund({ deposit_id: card.deposit_id, amount: 10_00n });
 
-    // Deposits and cashouts: the pending intent ahead of the call (keyed by the merchant's reference, no
-    // provider id), then the same intent id completed with the answer; refunds: after the answer only.
-    expect(recorded).toHaveLength(7);
-    const [dPending, d, cPending, c, pPending, p, r] = recorded as Intent[] as [
+    // The pending intent ahead of the call (keyed by the merchant's reference, no provider id), then the
+    // same intent id completed with the answer; a refund's reference is its deposit and amount until the
+    // provider's refund id is known.
+    expect(recorded).toHaveLength(8);
+    const [dPending, d, cPending, c, pPending, p, rPending, r] = recorded as Intent[] as [
+      Intent,
       Intent,
       Intent,
       Intent,
@@ -261,6 +266,18 @@ describe('recordingClient', () => {
       Intent,
       Intent,
     ];
+    expect(rPending).toMatchObject({
+      intentId: r.intentId,
+      operation: 'refund',
+      externalRef: refundWriteAheadRef(String(card.deposit_id), 10_00n),
+      parentDepositId: String(card.deposit_id),
+      amount: 10_00n,
+      currency: 'BRL',
+      entityId: null,
+      outcome: 'unknown',
+      response: null,
+    });
+    expect(r.externalRef).toBe(`refund-${refund.refund_id}`);
     for (const [pending, done] of [
       [dPending, d],
       [cPending, c],
@@ -369,7 +386,7 @@ describe('recordingClient around the sandbox traffic client', () => {
         account_type: 'C',
       },
     });
-    expect(recorded).toHaveLength(3);
+    expect(recorded).toHaveLength(4);
     expect(recorded[0]).toMatchObject({ operation: 'deposit', externalRef: invoice, outcome: 'unknown' });
     expect(recorded[1]).toMatchObject({
       operation: 'deposit',
@@ -378,11 +395,181 @@ describe('recordingClient around the sandbox traffic client', () => {
       outcome: 'created',
     });
     expect(recorded[1]!.entityId).toBe(String(deposit.deposit_id));
-    expect(recorded[2]).toMatchObject({
+    expect(recorded[2]).toMatchObject({ operation: 'refund', currency: 'MXN', outcome: 'unknown' });
+    expect(recorded[3]).toMatchObject({
       operation: 'refund',
       currency: 'MXN',
       amount: 3_00n,
       outcome: 'created',
     });
   });
+});
+
+describe('recordingClient settling a creation whose answer was lost', () => {
+  let slow: RunningSandbox;
+  let recorded: Intent[];
+  let client: ProviderClient;
+
+  beforeAll(async () => {
+    slow = await startSandbox({ seed: 23 });
+    recorded = [];
+    // A 300 ms timeout and no retry: a creation held 1.5 s by the provider is answered after the client gave up.
+    client = recordingClient(
+      createProviderClient(sandboxAccount(slow, { name: 'main' }), {
+        retries: 0,
+        timeoutMs: 300,
+        logger: quiet,
+      }),
+      (i) => {
+        recorded.push(i);
+      },
+      { settle: { windowMs: 60_000, firstDelayMs: 200, maxDelayMs: 1_000 }, logger: quiet },
+    );
+  }, 30_000);
+
+  afterAll(async () => {
+    await slow?.close();
+  });
+
+  const slowDown = (endpoint: string) =>
+    slow.control.deps.faults.set({ endpoints: { [endpoint]: { latencyMs: 1_500 } } });
+  const settled = (intentId: string) =>
+    waitUntil(
+      () => recorded.some((i) => i.intentId === intentId && i.outcome !== 'unknown'),
+      `the intent ${intentId} to settle`,
+      20_000,
+    );
+
+  it('sends a deposit again with the same idempotency key: one deposit at the provider, its id recorded', async () => {
+    const invoice = uniqueRef('settle');
+    const key = `key-${invoice}`;
+    slowDown('deposit.create');
+    const failed = client.createDeposit(
+      {
+        invoice_id: invoice,
+        country: 'BR',
+        currency: 'BRL',
+        amount: 99_00n,
+        payment_method: 'IX',
+        payer: PAYER,
+      },
+      { idempotencyKey: key },
+    );
+    await expect(failed).rejects.toMatchObject({ code: 'PROVIDER_TIMEOUT' });
+    slow.control.deps.faults.set({});
+    const intentId = intentIdFor('main', 'deposit', key);
+    expect(recorded.filter((i) => i.intentId === intentId).map((i) => i.outcome)).toEqual([
+      'unknown',
+      'unknown',
+    ]);
+    await settled(intentId);
+    const mine = recorded.filter((i) => i.intentId === intentId);
+    expect(mine.map((i) => i.outcome)).toEqual(['unknown', 'unknown', 'created']);
+    // One deposit at the provider for the invoice, the one the intent names.
+    const deposits = [...slow.control.deps.engine.deposits.values()].filter((d) => d.invoiceId === invoice);
+    expect(deposits).toHaveLength(1);
+    expect(mine[2]).toMatchObject({
+      externalRef: invoice,
+      entityId: String(deposits[0]!.id),
+      amount: 99_00n,
+    });
+  }, 60_000);
+
+  it('settles a card deposit without the card ever leaving memory', async () => {
+    const invoice = uniqueRef('settle-card');
+    const before = recorded.length;
+    slowDown('card.create');
+    await expect(
+      client.createCardDeposit({
+        invoice_id: invoice,
+        country: 'BR',
+        currency: 'BRL',
+        amount: 31_00n,
+        client_ip: '203.0.113.7',
+        payer: PAYER,
+        credit_card: {
+          card_number: '4111111111111111',
+          cvv: '123',
+          expiration_month: '12',
+          expiration_year: String((new Date().getUTCFullYear() + 2) % 100).padStart(2, '0'),
+          holder_name: 'Ana Silva',
+        },
+      }),
+    ).rejects.toBeInstanceOf(ProviderError);
+    slow.control.deps.faults.set({});
+    const intentId = recorded[before]!.intentId;
+    await settled(intentId);
+    const done = recorded.find((i) => i.intentId === intentId && i.outcome === 'created')!;
+    const deposits = [...slow.control.deps.engine.deposits.values()].filter((d) => d.invoiceId === invoice);
+    expect(deposits.map((d) => String(d.id))).toEqual([done.entityId]);
+    const text = JSON.stringify(recorded.slice(before), (_k, v) => (typeof v === 'bigint' ? String(v) : v));
+    expect(text).not.toContain('4111111111111111');
+    expect(text).not.toContain('credit_card');
+  }, 60_000);
+
+  it('settles a cashout by looking its external_id up, never creating it twice', async () => {
+    const externalId = uniqueRef('settle-ext');
+    const before = recorded.length;
+    slowDown('cashout.create');
+    await expect(
+      client.createCashout({
+        external_id: externalId,
+        country: 'BR',
+        currency: 'BRL',
+        amount: 12_00n,
+        document_id: '12345678909',
+        beneficiary_name: 'Ana',
+        bank_code: '341',
+        bank_account: '123456-7',
+        bank_branch: '0001',
+        account_type: 'C',
+        notification_url: 'https://merchant.example/webhooks/main/cashouts',
+      }),
+    ).rejects.toBeInstanceOf(ProviderError);
+    slow.control.deps.faults.set({});
+    const intentId = recorded[before]!.intentId;
+    await settled(intentId);
+    // The first request lands 1.5 s after it was sent: by then the settle may have created the cashout, and
+    // that late first request is refused (511). Wait for it, then count.
+    await new Promise((r) => setTimeout(r, 1_600));
+    const cashouts = [...slow.control.deps.engine.cashouts.values()].filter(
+      (c) => c.externalId === externalId,
+    );
+    expect(cashouts).toHaveLength(1);
+    const done = recorded.find((i) => i.intentId === intentId && i.outcome !== 'unknown')!;
+    expect(done).toMatchObject({
+      outcome: 'created',
+      entityId: String(cashouts[0]!.id),
+      externalRef: externalId,
+    });
+  }, 60_000);
+
+  it('records a refusal met while settling as declined, and stops', async () => {
+    const invoice = uniqueRef('settle-refused');
+    const body = {
+      invoice_id: invoice,
+      country: 'BR',
+      currency: 'BRL',
+      amount: 5_00n,
+      payment_method: 'IX',
+      payer: PAYER,
+    };
+    await client.createDeposit(body);
+    const before = recorded.length;
+    // The same invoice again, under a new key: the 5xx fault answers before the provider sees it (outcome
+    // unknown); the replay reaches it and is refused (the invoice_id is taken).
+    slow.control.deps.faults.set({ endpoints: { 'deposit.create': { errorRate: 1, errorStatus: 503 } } });
+    await expect(client.createDeposit(body)).rejects.toMatchObject({ status: 503 });
+    slow.control.deps.faults.set({});
+    const intentId = recorded[before]!.intentId;
+    await settled(intentId);
+    expect(recorded.filter((i) => i.intentId === intentId).map((i) => i.outcome)).toEqual([
+      'unknown',
+      'unknown',
+      'declined',
+    ]);
+    expect(
+      [...slow.control.deps.engine.deposits.values()].filter((d) => d.invoiceId === invoice),
+    ).toHaveLength(1);
+  }, 60_000);
 });

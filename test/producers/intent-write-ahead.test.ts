@@ -9,14 +9,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sweepExceptions } from '../../src/db/exceptions.ts';
+import { outcomeUnknownEntityId, sweepExceptions } from '../../src/db/exceptions.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
+import { refundWriteAheadRef } from '../../src/domain/intent.ts';
+import type { Intent } from '../../src/domain/observation.ts';
 import { fromRecord, toRecord } from '../../src/events/records.ts';
 import { OBSERVATION_TOPIC } from '../../src/events/topics.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
-import { readStatus } from '../../src/provider/to-observation.ts';
+import { type EntityToRead, readStatus } from '../../src/provider/to-observation.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { move, quiet, sandboxAccount, uniqueRef } from './helpers.ts';
@@ -39,7 +41,12 @@ afterAll(async () => {
 
 /** Runs the recorder child; resolves with its output once `until` is printed (or it exits). */
 function recorder(
-  args: { deposits: string[]; cashouts: string[]; hangOn: string | null },
+  args: {
+    deposits: string[];
+    cashouts: string[];
+    refunds?: { depositId: number; amount: string }[];
+    hangOn: string | null;
+  },
   until: RegExp,
 ): Promise<{ child: ChildProcess; out: string; match: RegExpExecArray }> {
   const child = spawn(
@@ -196,4 +203,161 @@ describe('write-ahead intent', () => {
       { external_ref: c.ref, entity_id: '390000003', outcome: 'created' },
     ]);
   });
+
+  it('writes a refund ahead under its deposit and amount: a SIGKILL after the answer loses nothing', async () => {
+    const invoice = uniqueRef('wa-rf');
+    await recorder({ deposits: [invoice], cashouts: [], hangOn: null }, /DONE/);
+    const deposit = [...sandbox.control.deps.engine.deposits.values()].find((d) => d.invoiceId === invoice)!;
+    await move(sandbox.url, 'deposit', deposit.id, 'COMPLETED');
+    await observe({ kind: 'deposit', account: 'main', entityId: String(deposit.id), externalRef: invoice });
+
+    const hangOn = refundWriteAheadRef(String(deposit.id), 60_00n);
+    const killed = await recorder(
+      { deposits: [], cashouts: [], refunds: [{ depositId: deposit.id, amount: '6000' }], hangOn },
+      /ANSWERED (\d+)/,
+    );
+    const exited = new Promise((r) => killed.child.once('exit', r));
+    killed.child.kill('SIGKILL');
+    await exited;
+    const refundId = killed.match[1]!;
+    // The provider has one refund of the deposit; the ledger only its pending intent.
+    const refunds = [...sandbox.control.deps.engine.refunds.values()].filter(
+      (r) => r.depositId === deposit.id,
+    );
+    expect(refunds.map((r) => String(r.id))).toEqual([refundId]);
+    const pending = await tdb.db
+      .selectFrom('intents')
+      .select(['intent_id', 'external_ref', 'entity_id', 'outcome', 'parent_deposit_id'])
+      .where('operation', '=', 'refund')
+      .where('parent_deposit_id', '=', String(deposit.id))
+      .execute();
+    expect(pending).toEqual([
+      expect.objectContaining({ external_ref: hangOn, entity_id: null, outcome: 'unknown' }),
+    ]);
+
+    // Its first reading (no merchant reference) finds the intent by deposit and amount.
+    await observe({ kind: 'refund', account: 'main', entityId: refundId, externalRef: null });
+    const mirror = await tdb.db
+      .selectFrom('mirrors')
+      .select(['intent_id', 'status'])
+      .where('entity_kind', '=', 'refund')
+      .where('entity_id', '=', refundId)
+      .executeTakeFirstOrThrow();
+    expect(mirror.intent_id).toBe(pending[0]!.intent_id);
+    await sweepExceptions(tdb.db, new Date(Date.now() + 24 * 3_600_000));
+    const exceptions = await tdb.db.selectFrom('exceptions').select(['type', 'entity_id']).execute();
+    expect(exceptions).toEqual([]);
+    const reserved = (await balances(tdb.db)).filter((b) => b.account === 'reserved' && b.currency === 'BRL');
+    expect(reserved.reduce((s, b) => s + b.balance, 0n)).toBe(60_00n);
+    expect((await verifyLedger(tdb.db)).failures).toEqual([]);
+  }, 120_000);
+
+  it('raises OUTCOME_UNKNOWN for a creation left unanswered past the grace, and resolves it once observed', async () => {
+    const invoice = uniqueRef('wa-unk');
+    const base: Intent = {
+      intentId: `wa-unk-${invoice}`,
+      operation: 'deposit',
+      account: 'main',
+      externalRef: invoice,
+      entityId: null,
+      currency: 'BRL',
+      amount: 77_70n,
+      expectedFee: null,
+      test: false,
+      crypto: false,
+      feeOnPayer: false,
+      parentDepositId: null,
+      outcome: 'unknown',
+      createdAt: new Date(),
+      request: { invoice_id: invoice },
+      response: null,
+    };
+    const cashout: Intent = {
+      ...base,
+      intentId: `wa-unk-c-${invoice}`,
+      operation: 'cashout',
+      externalRef: `c-${invoice}`,
+    };
+    await withLedgerTransaction(tdb.db, (trx) =>
+      recordIntents(trx, [base, { ...base, response: { error: 'PROVIDER_TIMEOUT' } }, cashout]),
+    );
+    const typed = () =>
+      tdb.db.selectFrom('exceptions').selectAll().where('type', '=', 'OUTCOME_UNKNOWN').execute();
+    // Within the grace: nothing.
+    await sweepExceptions(tdb.db, new Date(Date.now() + 10 * 60_000));
+    expect(await typed()).toEqual([]);
+    const late = new Date(Date.now() + 31 * 60_000);
+    const swept = await sweepExceptions(tdb.db, late);
+    expect(swept.outcomeUnknown).toBe(1);
+    const [raised, ...others] = await typed();
+    // The cashout is the poller's to look up by external_id: no exception for it.
+    expect(others).toEqual([]);
+    expect(raised).toMatchObject({
+      entity_kind: 'deposit',
+      entity_id: outcomeUnknownEntityId(invoice),
+      state: 'open',
+      severity: 'high',
+    });
+    const details = raised!.details as Record<string, unknown> & { facts: Record<string, unknown> };
+    expect(details).toMatchObject({ intentId: base.intentId, externalRef: invoice, amount: '77.70' });
+    expect(details.facts).toMatchObject({
+      externalRef: invoice,
+      intentAmount: '77.70',
+      intentCurrency: 'BRL',
+    });
+    expect(String(details.facts.rule)).toMatch(/may hold this payment: look it up in its back office/);
+    // Alerted once, with its facts.
+    const alerts = await tdb.db.selectFrom('outbox').select(['payload']).execute();
+    const alert = alerts
+      .map((a) => a.payload as { type?: string; details?: { facts?: Record<string, unknown> } })
+      .filter((p) => p.type === 'OUTCOME_UNKNOWN');
+    expect(alert).toHaveLength(1);
+    expect(alert[0]!.details?.facts).toMatchObject({ intentAmount: '77.70', intentCurrency: 'BRL' });
+    // Swept again unchanged: counted once, not reopened.
+    await sweepExceptions(tdb.db, new Date(late.getTime() + 60_000));
+    expect((await typed())[0]).toMatchObject({ count: 1, state: 'open' });
+
+    // The provider had created it after all: its first reading carries the invoice, and the next sweep
+    // resolves the exception, as payrecon, saying what was observed.
+    const client = createProviderClient(sandboxAccount(sandbox), { retries: 0, logger: quiet });
+    const created = await client.createDeposit({
+      invoice_id: invoice,
+      country: 'BR',
+      currency: 'BRL',
+      amount: 77_70n,
+      payment_method: 'IX',
+      payer: { email: 'ana@example.com', document: '12345678909', first_name: 'Ana', last_name: 'Silva' },
+    });
+    await observe({
+      kind: 'deposit',
+      account: 'main',
+      entityId: String(created.deposit_id),
+      externalRef: invoice,
+    });
+    const after = await sweepExceptions(tdb.db, new Date(late.getTime() + 120_000));
+    expect(after).toMatchObject({ outcomeUnknown: 0, outcomeSettled: 1 });
+    const [resolved] = await typed();
+    expect(resolved).toMatchObject({ state: 'resolved', resolved_by: 'payrecon' });
+    expect(resolved!.resolution_note).toBe(
+      `settled: the provider's deposit ${created.deposit_id} was observed`,
+    );
+    const events = await tdb.db
+      .selectFrom('exception_events')
+      .select(['actor', 'from_state', 'to_state', 'note'])
+      .where('exception_id', '=', resolved!.id)
+      .execute();
+    expect(events).toEqual([
+      { actor: 'payrecon', from_state: 'open', to_state: 'resolved', note: resolved!.resolution_note },
+    ]);
+    // No alert for the resolution, no second exception.
+    expect((await tdb.db.selectFrom('outbox').select(['id']).execute()).length).toBe(alerts.length);
+  }, 60_000);
 });
+
+/** Reads one entity at the sandbox and applies it, as the reconciler would receive it. */
+async function observe(entity: EntityToRead): Promise<void> {
+  const client = createProviderClient(sandboxAccount(sandbox), { retries: 0, logger: quiet });
+  const o = await readStatus(client, entity, 'poll');
+  const received = fromRecord(OBSERVATION_TOPIC, toRecord(OBSERVATION_TOPIC, o));
+  await withLedgerTransaction(tdb.db, (trx) => applyObservations(trx, [received]));
+}

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
 import { NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type PollingClients, pollingClients, startStatusPoller } from '../../src/producers/status-poller.ts';
@@ -212,5 +212,90 @@ describe('status poller', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(rounds.length).toBe(count);
     expect(rounds[0]).toBe(3);
+  }, 60_000);
+
+  it('looks up by external_id the cashouts recorded with an unknown outcome past the grace', async () => {
+    const intentsTopic = await collect(infra, 'merchant.intent.recorded.v1');
+    try {
+      // One cashout the provider created though the merchant never got the answer, one it never got.
+      const held = uniqueRef('unk-ext');
+      const created = await client.createCashout({
+        external_id: held,
+        country: 'BR',
+        currency: 'BRL',
+        amount: 7_00n,
+        document_id: '12345678909',
+        beneficiary_name: 'Ana',
+        bank_code: '341',
+        bank_account: '123456-7',
+        bank_branch: '0001',
+        account_type: 'C',
+        notification_url: 'https://merchant.example/webhooks/main/cashouts',
+      });
+      const missing = uniqueRef('unk-ext');
+      const pending = (externalRef: string) => ({
+        intentId: randomUUID(),
+        operation: 'cashout' as const,
+        account: 'main',
+        externalRef,
+        entityId: null,
+        currency: 'BRL',
+        amount: 7_00n,
+        expectedFee: null,
+        test: false,
+        crypto: false,
+        feeOnPayer: false,
+        parentDepositId: null,
+        outcome: 'unknown' as const,
+        createdAt: new Date(Date.now() - 3_600_000),
+        request: { external_id: externalRef },
+        response: { error: 'PROVIDER_TIMEOUT' },
+      });
+      const [a, b] = [pending(held), pending(missing)];
+      await database.db
+        .transaction()
+        .execute((trx) =>
+          recordIntents(trx, [a, b, { ...pending(uniqueRef('young')), createdAt: new Date() }]),
+        );
+      const poller = startStatusPoller(
+        {
+          db: database.db,
+          clientFor: clients.clientFor,
+          publisher: infra.publisher,
+          outcomeUnknownGraceMs: 30 * 60_000,
+          leaseMs: 120_000,
+          logger: quiet,
+        },
+        { loop: false },
+      );
+      const before = observed.values.length;
+      const result = await poller.pollOnce();
+      expect(result.cashoutsSettled).toBe(2);
+      const seen = (await observed.waitFor(before + 1)).slice(before);
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({
+        kind: 'cashout',
+        entityId: String(created.cashout_id),
+        externalRef: held,
+        status: 'PENDING',
+      });
+      const completed = await intentsTopic.waitFor(1);
+      expect(completed).toHaveLength(1);
+      expect(completed[0]).toMatchObject({ intentId: b.intentId, outcome: 'declined', externalRef: missing });
+      // Asked once per lease: the next round looks nothing up (the young one is not past the grace).
+      expect((await poller.pollOnce()).cashoutsSettled).toBeUndefined();
+      // Applied, the reading links the pending intent by external_id.
+      await database.db.transaction().execute((trx) => applyObservations(trx, seen));
+      const mirror = await database.db
+        .selectFrom('mirrors')
+        .select(['intent_id'])
+        .where('entity_kind', '=', 'cashout')
+        .where('entity_id', '=', String(created.cashout_id))
+        .executeTakeFirstOrThrow();
+      expect(mirror.intent_id).toBe(a.intentId);
+      await poller.stop();
+    } finally {
+      await intentsTopic.stop();
+    }
   }, 60_000);
 });

@@ -1,12 +1,14 @@
 /**
- * Child process of `intent-write-ahead.test.ts`: creates deposits and cashouts at the sandbox through
- * `recordingClient`, each intent recorded in PostgreSQL as the reconciler records it (`recordIntents`).
- * When the provider has answered the creation whose merchant reference is `hangOn`, it prints
+ * Child process of `intent-write-ahead.test.ts`: creates deposits, cashouts and refunds at the sandbox
+ * through `recordingClient`, each intent recorded in PostgreSQL as the reconciler records it
+ * (`recordIntents`). When the provider has answered the creation whose merchant reference is `hangOn` (a
+ * refund's: `refundWriteAheadRef` of its deposit and amount), it prints
  * `ANSWERED <provider id>` and stops before recording that completed intent: the test kills it there
  * with SIGKILL. Otherwise it prints `DONE` and exits.
  */
 import { createDb } from '../../src/db/connection.ts';
 import { recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { refundWriteAheadRef } from '../../src/domain/intent.ts';
 import { createLogger } from '../../src/logger.ts';
 import { recordingClient } from '../../src/producers/intent/recording-client.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
@@ -19,6 +21,8 @@ const args = JSON.parse(process.argv[2] ?? '{}') as {
   ccUrl: string;
   deposits: string[];
   cashouts: string[];
+  /** Refunds: the deposit id and the amount in minor units (text). */
+  refunds?: { depositId: number; amount: string }[];
   hangOn: string | null;
 };
 const db = createDb(args.databaseUrl, 2);
@@ -28,7 +32,11 @@ const logger = createLogger({ level: 'silent' });
 const client = recordingClient(
   createProviderClient(account, { retries: 0, logger }),
   async (intent) => {
-    if (intent.externalRef === args.hangOn && intent.entityId !== null) {
+    const ref =
+      intent.operation === 'refund' && intent.parentDepositId !== null
+        ? refundWriteAheadRef(intent.parentDepositId, intent.amount)
+        : intent.externalRef;
+    if (ref === args.hangOn && intent.entityId !== null) {
       process.stdout.write(`ANSWERED ${intent.entityId}\n`);
       // The provider answered; the completed intent is never recorded: the test kills this process now.
       setInterval(() => undefined, 60_000);
@@ -61,6 +69,19 @@ for (const externalId of args.cashouts) {
     bank_branch: '0001',
     account_type: 'C',
     notification_url: 'https://merchant.example/webhooks/main/cashouts',
+  });
+}
+for (const r of args.refunds ?? []) {
+  await client.createRefund({
+    deposit_id: r.depositId,
+    amount: BigInt(r.amount),
+    bank_account: {
+      beneficiary: 'Ana Silva',
+      bank_code: '341',
+      branch: '0001',
+      account_number: '123456-7',
+      account_type: 'C',
+    },
   });
 }
 await db.destroy();

@@ -404,6 +404,21 @@ describe('cashouts', () => {
     ]);
   });
 
+  it('resolves a 511 on the first attempt of a resend (a replay after a lost answer) by looking it up', async () => {
+    handlers['POST /api/v3/cashout'] = (_req, reply) =>
+      json(reply, 412, '{"code":511,"message":"External ID already used"}');
+    handlers['POST /api/v3/cashout/status'] = (_req, reply) =>
+      json(reply, 200, '{"cashout_id":8405151,"external_id":"ext-42","cashout_status":0}');
+    // Not a resend: the external_id is taken by another cashout, a refusal.
+    const refused = await failure(client().createCashout(NEW_CASHOUT));
+    expect(refused).toMatchObject({ providerCode: 511 });
+    expect(seen.map((s) => s.url)).toEqual(['/api/v3/cashout']);
+    seen = [];
+    const res = await client().createCashout(NEW_CASHOUT, { resend: true });
+    expect(res.cashout_id).toBe(8405151);
+    expect(seen.map((s) => s.url)).toEqual(['/api/v3/cashout', '/api/v3/cashout/status']);
+  });
+
   it('with no retries left still looks the cashout up instead of reporting a failure', async () => {
     handlers['POST /api/v3/cashout'] = (_req, reply) => json(reply, 503, '{"code":0,"message":"busy"}');
     handlers['POST /api/v3/cashout/status'] = (_req, reply) =>

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../../domain/errors.ts';
-import { localCurrency } from '../../domain/intent.ts';
+import { localCurrency, refundWriteAheadRef } from '../../domain/intent.ts';
 import { type Minor, parseMinor } from '../../domain/money.ts';
 import type { Intent, IntentOperation } from '../../domain/observation.ts';
 import { recordWithoutSecrets as sanitized } from '../../domain/secrets.ts';
@@ -43,7 +43,15 @@ export interface CreationOutcome<R> {
 /** created when there is a response; declined when the provider answered a refusal; unknown otherwise. */
 function outcomeOf(o: CreationOutcome<unknown>): Intent['outcome'] {
   if (o.response) return 'created';
-  const err = o.error;
+  return failureOutcome(o.error);
+}
+
+/**
+ * What a failed creation call says of the entity: `declined` when the provider answered a refusal (a 4xx
+ * other than 429, or a request refused before it was sent), `unknown` otherwise (a timeout, a network
+ * error, a 5xx or a 429 after every retry: the provider may have created it).
+ */
+export function failureOutcome(err: unknown): 'declined' | 'unknown' {
   if (
     err instanceof ProviderError &&
     err.status !== null &&
@@ -182,7 +190,8 @@ export function intentFromCashoutCreation(
 /**
  * POST /v3/refunds (provider-facts). A refund request names no currency: give the refunded deposit's
  * (`currency`) unless the response's `refund_info` carries it. Without an amount (a full refund) the
- * amount comes from `refund_info` or `fullAmount`.
+ * amount comes from `refund_info` or `fullAmount`. Without an answer, a refund with an amount is
+ * referenced by `refundWriteAheadRef` (its deposit and amount), which the ledger can match.
  */
 export function intentFromRefundCreation(
   account: string,
@@ -206,9 +215,15 @@ export function intentFromRefundCreation(
     req.amount !== undefined && req.amount !== null
       ? toMinor(req.amount, 'amount')
       : (res?.refund_info?.amount ?? outcome.fullAmount ?? toMinor(undefined, 'amount'));
+  // Before the answer (and while its outcome is unknown) the refund is known by its deposit and amount
+  // (`refundWriteAheadRef`), which its readings carry; once created, by the provider's refund id.
+  const pendingRef =
+    req.amount !== undefined && req.amount !== null
+      ? refundWriteAheadRef(String(req.deposit_id), amount)
+      : `refund-${base.intentId}`;
   return {
     ...base,
-    externalRef: outcome.reference ?? (res ? `refund-${res.refund_id}` : `refund-${base.intentId}`),
+    externalRef: outcome.reference ?? (res ? `refund-${res.refund_id}` : pendingRef),
     entityId: res ? String(res.refund_id) : null,
     currency,
     amount,
