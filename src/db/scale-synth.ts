@@ -1,14 +1,15 @@
 /**
  * A year of history written straight into PostgreSQL for `npm run bench:scale` (issue 21 point 3): payments
- * with their intents, mirrors, status history, journal entries, postings (the postings' triggers check each
- * statement and keep the running balances), exceptions and a year of daily snapshots, consistent so that the full
- * `payrecon db verify` accepts them. Set-based (generate_series, INSERT ... SELECT), chunk by chunk, on one
- * pinned connection (the path tables are temporary tables of that session); nothing goes through the
- * pipeline.
+ * with their intents, mirrors, status history, journal entries, postings, running balances, exceptions and a
+ * year of daily snapshots, consistent so that the full `payrecon db verify` accepts them. Set-based
+ * (generate_series, INSERT ... SELECT), chunk by chunk, on two connections side by side (each with its own
+ * temporary path tables), into unlogged tables without keys or indexes, which are logged and indexed once
+ * at the end; nothing goes through the pipeline.
  *
- * Payment `g` (1..payments) is created at `end - 365 days + g * step`; its kind, merchant account,
- * currency, amounts and status path are functions of `g`. Blocks of 20 consecutive payments share a
- * merchant account and a currency: 11 live deposits (completed, expired, declined, released early then
+ * Payment `g` (1..payments) is created at `end - 365 days + g * step` (or, with `monthPayments`, that many
+ * evenly over the last whole calendar month, with `lastDay` that many over the last 24 hours, and the rest
+ * evenly over the rest of the year); its kind, merchant account, currency, amounts and status path are
+ * functions of `g`. Blocks of 20 consecutive payments share a merchant account and a currency: 11 live deposits (completed, expired, declined, released early then
  * completed or declined, fee on the payer), a test deposit, a crypto deposit, 5 cashouts (completed,
  * cancelled from hold, rejected, rejected after completion, in flight during the last day, declined) and 2
  * refunds (one of the block's first live deposit, one of its test deposit: booked in the test book;
@@ -31,6 +32,15 @@ export interface ScaleSynthOptions {
   lastDay?: number;
   /** Payments per transaction (default 50,000). */
   chunk?: number;
+  /**
+   * Payments created in the last whole UTC calendar month before `end` (default 0: the year is even).
+   * The others are spread evenly over the rest of the year: a month as dense as a bigger year's.
+   */
+  monthPayments?: number;
+  /** Connections writing chunks side by side (default 2). */
+  workers?: number;
+  /** Load into unlogged tables and log them once at the end (default true). */
+  unlogged?: boolean;
   onProgress?: (done: number, total: number) => void;
   /** Milliseconds spent per table written, added up (for the bench's report). */
   timings?: Record<string, number>;
@@ -40,6 +50,8 @@ export interface ScaleSynthResult {
   payments: number;
   start: Date;
   end: Date;
+  /** The dense month ([start, end) UTC), when `monthPayments` asked for one. */
+  month: { start: Date; end: Date } | null;
   /** Row counts of the tables written. */
   rows: Record<string, number>;
 }
@@ -97,15 +109,72 @@ const ENTRY_SLOTS = 3;
 /** Payments are numbered from 20 (a whole first block), so that every refund's deposit exists. */
 const FIRST = 20;
 
-interface Timeline {
-  /** Epoch seconds of payment number FIRST - 1 and of the last payment. */
-  startS: number;
-  endS: number;
-  /** Seconds between two payments (up to payment `split`, then `dayStep` in the last day). */
-  step: number;
-  split: number;
-  dayStep: number;
-  end: Date;
+/** The last whole UTC calendar month before `end`: [start, end). */
+export function lastWholeMonth(end: Date): { start: Date; end: Date } {
+  return {
+    start: new Date(Date.UTC(end.getUTCFullYear(), end.getUTCMonth() - 1, 1)),
+    end: new Date(Date.UTC(end.getUTCFullYear(), end.getUTCMonth(), 1)),
+  };
+}
+
+/** A stretch of the year (epoch seconds) and the payments created evenly in it. */
+interface Segment {
+  fromS: number;
+  toS: number;
+  count: number;
+}
+
+/**
+ * When each payment is created: the year cut into stretches, the dense month (`monthPayments`) and the last
+ * day (`lastDay`) with their own counts, the other stretches sharing the rest by their length. Increasing in
+ * the payment's number, so that a refund's deposit (18 or 8 payments earlier) is always older than it.
+ */
+function timeline(end: Date, total: number, month: number, lastDay: number | undefined): Segment[] {
+  const endS = end.getTime() / 1000;
+  const startS = endS - 365 * DAY_S;
+  const fixed: Segment[] = [];
+  if (month > 0) {
+    const w = lastWholeMonth(end);
+    fixed.push({ fromS: w.start.getTime() / 1000, toS: w.end.getTime() / 1000, count: month });
+  }
+  if (lastDay !== undefined) fixed.push({ fromS: endS - DAY_S, toS: endS, count: lastDay });
+  if (fixed.length === 2 && fixed[0]!.toS > fixed[1]!.fromS)
+    throw new Error('lastDay and monthPayments: the last 24 hours overlap the last whole month; pick one');
+  const rest = total - fixed.reduce((n, f) => n + f.count, 0);
+  if (rest < 0) throw new Error(`monthPayments and lastDay: together at most payments (${total})`);
+  const free: Segment[] = [];
+  let at = startS;
+  for (const f of [...fixed, { fromS: endS, toS: endS, count: 0 }]) {
+    if (f.fromS > at) free.push({ fromS: at, toS: f.fromS, count: 0 });
+    at = f.toS;
+  }
+  const length = free.reduce((n, f) => n + f.toS - f.fromS, 0);
+  let left = rest;
+  free.forEach((f, k) => {
+    f.count = k === free.length - 1 ? left : Math.round((rest * (f.toS - f.fromS)) / length);
+    left -= f.count;
+  });
+  return [...free, ...fixed].sort((x, y) => x.fromS - y.fromS).filter((x) => x.count > 0);
+}
+
+/**
+ * SQL: the creation instant (epoch seconds, float8) of payment number `g`. The `k`th of a stretch's `n`
+ * payments is created at `from + (k - 1/2) * length / n`, except in the last stretch, whose last payment is
+ * created at the year's end: `from + k * length / n` (without a dense month or day, `end - 365 days + g *
+ * step` as before).
+ */
+function creationSeconds(segments: Segment[]): RawBuilder<number> {
+  const i = sql`(g - ${FIRST - 1})::float8`;
+  let before = 0;
+  const arms = segments.map((s, k) => {
+    const last = k === segments.length - 1;
+    const at = sql<number>`${s.fromS}::float8 + (${i} - ${before + (last ? 0 : 0.5)}) * ${(s.toS - s.fromS) / s.count}::float8`;
+    before += s.count;
+    return { at, upTo: before };
+  });
+  const whens = arms.slice(0, -1).map((a) => sql`WHEN ${i} <= ${a.upTo} THEN ${a.at}`);
+  const otherwise = arms[arms.length - 1]!.at;
+  return whens.length === 0 ? otherwise : sql<number>`CASE ${sql.join(whens, sql` `)} ELSE ${otherwise} END`;
 }
 
 /**
@@ -127,8 +196,13 @@ const LINES = sql`(VALUES
 ) AS v(effect, account, sa, sf)`;
 
 /** The statements that write payments `from`..`to` (synth_p holds the chunk's payments once the first ran). */
-function chunkStatements(from: number, to: number, t: Timeline): [string, RawBuilder<unknown>][] {
-  const { startS, endS, step, split, dayStep, end } = t;
+function chunkStatements(
+  from: number,
+  to: number,
+  segments: Segment[],
+  end: Date,
+): [string, RawBuilder<unknown>][] {
+  const endS = end.getTime() / 1000;
   return [
     [
       'synth_p',
@@ -158,9 +232,7 @@ function chunkStatements(from: number, to: number, t: Timeline): [string, RawBui
             / CASE WHEN cls >= 18 THEN 2 ELSE 1 END AS amount,
           cls = 11 OR cls = 19 AS test, cls = 12 AS crypto,
           CASE cls WHEN 18 THEN g - 18 WHEN 19 THEN g - 8 END AS parent, to_timestamp(ts) AS t0
-        FROM (SELECT g, g % 20 AS cls, (g * 48271) % 1000 AS h,
-            CASE WHEN g <= ${split} THEN ${startS}::float8 + (g - ${FIRST - 1}) * ${step}::float8
-              ELSE ${endS - DAY_S}::float8 + (g - ${split}) * ${dayStep}::float8 END AS ts
+        FROM (SELECT g, g % 20 AS cls, (g * 48271) % 1000 AS h, ${creationSeconds(segments)} AS ts
           FROM generate_series(${from}::bigint, ${to}::bigint) g) x
       ) y`,
     ],
@@ -210,31 +282,45 @@ function chunkStatements(from: number, to: number, t: Timeline): [string, RawBui
     [
       'journal_entries',
       sql`
+      WITH ne AS (
+        INSERT INTO synth_e
+        SELECT p.g * ${ENTRY_SLOTS} + e.ord, p.kind || ':' || p.account || ':' || p.entity_id || ':' || e.effect,
+          p.account, p.kind, p.entity_id, e.effect, p.book, p.currency,
+          CASE WHEN e.effect = 'fee' THEN p.fee ELSE p.amount END / 100.0,
+          CASE WHEN e.effect = 'early_release_reversal' AND p.fee > 0 AND p.path <> 6 THEN p.currency END,
+          CASE WHEN e.effect = 'early_release_reversal' AND p.fee > 0 AND p.path <> 6 THEN p.fee / 100.0 END,
+          p.t0 + s.off * interval '1 second', p.t0 + (s.off + 1) * interval '1 second'
+        FROM synth_p p JOIN synth_effects e ON e.path = p.path
+          JOIN synth_steps s ON s.path = e.path AND s.step = e.step
+        RETURNING *)
       INSERT INTO journal_entries (id, idempotency_key, merchant_account, entity_kind, entity_id, effect, direction,
         seq, book, currency, amount, fee_currency, fee_amount, effective_at, created_at)
-      SELECT p.g * ${ENTRY_SLOTS} + e.ord, p.kind || ':' || p.account || ':' || p.entity_id || ':' || e.effect,
-        p.account, p.kind, p.entity_id, e.effect, 1, 1, p.book, p.currency,
-        CASE WHEN e.effect = 'fee' THEN p.fee ELSE p.amount END / 100.0,
-        CASE WHEN e.effect = 'early_release_reversal' AND p.fee > 0 AND p.path <> 6 THEN p.currency END,
-        CASE WHEN e.effect = 'early_release_reversal' AND p.fee > 0 AND p.path <> 6 THEN p.fee / 100.0 END,
-        p.t0 + s.off * interval '1 second', p.t0 + (s.off + 1) * interval '1 second'
-      FROM synth_p p JOIN synth_effects e ON e.path = p.path
-        JOIN synth_steps s ON s.path = e.path AND s.step = e.step
-      ORDER BY 1`,
+      SELECT id, idempotency_key, merchant_account, entity_kind, entity_id, effect, 1, 1, book, currency, amount,
+        fee_currency, fee_amount, effective_at, created_at
+      FROM ne ORDER BY id`,
     ],
     [
       'postings',
+      // The day sums per account go to synth_days as the postings are written: the running balances and
+      // the year's snapshots are summed from them, not from a second and third pass over every posting.
       sql`
-      INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
-      SELECT e.id, e.merchant_account, e.currency, e.book,
-        CASE WHEN e.book = 'test' THEN 'test_' ELSE '' END
-          || CASE WHEN l.account <> 'paid_out' THEN l.account WHEN e.entity_kind = 'refund' THEN 'refunds'
-            ELSE 'payouts' END,
-        l.sa * e.amount + l.sf * coalesce(e.fee_amount, 0), e.created_at
-      FROM journal_entries e JOIN synth_lines l ON l.effect = e.effect
-      WHERE e.id BETWEEN ${from * ENTRY_SLOTS} AND ${to * ENTRY_SLOTS + ENTRY_SLOTS - 1}
-        AND l.sa * e.amount + l.sf * coalesce(e.fee_amount, 0) <> 0
-      ORDER BY e.id, l.account`,
+      WITH ins AS (
+        INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
+        SELECT e.id, e.merchant_account, e.currency, e.book,
+          CASE WHEN e.book = 'test' THEN 'test_' ELSE '' END
+            || CASE WHEN l.account <> 'paid_out' THEN l.account WHEN e.entity_kind = 'refund' THEN 'refunds'
+              ELSE 'payouts' END,
+          l.sa * e.amount + l.sf * coalesce(e.fee_amount, 0), e.created_at
+        FROM synth_e e JOIN synth_lines l ON l.effect = e.effect
+        WHERE l.sa * e.amount + l.sf * coalesce(e.fee_amount, 0) <> 0
+        ORDER BY e.id, l.account
+        RETURNING merchant_account, currency, book, account, amount, created_at),
+      days AS (
+        INSERT INTO synth_days (merchant_account, currency, book, account, at, day_sum)
+        SELECT merchant_account, currency, book, account, date_trunc('day', created_at, 'UTC') + interval '24 hours',
+          sum(amount)
+        FROM ins GROUP BY 1, 2, 3, 4, 5)
+      SELECT count(*) AS n FROM ins`,
     ],
     [
       'exceptions',
@@ -263,17 +349,16 @@ function chunkStatements(from: number, to: number, t: Timeline): [string, RawBui
 }
 
 /**
- * The year's daily snapshots in one pass over the postings (per account and UTC day, then a running sum),
- * the rows `takeBalanceSnapshots` would have written day by day: every midnight from the day after the
- * account's first posting up to the last midnight at least `SETTLE_MS` old.
+ * The year's daily snapshots from the day sums the load kept (per account and UTC day, then a running
+ * sum), the rows `takeBalanceSnapshots` would have written day by day: every midnight from the day after
+ * the account's first posting up to the last midnight at least `SETTLE_MS` old.
  */
 async function writeSnapshots(db: Db): Promise<void> {
   await sql`
     INSERT INTO ledger_balance_snapshots (merchant_account, currency, book, account, at, balance)
     WITH d AS (
-      SELECT merchant_account, currency, book, account, date_trunc('day', created_at, 'UTC') + interval '24 hours' AS at,
-        sum(amount) AS day_sum
-      FROM postings GROUP BY 1, 2, 3, 4, 5),
+      SELECT merchant_account, currency, book, account, at, sum(day_sum) AS day_sum
+      FROM synth_days GROUP BY 1, 2, 3, 4, 5),
     merged AS (
       SELECT merchant_account, currency, book, account, at, day_sum, false AS snapshot FROM d
       UNION ALL
@@ -288,116 +373,197 @@ async function writeSnapshots(db: Db): Promise<void> {
     SELECT merchant_account, currency, book, account, at, balance FROM run WHERE snapshot`.execute(db);
 }
 
+/**
+ * Runs `statements` on up to `n` connections side by side, each taking the next one when done, with the
+ * memory of a bulk build: each index is one sort and each foreign key one join, in memory where they fit.
+ */
+async function sideBySide(db: Db, n: number, statements: RawBuilder<unknown>[]): Promise<void> {
+  const queue = [...statements];
+  let failed = false;
+  await Promise.all(
+    Array.from({ length: Math.min(n, queue.length) }, () =>
+      db.connection().execute(async (conn) => {
+        await sql`SET maintenance_work_mem = '1GB'; SET work_mem = '256MB'`.execute(conn);
+        try {
+          for (let s = queue.shift(); s !== undefined && !failed; s = queue.shift()) await s.execute(conn);
+        } catch (err) {
+          failed = true;
+          throw err;
+        } finally {
+          await sql`RESET maintenance_work_mem; RESET work_mem`.execute(conn).catch(() => undefined);
+        }
+      }),
+    ),
+  );
+}
+
+/** Tables the load writes in bulk (their keys, indexes and foreign keys are built again after it). */
+const LOAD_TABLES = ['intents', 'mirrors', 'status_history', 'journal_entries', 'postings'];
+
 /** Synthesizes `payments` payments into a freshly migrated, empty database. */
 export async function synthesizeScale(db: Db, options: ScaleSynthOptions): Promise<ScaleSynthResult> {
   const total = options.payments;
+  const month = options.monthPayments ?? 0;
+  if (!Number.isInteger(month) || month < 0 || month > total)
+    throw new Error(`monthPayments: must be a whole number from 0 to payments (${total}), got ${month}`);
   const end = options.end ?? new Date(Date.now() - 3 * 3_600_000);
-  const endS = end.getTime() / 1000;
-  const startS = endS - 365 * DAY_S;
+  const segments = timeline(end, total, month, options.lastDay);
   const chunk = options.chunk ?? 50_000;
+  const workers = Math.max(1, options.workers ?? 2);
+  const unlogged = options.unlogged ?? true;
   const last = FIRST + total - 1;
-  const lastDay = options.lastDay;
-  const timeline: Timeline =
-    lastDay === undefined
-      ? { startS, endS, step: (365 * DAY_S) / Math.max(total, 1), split: last, dayStep: 0, end }
-      : {
-          startS,
-          endS,
-          step: (364 * DAY_S) / Math.max(total - lastDay, 1),
-          split: last - lastDay,
-          dayStep: DAY_S / Math.max(lastDay, 1),
-          end,
-        };
-  const loadTables = ['intents', 'mirrors', 'status_history', 'journal_entries', 'postings'];
-  // Bulk load: the secondary indexes go and come back built once from their own definitions; the postings'
-  // statement triggers (balance check, running balances) are off meanwhile and the running balances are
-  // summed once at the end. The full verification re-checks every invariant the triggers guard.
+  const timings = options.timings;
+  const timed = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    try {
+      return await fn();
+    } finally {
+      if (timings) timings[what] = (timings[what] ?? 0) + performance.now() - t0;
+    }
+  };
+  // Bulk load: the load tables' keys, indexes and foreign keys go, and come back built once from their
+  // own definitions (sorted, not inserted row by row); the tables are unlogged meanwhile (no WAL per row)
+  // and logged again after, in one pass; the postings' statement triggers (balance check, running
+  // balances) are off and the running balances are summed once at the end. The full verification
+  // re-checks every invariant the triggers guard.
+  const inLoad = sql`(SELECT c.oid FROM pg_class c WHERE c.relname = ANY(${LOAD_TABLES}::text[])
+    AND c.relnamespace = current_schema()::regnamespace)`;
+  const { rows: keys } = await sql<{ tbl: string; name: string; def: string; type: string }>`
+    SELECT c.conrelid::regclass::text AS tbl, c.conname AS name, pg_get_constraintdef(c.oid) AS def,
+      c.contype AS type
+    FROM pg_constraint c
+    WHERE c.contype IN ('p', 'u', 'f') AND (c.conrelid IN ${inLoad} OR c.confrelid IN ${inLoad})
+    ORDER BY c.contype = 'f' DESC, c.conname`.execute(db);
   const { rows: indexes } = await sql<{ name: string; def: string }>`
     SELECT i.indexname AS name, i.indexdef AS def FROM pg_indexes i
-    WHERE i.schemaname = current_schema() AND i.tablename = ANY(${loadTables}::text[])
+    WHERE i.schemaname = current_schema() AND i.tablename = ANY(${LOAD_TABLES}::text[])
       AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)`.execute(db);
+  for (const k of keys)
+    await sql`ALTER TABLE ${sql.raw(k.tbl)} DROP CONSTRAINT ${sql.id(k.name)}`.execute(db);
   for (const i of indexes) await sql`DROP INDEX ${sql.id(i.name)}`.execute(db);
+  if (unlogged)
+    for (const table of LOAD_TABLES) await sql`ALTER TABLE ${sql.table(table)} SET UNLOGGED`.execute(db);
   await sql`ALTER TABLE postings DISABLE TRIGGER postings_balanced_trg`.execute(db);
   await sql`ALTER TABLE postings DISABLE TRIGGER postings_running_balances_trg`.execute(db);
-  await db.connection().execute(async (conn) => {
-    await sql`INSERT INTO merchant_accounts (name) SELECT unnest(${[...SCALE_MERCHANT_ACCOUNTS]}::text[])`.execute(
-      conn,
-    );
-    await sql`
-      INSERT INTO ledger_accounts (merchant_account, currency, book, name)
-      SELECT m, c, b.book, b.name FROM unnest(${[...SCALE_MERCHANT_ACCOUNTS]}::text[]) m,
-        unnest(${[...SCALE_CURRENCIES]}::text[]) c,
-        (VALUES ('live', 'available'), ('live', 'reserved'), ('live', 'deposits'), ('live', 'fees'),
-          ('live', 'payouts'), ('live', 'refunds'), ('test', 'test_available'), ('test', 'test_deposits'),
-          ('test', 'test_fees'), ('test', 'test_reserved'), ('test', 'test_refunds'),
-          ('crypto', 'crypto_payers'), ('crypto', 'crypto_in_transit'), ('crypto', 'crypto_customer_wallets'))
-          b(book, name)`.execute(conn);
-    await sql`
-      DROP TABLE IF EXISTS synth_steps, synth_effects, synth_lines, synth_paths, synth_p;
-      CREATE TEMP TABLE synth_steps AS SELECT * FROM ${STEPS};
-      CREATE TEMP TABLE synth_effects AS SELECT * FROM ${EFFECTS};
-      CREATE TEMP TABLE synth_lines AS SELECT * FROM ${LINES};
-      CREATE TEMP TABLE synth_paths AS
-        SELECT path, (array_agg(status ORDER BY step DESC))[1] AS final_status, min(off) AS first_off,
-          max(off) AS last_off, min(off) FILTER (WHERE status = 'COMPLETED') AS completed_off,
-          bool_or(status = 'COMPLETED') AS ever_completed, bool_or(status = 'EARLY_RELEASED') AS ever_early_released
-        FROM synth_steps GROUP BY path;
-      CREATE TEMP TABLE synth_p (g bigint, kind text, account text, currency text, path int, amount bigint,
-        fee bigint, test boolean, crypto boolean, book text, parent bigint, t0 timestamptz, entity_id text,
-        external_ref text, intent_ref text);
-      `.execute(conn);
-    for (let from = FIRST; from <= last; from += chunk) {
-      const to = Math.min(last, from + chunk - 1);
-      await conn.transaction().execute(async (trx) => {
-        await sql`SET LOCAL synchronous_commit = off`.execute(trx);
-        await sql`TRUNCATE synth_p`.execute(trx);
-        for (const [table, statement] of chunkStatements(from, to, timeline)) {
-          const t0 = performance.now();
-          await statement.execute(trx);
-          if (options.timings)
-            options.timings[table] = (options.timings[table] ?? 0) + performance.now() - t0;
-        }
-      });
-      options.onProgress?.(to - FIRST + 1, total);
-    }
-    await sql`DROP TABLE IF EXISTS synth_steps, synth_effects, synth_lines, synth_paths, synth_p`.execute(
-      conn,
-    );
-  });
-  await sql`ALTER TABLE postings ENABLE TRIGGER postings_balanced_trg`.execute(db);
-  await sql`ALTER TABLE postings ENABLE TRIGGER postings_running_balances_trg`.execute(db);
-  await sql`
-    INSERT INTO ledger_balances (merchant_account, currency, book, account, balance)
-    SELECT merchant_account, currency, book, account, sum(amount) FROM postings GROUP BY 1, 2, 3, 4`.execute(
+  await sql`INSERT INTO merchant_accounts (name) SELECT unnest(${[...SCALE_MERCHANT_ACCOUNTS]}::text[])`.execute(
     db,
   );
-  for (const i of indexes) {
-    const t0 = performance.now();
-    await sql.raw(i.def).execute(db);
-    if (options.timings) options.timings.indexes = (options.timings.indexes ?? 0) + performance.now() - t0;
-  }
-  let t0 = performance.now();
-  await writeSnapshots(db);
-  if (options.timings) options.timings.snapshots = performance.now() - t0;
+  await sql`
+    INSERT INTO ledger_accounts (merchant_account, currency, book, name)
+    SELECT m, c, b.book, b.name FROM unnest(${[...SCALE_MERCHANT_ACCOUNTS]}::text[]) m,
+      unnest(${[...SCALE_CURRENCIES]}::text[]) c,
+      (VALUES ('live', 'available'), ('live', 'reserved'), ('live', 'deposits'), ('live', 'fees'),
+        ('live', 'payouts'), ('live', 'refunds'), ('test', 'test_available'), ('test', 'test_deposits'),
+        ('test', 'test_fees'), ('test', 'test_reserved'), ('test', 'test_refunds'),
+        ('crypto', 'crypto_payers'), ('crypto', 'crypto_in_transit'), ('crypto', 'crypto_customer_wallets'))
+        b(book, name)`.execute(db);
+  // Day sums per account of the postings written, shared by the workers (dropped at the end).
+  await sql`
+    DROP TABLE IF EXISTS synth_days;
+    CREATE UNLOGGED TABLE synth_days (merchant_account text, currency text, book text, account text,
+      at timestamptz, day_sum numeric)`.execute(db);
+
+  // Chunks of payments handed out to `workers` connections (each with its own temporary path tables).
+  const rows: Record<string, number> = {};
+  let next = FIRST;
+  let done = 0;
+  let failed = false;
+  const worker = () =>
+    db.connection().execute(async (conn) => {
+      // Room for a chunk's temporary tables in memory (refused once the session used one: then as is).
+      await sql`SET temp_buffers = '256MB'`.execute(conn).catch(() => undefined);
+      await sql`
+        DROP TABLE IF EXISTS synth_steps, synth_effects, synth_lines, synth_paths, synth_p, synth_e;
+        CREATE TEMP TABLE synth_steps AS SELECT * FROM ${STEPS};
+        CREATE TEMP TABLE synth_effects AS SELECT * FROM ${EFFECTS};
+        CREATE TEMP TABLE synth_lines AS SELECT * FROM ${LINES};
+        CREATE TEMP TABLE synth_paths AS
+          SELECT path, (array_agg(status ORDER BY step DESC))[1] AS final_status, min(off) AS first_off,
+            max(off) AS last_off, min(off) FILTER (WHERE status = 'COMPLETED') AS completed_off,
+            bool_or(status = 'COMPLETED') AS ever_completed, bool_or(status = 'EARLY_RELEASED') AS ever_early_released
+          FROM synth_steps GROUP BY path;
+        CREATE TEMP TABLE synth_p (g bigint, kind text, account text, currency text, path int, amount bigint,
+          fee bigint, test boolean, crypto boolean, book text, parent bigint, t0 timestamptz, entity_id text,
+          external_ref text, intent_ref text);
+        CREATE TEMP TABLE synth_e (id bigint, idempotency_key text, merchant_account text, entity_kind text,
+          entity_id text, effect text, book text, currency text, amount numeric, fee_currency text,
+          fee_amount numeric, effective_at timestamptz, created_at timestamptz);
+        `.execute(conn);
+      try {
+        while (!failed && next <= last) {
+          const from = next;
+          const to = Math.min(last, from + chunk - 1);
+          next = to + 1;
+          await conn.transaction().execute(async (trx) => {
+            await sql`SET LOCAL synchronous_commit = off`.execute(trx);
+            await sql`TRUNCATE synth_p, synth_e`.execute(trx);
+            for (const [table, statement] of chunkStatements(from, to, segments, end)) {
+              const r = await timed(table, () => statement.execute(trx));
+              const n =
+                table === 'postings'
+                  ? Number((r.rows[0] as { n: string }).n)
+                  : Number(r.numAffectedRows ?? 0);
+              if (table !== 'synth_p') rows[table] = (rows[table] ?? 0) + n;
+            }
+          });
+          done += to - from + 1;
+          options.onProgress?.(done, total);
+        }
+      } catch (err) {
+        failed = true;
+        throw err;
+      } finally {
+        await sql`DROP TABLE IF EXISTS synth_steps, synth_effects, synth_lines, synth_paths, synth_p, synth_e`
+          .execute(conn)
+          .catch(() => undefined);
+      }
+    });
+  await Promise.all(Array.from({ length: workers }, worker));
+
+  await sql`ALTER TABLE postings ENABLE TRIGGER postings_balanced_trg`.execute(db);
+  await sql`ALTER TABLE postings ENABLE TRIGGER postings_running_balances_trg`.execute(db);
+  await timed('balances and snapshots', async () => {
+    await sql`
+      INSERT INTO ledger_balances (merchant_account, currency, book, account, balance)
+      SELECT merchant_account, currency, book, account, sum(day_sum) FROM synth_days GROUP BY 1, 2, 3, 4`.execute(
+      db,
+    );
+    await writeSnapshots(db);
+    await sql`DROP TABLE synth_days`.execute(db);
+  });
+  // Then, on `workers` connections side by side: the tables logged (one pass each, the largest first), their
+  // keys and indexes built, and the foreign keys checked once each (each needs the key it references).
+  const addConstraint = (k: (typeof keys)[number]) =>
+    sql`ALTER TABLE ${sql.raw(k.tbl)} ADD CONSTRAINT ${sql.id(k.name)} ${sql.raw(k.def)}`;
+  if (unlogged)
+    await timed('logged', () =>
+      sideBySide(
+        db,
+        workers,
+        [...LOAD_TABLES].reverse().map((table) => sql`ALTER TABLE ${sql.table(table)} SET LOGGED`),
+      ),
+    );
+  await timed('keys and indexes', () =>
+    sideBySide(db, workers, [
+      ...keys.filter((k) => k.type !== 'f').map(addConstraint),
+      ...indexes.map((i) => sql.raw(i.def)),
+    ]),
+  );
+  await timed('foreign keys', () =>
+    sideBySide(db, workers, keys.filter((k) => k.type === 'f').map(addConstraint)),
+  );
   await sql`SELECT setval('journal_entries_id_seq', greatest((SELECT max(id) FROM journal_entries), 1))`.execute(
     db,
   );
-  t0 = performance.now();
-  for (const t of [...loadTables, 'exceptions', 'ledger_balance_snapshots'])
-    await sql`ANALYZE ${sql.table(t)}`.execute(db);
-  if (options.timings) options.timings.analyze = performance.now() - t0;
-  const tables = [
-    'intents',
-    'mirrors',
-    'status_history',
-    'journal_entries',
-    'postings',
-    'exceptions',
-  ] as const;
-  const rows: Record<string, number> = {};
-  for (const t of tables) {
-    const r = await sql<{ n: string }>`SELECT count(*)::text AS n FROM ${sql.table(t)}`.execute(db);
-    rows[t] = Number(r.rows[0]?.n ?? 0);
-  }
-  return { payments: total, start: new Date(startS * 1000), end, rows };
+  await timed('analyze', async () => {
+    for (const table of [...LOAD_TABLES, 'exceptions', 'ledger_balance_snapshots'])
+      await sql`ANALYZE ${sql.table(table)}`.execute(db);
+  });
+  return {
+    payments: total,
+    start: new Date(end.getTime() - 365 * DAY_S * 1000),
+    end,
+    month: month === 0 ? null : lastWholeMonth(end),
+    rows,
+  };
 }

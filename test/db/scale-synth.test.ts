@@ -96,6 +96,30 @@ describe('bench:scale synthesizer', () => {
     expect(full.failures.join('\n')).toContain(`deposit m`);
     expect(full.failures.join('\n')).toContain(`/${id} (status DECLINED)`);
   });
+
+  it('puts monthPayments of the payments in the last whole calendar month (SCALE_MONTH_PAYMENTS), a year the verification accepts too', async () => {
+    const dense = await createTestDatabase();
+    try {
+      const result = await synthesizeScale(dense.db, { payments: 2_000, monthPayments: 1_200, chunk: 300 });
+      const month = result.month!;
+      expect(month.end.getUTCDate()).toBe(1);
+      expect(month.start.getTime()).toBeLessThan(result.end.getTime());
+      // Intents are made a second before their payment: exactly the month's payments fall in it.
+      const { rows } = await sql<{ inside: string; before: string; after: string }>`
+        SELECT count(*) FILTER (WHERE created_at >= ${month.start} AND created_at < ${month.end})::text AS inside,
+          count(*) FILTER (WHERE created_at < ${month.start})::text AS before,
+          count(*) FILTER (WHERE created_at >= ${month.end})::text AS after
+        FROM intents`.execute(dense.db);
+      expect(Number(rows[0]!.inside)).toBe(1_200);
+      expect(Number(rows[0]!.before) + Number(rows[0]!.after)).toBe(800);
+      expect(Number(rows[0]!.before)).toBeGreaterThan(Number(rows[0]!.after));
+      const full = await verifyLedger(dense.db);
+      expect(full.failures).toEqual([]);
+      expect(full.entities).toBe(2_000);
+    } finally {
+      await dense.drop();
+    }
+  });
 });
 
 describe('bench:scale synthesizer, a busy last day (SCALE_LAST_DAY)', () => {
