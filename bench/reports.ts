@@ -18,14 +18,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import ExcelJS from 'exceljs';
+import type ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
 import { minorToCell } from '../src/domain/money.ts';
 import { excelDate, localDate, type Period } from '../src/reports/period.ts';
 import { JOURNAL_COLUMNS, writeSettlementWorkbook } from '../src/reports/settlement-workbook.ts';
-import { drainWorksheet, TableSheet } from '../src/reports/sheet-writer.ts';
+import { drainWorksheet, TableSheet, workbookWriter } from '../src/reports/sheet-writer.ts';
 
 const TZ = 'America/Sao_Paulo';
 const LINES = Number(process.env.LINES ?? 1_000_000);
@@ -119,11 +119,7 @@ async function phaseWorkbook(
 /** The limit: the same journal rows written straight to an exceljs streaming workbook, no database. */
 async function phaseBare(out: string, start: Date): Promise<PhaseResult> {
   const t0 = performance.now();
-  const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
-    filename: out,
-    useStyles: true,
-    useSharedStrings: false,
-  });
+  const wb = workbookWriter(out);
   const sheet = new TableSheet(wb, 'Journal', JOURNAL_COLUMNS, {
     timeZone: TZ,
     currencyKey: 'currency',

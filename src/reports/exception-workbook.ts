@@ -1,4 +1,3 @@
-import ExcelJS from 'exceljs';
 import {
   countRows,
   type ExceptionRow,
@@ -24,6 +23,7 @@ import {
   prepareOutputs,
   printOptions,
   TableSheet,
+  workbookWriter,
 } from './sheet-writer.ts';
 
 /** The queue's age buckets (src/domain/exception-queue.ts), the summary's columns. */
@@ -218,11 +218,7 @@ export async function writeExceptionWorkbook(
     let done = 0;
     options.onProgress?.(0, total);
 
-    const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
-      filename: options.out,
-      useStyles: true,
-      useSharedStrings: false,
-    });
+    const wb = workbookWriter(options.out);
     wb.creator = 'payrecon';
 
     // Summary: one table of open exceptions by age, one of opened and resolved in the period.

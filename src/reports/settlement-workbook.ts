@@ -1,4 +1,4 @@
-import ExcelJS from 'exceljs';
+import type ExcelJS from 'exceljs';
 import { type CloseSummary, closesOfPeriods } from '../db/closes.ts';
 import {
   type AccountBalance,
@@ -27,6 +27,7 @@ import {
   prepareOutputs,
   printOptions,
   TableSheet,
+  workbookWriter,
 } from './sheet-writer.ts';
 
 export const FETCH_SIZE = 5000;
@@ -541,11 +542,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     };
     progress(0);
 
-    const wb = new ExcelJS.stream.xlsx.WorkbookWriter({
-      filename: options.out,
-      useStyles: true,
-      useSharedStrings: false,
-    });
+    const wb = workbookWriter(options.out);
     wb.creator = 'payrecon';
     wb.created = new Date(0);
     wb.modified = new Date(0);

@@ -9,7 +9,7 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type ExcelJS from 'exceljs';
+import ExcelJS from 'exceljs';
 import type { Kysely, Transaction } from 'kysely';
 import { formatAmount, type Minor, minorToCell } from '../domain/money.ts';
 import { excelDate } from './period.ts';
@@ -106,6 +106,36 @@ export async function drainWorksheet(sheet: ExcelJS.Worksheet): Promise<void> {
     if (state && state.length > state.highWaterMark)
       await new Promise<void>((resolve) => w.once('drain', resolve));
   }
+}
+
+/** The part of exceljs' style registry a workbook writer uses for every cell and row it writes. */
+interface StyleRegistry {
+  addStyleModel(model: Partial<ExcelJS.Style> | undefined, cellType?: number): number;
+}
+
+/**
+ * A streaming workbook writer (styles kept, no shared strings) whose style look-up is memoized. exceljs
+ * gives every cell a style object of its own (the row's merged with the column's), so its own cache (by
+ * object) never hits, and it renders each cell's style to XML to find its id: most of a big sheet's
+ * time. Styles that are equal as JSON have the same id (exceljs finds the same XML), so the id is kept
+ * per JSON text and cell type and exceljs renders each distinct style once.
+ */
+export function workbookWriter(filename: string): ExcelJS.stream.xlsx.WorkbookWriter {
+  const wb = new ExcelJS.stream.xlsx.WorkbookWriter({ filename, useStyles: true, useSharedStrings: false });
+  const styles = (wb as unknown as { styles: StyleRegistry }).styles;
+  const lookUp = styles.addStyleModel.bind(styles);
+  const ids = new Map<string, number>();
+  styles.addStyleModel = (model, cellType) => {
+    if (!model) return lookUp(model, cellType);
+    const key = `${cellType ?? ''}${JSON.stringify(model)}`;
+    let id = ids.get(key);
+    if (id === undefined) {
+      id = lookUp(model, cellType);
+      ids.set(key, id);
+    }
+    return id;
+  };
+  return wb;
 }
 
 /** What a printed page's footer says: the report and its period. */
