@@ -38,6 +38,7 @@ import { clientsFor } from '../provider/client.ts';
 import { formatZodIssues } from '../provider/schemas.ts';
 import type { StatusReader } from '../provider/to-observation.ts';
 import { readStatus } from '../provider/to-observation.ts';
+import { runningSandboxAccounts } from '../sandbox/traffic-client.ts';
 import { connectFromConfig, runCliAction } from './connect.ts';
 import { intentFromInput, intentInputSchema } from './intent/input.ts';
 
@@ -288,8 +289,11 @@ export async function runBackfillPollCli(opts: {
     if (to <= from) throw new AppError('VALIDATION_FAILED', '--to: must be after --from');
     const connected = await connectFromConfig('backfill');
     const { config } = connected;
+    // No account configured: the sandbox of the `payrecon up` running on this data directory, if any
+    // (`npm start`'s, as a newcomer runs it).
+    const accounts = config.accounts.length > 0 ? config.accounts : runningSandboxAccounts(connected.sandbox);
     // Plain clients: a 429 is waited out per call (Retry-After), a backfill has no schedule to keep.
-    const clientFor = clientsFor(config.accounts, {
+    const clientFor = clientsFor(accounts, {
       logger: rootLogger,
       timeoutMs: config.provider.timeoutMs,
       retries: config.provider.retries,
@@ -302,10 +306,13 @@ export async function runBackfillPollCli(opts: {
           'DATABASE_URL: must be set for this command (postgres://...), or a payrecon up running',
         );
       }
-      if (config.accounts.length === 0) {
-        throw new AppError('CONFIG_INVALID', 'PAYRECON_ACCOUNTS: must name the provider accounts to poll');
+      if (accounts.length === 0) {
+        throw new AppError(
+          'CONFIG_INVALID',
+          'PAYRECON_ACCOUNTS: must name the provider accounts to poll (or a payrecon up with its sandbox running)',
+        );
       }
-      if (opts.account !== undefined && !config.accounts.some((a) => a.name === opts.account)) {
+      if (opts.account !== undefined && !accounts.some((a) => a.name === opts.account)) {
         throw new AppError('VALIDATION_FAILED', '--account: must name a configured provider account');
       }
       const db = createDb(databaseUrl, 4);

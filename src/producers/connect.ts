@@ -15,6 +15,8 @@ export interface Connected {
   config: Config;
   /** DATABASE_URL, else the running `payrecon up`'s database, else null. */
   databaseUrl: string | null;
+  /** The running `payrecon up`'s sandbox (`endpoints.json`: api, card api, control), else null. */
+  sandbox: Readonly<Record<string, string>> | null;
   publisher: Publisher;
   close(): Promise<void>;
 }
@@ -59,6 +61,7 @@ export async function connectFromConfig(clientId = 'payrecon-cli'): Promise<Conn
   return {
     config,
     databaseUrl: config.database.url ?? running?.databaseUrl ?? null,
+    sandbox: running?.sandbox ?? null,
     publisher,
     close: () => publisher.disconnect(),
   };

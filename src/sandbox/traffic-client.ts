@@ -8,7 +8,7 @@ import {
   type ProviderClientOptions,
   type ProviderConnection,
 } from '../provider/client.ts';
-import type { SandboxAccount } from './accounts.ts';
+import { DEFAULT_ACCOUNT, type SandboxAccount } from './accounts.ts';
 
 /**
  * The provider account that talks to a running sandbox as `account`: the connection, and the webhook
@@ -34,6 +34,19 @@ export function providerAccountFor(
     webhookSignatureMode: 'warn',
     xDateWindowSeconds: 300,
   };
+}
+
+/**
+ * The account `payrecon up` gives the sandbox it runs (DEFAULT_ACCOUNT), found through the running
+ * instance's endpoints (`api` and `card api` of `endpoints.json`), so a command on the same data directory
+ * (`payrecon backfill poll`) reaches that sandbox as `up` does; none when there is no such sandbox.
+ */
+export function runningSandboxAccounts(
+  urls: Readonly<Record<string, string>> | null | undefined,
+): ReturnType<typeof providerAccountFor>[] {
+  const url = urls?.api;
+  const ccUrl = urls?.['card api'];
+  return url && ccUrl ? [providerAccountFor(DEFAULT_ACCOUNT, { url, ccUrl })] : [];
 }
 
 export type TrafficClient = Pick<

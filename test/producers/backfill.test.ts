@@ -1,19 +1,23 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyObservations } from '../../src/db/ledger-service.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
+import { writeEndpoints } from '../../src/endpoints.ts';
 import {
   backfillPoll,
   csvIssueText,
   parseIntentsCsv,
   parseRangeDate,
   runBackfillIntentsCli,
+  runBackfillPollCli,
 } from '../../src/producers/backfill.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { runningSandboxAccounts } from '../../src/sandbox/traffic-client.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import {
   type Collector,
@@ -231,6 +235,101 @@ describe('backfill poll', () => {
       { from: new Date('2026-01-01T00:00:00Z'), to: new Date('2026-02-01T00:00:00Z'), account: 'elsewhere' },
     );
     expect(other.entities).toBe(0);
+  }, 60_000);
+
+  it('the CLI reaches the sandbox of the payrecon up running on its data directory when no account is configured', async () => {
+    // As `npm start` runs it: the sandbox's own account (DEFAULT_ACCOUNT, named sandbox).
+    const [account] = runningSandboxAccounts({ api: sandbox.url, 'card api': sandbox.ccUrl });
+    expect(account?.name).toBe('sandbox');
+    const client = createProviderClient(account!, { retries: 0, logger: quiet });
+    const deposit = await client.createDeposit({
+      invoice_id: uniqueRef('bf-up'),
+      country: 'BR',
+      currency: 'BRL',
+      amount: 30_00n,
+      payment_method: 'IX',
+      payer: PAYER,
+    });
+    await database.db.transaction().execute((trx) =>
+      applyObservations(trx, [
+        {
+          eventId: randomUUID(),
+          kind: 'deposit',
+          account: 'sandbox',
+          entityId: String(deposit.deposit_id),
+          externalRef: null,
+          status: 'PENDING',
+          observedAt: new Date('2026-02-10T08:00:00Z'),
+          source: 'webhook',
+          currency: 'BRL',
+          amount: 30_00n,
+          ...NO_FACTS,
+          details: {},
+        },
+      ]),
+    );
+    // A stand-in for the running `payrecon up`: another live process owns the endpoints file.
+    const holder = spawn('sleep', ['600'], { stdio: 'ignore' });
+    const data = join(dir, 'up-data');
+    mkdirSync(data, { recursive: true });
+    writeEndpoints(data, {
+      pid: holder.pid!,
+      startedAt: new Date().toISOString(),
+      databaseUrl: database.url,
+      brokers: [`127.0.0.1:${infra.broker.port}`],
+      registryUrl: infra.registry.url,
+      web: 'http://127.0.0.1:9',
+      sandbox: { api: sandbox.url, 'card api': sandbox.ccUrl, control: `${sandbox.url}/_sandbox/` },
+    });
+    const errors: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    const out = process.stdout.write.bind(process.stdout);
+    const printed: string[] = [];
+    process.stderr.write = ((chunk: string) => {
+      errors.push(String(chunk));
+      return true;
+    }) as typeof process.stderr.write;
+    process.stdout.write = ((chunk: string) => {
+      printed.push(String(chunk));
+      return true;
+    }) as typeof process.stdout.write;
+    const backfillOnUp = () =>
+      runCli(async () => {
+        for (const k of ['KAFKA_BROKERS', 'SCHEMA_REGISTRY_URL', 'DATABASE_URL']) delete process.env[k];
+        process.env.PAYRECON_DATA_DIR = data;
+        await runBackfillPollCli({ from: '2026-02-10', to: '2026-02-10' });
+      });
+    try {
+      const before = observed.values.length;
+      expect(await backfillOnUp()).toBe(0);
+      expect(errors).toEqual([]);
+      expect(printed).toEqual(['re-polled 1 entity: 1 observation(s) published, 0 failed\n']);
+      const [value] = (await observed.waitFor(before + 1)).slice(before);
+      expect(value).toMatchObject({
+        source: 'backfill',
+        account: 'sandbox',
+        entityId: String(deposit.deposit_id),
+      });
+      expect(value?.status).not.toBeNull();
+      // That instance gone: one line, exit 1.
+      holder.kill();
+      await new Promise((r) => holder.once('exit', r));
+      errors.length = 0;
+      expect(
+        await runCli(async () => {
+          process.env.PAYRECON_DATA_DIR = data;
+          process.env.DATABASE_URL = database.url;
+          await runBackfillPollCli({ from: '2026-02-10', to: '2026-02-10' });
+        }),
+      ).toBe(1);
+      expect(errors.at(-1)).toBe(
+        'payrecon: PAYRECON_ACCOUNTS: must name the provider accounts to poll (or a payrecon up with its sandbox running)\n',
+      );
+    } finally {
+      process.stderr.write = write;
+      process.stdout.write = out;
+      holder.kill();
+    }
   }, 60_000);
 
   it('reads range dates strictly', () => {
