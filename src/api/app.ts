@@ -236,6 +236,12 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
     const at = now();
     const result = await changeQueueItem(db, id, change, actor, at);
     if (result === 'not_found') throw notFound(`no exception ${id}`);
+    if (result === 'needs_decision') {
+      throw new ApiProblem(
+        'CONFLICT',
+        `state: exception ${id} is resolved by a decision (POST /exceptions/${id}/decision), not a state change`,
+      );
+    }
     if (result === 'unchanged') {
       throw new ApiProblem(
         'CONFLICT',

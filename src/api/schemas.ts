@@ -357,9 +357,10 @@ export const BulkStateResponse = z.object({
   results: z.array(
     z.object({
       id: z.string(),
-      outcome: z
-        .enum(['changed', 'unchanged', 'not_found'])
-        .meta({ description: 'unchanged: it already was in that state' }),
+      outcome: z.enum(['changed', 'unchanged', 'not_found', 'needs_decision']).meta({
+        description:
+          'unchanged: it already was in that state; needs_decision: an ILLEGAL_TRANSITION or FACTS_CHANGED is resolved by POST /exceptions/{id}/decision',
+      }),
     }),
   ),
 });

@@ -26,7 +26,7 @@
 
 import { sql } from 'kysely';
 import { AppError } from '../domain/errors.ts';
-import type { ExceptionRules } from '../domain/exception-rules.ts';
+import { DECIDED_TYPES, type ExceptionRules } from '../domain/exception-rules.ts';
 import { FACTS_ACCEPTED_PREFIX } from '../domain/immutable-facts.ts';
 import { parseMinorOrNull } from '../domain/money.ts';
 import type { LedgerObservation } from '../domain/observation.ts';
@@ -111,7 +111,7 @@ export async function decideException(db: Db, input: DecisionInput): Promise<Dec
       .forUpdate()
       .executeTakeFirst();
     if (!ex) throw new AppError('NOT_FOUND', `exception ${input.id}: no such exception`);
-    if (ex.type !== 'ILLEGAL_TRANSITION' && ex.type !== 'FACTS_CHANGED') {
+    if (!(DECIDED_TYPES as readonly string[]).includes(ex.type)) {
       throw new AppError(
         'CONFLICT',
         `exception ${input.id}: is ${ex.type}, only ILLEGAL_TRANSITION and FACTS_CHANGED take a decision`,

@@ -13,6 +13,7 @@ import {
   type ExceptionState,
   UNRESOLVED_STATES,
 } from '../domain/exception-queue.ts';
+import { DECIDED_TYPES } from '../domain/exception-rules.ts';
 import type { SlaTable } from '../domain/exception-sla.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
@@ -287,7 +288,8 @@ export type QueueChange =
   | { kind: 'comment'; note: string };
 
 /** `unchanged`: the exception already is in that state or has that assignee (nothing written). */
-export type QueueChangeResult = 'changed' | 'not_found' | 'unchanged';
+/** `needs_decision`: resolving an ILLEGAL_TRANSITION or FACTS_CHANGED takes a decision (DECIDED_TYPES). */
+export type QueueChangeResult = 'changed' | 'not_found' | 'unchanged' | 'needs_decision';
 
 /** One change inside the caller's transaction (the row locked first). */
 async function applyChange(
@@ -299,11 +301,19 @@ async function applyChange(
 ): Promise<QueueChangeResult> {
   const current = await trx
     .selectFrom('exceptions')
-    .select(['state', 'assignee'])
+    .select(['state', 'assignee', 'type'])
     .where('id', '=', id)
     .forUpdate()
     .executeTakeFirst();
   if (!current) return 'not_found';
+  if (
+    change.kind === 'state' &&
+    change.state === 'resolved' &&
+    current.state !== 'resolved' &&
+    (DECIDED_TYPES as readonly string[]).includes(current.type)
+  ) {
+    return 'needs_decision';
+  }
   const event = {
     exception_id: id,
     at: now,
@@ -374,7 +384,10 @@ export async function changeQueueItem(
 
 export interface BulkResult {
   changed: string[];
-  /** Already in the state, not in a state it may move from, or of a type the move does not apply to. */
+  /**
+   * Already in the state, not in a state it may move from, or an ILLEGAL_TRANSITION or FACTS_CHANGED to
+   * resolve (it takes a decision).
+   */
   unchanged: string[];
   notFound: string[];
 }
@@ -382,8 +395,8 @@ export interface BulkResult {
 /**
  * The same state change with one note on many exceptions, all or nothing in one transaction (rows locked
  * in id order, so two bulk changes never deadlock); each changed exception gets its own audit event.
- * Exceptions of `exceptTypes` (an ILLEGAL_TRANSITION needs a decision, not a plain resolve) are left as
- * they are and counted unchanged.
+ * An ILLEGAL_TRANSITION or FACTS_CHANGED to resolve (it takes a decision) is left as it is and counted
+ * unchanged.
  */
 export async function bulkChangeState(
   db: Db,
@@ -391,7 +404,6 @@ export async function bulkChangeState(
   change: Extract<QueueChange, { kind: 'state' }>,
   actor: string,
   now: Date,
-  exceptTypes: readonly string[] = [],
 ): Promise<BulkResult> {
   const result: BulkResult = { changed: [], unchanged: [], notFound: [] };
   const valid = [...new Set(ids)].filter((id) => {
@@ -401,21 +413,9 @@ export async function bulkChangeState(
   });
   valid.sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
   await db.transaction().execute(async (trx) => {
-    const skipped = new Set(
-      exceptTypes.length && valid.length
-        ? (
-            await trx
-              .selectFrom('exceptions')
-              .select('id')
-              .where('id', 'in', valid)
-              .where('type', 'in', exceptTypes)
-              .execute()
-          ).map((r) => String(r.id))
-        : [],
-    );
     for (const id of valid) {
-      const r = skipped.has(id) ? 'unchanged' : await applyChange(trx, id, change, actor, now);
-      (r === 'changed' ? result.changed : r === 'unchanged' ? result.unchanged : result.notFound).push(id);
+      const r = await applyChange(trx, id, change, actor, now);
+      (r === 'changed' ? result.changed : r === 'not_found' ? result.notFound : result.unchanged).push(id);
     }
   });
   return result;

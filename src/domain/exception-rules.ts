@@ -131,6 +131,13 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
   feeToleranceMinor: 0n,
 };
 
+/**
+ * Types an operator resolves only by a decision (src/db/decisions.ts: accept the provider's status or
+ * facts, or keep the ledger's), never by a plain state change: the page, the API and their bulk forms
+ * refuse to resolve them otherwise.
+ */
+export const DECIDED_TYPES: readonly ExceptionType[] = ['ILLEGAL_TRANSITION', 'FACTS_CHANGED'];
+
 /** One sentence per type naming the rule that raised it (page, exception workbook and alert carry it). */
 export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   AMOUNT_MISMATCH: "The amount the provider reports differs from the amount of the merchant's intent.",

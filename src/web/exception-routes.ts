@@ -37,7 +37,10 @@ export interface ExceptionServices {
   get(id: string, now: Date): Promise<{ exception: ExceptionView; events: QueueEvent[] } | null>;
   types(): Promise<string[]>;
   accounts(): Promise<string[]>;
-  /** A state change, an assignment or a comment, with its audit event. */
+  /**
+   * A state change, an assignment or a comment, with its audit event; resolving an ILLEGAL_TRANSITION or
+   * FACTS_CHANGED answers `needs_decision` (see `decide`).
+   */
   change(id: string, change: QueueChange, username: string, now: Date): Promise<QueueChangeResult>;
   /** Acknowledge or resolve many with one note; an ILLEGAL_TRANSITION is never resolved in bulk. */
   bulk(
@@ -305,6 +308,15 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
     const result = await services.change(id, change, username, now());
     if (result === 'not_found')
       return problem(request, reply, 404, 'Not done', 'There is no exception with this id.');
+    if (result === 'needs_decision') {
+      return problem(
+        request,
+        reply,
+        409,
+        'Not done',
+        "This exception is resolved by a decision: accept the provider's status or facts, or keep the ledger's, with a note.",
+      );
+    }
     if (result === 'unchanged') {
       return problem(
         request,

@@ -82,7 +82,7 @@ export function ledgerWebServices(
       accounts: () => reports.accounts(),
       change: (id, change, username, now) => changeQueueItem(db, id, change, username, now),
       // An ILLEGAL_TRANSITION or FACTS_CHANGED is resolved by a decision (accept or keep), never by a plain
-      // bulk resolve.
+      // bulk resolve (bulkChangeState leaves them unchanged).
       bulk: (ids, state, note, username, now) =>
         bulkChangeState(
           db,
@@ -95,7 +95,6 @@ export function ledgerWebServices(
           },
           username,
           now,
-          state === 'resolved' ? ['ILLEGAL_TRANSITION', 'FACTS_CHANGED'] : [],
         ),
       csv: async (filter, now) => queueCsv(await listQueue(db, filter, now, sla, 100_000, null), now),
       decide: async (id, decision, note, username, now) => {

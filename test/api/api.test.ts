@@ -508,6 +508,17 @@ describe('the exception queue', () => {
       400,
       'note',
     );
+    // A plain resolve, alone or in bulk, would leave no decision: refused, the exception stays open.
+    expectProblem(
+      await call('POST', `/exceptions/${id}/state`, { body: { state: 'resolved', note: 'looks fine' } }),
+      409,
+    );
+    const bulk = json<{ results: { id: string; outcome: string }[] }>(
+      await call('POST', '/exceptions/bulk-state', {
+        body: { ids: [id], state: 'resolved', note: 'all fine' },
+      }),
+    );
+    expect(bulk.results).toEqual([{ id, outcome: 'needs_decision' }]);
     const res = json<{
       status: string;
       entriesBooked: number;

@@ -277,7 +277,6 @@ describe('bulk moves', () => {
       { kind: 'state', state: 'resolved', note: 'provider confirmed' },
       'bo',
       NOW,
-      ['ILLEGAL_TRANSITION'],
     );
     expect(r).toEqual({ changed: [ids.b, ids.c], unchanged: [ids.h], notFound: [] });
     const h = (await getQueueItem(t.db, ids.h!, NOW, TABLE))!;

@@ -94,6 +94,14 @@ describe('the exception page', () => {
     expect(row).toContain('no document allows');
     expect(row).toContain('value="accept-provider"');
     expect(row).toContain('value="keep-ledger"');
+    // A plain resolve (a crafted form: the page offers none) would leave no decision: refused.
+    const plain = await post(`/exceptions/${ex.id}`, {
+      _csrf: csrfOf(page.body),
+      action: 'resolve',
+      note: 'looks fine',
+    });
+    expect(plain.statusCode).toBe(409);
+    expect(plain.body).toContain('This exception is resolved by a decision');
     // A note is required.
     expect(
       (await post(`/exceptions/${ex.id}`, { _csrf: csrfOf(page.body), action: 'accept-provider' }))
