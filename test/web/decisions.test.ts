@@ -5,7 +5,8 @@
  * keeping the ledger's, with a note. Afterwards the page shows the state, who and why, in its resolution
  * and its audit trail; the ledger booked to match on "accept" (every entry booked names who and why, on the
  * payment's page too) and nothing on "keep"; `db verify` (verifyLedger) stays clean; the same refused
- * reading seen again leaves the decision standing. A screenshot per step under test-output/web/decisions.
+ * reading seen again leaves the decision standing, and a new one reopens it saying what changed. A
+ * screenshot per step under test-output/web/decisions.
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -265,6 +266,20 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     expect((await exceptionOf(a, 'ILLEGAL_TRANSITION')).state).toBe('resolved');
     expect(await balanceMap(a)).toEqual(before);
     await shot('illegal-keep-3-seen-again');
+    // A new fact (the provider now says CANCELLED, another refused move) reopens it: the page says what
+    // changed, the earlier decision's note and resolver stay visible, and the decision buttons are back.
+    await apply([dep(a, '102', 'CANCELLED', 5)]);
+    await page.goto(`${base}/exceptions/${ex.id}`);
+    await expect(page.locator('#state').textContent()).resolves.toBe('open');
+    const facts = (await page.locator('.detail section').first().textContent()) ?? '';
+    expect(facts).toContain('on a new fact: was: COMPLETED->PENDING; now: COMPLETED->CANCELLED');
+    expect(facts).toContain('Resolved before by finance');
+    expect(facts).toContain(note);
+    expect(facts).toContain('COMPLETED → CANCELLED (not applied)');
+    expect(await page.locator('button[value=keep-ledger]').count()).toBe(1);
+    const trail = await page.locator('table.trail tbody tr').allTextContents();
+    expect(trail.map((r) => r.includes('resolved → open'))).toEqual([false, true]);
+    await shot('illegal-keep-4-reopened');
   });
 
   it("FACTS_CHANGED, accept the provider's facts: the BRL booking reversed, the MXN one booked, who and why on each", async () => {
