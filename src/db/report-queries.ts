@@ -57,6 +57,55 @@ export async function balancesBefore(
   }));
 }
 
+/**
+ * A period and the id range of the journal entries booked in it: every entry of [start, end) has an id
+ * from `firstEntry` to `lastEntry` (none: 1 to 0), and its postings an `entry_id` in that range. The
+ * settlement workbook's reads name the range beside the period so that PostgreSQL reads the period's
+ * stretch of the entries' and the postings' indexes, never the history before it: planned for a cursor
+ * (first rows fast), a period's journal was a merge join walking both indexes from the first entry ever
+ * booked; planned whole, its postings a scan of every posting, its entities of every mirror.
+ */
+export interface EntryPeriod extends ReportPeriod {
+  firstEntry: string;
+  lastEntry: string;
+}
+
+/** The id range of the entries booked in [start, end), read through their booking-time index. */
+export async function entryPeriod(db: Db, p: ReportPeriod): Promise<EntryPeriod> {
+  // OFFSET 0 keeps min() and max() from becoming a walk of the primary key from its first id.
+  const { rows } = await sql<{ first: string | null; last: string | null }>`
+    SELECT min(id)::text AS first, max(id)::text AS last FROM (
+      SELECT id FROM journal_entries WHERE created_at >= ${p.start} AND created_at < ${p.end} OFFSET 0) e`.execute(
+    db,
+  );
+  const first = rows[0]?.first ?? null;
+  const last = rows[0]?.last ?? null;
+  return {
+    start: p.start,
+    end: p.end,
+    firstEntry: first ?? '1',
+    lastEntry: first === null || last === null ? '0' : last,
+  };
+}
+
+/** The entries `e` of the period (by their id range and booking time), and their postings `p` when joined. */
+function entriesIn(p: EntryPeriod): RawBuilder<unknown> {
+  return sql`e.id BETWEEN ${p.firstEntry} AND ${p.lastEntry} AND e.created_at >= ${p.start} AND e.created_at < ${p.end}`;
+}
+function postingsIn(p: EntryPeriod): RawBuilder<unknown> {
+  return sql`p.entry_id BETWEEN ${p.firstEntry} AND ${p.lastEntry}`;
+}
+
+/** The mirror of the entity of `row` (its key columns), looked up by its key: never a scan of every mirror. */
+function mirrorOf(row: string, columns: RawBuilder<unknown>, condition: RawBuilder<unknown> = sql``) {
+  const r = sql.raw(row);
+  return sql`CROSS JOIN LATERAL (
+      SELECT ${columns} FROM mirrors m
+       WHERE m.merchant_account = ${r}.merchant_account AND m.entity_kind = ${r}.entity_kind
+         AND m.entity_id = ${r}.entity_id${condition}
+       LIMIT 1) m`;
+}
+
 export interface Movement {
   book: string;
   currency: string;
@@ -88,9 +137,11 @@ export async function ledgerTotals(
   start: Date,
   end: Date,
   account: string | null,
+  entries?: EntryPeriod,
 ): Promise<LedgerTotals> {
   const opening = await balancesBefore(db, start, account);
   const closing = await balancesBefore(db, end, account);
+  const period = entries ?? (await entryPeriod(db, { start, end }));
   const { rows } = await sql<{
     currency: string;
     book: string;
@@ -103,7 +154,7 @@ export async function ledgerTotals(
     SELECT p.book, p.currency, e.entity_kind, e.effect, p.account, sum(p.amount)::text AS in_period,
            count(*)::text AS lines
       FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-     WHERE e.created_at >= ${start} AND e.created_at < ${end}${accountFilter(account)}
+     WHERE ${entriesIn(period)} AND ${postingsIn(period)}${accountFilter(account)}
      GROUP BY 1, 2, 3, 4, 5`.execute(db);
   const movements = rows.map((r) => ({
     book: r.book,
@@ -126,35 +177,28 @@ function inWorkbookOrder(rows: readonly AccountBalance[]): AccountBalance[] {
 /** Live entities (with a mirror) per kind with journal activity in [start, end): the entity sheets' rows. */
 export async function activeEntityCounts(
   db: Db,
-  start: Date,
-  end: Date,
+  p: EntryPeriod,
   account: string | null,
 ): Promise<Record<string, number>> {
   const { rows } = await sql<{ entity_kind: string; n: string }>`
-    SELECT entity_kind, count(*)::text AS n FROM (
+    SELECT x.entity_kind, count(*)::text AS n FROM (
       SELECT DISTINCT e.entity_kind, e.merchant_account, e.entity_id, e.currency
         FROM journal_entries e
-        JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
-                      AND m.entity_id = e.entity_id
-       WHERE e.created_at >= ${start} AND e.created_at < ${end} AND e.book = 'live'${accountFilter(account)}
-    ) x GROUP BY 1`.execute(db);
+       WHERE ${entriesIn(p)} AND e.book = 'live'${accountFilter(account)}
+    ) x ${mirrorOf('x', sql`1`)} GROUP BY 1`.execute(db);
   return Object.fromEntries(rows.map((r) => [r.entity_kind, Number(r.n)]));
 }
 
 /** Gross credited in [start, end) on live deposits that were released early, per currency. */
 export async function earlyReleasedCredits(
   db: Db,
-  start: Date,
-  end: Date,
+  p: EntryPeriod,
   account: string | null,
 ): Promise<Map<string, Minor>> {
   const { rows } = await sql<{ currency: string; amount: string }>`
     SELECT e.currency, sum(e.amount * e.direction)::text AS amount
-      FROM journal_entries e
-      JOIN mirrors m ON m.merchant_account = e.merchant_account AND m.entity_kind = e.entity_kind
-                    AND m.entity_id = e.entity_id
-     WHERE e.created_at >= ${start} AND e.created_at < ${end} AND e.book = 'live' AND e.effect = 'credit'
-       AND m.ever_early_released${accountFilter(account)}
+      FROM journal_entries e ${mirrorOf('e', sql`1`, sql` AND m.ever_early_released`)}
+     WHERE ${entriesIn(p)} AND e.book = 'live' AND e.effect = 'credit'${accountFilter(account)}
      GROUP BY 1`.execute(db);
   return new Map(rows.map((r) => [r.currency, parseLedgerMinor(r.amount)]));
 }
@@ -250,28 +294,35 @@ export interface EntityRow {
  * activity per effect read from the postings: credit, fee and reversal on `available`; reserve and
  * settle on `reserved`; release and late reversal on `available`.
  */
-export function entityQuery(kind: string, p: ReportPeriod, account: string | null): RawBuilder<EntityRow> {
+export function entityQuery(kind: string, p: EntryPeriod, account: string | null): RawBuilder<EntityRow> {
   const on = (effect: string, ledgerAccount: string) =>
     sql`coalesce(sum(p.amount) FILTER (WHERE e.effect = ${effect} AND p.account = ${ledgerAccount}), 0)::text`;
+  // The period's activity per entity first, then each entity's mirror by its key.
   return sql<EntityRow>`
     SELECT m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
-           m.rejection_code, m.rejection_reason, e.currency, m.amount::text AS amount,
-           m.fee_amount::text AS fee_amount, m.fee_on_payer, m.ever_early_released, m.first_seen_at,
-           m.status_since, m.completed_at,
-           ${on('credit', 'available')} AS e_credit, ${on('fee', 'available')} AS e_fee,
-           ${on('early_release_reversal', 'available')} AS e_reversal,
-           ${on('reserve', 'reserved')} AS e_reserve, ${on('release', 'available')} AS e_release,
-           ${on('settle', 'reserved')} AS e_settle, ${on('late_reversal', 'available')} AS e_late,
-           coalesce(sum(p.amount) FILTER (WHERE p.account = 'available'), 0)::text AS available_delta,
-           coalesce(sum(p.amount) FILTER (WHERE p.account = 'reserved'), 0)::text AS reserved_delta
-      FROM mirrors m
-      JOIN journal_entries e ON e.merchant_account = m.merchant_account AND e.entity_kind = m.entity_kind
-                            AND e.entity_id = m.entity_id
-      JOIN postings p ON p.entry_id = e.id
-     WHERE m.entity_kind = ${kind} AND e.created_at >= ${p.start} AND e.created_at < ${p.end}
-       AND e.book = 'live'${accountFilter(account)}
-     GROUP BY m.merchant_account, m.entity_kind, m.entity_id, e.currency
-     ORDER BY e.currency, min(e.id), m.entity_id`;
+           m.rejection_code, m.rejection_reason, a.currency, m.amount, m.fee_amount, m.fee_on_payer,
+           m.ever_early_released, m.first_seen_at, m.status_since, m.completed_at,
+           a.e_credit, a.e_fee, a.e_reversal, a.e_reserve, a.e_release, a.e_settle, a.e_late,
+           a.available_delta, a.reserved_delta
+      FROM (
+        SELECT e.merchant_account, e.entity_kind, e.entity_id, e.currency, min(e.id) AS first_entry,
+               ${on('credit', 'available')} AS e_credit, ${on('fee', 'available')} AS e_fee,
+               ${on('early_release_reversal', 'available')} AS e_reversal,
+               ${on('reserve', 'reserved')} AS e_reserve, ${on('release', 'available')} AS e_release,
+               ${on('settle', 'reserved')} AS e_settle, ${on('late_reversal', 'available')} AS e_late,
+               coalesce(sum(p.amount) FILTER (WHERE p.account = 'available'), 0)::text AS available_delta,
+               coalesce(sum(p.amount) FILTER (WHERE p.account = 'reserved'), 0)::text AS reserved_delta
+          FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+         WHERE e.entity_kind = ${kind} AND e.book = 'live' AND ${entriesIn(p)} AND ${postingsIn(p)}${accountFilter(account)}
+         GROUP BY e.merchant_account, e.entity_kind, e.entity_id, e.currency
+      ) a
+      ${mirrorOf(
+        'a',
+        sql`m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
+           m.rejection_code, m.rejection_reason, m.amount::text AS amount, m.fee_amount::text AS fee_amount,
+           m.fee_on_payer, m.ever_early_released, m.first_seen_at, m.status_since, m.completed_at`,
+      )}
+     ORDER BY a.currency, a.first_entry, a.entity_id`;
 }
 
 export interface JournalRow {
@@ -289,12 +340,12 @@ export interface JournalRow {
 }
 
 /** One row per posting of the book's entries booked in the period, in booking order. */
-export function journalQuery(book: string, p: ReportPeriod, account: string | null): RawBuilder<JournalRow> {
+export function journalQuery(book: string, p: EntryPeriod, account: string | null): RawBuilder<JournalRow> {
   return sql<JournalRow>`
     SELECT e.id AS entry, (extract(epoch FROM e.created_at) * 1000)::float8 AS booked_ms, e.merchant_account, e.entity_kind, e.entity_id, e.effect,
            e.direction, p.account, p.currency, p.amount::text AS amount
       FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-     WHERE e.created_at >= ${p.start} AND e.created_at < ${p.end} AND e.book = ${book}${accountFilter(account)}
+     WHERE ${entriesIn(p)} AND ${postingsIn(p)} AND e.book = ${book}${accountFilter(account)}
      ORDER BY e.id, p.id`;
 }
 

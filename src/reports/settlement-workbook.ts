@@ -6,6 +6,7 @@ import {
   type EntityRow,
   earlyReleasedCredits,
   entityQuery,
+  entryPeriod,
   forEachBatch,
   type JournalRow,
   journalQuery,
@@ -519,20 +520,28 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
   return inSnapshot(db, async (trx) => {
     // Sorts stay in memory; JIT compilation costs more than it saves on these one-off queries.
     await tuneForReport(trx);
-    const { opening, closing, movements } = await ledgerTotals(trx, period.start, period.end, account);
-    const early = await earlyReleasedCredits(trx, period.start, period.end, account);
+    // Every read below names the id range of the period's entries: the cost follows the period, not the history.
+    const entries = await entryPeriod(trx, period);
+    const { opening, closing, movements } = await ledgerTotals(
+      trx,
+      period.start,
+      period.end,
+      account,
+      entries,
+    );
+    const early = await earlyReleasedCredits(trx, entries, account);
     const { summaries, otherBooks } = summarize(opening, closing, movements, early);
 
     const queries = {
-      deposit: entityQuery('deposit', period, account),
-      cashout: entityQuery('cashout', period, account),
-      refund: entityQuery('refund', period, account),
-      live: journalQuery('live', period, account),
-      test: journalQuery('test', period, account),
-      crypto: journalQuery('crypto', period, account),
+      deposit: entityQuery('deposit', entries, account),
+      cashout: entityQuery('cashout', entries, account),
+      refund: entityQuery('refund', entries, account),
+      live: journalQuery('live', entries, account),
+      test: journalQuery('test', entries, account),
+      crypto: journalQuery('crypto', entries, account),
     };
     // Progress total: journal lines from the movements already at hand, entity rows from one count.
-    const entities = await activeEntityCounts(trx, period.start, period.end, account);
+    const entities = await activeEntityCounts(trx, entries, account);
     const total =
       movements.reduce((n, m) => n + m.lines, 0) + Object.values(entities).reduce((a, b) => a + b, 0);
     let done = 0;
