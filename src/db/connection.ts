@@ -22,6 +22,7 @@ import * as m20261125T0150 from './migrations/20261125T0150_scale_lookups.ts';
 import * as m20261125T0155 from './migrations/20261125T0155_bank_reference.ts';
 import * as m20261125T0160 from './migrations/20261125T0160_lookup_indexes.ts';
 import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_index.ts';
+import * as m20261126T04183 from './migrations/20261126T04183_postings_check_one_pass.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -42,6 +43,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261125T0155_bank_reference': m20261125T0155,
   '20261125T0160_lookup_indexes': m20261125T0160,
   '20261126T03311_outcome_unknown_index': m20261126T03311,
+  '20261126T04183_postings_check_one_pass': m20261126T04183,
 };
 
 export interface OpenDatabaseOptions {

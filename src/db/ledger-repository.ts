@@ -14,6 +14,7 @@ import {
   PAYOUT_IN_FLIGHT,
   type PlannedEntry,
 } from '../domain/effects.ts';
+import { AppError } from '../domain/errors.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import { type HistorySource, type Intent, intentKind } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
@@ -113,6 +114,11 @@ export async function ensureMirrors(
 }
 
 export interface LockedMirror extends EntityRef {
+  /**
+   * The locked row version's `ctid` (text), by which `writeBatch` updates it without a second key probe;
+   * null for an entity without a mirror row yet, which `writeBatch` inserts whole.
+   */
+  tid: string | null;
   status: string | null;
   everCompleted: boolean;
   everEarlyReleased: boolean;
@@ -204,7 +210,9 @@ export interface BatchState {
 /**
  * One statement per batch for everything the computation reads: locks the mirror rows one key at a time
  * in the order given (callers sort by `compareRefs`, so two batches on the same entities queue instead of
- * deadlocking) and returns each with its linked intent, its history and its booked entries.
+ * deadlocking) and returns each with its linked intent, its history and its booked entries. An entity
+ * without a mirror row is left out of `locked` (a new entity: `writeBatch` inserts its row whole, once,
+ * instead of an empty row inserted here and rewritten by the write).
  */
 export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<BatchState> {
   const state: BatchState = { locked: new Map(), histories: new Map(), applied: new Map() };
@@ -231,13 +239,14 @@ export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<Bat
     i_fee_on_payer: boolean | null;
     i_entity_id: string | null;
     i_external_ref: string | null;
+    tid: string;
     history: Json[][];
     applied: Json[][];
   }>`
     SELECT x.*, ${HISTORY_JSON} AS history, ${APPLIED_JSON} AS applied
     FROM ${refsSource(refs)}
     CROSS JOIN LATERAL (
-      SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
+      SELECT m.ctid::text AS tid, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, m.next_poll_at,
         i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
         i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
@@ -253,6 +262,7 @@ export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<Bat
     state.applied.set(key, decodeApplied(r.applied));
     state.locked.set(key, {
       ...ref,
+      tid: r.tid,
       status: r.status,
       everCompleted: r.ever_completed,
       everEarlyReleased: r.ever_early_released,
@@ -472,6 +482,8 @@ export interface EntryToBook extends EntityRef {
 }
 
 export interface MirrorUpdate extends EntityRef {
+  /** The locked row's `ctid` (`LockedMirror.tid`); null: a new entity, whose row is inserted. */
+  tid: string | null;
   externalRef: string | null;
   status: string | null;
   statusSince: Date | null;
@@ -630,6 +642,7 @@ const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
 };
 
 const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
+  tid: ['tid', (r) => r.tid],
   merchant_account: ['text', (r) => r.account],
   entity_kind: ['text', (r) => r.kind],
   entity_id: ['text', (r) => r.entityId],
@@ -707,21 +720,28 @@ export interface BatchWrites {
   mirrors: readonly MirrorUpdate[];
 }
 
+/** The columns a new entity's mirror row is inserted with (`MIRROR_COLUMNS` less the `ctid`). */
+const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid');
+
 /**
- * Writes a batch's results in one statement: the new history rows, the ledger accounts the postings
- * need, the journal entries and their postings, and the recomputed mirror rows. Rows travel as one array
- * per column (`rowsSource`, `unnest`); entries whose idempotency key exists are
- * skipped with their postings, so the postings' statement-level trigger sees each new entry whole.
- * Mirror rows are found by key (one index probe each) and updated through their `ctid`: they are locked
- * by this transaction (`loadBatch`), so the version found is the one updated. Returns the number of
- * entries booked.
+ * Writes a batch's results in one statement: the merchant accounts and ledger accounts the rows need,
+ * the new history rows, the journal entries and their postings, and the mirror rows. Rows travel as one
+ * array per column (`rowsSource`, `unnest`); entries whose idempotency key exists are skipped with their
+ * postings, so the postings' statement-level trigger sees each new entry whole. A locked mirror row is
+ * updated through the `ctid` `loadBatch` read with its lock (this transaction holds the lock, so that
+ * version is the current one; the key is checked again), without a second key probe; a new entity's row
+ * is inserted whole, once. Should another transaction have created that entity's row meanwhile, the
+ * insert fails on `mirrors_pk` and `withLedgerTransaction` runs the batch again, which then finds and
+ * locks the row. Returns the number of entries booked.
  */
 export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
   const { history, entries, mirrors } = writes;
   if (history.length === 0 && entries.length === 0 && mirrors.length === 0) return 0;
   const accounts = new Map<string, AccountRow>();
   const postings: PostingRow[] = [];
+  const merchants = new Set<string>();
   for (const e of entries) {
+    merchants.add(e.account);
     for (const p of e.entry.postings) {
       accounts.set(`${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`, {
         a: e.account,
@@ -732,9 +752,23 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: formatAmount(p.amount) });
     }
   }
+  const updates: MirrorUpdate[] = [];
+  const inserts: MirrorUpdate[] = [];
+  for (const m of mirrors) {
+    if (m.tid === null) {
+      inserts.push(m);
+      merchants.add(m.account);
+    } else updates.push(m);
+  }
   const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
-  const { rows } = await sql<{ booked: string }>`
-    WITH h AS (
+  const insertNames = sql.raw(MIRROR_INSERT_NAMES.join(', '));
+  const insertValues = sql.raw(
+    MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
+  );
+  const { rows } = await sql<{ booked: string; updated: string }>`
+    WITH ma AS (
+      INSERT INTO merchant_accounts (name) SELECT unnest(${[...merchants].sort()}::text[]) ON CONFLICT DO NOTHING
+    ), h AS (
       INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
         observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
         crypto, status_reason, payer_verification, rejection_code, rejection_reason, parent_deposit_id, details)
@@ -743,6 +777,9 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
         payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
       FROM ${rowsSource(history, HISTORY_COLUMNS)}
       ON CONFLICT (event_id) DO NOTHING
+    ), mi AS (
+      INSERT INTO mirrors (${insertNames})
+      SELECT ${insertValues} FROM ${rowsSource(inserts, MIRROR_COLUMNS)}
     ), m AS (
       UPDATE mirrors m SET
         external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
@@ -756,11 +793,10 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
         intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
         completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
         updated_at = now()
-      FROM ${rowsSource(mirrors, MIRROR_COLUMNS)}
-        CROSS JOIN LATERAL (
-          SELECT ctid AS tid FROM mirrors x WHERE x.merchant_account = v.merchant_account
-            AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
-      WHERE m.ctid = t.tid
+      FROM ${rowsSource(updates, MIRROR_COLUMNS)}
+      WHERE m.ctid = v.tid AND m.merchant_account = v.merchant_account AND m.entity_kind = v.entity_kind
+        AND m.entity_id = v.entity_id
+      RETURNING 1
     ), a AS (
       INSERT INTO ledger_accounts (merchant_account, currency, book, name)
       SELECT a, c, b, n FROM ${rowsSource(accountRows, ACCOUNT_COLUMNS)}
@@ -779,7 +815,12 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       FROM ${rowsSource(postings, POSTING_COLUMNS)}
         JOIN e ON e.idempotency_key = v.k
     )
-    SELECT count(*)::text AS booked FROM e`.execute(db);
+    SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM m)::text AS updated`.execute(db);
+  const updated = Number(rows[0]?.updated ?? 0);
+  if (updated !== updates.length) {
+    // Cannot happen while the rows stay locked from loadBatch to here; the statement's work is rolled back.
+    throw new AppError('INTERNAL', `ledger: ${updates.length - updated} locked mirror rows were not found by ctid`);
+  }
   return Number(rows[0]?.booked ?? 0);
 }
 

@@ -119,6 +119,7 @@ interface Incoming {
 
 /**
  * Records a batch of observations and brings the ledger of every entity they touch to the wanted state.
+ * An entity seen for the first time gets its mirror row from the batch's write, whole.
  * Replaying the same observations, in any order and any number of times, leaves the same ledger.
  */
 export async function applyObservations(
@@ -139,13 +140,8 @@ export async function applyObservations(
     entry.observations.push(o);
     incoming.set(k, entry);
   }
-  const list = [...refs.values()];
-  await ensureMirrors(
-    trx,
-    list.map((r) => ({ ...r, nextPollAt: null })),
-    { withMerchantAccounts: true },
-  );
-  return reconcile(trx, list, incoming, new Set(), options);
+  // New entities get their mirror row (and their merchant account) from `writeBatch`, written once.
+  return reconcile(trx, [...refs.values()], incoming, new Set(), options);
 }
 
 export interface RecordIntentsResult extends ApplyResult {
@@ -327,7 +323,14 @@ async function reconcile(
     touchedRefunds: [],
   };
   for (let r = 0; r < refs.length; r++) {
-    planAndCollect(refs[r]!, keys[r]!, loaded, incoming, intentTouched, rules, now, result, out, memo);
+    const ref = refs[r]!;
+    const k = keys[r]!;
+    const mirror = loaded.locked.get(k) ?? newMirror(ref);
+    const written = out.mirrors.length;
+    planAndCollect(ref, k, mirror, loaded, incoming, intentTouched, rules, now, result, out, memo);
+    // A new entity whose plan writes no mirror (frozen, or nothing to record) still gets its row, as
+    // known so far: its reference and no status.
+    if (mirror.tid === null && out.mirrors.length === written) out.mirrors.push(bareMirror(mirror));
   }
   step('compute');
   result.entriesBooked = await writeBatch(trx, {
@@ -346,10 +349,68 @@ async function reconcile(
   return result;
 }
 
+/** The state of an entity without a mirror row yet (seen for the first time): inserted by `writeBatch`. */
+function newMirror(ref: EntityRef & { externalRef: string | null }): LockedMirror {
+  return {
+    account: ref.account,
+    kind: ref.kind,
+    entityId: ref.entityId,
+    tid: null,
+    status: null,
+    everCompleted: false,
+    everEarlyReleased: false,
+    test: false,
+    crypto: false,
+    pollAttempts: 0,
+    intentId: null,
+    firstSeenAt: null,
+    externalRef: ref.externalRef,
+    nextPollAt: null,
+    intent: null,
+  };
+}
+
+/** The row of a new entity whose plan wrote none: its key and reference, as `ensureMirrors` creates one. */
+function bareMirror(m: LockedMirror): MirrorUpdate {
+  return {
+    account: m.account,
+    kind: m.kind,
+    entityId: m.entityId,
+    tid: null,
+    externalRef: m.externalRef,
+    status: null,
+    statusSince: null,
+    everCompleted: false,
+    everEarlyReleased: false,
+    currency: null,
+    amount: null,
+    feeCurrency: null,
+    feeAmount: null,
+    feeOnPayer: false,
+    test: false,
+    crypto: false,
+    statusReason: null,
+    payerVerification: null,
+    rejectionCode: null,
+    rejectionReason: null,
+    parentDepositId: null,
+    expiresAt: null,
+    bankReference: null,
+    details: null,
+    intentId: null,
+    firstSeenAt: null,
+    lastSeenAt: null,
+    completedAt: null,
+    nextPollAt: null,
+    pollAttempts: 0,
+  };
+}
+
 /** Plans one entity of the batch (`planEntity`) and adds the rows that record the plan to `out`. */
 function planAndCollect(
   ref: EntityRef,
   k: string,
+  mirror: LockedMirror,
   loaded: LoadedBatch,
   incoming: ReadonlyMap<string, Incoming>,
   intentTouched: ReadonlySet<string>,
@@ -359,8 +420,6 @@ function planAndCollect(
   out: BatchWrites,
   memo: string | null,
 ): void {
-  const mirror = loaded.locked.get(k);
-  if (!mirror) throw new AppError('INTERNAL', `ledger: mirror row missing for ${ref.kind} ${ref.entityId}`);
   const existing = loaded.histories.get(k) ?? [];
   const arriving = incoming.get(k)?.observations ?? [];
   const known = arriving.length > 0 ? new Set(existing.map((h) => h.eventId)) : null;
@@ -455,8 +514,12 @@ function planAndCollect(
   const texts = latestTexts(path.sorted);
   const parentDepositId = texts.parentDepositId;
   out.mirrors.push({
-    ...ref,
-    externalRef: texts.externalRef ?? intent?.externalRef ?? null,
+    account: ref.account,
+    kind: ref.kind,
+    entityId: ref.entityId,
+    tid: mirror.tid,
+    // A new row has no stored reference for the update's coalesce to keep: the batch's own.
+    externalRef: texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null),
     status: path.status,
     statusSince: path.statusSince,
     everCompleted: path.everCompleted,
@@ -548,6 +611,18 @@ async function crossEntityExceptions(
 
 const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
 
+/**
+ * Serialization failures and deadlocks, and a new entity's mirror row created by a concurrent batch
+ * between this batch's read and its write (`writeBatch` inserts it; run again, the batch locks it).
+ */
+function isRetryable(err: unknown): boolean {
+  const { code, constraint } = err as { code?: unknown; constraint?: unknown };
+  return (
+    typeof code === 'string' &&
+    (RETRYABLE_PG_CODES.has(code) || (code === '23505' && constraint === 'mirrors_pk'))
+  );
+}
+
 export interface RetryOptions {
   maxAttempts?: number;
   isolation?: 'read committed' | 'repeatable read' | 'serializable';
@@ -556,8 +631,9 @@ export interface RetryOptions {
 }
 
 /**
- * Runs `fn` in a transaction, retrying on serialization failures and deadlocks (40001, 40P01) with a
- * short jittered back-off. Anything else propagates.
+ * Runs `fn` in a transaction, retrying on serialization failures and deadlocks (40001, 40P01) and on a
+ * concurrent creation of a new entity's mirror row (23505 on `mirrors_pk`) with a short jittered back-off.
+ * Anything else propagates.
  */
 export async function withLedgerTransaction<T>(
   db: Db,
@@ -572,12 +648,12 @@ export async function withLedgerTransaction<T>(
       return await builder.execute(fn);
     } catch (err) {
       const code = (err as { code?: unknown }).code;
-      if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code) && attempt < max) {
+      if (isRetryable(err) && attempt < max) {
         options.logger?.warn({ module: 'ledger', code, attempt }, 'ledger transaction conflict, retrying');
         await new Promise((r) => setTimeout(r, 5 * attempt + Math.floor(Math.random() * 20)));
         continue;
       }
-      if (typeof code === 'string' && RETRYABLE_PG_CODES.has(code)) {
+      if (isRetryable(err)) {
         throw new AppError('SERIALIZATION_CONFLICT', `ledger transaction failed after ${attempt} attempts`, {
           cause: err,
         });
