@@ -6,7 +6,8 @@
  *
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database,
- *   BENCH_STREAMS (default 1): partitions applied concurrently, one connection each (bare likewise)
+ *   BENCH_STREAMS (default 1): partitions applied concurrently, one connection each (bare likewise),
+ *   BENCH_KNOWN=0: no EntityStateCache (each stream keeps one by default, as the reconciler does)
  *
  * It also reports the floor of the design: every row the ledger wrote (history, entries and postings),
  * inserted again bare in the same number of statements.
@@ -16,7 +17,12 @@ import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../src/db/ledger-service.ts';
+import {
+  applyObservations,
+  EntityStateCache,
+  recordIntents,
+  withLedgerTransaction,
+} from '../src/db/ledger-service.ts';
 import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
@@ -35,6 +41,8 @@ const ADMIN =
 const TOTAL = Number(process.env.BENCH_OBSERVATIONS ?? 100_000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 500);
 const STREAMS = Math.max(1, Number(process.env.BENCH_STREAMS ?? 1));
+/** BENCH_KNOWN=0: every batch reads its entities' histories and entries (no EntityStateCache). */
+const KNOWN = process.env.BENCH_KNOWN !== '0';
 
 /** Stable partition of an entity id (FNV-1a), like a keyed Kafka topic. */
 function partitionOf(key: string, partitions: number): number {
@@ -185,7 +193,7 @@ async function main(): Promise<void> {
     const version = await sql<{ v: string }>`SELECT current_setting('server_version') AS v`.execute(db);
     process.stdout.write(
       `bench:ledger  PostgreSQL ${version.rows[0]?.v}  ${observations.length} observations, batches of ${BATCH}, ` +
-        `${intents.length} intents, ${STREAMS} stream(s)\n`,
+        `${intents.length} intents, ${STREAMS} stream(s), entity state cache ${KNOWN ? 'on' : 'off'}\n`,
     );
 
     const pidRow = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
@@ -210,9 +218,13 @@ async function main(): Promise<void> {
     await Promise.all(
       dbs.map(async (conn, s) => {
         const list = streamObs[s]!;
+        // As the reconciler does: what its connection wrote last (src/consumers/reconciler.ts).
+        const known = KNOWN ? new EntityStateCache() : undefined;
         for (let i = 0; i < list.length; i += BATCH) {
           const chunk = list.slice(i, i + BATCH);
-          const r = await withLedgerTransaction(conn, (trx) => applyObservations(trx, chunk, { timings }));
+          const r = await withLedgerTransaction(conn, (trx) =>
+            applyObservations(trx, chunk, { timings, known }),
+          );
           booked += r.entriesBooked;
           batchCount += 1;
         }

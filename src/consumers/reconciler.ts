@@ -10,7 +10,12 @@
  */
 import type { Kafka } from 'kafkajs';
 import { waitOutDatabaseOutages } from '../db/connection.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../db/ledger-service.ts';
+import {
+  applyObservations,
+  EntityStateCache,
+  recordIntents,
+  withLedgerTransaction,
+} from '../db/ledger-service.ts';
 import type { Db } from '../db/schema.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { BatchContext, Publisher, RunningConsumer } from '../events/kafka.ts';
@@ -47,6 +52,9 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
   const log = deps.logger.child({ module: 'reconciler' });
   const maxBackoff = deps.maxOutageBackoffMs ?? 5_000;
   let stopping = false;
+  // The states of the entities this reconciler wrote last: a reading of an entity it wrote before, whose
+  // mirror row nobody changed since, does not read its history and entries again.
+  const known = new EntityStateCache();
 
   /** Runs one ledger transaction, waiting out database outages until it commits or we stop. */
   async function inLedger<T>(topic: TopicName, ctx: BatchContext, work: () => Promise<T>): Promise<T> {
@@ -79,7 +87,7 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
       await inLedger(OBSERVATION_TOPIC, ctx, () =>
         withLedgerTransaction(
           deps.db,
-          (trx) => applyObservations(trx, values, { rules: deps.rules, logger: deps.logger }),
+          (trx) => applyObservations(trx, values, { rules: deps.rules, logger: deps.logger, known }),
           { logger: deps.logger },
         ),
       );
@@ -98,7 +106,7 @@ export async function startReconciler(deps: ReconcilerDeps): Promise<Reconciler>
       await inLedger(INTENT_TOPIC, ctx, () =>
         withLedgerTransaction(
           deps.db,
-          (trx) => recordIntents(trx, values, { rules: deps.rules, logger: deps.logger }),
+          (trx) => recordIntents(trx, values, { rules: deps.rules, logger: deps.logger, known }),
           { logger: deps.logger },
         ),
       );

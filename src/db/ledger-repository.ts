@@ -119,6 +119,8 @@ export interface LockedMirror extends EntityRef {
    * null for an entity without a mirror row yet, which `writeBatch` inserts whole.
    */
   tid: string | null;
+  /** `<ctid>/<xmin>` of the locked row version (see `EntityStateCache`); null with `tid`. */
+  version: string | null;
   status: string | null;
   everCompleted: boolean;
   everEarlyReleased: boolean;
@@ -201,6 +203,49 @@ export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promis
     ORDER BY r.n`.execute(db);
 }
 
+/** An entity's history and bookings as this process wrote them, and the mirror row version it wrote. */
+export interface KnownEntity {
+  /** `<ctid>/<xmin>` of the mirror row version written in the same statement as these rows. */
+  version: string;
+  history: readonly HistoryItem[];
+  applied: readonly AppliedEntry[];
+}
+
+/**
+ * What a long-running writer (the reconciler, the bench) knows of the entities it wrote last: their
+ * histories and booked entries, each with the version (`ctid`, `xmin`) of the mirror row written with
+ * them. Every write of an entity's history or entries writes its mirror row in the same transaction
+ * (`writeBatch`, and `stopPolling` for a frozen entity), so while the locked row is still that version
+ * nobody has added to them since, and `loadBatch` skips reading them again; any other version (another
+ * process wrote the entity, this transaction rolled back) reads them from the tables. Bounded: the least
+ * recently written entities are forgotten first. One per database.
+ */
+export class EntityStateCache {
+  private readonly entities = new Map<string, KnownEntity>();
+  constructor(readonly capacity = 20_000) {}
+
+  get(key: string): KnownEntity | undefined {
+    return this.entities.get(key);
+  }
+
+  set(key: string, known: KnownEntity): void {
+    this.entities.delete(key);
+    this.entities.set(key, known);
+    if (this.entities.size > this.capacity) {
+      const oldest = this.entities.keys().next();
+      if (!oldest.done) this.entities.delete(oldest.value);
+    }
+  }
+
+  delete(key: string): void {
+    this.entities.delete(key);
+  }
+
+  get size(): number {
+    return this.entities.size;
+  }
+}
+
 export interface BatchState {
   locked: Map<string, LockedMirror>;
   histories: Map<string, HistoryItem[]>;
@@ -212,11 +257,26 @@ export interface BatchState {
  * in the order given (callers sort by `compareRefs`, so two batches on the same entities queue instead of
  * deadlocking) and returns each with its linked intent, its history and its booked entries. An entity
  * without a mirror row is left out of `locked` (a new entity: `writeBatch` inserts its row whole, once,
- * instead of an empty row inserted here and rewritten by the write).
+ * instead of an empty row inserted here and rewritten by the write). With `known`, an entity whose locked
+ * row is the version `known` holds is not read again: its history and entries come from `known`.
  */
-export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<BatchState> {
+export async function loadBatch(
+  db: Db,
+  refs: readonly EntityRef[],
+  known?: EntityStateCache,
+): Promise<BatchState> {
   const state: BatchState = { locked: new Map(), histories: new Map(), applied: new Map() };
   if (refs.length === 0) return state;
+  const a = refArrays(refs);
+  // What `known` holds when the statement is sent: the statement leaves out the state of an entity whose
+  // locked row is that version, and that is the state used (whatever `known` holds by the time it answers).
+  const held = new Map<string, KnownEntity>();
+  const expect = refs.map((r) => {
+    const k = refKey(r);
+    const hit = known?.get(k);
+    if (hit) held.set(k, hit);
+    return hit?.version ?? null;
+  });
   const { rows } = await sql<{
     merchant_account: string;
     entity_kind: EntityKind;
@@ -240,13 +300,17 @@ export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<Bat
     i_entity_id: string | null;
     i_external_ref: string | null;
     tid: string;
-    history: Json[][];
-    applied: Json[][];
+    version: string;
+    history: Json[][] | null;
+    applied: Json[][] | null;
   }>`
-    SELECT x.*, ${HISTORY_JSON} AS history, ${APPLIED_JSON} AS applied
-    FROM ${refsSource(refs)}
+    SELECT x.*,
+      CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
+      CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
+    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${expect}::text[])
+      WITH ORDINALITY AS r(account, kind, id, expect, n)
     CROSS JOIN LATERAL (
-      SELECT m.ctid::text AS tid, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
+      SELECT m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, m.next_poll_at,
         i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
         i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
@@ -258,11 +322,22 @@ export async function loadBatch(db: Db, refs: readonly EntityRef[]): Promise<Bat
   for (const r of rows) {
     const ref = { account: r.merchant_account, kind: r.entity_kind, entityId: r.entity_id };
     const key = refKey(ref);
-    state.histories.set(key, decodeHistory(r.history));
-    state.applied.set(key, decodeApplied(r.applied));
+    if (r.history === null || r.applied === null) {
+      // Left out by the statement because the locked version is the one `known` held.
+      const hit = held.get(key);
+      if (!hit || hit.version !== r.version) {
+        throw new AppError('INTERNAL', `ledger: state of ${ref.kind} ${ref.entityId} neither read nor known`);
+      }
+      state.histories.set(key, [...hit.history]);
+      state.applied.set(key, [...hit.applied]);
+    } else {
+      state.histories.set(key, decodeHistory(r.history));
+      state.applied.set(key, decodeApplied(r.applied));
+    }
     state.locked.set(key, {
       ...ref,
       tid: r.tid,
+      version: r.version,
       status: r.status,
       everCompleted: r.ever_completed,
       everEarlyReleased: r.ever_early_released,
@@ -702,22 +777,33 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
   x: ['numeric', (r) => r.x],
 };
 
-/** Takes entities off the polling schedule (an entity frozen by FACTS_CHANGED: re-reading it changes nothing). */
+/**
+ * Takes entities off the polling schedule (an entity frozen by FACTS_CHANGED: re-reading it changes
+ * nothing). Writes a new version of every row, polled or not: the batch recorded history for these
+ * entities, and an `EntityStateCache` must see that their state changed.
+ */
 export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
   await sql`
     UPDATE mirrors m SET next_poll_at = NULL, updated_at = now()
     FROM unnest(${refs.map((r) => r.account)}::text[], ${refs.map((r) => r.kind)}::text[],
       ${refs.map((r) => r.entityId)}::text[]) AS v(a, k, i)
-    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i AND m.next_poll_at IS NOT NULL`.execute(
-    db,
-  );
+    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`.execute(db);
 }
 
 export interface BatchWrites {
   history: readonly HistoryRow[];
   entries: readonly EntryToBook[];
   mirrors: readonly MirrorUpdate[];
+}
+
+export interface WriteResult {
+  /** History rows inserted (an event id already recorded is skipped). */
+  recorded: number;
+  /** Entries booked (an idempotency key already booked is skipped with its postings). */
+  booked: number;
+  /** `<ctid>/<xmin>` of each mirror row written (inserted or updated), by `refKey`. */
+  versions: Map<string, string>;
 }
 
 /** The columns a new entity's mirror row is inserted with (`MIRROR_COLUMNS` less the `ctid`). */
@@ -732,11 +818,15 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * version is the current one; the key is checked again), without a second key probe; a new entity's row
  * is inserted whole, once. Should another transaction have created that entity's row meanwhile, the
  * insert fails on `mirrors_pk` and `withLedgerTransaction` runs the batch again, which then finds and
- * locks the row. Returns the number of entries booked.
+ * locks the row. Returns the number of history rows recorded and of entries booked, and the version
+ * (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row written, by entity key.
  */
-export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
+export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResult> {
   const { history, entries, mirrors } = writes;
-  if (history.length === 0 && entries.length === 0 && mirrors.length === 0) return 0;
+  const versions = new Map<string, string>();
+  if (history.length === 0 && entries.length === 0 && mirrors.length === 0) {
+    return { recorded: 0, booked: 0, versions };
+  }
   const accounts = new Map<string, AccountRow>();
   const postings: PostingRow[] = [];
   const merchants = new Set<string>();
@@ -765,7 +855,12 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
   const insertValues = sql.raw(
     MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
   );
-  const { rows } = await sql<{ booked: string; updated: string }>`
+  const { rows } = await sql<{
+    booked: string;
+    recorded: string;
+    updated: string;
+    versions: string[][] | null;
+  }>`
     WITH ma AS (
       INSERT INTO merchant_accounts (name) SELECT unnest(${[...merchants].sort()}::text[]) ON CONFLICT DO NOTHING
     ), h AS (
@@ -777,9 +872,11 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
         payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
       FROM ${rowsSource(history, HISTORY_COLUMNS)}
       ON CONFLICT (event_id) DO NOTHING
+      RETURNING 1
     ), mi AS (
       INSERT INTO mirrors (${insertNames})
       SELECT ${insertValues} FROM ${rowsSource(inserts, MIRROR_COLUMNS)}
+      RETURNING merchant_account, entity_kind, entity_id, ctid::text || '/' || xmin::text AS version
     ), m AS (
       UPDATE mirrors m SET
         external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
@@ -796,7 +893,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       FROM ${rowsSource(updates, MIRROR_COLUMNS)}
       WHERE m.ctid = v.tid AND m.merchant_account = v.merchant_account AND m.entity_kind = v.entity_kind
         AND m.entity_id = v.entity_id
-      RETURNING 1
+      RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version
     ), a AS (
       INSERT INTO ledger_accounts (merchant_account, currency, book, name)
       SELECT a, c, b, n FROM ${rowsSource(accountRows, ACCOUNT_COLUMNS)}
@@ -815,13 +912,23 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<number> {
       FROM ${rowsSource(postings, POSTING_COLUMNS)}
         JOIN e ON e.idempotency_key = v.k
     )
-    SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM m)::text AS updated`.execute(db);
-  const updated = Number(rows[0]?.updated ?? 0);
+    SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
+      (SELECT count(*) FROM m)::text AS updated,
+      (SELECT json_agg(json_build_array(w.merchant_account, w.entity_kind, w.entity_id, w.version))
+        FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`.execute(db);
+  const row = rows[0];
+  const updated = Number(row?.updated ?? 0);
   if (updated !== updates.length) {
-    // Cannot happen while the rows stay locked from loadBatch to here; the statement's work is rolled back.
-    throw new AppError('INTERNAL', `ledger: ${updates.length - updated} locked mirror rows were not found by ctid`);
+    // Cannot happen while the rows stay locked from loadBatch to here; the transaction is rolled back.
+    throw new AppError(
+      'INTERNAL',
+      `ledger: ${updates.length - updated} locked mirror rows were not found by ctid`,
+    );
   }
-  return Number(rows[0]?.booked ?? 0);
+  for (const [account, kind, entityId, version] of row?.versions ?? []) {
+    versions.set(refKey({ account: account!, kind: kind as EntityKind, entityId: entityId! }), version!);
+  }
+  return { recorded: Number(row?.recorded ?? 0), booked: Number(row?.booked ?? 0), versions };
 }
 
 // ---------------------------------------------------------------- intents and cross-entity reads

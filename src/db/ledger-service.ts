@@ -22,6 +22,7 @@ import {
   compareRefs,
   depositsByInvoice,
   type EntityRef,
+  EntityStateCache,
   type EntryToBook,
   ensureMerchantAccounts,
   ensureMirrors,
@@ -38,9 +39,12 @@ import {
   refKey,
   refundedDeposits,
   stopPolling,
+  type WriteResult,
   writeBatch,
 } from './ledger-repository.ts';
 import type { Database, Db } from './schema.ts';
+
+export { EntityStateCache };
 
 export interface LedgerOptions {
   rules?: ExceptionRules;
@@ -52,6 +56,11 @@ export interface LedgerOptions {
   memo?: Record<string, unknown>;
   /** Where each batch that booked or raised something is summed up (debug); none: not logged. */
   logger?: Pick<Logger, 'debug'>;
+  /**
+   * The entity states this process wrote last, for a long-running writer of one database (the reconciler,
+   * the bench): an entity whose mirror row is still the version written with them is not read again.
+   */
+  known?: EntityStateCache;
 }
 
 export interface ApplyResult {
@@ -225,8 +234,9 @@ async function loadForReconcile(
   incoming: ReadonlyMap<string, Incoming>,
   intentTouched: ReadonlySet<string>,
   step: (name: string) => void,
+  known: EntityStateCache | undefined,
 ): Promise<LoadedBatch> {
-  const { locked, histories, applied } = await loadBatch(trx, refs);
+  const { locked, histories, applied } = await loadBatch(trx, refs, known);
   step('lock and load');
   // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
   // marks those), so only unlinked or intent-touched entities search the intents table.
@@ -312,7 +322,8 @@ async function reconcile(
   };
   const keys = refs.map(refKey);
   const memo = options.memo ? JSON.stringify(options.memo) : null;
-  const loaded = await loadForReconcile(trx, refs, keys, incoming, intentTouched, step);
+  const known = options.known;
+  const loaded = await loadForReconcile(trx, refs, keys, incoming, intentTouched, step, known);
   const out: BatchWrites = {
     history: [],
     entries: [],
@@ -333,11 +344,13 @@ async function reconcile(
     if (mirror.tid === null && out.mirrors.length === written) out.mirrors.push(bareMirror(mirror));
   }
   step('compute');
-  result.entriesBooked = await writeBatch(trx, {
+  const written = await writeBatch(trx, {
     history: out.history,
     entries: out.entries,
     mirrors: out.mirrors,
   });
+  result.entriesBooked = written.booked;
+  if (known) remember(known, keys, loaded, out, written);
   await stopPolling(trx, out.frozen);
   step('write');
   out.raised.push(...(await crossEntityExceptions(trx, out.newDeposits, out.touchedRefunds)));
@@ -356,6 +369,7 @@ function newMirror(ref: EntityRef & { externalRef: string | null }): LockedMirro
     kind: ref.kind,
     entityId: ref.entityId,
     tid: null,
+    version: null,
     status: null,
     everCompleted: false,
     everEarlyReleased: false,
@@ -404,6 +418,61 @@ function bareMirror(m: LockedMirror): MirrorUpdate {
     nextPollAt: null,
     pollAttempts: 0,
   };
+}
+
+/**
+ * Keeps what the batch wrote of each entity in `known`, under the version of the mirror row written with
+ * it: the history and entries read plus those written (an entity the batch did not write: those read,
+ * under the version read). Entities of the batch are forgotten first; none is
+ * kept when the tables skipped a row the batch sent (an event id or entry key recorded already), since
+ * then the tables hold something else than the batch's rows; nor frozen ones (their row changes again).
+ */
+function remember(
+  known: EntityStateCache,
+  keys: readonly string[],
+  loaded: LoadedBatch,
+  out: BatchWrites,
+  written: WriteResult,
+): void {
+  for (const k of keys) known.delete(k);
+  if (written.recorded !== out.history.length || written.booked !== out.entries.length) return;
+  const history = new Map<string, HistoryItem[]>();
+  for (const h of out.history) {
+    const k = refKey(h);
+    const list = history.get(k);
+    if (list) list.push(h.item);
+    else history.set(k, [h.item]);
+  }
+  const applied = new Map<string, AppliedEntry[]>();
+  for (const e of out.entries) {
+    const k = refKey(e);
+    const { effect, direction, seq, book, currency, amount, feeCurrency, feeAmount } = e.entry;
+    const entry: AppliedEntry = { effect, direction, seq, book, currency, amount, feeCurrency, feeAmount };
+    const list = applied.get(k);
+    if (list) list.push(entry);
+    else applied.set(k, [entry]);
+  }
+  const frozen = new Set(out.frozen.map(refKey));
+  for (const k of keys) {
+    if (frozen.has(k)) continue;
+    const version = written.versions.get(k);
+    if (version !== undefined) {
+      known.set(k, {
+        version,
+        history: (loaded.histories.get(k) ?? []).concat(history.get(k) ?? []),
+        applied: (loaded.applied.get(k) ?? []).concat(applied.get(k) ?? []),
+      });
+      continue;
+    }
+    // Nothing written (a replay): the row is still the version read, and so are its history and entries.
+    const read = loaded.locked.get(k)?.version;
+    if (read)
+      known.set(k, {
+        version: read,
+        history: loaded.histories.get(k) ?? [],
+        applied: loaded.applied.get(k) ?? [],
+      });
+  }
 }
 
 /** Plans one entity of the batch (`planEntity`) and adds the rows that record the plan to `out`. */
@@ -519,7 +588,8 @@ function planAndCollect(
     entityId: ref.entityId,
     tid: mirror.tid,
     // A new row has no stored reference for the update's coalesce to keep: the batch's own.
-    externalRef: texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null),
+    externalRef:
+      texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null),
     status: path.status,
     statusSince: path.statusSince,
     everCompleted: path.everCompleted,

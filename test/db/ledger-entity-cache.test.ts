@@ -1,0 +1,154 @@
+/**
+ * The entity state cache of a long-running writer (`EntityStateCache`, `LedgerOptions.known`): the ledger
+ * uses what it wrote of an entity only while the entity's locked mirror row is the version it wrote, and
+ * reads the tables as soon as another writer (or a rolled-back transaction) changed it.
+ */
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDb } from '../../src/db/connection.ts';
+import { EntityStateCache, loadBatch, refKey } from '../../src/db/ledger-repository.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { balances } from '../../src/db/queries.ts';
+import type { Database } from '../../src/db/schema.ts';
+import { verifyLedger } from '../../src/db/verify.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import { intent, obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+let other: Kysely<Database>;
+beforeAll(async () => {
+  t = await createTestDatabase();
+  other = createDb(t.url, 4);
+});
+afterAll(async () => {
+  await other?.destroy();
+  await t?.drop();
+});
+
+const ref = (entityId: string) => ({ account: 'acme', kind: 'deposit' as const, entityId });
+
+describe('entity state cache', () => {
+  it('serves an entity from the cache only while its locked row is the version the cache holds', async () => {
+    const known = new EntityStateCache();
+    const first = obs('deposit', 'k1', 'PENDING', 1);
+    await withLedgerTransaction(t.db, (trx) => applyObservations(trx, [first], { known }));
+    const key = refKey(ref('k1'));
+    const held = known.get(key);
+    expect(held?.history.map((h) => h.eventId)).toEqual([first.eventId]);
+    // A marker only the cache holds, under the row's current version: a read that skips the tables returns it.
+    known.set(key, { ...held!, history: [{ ...held!.history[0]!, eventId: 'only-in-the-cache' }] });
+    const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k1')], known));
+    expect(fromCache.histories.get(key)?.map((h) => h.eventId)).toEqual(['only-in-the-cache']);
+    // Another writer changes the row: its version moves on and the tables are read again.
+    await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k1'`.execute(other);
+    const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k1')], known));
+    expect(fromTables.histories.get(key)?.map((h) => h.eventId)).toEqual([first.eventId]);
+  });
+
+  it('sees what another writer recorded since its own write', async () => {
+    const known = new EntityStateCache();
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('deposit', 'k2', 'PENDING', 1)], { known }),
+    );
+    // Another process (no cache) records the completion, observed at minute 5.
+    await withLedgerTransaction(other, (trx) =>
+      applyObservations(trx, [obs('deposit', 'k2', 'COMPLETED', 5)]),
+    );
+    // This writer then gets an older poll: with its own write alone it would move the deposit back to PENDING.
+    const late = obs('deposit', 'k2', 'PENDING', 3);
+    await withLedgerTransaction(t.db, (trx) => applyObservations(trx, [late], { known }));
+    const mirror = await t.db
+      .selectFrom('mirrors')
+      .select(['status'])
+      .where('entity_id', '=', 'k2')
+      .executeTakeFirstOrThrow();
+    expect(mirror.status).toBe('COMPLETED');
+    const row = await t.db
+      .selectFrom('status_history')
+      .select(['stale'])
+      .where('event_id', '=', late.eventId)
+      .executeTakeFirstOrThrow();
+    expect(row.stale).toBe(true);
+    expect(known.get(refKey(ref('k2')))?.history).toHaveLength(3);
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
+  });
+
+  it('reads the tables again after its own transaction rolled back', async () => {
+    const known = new EntityStateCache();
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('deposit', 'k3', 'PENDING', 1)], { known }),
+    );
+    const lost = obs('deposit', 'k3', 'COMPLETED', 2);
+    await expect(
+      t.db.transaction().execute(async (trx) => {
+        await applyObservations(trx, [lost], { known });
+        throw new Error('rolled back after the write');
+      }),
+    ).rejects.toThrow('rolled back');
+    // The cache remembers the rolled-back write; the row's version says otherwise.
+    expect(known.get(refKey(ref('k3')))?.history.map((h) => h.eventId)).toContain(lost.eventId);
+    const state = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k3')], known));
+    expect(state.histories.get(refKey(ref('k3')))?.map((h) => h.status)).toEqual(['PENDING']);
+    const after = obs('deposit', 'k3', 'COMPLETED', 3);
+    await withLedgerTransaction(t.db, (trx) => applyObservations(trx, [after], { known }));
+    const history = await t.db
+      .selectFrom('status_history')
+      .select(['event_id'])
+      .where('entity_id', '=', 'k3')
+      .execute();
+    expect(history.map((h) => h.event_id)).not.toContain(lost.eventId);
+    expect(history).toHaveLength(2);
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
+  });
+
+  it('never double-posts when two cached writers apply the same observations at once', async () => {
+    const batches: Observation[][] = [];
+    for (let b = 0; b < 6; b++) {
+      const batch: Observation[] = [];
+      for (let e = 0; e < 40; e++) {
+        batch.push(
+          obs('deposit', `cd${e}`, b % 2 === 0 ? 'PENDING' : 'COMPLETED', b + 1, {
+            eventId: `cd${e}-${b}`,
+            feeAmount: 10n,
+            feeCurrency: 'BRL',
+            account: 'cached',
+          }),
+        );
+        batch.push(
+          obs('cashout', `cc${e}`, b < 3 ? 'PENDING' : 'DELIVERED', b + 1, {
+            eventId: `cc${e}-${b}`,
+            account: 'cached',
+          }),
+        );
+      }
+      batches.push(batch);
+    }
+    const intents = Array.from({ length: 40 }, (_, e) =>
+      intent('cashout', `cc${e}`, 1_000n, { account: 'cached' }),
+    );
+    const caches = [new EntityStateCache(), new EntityStateCache()];
+    const run = async (db: Kysely<Database>, order: Observation[][], known: EntityStateCache) => {
+      for (const batch of order) {
+        await withLedgerTransaction(db, (trx) => applyObservations(trx, batch, { known }));
+      }
+      await withLedgerTransaction(db, (trx) => recordIntents(trx, intents, { known }));
+    };
+    await Promise.all([run(t.db, batches, caches[0]!), run(other, [...batches].reverse(), caches[1]!)]);
+    expect(caches[0]!.size + caches[1]!.size).toBeGreaterThan(0);
+    const entries = await sql<{ n: string }>`
+      SELECT count(*)::text AS n FROM journal_entries WHERE merchant_account = 'cached'`.execute(t.db);
+    // 40 deposits completed (credit + fee) and 40 cashouts reserved.
+    expect(Number(entries.rows[0]?.n)).toBe(40 * 3);
+    const rows = await balances(t.db, { merchantAccount: 'cached' });
+    const bal = Object.fromEntries(rows.map((r) => [r.account, r.balance]));
+    expect(bal).toMatchObject({
+      deposits: -40n * 10_000n,
+      fees: 40n * 10n,
+      reserved: 40n * 1_000n,
+      available: 40n * (10_000n - 10n) - 40n * 1_000n,
+    });
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
+  });
+});
