@@ -8,7 +8,7 @@
  */
 import type { HistoryItem } from './effects.ts';
 import type { RaisedException } from './exception-rules.ts';
-import { formatAmount } from './money.ts';
+import { formatAmount, type Minor } from './money.ts';
 import type { EntityKind } from './statuses.ts';
 
 /**
@@ -35,7 +35,11 @@ export interface FactChange {
   after: FactVersion;
 }
 
-function factValue(kind: EntityKind, fact: ImmutableFact, h: HistoryItem): string | null {
+/**
+ * A fact of one reading as compared (amounts as bigint, so no reading's amount is formatted unless it
+ * ends up in a change); null when the reading does not carry it.
+ */
+function factOf(kind: EntityKind, fact: ImmutableFact, h: HistoryItem): string | Minor | null {
   switch (fact) {
     // A refund's test flag is its deposit's (the ledger takes it from there); cashouts are never test.
     case 'test':
@@ -45,10 +49,19 @@ function factValue(kind: EntityKind, fact: ImmutableFact, h: HistoryItem): strin
     case 'currency':
       return h.currency;
     case 'amount':
-      return h.amount === null ? null : formatAmount(h.amount);
+      return h.amount;
     case 'parentDepositId':
       return kind === 'refund' ? h.parentDepositId : null;
   }
+}
+
+function versionOf(h: HistoryItem, value: string | Minor): FactVersion {
+  return {
+    value: typeof value === 'bigint' ? formatAmount(value) : value,
+    eventId: h.eventId,
+    observedAt: h.observedAt.toISOString(),
+    status: h.status,
+  };
 }
 
 /**
@@ -67,17 +80,20 @@ export function changedFacts(kind: EntityKind, sorted: readonly HistoryItem[]): 
   const from = Math.max(accepted, 0);
   const firstCompleted = sorted.findIndex((h, i) => i >= from && h.status === 'COMPLETED');
   for (const fact of IMMUTABLE_FACTS) {
-    let first: FactVersion | null = null;
+    // The first reading carrying the fact and its value; versions are built only for a change.
+    let first: HistoryItem | null = null;
+    let firstValue: string | Minor | null = null;
     for (let i = fact === 'amount' ? Math.max(firstCompleted, from) : from; i < sorted.length; i++) {
       if (fact === 'amount' && firstCompleted < 0) break;
       const h = sorted[i]!;
       if (h.status === null) continue;
-      const value = factValue(kind, fact, h);
+      const value = factOf(kind, fact, h);
       if (value === null) continue;
-      const version = { value, eventId: h.eventId, observedAt: h.observedAt.toISOString(), status: h.status };
-      if (first === null) first = version;
-      else if (value !== first.value) {
-        out.push({ fact, before: first, after: version });
+      if (first === null) {
+        first = h;
+        firstValue = value;
+      } else if (value !== firstValue) {
+        out.push({ fact, before: versionOf(first, firstValue!), after: versionOf(h, value) });
         break;
       }
     }
