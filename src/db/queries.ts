@@ -10,6 +10,7 @@ import type { Intent } from '../domain/observation.ts';
 import type { PollingRules } from '../domain/polling.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
+import { withLedgerTransaction } from './ledger-service.ts';
 import type { Db } from './schema.ts';
 
 /** `PAYOUT_IN_FLIGHT` as SQL literals (constants): a partial index's predicate can be matched only by literals. */
@@ -269,7 +270,10 @@ export async function pollNow(
 ): Promise<void> {
   if (entities.length === 0) return;
   const sorted = [...entities].sort(compareRefs);
-  await db.transaction().execute(async (trx) => {
+  // Retried on a deadlock: a ledger batch holds the locks of the entities it knew and inserts the rows of
+  // those new to it last (`writeBatch`), so it can wait for a row this transaction created while this one
+  // waits for a lock the batch holds; one of the two is chosen to fail, and both run again.
+  await withLedgerTransaction(db, async (trx) => {
     await ensureMirrors(
       trx,
       sorted.map((e) => ({ ...e, nextPollAt: now })),
