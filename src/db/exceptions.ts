@@ -88,7 +88,8 @@ type FactRow = {
 
 /**
  * The facts of the entities of `refs`, one statement: the mirror, its linked intent, and the latest
- * amount and currency the provider reported (one index probe each).
+ * amount and currency the provider reported (one index probe each, LATERAL with OFFSET 0 as in
+ * ledger-repository.ts: a plain join hashed the whole mirrors table while it looked small).
  */
 async function loadFacts(db: Db, refs: readonly EntityRef[]): Promise<Map<string, FactRow>> {
   const unique = [
@@ -100,8 +101,11 @@ async function loadFacts(db: Db, refs: readonly EntityRef[]): Promise<Map<string
       h.currency AS provider_currency, m.status, m.status_reason, m.rejection_code, m.rejection_reason
     FROM unnest(${unique.map((r) => r.account)}::text[], ${unique.map((r) => r.kind)}::text[],
       ${unique.map((r) => r.entityId)}::text[]) AS v(a, k, i)
-    LEFT JOIN mirrors m ON m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i
-    LEFT JOIN intents i ON i.intent_id = m.intent_id
+    LEFT JOIN LATERAL (
+      SELECT x.external_ref, x.intent_id, x.status, x.status_reason, x.rejection_code, x.rejection_reason
+      FROM mirrors x WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) m ON true
+    LEFT JOIN LATERAL (
+      SELECT y.external_ref, y.amount, y.currency FROM intents y WHERE y.intent_id = m.intent_id OFFSET 0) i ON true
     LEFT JOIN LATERAL (
       SELECT x.amount, x.currency FROM status_history x
       WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i AND x.amount IS NOT NULL

@@ -439,8 +439,11 @@ export async function loadRefundDeposits(
     const { rows } = await sql<{ merchant_account: string; entity_id: string }>`
       SELECT m.merchant_account, m.entity_id
       FROM unnest(${accounts}::text[], ${ids}::text[]) AS r(account, id)
-      JOIN mirrors m ON m.merchant_account = r.account AND m.entity_kind = 'deposit' AND m.entity_id = r.id
-      WHERE m.test`.execute(db);
+      CROSS JOIN LATERAL (
+        SELECT merchant_account, entity_id FROM mirrors
+        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`.execute(
+      db,
+    );
     for (const r of rows) {
       testDeposits.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
     }
@@ -815,7 +818,10 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * array per column (`rowsSource`, `unnest`); entries whose idempotency key exists are skipped with their
  * postings, so the postings' statement-level trigger sees each new entry whole. A locked mirror row is
  * updated through the `ctid` `loadBatch` read with its lock (this transaction holds the lock, so that
- * version is the current one; the key is checked again), without a second key probe; a new entity's row
+ * version is the current one; the key is checked again), without a second key probe. The row is fetched
+ * by that ctid in a LATERAL subquery (OFFSET 0) and the update joins it by ctid again: joined directly
+ * (`m.ctid = v.tid`), the planner hashed the whole table whenever it was small enough for a scan to
+ * look cheaper than 500 TID fetches (every table below about 2,000 pages); a new entity's row
  * is inserted whole, once. Should another transaction have created that entity's row meanwhile, the
  * insert fails on `mirrors_pk` and `withLedgerTransaction` runs the batch again, which then finds and
  * locks the row. Returns the number of history rows recorded and of entries booked, and the version
@@ -891,8 +897,10 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
         updated_at = now()
       FROM ${rowsSource(updates, MIRROR_COLUMNS)}
-      WHERE m.ctid = v.tid AND m.merchant_account = v.merchant_account AND m.entity_kind = v.entity_kind
-        AND m.entity_id = v.entity_id
+        CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM mirrors x WHERE x.ctid = v.tid AND x.merchant_account = v.merchant_account
+            AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
+      WHERE m.ctid = t.tid
       RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version
     ), a AS (
       INSERT INTO ledger_accounts (merchant_account, currency, book, name)
@@ -961,7 +969,7 @@ export async function insertIntents(db: Db, intents: readonly Intent[]): Promise
   return new Set(rows.map((r) => r.intent_id));
 }
 
-/** The mirrors named by (merchant account, kind, external reference). */
+/** The mirrors named by (merchant account, kind, external reference): one index probe per key. */
 export async function mirrorsByExternalRef(
   db: Db,
   keys: readonly { account: string; kind: EntityKind; externalRef: string }[],
@@ -973,10 +981,13 @@ export async function mirrorsByExternalRef(
     entity_id: string;
     external_ref: string;
   }>`
-    SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
-    WHERE (merchant_account, entity_kind, external_ref) IN (
-      SELECT * FROM unnest(${keys.map((k) => k.account)}::text[], ${keys.map((k) => k.kind)}::text[],
-        ${keys.map((k) => k.externalRef)}::text[]))`.execute(db);
+    SELECT DISTINCT x.* FROM unnest(${keys.map((k) => k.account)}::text[], ${keys.map((k) => k.kind)}::text[],
+      ${keys.map((k) => k.externalRef)}::text[]) AS r(account, kind, xref)
+    CROSS JOIN LATERAL (
+      SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
+      WHERE external_ref = r.xref AND merchant_account = r.account AND entity_kind = r.kind OFFSET 0) x`.execute(
+    db,
+  );
   return rows.map((m) => ({
     account: m.merchant_account,
     kind: m.entity_kind,
