@@ -177,7 +177,7 @@ async function main(): Promise<void> {
     const exceptionsCursor = await cursorOf('/exceptions?limit=50');
     const exceptionsAfter = /[?&]after=(\d+)/.exec(await page('/exceptions')())?.[1] ?? '';
 
-    const routes: [string, () => Promise<unknown>][] = [
+    const routes: [string, () => Promise<unknown>, { once?: boolean }?][] = [
       ['page GET /balances', page('/balances')],
       ['page GET /balances?days=90', page('/balances?days=90')],
       ['page GET /payments?q= (an invoice id)', page(`/payments?q=${deposit.external_ref}`)],
@@ -251,22 +251,33 @@ async function main(): Promise<void> {
       ['job metrics: poll backlog', () => pollBacklog(db, now)],
       ['job poll: entities due', () => entitiesDueForPolling(db, now, 500)],
       [
-        'job stuck-sweep (rolled back)',
-        rolledBack((trx) => sweepExceptions(trx, now, DEFAULT_EXCEPTION_RULES)),
-      ],
-      [
         'job late-rejection-sweep (rolled back)',
         rolledBack((trx) => scheduleLateRejectionChecks(trx, now, DEFAULT_EXCEPTION_RULES.polling)),
       ],
       ['job ledger-verify: snapshots (rolled back)', rolledBack((trx) => takeBalanceSnapshots(trx))],
+      [
+        // Once, and only its reads explained: on a synthesized year it raises every condition the history holds.
+        'job stuck-sweep (rolled back, once)',
+        rolledBack((trx) => sweepExceptions(trx, now, DEFAULT_EXCEPTION_RULES)),
+        { once: true },
+      ],
     ];
 
-    for (const [name, run] of routes) {
+    for (const [name, run, options] of routes) {
       if (ONLY && !name.includes(ONLY)) continue;
-      await run();
-      const ms = await medianMs(run, REPEAT, 0);
+      const once = options?.once === true;
+      let ms: number;
       capture = [];
-      await run();
+      if (once) {
+        const t0 = performance.now();
+        await run();
+        ms = performance.now() - t0;
+      } else {
+        await run();
+        ms = await medianMs(run, REPEAT, 0);
+        capture = [];
+        await run();
+      }
       const statements: Captured[] = capture;
       capture = null;
       let serverMs = 0;
@@ -275,6 +286,7 @@ async function main(): Promise<void> {
       for (const [i, s] of statements.entries()) {
         if (/^\s*(begin|commit|rollback|savepoint|release)/i.test(s.sql)) continue;
         if (/^\s*set\s+local/i.test(s.sql)) continue;
+        if (once && !/^\s*(select|with)/i.test(s.sql)) continue;
         await explain.query('BEGIN');
         let plan: { Plan: PlanNode; 'Execution Time': number };
         try {

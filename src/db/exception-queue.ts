@@ -172,8 +172,10 @@ function queueRowOf(r: QueueDbRow): QueueRow {
 /** The WHERE conditions of a filter (over `x` and its mirror `m`), the age bucket left out when `withAge` is false. */
 function queueWhere(f: QueueFilter, now: Date, sla: SlaTable, withAge = true): RawBuilder<unknown> {
   const bucket = withAge && f.age ? AGE_BUCKETS.find((b) => b.key === f.age) : undefined;
-  const states: readonly string[] = f.state ? [f.state] : UNRESOLVED_STATES;
-  return sql`x.state IN (${sql.join(states)})
+  // The unresolved states as literals (constants): the planner matches them to the partial index of
+  // unresolved exceptions (migration 20261126T04184_interactive_indexes) instead of walking every resolved one.
+  const states = f.state ? sql.join([f.state]) : sql.join(UNRESOLVED_STATES.map((s) => sql.lit(s)));
+  return sql`x.state IN (${states})
        ${f.type !== undefined ? sql`AND x.type = ${f.type}` : sql``}
        ${f.assignee === null ? sql`AND x.assignee IS NULL` : f.assignee !== undefined ? sql`AND x.assignee = ${f.assignee}` : sql``}
        ${f.merchantAccount !== undefined ? sql`AND x.merchant_account = ${f.merchantAccount}` : sql``}

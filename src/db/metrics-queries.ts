@@ -5,7 +5,7 @@
  */
 import { sql } from 'kysely';
 import type { SlaTable } from '../domain/exception-sla.ts';
-import { MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
+import { overdueSql } from './exception-sla.ts';
 import type { Db } from './schema.ts';
 
 export interface ExceptionFigures {
@@ -19,12 +19,25 @@ export interface ExceptionFigures {
   overdue: number;
 }
 
+/**
+ * The mirror `m` of an unresolved exception `x` (its amount and currency choose the service level), read by
+ * key: only unresolved exceptions can be overdue. A plain join (MIRROR_OF_EXCEPTION) hashed every mirror of
+ * the history on each scrape (1,013,334 rows at 1,000,000 payments).
+ */
+const UNRESOLVED_MIRROR = sql`LEFT JOIN LATERAL (SELECT m.currency, m.amount FROM mirrors m
+  WHERE x.state <> 'resolved' AND m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
+    AND m.entity_id = x.entity_id OFFSET 0) m ON true`;
+
 /** Exceptions per type and state; overdue ones counted against the service-level table `sla`. */
 export async function exceptionFigures(
   db: Db,
   sla: SlaTable,
   now: Date = new Date(),
 ): Promise<ExceptionFigures[]> {
+  if (!db.isTransaction) return db.transaction().execute((trx) => exceptionFigures(trx, sla, now));
+  // The planner prices the per-exception probes high enough to JIT-compile the statement: about 0.4 s of
+  // a scrape at 1,000,000 payments went to compiling a plan that runs in a few milliseconds.
+  await sql`SET LOCAL jit = off`.execute(db);
   const { rows } = await sql<{
     type: string;
     state: string;
@@ -36,7 +49,7 @@ export async function exceptionFigures(
            extract(epoch FROM (${now}::timestamptz - min(x.first_seen_at) FILTER (WHERE x.state <> 'resolved')))::float8
              AS oldest,
            (count(*) FILTER (WHERE ${overdueSql(sla, now)}))::int AS overdue
-      FROM exceptions x ${MIRROR_OF_EXCEPTION} GROUP BY x.type, x.state ORDER BY x.type, x.state`.execute(db);
+      FROM exceptions x ${UNRESOLVED_MIRROR} GROUP BY x.type, x.state ORDER BY x.type, x.state`.execute(db);
   return rows.map((r) => ({
     type: r.type,
     state: r.state,
