@@ -102,8 +102,13 @@ function expiresAtOf(details: Record<string, unknown>): Date | null {
   return Number.isNaN(d.getTime()) ? null : d;
 }
 
-/** The last non-null value of each text fact the mirror keeps, in walk order: one backward pass. */
-function latestTexts(sorted: readonly HistoryItem[]) {
+/**
+ * The last non-null value of each text fact the mirror keeps, in walk order: one backward pass. The status
+ * reason belongs to its status (the provider gives it with CANCELLED only): only applied readings of the
+ * current `status` count, so a deposit cancelled for THIRD_PARTY_PAYER and completed later by hand does
+ * not show COMPLETED (THIRD_PARTY_PAYER).
+ */
+function latestTexts(sorted: readonly HistoryItem[], status: string | null, illegal: ReadonlySet<string>) {
   let externalRef: string | null = null;
   let statusReason: string | null = null;
   let payerVerification: string | null = null;
@@ -113,7 +118,8 @@ function latestTexts(sorted: readonly HistoryItem[]) {
   for (let i = sorted.length - 1; i >= 0; i--) {
     const h = sorted[i]!;
     if (externalRef === null) externalRef = h.externalRef;
-    if (statusReason === null) statusReason = h.statusReason;
+    if (statusReason === null && h.status === status && !illegal.has(h.eventId))
+      statusReason = h.statusReason;
     if (payerVerification === null) payerVerification = h.payerVerification;
     if (rejectionCode === null) rejectionCode = h.rejectionCode;
     if (rejectionReason === null) rejectionReason = h.rejectionReason;
@@ -580,7 +586,7 @@ function planAndCollect(
     freshExpiry ??= expiresAtOf(o.details);
     if (o.bankReference && (!bankRef || o.observedAt.getTime() >= bankRef.observedAt.getTime())) bankRef = o;
   }
-  const texts = latestTexts(path.sorted);
+  const texts = latestTexts(path.sorted, path.status, path.illegal);
   const parentDepositId = texts.parentDepositId;
   out.mirrors.push({
     account: ref.account,

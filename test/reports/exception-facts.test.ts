@@ -66,6 +66,7 @@ beforeAll(async () => {
     intent('deposit', 'f-il', 10_000n),
     intent('cashout', 'f-lr', 5_000n),
     intent('deposit', 'f-lc', 10_000n),
+    intent('deposit', 'f-tplc', 10_000n),
     intent('deposit', 'f-er', 10_000n),
     intent('deposit', 'f-fc', 10_000n),
     intent('deposit', 'f-or', 10_000n),
@@ -84,6 +85,7 @@ beforeAll(async () => {
     obs('deposit', 'f-il', 'COMPLETED', 1),
     obs('cashout', 'f-lr', 'COMPLETED', 1),
     obs('deposit', 'f-lc', 'EXPIRED', 1),
+    obs('deposit', 'f-tplc', 'CANCELLED', 1, { statusReason: 'THIRD_PARTY_PAYER' }),
     obs('deposit', 'f-er', 'EARLY_RELEASED', 1),
     obs('deposit', 'f-fc', 'COMPLETED', 1),
     obs('deposit', 'f-or', 'COMPLETED', 1),
@@ -100,6 +102,8 @@ beforeAll(async () => {
     obs('deposit', 'f-il', 'PENDING', 2),
     obs('cashout', 'f-lr', 'REJECTED', 2, { rejectionCode: '826', rejectionReason: 'Withdrawal reversed' }),
     obs('deposit', 'f-lc', 'COMPLETED', 2),
+    // Cancelled for a third-party payer, then completed by hand: the reason went with the CANCELLED.
+    obs('deposit', 'f-tplc', 'COMPLETED', 2),
     obs('deposit', 'f-er', 'CANCELLED', 2),
     obs('deposit', 'f-fc', 'COMPLETED', 2, { currency: 'MXN', amount: 25_000n }),
     obs('refund', 'f-or-r1', 'PENDING', 2, { parentDepositId: 'f-or', amount: 6_000n }),
@@ -193,6 +197,22 @@ const CASES: {
     intent: ['100.00', 'BRL'],
     provider: ['100.00', 'BRL'],
     status: 'COMPLETED',
+  },
+  // Its status reason went with the CANCELLED: the completed deposit shows none.
+  {
+    type: 'LATE_COMPLETION',
+    entity: 'f-tplc',
+    intent: ['100.00', 'BRL'],
+    provider: ['100.00', 'BRL'],
+    status: 'COMPLETED',
+  },
+  {
+    type: 'THIRD_PARTY_PAYER',
+    entity: 'f-tplc',
+    intent: ['100.00', 'BRL'],
+    provider: ['100.00', 'BRL'],
+    status: 'CANCELLED',
+    reason: 'THIRD_PARTY_PAYER',
   },
   {
     type: 'EARLY_RELEASE_REVERSED',
