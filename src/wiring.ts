@@ -117,18 +117,27 @@ export interface Infrastructure {
   metrics: Metrics;
 }
 
-/** Exception rules from the configuration (deadlines and severities), on top of the defaults. */
+/**
+ * Exception rules from the configuration (every deadline of PAYRECON_EXCEPTION_DEADLINES, the severities of
+ * PAYRECON_EXCEPTION_SEVERITIES), on top of the defaults.
+ */
 export function exceptionRulesFrom(config: Config): ExceptionRules {
   const d = config.exceptions.deadlines;
   const hour = 3_600_000;
   return {
     ...DEFAULT_EXCEPTION_RULES,
+    severity: { ...DEFAULT_EXCEPTION_RULES.severity, ...config.exceptions.severities },
+    unknownTransactionGraceMs: d.unknownTransactionGraceMinutes * 60_000,
+    missedNotificationGraceMs: d.missedNotificationGraceMinutes * 60_000,
     outcomeUnknownGraceMs: d.outcomeUnknownGraceMinutes * 60_000,
     stuck: {
       ...DEFAULT_EXCEPTION_RULES.stuck,
       depositAfterExpiryMs: d.depositExpiryGraceMinutes * 60_000,
+      depositNoExpiryMs: d.depositNoExpiryHours * hour,
+      cashoutPendingMs: d.cashoutPendingHours * hour,
       cashoutOnHoldMs: d.cashoutOnHoldHours * hour,
       cashoutDeliveredMs: d.cashoutDeliveredHours * hour,
+      refundPendingMs: d.refundPendingHours * hour,
       refundIncorrectDetailsMs: d.refundIncorrectDetailsHours * hour,
       refundDeliveredMs: d.refundDeliveredHours * hour,
     },
