@@ -230,6 +230,26 @@ exception
     ),
   );
 
+exception
+  .command('list')
+  .description(
+    'The exception queue, oldest first, one line each (id, type, severity, state, entity, amount, status, what the provider said or the rule)',
+  )
+  .option('--type <type>', 'only this type (e.g. ILLEGAL_TRANSITION)')
+  .option('--state <state>', 'open, in_review, acknowledged or resolved (default: every state but resolved)')
+  .option('--account <name>', 'only this merchant account')
+  .option('--limit <n>', 'at most this many (default 100)')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (opts) =>
+    (await import('./db/cli.ts')).runExceptionListCli(
+      opts,
+      databaseOpener('payrecon exception list', opts.databaseUrl),
+    ),
+  );
+
 const web = program
   .command('web')
   .description('Serve the finance page (reports, exceptions, balances) and the JSON API /api/v1 on their own')

@@ -3,11 +3,16 @@
  * running `payrecon up`'s, else the embedded PostgreSQL under `<data dir>/pg`; see src/endpoints.ts).
  * `verify` exits non-zero and names each failed invariant.
  */
-import { localUser } from '../config.ts';
+import { loadConfig, localUser } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
+import { EXCEPTION_STATES, type ExceptionState } from '../domain/exception-queue.ts';
+import { refusedReading } from '../domain/exception-rules.ts';
+import { formatAmount } from '../domain/money.ts';
 import { takeBalanceSnapshots } from './balance-snapshots.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
 import { decideException } from './decisions.ts';
+import { listQueue, type QueueFilter } from './exception-queue.ts';
+import type { ExceptionFacts } from './exceptions.ts';
 import { verifyLedger } from './verify.ts';
 
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
@@ -136,6 +141,67 @@ export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDa
       r.decision === 'accept-provider'
         ? `exception ${id} resolved: ${r.summary}, ${r.entriesBooked} entries booked\n`
         : `exception ${id} resolved: ${r.summary}\n`,
+    );
+  } finally {
+    await db.destroy();
+    await database.stop();
+  }
+}
+
+export interface ExceptionListOptions {
+  type?: string;
+  state?: string;
+  account?: string;
+  limit?: string;
+}
+
+/**
+ * `payrecon exception list [--type T] [--state S] [--account A] [--limit N]`: the exception queue as the page
+ * lists it (oldest first; default every state but resolved), one line each: id, type, severity, state,
+ * entity, amount, the provider's status and reason, and what the provider said that was not applied (an
+ * ILLEGAL_TRANSITION's move, a FACTS_CHANGED's changes) or the rule; the id is what `exception decide` takes.
+ */
+export async function runExceptionListCli(opts: ExceptionListOptions, open: OpenDatabase): Promise<void> {
+  const filter: QueueFilter = {};
+  if (opts.type) filter.type = opts.type;
+  if (opts.account) filter.merchantAccount = opts.account;
+  if (opts.state !== undefined) {
+    if (!(EXCEPTION_STATES as readonly string[]).includes(opts.state)) {
+      throw new AppError('VALIDATION_FAILED', `--state: must be one of ${EXCEPTION_STATES.join(', ')}`);
+    }
+    filter.state = opts.state as ExceptionState;
+  }
+  const limit = opts.limit === undefined ? 100 : Number(opts.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new AppError('VALIDATION_FAILED', '--limit: must be an integer from 1 to 10000');
+  }
+  const sla = loadConfig().exceptions.sla;
+  const database = await open();
+  const db = createDb(database.url, 2);
+  try {
+    const rows = await listQueue(db, filter, new Date(), sla, limit + 1, null);
+    for (const x of rows.slice(0, limit)) {
+      const f = (x.details?.facts ?? null) as ExceptionFacts | null;
+      const reason = [f?.statusReason, f?.rejectionCode, f?.rejectionReason].filter(Boolean).join(' ');
+      const status = f?.status ? `${f.status}${reason ? ` (${reason})` : ''}` : 'no status';
+      const amount = x.amount === null ? 'no amount' : `${formatAmount(x.amount)} ${x.currency ?? ''}`.trim();
+      const said = refusedReading(x.type, x.details);
+      process.stdout.write(
+        `${[
+          x.id,
+          x.type,
+          x.severity,
+          x.state,
+          `${x.kind} ${x.merchantAccount}/${x.entityId}`,
+          amount,
+          status,
+          said ? `provider said ${said}` : (f?.rule ?? ''),
+        ].join('  ')}\n`,
+      );
+    }
+    const more = rows.length > limit ? ` (more: raise --limit)` : '';
+    process.stdout.write(
+      `${Math.min(rows.length, limit)} exception(s), ${filter.state ?? 'not resolved'}${more}\n`,
     );
   } finally {
     await db.destroy();

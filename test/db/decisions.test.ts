@@ -372,4 +372,34 @@ describe('payrecon exception decide', () => {
     ]);
     await expectVerified();
   }, 90_000);
+
+  it('lists the queue from the command line: one line each, with what the provider said; the id decide takes', async () => {
+    const a = 'list-cli';
+    await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
+    const ex = await illegalOf(a);
+    const listed = await payrecon(['exception', 'list', '--type', 'ILLEGAL_TRANSITION', '--account', a]);
+    expect([listed.code, listed.stderr]).toEqual([0, '']);
+    expect(listed.stdout).toBe(
+      `${ex.id}  ILLEGAL_TRANSITION  medium  open  deposit ${a}/d1  100.00 BRL  COMPLETED  provider said COMPLETED → PENDING (not applied)\n` +
+        '1 exception(s), not resolved\n',
+    );
+    // The decision made above from the command line, among the resolved ones.
+    const resolved = await payrecon([
+      'exception',
+      'list',
+      '--state',
+      'resolved',
+      '--account',
+      'decide-cli-facts',
+    ]);
+    expect(resolved.code).toBe(0);
+    expect(resolved.stdout).toMatch(
+      /^\d+ {2}FACTS_CHANGED {2}critical {2}resolved {2}deposit decide-cli-facts\/d1 {2}100\.00 BRL {2}COMPLETED {2}provider said currency BRL → MXN\n1 exception\(s\), resolved\n$/,
+    );
+    const bad = await payrecon(['exception', 'list', '--state', 'closed']);
+    expect([bad.code, bad.stderr.trim()]).toEqual([
+      2,
+      'payrecon: --state: must be one of open, in_review, acknowledged, resolved',
+    ]);
+  }, 90_000);
 });
