@@ -24,6 +24,7 @@ import * as m20261125T0160 from './migrations/20261125T0160_lookup_indexes.ts';
 import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_index.ts';
 import * as m20261126T04183 from './migrations/20261126T04183_postings_check_one_pass.ts';
 import * as m20261126T04184 from './migrations/20261126T04184_interactive_indexes.ts';
+import * as m20261126T04364 from './migrations/20261126T04364_stuck_sweep_index.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -46,6 +47,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T03311_outcome_unknown_index': m20261126T03311,
   '20261126T04183_postings_check_one_pass': m20261126T04183,
   '20261126T04184_interactive_indexes': m20261126T04184,
+  '20261126T04364_stuck_sweep_index': m20261126T04364,
 };
 
 export interface OpenDatabaseOptions {

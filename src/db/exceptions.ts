@@ -317,6 +317,7 @@ export async function sweepExceptions(
     expires_at: Date | null;
   }>`
     SELECT merchant_account, entity_kind, entity_id, status, status_since, expires_at FROM mirrors
+    -- The predicate of mirrors_unfinished_ix (migration 20261126T04364_stuck_sweep_index), word for word.
     WHERE (entity_kind = 'deposit' AND status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION', 'FOR_REVIEW',
         'APPROVED', 'EARLY_RELEASED'))
        OR (entity_kind = 'cashout' AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED'))

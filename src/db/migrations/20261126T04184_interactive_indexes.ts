@@ -7,7 +7,8 @@
  *   walked the primary key past every resolved one (19,800 rows for a page of 500);
  *   `exceptions_unresolved_ix` holds the unresolved ones only (`UNRESOLVED_STATES`, as literals);
  * - the late-move watch (`scheduleLateRejectionChecks`, every 6 hours) read every COMPLETED cashout and
- *   refund and every CANCELLED deposit ever through `mirrors_status_ix`, then kept the last 30 days':
+ *   refund and every CANCELLED deposit ever (no index led to them: a Seq Scan of every mirror), then
+ *   kept the last 30 days':
  *   `mirrors_completed_payouts_ix` and `mirrors_cancelled_deposits_ix` are ordered by the instant it
  *   filters on;
  * - the stuck sweep's UNKNOWN_TRANSACTION check (every 15 minutes) read every mirror for those with no
