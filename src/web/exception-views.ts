@@ -15,6 +15,7 @@ import {
   type ExceptionState,
 } from '../domain/exception-queue.ts';
 import { refusedReading } from '../domain/exception-rules.ts';
+import { parseAmount } from '../domain/money.ts';
 import { roleCan } from '../domain/roles.ts';
 import { ageBucketLabel } from '../reports/exception-csv.ts';
 import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
@@ -114,8 +115,17 @@ export interface QueueListPage {
   error: string | null;
 }
 
-const amountText = (amount: string | null, currency: string | null) =>
-  amount === null ? 'not reported' : `${amount} ${currency ?? ''}`.trim();
+/** A fact's amount (decimal text) as the page writes money, grouped like the Amount column. */
+function amountText(amount: string | null, currency: string | null): string {
+  if (amount === null) return 'not reported';
+  let shown = amount;
+  try {
+    shown = formatMoney(parseAmount(amount, { allowNegative: true }));
+  } catch {
+    // Not decimal text: shown as recorded.
+  }
+  return `${shown} ${currency ?? ''}`.trim();
+}
 
 const factsOf = (e: ExceptionView) => (e.details?.facts ?? null) as ExceptionFacts | null;
 

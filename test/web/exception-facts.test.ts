@@ -131,6 +131,20 @@ describe('the exception page', () => {
     expect(again.statusCode).toBe(409);
   });
 
+  it("writes the facts' amounts as the Amount column does (grouped), both sides of a mismatch", async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'w3', 157_954n)]));
+    await apply([obs('deposit', 'w3', 'PENDING', 0, { amount: 150_000n })]);
+    const ex = await t.db
+      .selectFrom('exceptions')
+      .select('id')
+      .where('entity_id', '=', 'w3')
+      .where('type', '=', 'AMOUNT_MISMATCH')
+      .executeTakeFirstOrThrow();
+    const row = rowOf((await get('/exceptions')).body, ex.id);
+    expect(row).toContain('<dt>Intent</dt><dd>1,579.54 BRL</dd>');
+    expect(row).toContain('<dt>Provider</dt><dd>1,500.00 BRL</dd>');
+  });
+
   it('shows what changed when a new fact reopened an exception, the earlier note and resolver still visible', async () => {
     await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'w2', 10_000n)]));
     await apply([obs('deposit', 'w2', 'PENDING', 0, { amount: 9_000n })]);
