@@ -64,10 +64,13 @@ describe('parseMinorOrNull with LEDGER_NUMERIC (how the repositories read numeri
 });
 
 describe('arrayLiteral', () => {
-  it('quotes every element, escapes only quote and backslash, and writes null as NULL', () => {
+  it('writes ids, amounts and instants bare, quotes the rest, escapes only quote and backslash, null as NULL', () => {
     expect(arrayLiteral([])).toBe('{}');
-    expect(arrayLiteral(['a', null, 'NULL', '', 'x,y', '{z}', 'q"', 'b\\s'])).toBe(
-      '{"a",NULL,"NULL","","x,y","{z}","q\\"","b\\\\s"}',
+    expect(arrayLiteral(['a', null, 'NULL', 'null', '', 'x,y', '{z}', 'q"', 'b\\s', ' a', 'a b'])).toBe(
+      '{a,NULL,"NULL","null","","x,y","{z}","q\\"","b\\\\s"," a","a b"}',
+    );
+    expect(arrayLiteral(['-10.00', '2026-11-01T12:34:56.789Z', 'ev-1_x:y+z', '{"k":"v"}'])).toBe(
+      '{-10.00,2026-11-01T12:34:56.789Z,ev-1_x:y+z,"{\\"k\\":\\"v\\"}"}',
     );
     // A field left undefined is NULL, as it was when JSON.stringify dropped it.
     expect(arrayLiteral([undefined as unknown as null])).toBe('{NULL}');
