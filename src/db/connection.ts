@@ -25,6 +25,7 @@ import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_in
 import * as m20261126T04183 from './migrations/20261126T04183_postings_check_one_pass.ts';
 import * as m20261126T04184 from './migrations/20261126T04184_interactive_indexes.ts';
 import * as m20261126T04364 from './migrations/20261126T04364_stuck_sweep_index.ts';
+import * as m20261126T04516 from './migrations/20261126T04516_balance_movements.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -48,6 +49,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T04183_postings_check_one_pass': m20261126T04183,
   '20261126T04184_interactive_indexes': m20261126T04184,
   '20261126T04364_stuck_sweep_index': m20261126T04364,
+  '20261126T04516_balance_movements': m20261126T04516,
 };
 
 export interface OpenDatabaseOptions {

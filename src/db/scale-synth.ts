@@ -302,7 +302,8 @@ function chunkStatements(
     [
       'postings',
       // The day sums per account go to synth_days as the postings are written: the running balances and
-      // the year's snapshots are summed from them, not from a second and third pass over every posting.
+      // the year's snapshots are summed from them, not from a second and third pass over every posting;
+      // the day and hour sums per account and effect likewise to synth_moves (the ledger's movements).
       sql`
       WITH ins AS (
         INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
@@ -314,7 +315,15 @@ function chunkStatements(
         FROM synth_e e JOIN synth_lines l ON l.effect = e.effect
         WHERE l.sa * e.amount + l.sf * coalesce(e.fee_amount, 0) <> 0
         ORDER BY e.id, l.account
-        RETURNING merchant_account, currency, book, account, amount, created_at),
+        RETURNING entry_id, merchant_account, currency, book, account, amount, created_at),
+      moves AS (
+        INSERT INTO synth_moves (merchant_account, currency, book, account, hours, bucket, effect, amount_in,
+          amount_out)
+        SELECT i.merchant_account, i.currency, i.book, i.account, g.hours,
+          date_trunc(CASE g.hours WHEN 24 THEN 'day' ELSE 'hour' END, i.created_at, 'UTC'), e.effect,
+          coalesce(sum(i.amount) FILTER (WHERE i.amount > 0), 0), coalesce(sum(i.amount) FILTER (WHERE i.amount < 0), 0)
+        FROM ins i JOIN synth_e e ON e.id = i.entry_id CROSS JOIN (VALUES (1::smallint), (24::smallint)) g(hours)
+        GROUP BY 1, 2, 3, 4, 5, 6, 7),
       days AS (
         INSERT INTO synth_days (merchant_account, currency, book, account, at, day_sum)
         SELECT merchant_account, currency, book, account, date_trunc('day', created_at, 'UTC') + interval '24 hours',
@@ -459,9 +468,11 @@ export async function synthesizeScale(db: Db, options: ScaleSynthOptions): Promi
         b(book, name)`.execute(db);
   // Day sums per account of the postings written, shared by the workers (dropped at the end).
   await sql`
-    DROP TABLE IF EXISTS synth_days;
+    DROP TABLE IF EXISTS synth_days, synth_moves;
     CREATE UNLOGGED TABLE synth_days (merchant_account text, currency text, book text, account text,
-      at timestamptz, day_sum numeric)`.execute(db);
+      at timestamptz, day_sum numeric);
+    CREATE UNLOGGED TABLE synth_moves (merchant_account text, currency text, book text, account text,
+      hours smallint, bucket timestamptz, effect text, amount_in numeric, amount_out numeric)`.execute(db);
 
   // Chunks of payments handed out to `workers` connections (each with its own temporary path tables).
   const rows: Record<string, number> = {};
@@ -529,7 +540,13 @@ export async function synthesizeScale(db: Db, options: ScaleSynthOptions): Promi
       db,
     );
     await writeSnapshots(db);
-    await sql`DROP TABLE synth_days`.execute(db);
+    // Every synthesized entry applies its effect (direction 1).
+    await sql`
+      INSERT INTO ledger_movements (merchant_account, currency, book, account, hours, bucket, effect, direction,
+        amount_in, amount_out)
+      SELECT merchant_account, currency, book, account, hours, bucket, effect, 1, sum(amount_in), sum(amount_out)
+      FROM synth_moves GROUP BY 1, 2, 3, 4, 5, 6, 7`.execute(db);
+    await sql`DROP TABLE synth_days, synth_moves`.execute(db);
   });
   // Then, on `workers` connections side by side: the tables logged (one pass each, the largest first), their
   // keys and indexes built, and the foreign keys checked once each (each needs the key it references).
@@ -556,7 +573,7 @@ export async function synthesizeScale(db: Db, options: ScaleSynthOptions): Promi
     db,
   );
   await timed('analyze', async () => {
-    for (const table of [...LOAD_TABLES, 'exceptions', 'ledger_balance_snapshots'])
+    for (const table of [...LOAD_TABLES, 'exceptions', 'ledger_balance_snapshots', 'ledger_movements'])
       await sql`ANALYZE ${sql.table(table)}`.execute(db);
   });
   return {

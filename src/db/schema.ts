@@ -50,6 +50,24 @@ export interface LedgerBalancesTable {
 }
 
 /**
+ * Movements of a ledger account per effect, direction and UTC day (`hours` 24) or hour (`hours` 1)
+ * starting at `bucket`: the sums of its postings in (positive) and out (negative), kept by the postings'
+ * trigger (migration 20261126T04516_balance_movements).
+ */
+export interface LedgerMovementsTable {
+  merchant_account: string;
+  currency: string;
+  book: Book;
+  account: string;
+  hours: number;
+  bucket: Date;
+  effect: string;
+  direction: number;
+  amount_in: string;
+  amount_out: string;
+}
+
+/**
  * One immutable journal entry: one balance effect of one entity, applied (`direction` 1) or reversed
  * (`direction` -1, a mirror-image correction). `idempotency_key` is
  * `<kind>:<account>:<entity id>:<effect>` for the first application, with `:<seq>` appended for later
@@ -342,6 +360,8 @@ export interface Database {
   ledger_accounts: LedgerAccountsTable;
   /** Running balance per ledger account. */
   ledger_balances: LedgerBalancesTable;
+  /** Movements per ledger account, effect, direction and UTC day or hour. */
+  ledger_movements: LedgerMovementsTable;
   /** Immutable journal: one row per applied or reversed effect. */
   journal_entries: JournalEntriesTable;
   /** Signed postings of the journal entries (debit positive). */

@@ -4,7 +4,8 @@
  * book; crypto deposits never touch `available`; each entity's booked effects equal the wanted effects of
  * its status path (recomputed from the whole history, as the service does); `reserved` equals the sum of
  * in-flight cashouts and refunds per merchant account and currency; each account's running balance
- * equals the sum of its postings, and each daily snapshot the sum of its postings before it.
+ * equals the sum of its postings, each daily snapshot the sum of its postings before it, and each day's
+ * and hour's movements per account and effect the sums of that period's postings.
  */
 import { sql } from 'kysely';
 import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
@@ -291,6 +292,21 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     ),
   );
 
+  // Movements per account, effect, direction and UTC day or hour (the postings' trigger keeps them)
+  // against the postings of each bucket; incremental: the buckets from the UTC day of `since` on.
+  const movements = await timed('movements', () => verifyMovements(db, since));
+  failures.push(
+    ...listed(
+      'ledger movement differs from postings',
+      movements,
+      (r) =>
+        `${r.merchant_account} ${r.currency} ${r.book}/${r.account} ${r.effect}${Number(r.direction) === -1 ? ' (reversal)' : ''} ` +
+        `${Number(r.hours) === 24 ? 'day' : 'hour'} ${new Date(r.bucket).toISOString()}: ` +
+        `movements in ${r.kept_in ?? 'missing'} out ${r.kept_out ?? 'missing'}, ` +
+        `postings in ${r.posted_in ?? 'none'} out ${r.posted_out ?? 'none'}`,
+    ),
+  );
+
   // Applied effects against wanted effects, entity by entity, in chunks: the next chunk's state loads while
   // this one's plans are computed.
   const chunk = options.chunk ?? 2_000;
@@ -432,4 +448,58 @@ function entityDrift({ refs, histories, applied, intents, refunds }: EntityState
     }
   }
   return drift;
+}
+
+interface MovementDiff {
+  merchant_account: string;
+  currency: string;
+  book: string;
+  account: string;
+  hours: number;
+  bucket: Date;
+  effect: string;
+  direction: number;
+  kept_in: string | null;
+  kept_out: string | null;
+  posted_in: string | null;
+  posted_out: string | null;
+}
+
+/**
+ * `ledger_movements` (migration 20261126T04516_balance_movements) against the postings, bucket by bucket,
+ * in one statement (a batch committing meanwhile is seen whole or not at all). With `since`, only the
+ * buckets from its UTC day on, read per ledger account through the postings' and the movements' indexes.
+ */
+async function verifyMovements(db: Db, since: Date | null): Promise<MovementDiff[]> {
+  const start = since === null ? null : new Date(Math.floor(since.getTime() / 86_400_000) * 86_400_000);
+  const { rows } = await sql<MovementDiff>`
+    WITH g(hours) AS (VALUES (1::smallint), (24::smallint)),
+    p AS (
+      SELECT x.merchant_account, x.currency, x.book, x.account, g.hours,
+        date_trunc(CASE g.hours WHEN 24 THEN 'day' ELSE 'hour' END, x.created_at, 'UTC') AS bucket,
+        e.effect, e.direction,
+        coalesce(sum(x.amount) FILTER (WHERE x.amount > 0), 0) AS amount_in,
+        coalesce(sum(x.amount) FILTER (WHERE x.amount < 0), 0) AS amount_out
+      ${
+        start === null
+          ? sql`FROM postings x`
+          : sql`FROM ledger_accounts a JOIN postings x ON x.merchant_account = a.merchant_account
+              AND x.currency = a.currency AND x.book = a.book AND x.account = a.name AND x.created_at >= ${start}`
+      }
+      JOIN journal_entries e ON e.id = x.entry_id CROSS JOIN g
+      GROUP BY 1, 2, 3, 4, 5, 6, 7, 8),
+    m AS (${
+      start === null
+        ? sql`SELECT * FROM ledger_movements`
+        : sql`SELECT m.* FROM ledger_accounts a CROSS JOIN g
+            JOIN ledger_movements m ON m.merchant_account = a.merchant_account AND m.currency = a.currency
+              AND m.book = a.book AND m.account = a.name AND m.hours = g.hours AND m.bucket >= ${start}`
+    })
+    SELECT merchant_account, currency, book, account, hours, bucket, effect, direction,
+      m.amount_in::text AS kept_in, m.amount_out::text AS kept_out,
+      p.amount_in::text AS posted_in, p.amount_out::text AS posted_out
+    FROM m FULL JOIN p USING (merchant_account, currency, book, account, hours, bucket, effect, direction)
+    WHERE m.amount_in IS DISTINCT FROM p.amount_in OR m.amount_out IS DISTINCT FROM p.amount_out
+    ORDER BY 1, 2, 3, 4, 5 DESC, 6, 7, 8 DESC`.execute(db);
+  return rows;
 }

@@ -61,7 +61,9 @@ export function ledgerBalanceServices(db: Db): BalanceServices {
           a.book.localeCompare(b.book),
       );
     },
-    movements: (monthStart, todayStart, at) => balanceMovements(db, monthStart, todayStart, at),
+    // Now (as for the balances above): the open hour's movements are read whole from its hour row.
+    movements: (monthStart, todayStart, at) =>
+      balanceMovements(db, monthStart, todayStart, at, null, Date.now() - at.getTime() < 1_000),
     history: (from, to) => balanceHistory(db, from, to),
     volumes: (from, to, timeZone) => dailyVolumes(db, from, to, timeZone),
     exceptionAges: (now) => openExceptionsByAge(db, now),
