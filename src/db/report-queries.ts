@@ -174,21 +174,6 @@ function inWorkbookOrder(rows: readonly AccountBalance[]): AccountBalance[] {
   return [...rows].sort((x, y) => (key(x) < key(y) ? -1 : key(x) > key(y) ? 1 : 0));
 }
 
-/** Live entities (with a mirror) per kind with journal activity in [start, end): the entity sheets' rows. */
-export async function activeEntityCounts(
-  db: Db,
-  p: EntryPeriod,
-  account: string | null,
-): Promise<Record<string, number>> {
-  const { rows } = await sql<{ entity_kind: string; n: string }>`
-    SELECT x.entity_kind, count(*)::text AS n FROM (
-      SELECT DISTINCT e.entity_kind, e.merchant_account, e.entity_id, e.currency
-        FROM journal_entries e
-       WHERE ${entriesIn(p)} AND e.book = 'live'${accountFilter(account)}
-    ) x ${mirrorOf('x', sql`1`)} GROUP BY 1`.execute(db);
-  return Object.fromEntries(rows.map((r) => [r.entity_kind, Number(r.n)]));
-}
-
 /** Gross credited in [start, end) on live deposits that were released early, per currency. */
 export async function earlyReleasedCredits(
   db: Db,
@@ -247,6 +232,39 @@ export async function forEachBatch<Row>(
   return total;
 }
 
+/**
+ * A query's rows in batches through a server-side cursor, read on demand (`next`, an empty batch at the
+ * end), the next batch fetched while the current one is written; `close` when done. Inside a transaction.
+ * For a caller that spreads one result over several sheets (`forEachBatch` hands out every batch).
+ */
+export async function openBatches<Row>(
+  trx: Db,
+  query: RawBuilder<Row>,
+  batchSize: number,
+): Promise<{ next(): Promise<Row[]>; close(): Promise<void> }> {
+  const name = `payrecon_cur_${Math.random().toString(36).slice(2, 10)}`;
+  await sql`DECLARE ${sql.raw(name)} NO SCROLL CURSOR FOR ${query}`.execute(trx);
+  const fetch = () => {
+    const p = sql<Row>`FETCH ${sql.raw(String(batchSize))} FROM ${sql.raw(name)}`.execute(trx);
+    p.catch(() => undefined);
+    return p;
+  };
+  let ahead: ReturnType<typeof fetch> | null = fetch();
+  return {
+    async next() {
+      if (ahead === null) return [];
+      const { rows } = await ahead;
+      ahead = rows.length < batchSize ? null : fetch();
+      return rows;
+    },
+    async close() {
+      if (ahead !== null) await ahead.catch(() => undefined);
+      ahead = null;
+      await sql`CLOSE ${sql.raw(name)}`.execute(trx);
+    },
+  };
+}
+
 /** Number of rows a query would return (for progress). */
 export async function countRows(db: Db, query: RawBuilder<unknown>): Promise<number> {
   const { rows } = await sql<{ n: string }>`SELECT count(*)::text AS n FROM (${query}) q`.execute(db);
@@ -262,6 +280,9 @@ export interface ReportPeriod {
 }
 
 export interface EntityRow {
+  entity_kind: string;
+  /** Rows of the whole result (every kind): the entity sheets' total, known with the first batch. */
+  result_rows: string;
   merchant_account: string;
   entity_id: string;
   external_ref: string | null;
@@ -289,17 +310,22 @@ export interface EntityRow {
   reserved_delta: string;
 }
 
+/** The entity sheets' kinds, in the order of the sheets (and of `entityQuery`'s rows). */
+export const ENTITY_KINDS = ['deposit', 'cashout', 'refund'] as const;
+
 /**
- * Live entities of one kind (with their mirror) with journal activity in the period, with that
- * activity per effect read from the postings: credit, fee and reversal on `available`; reserve and
- * settle on `reserved`; release and late reversal on `available`.
+ * Live entities (with their mirror) with journal activity in the period, with that activity per effect
+ * read from the postings: credit, fee and reversal on `available`; reserve and settle on `reserved`;
+ * release and late reversal on `available`. Every kind in one pass over the period, deposits first, then
+ * cashouts, then refunds (`ENTITY_KINDS`), each by currency and first activity; each row carries the
+ * number of rows of the whole result.
  */
-export function entityQuery(kind: string, p: EntryPeriod, account: string | null): RawBuilder<EntityRow> {
+export function entityQuery(p: EntryPeriod, account: string | null): RawBuilder<EntityRow> {
   const on = (effect: string, ledgerAccount: string) =>
     sql`coalesce(sum(p.amount) FILTER (WHERE e.effect = ${effect} AND p.account = ${ledgerAccount}), 0)::text`;
   // The period's activity per entity first, then each entity's mirror by its key.
   return sql<EntityRow>`
-    SELECT m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
+    SELECT a.entity_kind, count(*) OVER ()::text AS result_rows, m.merchant_account, m.entity_id, m.external_ref, m.parent_deposit_id, m.status, m.status_reason,
            m.rejection_code, m.rejection_reason, a.currency, m.amount, m.fee_amount, m.fee_on_payer,
            m.ever_early_released, m.first_seen_at, m.status_since, m.completed_at,
            a.e_credit, a.e_fee, a.e_reversal, a.e_reserve, a.e_release, a.e_settle, a.e_late,
@@ -313,7 +339,7 @@ export function entityQuery(kind: string, p: EntryPeriod, account: string | null
                coalesce(sum(p.amount) FILTER (WHERE p.account = 'available'), 0)::text AS available_delta,
                coalesce(sum(p.amount) FILTER (WHERE p.account = 'reserved'), 0)::text AS reserved_delta
           FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-         WHERE e.entity_kind = ${kind} AND e.book = 'live' AND ${entriesIn(p)} AND ${postingsIn(p)}${accountFilter(account)}
+         WHERE e.book = 'live' AND ${entriesIn(p)} AND ${postingsIn(p)}${accountFilter(account)}
          GROUP BY e.merchant_account, e.entity_kind, e.entity_id, e.currency
       ) a
       ${mirrorOf(
@@ -322,7 +348,7 @@ export function entityQuery(kind: string, p: EntryPeriod, account: string | null
            m.rejection_code, m.rejection_reason, m.amount::text AS amount, m.fee_amount::text AS fee_amount,
            m.fee_on_payer, m.ever_early_released, m.first_seen_at, m.status_since, m.completed_at`,
       )}
-     ORDER BY a.currency, a.first_entry, a.entity_id`;
+     ORDER BY array_position(${[...ENTITY_KINDS]}::text[], a.entity_kind), a.currency, a.first_entry, a.entity_id`;
 }
 
 export interface JournalRow {

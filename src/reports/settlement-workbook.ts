@@ -2,7 +2,7 @@ import type ExcelJS from 'exceljs';
 import { type CloseSummary, closesOfPeriods } from '../db/closes.ts';
 import {
   type AccountBalance,
-  activeEntityCounts,
+  ENTITY_KINDS,
   type EntityRow,
   earlyReleasedCredits,
   entityQuery,
@@ -12,6 +12,7 @@ import {
   journalQuery,
   ledgerTotals,
   type Movement,
+  openBatches,
   tuneForReport,
 } from '../db/report-queries.ts';
 import type { Db } from '../db/schema.ts';
@@ -533,17 +534,18 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     const { summaries, otherBooks } = summarize(opening, closing, movements, early);
 
     const queries = {
-      deposit: entityQuery('deposit', entries, account),
-      cashout: entityQuery('cashout', entries, account),
-      refund: entityQuery('refund', entries, account),
       live: journalQuery('live', entries, account),
       test: journalQuery('test', entries, account),
       crypto: journalQuery('crypto', entries, account),
     };
-    // Progress total: journal lines from the movements already at hand, entity rows from one count.
-    const entities = await activeEntityCounts(trx, entries, account);
-    const total =
-      movements.reduce((n, m) => n + m.lines, 0) + Object.values(entities).reduce((a, b) => a + b, 0);
+    // The entity sheets' rows, every kind in one pass over the period; its first batch tells their number.
+    const entityBatches = await openBatches(trx, entityQuery(entries, account), FETCH_SIZE);
+    let entityBatch = await entityBatches.next().catch(async (err) => {
+      await entityBatches.close().catch(() => undefined);
+      throw err;
+    });
+    // Progress total: journal lines from the movements already at hand, entity rows from that first batch.
+    const total = movements.reduce((n, m) => n + m.lines, 0) + Number(entityBatch[0]?.result_rows ?? 0);
     let done = 0;
     const progress = (k: number) => {
       done += k;
@@ -579,46 +581,42 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       `${what} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
     ];
 
-    // Deposits
-    {
-      const path = csvPath('deposits');
-      const t = new TableSheet(wb, 'Deposits', DEPOSIT_COLUMNS, {
-        timeZone: tz,
-        print,
-        linkBase: options.links,
-        csvPath: path,
-        preamble: preamble('Live deposits with activity in the period'),
-        currencyKey: 'currency',
-      });
-      await forEachBatch(trx, queries.deposit, FETCH_SIZE, async (rows) => {
-        for (const r of rows) t.add(r);
-        progress(rows.length);
-        await t.drain();
-      });
-      await t.finish({ currencies: summaries.map((s) => s.currency) });
-      rowCounts.Deposits = t.rowCount;
-      if (path) files.push(path);
-    }
-
-    for (const kind of ['cashout', 'refund'] as const) {
-      const name = kind === 'cashout' ? 'Cashouts' : 'Refunds';
-      const path = csvPath(name.toLowerCase());
-      const t = new TableSheet(wb, name, PAYOUT_COLUMNS(kind), {
-        timeZone: tz,
-        print,
-        linkBase: options.links,
-        csvPath: path,
-        preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
-        currencyKey: 'currency',
-      });
-      await forEachBatch(trx, queries[kind], FETCH_SIZE, async (rows) => {
-        for (const r of rows) t.add(r);
-        progress(rows.length);
-        await t.drain();
-      });
-      await t.finish();
-      rowCounts[name] = t.rowCount;
-      if (path) files.push(path);
+    // Deposits, cashouts and refunds: each sheet takes the cursor's rows of its kind (they come in that order).
+    let entitiesOpen = true;
+    try {
+      for (const kind of ENTITY_KINDS) {
+        const name = kind === 'deposit' ? 'Deposits' : kind === 'cashout' ? 'Cashouts' : 'Refunds';
+        const path = csvPath(name.toLowerCase());
+        const t = new TableSheet(wb, name, kind === 'deposit' ? DEPOSIT_COLUMNS : PAYOUT_COLUMNS(kind), {
+          timeZone: tz,
+          print,
+          linkBase: options.links,
+          csvPath: path,
+          preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
+          currencyKey: 'currency',
+        });
+        for (;;) {
+          let n = 0;
+          while (n < entityBatch.length && entityBatch[n]!.entity_kind === kind) t.add(entityBatch[n++]!);
+          if (n > 0) {
+            progress(n);
+            await t.drain();
+          }
+          if (n < entityBatch.length) {
+            entityBatch = entityBatch.slice(n);
+            break;
+          }
+          entityBatch = await entityBatches.next();
+          if (entityBatch.length === 0) break;
+        }
+        await t.finish(kind === 'deposit' ? { currencies: summaries.map((s) => s.currency) } : {});
+        rowCounts[name] = t.rowCount;
+        if (path) files.push(path);
+      }
+      entitiesOpen = false;
+      await entityBatches.close();
+    } finally {
+      if (entitiesOpen) await entityBatches.close().catch(() => undefined);
     }
 
     const journals = [

@@ -127,7 +127,17 @@ export function workbookWriter(filename: string): ExcelJS.stream.xlsx.WorkbookWr
   const ids = new Map<string, number>();
   styles.addStyleModel = (model, cellType) => {
     if (!model) return lookUp(model, cellType);
-    const key = `${cellType ?? ''}${JSON.stringify(model)}`;
+    // Most cells' style is a number format alone (their column's): a key without JSON for those.
+    let format: string | undefined = '';
+    for (const k in model) {
+      if (k !== 'numFmt') {
+        format = undefined;
+        break;
+      }
+      format = model.numFmt;
+    }
+    const key =
+      format === undefined ? `${cellType ?? ''}${JSON.stringify(model)}` : `${cellType ?? ''}|${format}`;
     let id = ids.get(key);
     if (id === undefined) {
       id = lookUp(model, cellType);
