@@ -35,7 +35,10 @@ export interface EmbeddedPostgres {
   url: string;
   port: number;
   dataDir: string;
-  /** False when the data directory's server was already running (another process's; stop leaves it). */
+  /**
+   * False when the data directory's server was already running for another process (stop leaves it);
+   * true when this process started it, or took over a server left running by a process that is gone.
+   */
   owned: boolean;
   stop(): Promise<void>;
 }
@@ -169,6 +172,32 @@ async function spawnServer(
   return child;
 }
 
+/**
+ * Whether the server `pid` was left behind: its parent (the payrecon that started it, detached) is gone,
+ * so the server was handed to init (parent 1). Read from /proc; false where there is none, or under a
+ * subreaper (then the server stays running, as before).
+ */
+async function orphaned(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    return ppid === 1;
+  } catch {
+    return false;
+  }
+}
+
+/** Fast shutdown (SIGINT) of a server this process did not spawn, waiting until it has exited. */
+async function stopOrphan(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGINT');
+  } catch {
+    return;
+  }
+  const end = Date.now() + 60_000;
+  while (alive(pid) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+}
+
 /** Fast shutdown (SIGINT), waiting until the server has exited. */
 async function stopServer(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
@@ -220,7 +249,9 @@ export async function startEmbeddedPostgres(
   const lock = initialised ? await lockOf(dataDir) : null;
   if (lock && alive(lock.pid) && Number.isInteger(lock.port) && lock.port > 0) {
     // The data directory is locked by a live server (a running `payrecon up`, or one left behind):
-    // connect to it rather than fail; it is not ours to stop.
+    // connect to it rather than fail. It is not ours to stop, unless it was left behind by a payrecon
+    // that is gone (killed): then this process takes it over and stops it when done, so nothing is left
+    // running after the next orderly stop.
     const url = `${base(lock.port)}/${encodeURIComponent(database)}`;
     const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
     probe.on('error', () => undefined);
@@ -232,6 +263,26 @@ export async function startEmbeddedPostgres(
       );
     } finally {
       await probe.end().catch(() => undefined);
+    }
+    if (await orphaned(lock.pid)) {
+      notice(
+        `${dataDir}: PostgreSQL (pid ${lock.pid}) left running by a payrecon that is gone: taking it over (stopped at the end)`,
+      );
+      let stopped = false;
+      const adopted: EmbeddedPostgres = {
+        url,
+        port: lock.port,
+        dataDir,
+        owned: true,
+        async stop() {
+          if (stopped) return;
+          stopped = true;
+          running.delete(adopted);
+          await stopOrphan(lock.pid);
+        },
+      };
+      running.add(adopted);
+      return adopted;
     }
     notice(`${dataDir}: in use by a running PostgreSQL (pid ${lock.pid}), connecting to it`);
     return { url, port: lock.port, dataDir, owned: false, stop: async () => undefined };
