@@ -179,7 +179,8 @@ async function main(): Promise<void> {
 
     const routes: [string, () => Promise<unknown>, { once?: boolean }?][] = [
       ['page GET /balances', page('/balances')],
-      ['page GET /balances?days=90', page('/balances?days=90')],
+      ['page GET /balances/charts', page('/balances/charts')],
+      ['page GET /balances/charts?days=90', page('/balances/charts?days=90')],
       ['page GET /payments?q= (an invoice id)', page(`/payments?q=${deposit.external_ref}`)],
       ['page GET /payments?q= (a deposit id)', page(`/payments?q=${deposit.entity_id}`)],
       [

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { BalanceMovementRow } from '../db/chart-queries.ts';
-import { type BalancesPageData, type BalanceView, balancesPage } from './balance-views.ts';
+import {
+  type BalanceChartsData,
+  type BalancesPageData,
+  type BalanceView,
+  balanceChartsPage,
+  balancesPage,
+} from './balance-views.ts';
 
 const ctx = { base: '', username: 'finance', csrf: 'x', timeZone: 'UTC' };
 const row = (available: bigint, account = 'acme'): BalanceView => ({
@@ -27,10 +33,13 @@ const move = (over: Partial<BalanceMovementRow>): BalanceMovementRow => ({
 });
 
 function data(over: Partial<BalancesPageData>): BalancesPageData {
+  return { at: new Date('2026-11-20T12:00:00Z'), balances: [], movements: [], ...over };
+}
+
+function chartsData(over: Partial<BalanceChartsData>): BalanceChartsData {
   return {
     at: new Date('2026-11-20T12:00:00Z'),
     balances: [],
-    movements: [],
     history: [],
     historyDays: [new Date('2026-11-19T00:00:00Z'), new Date('2026-11-20T00:00:00Z')],
     volumes: [],
@@ -90,10 +99,16 @@ describe('balances page', () => {
     expect(page).toContain('<td>credit (reversal)</td><td class="num">0.00</td><td class="num">-20.00</td>');
   });
 
+  it('links to the charts, and draws none itself', () => {
+    const page = balancesPage(ctx, data({ balances: [row(100n)] })).value;
+    expect(page).toContain('<a href="/balances/charts">Charts</a>');
+    expect(page).not.toContain('<svg ');
+  });
+
   it('draws the charts with their table fallbacks, and escapes what it is given', () => {
-    const page = balancesPage(
+    const page = balanceChartsPage(
       ctx,
-      data({
+      chartsData({
         balances: [row(100n, '<acme>')],
         history: [
           {

@@ -1,6 +1,7 @@
 /**
- * The balances page (issue 18 point 4): each balance with today's and this month's movements beside it,
- * the movements by effect, and charts that answer at a glance (available and reserved over time, daily
+ * The balances page (issue 18 point 4): each balance with today's and this month's movements beside it and
+ * the movements by effect; and its charts page (`/balances/charts`, off the balances page's path: the
+ * volumes read 30 to 90 days of mirrors), charts that answer at a glance (available and reserved over time, daily
  * volumes by kind and status, open exceptions by age). Routes in src/web/balance-routes.ts; the SVG
  * renderer in src/web/charts.ts; the layout in views.ts.
  */
@@ -23,12 +24,19 @@ export interface BalanceView {
   inFlightRefunds: number;
 }
 
-/** Everything the page shows, read by the route (src/web/balance-routes.ts). */
+/** What the balances page shows, read by the route (src/web/balance-routes.ts). */
 export interface BalancesPageData {
   at: Date;
   balances: readonly BalanceView[];
   /** Postings in and out of each balance account since the month's and today's local midnight. */
   movements: readonly BalanceMovementRow[];
+}
+
+/** What the charts page shows, read by the route (src/web/balance-routes.ts). */
+export interface BalanceChartsData {
+  at: Date;
+  /** The balances now: each live one's chart ends with it. */
+  balances: readonly BalanceView[];
   /** Daily snapshots over the chart's days (UTC midnights). */
   history: readonly BalancePoint[];
   /** UTC midnights of the balance chart, oldest first (the current balance follows as "now"). */
@@ -165,7 +173,7 @@ function movementsTable(data: BalancesPageData): SafeHtml {
 const shortDate = (iso: string): string => iso.slice(5);
 
 /** One line chart per live balance: available and reserved at each UTC midnight, then now. */
-function balanceCharts(data: BalancesPageData): SafeHtml[] {
+function balanceCharts(data: BalanceChartsData): SafeHtml[] {
   const labels = [...data.historyDays.map((d) => shortDate(d.toISOString().slice(0, 10))), 'now'];
   const index = new Map(data.historyDays.map((d, i) => [d.getTime(), i]));
   return data.balances
@@ -199,7 +207,7 @@ function balanceCharts(data: BalancesPageData): SafeHtml[] {
 }
 
 /** Per kind: a count chart (all currencies) and an amount chart (the chosen currency), stacked by status. */
-function volumeCharts(data: BalancesPageData): SafeHtml[] {
+function volumeCharts(data: BalanceChartsData): SafeHtml[] {
   const live = data.volumes.filter((v) => !v.test);
   const dayIndex = new Map(data.volumeDays.map((d, i) => [d, i]));
   const labels = data.volumeDays.map(shortDate);
@@ -241,7 +249,7 @@ function volumeCharts(data: BalancesPageData): SafeHtml[] {
   });
 }
 
-function exceptionChart(data: BalancesPageData): SafeHtml {
+function exceptionChart(data: BalanceChartsData): SafeHtml {
   const severities = [...new Set(data.exceptionAges.map((r) => r.severity))].sort(
     (a, b) =>
       Object.keys(SEVERITY_COLORS).indexOf(a) - Object.keys(SEVERITY_COLORS).indexOf(b) || a.localeCompare(b),
@@ -266,8 +274,6 @@ function exceptionChart(data: BalancesPageData): SafeHtml {
 }
 
 export function balancesPage(ctx: PageContext, data: BalancesPageData): SafeHtml {
-  const opt = (value: string | number, label: string, selected: boolean) =>
-    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
   return layout(
     { ...ctx, active: 'balances' },
     'Balances',
@@ -278,8 +284,18 @@ export function balancesPage(ctx: PageContext, data: BalancesPageData): SafeHtml
     }
 ${balancesTable(ctx, data)}
 ${movementsTable(data)}
-<h2 id="charts">At a glance</h2>
-<form class="inline" method="get" action="${ctx.base}/balances">
+<p id="charts-link"><a href="${ctx.base}/balances/charts">Charts</a>: available and reserved over time, daily volumes by kind and status, open exceptions by age.</p>`,
+  );
+}
+
+export function balanceChartsPage(ctx: PageContext, data: BalanceChartsData): SafeHtml {
+  const opt = (value: string | number, label: string, selected: boolean) =>
+    html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
+  return layout(
+    { ...ctx, active: 'balances/charts' },
+    'Charts',
+    html`<h1>Charts</h1><p class="muted">As of ${formatDateTime(data.at, ctx.timeZone)}. The balances and their movements are on <a href="${ctx.base}/balances">Balances</a>.</p>
+<form class="inline" method="get" action="${ctx.base}/balances/charts">
 <label>Days<select name="days">${CHART_DAYS.map((d) => opt(d, `last ${d} days`, d === data.days))}</select></label>
 <label>Amounts in<select name="currency">${data.currencies.map((c) => opt(c, c, c === data.currency))}</select></label>
 <button type="submit">Show</button></form>

@@ -2,8 +2,9 @@
  * The balances page's charts in Chromium at 1280x900 (issue 18 point 4): traffic fed through the ledger
  * service (the report scenario plus a few dozen deposits and cashouts), then spread over the last twelve
  * days by back-dating its entries, postings and sightings (the immutability triggers lifted for that one
- * update in this throwaway database) and the daily snapshots taken. The page must show each balance's
- * movements today and this month, a line chart per live balance, count and amount charts per kind, the
+ * update in this throwaway database, the movements summed again) and the daily snapshots taken. The
+ * balances page must show each balance's movements today and this month and link to the charts page
+ * (`/balances/charts`), which must show a line chart per live balance, count and amount charts per kind, the
  * exceptions by age, each SVG with its accessible name and a table of its figures, and nothing wider
  * than the window. Screenshots under test-output/web/charts.
  */
@@ -71,6 +72,16 @@ async function spreadOverDays(t: TestDatabase): Promise<void> {
     await sql`UPDATE postings p SET created_at = p.created_at - ${shift('e.entity_id')}
       FROM journal_entries e WHERE e.id = p.entry_id`.execute(trx);
     await sql`UPDATE journal_entries e SET created_at = e.created_at - ${shift('e.entity_id')}`.execute(trx);
+    // The movements the postings' trigger kept follow the postings to their new instants.
+    await sql`DELETE FROM ledger_movements`.execute(trx);
+    await sql`INSERT INTO ledger_movements (merchant_account, currency, book, account, hours, bucket, effect,
+        direction, amount_in, amount_out)
+      SELECT p.merchant_account, p.currency, p.book, p.account, g.hours,
+        date_trunc(CASE g.hours WHEN 24 THEN 'day' ELSE 'hour' END, p.created_at, 'UTC'), e.effect, e.direction,
+        coalesce(sum(p.amount) FILTER (WHERE p.amount > 0), 0), coalesce(sum(p.amount) FILTER (WHERE p.amount < 0), 0)
+      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+        CROSS JOIN (VALUES (1::smallint), (24::smallint)) AS g(hours)
+      GROUP BY 1, 2, 3, 4, 5, 6, 7, 8`.execute(trx);
     await sql`UPDATE mirrors m SET first_seen_at = coalesce(m.first_seen_at, m.created_at) - ${shift('m.entity_id')}`.execute(
       trx,
     );
@@ -135,12 +146,21 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
     expect(
       await page.locator('#movements-by-effect tbody tr', { hasText: 'credit' }).count(),
     ).toBeGreaterThan(0);
+    // The charts are on their own page, linked from this one and the header.
+    expect(await page.locator('svg.chart').count()).toBe(0);
+    await page.click('#charts-link a');
+    await page.waitForURL(/\/balances\/charts$/);
+    await expect(page.locator('h1').textContent()).resolves.toBe('Charts');
+    await expect(page.locator('header a.on').textContent()).resolves.toBe('Charts');
+    expect(await page.locator('svg[data-chart=bar]').count()).toBe(7);
+    await page.goto(`${base}/balances`);
     await page.screenshot({ path: join(OUT, 'balances-table.png') });
   });
 
   it('draws a line chart per live balance, volumes per kind and the exceptions by age, each accessible', async () => {
-    await page.goto(`${base}/balances?days=30&currency=BRL`);
+    await page.goto(`${base}/balances`);
     const live = await page.locator('tr[data-balance$="|live"]').count();
+    await page.goto(`${base}/balances/charts?days=30&currency=BRL`);
     expect(await page.locator('svg[data-chart=line]').count()).toBe(live);
     // Three kinds, counts and amounts each, plus the exceptions by age.
     expect(await page.locator('svg[data-chart=bar]').count()).toBe(7);
@@ -173,7 +193,7 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
   });
 
   it('gives the figures of a chart as a table, with totals that match its bars', async () => {
-    await page.goto(`${base}/balances?days=30&currency=BRL`);
+    await page.goto(`${base}/balances/charts?days=30&currency=BRL`);
     const figure = page.locator('figure', { has: page.locator('svg#volume-count-deposit') });
     await figure.locator('summary').click();
     const table = figure.locator('table[data-chart-table=volume-count-deposit]');
@@ -188,7 +208,7 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
   });
 
   it('shows the amounts of another currency when asked', async () => {
-    await page.goto(`${base}/balances?days=7`);
+    await page.goto(`${base}/balances/charts?days=7`);
     await page.selectOption('select[name=currency]', 'USD');
     await page.click('form.inline button[type=submit]');
     await page.waitForURL(/currency=USD/);
