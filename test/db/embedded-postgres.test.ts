@@ -60,7 +60,8 @@ describe('embedded PostgreSQL', () => {
   }, 120_000);
 
   it('takes over a server left running by a payrecon that was killed, and stops it when done', async () => {
-    const dataDir = join(dir || (dir = await mkdtemp(join(tmpdir(), 'payrecon-pg-'))), 'pg-orphan');
+    if (!dir) dir = await mkdtemp(join(tmpdir(), 'payrecon-pg-'));
+    const dataDir = join(dir, 'pg-orphan');
     // A payrecon that starts the server (detached, as `up` does) and is then SIGKILLed.
     const module = resolve(import.meta.dirname, '../../src/embedded/postgres.ts');
     const holder = spawn(
