@@ -279,6 +279,13 @@ export interface SweepResult {
   outcomeSettled: number;
 }
 
+/**
+ * How far back before the grace's end a sweep looks for changes read by polling (MISSED_NOTIFICATION): a
+ * day, so a sweep that did not run for up to a day still raises what became due meanwhile. It read every
+ * mirror and probed the history of each (22.7 s at 1,000,000 payments, `npm run bench:plans`).
+ */
+const MISSED_LOOKBACK_MS = 24 * 3_600_000;
+
 /** The exception key of a creation without a provider id: its merchant reference. */
 export function outcomeUnknownEntityId(externalRef: string): string {
   return `ref:${externalRef}`;
@@ -344,6 +351,10 @@ export async function sweepExceptions(
     }
   }
 
+  // Only the entities with a change read by polling whose grace ended in the last MISSED_LOOKBACK_MS are
+  // looked at (the history's BRIN index on recorded_at), not every mirror of the history: a condition
+  // becomes true when its grace ends, so each is raised by the first sweep after that; an older one still
+  // open is no longer seen again (its last_seen_at stays).
   const missedBefore = new Date(now.getTime() - rules.missedNotificationGraceMs);
   const { rows: missed } = await sql<{
     merchant_account: string;
@@ -353,7 +364,12 @@ export async function sweepExceptions(
     observed_at: Date;
   }>`
     SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status AS to_status, f.observed_at
-    FROM mirrors m
+    FROM (SELECT DISTINCT c.merchant_account, c.entity_kind, c.entity_id FROM status_history c
+      WHERE c.recorded_at > ${new Date(missedBefore.getTime() - MISSED_LOOKBACK_MS)} AND c.recorded_at <= ${missedBefore}
+        AND c.source = 'poll' AND c.from_status IS NOT NULL AND c.from_status <> c.to_status) c
+    CROSS JOIN LATERAL (SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status FROM mirrors m
+      WHERE m.merchant_account = c.merchant_account AND m.entity_kind = c.entity_kind AND m.entity_id = c.entity_id
+      OFFSET 0) m
     JOIN LATERAL (
       SELECT h.source, h.observed_at, h.recorded_at, h.from_status FROM status_history h
       WHERE h.merchant_account = m.merchant_account AND h.entity_kind = m.entity_kind

@@ -70,6 +70,19 @@ describe('sweepExceptions', () => {
     expect((await exceptionsOf('hook1')).map((e) => e.type)).not.toContain('MISSED_NOTIFICATION');
   });
 
+  it('looks only at changes read by polling whose grace ended in the last day, not at every mirror', async () => {
+    await apply([
+      obs('deposit', 'poll2', 'PENDING', 0, { source: 'webhook' }),
+      obs('deposit', 'poll2', 'COMPLETED', 5, { source: 'poll' }),
+    ]);
+    // Two days after its grace ended (no sweep ran meanwhile): out of the sweep's look-back.
+    await sweepExceptions(t.db, new Date(Date.now() + 2 * 86_400_000));
+    expect((await exceptionsOf('poll2')).map((e) => e.type)).not.toContain('MISSED_NOTIFICATION');
+    // The first sweep after its grace raises it.
+    await sweepExceptions(t.db, new Date(Date.now() + 31 * 60_000));
+    expect((await exceptionsOf('poll2')).map((e) => e.type)).toContain('MISSED_NOTIFICATION');
+  });
+
   it('raises UNKNOWN_TRANSACTION for an observed entity with no intent after the grace', async () => {
     await apply([obs('deposit', 'unk1', 'PENDING', 0, { source: 'webhook' })]);
     await sweepExceptions(t.db, minute(10));
