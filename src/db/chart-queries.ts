@@ -84,93 +84,38 @@ const HOUR_MS = 3_600_000;
 const floorTo = (t: number, unit: number) => Math.floor(t / unit) * unit;
 const ceilTo = (t: number, unit: number) => Math.ceil(t / unit) * unit;
 
-interface MovementSum {
-  merchant_account: string;
-  currency: string;
-  book: Book;
-  account: string;
-  effect: string;
-  direction: number;
-  amount_in: string;
-  amount_out: string;
-}
+type Segment = { kind: 'postings' | 1 | 24; from: number; to: number };
 
 /**
- * Sums in and out of every available and reserved account in [from, to) by effect and direction, from
- * `ledger_movements` (migration 20261126T04516_balance_movements): whole UTC days from the day rows, the
- * whole hours at either end from the hour rows, and only what is left of an hour at either end (a time
- * zone off the hour, an instant within an hour) from the postings themselves. `open`: `to` is now, so the
- * hour it falls in is read whole from its hour row (nothing is posted after now). At most about 31 day
- * rows and 47 hour rows per account and effect, whatever the history.
+ * [from, to) as the stretches to read: whole UTC days from the day rows of `ledger_movements`, the whole
+ * hours at either end from its hour rows, and only what is left of an hour at either end (a time zone off
+ * the hour, an instant within an hour) from the postings themselves. `open`: `to` is now, so the hour it
+ * falls in is read whole from its hour row (nothing is posted after now).
  */
-async function movementSums(
-  db: Db,
-  from: Date,
-  to: Date,
-  open: boolean,
-  merchantAccount: string | null,
-): Promise<MovementSum[]> {
+function segments(from: Date, to: Date, open: boolean): Segment[] {
   const f = from.getTime();
   const t = to.getTime();
+  if (f >= t) return [];
   const h0 = ceilTo(f, HOUR_MS);
   const h1 = open ? ceilTo(t, HOUR_MS) : floorTo(t, HOUR_MS);
-  const parts: { kind: 'postings' | 1 | 24; from: number; to: number }[] = [];
-  if (h0 >= h1) {
-    parts.push({ kind: 'postings', from: f, to: open ? Number.POSITIVE_INFINITY : t });
-  } else {
-    if (f < h0) parts.push({ kind: 'postings', from: f, to: h0 });
-    const d0 = ceilTo(h0, DAY_MS);
-    const d1 = floorTo(h1, DAY_MS);
-    if (d0 < d1) {
-      parts.push(
-        { kind: 1, from: h0, to: d0 },
-        { kind: 24, from: d0, to: d1 },
-        { kind: 1, from: d1, to: h1 },
-      );
-    } else {
-      parts.push({ kind: 1, from: h0, to: h1 });
-    }
-    if (!open && h1 < t) parts.push({ kind: 'postings', from: h1, to: t });
-  }
-  const accounts = sql`a.name IN (${sql.join(BALANCE_ACCOUNT_NAMES)})
-    AND (${merchantAccount}::text IS NULL OR a.merchant_account = ${merchantAccount})`;
-  const selects = parts
-    .filter((p) => p.from < p.to)
-    .map((p) => {
-      const upper = Number.isFinite(p.to) ? new Date(p.to) : null;
-      return p.kind === 'postings'
-        ? sql`SELECT a.merchant_account, a.currency, a.book, a.name AS account, e.effect, e.direction,
-            coalesce(sum(x.amount) FILTER (WHERE x.amount > 0), 0) AS amount_in,
-            coalesce(sum(x.amount) FILTER (WHERE x.amount < 0), 0) AS amount_out
-          FROM ledger_accounts a
-          JOIN postings x ON x.merchant_account = a.merchant_account AND x.currency = a.currency
-            AND x.book = a.book AND x.account = a.name AND x.created_at >= ${new Date(p.from)}
-            AND (${upper}::timestamptz IS NULL OR x.created_at < ${upper})
-          JOIN journal_entries e ON e.id = x.entry_id
-          WHERE ${accounts}
-          GROUP BY 1, 2, 3, 4, 5, 6`
-        : sql`SELECT a.merchant_account, a.currency, a.book, a.name AS account, m.effect, m.direction,
-            m.amount_in, m.amount_out
-          FROM ledger_accounts a
-          JOIN ledger_movements m ON m.merchant_account = a.merchant_account AND m.currency = a.currency
-            AND m.book = a.book AND m.account = a.name AND m.hours = ${p.kind}
-            AND m.bucket >= ${new Date(p.from)} AND m.bucket < ${upper}
-          WHERE ${accounts}`;
-    });
-  if (selects.length === 0) return [];
-  const { rows } = await sql<MovementSum>`
-    SELECT merchant_account, currency, book, account, effect, direction,
-      sum(amount_in)::text AS amount_in, sum(amount_out)::text AS amount_out
-    FROM (${sql.join(selects, sql` UNION ALL `)}) s
-    GROUP BY 1, 2, 3, 4, 5, 6
-    ORDER BY 1, 2, 3, 4, 5, 6 DESC`.execute(db);
-  return rows;
+  if (h0 >= h1) return [{ kind: 'postings', from: f, to: open ? Number.POSITIVE_INFINITY : t }];
+  const out: Segment[] = [];
+  if (f < h0) out.push({ kind: 'postings', from: f, to: h0 });
+  const d0 = ceilTo(h0, DAY_MS);
+  const d1 = floorTo(h1, DAY_MS);
+  if (d0 < d1)
+    out.push({ kind: 1, from: h0, to: d0 }, { kind: 24, from: d0, to: d1 }, { kind: 1, from: d1, to: h1 });
+  else out.push({ kind: 1, from: h0, to: h1 });
+  if (!open && h1 < t) out.push({ kind: 'postings', from: h1, to: t });
+  return out.filter((s) => s.from < s.to);
 }
 
 /**
  * Postings into and out of every available and reserved account in [monthStart, to), by effect and
- * direction, with the part since `todayStart` (which must not be before `monthStart`). `open`: `to` is
- * now (see `movementSums`).
+ * direction, with the part since `todayStart` (which must not be before `monthStart`), from
+ * `ledger_movements` (migration 20261126T04516_balance_movements, see `segments`): about 31 day rows and
+ * at most 47 hour rows per account and effect, whatever the history. Each account's rows are summed on
+ * their own (a small group per account), today's stretch read once for both figures. `open`: `to` is now.
  */
 export async function balanceMovements(
   db: Db,
@@ -180,28 +125,64 @@ export async function balanceMovements(
   merchantAccount: string | null = null,
   open = false,
 ): Promise<BalanceMovementRow[]> {
-  const [month, today] = await Promise.all([
-    movementSums(db, monthStart, to, open, merchantAccount),
-    movementSums(db, todayStart, to, open, merchantAccount),
-  ]);
-  const key = (r: MovementSum) =>
-    `${r.merchant_account}|${r.currency}|${r.book}|${r.account}|${r.effect}|${r.direction}`;
-  const todayByKey = new Map(today.map((r) => [key(r), r]));
-  return month.map((r) => {
-    const d = todayByKey.get(key(r));
-    return {
-      merchantAccount: r.merchant_account,
-      currency: r.currency,
-      book: r.book,
-      account: r.account,
-      effect: r.effect,
-      direction: Number(r.direction) === -1 ? -1 : 1,
-      todayIn: parseLedgerMinor(d?.amount_in ?? '0'),
-      todayOut: parseLedgerMinor(d?.amount_out ?? '0'),
-      monthIn: parseLedgerMinor(r.amount_in),
-      monthOut: parseLedgerMinor(r.amount_out),
-    };
+  const parts = [
+    ...segments(monthStart, todayStart, false).map((s) => ({ ...s, today: false })),
+    ...segments(todayStart, to, open).map((s) => ({ ...s, today: true })),
+  ];
+  if (parts.length === 0) return [];
+  const selects = parts.map((p) => {
+    const upper = Number.isFinite(p.to) ? new Date(p.to) : null;
+    return p.kind === 'postings'
+      ? sql`SELECT e.effect, e.direction, greatest(x.amount, 0) AS amount_in, least(x.amount, 0) AS amount_out,
+            ${p.today}::boolean AS today
+          FROM postings x JOIN journal_entries e ON e.id = x.entry_id
+          WHERE x.merchant_account = a.merchant_account AND x.currency = a.currency AND x.book = a.book
+            AND x.account = a.name AND x.created_at >= ${new Date(p.from)}
+            AND (${upper}::timestamptz IS NULL OR x.created_at < ${upper})`
+      : sql`SELECT m.effect, m.direction, m.amount_in, m.amount_out, ${p.today}::boolean AS today
+          FROM ledger_movements m
+          WHERE m.merchant_account = a.merchant_account AND m.currency = a.currency AND m.book = a.book
+            AND m.account = a.name AND m.hours = ${p.kind} AND m.bucket >= ${new Date(p.from)}
+            AND m.bucket < ${upper}`;
   });
+  const { rows } = await sql<{
+    merchant_account: string;
+    currency: string;
+    book: Book;
+    account: string;
+    effect: string;
+    direction: number;
+    today_in: string;
+    today_out: string;
+    month_in: string;
+    month_out: string;
+  }>`
+    SELECT a.merchant_account, a.currency, a.book, a.name AS account, s.effect, s.direction,
+      s.today_in::text AS today_in, s.today_out::text AS today_out, s.month_in::text AS month_in,
+      s.month_out::text AS month_out
+    FROM ledger_accounts a
+    CROSS JOIN LATERAL (
+      SELECT u.effect, u.direction,
+        coalesce(sum(u.amount_in) FILTER (WHERE u.today), 0) AS today_in,
+        coalesce(sum(u.amount_out) FILTER (WHERE u.today), 0) AS today_out,
+        sum(u.amount_in) AS month_in, sum(u.amount_out) AS month_out
+      FROM (${sql.join(selects, sql` UNION ALL `)}) u
+      GROUP BY u.effect, u.direction) s
+    WHERE a.name IN (${sql.join(BALANCE_ACCOUNT_NAMES)})
+      AND (${merchantAccount}::text IS NULL OR a.merchant_account = ${merchantAccount})
+    ORDER BY a.merchant_account, a.currency, a.book, a.name, s.effect, s.direction DESC`.execute(db);
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    book: r.book,
+    account: r.account,
+    effect: r.effect,
+    direction: Number(r.direction) === -1 ? -1 : 1,
+    todayIn: parseLedgerMinor(r.today_in),
+    todayOut: parseLedgerMinor(r.today_out),
+    monthIn: parseLedgerMinor(r.month_in),
+    monthOut: parseLedgerMinor(r.month_out),
+  }));
 }
 
 /** The status a volume row groups an entity under when the provider has given none (intent only, not found). */

@@ -26,6 +26,7 @@ import * as m20261126T04183 from './migrations/20261126T04183_postings_check_one
 import * as m20261126T04184 from './migrations/20261126T04184_interactive_indexes.ts';
 import * as m20261126T04364 from './migrations/20261126T04364_stuck_sweep_index.ts';
 import * as m20261126T04516 from './migrations/20261126T04516_balance_movements.ts';
+import * as m20261126T04566 from './migrations/20261126T04566_movements_covering.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -50,6 +51,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T04184_interactive_indexes': m20261126T04184,
   '20261126T04364_stuck_sweep_index': m20261126T04364,
   '20261126T04516_balance_movements': m20261126T04516,
+  '20261126T04566_movements_covering': m20261126T04566,
 };
 
 export interface OpenDatabaseOptions {
