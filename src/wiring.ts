@@ -17,7 +17,7 @@ import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import { takeBalanceSnapshots } from './db/balance-snapshots.ts';
 import { createDb, migrateWhenReady, pingDatabase } from './db/connection.ts';
 import { sweepExceptions } from './db/exceptions.ts';
-import { databaseCreatedAt } from './db/job-runs.ts';
+import { databaseCreatedAt, lastSucceededStart } from './db/job-runs.ts';
 import { withLedgerTransaction } from './db/ledger-service.ts';
 import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
 import { enqueueAlerts } from './db/outbox.ts';
@@ -466,8 +466,10 @@ export function startJobs(
     ...(options.retentionDays === undefined ? {} : { retentionDays: options.retentionDays }),
     accounts: () => merchantAccounts(db),
     ...(poll ? { schedulePolls: async () => void (await poll()) } : {}),
-    sweepStuck: async (now) =>
-      void (await withLedgerTransaction(db, (trx) => sweepExceptions(trx, now, rules))),
+    sweepStuck: async (now) => {
+      const lastSweepAt = await lastSucceededStart(db, 'stuck-sweep');
+      await withLedgerTransaction(db, (trx) => sweepExceptions(trx, now, rules, { lastSweepAt }));
+    },
     sweepLateRejections: async (now) => {
       const due = await scheduleLateRejectionChecks(db, now, rules.polling);
       if (due > 0) {

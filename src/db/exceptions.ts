@@ -280,11 +280,18 @@ export interface SweepResult {
 }
 
 /**
- * How far back before the grace's end a sweep looks for changes read by polling (MISSED_NOTIFICATION): a
- * day, so a sweep that did not run for up to a day still raises what became due meanwhile. It read every
- * mirror and probed the history of each (22.7 s at 1,000,000 payments, `npm run bench:plans`).
+ * How far back before the grace's end a sweep looks for changes read by polling (MISSED_NOTIFICATION) at
+ * least: a day; and further, back to the grace's end as of the last sweep that succeeded (minus an hour
+ * for readings committed while it ran), when the caller names it (`SweepOptions.lastSweepAt`), so a
+ * sweep that did not run for days still raises what became due meanwhile. It read every mirror and probed
+ * the history of each (22.7 s at 1,000,000 payments, `npm run bench:plans`).
  */
 const MISSED_LOOKBACK_MS = 24 * 3_600_000;
+
+export interface SweepOptions {
+  /** When the last sweep that succeeded started (`lastSucceededStart`): the look-back reaches it. */
+  lastSweepAt?: Date | null;
+}
 
 /** The exception key of a creation without a provider id: its merchant reference. */
 export function outcomeUnknownEntityId(externalRef: string): string {
@@ -312,6 +319,7 @@ export async function sweepExceptions(
   db: Db,
   now: Date,
   rules: ExceptionRules = DEFAULT_EXCEPTION_RULES,
+  options: SweepOptions = {},
 ): Promise<SweepResult> {
   const raised: ExceptionToRaise[] = [];
 
@@ -351,11 +359,20 @@ export async function sweepExceptions(
     }
   }
 
-  // Only the entities with a change read by polling whose grace ended in the last MISSED_LOOKBACK_MS are
-  // looked at (the history's BRIN index on recorded_at), not every mirror of the history: a condition
-  // becomes true when its grace ends, so each is raised by the first sweep after that; an older one still
-  // open is no longer seen again (its last_seen_at stays).
+  // Only the entities with a change read by polling whose grace ended since the last sweep that succeeded
+  // (at least in the last MISSED_LOOKBACK_MS) are looked at (the history's BRIN index on recorded_at), not
+  // every mirror of the history: a condition becomes true when its grace ends, so each is raised by the
+  // first sweep after that; an older one still open is no longer seen again (its last_seen_at stays).
   const missedBefore = new Date(now.getTime() - rules.missedNotificationGraceMs);
+  const lastSweepAt = options.lastSweepAt ?? null;
+  const missedSince = new Date(
+    Math.min(
+      missedBefore.getTime() - MISSED_LOOKBACK_MS,
+      lastSweepAt === null
+        ? Number.POSITIVE_INFINITY
+        : lastSweepAt.getTime() - rules.missedNotificationGraceMs - 3_600_000,
+    ),
+  );
   const { rows: missed } = await sql<{
     merchant_account: string;
     entity_kind: EntityKind;
@@ -365,7 +382,7 @@ export async function sweepExceptions(
   }>`
     SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status AS to_status, f.observed_at
     FROM (SELECT DISTINCT c.merchant_account, c.entity_kind, c.entity_id FROM status_history c
-      WHERE c.recorded_at > ${new Date(missedBefore.getTime() - MISSED_LOOKBACK_MS)} AND c.recorded_at <= ${missedBefore}
+      WHERE c.recorded_at > ${missedSince} AND c.recorded_at <= ${missedBefore}
         AND c.source = 'poll' AND c.from_status IS NOT NULL AND c.from_status <> c.to_status) c
     CROSS JOIN LATERAL (SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status FROM mirrors m
       WHERE m.merchant_account = c.merchant_account AND m.entity_kind = c.entity_kind AND m.entity_id = c.entity_id

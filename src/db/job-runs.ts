@@ -43,6 +43,19 @@ export async function finishRun(db: Db, runKey: string, owner: string, error: st
      WHERE run_key = ${runKey} AND owner = ${owner}`.execute(db);
 }
 
+/**
+ * When the last run of `job` that succeeded started, or null when none did. Its keys start with the job's
+ * name and a colon (`stuck-sweep:<minute>`), so the primary key's range is read, not every run.
+ */
+export async function lastSucceededStart(db: Db, job: string): Promise<Date | null> {
+  const { rows } = await sql<{ at: Date | null }>`
+    SELECT max(started_at) AS at FROM job_runs
+     WHERE run_key >= ${`${job}:`} AND run_key < ${`${job};`} AND job = ${job} AND status = 'succeeded'`.execute(
+    db,
+  );
+  return rows[0]?.at ?? null;
+}
+
 export interface JobRunRow {
   runKey: string;
   job: string;

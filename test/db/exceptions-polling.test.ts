@@ -1,6 +1,8 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listQueue } from '../../src/db/exception-queue.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
+import { claimRun, finishRun, lastSucceededStart } from '../../src/db/job-runs.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { entitiesDueForPolling, inFlight, movements, resolveException } from '../../src/db/queries.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
@@ -81,6 +83,35 @@ describe('sweepExceptions', () => {
     // The first sweep after its grace raises it.
     await sweepExceptions(t.db, new Date(Date.now() + 31 * 60_000));
     expect((await exceptionsOf('poll2')).map((e) => e.type)).toContain('MISSED_NOTIFICATION');
+  });
+
+  it('reaches back to the last sweep that succeeded when it is older than a day', async () => {
+    await apply([
+      obs('deposit', 'poll3', 'PENDING', 0, { source: 'webhook' }),
+      obs('deposit', 'poll3', 'COMPLETED', 5, { source: 'poll' }),
+    ]);
+    // Three days on, the last sweep that succeeded ran just before the change: the sweep raises it.
+    await sweepExceptions(t.db, new Date(Date.now() + 3 * 86_400_000), undefined, {
+      lastSweepAt: new Date(Date.now() - 60_000),
+    });
+    expect((await exceptionsOf('poll3')).map((e) => e.type)).toContain('MISSED_NOTIFICATION');
+  });
+
+  it('names the start of the last stuck sweep that succeeded', async () => {
+    expect(await lastSucceededStart(t.db, 'stuck-sweep')).toBeNull();
+    expect(await claimRun(t.db, 'stuck-sweep:2026-11-26T05:00', { job: 'stuck-sweep', owner: 'a' })).toBe(
+      true,
+    );
+    await finishRun(t.db, 'stuck-sweep:2026-11-26T05:00', 'a', null);
+    expect(await claimRun(t.db, 'stuck-sweep:2026-11-26T05:15', { job: 'stuck-sweep', owner: 'a' })).toBe(
+      true,
+    );
+    await finishRun(t.db, 'stuck-sweep:2026-11-26T05:15', 'a', 'failed on purpose');
+    const at = await lastSucceededStart(t.db, 'stuck-sweep');
+    expect(at).toBeInstanceOf(Date);
+    const { rows } = await sql<{ started_at: Date }>`
+      SELECT started_at FROM job_runs WHERE run_key = 'stuck-sweep:2026-11-26T05:00'`.execute(t.db);
+    expect(at!.getTime()).toBe(rows[0]!.started_at.getTime());
   });
 
   it('raises UNKNOWN_TRANSACTION for an observed entity with no intent after the grace', async () => {
