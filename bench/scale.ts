@@ -7,7 +7,8 @@
  *
  * - the reconciler (`applyObservations`, batches of 500): observations/s on the full ledger / on an empty one
  *   (two rounds alternating, the better of each);
- * - the balances: the page (`/balances`, signed in) and the API (`GET /api/v1/balances`);
+ * - the balances: the page (`/balances`, signed in) and the API (`GET /api/v1/balances`); the charts page
+ *   (`/balances/charts`) beside them, without a target;
  * - payment look-up by each id kind (API `/payments/lookup?idKind=`), and the page's search by any id;
  * - the exceptions page with each filter (type, state, age) and all three;
  * - a month's settlement workbook: `payrecon report settlement` in a child process, its wall time and
@@ -338,6 +339,9 @@ async function main(): Promise<void> {
       };
       const balancesPage = await median(() => page('/balances'));
       report('balances page (GET /balances)', `${fmt(balancesPage)} ms`, '< 20 ms', balancesPage < 20);
+      // The charts (30 days of snapshots and mirrors, open exceptions) off the balances page: no target.
+      const chartsPage = await median(() => page('/balances/charts'));
+      report('balance charts page (GET /balances/charts)', `${fmt(chartsPage)} ms`, '', null);
       const balancesApi = await median(() => apiGet('/balances'));
       report('balances API (GET /api/v1/balances)', `${fmt(balancesApi)} ms`, '< 20 ms', balancesApi < 20);
 
