@@ -18,7 +18,7 @@ import type { Database } from '../../src/db/schema.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { obs } from './fixtures.ts';
+import { bookAt, depositBatches } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -32,28 +32,9 @@ afterAll(async () => {
   await t?.drop();
 });
 
-let n = 0;
 /** One balanced live entry of acme at `at`: `debit` +amount, `credit` -amount (decimal text). */
-async function book(
-  at: string,
-  effect: string,
-  direction: 1 | -1,
-  debit: string,
-  credit: string,
-  amount: string,
-): Promise<void> {
-  n += 1;
-  const { rows } = await sql<{ id: string }>`
-    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
-      currency, amount, effective_at, created_at)
-    VALUES (${`deposit:acme:m${n}:${effect}`}, 'acme', 'deposit', ${`m${n}`}, ${effect}, ${direction}, 1, 'live',
-      'BRL', ${amount}::numeric, ${at}::timestamptz, ${at}::timestamptz) RETURNING id`.execute(t.db);
-  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
-    VALUES (${rows[0]!.id}::bigint, 'acme', 'BRL', 'live', ${debit}, ${amount}::numeric, ${at}::timestamptz),
-      (${rows[0]!.id}::bigint, 'acme', 'BRL', 'live', ${credit}, -${amount}::numeric, ${at}::timestamptz)`.execute(
-    t.db,
-  );
-}
+const book = (at: string, effect: string, direction: 1 | -1, debit: string, credit: string, amount: string) =>
+  bookAt(t.db, at, effect, direction, debit, credit, amount);
 
 /** The movements as the page lists them, one line each. */
 async function pageLines(monthStart: Date, todayStart: Date, to: Date, open = false): Promise<string[]> {
@@ -90,27 +71,8 @@ async function postingLines(monthStart: Date, todayStart: Date, to: Date | null)
   return rows.map((r) => r.line);
 }
 
-/** A reconciler's batches: its own deposits, live and test, in two currencies, completed with fees. */
-function batches(prefix: string, reversed: boolean): Observation[][] {
-  const out: Observation[][] = [];
-  for (let b = 0; b < 6; b++) {
-    const batch: Observation[] = [];
-    for (let e = 0; e < 25; e++) {
-      const currency = (e + b) % 2 === 0 ? 'BRL' : 'USD';
-      batch.push(
-        obs('deposit', `${prefix}-${b}-${e}`, 'COMPLETED', b + 1, {
-          currency,
-          amount: BigInt(1_000 + 7 * e + b),
-          feeAmount: BigInt(1 + e),
-          feeCurrency: currency,
-          test: e % 5 === 0,
-        }),
-      );
-    }
-    out.push(reversed ? batch.reverse() : batch);
-  }
-  return reversed ? out.reverse() : out;
-}
+const batches = (prefix: string, reversed: boolean) =>
+  depositBatches(prefix, reversed, { batches: 6, perBatch: 25 });
 
 const at = (iso: string) => new Date(iso);
 

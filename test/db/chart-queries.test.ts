@@ -14,6 +14,7 @@ import {
   openExceptionsByAge,
 } from '../../src/db/chart-queries.ts';
 import { formatAmount } from '../../src/domain/money.ts';
+import { bookAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -28,9 +29,8 @@ afterAll(async () => {
   await t?.drop();
 });
 
-let n = 0;
 /** One balanced entry at `at`: `debit` +amount, `credit` -amount (amount as decimal text). */
-async function book(
+const book = (
   at: string,
   effect: string,
   direction: 1 | -1,
@@ -39,19 +39,7 @@ async function book(
   amount: string,
   currency = 'BRL',
   account = 'acme',
-): Promise<void> {
-  n += 1;
-  const { rows } = await sql<{ id: string }>`
-    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
-      currency, amount, effective_at, created_at)
-    VALUES (${`deposit:${account}:e${n}:${effect}`}, ${account}, 'deposit', ${`e${n}`}, ${effect}, ${direction}, 1, 'live',
-      ${currency}, ${amount}::numeric, ${at}::timestamptz, ${at}::timestamptz) RETURNING id`.execute(t.db);
-  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
-    VALUES (${rows[0]!.id}::bigint, ${account}, ${currency}, 'live', ${debit}, ${amount}::numeric, ${at}::timestamptz),
-      (${rows[0]!.id}::bigint, ${account}, ${currency}, 'live', ${credit}, -${amount}::numeric, ${at}::timestamptz)`.execute(
-    t.db,
-  );
-}
+) => bookAt(t.db, at, effect, direction, debit, credit, amount, currency, account);
 
 const MONTH = new Date('2026-10-01T00:00:00Z');
 const TODAY = new Date('2026-10-15T00:00:00Z');

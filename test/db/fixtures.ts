@@ -87,3 +87,62 @@ export async function postAt(
     db,
   );
 }
+
+/**
+ * A reconciler's batches for the concurrency tests: its own deposits (`prefix`), live and test, in two
+ * currencies, completed with fees; `reversed` gives them in the opposite order (another reconciler's).
+ */
+export function depositBatches(
+  prefix: string,
+  reversed: boolean,
+  size: { batches: number; perBatch: number },
+): Observation[][] {
+  const out: Observation[][] = [];
+  for (let b = 0; b < size.batches; b++) {
+    const batch: Observation[] = [];
+    for (let e = 0; e < size.perBatch; e++) {
+      const currency = (e + b) % 2 === 0 ? 'BRL' : 'USD';
+      batch.push(
+        obs('deposit', `${prefix}-${b}-${e}`, 'COMPLETED', b + 1, {
+          currency,
+          amount: BigInt(1_000 + 7 * e + b),
+          feeAmount: BigInt(1 + e),
+          feeCurrency: currency,
+          test: e % 5 === 0,
+        }),
+      );
+    }
+    out.push(reversed ? batch.reverse() : batch);
+  }
+  return reversed ? out.reverse() : out;
+}
+
+let booked = 0;
+/**
+ * One balanced live entry booked by hand at `at` (ISO text), through the postings' triggers: `debit`
+ * +amount and `credit` -amount (amount as decimal text), of a deposit of its own. The ledger accounts must
+ * exist.
+ */
+export async function bookAt(
+  db: Kysely<Database>,
+  at: string,
+  effect: string,
+  direction: 1 | -1,
+  debit: string,
+  credit: string,
+  amount: string,
+  currency = 'BRL',
+  account = 'acme',
+): Promise<void> {
+  booked += 1;
+  const { rows } = await sql<{ id: string }>`
+    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book,
+      currency, amount, effective_at, created_at)
+    VALUES (${`deposit:${account}:e${booked}:${effect}`}, ${account}, 'deposit', ${`e${booked}`}, ${effect}, ${direction}, 1, 'live',
+      ${currency}, ${amount}::numeric, ${at}::timestamptz, ${at}::timestamptz) RETURNING id`.execute(db);
+  await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount, created_at)
+    VALUES (${rows[0]!.id}::bigint, ${account}, ${currency}, 'live', ${debit}, ${amount}::numeric, ${at}::timestamptz),
+      (${rows[0]!.id}::bigint, ${account}, ${currency}, 'live', ${credit}, -${amount}::numeric, ${at}::timestamptz)`.execute(
+    db,
+  );
+}

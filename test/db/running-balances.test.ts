@@ -14,7 +14,7 @@ import { balances } from '../../src/db/queries.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { obs } from './fixtures.ts';
+import { depositBatches, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -43,27 +43,8 @@ async function runningBalances(): Promise<Record<string, bigint>> {
   );
 }
 
-/** A reconciler's batches: its own deposits, live and test, in two currencies, completed with fees. */
-function batches(prefix: string, reversed: boolean): Observation[][] {
-  const out: Observation[][] = [];
-  for (let b = 0; b < 8; b++) {
-    const batch: Observation[] = [];
-    for (let e = 0; e < 30; e++) {
-      const currency = (e + b) % 2 === 0 ? 'BRL' : 'USD';
-      batch.push(
-        obs('deposit', `${prefix}-${b}-${e}`, 'COMPLETED', b + 1, {
-          currency,
-          amount: BigInt(1_000 + 7 * e + b),
-          feeAmount: BigInt(1 + e),
-          feeCurrency: currency,
-          test: e % 5 === 0,
-        }),
-      );
-    }
-    out.push(reversed ? batch.reverse() : batch);
-  }
-  return reversed ? out.reverse() : out;
-}
+const batches = (prefix: string, reversed: boolean) =>
+  depositBatches(prefix, reversed, { batches: 8, perBatch: 30 });
 
 describe('running balances', () => {
   it('equal the postings under two concurrent reconcilers, with no deadlock to retry', async () => {
