@@ -27,6 +27,7 @@ import * as m20261126T04184 from './migrations/20261126T04184_interactive_indexe
 import * as m20261126T04364 from './migrations/20261126T04364_stuck_sweep_index.ts';
 import * as m20261126T04516 from './migrations/20261126T04516_balance_movements.ts';
 import * as m20261126T04566 from './migrations/20261126T04566_movements_covering.ts';
+import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
@@ -61,7 +62,10 @@ export interface OpenDatabaseOptions {
   max?: number;
 }
 
-/** A Kysely instance over a `pg` pool; `db.destroy()` closes the pool. */
+/**
+ * A Kysely instance over a `pg` pool; `db.destroy()` closes the pool. Statements marked by `prepared`
+ * (src/db/prepared.ts) go out as named prepared statements.
+ */
 export function createDb(url: string, max = 10): Db {
   const pool = new pg.Pool({ connectionString: url, max });
   // An idle client's error (server restart) must not crash the process; the next query reconnects.
@@ -72,7 +76,7 @@ export function createDb(url: string, max = 10): Db {
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
   });
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool: namingPool(pool) }) });
 }
 
 export function openDatabase(options: OpenDatabaseOptions): Db {

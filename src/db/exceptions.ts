@@ -24,6 +24,7 @@ import {
 import type { EntityKind } from '../domain/statuses.ts';
 import type { EntityRef } from './ledger-repository.ts';
 import { enqueueAlerts } from './outbox.ts';
+import { prepared } from './prepared.ts';
 import { UNANSWERED_INTENT } from './queries.ts';
 import type { Db } from './schema.ts';
 
@@ -95,7 +96,7 @@ async function loadFacts(db: Db, refs: readonly EntityRef[]): Promise<Map<string
   const unique = [
     ...new Map(refs.map((r) => [`${r.account}\u0000${r.kind}\u0000${r.entityId}`, r])).values(),
   ];
-  const { rows } = await sql<FactRow>`
+  const { rows } = await prepared(sql<FactRow>`
     SELECT v.a AS merchant_account, v.k AS entity_kind, v.i AS entity_id, m.external_ref, i.external_ref AS intent_ref,
       i.amount::text AS intent_amount, i.currency AS intent_currency, h.amount::text AS provider_amount,
       h.currency AS provider_currency, m.status, m.status_reason, m.rejection_code, m.rejection_reason
@@ -110,7 +111,7 @@ async function loadFacts(db: Db, refs: readonly EntityRef[]): Promise<Map<string
       SELECT x.amount, x.currency FROM status_history x
       WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i AND x.amount IS NOT NULL
         AND x.to_status IS NOT NULL AND NOT x.illegal
-      ORDER BY x.observed_at DESC, x.id DESC LIMIT 1) h ON true`.execute(db);
+      ORDER BY x.observed_at DESC, x.id DESC LIMIT 1) h ON true`).execute(db);
   return new Map(rows.map((r) => [`${r.merchant_account}\u0000${r.entity_kind}\u0000${r.entity_id}`, r]));
 }
 
@@ -183,7 +184,7 @@ export async function raiseExceptions(
   // exactly what opened.
   // Counting every sighting as a new alert (the alert id carries the count) wrote each AMOUNT_MISMATCH of
   // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
-  const { rows: opened } = await sql<Written>`
+  const { rows: opened } = await prepared(sql<Written>`
     INSERT INTO exceptions AS e (type, merchant_account, entity_kind, entity_id, severity, first_seen_at, last_seen_at,
       details, fact)
     SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, ${now}::timestamptz,
@@ -206,7 +207,7 @@ export async function raiseExceptions(
       updated_at = now()
     WHERE e.state = 'resolved' AND e.fact IS DISTINCT FROM excluded.fact
     RETURNING type, merchant_account, entity_kind, entity_id, count, severity, id::text AS id, reopen_reason,
-      (xmax <> 0) AS reopened`.execute(db);
+      (xmax <> 0) AS reopened`).execute(db);
   // A reopening is a state change of the exception's history, made by the ledger on a new fact.
   const reopened = opened.filter((w) => w.reopened);
   if (reopened.length > 0) {
@@ -227,7 +228,7 @@ export async function raiseExceptions(
   const again = rows.filter((r) => !openedKeys.has(keyOf(r.type, r.account, r.kind, r.entityId)));
   let raisedAgain = 0;
   if (again.length > 0) {
-    const updated = await sql`
+    const updated = await prepared(sql`
       UPDATE exceptions AS e SET
         count = CASE WHEN ${options.mode === 'condition'} THEN e.count ELSE e.count + 1 END,
         last_seen_at = ${now}::timestamptz,
@@ -241,7 +242,7 @@ export async function raiseExceptions(
         CROSS JOIN LATERAL (
           SELECT ctid AS tid FROM exceptions x WHERE x.type = v.type AND x.merchant_account = v.merchant_account
             AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
-      WHERE e.ctid = t.tid`.execute(db);
+      WHERE e.ctid = t.tid`).execute(db);
     raisedAgain = Number(updated.numAffectedRows ?? 0n);
   }
   const alerts = opened

@@ -18,6 +18,7 @@ import { AppError } from '../domain/errors.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import { type HistorySource, type Intent, intentKind } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { prepared } from './prepared.ts';
 import type { Db } from './schema.ts';
 
 export interface EntityRef {
@@ -77,9 +78,9 @@ function keyOf(alias: string) {
 export async function ensureMerchantAccounts(db: Db, accounts: readonly string[]): Promise<void> {
   const names = [...new Set(accounts)].sort();
   if (names.length === 0) return;
-  await sql`INSERT INTO merchant_accounts (name) SELECT unnest(${names}::text[]) ON CONFLICT DO NOTHING`.execute(
-    db,
-  );
+  await prepared(
+    sql`INSERT INTO merchant_accounts (name) SELECT unnest(${names}::text[]) ON CONFLICT DO NOTHING`,
+  ).execute(db);
 }
 
 export interface InitialMirror extends EntityRef {
@@ -105,12 +106,12 @@ export async function ensureMirrors(
         INSERT INTO merchant_accounts (name) SELECT unnest(${[...new Set(a.accounts)].sort()}::text[])
         ON CONFLICT DO NOTHING)`
     : sql``;
-  await sql`
+  await prepared(sql`
     ${accounts}
     INSERT INTO mirrors (merchant_account, entity_kind, entity_id, external_ref, next_poll_at)
     SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[],
       ${sorted.map((r) => r.externalRef)}::text[], ${sorted.map((r) => r.nextPollAt)}::timestamptz[])
-    ON CONFLICT DO NOTHING`.execute(db);
+    ON CONFLICT DO NOTHING`).execute(db);
 }
 
 export interface LockedMirror extends EntityRef {
@@ -197,10 +198,10 @@ function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
  */
 export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
-  await sql`
+  await prepared(sql`
     SELECT x.entity_id FROM ${refsSource(refs)}
     CROSS JOIN LATERAL (SELECT m.entity_id FROM mirrors m WHERE ${keyOf('m')} FOR UPDATE OF m) x
-    ORDER BY r.n`.execute(db);
+    ORDER BY r.n`).execute(db);
 }
 
 /** An entity's history and bookings as this process wrote them, and the mirror row version it wrote. */
@@ -277,7 +278,7 @@ export async function loadBatch(
     if (hit) held.set(k, hit);
     return hit?.version ?? null;
   });
-  const { rows } = await sql<{
+  const { rows } = await prepared(sql<{
     merchant_account: string;
     entity_kind: EntityKind;
     entity_id: string;
@@ -318,7 +319,7 @@ export async function loadBatch(
       FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
       WHERE ${keyOf('m')}
       FOR UPDATE OF m) x
-    ORDER BY r.n`.execute(db);
+    ORDER BY r.n`).execute(db);
   for (const r of rows) {
     const ref = { account: r.merchant_account, kind: r.entity_kind, entityId: r.entity_id };
     const key = refKey(ref);
@@ -379,7 +380,7 @@ export async function loadLedgerState(
   const histories = new Map<string, HistoryItem[]>();
   const applied = new Map<string, AppliedEntry[]>();
   if (refs.length === 0) return { histories, applied };
-  const { rows } = await sql<{
+  const { rows } = await prepared(sql<{
     account: string;
     kind: EntityKind;
     id: string;
@@ -387,7 +388,7 @@ export async function loadLedgerState(
     applied: Json[][];
   }>`
     SELECT r.account, r.kind, r.id, ${HISTORY_JSON} AS history, ${APPLIED_JSON} AS applied
-    FROM ${refsSource(refs)}`.execute(db);
+    FROM ${refsSource(refs)}`).execute(db);
   for (const r of rows) {
     const key = refKey({ account: r.account, kind: r.kind, entityId: r.id });
     if (r.history.length > 0) histories.set(key, decodeHistory(r.history));
@@ -436,12 +437,12 @@ export async function loadRefundDeposits(
   }
   const testDeposits = new Set<string>();
   if (ids.length > 0) {
-    const { rows } = await sql<{ merchant_account: string; entity_id: string }>`
+    const { rows } = await prepared(sql<{ merchant_account: string; entity_id: string }>`
       SELECT m.merchant_account, m.entity_id
       FROM unnest(${accounts}::text[], ${ids}::text[]) AS r(account, id)
       CROSS JOIN LATERAL (
         SELECT merchant_account, entity_id FROM mirrors
-        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`.execute(
+        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`).execute(
       db,
     );
     for (const r of rows) {
@@ -480,7 +481,7 @@ export async function loadIntents(
       xrefs.push(x);
     }
   }
-  const { rows } = await sql<{
+  const { rows } = await prepared(sql<{
     intent_id: string;
     merchant_account: string;
     entity_kind: EntityKind;
@@ -507,7 +508,7 @@ export async function loadIntents(
         crypto, fee_on_payer, created_at
       FROM intents i WHERE i.external_ref = r.xref AND i.merchant_account = r.account AND i.entity_kind = r.kind
       OFFSET 0) x
-    ORDER BY created_at, intent_id`.execute(db);
+    ORDER BY created_at, intent_id`).execute(db);
   const byId = new Map<string, LinkedIntent>();
   const byRef = new Map<string, LinkedIntent[]>();
   for (const r of rows) {
@@ -795,11 +796,11 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
  */
 export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
-  await sql`
+  await prepared(sql`
     UPDATE mirrors m SET next_poll_at = NULL, updated_at = now()
     FROM unnest(${refs.map((r) => r.account)}::text[], ${refs.map((r) => r.kind)}::text[],
       ${refs.map((r) => r.entityId)}::text[]) AS v(a, k, i)
-    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`.execute(db);
+    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`).execute(db);
 }
 
 export interface BatchWrites {
@@ -869,7 +870,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   const insertValues = sql.raw(
     MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
   );
-  const { rows } = await sql<{
+  const { rows } = await prepared(sql<{
     booked: string;
     recorded: string;
     updated: string;
@@ -931,7 +932,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
       (SELECT count(*) FROM m)::text AS updated,
       (SELECT json_agg(json_build_array(w.merchant_account, w.entity_kind, w.entity_id, w.version))
-        FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`.execute(db);
+        FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`).execute(db);
   const row = rows[0];
   const updated = Number(row?.updated ?? 0);
   if (updated !== updates.length) {
@@ -958,7 +959,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
 export async function insertIntents(db: Db, intents: readonly Intent[]): Promise<Set<string>> {
   if (intents.length === 0) return new Set();
   const col = <T>(f: (i: Intent) => T) => intents.map(f);
-  const { rows } = await sql<{ intent_id: string }>`
+  const { rows } = await prepared(sql<{ intent_id: string }>`
     INSERT INTO intents (intent_id, operation, merchant_account, entity_kind, external_ref, entity_id, currency, amount,
       expected_fee, test, crypto, fee_on_payer, parent_deposit_id, outcome, created_at, request, response)
     SELECT * FROM unnest(${col((i) => i.intentId)}::text[], ${col((i) => i.operation)}::text[],
@@ -973,7 +974,7 @@ export async function insertIntents(db: Db, intents: readonly Intent[]): Promise
       outcome = EXCLUDED.outcome, response = EXCLUDED.response
     WHERE intents.outcome = 'unknown' AND intents.entity_id IS NULL
       AND (EXCLUDED.outcome <> 'unknown' OR (intents.response IS NULL AND EXCLUDED.response IS NOT NULL))
-    RETURNING intent_id`.execute(db);
+    RETURNING intent_id`).execute(db);
   return new Set(rows.map((r) => r.intent_id));
 }
 
@@ -983,7 +984,7 @@ export async function mirrorsByExternalRef(
   keys: readonly { account: string; kind: EntityKind; externalRef: string }[],
 ): Promise<(EntityRef & { externalRef: string })[]> {
   if (keys.length === 0) return [];
-  const { rows } = await sql<{
+  const { rows } = await prepared(sql<{
     merchant_account: string;
     entity_kind: EntityKind;
     entity_id: string;
@@ -993,7 +994,7 @@ export async function mirrorsByExternalRef(
       ${keys.map((k) => k.externalRef)}::text[]) AS r(account, kind, xref)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
-      WHERE external_ref = r.xref AND merchant_account = r.account AND entity_kind = r.kind OFFSET 0) x`.execute(
+      WHERE external_ref = r.xref AND merchant_account = r.account AND entity_kind = r.kind OFFSET 0) x`).execute(
     db,
   );
   return rows.map((m) => ({
@@ -1010,12 +1011,12 @@ export async function depositsByInvoice(
   keys: readonly { account: string; externalRef: string }[],
 ): Promise<{ merchant_account: string; entity_id: string; external_ref: string }[]> {
   if (keys.length === 0) return [];
-  const { rows } = await sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
+  const { rows } = await prepared(sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
     SELECT DISTINCT m.* FROM unnest(${keys.map((d) => d.account)}::text[],
       ${keys.map((d) => d.externalRef)}::text[]) AS v(a, x)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_id, external_ref FROM mirrors
-      WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m`.execute(
+      WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m`).execute(
     db,
   );
   return rows;
@@ -1039,7 +1040,7 @@ export async function refundedDeposits(
   deposits: readonly { account: string; depositId: string }[],
 ): Promise<RefundedDeposit[]> {
   if (deposits.length === 0) return [];
-  const { rows } = await sql<{
+  const { rows } = await prepared(sql<{
     merchant_account: string;
     entity_id: string;
     amount: string;
@@ -1054,7 +1055,7 @@ export async function refundedDeposits(
       SELECT sum(amount)::text AS refunded FROM mirrors
       WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
         AND status IN (${sql.join([...PAYOUT_IN_FLIGHT, 'COMPLETED'])})) s
-    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`.execute(db);
+    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`).execute(db);
   return rows.map((r) => ({
     account: r.merchant_account,
     depositId: r.entity_id,

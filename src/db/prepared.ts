@@ -1,0 +1,85 @@
+/**
+ * Named prepared statements for the ledger's hot statements. Kysely hands the `pg` driver every statement
+ * as unnamed text, so the server parses, analyses and plans the big batch statements on every batch.
+ * A statement wrapped in `prepared(...)` starts with `PREPARED_MARK`; the pool under Kysely (`namingPool`)
+ * sends such a text as `{ name, text, values }`, its name derived from a hash of the whole text, so one
+ * name always means one text and a changed text gets a new name. `pg` prepares a name once per
+ * connection (Parse) and afterwards sends only Bind/Execute; the server keeps the statement for the
+ * connection's life and replans it by itself when a migration changes a table it reads.
+ *
+ * Only statements whose text does not depend on the data may be wrapped (every value a parameter, the
+ * same text for any batch size: arrays passed to `unnest`), so each connection holds a bounded set.
+ * After five executions the server may use a generic plan; the wrapped statements reach every table
+ * through per-key probes (LATERAL ... OFFSET 0, ctid), whose generic plan is the same (checked with
+ * PREPARE + six EXPLAIN EXECUTE for `loadBatch` and `writeBatch`), so `plan_cache_mode` is left alone.
+ */
+import { createHash } from 'node:crypto';
+import { type RawBuilder, sql } from 'kysely';
+import type pg from 'pg';
+
+/** The comment that opens a statement to be sent named (sent to the server once per connection). */
+export const PREPARED_MARK = '/* prepared */ ';
+
+/** The statement, sent as a named prepared statement (see the module's comment). */
+export function prepared<T>(statement: RawBuilder<T>): RawBuilder<T> {
+  return sql<T>`${sql.raw(PREPARED_MARK)}${statement}`;
+}
+
+/** Names by text, so a batch's statement text is hashed once per process. */
+const names = new Map<string, string>();
+const NAMES_CAP = 512;
+
+/** The statement name of a text marked by `prepared`, or null for any other text (sent unnamed). */
+export function statementName(text: string): string | null {
+  if (!text.startsWith(PREPARED_MARK)) return null;
+  let name = names.get(text);
+  if (name === undefined) {
+    name = `payrecon_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
+    // A bound on memory should many texts ever be marked: forgetting a name only costs a hash.
+    if (names.size >= NAMES_CAP) names.clear();
+    names.set(text, name);
+  }
+  return name;
+}
+
+/** What Kysely's PostgresDialect uses of a pool and of its clients. */
+interface PoolLike {
+  connect(): Promise<ClientLike>;
+  end(): Promise<void>;
+}
+interface ClientLike {
+  // biome-ignore lint/suspicious/noExplicitAny: the driver's own overloads (text + values, or a cursor)
+  query(...args: any[]): any;
+  release(): void;
+}
+
+/**
+ * The pool as Kysely sees it: each client sends a text marked by `prepared` as a named statement and
+ * anything else (other texts, cursors) unchanged. One wrapper per client, as Kysely keys its
+ * connections by client.
+ */
+export function namingPool(pool: pg.Pool): PoolLike {
+  const wrappers = new WeakMap<pg.PoolClient, ClientLike>();
+  return {
+    async connect() {
+      const client = await pool.connect();
+      let wrapper = wrappers.get(client);
+      if (!wrapper) {
+        wrapper = {
+          // biome-ignore lint/suspicious/noExplicitAny: passed through to pg
+          query(text: any, values?: any) {
+            const name = typeof text === 'string' ? statementName(text) : null;
+            if (name !== null) return client.query({ name, text, values });
+            return values === undefined ? client.query(text) : client.query(text, values);
+          },
+          release() {
+            client.release();
+          },
+        };
+        wrappers.set(client, wrapper);
+      }
+      return wrapper;
+    },
+    end: () => pool.end(),
+  };
+}
