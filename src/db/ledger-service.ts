@@ -7,7 +7,7 @@
  * the transaction; `withLedgerTransaction` runs one with retries on serialization failures and deadlocks.
  */
 import type { Transaction } from 'kysely';
-import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
+import type { AppliedEntry, HistoryItem, PlannedEntry } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from '../domain/exception-rules.ts';
 import { refundWriteAheadRef } from '../domain/intent.ts';
@@ -132,6 +132,32 @@ interface Incoming {
   observations: LedgerObservation[];
 }
 
+const NO_HISTORY: readonly HistoryItem[] = [];
+const NO_OBSERVATIONS: readonly LedgerObservation[] = [];
+
+/**
+ * The arriving observations whose event id the history does not hold (arriving ones are unique by event
+ * id). A short history is scanned; a long one is put in a set once.
+ */
+function freshObservations(
+  existing: readonly HistoryItem[],
+  arriving: readonly LedgerObservation[] | undefined,
+): readonly LedgerObservation[] {
+  if (arriving === undefined || arriving.length === 0) return NO_OBSERVATIONS;
+  if (existing.length === 0) return arriving;
+  if (existing.length * arriving.length > 64) {
+    const ids = new Set<string>();
+    for (const h of existing) ids.add(h.eventId);
+    return arriving.filter((o) => !ids.has(o.eventId));
+  }
+  const fresh: LedgerObservation[] = [];
+  outer: for (const o of arriving) {
+    for (const h of existing) if (h.eventId === o.eventId) continue outer;
+    fresh.push(o);
+  }
+  return fresh;
+}
+
 /**
  * Records a batch of observations and brings the ledger of every entity they touch to the wanted state.
  * An entity seen for the first time gets its mirror row from the batch's write, whole.
@@ -148,12 +174,12 @@ export async function applyObservations(
   for (const o of observations) {
     if (seen.has(o.eventId)) continue;
     seen.add(o.eventId);
-    const ref = { account: o.account, kind: o.kind, entityId: o.entityId };
-    const k = refKey(ref);
-    if (!refs.has(k) || o.externalRef) refs.set(k, { ...ref, externalRef: o.externalRef });
-    const entry = incoming.get(k) ?? { observations: [] };
-    entry.observations.push(o);
-    incoming.set(k, entry);
+    const k = refKey(o);
+    if (o.externalRef || !refs.has(k))
+      refs.set(k, { account: o.account, kind: o.kind, entityId: o.entityId, externalRef: o.externalRef });
+    const entry = incoming.get(k);
+    if (entry) entry.observations.push(o);
+    else incoming.set(k, { observations: [o] });
   }
   // New entities get their mirror row (and their merchant account) from `writeBatch`, written once.
   return reconcile(trx, [...refs.values()], incoming, new Set(), options);
@@ -246,12 +272,11 @@ async function loadForReconcile(
   step('lock and load');
   // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
   // marks those), so only unlinked or intent-touched entities search the intents table.
-  const toSearch = refs.filter((_, i) => {
+  const externalRefs: (EntityRef & { externalRefs: string[] })[] = [];
+  for (let i = 0; i < refs.length; i++) {
     const k = keys[i]!;
-    return !locked.get(k)?.intent || intentTouched.has(k);
-  });
-  const externalRefs = toSearch.map((r) => {
-    const k = refKey(r);
+    if (locked.get(k)?.intent && !intentTouched.has(k)) continue;
+    const r = refs[i]!;
     const set = new Set<string>();
     const add = (x: string | null | undefined) => {
       if (x) set.add(x);
@@ -272,18 +297,20 @@ async function loadForReconcile(
       add(o.externalRef);
       add(refundRef(o));
     }
-    return { ...r, externalRefs: [...set] };
-  });
+    externalRefs.push({ ...r, externalRefs: [...set] });
+  }
   const intents = await loadIntents(trx, externalRefs);
   step('load intents');
   // A refund of a test deposit is booked in the test book: the deposits of the batch's refunds that the
   // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
   // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
   // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
-  const refunds = await loadRefundDeposits(trx, refs, (k) => [
-    ...(incoming.get(k)?.observations ?? []),
-    ...(histories.get(k) ?? []),
-  ]);
+  const refunds = await loadRefundDeposits(trx, refs, (k) => {
+    const arriving = incoming.get(k)?.observations;
+    const recorded = histories.get(k);
+    if (arriving === undefined) return recorded ?? [];
+    return recorded === undefined ? arriving : [...arriving, ...recorded];
+  });
   return { locked, histories, applied, intents, refunds };
 }
 
@@ -297,6 +324,9 @@ interface BatchWrites {
   frozen: EntityRef[];
   newDeposits: (EntityRef & { externalRef: string })[];
   touchedRefunds: (EntityRef & { parentDepositId: string })[];
+  /** By the entity's index in the batch: the history items and the entries it sent (for `remember`). */
+  recorded: (readonly HistoryItem[] | undefined)[];
+  booked: (readonly PlannedEntry[] | undefined)[];
 }
 
 async function reconcile(
@@ -338,13 +368,15 @@ async function reconcile(
     frozen: [],
     newDeposits: [],
     touchedRefunds: [],
+    recorded: new Array(refs.length),
+    booked: new Array(refs.length),
   };
   for (let r = 0; r < refs.length; r++) {
     const ref = refs[r]!;
     const k = keys[r]!;
     const mirror = loaded.locked.get(k) ?? newMirror(ref);
     const written = out.mirrors.length;
-    planAndCollect(ref, k, mirror, loaded, incoming, intentTouched, rules, now, result, out, memo);
+    planAndCollect(ref, k, r, mirror, loaded, incoming, intentTouched, rules, now, result, out, memo);
     // A new entity whose plan writes no mirror (frozen, or nothing to record) still gets its row, as
     // known so far: its reference and no status.
     if (mirror.tid === null && out.mirrors.length === written) out.mirrors.push(bareMirror(mirror));
@@ -442,31 +474,16 @@ function remember(
 ): void {
   for (const k of keys) known.delete(k);
   if (written.recorded !== out.history.length || written.booked !== out.entries.length) return;
-  const history = new Map<string, HistoryItem[]>();
-  for (const h of out.history) {
-    const k = refKey(h);
-    const list = history.get(k);
-    if (list) list.push(h.item);
-    else history.set(k, [h.item]);
-  }
-  const applied = new Map<string, AppliedEntry[]>();
-  for (const e of out.entries) {
-    const k = refKey(e);
-    const { effect, direction, seq, book, currency, amount, feeCurrency, feeAmount } = e.entry;
-    const entry: AppliedEntry = { effect, direction, seq, book, currency, amount, feeCurrency, feeAmount };
-    const list = applied.get(k);
-    if (list) list.push(entry);
-    else applied.set(k, [entry]);
-  }
-  const frozen = new Set(out.frozen.map(refKey));
-  for (const k of keys) {
-    if (frozen.has(k)) continue;
+  const frozen = out.frozen.length === 0 ? null : new Set(out.frozen.map(refKey));
+  for (let r = 0; r < keys.length; r++) {
+    const k = keys[r]!;
+    if (frozen?.has(k)) continue;
     const version = written.versions.get(k);
     if (version !== undefined) {
       known.set(k, {
         version,
-        history: (loaded.histories.get(k) ?? []).concat(history.get(k) ?? []),
-        applied: (loaded.applied.get(k) ?? []).concat(applied.get(k) ?? []),
+        history: withAdded(loaded.histories.get(k), out.recorded[r]),
+        applied: withAdded(loaded.applied.get(k), out.booked[r]?.map(appliedOf)),
       });
       continue;
     }
@@ -481,10 +498,31 @@ function remember(
   }
 }
 
+/** `read` followed by `added`, as a new array (`read` is the batch's, and may be the cache's own). */
+function withAdded<T>(read: readonly T[] | undefined, added: readonly T[] | undefined): T[] {
+  if (read === undefined) return added === undefined ? [] : [...added];
+  return added === undefined || added.length === 0 ? [...read] : read.concat(added);
+}
+
+/** An entry as `loadBatch` reads it back (the planned entry less its key and postings). */
+function appliedOf(e: PlannedEntry): AppliedEntry {
+  return {
+    effect: e.effect,
+    direction: e.direction,
+    seq: e.seq,
+    book: e.book,
+    currency: e.currency,
+    amount: e.amount,
+    feeCurrency: e.feeCurrency,
+    feeAmount: e.feeAmount,
+  };
+}
+
 /** Plans one entity of the batch (`planEntity`) and adds the rows that record the plan to `out`. */
 function planAndCollect(
   ref: EntityRef,
   k: string,
+  index: number,
   mirror: LockedMirror,
   loaded: LoadedBatch,
   incoming: ReadonlyMap<string, Incoming>,
@@ -495,11 +533,9 @@ function planAndCollect(
   out: BatchWrites,
   memo: string | null,
 ): void {
-  const existing = loaded.histories.get(k) ?? [];
-  const arriving = incoming.get(k)?.observations ?? [];
-  const known = arriving.length > 0 ? new Set(existing.map((h) => h.eventId)) : null;
-  const freshObs = known === null ? [] : arriving.filter((o) => !known.has(o.eventId));
-  const freshItems = freshObs.map(toItem);
+  const existing = loaded.histories.get(k) ?? NO_HISTORY;
+  const freshObs = freshObservations(existing, incoming.get(k)?.observations);
+  const freshItems = freshObs.length === 0 ? NO_HISTORY : freshObs.map(toItem);
   const intent = loaded.intents.get(k) ?? (intentTouched.has(k) ? null : mirror.intent);
   const intentNew = intentTouched.has(k) || (intent !== null && mirror.intentId !== intent.intentId);
   const plan = planEntity({
@@ -535,21 +571,32 @@ function planAndCollect(
   }
   if (plan.wanted.waiting.length > 0) result.waiting += 1;
   const effectiveAt = plan.effectiveAt ?? now;
-  for (const entry of plan.entries) out.entries.push({ ...ref, entry, effectiveAt, memo });
+  const { account, kind, entityId } = ref;
+  for (const entry of plan.entries) out.entries.push({ account, kind, entityId, entry, effectiveAt, memo });
+  if (plan.entries.length > 0) out.booked[index] = plan.entries;
   if (!plan.changed) return;
 
-  let newest = existing.reduce((max, h) => Math.max(max, h.observedAt.getTime()), Number.NEGATIVE_INFINITY);
-  for (const [i, item] of freshItems.entries()) {
+  let newest = Number.NEGATIVE_INFINITY;
+  for (const h of existing) {
+    const t = h.observedAt.getTime();
+    if (t > newest) newest = t;
+  }
+  for (let i = 0; i < freshItems.length; i++) {
+    const item = freshItems[i]!;
+    const t = item.observedAt.getTime();
     out.history.push({
-      ...ref,
+      account,
+      kind,
+      entityId,
       item,
       fromStatus: path.fromStatus.get(item.eventId) ?? null,
-      stale: item.observedAt.getTime() < newest,
+      stale: t < newest,
       illegal: path.illegal.has(item.eventId),
       details: freshObs[i]!.details,
     });
-    newest = Math.max(newest, item.observedAt.getTime());
+    if (t > newest) newest = t;
   }
+  if (freshItems.length > 0) out.recorded[index] = freshItems;
   result.recorded += freshItems.length;
   for (const f of plan.exceptions)
     out.raised.push({ ...ref, type: f.type, details: f.details, fact: f.fact });
