@@ -13,17 +13,17 @@
  */
 import { sql } from 'kysely';
 import {
-  alertId,
   DEFAULT_EXCEPTION_RULES,
   EXCEPTION_RULE_TEXT,
   type ExceptionRules,
   type ExceptionType,
+  ONCE_PER_ENTITY,
   shouldAlert,
   stuckDeadline,
 } from '../domain/exception-rules.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 import type { EntityRef } from './ledger-repository.ts';
-import { enqueueAlerts } from './outbox.ts';
+import { insertAlertsFrom } from './outbox.ts';
 import { prepared } from './prepared.ts';
 import { UNANSWERED_INTENT } from './queries.ts';
 import type { Db } from './schema.ts';
@@ -71,65 +71,35 @@ export function factOf(r: ExceptionToRaise): string {
   return r.fact ?? canonical(r.details);
 }
 
-type FactRow = {
-  merchant_account: string;
-  entity_kind: EntityKind;
-  entity_id: string;
-  external_ref: string | null;
-  intent_ref: string | null;
-  intent_amount: string | null;
-  intent_currency: string | null;
-  provider_amount: string | null;
-  provider_currency: string | null;
-  status: string | null;
-  status_reason: string | null;
-  rejection_code: string | null;
-  rejection_reason: string | null;
-};
-
 /**
- * The facts of the entities of `refs`, one statement: the mirror, its linked intent, and the latest
- * amount and currency the provider reported (one index probe each, LATERAL with OFFSET 0 as in
- * ledger-repository.ts: a plain join hashed the whole mirrors table while it looked small).
+ * The facts of each exception being raised (`ExceptionFacts`, as JSON), computed in the raising statement
+ * itself from `d`'s row (`entity_kind`, `entity_id`, `merchant_account`, `rule`, `extra`, `drop_keys`):
+ * the mirror, its linked intent, and the latest amount and currency the provider reported (one index
+ * probe each, LATERAL with OFFSET 0 as in ledger-repository.ts: a plain join hashed the whole mirrors
+ * table while it looked small). `extra` (the raiser's own facts) overrides; `drop_keys` are the raiser's
+ * facts given as undefined (left out, as `JSON.stringify` leaves them out).
  */
-async function loadFacts(db: Db, refs: readonly EntityRef[]): Promise<Map<string, FactRow>> {
-  const unique = [
-    ...new Map(refs.map((r) => [`${r.account}\u0000${r.kind}\u0000${r.entityId}`, r])).values(),
-  ];
-  const { rows } = await prepared(sql<FactRow>`
-    SELECT v.a AS merchant_account, v.k AS entity_kind, v.i AS entity_id, m.external_ref, i.external_ref AS intent_ref,
-      i.amount::text AS intent_amount, i.currency AS intent_currency, h.amount::text AS provider_amount,
-      h.currency AS provider_currency, m.status, m.status_reason, m.rejection_code, m.rejection_reason
-    FROM unnest(${unique.map((r) => r.account)}::text[], ${unique.map((r) => r.kind)}::text[],
-      ${unique.map((r) => r.entityId)}::text[]) AS v(a, k, i)
+const FACTS_OF_ROW = sql`(jsonb_build_object(
+    'entity', v.entity_kind || ':' || v.entity_id,
+    'externalRef', coalesce(m.external_ref, i.external_ref),
+    'intentAmount', i.amount::text, 'intentCurrency', i.currency,
+    'providerAmount', h.amount::text, 'providerCurrency', h.currency,
+    'status', m.status, 'statusReason', m.status_reason,
+    'rejectionCode', m.rejection_code, 'rejectionReason', m.rejection_reason,
+    'rule', v.rule) || coalesce(v.extra, '{}'::jsonb)) - coalesce(string_to_array(v.drop_keys, ','), '{}'::text[])`;
+
+const FACTS_SOURCES = sql`
     LEFT JOIN LATERAL (
       SELECT x.external_ref, x.intent_id, x.status, x.status_reason, x.rejection_code, x.rejection_reason
-      FROM mirrors x WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) m ON true
+      FROM mirrors x WHERE x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind
+        AND x.entity_id = v.entity_id OFFSET 0) m ON true
     LEFT JOIN LATERAL (
       SELECT y.external_ref, y.amount, y.currency FROM intents y WHERE y.intent_id = m.intent_id OFFSET 0) i ON true
     LEFT JOIN LATERAL (
       SELECT x.amount, x.currency FROM status_history x
-      WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i AND x.amount IS NOT NULL
-        AND x.to_status IS NOT NULL AND NOT x.illegal
-      ORDER BY x.observed_at DESC, x.id DESC LIMIT 1) h ON true`).execute(db);
-  return new Map(rows.map((r) => [`${r.merchant_account}\u0000${r.entity_kind}\u0000${r.entity_id}`, r]));
-}
-
-function factsOf(r: ExceptionToRaise, row: FactRow | undefined): ExceptionFacts {
-  return {
-    entity: `${r.kind}:${r.entityId}`,
-    externalRef: row?.external_ref ?? row?.intent_ref ?? null,
-    intentAmount: row?.intent_amount ?? null,
-    intentCurrency: row?.intent_currency ?? null,
-    providerAmount: row?.provider_amount ?? null,
-    providerCurrency: row?.provider_currency ?? null,
-    status: row?.status ?? null,
-    statusReason: row?.status_reason ?? null,
-    rejectionCode: row?.rejection_code ?? null,
-    rejectionReason: row?.rejection_reason ?? null,
-    rule: EXCEPTION_RULE_TEXT[r.type],
-  };
-}
+      WHERE x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
+        AND x.amount IS NOT NULL AND x.to_status IS NOT NULL AND NOT x.illegal
+      ORDER BY x.observed_at DESC, x.id DESC LIMIT 1) h ON true`;
 
 export interface RaiseOptions {
   /** `increment` (default) bumps count on every raise; `condition` bumps it only when the row was resolved. */
@@ -141,12 +111,15 @@ type Written = {
   merchant_account: string;
   entity_kind: EntityKind;
   entity_id: string;
-  count: number;
-  severity: string;
-  id: string;
+  /** The row's id when this raise opened it (inserted or reopened), else null. */
+  id: string | null;
   reopen_reason: string | null;
-  /** True when this raise reopened a resolved row (false: inserted). */
+  /** True when this raise reopened a resolved row. */
   reopened: boolean;
+  /** True when this raise opened the row (inserted, or reopened). */
+  opened: boolean;
+  /** The details written (facts included) of a row that did not open, as JSON text; else null. */
+  details: string | null;
 };
 
 const keyOf = (type: string, account: string, kind: string, entityId: string) =>
@@ -164,52 +137,79 @@ export async function raiseExceptions(
   options: RaiseOptions = {},
 ): Promise<number> {
   if (raised.length === 0) return 0;
-  const factRows = await loadFacts(db, raised);
   const unique = new Map<string, ExceptionToRaise>();
   for (const r of raised) {
-    const facts = {
-      ...factsOf(r, factRows.get(`${r.account}\u0000${r.kind}\u0000${r.entityId}`)),
-      ...(r.facts ?? {}),
-    };
-    unique.set(keyOf(r.type, r.account, r.kind, r.entityId), {
-      ...r,
-      fact: factOf(r),
-      details: { ...r.details, facts },
-    });
+    unique.set(keyOf(r.type, r.account, r.kind, r.entityId), { ...r, fact: factOf(r) });
   }
   const rows = [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
   const col = <T>(f: (r: ExceptionToRaise) => T, of: readonly ExceptionToRaise[] = rows) => of.map(f);
-  // Inserts the new rows and reopens the resolved ones whose fact changed; the WHERE leaves every other
-  // existing row as it was, but locked (ON CONFLICT locks each conflicting row), so what this returns is
-  // exactly what opened.
+  const extra = (r: ExceptionToRaise) => (r.facts ? JSON.stringify(r.facts) : null);
+  const dropKeys = (r: ExceptionToRaise) => {
+    if (!r.facts) return null;
+    const keys = Object.keys(r.facts).filter((k) => r.facts![k as keyof ExceptionFacts] === undefined);
+    return keys.length > 0 ? keys.join(',') : null;
+  };
+  // One statement: each row's details get the entity's facts (`FACTS_OF_ROW`), then it inserts the new
+  // rows and reopens the resolved ones whose fact changed; the WHERE leaves every other existing row as
+  // it was, but locked (ON CONFLICT locks each conflicting row), so what it returns as opened is exactly
+  // what opened; and it queues the alerts of the opened rows (`insertAlertsFrom`, in row order; alert id
+  // as `alertId`: once per entity for ONCE_PER_ENTITY types, else with the count it opened with). The rows
+  // that did not open come back with their details for the update below.
   // Counting every sighting as a new alert (the alert id carries the count) wrote each AMOUNT_MISMATCH of
   // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
-  const { rows: opened } = await prepared(sql<Written>`
-    INSERT INTO exceptions AS e (type, merchant_account, entity_kind, entity_id, severity, first_seen_at, last_seen_at,
-      details, fact)
-    SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, ${now}::timestamptz,
-      ${now}::timestamptz, v.details, v.fact
-    FROM unnest(${col((r) => r.type)}::text[], ${col((r) => r.account)}::text[], ${col((r) => r.kind)}::text[],
-      ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
-      ${col((r) => JSON.stringify(r.details))}::jsonb[], ${col((r) => r.fact ?? null)}::text[])
-      AS v(type, merchant_account, entity_kind, entity_id, severity, details, fact)
-    ON CONFLICT (type, merchant_account, entity_kind, entity_id) DO UPDATE SET
-      count = e.count + 1,
-      last_seen_at = excluded.last_seen_at,
-      details = excluded.details,
-      fact = excluded.fact,
-      state = 'open',
-      reopened_at = excluded.last_seen_at,
-      reopen_reason = 'was: ' || coalesce(e.fact, 'not recorded') || '; now: ' || excluded.fact,
-      previous = jsonb_build_object('fact', e.fact, 'details', e.details, 'resolvedBy', e.resolved_by,
-        'resolutionNote', e.resolution_note, 'resolvedAt', e.resolved_at, 'decision', e.decision),
-      resolved_at = NULL,
-      updated_at = now()
-    WHERE e.state = 'resolved' AND e.fact IS DISTINCT FROM excluded.fact
-    RETURNING type, merchant_account, entity_kind, entity_id, count, severity, id::text AS id, reopen_reason,
-      (xmax <> 0) AS reopened`).execute(db);
+  const { rows: written } = await prepared(sql<Written>`
+    WITH v AS (
+      SELECT * FROM unnest(${col((r) => r.type)}::text[], ${col((r) => r.account)}::text[],
+        ${col((r) => r.kind)}::text[], ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
+        ${col((r) => JSON.stringify(r.details))}::jsonb[], ${col((r) => r.fact ?? null)}::text[],
+        ${col(extra)}::jsonb[], ${col(dropKeys)}::text[], ${col((r) => EXCEPTION_RULE_TEXT[r.type])}::text[],
+        ${col((r) => shouldAlert(r.type, rules))}::boolean[], ${col((r) => ONCE_PER_ENTITY.includes(r.type))}::boolean[])
+        WITH ORDINALITY AS v(type, merchant_account, entity_kind, entity_id, severity, details, fact, extra,
+          drop_keys, rule, alert, once, n)),
+    d AS (
+      SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, v.fact, v.alert, v.once, v.n,
+        v.details || jsonb_build_object('facts', ${FACTS_OF_ROW}) AS details
+      FROM v ${FACTS_SOURCES}),
+    ins AS (
+      INSERT INTO exceptions AS e (type, merchant_account, entity_kind, entity_id, severity, first_seen_at,
+        last_seen_at, details, fact)
+      SELECT d.type, d.merchant_account, d.entity_kind, d.entity_id, d.severity, ${now}::timestamptz,
+        ${now}::timestamptz, d.details, d.fact
+      FROM d ORDER BY d.n
+      ON CONFLICT (type, merchant_account, entity_kind, entity_id) DO UPDATE SET
+        count = e.count + 1,
+        last_seen_at = excluded.last_seen_at,
+        details = excluded.details,
+        fact = excluded.fact,
+        state = 'open',
+        reopened_at = excluded.last_seen_at,
+        reopen_reason = 'was: ' || coalesce(e.fact, 'not recorded') || '; now: ' || excluded.fact,
+        previous = jsonb_build_object('fact', e.fact, 'details', e.details, 'resolvedBy', e.resolved_by,
+          'resolutionNote', e.resolution_note, 'resolvedAt', e.resolved_at, 'decision', e.decision),
+        resolved_at = NULL,
+        updated_at = now()
+      WHERE e.state = 'resolved' AND e.fact IS DISTINCT FROM excluded.fact
+      RETURNING type, merchant_account, entity_kind, entity_id, count, severity, id, reopen_reason,
+        (xmax <> 0) AS reopened),
+    opened AS (
+      SELECT ins.*, d.details, d.alert, d.n,
+        d.type || ':' || d.entity_kind || ':' || d.merchant_account || ':' || d.entity_id
+          || CASE WHEN d.once THEN '' ELSE ':' || ins.count END AS alert_id
+      FROM ins JOIN d ON d.type = ins.type AND d.merchant_account = ins.merchant_account
+        AND d.entity_kind = ins.entity_kind AND d.entity_id = ins.entity_id),
+    alerted AS (${insertAlertsFrom(sql`
+      SELECT o.alert_id, o.entity_kind || ':' || o.entity_id AS key,
+        jsonb_build_object('alertId', o.alert_id, 'type', o.type, 'severity', o.severity,
+          'account', o.merchant_account, 'kind', o.entity_kind, 'entityId', o.entity_id, 'count', o.count,
+          'raisedAt', ${now.toISOString()}::text, 'details', o.details) AS payload
+      FROM opened o WHERE o.alert ORDER BY o.n`)})
+    SELECT d.type, d.merchant_account, d.entity_kind, d.entity_id, o.id::text AS id, o.reopen_reason,
+      coalesce(o.reopened, false) AS reopened, o.id IS NOT NULL AS opened,
+      CASE WHEN o.id IS NULL THEN d.details::text END AS details
+    FROM d LEFT JOIN opened o ON o.n = d.n
+    ORDER BY d.n`).execute(db);
   // A reopening is a state change of the exception's history, made by the ledger on a new fact.
-  const reopened = opened.filter((w) => w.reopened);
+  const reopened = written.filter((w) => w.reopened);
   if (reopened.length > 0) {
     await sql`
       INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
@@ -217,17 +217,15 @@ export async function raiseExceptions(
       FROM unnest(${reopened.map((w) => w.id)}::text[], ${reopened.map((w) => `reopened on a new fact: ${w.reopen_reason ?? ''}`)}::text[])
         AS v(id, note)`.execute(db);
   }
-  const openedKeys = new Set(
-    opened.map((w) => keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id)),
-  );
   // The rest are open or acknowledged, or resolved and seen again with the same fact (they stay resolved),
   // and already locked: `increment` counts the sighting, `condition` (a sweep finding the condition still
   // true) only says when it was last seen. Each row is found by one
   // probe of the unique key and updated through its ctid (stable: this transaction holds the row lock), so
   // the cost does not grow with the table whatever its statistics say (as in ledger-repository.ts).
-  const again = rows.filter((r) => !openedKeys.has(keyOf(r.type, r.account, r.kind, r.entityId)));
+  const again = written.filter((w) => !w.opened);
   let raisedAgain = 0;
   if (again.length > 0) {
+    const fact = new Map(rows.map((r) => [keyOf(r.type, r.account, r.kind, r.entityId), r.fact ?? null]));
     const updated = await prepared(sql`
       UPDATE exceptions AS e SET
         count = CASE WHEN ${options.mode === 'condition'} THEN e.count ELSE e.count + 1 END,
@@ -235,9 +233,10 @@ export async function raiseExceptions(
         details = v.details,
         fact = v.fact,
         updated_at = now()
-      FROM unnest(${col((r) => r.type, again)}::text[], ${col((r) => r.account, again)}::text[],
-        ${col((r) => r.kind, again)}::text[], ${col((r) => r.entityId, again)}::text[],
-        ${col((r) => JSON.stringify(r.details), again)}::jsonb[], ${col((r) => r.fact ?? null, again)}::text[])
+      FROM unnest(${again.map((w) => w.type)}::text[], ${again.map((w) => w.merchant_account)}::text[],
+        ${again.map((w) => w.entity_kind)}::text[], ${again.map((w) => w.entity_id)}::text[],
+        ${again.map((w) => w.details)}::jsonb[],
+        ${again.map((w) => fact.get(keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id)) ?? null)}::text[])
         AS v(type, merchant_account, entity_kind, entity_id, details, fact)
         CROSS JOIN LATERAL (
           SELECT ctid AS tid FROM exceptions x WHERE x.type = v.type AND x.merchant_account = v.merchant_account
@@ -245,29 +244,7 @@ export async function raiseExceptions(
       WHERE e.ctid = t.tid`).execute(db);
     raisedAgain = Number(updated.numAffectedRows ?? 0n);
   }
-  const alerts = opened
-    .filter((w) => shouldAlert(w.type, rules))
-    .map((w) => {
-      const id = alertId(w.type, w.entity_kind, w.merchant_account, w.entity_id, w.count);
-      const src = unique.get(keyOf(w.type, w.merchant_account, w.entity_kind, w.entity_id));
-      return {
-        id,
-        key: `${w.entity_kind}:${w.entity_id}`,
-        payload: {
-          alertId: id,
-          type: w.type,
-          severity: w.severity,
-          account: w.merchant_account,
-          kind: w.entity_kind,
-          entityId: w.entity_id,
-          count: w.count,
-          raisedAt: now.toISOString(),
-          details: src?.details ?? {},
-        },
-      };
-    });
-  await enqueueAlerts(db, alerts);
-  return opened.length + raisedAgain;
+  return written.length - again.length + raisedAgain;
 }
 
 export interface SweepResult {

@@ -2,7 +2,7 @@
  * Repository of `outbox`: alerts written in the ledger's transaction (or by a job) and published by the
  * outbox relay (src/producers/outbox-relay.ts), at least once, in id order.
  */
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { Db } from './schema.ts';
 
 /** The only topic the outbox feeds (the same name as the catalog's ALERT_TOPIC, src/events/topics.ts). */
@@ -28,6 +28,18 @@ export interface OutboxAlert {
    */
   key: string;
   payload: OutboxPayload;
+}
+
+/**
+ * The outbox insert of `enqueueAlerts` fed by a query of `(alert_id, key, payload)` rows, in its order, for
+ * a statement that computes its alerts itself (`raiseExceptions`, a data-modifying CTE); an alert id
+ * already there stays as it was.
+ */
+export function insertAlertsFrom(rows: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`
+    INSERT INTO outbox (alert_id, topic, key, payload)
+    SELECT a.alert_id, ${OUTBOX_TOPIC}, a.key, a.payload FROM (${rows}) AS a
+    ON CONFLICT (alert_id) DO NOTHING`;
 }
 
 /** Adds alerts to the outbox in one statement; an alert id already there stays as it was. */
