@@ -1005,23 +1005,6 @@ export async function mirrorsByExternalRef(
   }));
 }
 
-/** Every deposit carrying one of the (merchant account, invoice id) pairs: one index probe per pair. */
-export async function depositsByInvoice(
-  db: Db,
-  keys: readonly { account: string; externalRef: string }[],
-): Promise<{ merchant_account: string; entity_id: string; external_ref: string }[]> {
-  if (keys.length === 0) return [];
-  const { rows } = await prepared(sql<{ merchant_account: string; entity_id: string; external_ref: string }>`
-    SELECT DISTINCT m.* FROM unnest(${keys.map((d) => d.account)}::text[],
-      ${keys.map((d) => d.externalRef)}::text[]) AS v(a, x)
-    CROSS JOIN LATERAL (
-      SELECT merchant_account, entity_id, external_ref FROM mirrors
-      WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m`).execute(
-    db,
-  );
-  return rows;
-}
-
 export interface RefundedDeposit {
   account: string;
   depositId: string;
@@ -1031,22 +1014,43 @@ export interface RefundedDeposit {
   refunded: Minor;
 }
 
+export interface CrossEntityRows {
+  /** The deposits of each (account, invoice id) asked for, the asking deposits included. */
+  byInvoice: { merchant_account: string; entity_id: string; external_ref: string }[];
+  /**
+   * Each deposit asked for with its amount and the sum of its refunds that hold or paid out money;
+   * deposits without an amount or without such refunds are left out.
+   */
+  refunded: RefundedDeposit[];
+}
+
 /**
- * Each deposit with its amount and the sum of its refunds that hold or paid out money, one statement
- * (two index probes per deposit); deposits without an amount or without such refunds are left out.
+ * What the cross-entity checks of a batch read (DUPLICATE_INVOICE, OVER_REFUNDED), in one statement: the
+ * deposits that carry each invoice id (one index probe per key), and each deposit with its amount and the
+ * sum of its refunds that hold or paid out money (two index probes per deposit). Either list may be empty.
  */
-export async function refundedDeposits(
+export async function crossEntityRows(
   db: Db,
+  invoices: readonly { account: string; externalRef: string }[],
   deposits: readonly { account: string; depositId: string }[],
-): Promise<RefundedDeposit[]> {
-  if (deposits.length === 0) return [];
+): Promise<CrossEntityRows> {
+  if (invoices.length === 0 && deposits.length === 0) return { byInvoice: [], refunded: [] };
   const { rows } = await prepared(sql<{
+    invoice: boolean;
     merchant_account: string;
     entity_id: string;
-    amount: string;
-    refunded: string;
+    external_ref: string | null;
+    amount: string | null;
+    refunded: string | null;
   }>`
-    SELECT m.merchant_account, m.entity_id, m.amount, s.refunded
+    SELECT DISTINCT true AS invoice, m.merchant_account, m.entity_id, m.external_ref, NULL::text AS amount,
+      NULL::text AS refunded
+    FROM unnest(${invoices.map((d) => d.account)}::text[], ${invoices.map((d) => d.externalRef)}::text[]) AS v(a, x)
+    CROSS JOIN LATERAL (
+      SELECT merchant_account, entity_id, external_ref FROM mirrors
+      WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m
+    UNION ALL
+    SELECT false, m.merchant_account, m.entity_id, NULL, m.amount, s.refunded
     FROM unnest(${deposits.map((d) => d.account)}::text[], ${deposits.map((d) => d.depositId)}::text[]) AS v(a, i)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_id, amount::text FROM mirrors
@@ -1056,10 +1060,22 @@ export async function refundedDeposits(
       WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
         AND status IN (${sql.join([...PAYOUT_IN_FLIGHT, 'COMPLETED'])})) s
     WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`).execute(db);
-  return rows.map((r) => ({
-    account: r.merchant_account,
-    depositId: r.entity_id,
-    amount: amountOf(r.amount),
-    refunded: parseMinor(r.refunded, LEDGER_NUMERIC),
-  }));
+  const out: CrossEntityRows = { byInvoice: [], refunded: [] };
+  for (const r of rows) {
+    if (r.invoice) {
+      out.byInvoice.push({
+        merchant_account: r.merchant_account,
+        entity_id: r.entity_id,
+        external_ref: r.external_ref!,
+      });
+    } else {
+      out.refunded.push({
+        account: r.merchant_account,
+        depositId: r.entity_id,
+        amount: amountOf(r.amount!),
+        refunded: parseMinor(r.refunded!, LEDGER_NUMERIC),
+      });
+    }
+  }
+  return out;
 }

@@ -20,7 +20,7 @@ import type { Logger } from '../logger.ts';
 import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
   compareRefs,
-  depositsByInvoice,
+  crossEntityRows,
   type EntityRef,
   EntityStateCache,
   type EntryToBook,
@@ -37,7 +37,6 @@ import {
   mirrorsByExternalRef,
   type RefundDeposits,
   refKey,
-  refundedDeposits,
   stopPolling,
   type WriteResult,
   writeBatch,
@@ -689,10 +688,16 @@ async function crossEntityExceptions(
   refunds: readonly (EntityRef & { parentDepositId: string })[],
 ): Promise<ExceptionToRaise[]> {
   const out: ExceptionToRaise[] = [];
+  if (newDeposits.length === 0 && refunds.length === 0) return out;
+  const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
+  const read = await crossEntityRows(
+    trx,
+    newDeposits,
+    parents.map((p) => ({ account: p.account, depositId: p.parentDepositId })),
+  );
   if (newDeposits.length > 0) {
-    const rows = await depositsByInvoice(trx, newDeposits);
     const byInvoice = new Map<string, string[]>();
-    for (const r of rows) {
+    for (const r of read.byInvoice) {
       const k = `${r.merchant_account}\u0000${r.external_ref}`;
       byInvoice.set(k, [...(byInvoice.get(k) ?? []), r.entity_id]);
     }
@@ -711,22 +716,15 @@ async function crossEntityExceptions(
       }
     }
   }
-  if (refunds.length > 0) {
-    const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
-    const rows = await refundedDeposits(
-      trx,
-      parents.map((p) => ({ account: p.account, depositId: p.parentDepositId })),
-    );
-    for (const d of rows) {
-      if (d.refunded > d.amount) {
-        out.push({
-          type: 'OVER_REFUNDED',
-          account: d.account,
-          kind: 'deposit',
-          entityId: d.depositId,
-          details: { depositAmount: formatAmount(d.amount), refunded: formatAmount(d.refunded) },
-        });
-      }
+  for (const d of read.refunded) {
+    if (d.refunded > d.amount) {
+      out.push({
+        type: 'OVER_REFUNDED',
+        account: d.account,
+        kind: 'deposit',
+        entityId: d.depositId,
+        details: { depositAmount: formatAmount(d.amount), refunded: formatAmount(d.refunded) },
+      });
     }
   }
   return out;

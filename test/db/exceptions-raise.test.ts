@@ -126,4 +126,31 @@ describe('raiseExceptions', () => {
     expect(again.details).toEqual({ n: 3, facts: { ...facts, rule: EXCEPTION_RULE_TEXT.AMOUNT_MISMATCH } });
     expect(await alertsOf('rx1')).toHaveLength(2);
   });
+
+  it('raises DUPLICATE_INVOICE and OVER_REFUNDED found in one batch, each with its details', async () => {
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [
+        obs('deposit', 'xd1', 'COMPLETED', 1, { externalRef: 'inv-x', amount: 10_000n }),
+        obs('deposit', 'xd2', 'PENDING', 1, { externalRef: 'inv-y' }),
+      ]),
+    );
+    const result = await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [
+        obs('deposit', 'xd3', 'PENDING', 2, { externalRef: 'inv-y' }),
+        obs('deposit', 'xd4', 'PENDING', 2, { externalRef: 'inv-y' }),
+        obs('refund', 'xr1', 'PENDING', 2, { parentDepositId: 'xd1', amount: 6_000n }),
+        obs('refund', 'xr2', 'COMPLETED', 2, { parentDepositId: 'xd1', amount: 4_001n }),
+      ]),
+    );
+    expect(result.exceptionsRaised).toBe(3);
+    const dup3 = await exceptionOf('DUPLICATE_INVOICE', 'xd3');
+    const dup4 = await exceptionOf('DUPLICATE_INVOICE', 'xd4');
+    expect([dup3.details.invoiceId, dup3.details.otherDeposits]).toEqual(['inv-y', ['xd2', 'xd4']]);
+    expect([dup4.details.invoiceId, dup4.details.otherDeposits]).toEqual(['inv-y', ['xd2', 'xd3']]);
+    const over = await exceptionOf('OVER_REFUNDED', 'xd1');
+    expect([over.details.depositAmount, over.details.refunded]).toEqual(['100.00', '100.01']);
+    expect(
+      await t.db.selectFrom('exceptions').select('type').where('entity_id', 'in', ['xd1', 'xd2']).execute(),
+    ).toEqual([{ type: 'OVER_REFUNDED' }]);
+  });
 });
