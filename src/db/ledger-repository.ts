@@ -249,8 +249,9 @@ export class EntityStateCache {
 
 export interface BatchState {
   locked: Map<string, LockedMirror>;
-  histories: Map<string, HistoryItem[]>;
-  applied: Map<string, AppliedEntry[]>;
+  /** Read-only: an entity `known` held is given its cached arrays, not a copy. */
+  histories: Map<string, readonly HistoryItem[]>;
+  applied: Map<string, readonly AppliedEntry[]>;
 }
 
 /**
@@ -329,8 +330,8 @@ export async function loadBatch(
       if (!hit || hit.version !== r.version) {
         throw new AppError('INTERNAL', `ledger: state of ${ref.kind} ${ref.entityId} neither read nor known`);
       }
-      state.histories.set(key, [...hit.history]);
-      state.applied.set(key, [...hit.applied]);
+      state.histories.set(key, hit.history);
+      state.applied.set(key, hit.applied);
     } else {
       state.histories.set(key, decodeHistory(r.history));
       state.applied.set(key, decodeApplied(r.applied));

@@ -252,8 +252,9 @@ export async function recordIntents(
 /** What `reconcile` reads for a batch before planning: locked mirrors, histories, bookings, intents, refunds' deposits. */
 interface LoadedBatch {
   locked: Map<string, LockedMirror>;
-  histories: Map<string, HistoryItem[]>;
-  applied: Map<string, AppliedEntry[]>;
+  /** Read-only: the arrays may be `known`'s own. */
+  histories: Map<string, readonly HistoryItem[]>;
+  applied: Map<string, readonly AppliedEntry[]>;
   intents: Map<string, LinkedIntent>;
   refunds: RefundDeposits;
 }
@@ -497,10 +498,13 @@ function remember(
   }
 }
 
-/** `read` followed by `added`, as a new array (`read` is the batch's, and may be the cache's own). */
-function withAdded<T>(read: readonly T[] | undefined, added: readonly T[] | undefined): T[] {
-  if (read === undefined) return added === undefined ? [] : [...added];
-  return added === undefined || added.length === 0 ? [...read] : read.concat(added);
+/**
+ * `read` followed by `added`. The cache's arrays are never changed in place (a batch is given them as
+ * they are), so `read` is kept as it is when nothing was added.
+ */
+function withAdded<T>(read: readonly T[] | undefined, added: readonly T[] | undefined): readonly T[] {
+  if (read === undefined) return added ?? [];
+  return added === undefined || added.length === 0 ? read : read.concat(added);
 }
 
 /** An entry as `loadBatch` reads it back (the planned entry less its key and postings). */
@@ -541,7 +545,7 @@ function planAndCollect(
     kind: ref.kind,
     account: ref.account,
     entityId: ref.entityId,
-    history: existing.concat(freshItems),
+    history: freshItems.length === 0 ? existing : existing.concat(freshItems),
     fresh: freshItems,
     intent,
     intentNew,

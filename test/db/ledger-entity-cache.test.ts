@@ -151,4 +151,40 @@ describe('entity state cache', () => {
     });
     expect((await verifyLedger(t.db)).failures).toEqual([]);
   });
+
+  it('never changes the arrays it holds: batches are given them as they are, frozen here', async () => {
+    // Every array the cache is given is frozen, so a batch that changed one in place would throw.
+    class FrozenCache extends EntityStateCache {
+      override set(key: string, known: Parameters<EntityStateCache['set']>[1]): void {
+        super.set(key, {
+          ...known,
+          history: Object.freeze(known.history),
+          applied: Object.freeze(known.applied),
+        });
+      }
+    }
+    const known = new FrozenCache();
+    const ids = ['f1', 'f2', 'f3'];
+    const readings = (at: number, status: string) => ids.map((id) => obs('deposit', id, status, at));
+    const batches = [
+      readings(1, 'PENDING'),
+      readings(2, 'EARLY_RELEASED'),
+      readings(3, 'PENDING'),
+      readings(4, 'COMPLETED'),
+    ];
+    for (const batch of batches) {
+      await withLedgerTransaction(t.db, (trx) => applyObservations(trx, batch, { known }));
+      // A replay of the batch: nothing written, the cached arrays given back as they are.
+      await withLedgerTransaction(t.db, (trx) => applyObservations(trx, batch, { known }));
+    }
+    const held = known.get(refKey(ref('f1')));
+    expect(Object.isFrozen(held?.history)).toBe(true);
+    expect(held?.history.map((h) => h.status)).toEqual(['PENDING', 'EARLY_RELEASED', 'PENDING', 'COMPLETED']);
+    expect(held?.applied.map((e) => `${e.effect}:${e.direction}`)).toEqual(['credit:1']);
+    const state = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('f1')]));
+    expect(state.histories.get(refKey(ref('f1')))?.map((h) => h.eventId)).toEqual(
+      held?.history.map((h) => h.eventId),
+    );
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
+  });
 });
