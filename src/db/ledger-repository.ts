@@ -89,7 +89,8 @@ export interface InitialMirror extends EntityRef {
 }
 
 /**
- * Creates missing mirror rows (in key order, so concurrent batches cannot deadlock on inserts). With
+ * Creates missing mirror rows (in key order, so concurrent batches cannot deadlock on inserts), and the
+ * `poll_schedule` row of each one created with a next poll (a row that existed keeps its schedule). With
  * `withMerchantAccounts`, the same statement first creates the missing merchant accounts of the rows
  * (what `ensureMerchantAccounts` does, one round trip less).
  */
@@ -99,19 +100,32 @@ export async function ensureMirrors(
   options: { withMerchantAccounts?: boolean } = {},
 ): Promise<void> {
   if (rows.length === 0) return;
-  const sorted = [...rows].sort(compareRefs);
+  // One row per entity (the first given): the schedule insert joins the rows created back to these.
+  const sorted = [...rows]
+    .sort(compareRefs)
+    .filter((r, n, all) => n === 0 || compareRefs(all[n - 1]!, r) !== 0);
   const a = refArrays(sorted);
   const accounts = options.withMerchantAccounts
-    ? sql`WITH ma AS (
+    ? sql`ma AS (
         INSERT INTO merchant_accounts (name) SELECT unnest(${[...new Set(a.accounts)].sort()}::text[])
-        ON CONFLICT DO NOTHING)`
+        ON CONFLICT DO NOTHING),`
     : sql``;
   await prepared(sql`
-    ${accounts}
-    INSERT INTO mirrors (merchant_account, entity_kind, entity_id, external_ref, next_poll_at)
-    SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[],
-      ${sorted.map((r) => r.externalRef)}::text[], ${sorted.map((r) => r.nextPollAt)}::timestamptz[])
-    ON CONFLICT DO NOTHING`).execute(db);
+    WITH ${accounts} v AS (
+      SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[],
+        ${sorted.map((r) => r.externalRef)}::text[], ${sorted.map((r) => r.nextPollAt)}::timestamptz[])
+        WITH ORDINALITY AS v(a, k, i, ref, next, n)
+    ), mi AS (
+      INSERT INTO mirrors (merchant_account, entity_kind, entity_id, external_ref)
+      SELECT a, k, i, ref FROM v ORDER BY n
+      ON CONFLICT DO NOTHING
+      RETURNING merchant_account, entity_kind, entity_id
+    )
+    INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+    SELECT v.a, v.k, v.i, v.next FROM v
+      JOIN mi ON mi.merchant_account = v.a AND mi.entity_kind = v.k AND mi.entity_id = v.i
+    WHERE v.next IS NOT NULL
+    ORDER BY v.n`).execute(db);
 }
 
 export interface LockedMirror extends EntityRef {
@@ -131,6 +145,7 @@ export interface LockedMirror extends EntityRef {
   intentId: string | null;
   firstSeenAt: Date | null;
   externalRef: string | null;
+  /** Its `poll_schedule` row's next poll (null: none). */
   nextPollAt: Date | null;
   /** The intent linked by the previous computation (read with the lock, no extra query). */
   intent: LinkedIntent | null;
@@ -313,11 +328,13 @@ export async function loadBatch(
       WITH ORDINALITY AS r(account, kind, id, expect, n)
     CROSS JOIN LATERAL (
       SELECT m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
-        m.test, m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, m.next_poll_at,
+        m.test, m.crypto, m.poll_attempts, m.intent_id, m.first_seen_at, m.external_ref, s.next_poll_at,
         i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
         i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
         i.external_ref AS i_external_ref
       FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
+        LEFT JOIN poll_schedule s ON s.merchant_account = m.merchant_account AND s.entity_kind = m.entity_kind
+          AND s.entity_id = m.entity_id
       WHERE ${keyOf('m')}
       FOR UPDATE OF m) x
     ORDER BY r.n`).execute(db);
@@ -595,7 +612,10 @@ export interface MirrorUpdate extends EntityRef {
   firstSeenAt: Date | null;
   lastSeenAt: Date | null;
   completedAt: Date | null;
+  /** The next poll (`poll_schedule`; null: none). */
   nextPollAt: Date | null;
+  /** The next poll the locked row had (`LockedMirror.nextPollAt`): the schedule is written only if it differs. */
+  previousPollAt: Date | null;
   pollAttempts: number;
 }
 
@@ -762,7 +782,6 @@ const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
   first_seen_at: ['timestamptz', (r) => iso(r.firstSeenAt)],
   last_seen_at: ['timestamptz', (r) => iso(r.lastSeenAt)],
   completed_at: ['timestamptz', (r) => iso(r.completedAt)],
-  next_poll_at: ['timestamptz', (r) => iso(r.nextPollAt)],
   poll_attempts: ['integer', (r) => String(r.pollAttempts)],
 };
 
@@ -796,15 +815,22 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
 
 /**
  * Takes entities off the polling schedule (an entity frozen by FACTS_CHANGED: re-reading it changes
- * nothing). Writes a new version of every row, polled or not: the batch recorded history for these
- * entities, and an `EntityStateCache` must see that their state changed.
+ * nothing): deletes their `poll_schedule` rows. Writes a new version of every mirror row, polled or
+ * not: the batch recorded history for these entities, and an `EntityStateCache` must see that their
+ * state changed.
  */
 export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
   await prepared(sql`
-    UPDATE mirrors m SET next_poll_at = NULL, updated_at = now()
-    FROM unnest(${refs.map((r) => r.account)}::text[], ${refs.map((r) => r.kind)}::text[],
-      ${refs.map((r) => r.entityId)}::text[]) AS v(a, k, i)
+    WITH v AS (
+      SELECT * FROM unnest(${refs.map((r) => r.account)}::text[], ${refs.map((r) => r.kind)}::text[],
+        ${refs.map((r) => r.entityId)}::text[]) AS v(a, k, i)
+    ), d AS (
+      DELETE FROM poll_schedule s USING v
+      WHERE s.merchant_account = v.a AND s.entity_kind = v.k AND s.entity_id = v.i
+    )
+    UPDATE mirrors m SET updated_at = now()
+    FROM v
     WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`).execute(db);
 }
 
@@ -823,12 +849,27 @@ export interface WriteResult {
   versions: Map<string, string>;
 }
 
+interface PollRow {
+  a: string;
+  k: string;
+  i: string;
+  t: string | null;
+}
+
+const POLL_COLUMNS: Record<string, Column<PollRow>> = {
+  a: ['text', (r) => r.a],
+  k: ['text', (r) => r.k],
+  i: ['text', (r) => r.i],
+  t: ['timestamptz', (r) => r.t],
+};
+
 /** The columns a new entity's mirror row is inserted with (`MIRROR_COLUMNS` less the `ctid`). */
 const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid');
 
 /**
  * Writes a batch's results in one statement: the merchant accounts and ledger accounts the rows need,
- * the new history rows, the journal entries and their postings, and the mirror rows. Rows travel as one
+ * the new history rows, the journal entries and their postings, the mirror rows and the `poll_schedule`
+ * rows whose next poll changed (upserted, or deleted when there is none any more). Rows travel as one
  * array per column (`rowsSource`, `unnest`); entries whose idempotency key exists are skipped with their
  * postings, so the postings' statement-level trigger sees each new entry whole. A locked mirror row is
  * updated through the `ctid` `loadBatch` read with its lock (this transaction holds the lock, so that
@@ -864,11 +905,19 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   }
   const updates: MirrorUpdate[] = [];
   const inserts: MirrorUpdate[] = [];
+  // The schedule rows to write (a next poll set or moved) and to delete (none any more): only those that
+  // change, so a mirror's update leaves an unchanged schedule alone.
+  const polls: PollRow[] = [];
+  const unpolled: PollRow[] = [];
   for (const m of mirrors) {
     if (m.tid === null) {
       inserts.push(m);
       merchants.add(m.account);
     } else updates.push(m);
+    const next = m.nextPollAt?.getTime() ?? null;
+    if (next === (m.previousPollAt?.getTime() ?? null)) continue;
+    if (m.nextPollAt === null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
+    else polls.push({ a: m.account, k: m.kind, i: m.entityId, t: isoText(m.nextPollAt) });
   }
   const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
   const insertNames = sql.raw(MIRROR_INSERT_NAMES.join(', '));
@@ -908,7 +957,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         expires_at = coalesce(v.expires_at, m.expires_at), bank_reference = coalesce(v.bank_reference, m.bank_reference),
         details = coalesce(v.details, m.details),
         intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
-        completed_at = v.completed_at, next_poll_at = v.next_poll_at, poll_attempts = v.poll_attempts,
+        completed_at = v.completed_at, poll_attempts = v.poll_attempts,
         updated_at = now()
       FROM ${rowsSource(updates, MIRROR_COLUMNS)}
         CROSS JOIN LATERAL (
@@ -916,6 +965,16 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
             AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
       WHERE m.ctid = t.tid
       RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version
+    ), ps AS (
+      INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+      SELECT a, k, i, t FROM ${rowsSource(polls, POLL_COLUMNS)}
+      ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
+    ), pd AS (
+      DELETE FROM poll_schedule s USING ${rowsSource(unpolled, POLL_COLUMNS)}
+        CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM poll_schedule x
+          WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) t
+      WHERE s.ctid = t.tid
     ), a AS (
       INSERT INTO ledger_accounts (merchant_account, currency, book, name)
       SELECT a, c, b, n FROM ${rowsSource(accountRows, ACCOUNT_COLUMNS)}

@@ -454,6 +454,7 @@ function bareMirror(m: LockedMirror): MirrorUpdate {
     lastSeenAt: null,
     completedAt: null,
     nextPollAt: null,
+    previousPollAt: null,
     pollAttempts: 0,
   };
 }
@@ -670,6 +671,7 @@ function planAndCollect(
     lastSeenAt: lastSeen,
     completedAt: path.completedAt,
     nextPollAt: next,
+    previousPollAt: mirror.nextPollAt,
     pollAttempts,
   });
   const invoice = texts.externalRef;

@@ -198,31 +198,35 @@ export interface DueEntity {
   pollAttempts: number;
 }
 
-/** Entities whose next poll is due at `now`, most overdue first. */
+/**
+ * Entities whose next poll is due at `now` (`poll_schedule`), most overdue first: the first `limit` due
+ * rows by the schedule's index, then each one's mirror by its key (LATERAL ... OFFSET 0, so a large due
+ * set never turns into a hash join over every mirror).
+ */
 export async function entitiesDueForPolling(db: Db, now: Date, limit: number): Promise<DueEntity[]> {
-  const rows = await db
-    .selectFrom('mirrors')
-    .select([
-      'merchant_account',
-      'entity_kind',
-      'entity_id',
-      'external_ref',
-      'status',
-      'next_poll_at',
-      'poll_attempts',
-    ])
-    .where('next_poll_at', '<=', now)
-    .orderBy('next_poll_at')
-    .orderBy('entity_id')
-    .limit(limit)
-    .execute();
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_kind: EntityKind;
+    entity_id: string;
+    external_ref: string | null;
+    status: string | null;
+    next_poll_at: Date;
+    poll_attempts: number;
+  }>`
+    SELECT s.merchant_account, s.entity_kind, s.entity_id, m.external_ref, m.status, s.next_poll_at, m.poll_attempts
+    FROM (SELECT * FROM poll_schedule WHERE next_poll_at <= ${now} ORDER BY next_poll_at, entity_id LIMIT ${limit}) s
+    CROSS JOIN LATERAL (
+      SELECT m.external_ref, m.status, m.poll_attempts FROM mirrors m
+      WHERE m.merchant_account = s.merchant_account AND m.entity_kind = s.entity_kind AND m.entity_id = s.entity_id
+      OFFSET 0) m
+    ORDER BY s.next_poll_at, s.entity_id`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,
     kind: r.entity_kind,
     entityId: r.entity_id,
     externalRef: r.external_ref,
     status: r.status,
-    nextPollAt: r.next_poll_at!,
+    nextPollAt: r.next_poll_at,
     pollAttempts: r.poll_attempts,
   }));
 }
@@ -246,11 +250,13 @@ export async function deferPolls(
   const accounts = sorted.map((e) => e.account);
   const kinds = sorted.map((e) => e.kind);
   const ids = sorted.map((e) => e.entityId);
+  // The mirror rows stay as they are (their lock only orders this against the ledger, which keeps the
+  // schedule under the same lock); an entity no longer scheduled (no `poll_schedule` row) stays so.
   await db.transaction().execute(async (trx) => {
     await lockMirrorRows(trx, sorted);
     await sql`
-      UPDATE mirrors SET next_poll_at = ${until}, updated_at = now()
-      WHERE next_poll_at IS NOT NULL AND (merchant_account, entity_kind, entity_id) IN (
+      UPDATE poll_schedule SET next_poll_at = ${until}
+      WHERE (merchant_account, entity_kind, entity_id) IN (
         SELECT * FROM unnest(${accounts}::text[], ${kinds}::text[], ${ids}::text[]))`.execute(trx);
   });
 }
@@ -279,13 +285,15 @@ export async function pollNow(
       sorted.map((e) => ({ ...e, nextPollAt: now })),
       { withMerchantAccounts: true },
     );
-    // In the ledger's lock order, as `deferPolls` does.
+    // In the ledger's lock order, as `deferPolls` does; then the schedule only (the mirror rows stay).
     await lockMirrorRows(trx, sorted);
     await sql`
-      UPDATE mirrors SET next_poll_at = ${now}, updated_at = now()
-      WHERE (next_poll_at IS NULL OR next_poll_at > ${now}) AND (merchant_account, entity_kind, entity_id) IN (
-        SELECT * FROM unnest(${sorted.map((e) => e.account)}::text[], ${sorted.map((e) => e.kind)}::text[],
-          ${sorted.map((e) => e.entityId)}::text[]))`.execute(trx);
+      INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+      SELECT DISTINCT a, k, i, ${now}::timestamptz
+      FROM unnest(${sorted.map((e) => e.account)}::text[], ${sorted.map((e) => e.kind)}::text[],
+        ${sorted.map((e) => e.entityId)}::text[]) AS v(a, k, i)
+      ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
+        WHERE poll_schedule.next_poll_at > excluded.next_poll_at`.execute(trx);
   });
 }
 /** Open exceptions counted per type and severity. */
@@ -328,13 +336,24 @@ export async function scheduleLateRejectionChecks(
   const payoutsSince = new Date(now.getTime() - rules.lateRejectionWindowMs);
   const depositsSince = new Date(now.getTime() - rules.lateCompletionWindowMs);
   const later = new Date(now.getTime() + rules.completedRecheckMs);
+  // Only the schedule is written; the mirror rows are locked first, in key order (as the ledger locks
+  // them), so that this queues behind a batch that reschedules the same entity instead of racing it.
   const result = await sql`
-    UPDATE mirrors SET next_poll_at = ${now}, updated_at = now()
-    WHERE ((entity_kind IN ('cashout', 'refund') AND status = 'COMPLETED'
-            AND completed_at IS NOT NULL AND completed_at >= ${payoutsSince})
-        OR (entity_kind = 'deposit' AND status = 'CANCELLED'
-            AND status_since IS NOT NULL AND status_since >= ${depositsSince}))
-      AND (next_poll_at IS NULL OR next_poll_at > ${later})`.execute(db);
+    WITH due AS (
+      SELECT m.merchant_account, m.entity_kind, m.entity_id FROM mirrors m
+      WHERE ((m.entity_kind IN ('cashout', 'refund') AND m.status = 'COMPLETED'
+              AND m.completed_at IS NOT NULL AND m.completed_at >= ${payoutsSince})
+          OR (m.entity_kind = 'deposit' AND m.status = 'CANCELLED'
+              AND m.status_since IS NOT NULL AND m.status_since >= ${depositsSince}))
+        AND NOT EXISTS (SELECT 1 FROM poll_schedule s WHERE s.merchant_account = m.merchant_account
+          AND s.entity_kind = m.entity_kind AND s.entity_id = m.entity_id AND s.next_poll_at <= ${later})
+      ORDER BY m.merchant_account COLLATE "C", m.entity_kind COLLATE "C", m.entity_id COLLATE "C"
+      FOR UPDATE OF m
+    )
+    INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+    SELECT merchant_account, entity_kind, entity_id, ${now}::timestamptz FROM due
+    ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
+      WHERE poll_schedule.next_poll_at > ${later}::timestamptz`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
 

@@ -266,7 +266,7 @@ function chunkStatements(
       sql`
       INSERT INTO mirrors (merchant_account, entity_kind, entity_id, external_ref, status, status_since,
         ever_completed, ever_early_released, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto,
-        payer_verification, parent_deposit_id, intent_id, first_seen_at, last_seen_at, completed_at, next_poll_at,
+        payer_verification, parent_deposit_id, intent_id, first_seen_at, last_seen_at, completed_at,
         created_at, updated_at)
       SELECT p.account, p.kind, p.entity_id, p.external_ref, x.final_status, p.t0 + x.last_off * interval '1 second',
         x.ever_completed, x.ever_early_released, p.currency, p.amount / 100.0,
@@ -274,9 +274,18 @@ function chunkStatements(
         CASE WHEN p.kind = 'deposit' THEN 'MATCH' END, (1000000000 + p.parent)::text, 'int-' || p.g,
         p.t0 + x.first_off * interval '1 second', p.t0 + x.last_off * interval '1 second',
         p.t0 + x.completed_off * interval '1 second',
-        CASE WHEN p.path IN (13, 17) THEN p.t0 + (x.last_off + 3600) * interval '1 second' END,
         p.t0 + x.first_off * interval '1 second', p.t0 + (x.last_off + 1) * interval '1 second'
       FROM synth_p p JOIN synth_paths x ON x.path = p.path
+      ORDER BY p.g`,
+    ],
+    [
+      // The payments still in flight (paths 13 and 17) are scheduled for a poll an hour after their last reading.
+      'poll_schedule',
+      sql`
+      INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+      SELECT p.account, p.kind, p.entity_id, p.t0 + (x.last_off + 3600) * interval '1 second'
+      FROM synth_p p JOIN synth_paths x ON x.path = p.path
+      WHERE p.path IN (13, 17)
       ORDER BY p.g`,
     ],
     [

@@ -175,11 +175,22 @@ export interface MirrorsTable {
   last_seen_at: Timestamp | null;
   /** observed_at of the first COMPLETED on the legal path (late-rejection window). */
   completed_at: Timestamp | null;
-  /** When the poller should ask the provider next; null: never again. */
-  next_poll_at: Timestamp | null;
+  /** Polls in a row that read the current status again (the schedule itself: `poll_schedule`). */
   poll_attempts: Generated<number>;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
+}
+
+/**
+ * When the poller should ask the provider next about an entity: one row per mirror while it is scheduled,
+ * none once it is not (never again). Kept off the mirror row so that a reading that changes nothing else
+ * indexed updates the mirror HOT.
+ */
+export interface PollScheduleTable {
+  merchant_account: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_id: string;
+  next_poll_at: Timestamp;
 }
 
 /**
@@ -370,6 +381,8 @@ export interface Database {
   intents: IntentsTable;
   /** Current state of each deposit, cashout and refund. */
   mirrors: MirrorsTable;
+  /** The poller's schedule: entities with a next poll. */
+  poll_schedule: PollScheduleTable;
   /** Every observation ever recorded, append-only. */
   status_history: StatusHistoryTable;
   /** Reconciliation exceptions. */

@@ -1,6 +1,6 @@
 /**
  * The status poller: asks the provider about entities whose next poll is due (the ledger keeps the
- * schedule in `mirrors.next_poll_at`, computed by `src/domain/polling.ts` each time it applies an
+ * schedule in `poll_schedule.next_poll_at`, computed by `src/domain/polling.ts` each time it applies an
  * observation) and publishes what it reads as observations with source `poll`. A change seen only this
  * way is what the ledger raises as MISSED_NOTIFICATION.
  *

@@ -8,6 +8,7 @@ import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
 import { dlqTopicOf } from '../../src/events/topics.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { mirrorsWithPolls } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import {
   type Infra,
@@ -67,11 +68,10 @@ describe('status fetcher and a provider that will not answer', () => {
         { value: notificationOf('deposit', id, invoice) },
       ]);
       const mirror = async () =>
-        tdb.db
-          .selectFrom('mirrors')
-          .select(['status', 'external_ref', 'next_poll_at'])
-          .where('entity_kind', '=', 'deposit')
-          .where('entity_id', '=', id)
+        mirrorsWithPolls(tdb.db)
+          .select(['m.status', 'm.external_ref'])
+          .where('m.entity_kind', '=', 'deposit')
+          .where('m.entity_id', '=', id)
           .executeTakeFirst();
       // Five tries with back-off (the topic's policy) take a few seconds.
       await waitUntil(

@@ -13,7 +13,7 @@ import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-se
 import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { obs } from './fixtures.ts';
+import { mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -186,10 +186,9 @@ describe('deciding a FACTS_CHANGED exception', () => {
     expect(resolved.resolution_note).toContain("accepted the provider's facts");
     expect((await eventsOf(ex.id)).map((e) => e.to_state)).toContain('resolved');
     // Polling resumes; the same MXN reading again changes nothing and raises nothing.
-    const mirror = await t.db
-      .selectFrom('mirrors')
-      .select(['next_poll_at', 'currency'])
-      .where('merchant_account', '=', a)
+    const mirror = await mirrorsWithPolls(t.db)
+      .select(['m.currency'])
+      .where('m.merchant_account', '=', a)
       .executeTakeFirstOrThrow();
     expect(mirror.currency).toBe('MXN');
     await apply([{ ...dep(a, 'COMPLETED', 3), currency: 'MXN', amount: 25_000n }]);

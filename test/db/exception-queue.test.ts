@@ -64,7 +64,6 @@ async function seed(
       first_seen_at: ago(e.hoursAgo),
       last_seen_at: ago(e.hoursAgo),
       completed_at: null,
-      next_poll_at: null,
     })
     .execute();
   const row = await t.db

@@ -7,7 +7,7 @@ import { applyObservations, recordIntents, withLedgerTransaction } from '../../s
 import { entitiesDueForPolling, inFlight, movements, resolveException } from '../../src/db/queries.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { intent, obs } from './fixtures.ts';
+import { intent, mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -248,14 +248,15 @@ describe('polling schedule', () => {
     expect(due.find((d) => d.entityId === 'p1')).toMatchObject({ nextPollAt: minute(101), pollAttempts: 0 });
     await apply([obs('refund', 'p1', 'PENDING', 101)]);
     await apply([obs('refund', 'p1', 'PENDING', 103)]);
-    let m = await t.db
-      .selectFrom('mirrors')
-      .selectAll()
-      .where('entity_id', '=', 'p1')
-      .executeTakeFirstOrThrow();
+    const p1 = () =>
+      mirrorsWithPolls(t.db)
+        .select('m.poll_attempts')
+        .where('m.entity_id', '=', 'p1')
+        .executeTakeFirstOrThrow();
+    let m = await p1();
     expect([m.poll_attempts, m.next_poll_at]).toEqual([2, minute(107)]);
     await apply([obs('refund', 'p1', 'CANCELLED', 104)]);
-    m = await t.db.selectFrom('mirrors').selectAll().where('entity_id', '=', 'p1').executeTakeFirstOrThrow();
+    m = await p1();
     expect(m.next_poll_at).toBeNull();
   });
 

@@ -146,3 +146,34 @@ export async function bookAt(
     db,
   );
 }
+
+/**
+ * Mirror rows (alias `m`) with their next poll as `next_poll_at` (their `poll_schedule` row's; null when
+ * the entity is not scheduled): a query to refine with `m.`-qualified columns.
+ */
+export function mirrorsWithPolls(db: Kysely<Database>) {
+  return db
+    .selectFrom('mirrors as m')
+    .leftJoin('poll_schedule as s', (j) =>
+      j
+        .onRef('s.merchant_account', '=', 'm.merchant_account')
+        .onRef('s.entity_kind', '=', 'm.entity_kind')
+        .onRef('s.entity_id', '=', 'm.entity_id'),
+    )
+    .select('s.next_poll_at');
+}
+
+/** Schedules an existing mirror's next poll at `at` (a test's setup; null: none). */
+export async function scheduleAt(
+  db: Kysely<Database>,
+  account: string,
+  kind: EntityKind,
+  entityId: string,
+  at: Date | null,
+): Promise<void> {
+  await sql`DELETE FROM poll_schedule WHERE merchant_account = ${account} AND entity_kind = ${kind}
+    AND entity_id = ${entityId}`.execute(db);
+  if (at !== null)
+    await sql`INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+      VALUES (${account}, ${kind}, ${entityId}, ${at})`.execute(db);
+}

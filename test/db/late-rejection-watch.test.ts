@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scheduleLateRejectionChecks } from '../../src/db/queries.ts';
+import type { EntityKind } from '../../src/domain/statuses.ts';
+import { mirrorsWithPolls, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 const DAY = 86_400_000;
@@ -32,10 +34,9 @@ describe('late-rejection watch', () => {
       ['deposit', '10', 'DECLINED', null, null, at(-1)], // declined deposits are not completed later
     ];
     for (const [kind, id, status, completed, next, since] of rows) {
-      await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, completed_at, next_poll_at, status_since, details)
-        VALUES ('main', ${kind}, ${id}, ${status}, ${completed}, ${next}, ${since}, '{}'::jsonb)`.execute(
-        tdb.db,
-      );
+      await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, completed_at, status_since, details)
+        VALUES ('main', ${kind}, ${id}, ${status}, ${completed}, ${since}, '{}'::jsonb)`.execute(tdb.db);
+      await scheduleAt(tdb.db, 'main', kind as EntityKind, id, next);
     }
     const due = await scheduleLateRejectionChecks(tdb.db, now, {
       lateRejectionWindowMs: 30 * DAY,
@@ -43,11 +44,7 @@ describe('late-rejection watch', () => {
       completedRecheckMs: DAY,
     });
     expect(due).toBe(4);
-    const after = await tdb.db
-      .selectFrom('mirrors')
-      .select(['entity_id', 'next_poll_at'])
-      .orderBy('entity_id')
-      .execute();
+    const after = await mirrorsWithPolls(tdb.db).select(['m.entity_id']).orderBy('m.entity_id').execute();
     const next = Object.fromEntries(after.map((r) => [r.entity_id, r.next_poll_at?.toISOString() ?? null]));
     expect(next).toEqual({
       '1': now.toISOString(),

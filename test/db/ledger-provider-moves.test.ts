@@ -10,7 +10,7 @@ import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
-import { intent, obs } from './fixtures.ts';
+import { intent, mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -179,10 +179,9 @@ describe('facts that cannot change', () => {
       expect(ex[0]!.details).toMatchObject({
         changes: [{ fact, before: { eventId: expect.any(String) }, after: { eventId: expect.any(String) } }],
       });
-      const m = await t.db
-        .selectFrom('mirrors')
-        .selectAll()
-        .where('merchant_account', '=', a)
+      const m = await mirrorsWithPolls(t.db)
+        .selectAll('m')
+        .where('m.merchant_account', '=', a)
         .executeTakeFirstOrThrow();
       expect([m.status, m.test, m.crypto, m.currency, m.amount]).toEqual([
         mirrorBefore.status,

@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pollNow } from '../../src/db/queries.ts';
+import type { EntityKind } from '../../src/domain/statuses.ts';
+import { mirrorsWithPolls, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 describe('pollNow (the status fetcher hands entities to the poller)', () => {
@@ -23,8 +25,9 @@ describe('pollNow (the status fetcher hands entities to the poller)', () => {
       ['refund', '3', 'PENDING', at(-5)], // overdue already: left as it is
     ];
     for (const [kind, id, status, next] of rows) {
-      await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, next_poll_at, details)
-        VALUES ('main', ${kind}, ${id}, ${status}, ${next}, '{}'::jsonb)`.execute(tdb.db);
+      await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, details)
+        VALUES ('main', ${kind}, ${id}, ${status}, '{}'::jsonb)`.execute(tdb.db);
+      await scheduleAt(tdb.db, 'main', kind as EntityKind, id, next);
     }
     await pollNow(
       tdb.db,
@@ -37,10 +40,9 @@ describe('pollNow (the status fetcher hands entities to the poller)', () => {
       ],
       now,
     );
-    const after = await tdb.db
-      .selectFrom('mirrors')
-      .select(['merchant_account', 'entity_kind', 'entity_id', 'status', 'external_ref', 'next_poll_at'])
-      .orderBy('entity_id')
+    const after = await mirrorsWithPolls(tdb.db)
+      .select(['m.merchant_account', 'm.entity_kind', 'm.entity_id', 'm.status', 'm.external_ref'])
+      .orderBy('m.entity_id')
       .execute();
     expect(
       after.map((r) => [r.merchant_account, r.entity_kind, r.entity_id, r.status, r.next_poll_at]),
@@ -60,11 +62,7 @@ describe('pollNow (the status fetcher hands entities to the poller)', () => {
       [{ account: 'other', kind: 'deposit', entityId: '4', externalRef: 'inv-4' }],
       at(1),
     );
-    const again = await tdb.db
-      .selectFrom('mirrors')
-      .select('next_poll_at')
-      .where('entity_id', '=', '4')
-      .execute();
+    const again = await mirrorsWithPolls(tdb.db).where('m.entity_id', '=', '4').execute();
     expect(again.map((r) => r.next_poll_at)).toEqual([now]);
   });
 });

@@ -8,6 +8,7 @@ import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type PollingClients, pollingClients, startStatusPoller } from '../../src/producers/status-poller.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { mirrorsWithPolls } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import {
   type Collector,
@@ -55,14 +56,16 @@ function seedObservation(
 }
 
 async function makeAllDue(): Promise<void> {
-  await sql`UPDATE mirrors SET next_poll_at = now() - interval '1 minute'`.execute(database.db);
+  await sql`
+    INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+    SELECT merchant_account, entity_kind, entity_id, now() - interval '1 minute' FROM mirrors
+    ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at`.execute(
+    database.db,
+  );
 }
 
 async function nextPolls(): Promise<Map<string, Date | null>> {
-  const rows = await database.db
-    .selectFrom('mirrors')
-    .select(['entity_kind', 'entity_id', 'next_poll_at'])
-    .execute();
+  const rows = await mirrorsWithPolls(database.db).select(['m.entity_kind', 'm.entity_id']).execute();
   return new Map(rows.map((r) => [`${r.entity_kind}:${r.entity_id}`, r.next_poll_at]));
 }
 

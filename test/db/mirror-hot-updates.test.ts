@@ -1,0 +1,73 @@
+/**
+ * The poll schedule lives off the mirror row (`poll_schedule`), so a reading that changes no indexed
+ * column of its mirror (a poll reading the same status again) updates the mirror HOT: no new entry in
+ * any of its indexes. Counted with `pg_stat_xact_user_tables` inside the batch's own transaction.
+ */
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import type { Observation } from '../../src/domain/observation.ts';
+import { mirrorsWithPolls, obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t.drop();
+});
+
+const minute = (m: number) => new Date(Date.UTC(2026, 10, 1) + m * 60_000);
+
+/**
+ * Applies the observations in one transaction; returns the mirrors' updates and HOT updates it made (the
+ * view's counts after less before: a backend's counts not yet flushed to the cumulative statistics stay
+ * in it across transactions).
+ */
+async function applyCounting(o: Observation[]): Promise<{ updated: number; hot: number }> {
+  return withLedgerTransaction(t.db, async (trx) => {
+    const counts = async () => {
+      const { rows } = await sql<{ upd: string; hot: string }>`
+        SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_xact_user_tables
+        WHERE relname = 'mirrors' AND schemaname = current_schema()`.execute(trx);
+      return { updated: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) };
+    };
+    const before = await counts();
+    await applyObservations(trx, o);
+    const after = await counts();
+    return { updated: after.updated - before.updated, hot: after.hot - before.hot };
+  });
+}
+
+const scheduleOf = async (id: string) =>
+  mirrorsWithPolls(t.db)
+    .select(['m.status', 'm.poll_attempts'])
+    .where('m.entity_id', '=', id)
+    .executeTakeFirstOrThrow();
+
+describe('mirror updates', () => {
+  it('a same-status poll updates the mirror HOT and moves its schedule in poll_schedule', async () => {
+    await applyCounting([obs('refund', 'r1', 'PENDING', 100)]);
+    const first = await scheduleOf('r1');
+    expect(first).toMatchObject({ status: 'PENDING', poll_attempts: 0, next_poll_at: minute(101) });
+
+    expect(await applyCounting([obs('refund', 'r1', 'PENDING', 101)])).toEqual({ updated: 1, hot: 1 });
+    expect(await applyCounting([obs('refund', 'r1', 'PENDING', 103)])).toEqual({ updated: 1, hot: 1 });
+    // The schedule backed off as before, kept in its own table.
+    expect(await scheduleOf('r1')).toMatchObject({
+      status: 'PENDING',
+      poll_attempts: 2,
+      next_poll_at: minute(107),
+    });
+  });
+
+  it('a status change (an indexed column) is not HOT, and a final status leaves the schedule', async () => {
+    await applyCounting([obs('refund', 'r2', 'PENDING', 100)]);
+    expect(await applyCounting([obs('refund', 'r2', 'CANCELLED', 102)])).toEqual({ updated: 1, hot: 0 });
+    expect(await scheduleOf('r2')).toMatchObject({ status: 'CANCELLED', next_poll_at: null });
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM poll_schedule WHERE entity_id = 'r2'`.execute(t.db);
+    expect(rows[0]!.n).toBe(0);
+  });
+});
