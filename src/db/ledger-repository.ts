@@ -47,11 +47,15 @@ const amountOf = (v: string): Minor => parseMinor(v);
 const ledgerMinor = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
 export const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
 
+/**
+ * The refs' three key columns as array literals (`arrayLiteral`): the driver's own serialisation of a JS
+ * array escapes every element with two regular expressions.
+ */
 function refArrays(refs: readonly EntityRef[]) {
   return {
-    accounts: refs.map((r) => r.account),
-    kinds: refs.map((r) => r.kind),
-    ids: refs.map((r) => r.entityId),
+    accounts: arrayLiteral(refs.map((r) => r.account)),
+    kinds: arrayLiteral(refs.map((r) => r.kind)),
+    ids: arrayLiteral(refs.map((r) => r.entityId)),
   };
 }
 
@@ -107,7 +111,7 @@ export async function ensureMirrors(
   const a = refArrays(sorted);
   const accounts = options.withMerchantAccounts
     ? sql`ma AS (
-        INSERT INTO merchant_accounts (name) SELECT unnest(${[...new Set(a.accounts)].sort()}::text[])
+        INSERT INTO merchant_accounts (name) SELECT unnest(${[...new Set(sorted.map((r) => r.account))].sort()}::text[])
         ON CONFLICT DO NOTHING),`
     : sql``;
   await prepared(sql`
@@ -324,7 +328,7 @@ export async function loadBatch(
     SELECT x.*,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
-    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${expect}::text[])
+    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${arrayLiteral(expect)}::text[])
       WITH ORDINALITY AS r(account, kind, id, expect, n)
     CROSS JOIN LATERAL (
       SELECT m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
@@ -461,7 +465,7 @@ export async function loadRefundDeposits(
   if (ids.length > 0) {
     const { rows } = await prepared(sql<{ merchant_account: string; entity_id: string }>`
       SELECT m.merchant_account, m.entity_id
-      FROM unnest(${accounts}::text[], ${ids}::text[]) AS r(account, id)
+      FROM unnest(${arrayLiteral(accounts)}::text[], ${arrayLiteral(ids)}::text[]) AS r(account, id)
       CROSS JOIN LATERAL (
         SELECT merchant_account, entity_id FROM mirrors
         WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`).execute(
@@ -524,7 +528,8 @@ export async function loadIntents(
       FROM intents i WHERE i.entity_id = r.id AND i.merchant_account = r.account AND i.entity_kind = r.kind
       OFFSET 0) x
     UNION
-    SELECT x.* FROM unnest(${accounts}::text[], ${kinds}::text[], ${xrefs}::text[]) AS r(account, kind, xref)
+    SELECT x.* FROM unnest(${arrayLiteral(accounts)}::text[], ${arrayLiteral(kinds)}::text[], ${arrayLiteral(xrefs)}::text[])
+      AS r(account, kind, xref)
     CROSS JOIN LATERAL (
       SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
         crypto, fee_on_payer, created_at
