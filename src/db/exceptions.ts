@@ -118,7 +118,9 @@ type Written = {
   reopened: boolean;
   /** True when this raise opened the row (inserted, or reopened). */
   opened: boolean;
-  /** The details written (facts included) of a row that did not open, as JSON text; else null. */
+  /** True when the statement counted this raise on a row that stayed as it was (`upd`). */
+  counted: boolean;
+  /** The details (facts included) of a row neither opened nor counted by the statement, as JSON text; else null. */
   details: string | null;
 };
 
@@ -153,8 +155,15 @@ export async function raiseExceptions(
   // rows and reopens the resolved ones whose fact changed; the WHERE leaves every other existing row as
   // it was, but locked (ON CONFLICT locks each conflicting row), so what it returns as opened is exactly
   // what opened; and it queues the alerts of the opened rows (`insertAlertsFrom`, in row order; alert id
-  // as `alertId`: once per entity for ONCE_PER_ENTITY types, else with the count it opened with). The rows
-  // that did not open come back with their details for the update below.
+  // as `alertId`: once per entity for ONCE_PER_ENTITY types, else with the count it opened with).
+  // The rest are open or acknowledged, or resolved and seen again with the same fact (they stay resolved),
+  // and already locked: `increment` counts the sighting, `condition` (a sweep finding the condition still
+  // true) only says when it was last seen. The same statement (`upd`) updates those it sees: each row found
+  // by one probe of the unique key and updated through its ctid, so the cost does not grow with the table
+  // whatever its statistics say (as in ledger-repository.ts), once `ins` has run to its end (the one-time
+  // count) and not the rows `ins` wrote. A row it cannot see or whose version moved on (one another
+  // transaction committed after this statement's snapshot, which ON CONFLICT sees) it leaves alone: those
+  // come back with their details and the update below counts them.
   // Counting every sighting as a new alert (the alert id carries the count) wrote each AMOUNT_MISMATCH of
   // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
   const { rows: written } = await prepared(sql<Written>`
@@ -202,11 +211,25 @@ export async function raiseExceptions(
         jsonb_build_object('alertId', o.alert_id, 'type', o.type, 'severity', o.severity,
           'account', o.merchant_account, 'kind', o.entity_kind, 'entityId', o.entity_id, 'count', o.count,
           'raisedAt', ${now.toISOString()}::text, 'details', o.details) AS payload
-      FROM opened o WHERE o.alert ORDER BY o.n`)})
+      FROM opened o WHERE o.alert ORDER BY o.n`)}),
+    upd AS (
+      UPDATE exceptions AS e SET
+        count = CASE WHEN ${options.mode === 'condition'}::boolean THEN e.count ELSE e.count + 1 END,
+        last_seen_at = ${now}::timestamptz,
+        details = d.details,
+        fact = d.fact,
+        updated_at = now()
+      FROM d CROSS JOIN LATERAL (
+        SELECT ctid AS tid FROM exceptions x WHERE x.type = d.type AND x.merchant_account = d.merchant_account
+          AND x.entity_kind = d.entity_kind AND x.entity_id = d.entity_id OFFSET 0) t
+      WHERE e.ctid = t.tid AND (SELECT count(*) FROM ins) >= 0
+        AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.type = d.type AND ins.merchant_account = d.merchant_account
+          AND ins.entity_kind = d.entity_kind AND ins.entity_id = d.entity_id)
+      RETURNING d.n)
     SELECT d.type, d.merchant_account, d.entity_kind, d.entity_id, o.id::text AS id, o.reopen_reason,
-      coalesce(o.reopened, false) AS reopened, o.id IS NOT NULL AS opened,
-      CASE WHEN o.id IS NULL THEN d.details::text END AS details
-    FROM d LEFT JOIN opened o ON o.n = d.n
+      coalesce(o.reopened, false) AS reopened, o.id IS NOT NULL AS opened, u.n IS NOT NULL AS counted,
+      CASE WHEN o.id IS NULL AND u.n IS NULL THEN d.details::text END AS details
+    FROM d LEFT JOIN opened o ON o.n = d.n LEFT JOIN upd u ON u.n = d.n
     ORDER BY d.n`).execute(db);
   // A reopening is a state change of the exception's history, made by the ledger on a new fact.
   const reopened = written.filter((w) => w.reopened);
@@ -217,13 +240,9 @@ export async function raiseExceptions(
       FROM unnest(${reopened.map((w) => w.id)}::text[], ${reopened.map((w) => `reopened on a new fact: ${w.reopen_reason ?? ''}`)}::text[])
         AS v(id, note)`.execute(db);
   }
-  // The rest are open or acknowledged, or resolved and seen again with the same fact (they stay resolved),
-  // and already locked: `increment` counts the sighting, `condition` (a sweep finding the condition still
-  // true) only says when it was last seen. Each row is found by one
-  // probe of the unique key and updated through its ctid (stable: this transaction holds the row lock), so
-  // the cost does not grow with the table whatever its statistics say (as in ledger-repository.ts).
-  const again = written.filter((w) => !w.opened);
-  let raisedAgain = 0;
+  // Rows the statement could not count (see above): found again by key, now seen, and counted alike.
+  const again = written.filter((w) => !w.opened && !w.counted);
+  let raisedAgain = written.filter((w) => w.counted).length;
   if (again.length > 0) {
     const fact = new Map(rows.map((r) => [keyOf(r.type, r.account, r.kind, r.entityId), r.fact ?? null]));
     const updated = await prepared(sql`
@@ -242,9 +261,9 @@ export async function raiseExceptions(
           SELECT ctid AS tid FROM exceptions x WHERE x.type = v.type AND x.merchant_account = v.merchant_account
             AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
       WHERE e.ctid = t.tid`).execute(db);
-    raisedAgain = Number(updated.numAffectedRows ?? 0n);
+    raisedAgain += Number(updated.numAffectedRows ?? 0n);
   }
-  return written.length - again.length + raisedAgain;
+  return written.filter((w) => w.opened).length + raisedAgain;
 }
 
 export interface SweepResult {
