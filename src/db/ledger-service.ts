@@ -19,7 +19,6 @@ import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
 import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
-  compareRefs,
   crossEntityRows,
   type EntityRef,
   EntityStateCache,
@@ -181,7 +180,7 @@ export async function applyObservations(
     else incoming.set(k, { observations: [o] });
   }
   // New entities get their mirror row (and their merchant account) from `writeBatch`, written once.
-  return reconcile(trx, [...refs.values()], incoming, new Set(), options);
+  return reconcile(trx, refs, incoming, new Set(), options);
 }
 
 export interface RecordIntentsResult extends ApplyResult {
@@ -245,7 +244,7 @@ export async function recordIntents(
   }
   await ensureMirrors(trx, toCreate);
   const keys = new Set(refs.keys());
-  const result = await reconcile(trx, [...refs.values()], new Map(), keys, options);
+  const result = await reconcile(trx, refs, new Map(), keys, options);
   return { ...result, intentsRecorded: fresh.size };
 }
 
@@ -329,16 +328,21 @@ interface BatchWrites {
   booked: (readonly PlannedEntry[] | undefined)[];
 }
 
+/**
+ * Brings the entities of `byKey` (by `refKey`) to their wanted state, in key order: `refKey`'s separator
+ * sorts before any character a field holds, so key order is `compareRefs` order (account, kind, id).
+ */
 async function reconcile(
   trx: Db,
-  refList: readonly (EntityRef & { externalRef: string | null })[],
+  byKey: ReadonlyMap<string, EntityRef & { externalRef: string | null }>,
   incoming: ReadonlyMap<string, Incoming>,
   intentTouched: ReadonlySet<string>,
   options: LedgerOptions,
 ): Promise<ApplyResult> {
   const rules = options.rules ?? DEFAULT_EXCEPTION_RULES;
   const now = options.now ?? new Date();
-  const refs = [...refList].sort(compareRefs);
+  const keys = [...byKey.keys()].sort();
+  const refs = keys.map((k) => byKey.get(k)!);
   const result: ApplyResult = {
     recorded: 0,
     entities: refs.length,
@@ -356,7 +360,6 @@ async function reconcile(
     timings[name] = (timings[name] ?? 0) + t - mark;
     mark = t;
   };
-  const keys = refs.map(refKey);
   const memo = options.memo ? JSON.stringify(options.memo) : null;
   const known = options.known;
   const loaded = await loadForReconcile(trx, refs, keys, incoming, intentTouched, step, known);
