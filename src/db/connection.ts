@@ -28,6 +28,7 @@ import * as m20261126T04364 from './migrations/20261126T04364_stuck_sweep_index.
 import * as m20261126T04516 from './migrations/20261126T04516_balance_movements.ts';
 import * as m20261126T04566 from './migrations/20261126T04566_movements_covering.ts';
 import * as m20261126T06251 from './migrations/20261126T06251_poll_schedule.ts';
+import * as m20261126T06552 from './migrations/20261126T06552_postings_triggers_lean.ts';
 import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
@@ -55,6 +56,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T04516_balance_movements': m20261126T04516,
   '20261126T04566_movements_covering': m20261126T04566,
   '20261126T06251_poll_schedule': m20261126T06251,
+  '20261126T06552_postings_triggers_lean': m20261126T06552,
 };
 
 export interface OpenDatabaseOptions {

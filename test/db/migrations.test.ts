@@ -203,6 +203,78 @@ describe('migrations and ledger constraints', () => {
     ).rejects.toThrow(/unknown ledger account/);
   });
 
+  it('names the first fault of a statement in the order: entry, account, balance', async () => {
+    const posting = (entry_id: string, book: string, account: string, amount: string, merchant = 'm1') => ({
+      entry_id,
+      merchant_account: merchant,
+      currency: 'BRL',
+      book: book as 'live',
+      account,
+      amount,
+    });
+    const fault = async (rows: ReturnType<typeof posting>[]) => {
+      const e = await t.db
+        .insertInto('postings')
+        .values(rows)
+        .execute()
+        .then(
+          () => undefined,
+          (err: { constraint?: string; code?: string }) => err,
+        );
+      return e && `${e.code} ${e.constraint}`;
+    };
+    const ok = await insertEntry('o-ok');
+    const mixed = await insertEntry('o-mixed');
+    const other = await insertEntry('o-other-merchant');
+    const unbalanced = await insertEntry('o-unbalanced');
+    const testBook = await insertEntry('o-test-book', 'test');
+    // One statement with an unbalanced entry, an unknown account and an entry that mixes books.
+    expect(
+      await fault([
+        posting(ok, 'live', 'available', '5.00'),
+        posting(ok, 'live', 'deposits', '-5.00'),
+        posting(unbalanced, 'live', 'available', '5.00'),
+        posting(unbalanced, 'live', 'nowhere', '-4.00'),
+        posting(mixed, 'live', 'available', '5.00'),
+        posting(mixed, 'test', 'test_available', '-4.00'),
+      ]),
+    ).toBe('23514 postings_single_book');
+    // Postings of another merchant account than their entry's, balanced: still the entry's fault.
+    expect(
+      await fault([
+        posting(other, 'live', 'available', '1.00', 'm2'),
+        posting(other, 'live', 'deposits', '-1.00', 'm2'),
+      ]),
+    ).toBe('23514 postings_single_book');
+    // A book other than the entry's, in a single-book, balanced group.
+    expect(
+      await fault([
+        posting(ok, 'test', 'test_available', '1.00'),
+        posting(ok, 'test', 'test_available', '-1.00'),
+      ]),
+    ).toBe('23514 postings_single_book');
+    // No entry fault: the unknown account comes before the imbalance.
+    expect(
+      await fault([
+        posting(unbalanced, 'live', 'available', '5.00'),
+        posting(unbalanced, 'live', 'nowhere', '-4.00'),
+      ]),
+    ).toBe('23503 postings_account_known');
+    expect(
+      await fault([
+        posting(testBook, 'test', 'test_available', '5.00'),
+        posting(unbalanced, 'live', 'available', '5.00'),
+        posting(unbalanced, 'live', 'deposits', '-4.00'),
+      ]),
+    ).toBe('23514 postings_balanced');
+    expect(
+      await fault([
+        posting(testBook, 'test', 'test_available', '1.00'),
+        posting(testBook, 'test', 'test_available', '-1.00'),
+      ]),
+    ).toBeUndefined();
+  });
+
   it('refuses UPDATE, DELETE and TRUNCATE of entries and postings', async () => {
     await expect(sql`UPDATE postings SET amount = amount`.execute(t.db)).rejects.toThrow(/immutable/);
     await expect(sql`DELETE FROM journal_entries`.execute(t.db)).rejects.toThrow(/immutable/);
