@@ -469,6 +469,15 @@ function paramsOf(p: EffectParams): EffectParams {
   };
 }
 
+const NOT_BOOKED: EffectLedgerState = Object.freeze({ applications: 0, reversals: 0, active: null });
+
+/** The wanted effect named `effect` (the last one, should two carry the name), or undefined. */
+function wantedOf(wanted: readonly WantedEffect[], effect: Effect): WantedEffect | undefined {
+  let found: WantedEffect | undefined;
+  for (const w of wanted) if (w.effect === effect) found = w;
+  return found;
+}
+
 /**
  * Entries to post so that the applied effects become the wanted ones: a reversal (mirror image, its own
  * key) for each live application that is no longer wanted or whose amounts changed, and an application
@@ -482,13 +491,17 @@ export function planEntries(
   waiting: readonly Effect[],
   applied: readonly AppliedEntry[],
 ): PlannedEntry[] {
-  const state = appliedState(applied);
-  const want = new Map(wanted.map((w) => [w.effect, w]));
   const plan: PlannedEntry[] = [];
+  // Nothing wanted and nothing booked (an entity still pending): nothing to post.
+  if (wanted.length === 0 && applied.length === 0) return plan;
+  const state = applied.length === 0 ? null : appliedState(applied);
   for (const effect of EFFECTS) {
+    const booked = state?.get(effect);
+    const w = wantedOf(wanted, effect);
+    // Neither booked nor wanted: nothing to reverse or apply.
+    if (booked === undefined && w === undefined) continue;
     if (waiting.includes(effect)) continue;
-    const s = state.get(effect) ?? { applications: 0, reversals: 0, active: null };
-    const w = want.get(effect);
+    const s = booked ?? NOT_BOOKED;
     let live = s.active;
     if (live && (!w || !sameParams(live, w))) {
       const seq = s.reversals + 1;
