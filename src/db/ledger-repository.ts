@@ -845,8 +845,8 @@ export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<v
   if (refs.length === 0) return;
   await prepared(sql`
     WITH v AS (
-      SELECT * FROM unnest(${refs.map((r) => r.account)}::text[], ${refs.map((r) => r.kind)}::text[],
-        ${refs.map((r) => r.entityId)}::text[]) AS v(a, k, i)
+      SELECT * FROM unnest(${arrayLiteral(refs.map((r) => r.account))}::text[], ${arrayLiteral(refs.map((r) => r.kind))}::text[],
+        ${arrayLiteral(refs.map((r) => r.entityId))}::text[]) AS v(a, k, i)
     ), d AS (
       DELETE FROM poll_schedule s USING v
       WHERE s.merchant_account = v.a AND s.entity_kind = v.k AND s.entity_id = v.i
@@ -1076,8 +1076,8 @@ export async function mirrorsByExternalRef(
     entity_id: string;
     external_ref: string;
   }>`
-    SELECT DISTINCT x.* FROM unnest(${keys.map((k) => k.account)}::text[], ${keys.map((k) => k.kind)}::text[],
-      ${keys.map((k) => k.externalRef)}::text[]) AS r(account, kind, xref)
+    SELECT DISTINCT x.* FROM unnest(${arrayLiteral(keys.map((k) => k.account))}::text[], ${arrayLiteral(keys.map((k) => k.kind))}::text[],
+      ${arrayLiteral(keys.map((k) => k.externalRef))}::text[]) AS r(account, kind, xref)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
       WHERE external_ref = r.xref AND merchant_account = r.account AND entity_kind = r.kind OFFSET 0) x`).execute(
@@ -1131,13 +1131,13 @@ export async function crossEntityRows(
   }>`
     SELECT DISTINCT true AS invoice, m.merchant_account, m.entity_id, m.external_ref, NULL::text AS amount,
       NULL::text AS refunded
-    FROM unnest(${invoices.map((d) => d.account)}::text[], ${invoices.map((d) => d.externalRef)}::text[]) AS v(a, x)
+    FROM unnest(${arrayLiteral(invoices.map((d) => d.account))}::text[], ${arrayLiteral(invoices.map((d) => d.externalRef))}::text[]) AS v(a, x)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_id, external_ref FROM mirrors
       WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m
     UNION ALL
     SELECT false, m.merchant_account, m.entity_id, NULL, m.amount, s.refunded
-    FROM unnest(${deposits.map((d) => d.account)}::text[], ${deposits.map((d) => d.depositId)}::text[]) AS v(a, i)
+    FROM unnest(${arrayLiteral(deposits.map((d) => d.account))}::text[], ${arrayLiteral(deposits.map((d) => d.depositId))}::text[]) AS v(a, i)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_id, amount::text FROM mirrors
       WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m
