@@ -2,7 +2,8 @@
  * bench:ledger: applies 100,000 observations in batches of 500 (one transaction each) to a fresh database
  * on a real PostgreSQL, and in the same run inserts the same posting rows with bare multi-row INSERTs
  * (same batches, same columns, no trigger, FK or lookup) as the machine's limit. Prints observations/s of
- * both and their ratio. Targets: >= 10,000 observations/s and >= 0.3 of the bare rate.
+ * both and their ratio. Targets: issue 21's ledger / floor >= 0.3 (below); issue 4's >= 10,000 observations/s
+ * and >= 0.3 of the bare rate.
  *
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database,
@@ -10,13 +11,15 @@
  *   BENCH_KNOWN=0: no EntityStateCache (each stream keeps one by default, as the reconciler does)
  *
  * It also reports the floor of the design: every row the ledger wrote (history, entries and postings),
- * inserted again bare in the same number of statements.
+ * inserted again bare in the same number of statements, as JSON documents (issue 21's floor) and as one
+ * array per column (as the ledger sends them now).
  */
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
+import { arrayLiteral } from '../src/db/ledger-repository.ts';
 import {
   applyObservations,
   EntityStateCache,
@@ -273,7 +276,8 @@ async function main(): Promise<void> {
 
     // The floor of this design: every row the ledger had to write (history, entries, postings), inserted
     // again bare (copies without index, trigger or constraint) in as many multi-row INSERTs as the ledger
-    // had batches, sent as the ledger sends them (a JSON array per statement). Mirror updates not included.
+    // had batches, each as a JSON array per statement (as the ledger sent its rows when issue 21 measured
+    // 0.148 of this floor; the target is checked against it). Mirror updates not included.
     const floorTables = ['status_history', 'journal_entries', 'postings'] as const;
     const floorRows: Record<string, unknown[]> = {};
     for (const table of floorTables) {
@@ -306,6 +310,49 @@ async function main(): Promise<void> {
     );
     const floorMs = performance.now() - t;
     const floorCount = floorTables.reduce((n, table) => n + floorRows[table]!.length, 0);
+
+    // The same floor sent as the ledger sends its rows since session 9: one array literal per column,
+    // read by `unnest` (no JSON for the server to parse). Reported beside the floor above, which is the
+    // one issue 21 measured its 0.148 against and which its target is checked against.
+    const arrayTables: {
+      table: string;
+      columns: { name: string; type: string }[];
+      rows: (string | null)[][];
+    }[] = [];
+    for (const table of floorTables) {
+      const { rows: cols } = await sql<{ name: string; type: string }>`
+        SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type FROM pg_attribute a
+        WHERE a.attrelid = ${table}::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`.execute(
+        db,
+      );
+      await sql`CREATE TABLE ${sql.id(`floor2_${table}`)} (LIKE ${sql.id(table)} INCLUDING DEFAULTS)`.execute(
+        db,
+      );
+      const { rows: texts } = await sql<{ r: (string | null)[] }>`
+        SELECT ARRAY[${sql.join(cols.map((c) => sql`${sql.ref(c.name)}::text`))}] AS r
+        FROM ${sql.id(table)} ORDER BY id`.execute(db);
+      arrayTables.push({ table, columns: cols, rows: texts.map((x) => x.r) });
+    }
+    t = performance.now();
+    await Promise.all(
+      dbs.map(async (conn, s) => {
+        for (let c = s; c < batchCount; c += STREAMS) {
+          await conn.transaction().execute(async (trx) => {
+            for (const { table, columns, rows } of arrayTables) {
+              const per = Math.ceil(rows.length / batchCount);
+              const chunk = rows.slice(c * per, (c + 1) * per);
+              if (chunk.length === 0) continue;
+              const arrays = columns.map(
+                (col, i) => sql`${arrayLiteral(chunk.map((r) => r[i] ?? null))}::${sql.raw(col.type)}[]`,
+              );
+              await sql`INSERT INTO ${sql.id(`floor2_${table}`)} (${sql.join(columns.map((col) => sql.ref(col.name)))})
+                SELECT * FROM unnest(${sql.join(arrays)})`.execute(trx);
+            }
+          });
+        }
+      }),
+    );
+    const floor2Ms = performance.now() - t;
     for (const extra of dbs.slice(1)) await extra.destroy();
     const cpuLedger = cpuDelta(cpuLedger0, cpuLedger1);
     const cpuBare = cpuDelta(cpuBare0, cpuBare1);
@@ -323,6 +370,7 @@ async function main(): Promise<void> {
       `bare INSERT of postings: ${postingRows} rows in ${(bareMs / 1000).toFixed(2)} s = ${Math.round(bareRate)} observations/s equivalent`,
       `ratio ledger / bare:     ${(ledgerRate / bareRate).toFixed(3)}`,
       `floor (bare INSERT of every row written: history, entries, postings; ${floorCount} rows): ${(floorMs / 1000).toFixed(2)} s = ${Math.round(observations.length / (floorMs / 1000))} observations/s equivalent; ledger / floor ${(ledgerRate / (observations.length / (floorMs / 1000))).toFixed(3)}`,
+      `floor as column arrays:  the same rows as one array per column (as the ledger sends them): ${(floor2Ms / 1000).toFixed(2)} s = ${Math.round(observations.length / (floor2Ms / 1000))} observations/s equivalent; ledger / floor ${(ledgerRate / (observations.length / (floor2Ms / 1000))).toFixed(3)}`,
       cpuLedger !== null && cpuBare !== null
         ? `CPU (client + server):   ledger ${cpuLedger.client.toFixed(1)} + ${cpuLedger.server.toFixed(1)} s = ` +
           `${Math.round(observations.length / cpuLedger.total)} observations per CPU-second; bare ` +
@@ -330,7 +378,7 @@ async function main(): Promise<void> {
           `ratio ${(cpuBare.total / cpuLedger.total).toFixed(3)}`
         : 'CPU (client + server):   measured with one stream on Linux only',
       `load average at the end: ${loadAvg}`,
-      `targets:                 >= 10000 observations/s: ${ledgerRate >= 10_000 ? 'met' : 'NOT met'}; >= 0.3 of bare: ${ledgerRate / bareRate >= 0.3 ? 'met' : 'NOT met'}`,
+      `targets:                 issue 21: ledger / floor >= 0.3: ${ledgerRate * (floorMs / 1000) >= 0.3 * observations.length ? 'met' : 'NOT met'}; issue 4: >= 10000 observations/s: ${ledgerRate >= 10_000 ? 'met' : 'NOT met'}, >= 0.3 of bare: ${ledgerRate / bareRate >= 0.3 ? 'met' : 'NOT met'}`,
       `ledger time per step:    ${Object.entries(timings)
         .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)} s`)
         .join(', ')}`,
