@@ -276,8 +276,9 @@ async function main(): Promise<void> {
 
     // The floor of this design: every row the ledger had to write (history, entries, postings), inserted
     // again bare (copies without index, trigger or constraint) in as many multi-row INSERTs as the ledger
-    // had batches, each as a JSON array per statement (as the ledger sent its rows when issue 21 measured
-    // 0.148 of this floor; the target is checked against it). Mirror updates not included.
+    // had batches, each as a JSON array per statement (as the ledger sent its rows when this floor was
+    // defined; issue 21 measured 0.148 of it, and its target is checked against it). Mirror updates not
+    // included.
     const floorTables = ['status_history', 'journal_entries', 'postings'] as const;
     const floorRows: Record<string, unknown[]> = {};
     for (const table of floorTables) {
@@ -311,7 +312,7 @@ async function main(): Promise<void> {
     const floorMs = performance.now() - t;
     const floorCount = floorTables.reduce((n, table) => n + floorRows[table]!.length, 0);
 
-    // The same floor sent as the ledger sends its rows since session 9: one array literal per column,
+    // The same floor sent as the ledger has sent its rows since session 4: one array literal per column,
     // read by `unnest` (no JSON for the server to parse). Reported beside the floor above, which is the
     // one issue 21 measured its 0.148 against and which its target is checked against.
     const arrayTables: {
