@@ -20,18 +20,36 @@ import type pg from 'pg';
 /** The comment that opens a statement to be sent named (sent to the server once per connection). */
 export const PREPARED_MARK = '/* prepared */ ';
 
+/**
+ * The comment that opens a statement to be sent named and whose rows come back as arrays of the column
+ * values in select-list order (`pg`'s `rowMode: 'array'`) instead of objects keyed by column name.
+ */
+export const ARRAY_ROWS_MARK = '/* prepared, rows as arrays */ ';
+
 /** The statement, sent as a named prepared statement (see the module's comment). */
 export function prepared<T>(statement: RawBuilder<T>): RawBuilder<T> {
   return sql<T>`${sql.raw(PREPARED_MARK)}${statement}`;
+}
+
+/**
+ * The statement, sent as a named prepared statement whose rows are arrays `T` (one element per column,
+ * in select-list order): for big reads, where the driver's building of an object per row, one keyed
+ * store per column, was the largest part of reading them.
+ */
+export function preparedArrays<T extends readonly unknown[]>(statement: RawBuilder<unknown>): RawBuilder<T> {
+  return sql<T>`${sql.raw(ARRAY_ROWS_MARK)}${statement}`;
 }
 
 /** Names by text, so a batch's statement text is hashed once per process. */
 const names = new Map<string, string>();
 const NAMES_CAP = 512;
 
-/** The statement name of a text marked by `prepared`, or null for any other text (sent unnamed). */
+/**
+ * The statement name of a text marked by `prepared` or `preparedArrays`, or null for any other text
+ * (sent unnamed).
+ */
 export function statementName(text: string): string | null {
-  if (!text.startsWith(PREPARED_MARK)) return null;
+  if (!text.startsWith(PREPARED_MARK) && !text.startsWith(ARRAY_ROWS_MARK)) return null;
   let name = names.get(text);
   if (name === undefined) {
     name = `payrecon_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
@@ -69,7 +87,11 @@ export function namingPool(pool: pg.Pool): PoolLike {
           // biome-ignore lint/suspicious/noExplicitAny: passed through to pg
           query(text: any, values?: any) {
             const name = typeof text === 'string' ? statementName(text) : null;
-            if (name !== null) return client.query({ name, text, values });
+            if (name !== null) {
+              return text.startsWith(ARRAY_ROWS_MARK)
+                ? client.query({ name, text, values, rowMode: 'array' })
+                : client.query({ name, text, values });
+            }
             return values === undefined ? client.query(text) : client.query(text, values);
           },
           release() {

@@ -6,7 +6,13 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadBatch } from '../../src/db/ledger-repository.ts';
-import { PREPARED_MARK, prepared, statementName } from '../../src/db/prepared.ts';
+import {
+  ARRAY_ROWS_MARK,
+  PREPARED_MARK,
+  prepared,
+  preparedArrays,
+  statementName,
+} from '../../src/db/prepared.ts';
 import type { Db } from '../../src/db/schema.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
@@ -57,6 +63,32 @@ describe('named prepared statements', () => {
       // Unmarked text is never prepared.
       const plainText = query(1).compile(c).sql;
       expect((await preparedOn(c)).filter((p) => p.statement === plainText)).toEqual([]);
+    });
+  });
+
+  it('gives the rows of a statement marked by preparedArrays as arrays in select-list order, prepared once', async () => {
+    await t.db.connection().execute(async (c) => {
+      const query = (n: number) =>
+        sql`SELECT v, ${n}::int AS n, v IS NULL AS missing FROM unnest(${['a', 'b', null]}::text[]) AS x(v)`;
+      const text = preparedArrays(query(1)).compile(c).sql;
+      expect(text.startsWith(ARRAY_ROWS_MARK)).toBe(true);
+      expect(statementName(text)).not.toBeNull();
+      for (let n = 1; n <= 3; n++) {
+        const named = await preparedArrays<[string | null, number, boolean]>(query(n)).execute(c);
+        expect(named.rows).toEqual([
+          ['a', n, false],
+          ['b', n, false],
+          [null, n, true],
+        ]);
+        // The same text marked by `prepared` still gives objects.
+        expect((await prepared(query(n)).execute(c)).rows).toEqual([
+          { v: 'a', n, missing: false },
+          { v: 'b', n, missing: false },
+          { v: null, n, missing: true },
+        ]);
+      }
+      const mine = (await preparedOn(c)).filter((p) => p.statement === text);
+      expect(mine).toEqual([{ name: statementName(text), statement: text, runs: 3 }]);
     });
   });
 
