@@ -647,7 +647,12 @@ export interface MirrorUpdate extends EntityRef {
  * One column of a row source sent as a PostgreSQL array: its element type and the text of each row's
  * value (null for NULL), as the type's input function reads it.
  */
-type Column<T> = readonly [type: string, value: (row: T) => string | null];
+type Column<T> = readonly [
+  type: string,
+  value: (row: T) => string | null,
+  /** The value is the array element's text already (`detailsElement`). */
+  elementText?: true,
+];
 
 const NEEDS_ESCAPE = /["\\]/;
 /** Elements the server reads unquoted as themselves: ids, statuses, amounts, ISO instants. */
@@ -678,13 +683,29 @@ function element(v: string | null | undefined): string {
 
 /**
  * The array literal of one column of the rows, built in one pass (no array of the values). With `bare`, every value's text is known to be made only of characters an array literal reads
- * unquoted (`BARE_TYPES`), so it goes as it is, without the regular expressions.
+ * unquoted (`BARE_TYPES`, or an element's text already), so it goes as it is, without the regular
+ * expressions. Otherwise a value equal to the previous row's reuses its element (batches come in key
+ * order: accounts, kinds, currencies and statuses repeat row after row).
  */
 function columnLiteral<T>(rows: readonly T[], value: (row: T) => string | null, bare: boolean): string {
   const parts = new Array<string>(rows.length);
-  for (let i = 0; i < rows.length; i++) {
-    const v = value(rows[i]!);
-    parts[i] = bare ? (v === null || v === undefined ? 'NULL' : v) : element(v);
+  if (bare) {
+    for (let i = 0; i < rows.length; i++) {
+      const v = value(rows[i]!);
+      parts[i] = v === null || v === undefined ? 'NULL' : v;
+    }
+  } else {
+    // element(undefined) is NULL.
+    let last: string | null | undefined;
+    let lastElement = 'NULL';
+    for (let i = 0; i < rows.length; i++) {
+      const v = value(rows[i]!);
+      if (v !== last) {
+        last = v;
+        lastElement = element(v);
+      }
+      parts[i] = lastElement;
+    }
   }
   return `{${parts.join(',')}}`;
 }
@@ -703,8 +724,8 @@ const BARE_TYPES = new Set(['numeric', 'boolean', 'integer', 'smallint', 'timest
 function rowsSource<T>(rows: readonly T[], columns: Readonly<Record<string, Column<T>>>) {
   const names = Object.keys(columns);
   const arrays = names.map((name) => {
-    const [type, value] = columns[name]!;
-    return sql`${columnLiteral(rows, value, BARE_TYPES.has(type))}::${sql.raw(type)}[]`;
+    const [type, value, elementText] = columns[name]!;
+    return sql`${columnLiteral(rows, value, elementText === true || BARE_TYPES.has(type))}::${sql.raw(type)}[]`;
   });
   return sql`unnest(${sql.join(arrays)}) AS v(${sql.raw(names.join(', '))})`;
 }
@@ -773,8 +794,23 @@ export function isoText(d: Date): string {
 
 const iso = (d: Date | null): string | null => (d === null || d === undefined ? null : isoText(d));
 const bool = (b: boolean | null): string | null => (b === null || b === undefined ? null : b ? 't' : 'f');
-const jsonText = (v: Record<string, unknown> | null): string | null =>
-  v === null || v === undefined ? null : JSON.stringify(v);
+/**
+ * The array elements of the details objects written by the statement being built, by object: a fresh
+ * observation's details go in its history row and, as the entity's latest, in its mirror row, and are
+ * encoded once. Filled and cleared by `writeBatch` while it builds its statement (synchronously).
+ */
+const detailsElements = new Map<object, string>();
+
+/** A details object as an array element (`element` of its JSON text; NULL for null). */
+function detailsElement(v: Record<string, unknown> | null): string {
+  if (v === null || v === undefined) return 'NULL';
+  let text = detailsElements.get(v);
+  if (text === undefined) {
+    text = element(JSON.stringify(v));
+    detailsElements.set(v, text);
+  }
+  return text;
+}
 
 const HISTORY_COLUMNS: Record<string, Column<HistoryRow>> = {
   event_id: ['text', (r) => r.item.eventId],
@@ -800,7 +836,7 @@ const HISTORY_COLUMNS: Record<string, Column<HistoryRow>> = {
   rejection_code: ['text', (r) => r.item.rejectionCode],
   rejection_reason: ['text', (r) => r.item.rejectionReason],
   parent_deposit_id: ['text', (r) => r.item.parentDepositId],
-  details: ['jsonb', (r) => jsonText(r.details)],
+  details: ['jsonb', (r) => detailsElement(r.details), true],
 };
 
 const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
@@ -844,7 +880,7 @@ const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
   parent_deposit_id: ['text', (r) => r.parentDepositId],
   expires_at: ['timestamptz', (r) => iso(r.expiresAt)],
   bank_reference: ['text', (r) => r.bankReference],
-  details: ['jsonb', (r) => jsonText(r.details)],
+  details: ['jsonb', (r) => detailsElement(r.details), true],
   intent_id: ['text', (r) => r.intentId],
   first_seen_at: ['timestamptz', (r) => iso(r.firstSeenAt)],
   last_seen_at: ['timestamptz', (r) => iso(r.lastSeenAt)],
@@ -961,12 +997,9 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   for (const e of entries) {
     merchants.add(e.account);
     for (const p of e.entry.postings) {
-      accounts.set(`${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`, {
-        a: e.account,
-        c: p.currency,
-        b: e.entry.book,
-        n: p.account,
-      });
+      const key = `${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`;
+      if (!accounts.has(key))
+        accounts.set(key, { a: e.account, c: p.currency, b: e.entry.book, n: p.account });
       postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: formatAmount(p.amount) });
     }
   }
@@ -991,12 +1024,15 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   const insertValues = sql.raw(
     MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
   );
-  const { rows } = await prepared(sql<{
-    booked: string;
-    recorded: string;
-    updated: string;
-    versions: string[][] | null;
-  }>`
+  // Built synchronously; the details encoded for it are forgotten once it is built, whatever happens.
+  const statement = (() => {
+    try {
+      return prepared(sql<{
+        booked: string;
+        recorded: string;
+        updated: string;
+        versions: string[][] | null;
+      }>`
     WITH ma AS (
       INSERT INTO merchant_accounts (name) SELECT unnest(${[...merchants].sort()}::text[]) ON CONFLICT DO NOTHING
     ), h AS (
@@ -1063,7 +1099,12 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
       (SELECT count(*) FROM m)::text AS updated,
       (SELECT json_agg(json_build_array(w.merchant_account, w.entity_kind, w.entity_id, w.version))
-        FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`).execute(db);
+        FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`);
+    } finally {
+      detailsElements.clear();
+    }
+  })();
+  const { rows } = await statement.execute(db);
   const row = rows[0];
   const updated = Number(row?.updated ?? 0);
   if (updated !== updates.length) {

@@ -43,6 +43,32 @@ describe('arrayLiteral read by PostgreSQL', () => {
     expect(rows.map((r) => r.v)).toEqual(values);
   });
 
+  it('gives back runs of equal values (an element reused from the previous row) and their neighbours', async () => {
+    const values = [
+      null,
+      null,
+      'NULL',
+      'NULL',
+      null,
+      'a b',
+      'a b',
+      'a',
+      'a',
+      '',
+      '',
+      null,
+      'q"',
+      'q"',
+      'x',
+      null,
+    ];
+    const { rows } = await sql<{ v: string | null }>`
+      SELECT v FROM unnest(${arrayLiteral(values)}::text[]) WITH ORDINALITY AS x(v, n) ORDER BY n`.execute(
+      t.db,
+    );
+    expect(rows.map((r) => r.v)).toEqual(values);
+  });
+
   it('gives back amounts and instants written bare', async () => {
     const amounts = ['0.01', '-10.00', '123456789012345678.99'];
     const instants = [new Date(Date.UTC(2026, 10, 1, 12, 34, 56, 789)), new Date(0)];
