@@ -22,7 +22,7 @@ import {
   stuckDeadline,
 } from '../domain/exception-rules.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import type { EntityRef } from './ledger-repository.ts';
+import { arrayLiteral, type EntityRef } from './ledger-repository.ts';
 import { insertAlertsFrom } from './outbox.ts';
 import { prepared } from './prepared.ts';
 import { UNANSWERED_INTENT } from './queries.ts';
@@ -144,7 +144,11 @@ export async function raiseExceptions(
     unique.set(keyOf(r.type, r.account, r.kind, r.entityId), { ...r, fact: factOf(r) });
   }
   const rows = [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
-  const col = <T>(f: (r: ExceptionToRaise) => T, of: readonly ExceptionToRaise[] = rows) => of.map(f);
+  // Each column as an array literal (`arrayLiteral`): the driver's own array serialisation escapes every
+  // element with two regular expressions.
+  const col = (f: (r: ExceptionToRaise) => string | null | undefined) =>
+    arrayLiteral(rows.map((r) => f(r) ?? null));
+  const bool = (b: boolean) => (b ? 't' : 'f');
   const extra = (r: ExceptionToRaise) => (r.facts ? JSON.stringify(r.facts) : null);
   const dropKeys = (r: ExceptionToRaise) => {
     if (!r.facts) return null;
@@ -172,7 +176,7 @@ export async function raiseExceptions(
         ${col((r) => r.kind)}::text[], ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
         ${col((r) => JSON.stringify(r.details))}::jsonb[], ${col((r) => r.fact ?? null)}::text[],
         ${col(extra)}::jsonb[], ${col(dropKeys)}::text[], ${col((r) => EXCEPTION_RULE_TEXT[r.type])}::text[],
-        ${col((r) => shouldAlert(r.type, rules))}::boolean[], ${col((r) => ONCE_PER_ENTITY.includes(r.type))}::boolean[])
+        ${col((r) => bool(shouldAlert(r.type, rules)))}::boolean[], ${col((r) => bool(ONCE_PER_ENTITY.includes(r.type)))}::boolean[])
         WITH ORDINALITY AS v(type, merchant_account, entity_kind, entity_id, severity, details, fact, extra,
           drop_keys, rule, alert, once, n)),
     d AS (
