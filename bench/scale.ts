@@ -31,8 +31,9 @@
  *   FULL=0 (no full verification), WORKBOOK=0 (no workbook), BENCH_KEEP=1 (keep the database),
  *   BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -420,7 +421,10 @@ async function main(): Promise<void> {
       );
       const file = join(dir, 'settlement.xlsx');
       t = performance.now();
-      const child = spawnSync(
+      // The command as a user runs it: `bin/payrecon.mjs` starts the report in a child node with its own
+      // V8 flags and waits for it. `/usr/bin/time` gives the peak of the largest process; the memory the
+      // command holds is the launcher's and the report's together, sampled from /proc every 50 ms.
+      const child = spawn(
         '/usr/bin/time',
         [
           '-f',
@@ -442,17 +446,28 @@ async function main(): Promise<void> {
           urlFor(name),
           '--quiet',
         ],
-        { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+        { stdio: ['ignore', 'ignore', 'pipe'] },
       );
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (s: string) => {
+        stderr += s;
+      });
+      let treePeakKb = 0;
+      const sampler = setInterval(() => {
+        if (child.pid !== undefined) treePeakKb = Math.max(treePeakKb, treeRssKb(child.pid, false));
+      }, 50);
+      const status = await new Promise<number | null>((done) => child.on('close', (code) => done(code)));
+      clearInterval(sampler);
       const seconds = (performance.now() - t) / 1000;
-      const rss = Number(/maxrss_kb=(\d+)/.exec(child.stderr)?.[1] ?? Number.NaN) / 1024;
-      if (child.status !== 0) throw new Error(`payrecon report settlement: ${child.stderr.slice(-2000)}`);
+      const rss = Number(/maxrss_kb=(\d+)/.exec(stderr)?.[1] ?? Number.NaN) / 1024;
+      const treeRss = treePeakKb / 1024;
+      if (status !== 0) throw new Error(`payrecon report settlement: ${stderr.slice(-2000)}`);
       const xlsx = await stat(file);
       report(
         `settlement workbook ${day(first)}..${day(last)}`,
-        `${seconds.toFixed(0)} s, ${rss.toFixed(0)} MB peak RSS${PROFILE ? ' (CPU profiled)' : ''}`,
+        `${seconds.toFixed(0)} s, ${treeRss.toFixed(0)} MB peak RSS (largest process ${rss.toFixed(0)} MB)${PROFILE ? ' (CPU profiled)' : ''}`,
         '< 180 s, < 300 MB',
-        seconds < 180 && rss < 300,
+        seconds < 180 && treeRss < 300 && rss < 300,
       );
       const n = Number(lines.rows[0]!.n);
       out(
@@ -518,3 +533,20 @@ main().catch((err) => {
   process.stderr.write(`bench:scale: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });
+
+/**
+ * Resident set of a process and its descendants, in kB (Linux /proc; 0 for a process gone). `/usr/bin/time`
+ * itself (`self` false) is left out: it is the measuring tool, not part of the command.
+ */
+function treeRssKb(pid: number, self = true): number {
+  let kb = 0;
+  try {
+    if (self) kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+    for (const child of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ')) {
+      if (child.trim() !== '') kb += treeRssKb(Number(child));
+    }
+  } catch {
+    // gone meanwhile
+  }
+  return kb;
+}
