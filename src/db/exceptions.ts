@@ -13,11 +13,11 @@
  */
 import { sql } from 'kysely';
 import {
+  alertIdStem,
   DEFAULT_EXCEPTION_RULES,
   EXCEPTION_RULE_TEXT,
   type ExceptionRules,
   type ExceptionType,
-  ONCE_PER_ENTITY,
   shouldAlert,
   stuckDeadline,
 } from '../domain/exception-rules.ts';
@@ -159,7 +159,7 @@ export async function raiseExceptions(
   // rows and reopens the resolved ones whose fact changed; the WHERE leaves every other existing row as
   // it was, but locked (ON CONFLICT locks each conflicting row), so what it returns as opened is exactly
   // what opened; and it queues the alerts of the opened rows (`insertAlertsFrom`, in row order; alert id
-  // as `alertId`: once per entity for ONCE_PER_ENTITY types, else with the count it opened with).
+  // as `alertId`: its `alertIdStem`, then the count it opened with where the type counts).
   // The rest are open or acknowledged, or resolved and seen again with the same fact (they stay resolved),
   // and already locked: `increment` counts the sighting, `condition` (a sweep finding the condition still
   // true) only says when it was last seen. The same statement (`upd`) updates those it sees: each row found
@@ -176,11 +176,12 @@ export async function raiseExceptions(
         ${col((r) => r.kind)}::text[], ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
         ${col((r) => JSON.stringify(r.details))}::jsonb[], ${col((r) => r.fact ?? null)}::text[],
         ${col(extra)}::jsonb[], ${col(dropKeys)}::text[], ${col((r) => EXCEPTION_RULE_TEXT[r.type])}::text[],
-        ${col((r) => bool(shouldAlert(r.type, rules)))}::boolean[], ${col((r) => bool(ONCE_PER_ENTITY.includes(r.type)))}::boolean[])
+        ${col((r) => bool(shouldAlert(r.type, rules)))}::boolean[], ${col((r) => alertIdStem(r.type, r.kind, r.account, r.entityId).stem)}::text[],
+        ${col((r) => bool(alertIdStem(r.type, r.kind, r.account, r.entityId).counted))}::boolean[])
         WITH ORDINALITY AS v(type, merchant_account, entity_kind, entity_id, severity, details, fact, extra,
-          drop_keys, rule, alert, once, n)),
+          drop_keys, rule, alert, stem, counted, n)),
     d AS (
-      SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, v.fact, v.alert, v.once, v.n,
+      SELECT v.type, v.merchant_account, v.entity_kind, v.entity_id, v.severity, v.fact, v.alert, v.stem, v.counted, v.n,
         v.details || jsonb_build_object('facts', ${FACTS_OF_ROW}) AS details
       FROM v ${FACTS_SOURCES}),
     ins AS (
@@ -206,8 +207,7 @@ export async function raiseExceptions(
         (xmax <> 0) AS reopened),
     opened AS (
       SELECT ins.*, d.details, d.alert, d.n,
-        d.type || ':' || d.entity_kind || ':' || d.merchant_account || ':' || d.entity_id
-          || CASE WHEN d.once THEN '' ELSE ':' || ins.count END AS alert_id
+        d.stem || CASE WHEN d.counted THEN ':' || ins.count ELSE '' END AS alert_id
       FROM ins JOIN d ON d.type = ins.type AND d.merchant_account = ins.merchant_account
         AND d.entity_kind = ins.entity_kind AND d.entity_id = ins.entity_id),
     alerted AS (${insertAlertsFrom(sql`

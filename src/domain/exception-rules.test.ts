@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { derivePath, type HistoryItem } from './effects.ts';
 import {
   alertId,
+  alertIdStem,
   EXCEPTION_RULE_TEXT,
   EXCEPTION_TYPES,
   expectedFee,
@@ -126,6 +127,11 @@ describe('immediate exception rules', () => {
     ).toEqual(['EARLY_RELEASE_REVERSED']);
     expect(alertId('LATE_REJECTION', 'cashout', 'm', '1', 3)).toBe('LATE_REJECTION:cashout:m:1');
     expect(alertId('STUCK', 'cashout', 'm', '1', 3)).toBe('STUCK:cashout:m:1:3');
+    expect(alertIdStem('LATE_REJECTION', 'cashout', 'm', '1')).toEqual({
+      stem: 'LATE_REJECTION:cashout:m:1',
+      counted: false,
+    });
+    expect(alertIdStem('STUCK', 'cashout', 'm', '1')).toEqual({ stem: 'STUCK:cashout:m:1', counted: true });
     expect(shouldAlert('LATE_REJECTION', R)).toBe(true);
     expect(shouldAlert('MISSED_NOTIFICATION', R)).toBe(false);
   });

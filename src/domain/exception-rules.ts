@@ -217,8 +217,21 @@ export function alertId(
   entityId: string,
   count: number,
 ): string {
-  const base = `${type}:${kind}:${account}:${entityId}`;
-  return ONCE_PER_ENTITY.includes(type) ? base : `${base}:${count}`;
+  const { stem, counted } = alertIdStem(type, kind, account, entityId);
+  return counted ? `${stem}:${count}` : stem;
+}
+
+/**
+ * `alertId` less its counter, and whether the counter follows (`:<count>`): for a statement that learns
+ * the count only as it writes the exception (`raiseExceptions`).
+ */
+export function alertIdStem(
+  type: ExceptionType,
+  kind: EntityKind,
+  account: string,
+  entityId: string,
+): { stem: string; counted: boolean } {
+  return { stem: `${type}:${kind}:${account}:${entityId}`, counted: !ONCE_PER_ENTITY.includes(type) };
 }
 
 export function expectedFee(rules: ExceptionRules, currency: string, amount: Minor): Minor | null {
