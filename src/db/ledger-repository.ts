@@ -292,8 +292,8 @@ export async function loadBatch(
   // What `known` holds when the statement is sent: the statement leaves out the state of an entity whose
   // locked row is that version, and that is the state used (whatever `known` holds by the time it answers).
   const held = new Map<string, KnownEntity>();
-  const expect = refs.map((r) => {
-    const k = refKey(r);
+  const keys = refs.map(refKey);
+  const expect = keys.map((k) => {
     const hit = known?.get(k);
     if (hit) held.set(k, hit);
     return hit?.version ?? null;
@@ -351,11 +351,19 @@ export async function loadBatch(
       WHERE ${keyOf('m')}
       FOR UPDATE OF m) x
     ORDER BY r.n`).execute(db);
+  // Rows come in the order of `refs` (ORDER BY r.n), one per ref with a mirror row: each finds its ref,
+  // and so its key, by walking `refs` forward instead of building the key again.
+  let at = 0;
   for (const r of rows) {
     const account = r[2];
     const kind = r[3];
     const entityId = r[4];
-    const key = refKey({ account, kind, entityId });
+    while (at < refs.length) {
+      const ref = refs[at]!;
+      if (ref.entityId === entityId && ref.kind === kind && ref.account === account) break;
+      at++;
+    }
+    const key = at < refs.length ? keys[at]! : refKey({ account, kind, entityId });
     const version = r[1];
     const history = r[23];
     const applied = r[24];
@@ -609,6 +617,7 @@ export interface EntryToBook extends EntityRef {
 export interface MirrorUpdate extends EntityRef {
   /** The locked row's `ctid` (`LockedMirror.tid`); null: a new entity, whose row is inserted. */
   tid: string | null;
+  /** Null keeps the stored value (of an updated row). */
   externalRef: string | null;
   status: string | null;
   statusSince: Date | null;
@@ -647,7 +656,7 @@ export interface MirrorUpdate extends EntityRef {
  * One column of a row source sent as a PostgreSQL array: its element type and the text of each row's
  * value (null for NULL), as the type's input function reads it.
  */
-type Column<T> = readonly [
+export type Column<T> = readonly [
   type: string,
   value: (row: T) => string | null,
   /** The value is the array element's text already (`detailsElement`). */
@@ -685,14 +694,28 @@ function element(v: string | null | undefined): string {
  * The array literal of one column of the rows, built in one pass (no array of the values). With `bare`, every value's text is known to be made only of characters an array literal reads
  * unquoted (`BARE_TYPES`, or an element's text already), so it goes as it is, without the regular
  * expressions. Otherwise a value equal to the previous row's reuses its element (batches come in key
- * order: accounts, kinds, currencies and statuses repeat row after row).
+ * order: accounts, kinds, currencies and statuses repeat row after row). With `trimNulls`, the NULL
+ * elements after the last value are left out (`rowsSource`: `unnest` pads a shorter array with NULLs).
+ * The braces are joined with the elements, so the literal is one flat string: `{${...}}` around the
+ * join made a rope that the driver flattened, a second copy of every literal sent.
  */
-function columnLiteral<T>(rows: readonly T[], value: (row: T) => string | null, bare: boolean): string {
+function columnLiteral<T>(
+  rows: readonly T[],
+  value: (row: T) => string | null,
+  bare: boolean,
+  trimNulls = false,
+): string {
   const parts = new Array<string>(rows.length);
+  // The number of elements up to the last one that is not NULL.
+  let kept = 0;
   if (bare) {
     for (let i = 0; i < rows.length; i++) {
       const v = value(rows[i]!);
-      parts[i] = v === null || v === undefined ? 'NULL' : v;
+      if (v === null || v === undefined) parts[i] = 'NULL';
+      else {
+        parts[i] = v;
+        kept = i + 1;
+      }
     }
   } else {
     // element(undefined) is NULL.
@@ -705,14 +728,19 @@ function columnLiteral<T>(rows: readonly T[], value: (row: T) => string | null, 
         lastElement = element(v);
       }
       parts[i] = lastElement;
+      if (v !== null && v !== undefined) kept = i + 1;
     }
   }
-  return `{${parts.join(',')}}`;
+  if (trimNulls) parts.length = kept;
+  if (parts.length === 0) return '{}';
+  parts[0] = `{${parts[0]}`;
+  parts[parts.length - 1] = `${parts[parts.length - 1]}}`;
+  return parts.join(',');
 }
 
 /**
  * Column types whose values the ledger writes as text the array literal reads bare: amounts
- * (`formatAmount`: digits, `-`, `.`), booleans (`t`/`f`), integers, ISO instants (`isoText`: digits,
+ * (`formatAmount`: digits, `-`, `.`), booleans (`t`/`f`), integers, ISO instants (`instantLiteral`: digits,
  * `-+:.TZ`). Any other type (text, jsonb, tid) goes through `element`.
  */
 const BARE_TYPES = new Set(['numeric', 'boolean', 'integer', 'smallint', 'timestamptz']);
@@ -720,12 +748,16 @@ const BARE_TYPES = new Set(['numeric', 'boolean', 'integer', 'smallint', 'timest
 /**
  * The rows as `unnest($1::type[], ...) AS v(column, ...)`: one array parameter per column, so the server
  * reads typed arrays instead of parsing a JSON document whose every object repeats the column names.
+ * A column's trailing NULLs are not sent: `unnest` of several arrays pads the shorter ones with NULLs,
+ * and the first column, sent whole, gives the number of rows (columns that are mostly or wholly NULL,
+ * such as rejection codes and reasons, cost nothing).
  */
-function rowsSource<T>(rows: readonly T[], columns: Readonly<Record<string, Column<T>>>) {
+export function rowsSource<T>(rows: readonly T[], columns: Readonly<Record<string, Column<T>>>) {
   const names = Object.keys(columns);
-  const arrays = names.map((name) => {
+  // Every column but the first is sent without its trailing NULLs (the first keeps the row count).
+  const arrays = names.map((name, i) => {
     const [type, value, elementText] = columns[name]!;
-    return sql`${columnLiteral(rows, value, elementText === true || BARE_TYPES.has(type))}::${sql.raw(type)}[]`;
+    return sql`${columnLiteral(rows, value, elementText === true || BARE_TYPES.has(type), i > 0)}::${sql.raw(type)}[]`;
   });
   return sql`unnest(${sql.join(arrays)}) AS v(${sql.raw(names.join(', '))})`;
 }
@@ -743,6 +775,19 @@ const ISO_MAX = 253_402_300_800_000;
  * a call and a batch writes thousands of instants. Years outside 0-9999 are left to the builtin.
  */
 export function isoText(d: Date): string {
+  return instantText(d, true);
+}
+
+/**
+ * `isoText`, less the `.000` of an instant on a whole second (`2026-11-01T12:34:56Z`, which PostgreSQL
+ * reads as the same instant): what the write sends, four bytes fewer for most instants (the provider's
+ * and the poll schedule's are mostly whole seconds). Years outside 0-9999: `toISOString`, whole.
+ */
+export function instantLiteral(d: Date): string {
+  return instantText(d, false);
+}
+
+function instantText(d: Date, alwaysMillis: boolean): string {
   const ms = d.getTime();
   if (!(ms >= ISO_MIN && ms < ISO_MAX)) return d.toISOString();
   const days = Math.floor(ms / DAY_MS);
@@ -762,8 +807,32 @@ export function isoText(d: Date): string {
   const mi = Math.floor(inDay / 60_000) % 60;
   const sec = Math.floor(inDay / 1_000) % 60;
   const milli = inDay % 1_000;
-  // One string of 24 character codes: a template of the parts made a dozen intermediate strings per
+  // One string of character codes: a template of the parts made a dozen intermediate strings per
   // instant (the largest allocator of writeBatch's columns).
+  if (milli === 0 && !alwaysMillis) {
+    return String.fromCharCode(
+      D0 + Math.floor(year / 1000),
+      D0 + (Math.floor(year / 100) % 10),
+      D0 + (Math.floor(year / 10) % 10),
+      D0 + (year % 10),
+      45, // -
+      D0 + Math.floor(month / 10),
+      D0 + (month % 10),
+      45,
+      D0 + Math.floor(day / 10),
+      D0 + (day % 10),
+      84, // T
+      D0 + Math.floor(h / 10),
+      D0 + (h % 10),
+      58, // :
+      D0 + Math.floor(mi / 10),
+      D0 + (mi % 10),
+      58,
+      D0 + Math.floor(sec / 10),
+      D0 + (sec % 10),
+      90, // Z
+    );
+  }
   return String.fromCharCode(
     D0 + Math.floor(year / 1000),
     D0 + (Math.floor(year / 100) % 10),
@@ -792,7 +861,7 @@ export function isoText(d: Date): string {
   );
 }
 
-const iso = (d: Date | null): string | null => (d === null || d === undefined ? null : isoText(d));
+const iso = (d: Date | null): string | null => (d === null || d === undefined ? null : instantLiteral(d));
 const bool = (b: boolean | null): string | null => (b === null || b === undefined ? null : b ? 't' : 'f');
 /**
  * The array elements of the details objects written by the statement being built, by object: a fresh
@@ -1017,7 +1086,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     const next = m.nextPollAt?.getTime() ?? null;
     if (next === (m.previousPollAt?.getTime() ?? null)) continue;
     if (m.nextPollAt === null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
-    else polls.push({ a: m.account, k: m.kind, i: m.entityId, t: isoText(m.nextPollAt) });
+    else polls.push({ a: m.account, k: m.kind, i: m.entityId, t: instantLiteral(m.nextPollAt) });
   }
   const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
   const insertNames = sql.raw(MIRROR_INSERT_NAMES.join(', '));

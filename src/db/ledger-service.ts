@@ -642,14 +642,16 @@ function planAndCollect(
   }
   const texts = latestTexts(path.sorted, path.status, path.illegal);
   const parentDepositId = texts.parentDepositId;
+  // A new row has no stored reference for the update's coalesce to keep: the batch's own. A locked row's
+  // stored reference is not sent again (null keeps it).
+  const externalRef =
+    texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null);
   out.mirrors.push({
     account: ref.account,
     kind: ref.kind,
     entityId: ref.entityId,
     tid: mirror.tid,
-    // A new row has no stored reference for the update's coalesce to keep: the batch's own.
-    externalRef:
-      texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null),
+    externalRef: mirror.tid !== null && externalRef === mirror.externalRef ? null : externalRef,
     status: path.status,
     statusSince: path.statusSince,
     everCompleted: path.everCompleted,

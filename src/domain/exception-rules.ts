@@ -278,7 +278,7 @@ export interface ObservationRuleInput {
 export function observationExceptions(input: ObservationRuleInput, rules: ExceptionRules): RaisedException[] {
   const out: RaisedException[] = [];
   const { fresh, path, intent } = input;
-  const illegal = fresh.filter((h) => path.illegal.has(h.eventId));
+  const illegal = path.illegal.size === 0 ? [] : fresh.filter((h) => path.illegal.has(h.eventId));
   if (illegal.length > 0) {
     const moves = illegal.map((h) => ({
       eventId: h.eventId,
@@ -310,8 +310,7 @@ export function observationExceptions(input: ObservationRuleInput, rules: Except
     });
   }
   // The provider's own status reasons are their own types, whatever the amounts say.
-  const reasoned = (reason: string) => fresh.find((h) => h.statusReason === reason);
-  const thirdParty = reasoned('THIRD_PARTY_PAYER');
+  const thirdParty = withReason(fresh, 'THIRD_PARTY_PAYER');
   if (thirdParty) {
     out.push({
       type: 'THIRD_PARTY_PAYER',
@@ -319,7 +318,7 @@ export function observationExceptions(input: ObservationRuleInput, rules: Except
       fact: `${thirdParty.status} THIRD_PARTY_PAYER`,
     });
   }
-  const paidOther = reasoned('AMOUNT_MISMATCH');
+  const paidOther = withReason(fresh, 'AMOUNT_MISMATCH');
   if (paidOther) {
     out.push({
       type: 'PROVIDER_AMOUNT_MISMATCH',
@@ -364,6 +363,12 @@ export function observationExceptions(input: ObservationRuleInput, rules: Except
     }
   }
   return out;
+}
+
+/** The first of the observations that carries the status reason. */
+function withReason(fresh: readonly HistoryItem[], reason: string): HistoryItem | undefined {
+  for (const h of fresh) if (h.statusReason === reason) return h;
+  return undefined;
 }
 
 /** Exceptions raised when the entity's state crosses into a condition (late rejection, early release reversed). */

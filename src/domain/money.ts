@@ -139,13 +139,20 @@ export function parseMinorOrNull(
   return value === null || value === undefined ? null : parseMinor(value, options);
 }
 
-/** Formats minor units as decimal text with exactly two decimals: `12345n` becomes `"123.45"`. */
+/**
+ * Formats minor units as decimal text with exactly two decimals: `12345n` becomes `"123.45"`. The
+ * digits of the magnitude are split as text (one bigint conversion; a division and a remainder of
+ * bigints cost three times as much, and the ledger's write formats every amount it sends).
+ */
 export function formatAmount(minor: Minor): string {
   const negative = minor < 0n;
-  const abs = negative ? -minor : minor;
-  const integer = abs / SCALE;
-  const fraction = (abs % SCALE).toString().padStart(DECIMALS, '0');
-  return `${negative ? '-' : ''}${integer}.${fraction}`;
+  const digits = (negative ? -minor : minor).toString();
+  const n = digits.length;
+  const text =
+    n > DECIMALS
+      ? `${digits.slice(0, n - DECIMALS)}.${digits.slice(n - DECIMALS)}`
+      : `0.${'0'.repeat(DECIMALS - n)}${digits}`;
+  return negative ? `-${text}` : text;
 }
 
 /** True when the text is a valid provider amount (non-negative, 18 integer digits, 2 decimals). */

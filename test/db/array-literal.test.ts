@@ -4,7 +4,13 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { arrayLiteral, isoText } from '../../src/db/ledger-repository.ts';
+import {
+  arrayLiteral,
+  type Column,
+  instantLiteral,
+  isoText,
+  rowsSource,
+} from '../../src/db/ledger-repository.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -83,5 +89,77 @@ describe('arrayLiteral read by PostgreSQL', () => {
       t.db,
     );
     expect(times.map((r) => Number(r.ms))).toEqual(instants.map((d) => d.getTime()));
+  });
+
+  it('gives back instants written by instantLiteral (no .000 on a whole second)', async () => {
+    const instants = [
+      new Date(Date.UTC(2026, 10, 1, 12, 34, 56)),
+      new Date(Date.UTC(2026, 10, 1, 12, 34, 56, 789)),
+      new Date(Date.UTC(2026, 10, 1, 12, 34, 56, 1)),
+      new Date(0),
+      new Date(Date.UTC(1969, 11, 31, 23, 59, 59)),
+      new Date(Date.UTC(2099, 11, 31, 23, 59, 59)),
+    ];
+    const { rows: times } = await sql<{ ms: string }>`
+      SELECT (extract(epoch FROM v) * 1000)::bigint::text AS ms
+      FROM unnest(${arrayLiteral(instants.map(instantLiteral))}::timestamptz[]) WITH ORDINALITY AS x(v, n) ORDER BY n`.execute(
+      t.db,
+    );
+    expect(times.map((r) => Number(r.ms))).toEqual(instants.map((d) => d.getTime()));
+  });
+});
+
+describe('rowsSource read by PostgreSQL', () => {
+  interface Row {
+    /** First column: sent whole, it carries the row count (a new mirror's `tid` is NULL on every row). */
+    lead: string | null;
+    id: string | null;
+    early: string | null;
+    none: string | null;
+    at: Date | null;
+    n: number | null;
+  }
+  const columns: Record<string, Column<Row>> = {
+    lead: ['text', (r) => r.lead],
+    id: ['text', (r) => r.id],
+    early: ['text', (r) => r.early],
+    none: ['text', (r) => r.none],
+    at: ['timestamptz', (r) => (r.at === null ? null : instantLiteral(r.at))],
+    n: ['integer', (r) => (r.n === null ? null : String(r.n))],
+  };
+  const read = async (rows: Row[]) => {
+    const { rows: out } = await sql<{
+      lead: string | null;
+      id: string;
+      early: string | null;
+      none: string | null;
+      ms: string | null;
+      n: number | null;
+    }>`
+      SELECT v.lead, v.id, v.early, v.none, (extract(epoch FROM v.at) * 1000)::bigint::text AS ms, v.n
+      FROM ${rowsSource(rows, columns)}`.execute(t.db);
+    return out.map((r) => ({
+      lead: r.lead,
+      id: r.id,
+      early: r.early,
+      none: r.none,
+      at: r.ms === null ? null : new Date(Number(r.ms)),
+      n: r.n,
+    }));
+  };
+
+  it('gives back every row whole when columns end in NULLs (sent without them), are all NULL, or a row is', async () => {
+    const at = new Date(Date.UTC(2026, 10, 1, 12));
+    const rows: Row[] = [
+      { lead: 'l', id: 'a', early: 'x', none: null, at, n: 1 },
+      { lead: null, id: 'b', early: null, none: null, at: null, n: 2 },
+      { lead: null, id: 'c', early: 'y', none: null, at, n: null },
+      { lead: null, id: 'd', early: null, none: null, at: null, n: null },
+      { lead: null, id: null, early: null, none: null, at: null, n: null },
+    ];
+    expect(await read(rows)).toEqual(rows);
+    const single: Row[] = [{ lead: null, id: 'only', early: null, none: null, at: null, n: null }];
+    expect(await read(single)).toEqual(single);
+    expect(await read([])).toEqual([]);
   });
 });
