@@ -149,8 +149,6 @@ export interface LockedMirror extends EntityRef {
   intentId: string | null;
   firstSeenAt: Date | null;
   externalRef: string | null;
-  /** Its `poll_schedule` row's next poll (null: none). */
-  nextPollAt: Date | null;
   /** The intent linked by the previous computation (read with the lock, no extra query). */
   intent: LinkedIntent | null;
 }
@@ -316,7 +314,6 @@ export async function loadBatch(
       intent_id: string | null,
       first_seen_ms: number | null,
       external_ref: string | null,
-      next_poll_ms: number | null,
       i_currency: string | null,
       i_amount: string | null,
       i_expected_fee: string | null,
@@ -331,7 +328,7 @@ export async function loadBatch(
   >(sql`
     SELECT x.tid, x.version, x.merchant_account, x.entity_kind, x.entity_id, x.status, x.ever_completed,
       x.ever_early_released, x.test, x.crypto, x.poll_attempts, x.intent_id, x.first_seen_ms, x.external_ref,
-      x.next_poll_ms, x.i_currency, x.i_amount, x.i_expected_fee, x.i_test, x.i_crypto, x.i_fee_on_payer,
+      x.i_currency, x.i_amount, x.i_expected_fee, x.i_test, x.i_crypto, x.i_fee_on_payer,
       x.i_entity_id, x.i_external_ref,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
@@ -341,13 +338,10 @@ export async function loadBatch(
       SELECT m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
         floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref,
-        floor(extract(epoch FROM s.next_poll_at) * 1000)::float8 AS next_poll_ms,
         i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
         i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
         i.external_ref AS i_external_ref
       FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
-        LEFT JOIN poll_schedule s ON s.merchant_account = m.merchant_account AND s.entity_kind = m.entity_kind
-          AND s.entity_id = m.entity_id
       WHERE ${keyOf('m')}
       FOR UPDATE OF m) x
     ORDER BY r.n`).execute(db);
@@ -365,8 +359,8 @@ export async function loadBatch(
     }
     const key = at < refs.length ? keys[at]! : refKey({ account, kind, entityId });
     const version = r[1];
-    const history = r[23];
-    const applied = r[24];
+    const history = r[22];
+    const applied = r[23];
     if (history === null || applied === null) {
       // Left out by the statement because the locked version is the one `known` held.
       const hit = held.get(key);
@@ -380,10 +374,9 @@ export async function loadBatch(
       state.applied.set(key, decodeApplied(applied));
     }
     const intentId = r[11];
-    const iAmount = r[16];
-    const iExpectedFee = r[17];
+    const iAmount = r[15];
+    const iExpectedFee = r[16];
     const firstSeen = r[12];
-    const nextPoll = r[14];
     // Every field written out: `{ ...ref, tid, ... }` gave objects of a slow shape (V8), and building
     // them was two thirds of this loop's time (1.2 s of client CPU per 100,000 observations).
     state.locked.set(key, {
@@ -401,19 +394,18 @@ export async function loadBatch(
       intentId,
       firstSeenAt: firstSeen === null ? null : new Date(firstSeen),
       externalRef: r[13],
-      nextPollAt: nextPoll === null ? null : new Date(nextPoll),
       intent:
         intentId !== null && iAmount !== null
           ? {
               intentId,
-              currency: r[15]!,
+              currency: r[14]!,
               amount: amountOf(iAmount),
               expectedFee: iExpectedFee === null ? null : amountOf(iExpectedFee),
-              test: r[18]!,
-              crypto: r[19]!,
-              feeOnPayer: r[20]!,
-              entityId: r[21],
-              externalRef: r[22]!,
+              test: r[17]!,
+              crypto: r[18]!,
+              feeOnPayer: r[19]!,
+              entityId: r[20],
+              externalRef: r[21]!,
             }
           : null,
     });
@@ -645,10 +637,12 @@ export interface MirrorUpdate extends EntityRef {
   firstSeenAt: Date | null;
   lastSeenAt: Date | null;
   completedAt: Date | null;
-  /** The next poll (`poll_schedule`; null: none). */
+  /**
+   * The next poll the batch computed (`poll_schedule`; null: none), written only with `rescheduled`:
+   * otherwise the entity's schedule stays as it is (the batch read nothing that moves it).
+   */
   nextPollAt: Date | null;
-  /** The next poll the locked row had (`LockedMirror.nextPollAt`): the schedule is written only if it differs. */
-  previousPollAt: Date | null;
+  rescheduled: boolean;
   pollAttempts: number;
 }
 
@@ -1041,7 +1035,12 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
 /**
  * Writes a batch's results in one statement: the merchant accounts and ledger accounts the rows need,
  * the new history rows, the journal entries and their postings, the mirror rows and the `poll_schedule`
- * rows whose next poll changed (upserted, or deleted when there is none any more). Rows travel as one
+ * rows of the entities a fresh reading rescheduled. Each such schedule row is found by one key probe, which
+ * also reads its next poll: it is updated by that ctid only when the next poll moved (no lock, no new row
+ * version for a poll recomputed to the same instant), inserted when there is none, deleted when the entity
+ * needs no more polls. (The schedule is not read by `loadBatch`: a probe per locked entity there cost more
+ * than one per rescheduled entity here, and the entities it locked owe the `ON CONFLICT` upsert's lock and
+ * second probe nothing: every writer of the schedule holds the mirror row's lock.) Rows travel as one
  * array per column (`rowsSource`, `unnest`); entries whose idempotency key exists are skipped with their
  * postings, so the postings' statement-level trigger sees each new entry whole. A locked mirror row is
  * updated through the `ctid` `loadBatch` read with its lock (this transaction holds the lock, so that
@@ -1074,8 +1073,9 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   }
   const updates: MirrorUpdate[] = [];
   const inserts: MirrorUpdate[] = [];
-  // The schedule rows to write (a next poll set or moved) and to delete (none any more): only those that
-  // change, so a mirror's update leaves an unchanged schedule alone.
+  // The schedule rows to write (a next poll set or moved) and to delete (none any more): only those of
+  // entities the batch rescheduled. A new entity has no schedule row to delete (every writer of the
+  // schedule writes it with the mirror row, and a mirror row created meanwhile fails this statement).
   const polls: PollRow[] = [];
   const unpolled: PollRow[] = [];
   for (const m of mirrors) {
@@ -1083,10 +1083,10 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       inserts.push(m);
       merchants.add(m.account);
     } else updates.push(m);
-    const next = m.nextPollAt?.getTime() ?? null;
-    if (next === (m.previousPollAt?.getTime() ?? null)) continue;
-    if (m.nextPollAt === null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
-    else polls.push({ a: m.account, k: m.kind, i: m.entityId, t: instantLiteral(m.nextPollAt) });
+    if (!m.rescheduled) continue;
+    if (m.nextPollAt !== null)
+      polls.push({ a: m.account, k: m.kind, i: m.entityId, t: instantLiteral(m.nextPollAt) });
+    else if (m.tid !== null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
   }
   const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
   const insertNames = sql.raw(MIRROR_INSERT_NAMES.join(', '));
@@ -1138,8 +1138,19 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       WHERE m.ctid = t.tid
       RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version
     ), ps AS (
+      SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(polls, POLL_COLUMNS)}
+        LEFT JOIN LATERAL (
+          SELECT x.ctid AS tid, x.next_poll_at AS next FROM poll_schedule x
+          WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) x ON true
+    ), pu AS (
+      UPDATE poll_schedule s SET next_poll_at = ps.t
+      FROM ps CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM poll_schedule x WHERE x.ctid = ps.tid AND x.merchant_account = ps.a
+            AND x.entity_kind = ps.k AND x.entity_id = ps.i OFFSET 0) t
+      WHERE s.ctid = t.tid AND ps.next <> ps.t
+    ), pi AS (
       INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
-      SELECT a, k, i, t FROM ${rowsSource(polls, POLL_COLUMNS)}
+      SELECT a, k, i, t FROM ps WHERE ps.tid IS NULL
       ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
     ), pd AS (
       DELETE FROM poll_schedule s USING ${rowsSource(unpolled, POLL_COLUMNS)}

@@ -420,7 +420,6 @@ function newMirror(ref: EntityRef & { externalRef: string | null }): LockedMirro
     intentId: null,
     firstSeenAt: null,
     externalRef: ref.externalRef,
-    nextPollAt: null,
     intent: null,
   };
 }
@@ -457,7 +456,7 @@ function bareMirror(m: LockedMirror): MirrorUpdate {
     lastSeenAt: null,
     completedAt: null,
     nextPollAt: null,
-    previousPollAt: null,
+    rescheduled: false,
     pollAttempts: 0,
   };
 }
@@ -614,9 +613,11 @@ function planAndCollect(
     return;
   }
 
+  // A fresh reading reschedules the entity's next poll; without one the schedule stays as it is.
   let pollAttempts = mirror.pollAttempts;
-  let next = mirror.nextPollAt;
-  if (freshItems.length > 0 && lastSeen) {
+  let next: Date | null = null;
+  const rescheduled = freshItems.length > 0 && lastSeen !== null;
+  if (rescheduled) {
     pollAttempts = mirror.status !== path.status ? 0 : mirror.pollAttempts + 1;
     next = nextPollAt(
       {
@@ -676,7 +677,7 @@ function planAndCollect(
     lastSeenAt: lastSeen,
     completedAt: path.completedAt,
     nextPollAt: next,
-    previousPollAt: mirror.nextPollAt,
+    rescheduled,
     pollAttempts,
   });
   const invoice = texts.externalRef;

@@ -5,9 +5,10 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { deferPolls } from '../../src/db/queries.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { mirrorsWithPolls, obs } from './fixtures.ts';
+import { intent, mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -69,5 +70,31 @@ describe('mirror updates', () => {
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM poll_schedule WHERE entity_id = 'r2'`.execute(t.db);
     expect(rows[0]!.n).toBe(0);
+  });
+
+  it('the schedule is written only by a fresh reading, and only when its next poll moves', async () => {
+    const scheduleRow = async (id: string) => {
+      const { rows } = await sql<{ next_poll_at: Date; xmin: string }>`
+        SELECT next_poll_at, xmin::text AS xmin FROM poll_schedule WHERE entity_id = ${id}`.execute(t.db);
+      return rows[0];
+    };
+    // The intent schedules the first poll a minute after its creation; the first reading, observed at
+    // that creation, computes the same minute: the row is left as it was (no new version).
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 's1', 500n)]));
+    const created = await scheduleRow('s1');
+    expect(created?.next_poll_at).toEqual(minute(1));
+    await applyCounting([obs('cashout', 's1', 'PENDING', 0)]);
+    expect(await scheduleRow('s1')).toEqual(created);
+
+    // A batch that records no fresh reading of an entity (its intent linked later) leaves its schedule
+    // alone, here a poll the poller deferred.
+    await applyCounting([obs('cashout', 's2', 'PENDING', 0)]);
+    await deferPolls(t.db, [{ merchantAccount: 'acme', kind: 'cashout', entityId: 's2' }], minute(50));
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 's2', 500n)]));
+    expect((await scheduleOf('s2')).poll_attempts).toBe(0);
+    expect((await scheduleRow('s2'))?.next_poll_at).toEqual(minute(50));
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM journal_entries WHERE entity_id = 's2'`.execute(t.db);
+    expect(rows[0]!.n).toBe(1);
   });
 });
