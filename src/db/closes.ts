@@ -116,7 +116,7 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
         AND p.account = 'reserved' AND p.created_at >= ${s.end}
       UNION
       SELECT m.entity_kind, m.entity_id FROM mirrors m
-      WHERE m.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])
+      WHERE m.watch = 'open' AND m.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])
         AND m.merchant_account = ${s.merchantAccount} AND m.currency = ${s.currency} AND NOT m.test
     )
     SELECT c.entity_kind, c.entity_id, m.external_ref, r.reserved_at, r.amount

@@ -333,11 +333,11 @@ export async function sweepExceptions(
     expires_at: Date | null;
   }>`
     SELECT merchant_account, entity_kind, entity_id, status, status_since, expires_at FROM mirrors
-    -- The predicate of mirrors_unfinished_ix (migration 20261126T04364_stuck_sweep_index), word for word.
-    WHERE (entity_kind = 'deposit' AND status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION', 'FOR_REVIEW',
+    -- The open mirrors (mirrors_open_ix, migration 20261126T1100_mirror_watch), of them the unfinished ones.
+    WHERE watch = 'open' AND ((entity_kind = 'deposit' AND status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION', 'FOR_REVIEW',
         'APPROVED', 'EARLY_RELEASED'))
        OR (entity_kind = 'cashout' AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED'))
-       OR (entity_kind = 'refund' AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED'))`.execute(db);
+       OR (entity_kind = 'refund' AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED')))`.execute(db);
   let stuck = 0;
   for (const c of candidates) {
     const deadline = stuckDeadline(

@@ -173,7 +173,7 @@ export async function inFlight(db: Db, merchantAccount?: string): Promise<InFlig
   }>`
     SELECT merchant_account, entity_kind, entity_id, external_ref, status, status_since, currency, amount::text
     FROM mirrors
-    WHERE entity_kind IN ('cashout', 'refund') AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED', 'INCORRECT_DETAILS')
+    WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
       AND (${merchantAccount ?? null}::text IS NULL OR merchant_account = ${merchantAccount ?? null})
     ORDER BY status_since, entity_id`.execute(db);
   return rows.map((r) => ({
@@ -338,13 +338,13 @@ export async function scheduleLateRejectionChecks(
   const later = new Date(now.getTime() + rules.completedRecheckMs);
   // Only the schedule is written; the mirror rows are locked first, in key order (as the ledger locks
   // them), so that this queues behind a batch that reschedules the same entity instead of racing it.
+  // `watch` and `watch_at` are generated from the status (migration 20261126T1100_mirror_watch): a
+  // completed cashout or refund and its completed_at, a cancelled deposit and its status_since.
   const result = await sql`
     WITH due AS (
       SELECT m.merchant_account, m.entity_kind, m.entity_id FROM mirrors m
-      WHERE ((m.entity_kind IN ('cashout', 'refund') AND m.status = 'COMPLETED'
-              AND m.completed_at IS NOT NULL AND m.completed_at >= ${payoutsSince})
-          OR (m.entity_kind = 'deposit' AND m.status = 'CANCELLED'
-              AND m.status_since IS NOT NULL AND m.status_since >= ${depositsSince}))
+      WHERE ((m.watch = 'completed' AND m.watch_at >= ${payoutsSince})
+          OR (m.watch = 'cancelled' AND m.watch_at >= ${depositsSince}))
         AND NOT EXISTS (SELECT 1 FROM poll_schedule s WHERE s.merchant_account = m.merchant_account
           AND s.entity_kind = m.entity_kind AND s.entity_id = m.entity_id AND s.next_poll_at <= ${later})
       ORDER BY m.merchant_account COLLATE "C", m.entity_kind COLLATE "C", m.entity_id COLLATE "C"
@@ -402,8 +402,8 @@ export interface InFlightCount {
 
 /**
  * Cashouts and refunds in flight per merchant account, currency and test flag (groups with some in flight).
- * The statuses are literals so that the planner reads the partial index of in-flight mirrors
- * (migration 20261125T0150_scale_lookups) instead of every mirror.
+ * Read from the partial index of open mirrors (`watch = 'open'`, migration 20261126T1100_mirror_watch)
+ * instead of every mirror; the in-flight statuses are a subset of the open ones.
  */
 export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
   const { rows } = await sql<{
@@ -417,7 +417,8 @@ export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
            count(*) FILTER (WHERE entity_kind = 'cashout')::int AS cashouts,
            count(*) FILTER (WHERE entity_kind = 'refund')::int AS refunds
       FROM mirrors
-     WHERE entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS}) AND currency IS NOT NULL
+     WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
+       AND currency IS NOT NULL
      GROUP BY 1, 2, 3`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,

@@ -5,7 +5,7 @@
  * columns are strings for the same reason. Table and column names are plain so that reports can read
  * them directly.
  */
-import type { ColumnType, Generated, Kysely } from 'kysely';
+import type { ColumnType, Generated, GeneratedAlways, Kysely } from 'kysely';
 import type { ExceptionState } from '../domain/exception-queue.ts';
 
 /** A numeric column: decimal text in major units, e.g. `'123.45'` or `'-0.50'`. */
@@ -179,6 +179,15 @@ export interface MirrorsTable {
   poll_attempts: Generated<number>;
   created_at: GeneratedTimestamp;
   updated_at: GeneratedTimestamp;
+  /**
+   * Generated from the kind and status: the set the mirror is looked up in ('open': not final or in flight;
+   * 'completed': a completed cashout or refund; 'cancelled': a cancelled deposit; else null). The partial
+   * indexes read it, not the status, so a status change inside a set updates the row HOT
+   * (migration 20261126T1100_mirror_watch).
+   */
+  watch: GeneratedAlways<'open' | 'completed' | 'cancelled' | null>;
+  /** Generated: `completed_at` of a completed cashout or refund, `status_since` of a cancelled deposit. */
+  watch_at: GeneratedAlways<Date | null>;
 }
 
 /**

@@ -177,7 +177,7 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     f AS (
       SELECT merchant_account, currency, CASE WHEN entity_kind = 'refund' AND test THEN 'test' ELSE 'live' END AS book,
         sum(amount) AS in_flight FROM mirrors
-      WHERE entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
+      WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
         AND amount IS NOT NULL AND currency IS NOT NULL
       GROUP BY 1, 2, 3)
     SELECT coalesce(r.merchant_account, f.merchant_account) AS merchant_account,

@@ -338,6 +338,23 @@ describe('payments', () => {
       await call('GET', '/payments?kind=deposit&status=COMPLETED&currency=BRL&test=false'),
     );
     expect(deposits.items.map((i) => i.kind)).toEqual(['deposit', 'deposit']);
+    // Each kind and status filter (an open status is read through the open set: mirror_watch) lists
+    // exactly the payments of the full list with that kind and status, in its order.
+    const listed = json<{ items: { entityId: string; kind: string; status: string | null }[] }>(
+      await call('GET', '/payments?limit=500'),
+    ).items;
+    const pairs = new Set(listed.filter((i) => i.status !== null).map((i) => `${i.kind} ${i.status}`));
+    expect(pairs.size).toBeGreaterThan(3);
+    for (const pair of pairs) {
+      const [kind, status] = pair.split(' ');
+      const filtered = json<{ items: { entityId: string }[] }>(
+        await call('GET', `/payments?limit=500&kind=${kind}&status=${status}`),
+      );
+      expect(
+        filtered.items.map((i) => i.entityId),
+        pair,
+      ).toEqual(listed.filter((i) => i.kind === kind && i.status === status).map((i) => i.entityId));
+    }
     expectProblem(await call('GET', '/payments?limit=0'), 400, 'limit');
     expectProblem(await call('GET', '/payments?cursor=bm9wZQ'), 400, 'cursor');
     // A cursor of the right form with a key PostgreSQL would refuse is still the client's mistake.

@@ -1,7 +1,8 @@
 /**
- * The poll schedule lives off the mirror row (`poll_schedule`), so a reading that changes no indexed
- * column of its mirror (a poll reading the same status again) updates the mirror HOT: no new entry in
- * any of its indexes. Counted with `pg_stat_xact_user_tables` inside the batch's own transaction.
+ * The poll schedule lives off the mirror row (`poll_schedule`), and the partial indexes read the set a
+ * status is in (`watch`), not the status, so a reading that changes no indexed column of its mirror (a poll
+ * reading the same status again, a move inside the open set) updates the mirror HOT: no new entry in any of
+ * its indexes. Counted with `pg_stat_xact_user_tables` inside the batch's own transaction.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,7 +64,15 @@ describe('mirror updates', () => {
     });
   });
 
-  it('a status change (an indexed column) is not HOT, and a final status leaves the schedule', async () => {
+  it('a status change inside the open set is HOT (no index reads the status)', async () => {
+    await applyCounting([obs('refund', 'r3', 'PENDING', 100)]);
+    expect(await applyCounting([obs('refund', 'r3', 'DELIVERED', 102)])).toEqual({ updated: 1, hot: 1 });
+    const { rows } = await sql<{ status: string; watch: string }>`
+      SELECT status, watch FROM mirrors WHERE entity_id = 'r3'`.execute(t.db);
+    expect(rows).toEqual([{ status: 'DELIVERED', watch: 'open' }]);
+  });
+
+  it('a status change out of the open set is not HOT, and a final status leaves the schedule', async () => {
     await applyCounting([obs('refund', 'r2', 'PENDING', 100)]);
     expect(await applyCounting([obs('refund', 'r2', 'CANCELLED', 102)])).toEqual({ updated: 1, hot: 0 });
     expect(await scheduleOf('r2')).toMatchObject({ status: 'CANCELLED', next_poll_at: null });
