@@ -227,6 +227,17 @@ export interface KnownEntity {
   version: string;
   history: readonly HistoryItem[];
   applied: readonly AppliedEntry[];
+  /**
+   * The intent that version links (its `intent_id`; null: none), when it cannot have changed since: an
+   * intent naming its entity id is never updated again (`insertIntents` completes only a pending record,
+   * one without an entity id). Undefined: the intent is read with the lock.
+   */
+  intent?: LinkedIntent | null;
+}
+
+/** The linked intent as `KnownEntity.intent` may keep it: null, or one whose row never changes again. */
+export function settledIntent(intent: LinkedIntent | null): LinkedIntent | null | undefined {
+  return intent === null || intent.entityId !== null ? intent : undefined;
 }
 
 /**
@@ -291,11 +302,15 @@ export async function loadBatch(
   // locked row is that version, and that is the state used (whatever `known` holds by the time it answers).
   const held = new Map<string, KnownEntity>();
   const keys = refs.map(refKey);
-  const expect = keys.map((k) => {
+  // Per ref: the version `known` holds (null: none), and whether it holds that version's intent too.
+  const expect: (string | null)[] = [];
+  const intentKnown: string[] = [];
+  for (const k of keys) {
     const hit = known?.get(k);
     if (hit) held.set(k, hit);
-    return hit?.version ?? null;
-  });
+    expect.push(hit?.version ?? null);
+    intentKnown.push(hit !== undefined && hit.intent !== undefined ? 't' : 'f');
+  }
   // Rows as arrays (`preparedArrays`), in this order; instants as epoch milliseconds (float8, read by
   // `parseFloat`) instead of timestamptz text for the driver's date parser.
   const { rows } = await preparedArrays<
@@ -328,22 +343,26 @@ export async function loadBatch(
   >(sql`
     SELECT x.tid, x.version, x.merchant_account, x.entity_kind, x.entity_id, x.status, x.ever_completed,
       x.ever_early_released, x.test, x.crypto, x.poll_attempts, x.intent_id, x.first_seen_ms, x.external_ref,
-      x.i_currency, x.i_amount, x.i_expected_fee, x.i_test, x.i_crypto, x.i_fee_on_payer,
-      x.i_entity_id, x.i_external_ref,
+      i.i_currency, i.i_amount, i.i_expected_fee, i.i_test, i.i_crypto, i.i_fee_on_payer,
+      i.i_entity_id, i.i_external_ref,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
-    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${arrayLiteral(expect)}::text[])
-      WITH ORDINALITY AS r(account, kind, id, expect, n)
+    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${arrayLiteral(expect)}::text[],
+      ${`{${intentKnown.join(',')}}`}::boolean[])
+      WITH ORDINALITY AS r(account, kind, id, expect, intent_known, n)
     CROSS JOIN LATERAL (
       SELECT m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
-        floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref,
-        i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
-        i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
-        i.external_ref AS i_external_ref
-      FROM mirrors m LEFT JOIN intents i ON i.intent_id = m.intent_id
+        floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref
+      FROM mirrors m
       WHERE ${keyOf('m')}
       FOR UPDATE OF m) x
+    LEFT JOIN LATERAL (
+      SELECT i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
+        i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
+        i.external_ref AS i_external_ref
+      FROM intents i
+      WHERE i.intent_id = x.intent_id AND (x.version IS DISTINCT FROM r.expect OR NOT r.intent_known) OFFSET 0) i ON true
     ORDER BY r.n`).execute(db);
   // Rows come in the order of `refs` (ORDER BY r.n), one per ref with a mirror row: each finds its ref,
   // and so its key, by walking `refs` forward instead of building the key again.
@@ -361,6 +380,8 @@ export async function loadBatch(
     const version = r[1];
     const history = r[22];
     const applied = r[23];
+    // The intent `known` held for the locked version, which the statement did not read again.
+    let knownIntent: LinkedIntent | null | undefined;
     if (history === null || applied === null) {
       // Left out by the statement because the locked version is the one `known` held.
       const hit = held.get(key);
@@ -369,11 +390,15 @@ export async function loadBatch(
       }
       state.histories.set(key, hit.history);
       state.applied.set(key, hit.applied);
+      knownIntent = hit.intent;
     } else {
       state.histories.set(key, decodeHistory(history));
       state.applied.set(key, decodeApplied(applied));
     }
     const intentId = r[11];
+    if (knownIntent !== undefined && (knownIntent?.intentId ?? null) !== intentId) {
+      throw new AppError('INTERNAL', `ledger: the known intent of ${kind} ${entityId} is not the one linked`);
+    }
     const iAmount = r[15];
     const iExpectedFee = r[16];
     const firstSeen = r[12];
@@ -395,19 +420,21 @@ export async function loadBatch(
       firstSeenAt: firstSeen === null ? null : new Date(firstSeen),
       externalRef: r[13],
       intent:
-        intentId !== null && iAmount !== null
-          ? {
-              intentId,
-              currency: r[14]!,
-              amount: amountOf(iAmount),
-              expectedFee: iExpectedFee === null ? null : amountOf(iExpectedFee),
-              test: r[17]!,
-              crypto: r[18]!,
-              feeOnPayer: r[19]!,
-              entityId: r[20],
-              externalRef: r[21]!,
-            }
-          : null,
+        knownIntent !== undefined
+          ? knownIntent
+          : intentId !== null && iAmount !== null
+            ? {
+                intentId,
+                currency: r[14]!,
+                amount: amountOf(iAmount),
+                expectedFee: iExpectedFee === null ? null : amountOf(iExpectedFee),
+                test: r[17]!,
+                crypto: r[18]!,
+                feeOnPayer: r[19]!,
+                entityId: r[20],
+                externalRef: r[21]!,
+              }
+            : null,
     });
   }
   return state;

@@ -36,6 +36,7 @@ import {
   mirrorsByExternalRef,
   type RefundDeposits,
   refKey,
+  settledIntent,
   stopPolling,
   type WriteResult,
   writeBatch,
@@ -326,6 +327,8 @@ interface BatchWrites {
   /** By the entity's index in the batch: the history items and the entries it sent (for `remember`). */
   recorded: (readonly HistoryItem[] | undefined)[];
   booked: (readonly PlannedEntry[] | undefined)[];
+  /** By the entity's index in the batch: the intent its mirror row links, when the batch writes the row. */
+  linked: (LinkedIntent | null | undefined)[];
 }
 
 /**
@@ -373,6 +376,7 @@ async function reconcile(
     touchedRefunds: [],
     recorded: new Array(refs.length),
     booked: new Array(refs.length),
+    linked: new Array(refs.length),
   };
   for (let r = 0; r < refs.length; r++) {
     const ref = refs[r]!;
@@ -382,7 +386,10 @@ async function reconcile(
     planAndCollect(ref, k, r, mirror, loaded, incoming, intentTouched, rules, now, result, out, memo);
     // A new entity whose plan writes no mirror (frozen, or nothing to record) still gets its row, as
     // known so far: its reference and no status.
-    if (mirror.tid === null && out.mirrors.length === written) out.mirrors.push(bareMirror(mirror));
+    if (mirror.tid === null && out.mirrors.length === written) {
+      out.mirrors.push(bareMirror(mirror));
+      out.linked[r] = null;
+    }
   }
   step('compute');
   const written = await writeBatch(trx, {
@@ -483,20 +490,24 @@ function remember(
     if (frozen?.has(k)) continue;
     const version = written.versions.get(k);
     if (version !== undefined) {
+      const linked = out.linked[r];
       known.set(k, {
         version,
         history: withAdded(loaded.histories.get(k), out.recorded[r]),
         applied: withAdded(loaded.applied.get(k), out.booked[r]?.map(appliedOf)),
+        intent: linked === undefined ? undefined : settledIntent(linked),
       });
       continue;
     }
-    // Nothing written (a replay): the row is still the version read, and so are its history and entries.
-    const read = loaded.locked.get(k)?.version;
-    if (read)
+    // Nothing written (a replay): the row is still the version read, and so are its history, entries and
+    // intent.
+    const read = loaded.locked.get(k);
+    if (read?.version)
       known.set(k, {
-        version: read,
+        version: read.version,
         history: loaded.histories.get(k) ?? [],
         applied: loaded.applied.get(k) ?? [],
+        intent: settledIntent(read.intent),
       });
   }
 }
@@ -647,6 +658,7 @@ function planAndCollect(
   // stored reference is not sent again (null keeps it).
   const externalRef =
     texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null);
+  out.linked[index] = intent;
   out.mirrors.push({
     account: ref.account,
     kind: ref.kind,

@@ -47,6 +47,42 @@ describe('entity state cache', () => {
     expect(fromTables.histories.get(key)?.map((h) => h.eventId)).toEqual([first.eventId]);
   });
 
+  it('keeps the linked intent only once its record can no longer change', async () => {
+    const known = new EntityStateCache();
+    const key = refKey(ref('k5'));
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('deposit', 'k5', 10_000n)]));
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('deposit', 'k5', 'PENDING', 1)], { known }),
+    );
+    const held = known.get(key)!;
+    expect(held.intent).toMatchObject({ intentId: 'in-deposit-k5', entityId: 'k5', amount: 10_000n });
+    // A marker only the cache holds: while the row is that version, the intent is not read again.
+    known.set(key, { ...held, intent: { ...held.intent!, amount: 1n } });
+    const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
+    expect(fromCache.locked.get(key)?.intent?.amount).toBe(1n);
+    await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k5'`.execute(other);
+    const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
+    expect(fromTables.locked.get(key)?.intent?.amount).toBe(10_000n);
+
+    // A pending intent (written ahead of its creation call, no entity id yet), linked by its reference:
+    // its completion changes the record without writing the mirror row, so it is read with every lock.
+    const pendingKey = refKey(ref('k6'));
+    await withLedgerTransaction(t.db, (trx) =>
+      recordIntents(trx, [intent('deposit', 'k6', 10_000n, { entityId: null, outcome: 'unknown' })]),
+    );
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('deposit', 'k6', 'PENDING', 1)], { known }),
+    );
+    expect(known.get(pendingKey)?.history).toHaveLength(1);
+    expect(known.get(pendingKey)?.intent).toBeUndefined();
+    await sql`UPDATE intents SET entity_id = 'k6', outcome = 'created' WHERE intent_id = 'in-deposit-k6'`.execute(
+      other,
+    );
+    const state = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k6')], known));
+    expect(state.histories.get(pendingKey)).toBe(known.get(pendingKey)?.history);
+    expect(state.locked.get(pendingKey)?.intent).toMatchObject({ intentId: 'in-deposit-k6', entityId: 'k6' });
+  });
+
   it('sees what another writer recorded since its own write', async () => {
     const known = new EntityStateCache();
     await withLedgerTransaction(t.db, (trx) =>
