@@ -284,5 +284,27 @@ describe('migrations and ledger constraints', () => {
 
   it('keeps the idempotency key unique', async () => {
     await expect(insertEntry('e-ok')).rejects.toThrow(/journal_entries_idempotency_key_uq/);
+    // The writer's arbiter: a key already booked is skipped, not doubled.
+    const skipped = await sql`
+      INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
+        book, currency, amount, effective_at)
+      VALUES ('e-ok', 'm1', 'deposit', 'e-ok', 'credit', 1, 1, 'live', 'BRL', 10, now())
+      ON CONFLICT (idempotency_key) DO NOTHING RETURNING id`.execute(t.db);
+    expect(skipped.rows).toHaveLength(0);
+  });
+
+  it('keeps the event id of the history unique, and skips a recorded one on conflict', async () => {
+    const history = (eventId: string, entityId: string, onConflict: boolean) => sql`
+      INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, source, observed_at)
+      VALUES (${eventId}, 'm1', 'deposit', ${entityId}, 'poll', now())
+      ${onConflict ? sql`ON CONFLICT (event_id) DO NOTHING` : sql``} RETURNING id`;
+    expect((await history('ev-1', 'd-1', false).execute(t.db)).rows).toHaveLength(1);
+    // Unique across entities, as before.
+    await expect(history('ev-1', 'd-2', false).execute(t.db)).rejects.toMatchObject({
+      code: '23505',
+      constraint: 'status_history_event_uq',
+    });
+    expect((await history('ev-1', 'd-1', true).execute(t.db)).rows).toHaveLength(0);
+    expect((await history('ev-1 ', 'd-1', true).execute(t.db)).rows).toHaveLength(1);
   });
 });
