@@ -708,7 +708,25 @@ function element(v: string | null | undefined): string {
   // undefined as null too: JSON.stringify left it out and the server read NULL.
   if (v === null || v === undefined) return 'NULL';
   if (BARE.test(v) && (v.length !== 4 || !NULL_WORD.test(v))) return v;
-  return NEEDS_ESCAPE.test(v) ? `"${v.replace(/["\\]/g, '\\$&')}"` : `"${v}"`;
+  return NEEDS_ESCAPE.test(v) ? quoted(v) : `"${v}"`;
+}
+
+/**
+ * `v` in double quotes with a backslash before each `"` and `\`, by one scan of its character codes (the
+ * regular expression's replace cost three times as much on the details' JSON, every one of which has
+ * quotes).
+ */
+function quoted(v: string): string {
+  let out = '"';
+  let from = 0;
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (c === 34 || c === 92) {
+      out += `${v.slice(from, i)}\\`;
+      from = i;
+    }
+  }
+  return `${out}${v.slice(from)}"`;
 }
 
 /**
@@ -1211,15 +1229,14 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       detailsElements.clear();
     }
   })();
+  // Only the count of the updates is kept across the statement (the rows are encoded in it).
+  const updating = updates.length;
   const { rows } = await statement.execute(db);
   const row = rows[0];
   const updated = Number(row?.updated ?? 0);
-  if (updated !== updates.length) {
+  if (updated !== updating) {
     // Cannot happen while the rows stay locked from loadBatch to here; the transaction is rolled back.
-    throw new AppError(
-      'INTERNAL',
-      `ledger: ${updates.length - updated} locked mirror rows were not found by ctid`,
-    );
+    throw new AppError('INTERNAL', `ledger: ${updating - updated} locked mirror rows were not found by ctid`);
   }
   for (const [account, kind, entityId, version] of row?.versions ?? []) {
     versions.set(refKey({ account: account!, kind: kind as EntityKind, entityId: entityId! }), version!);

@@ -392,13 +392,16 @@ async function reconcile(
     }
   }
   step('compute');
-  const written = await writeBatch(trx, {
-    history: out.history,
-    entries: out.entries,
-    mirrors: out.mirrors,
-  });
+  const sent = { history: out.history.length, entries: out.entries.length };
+  const writing = writeBatch(trx, { history: out.history, entries: out.entries, mirrors: out.mirrors });
+  // The rows sent are not needed while the statement runs (`writeBatch` has encoded them): not kept
+  // alive across it, so a collection of the young generation meanwhile does not copy them.
+  out.history = [];
+  out.entries = [];
+  out.mirrors = [];
+  const written = await writing;
   result.entriesBooked = written.booked;
-  if (known) remember(known, keys, loaded, out, written);
+  if (known) remember(known, keys, loaded, out, written, sent);
   await stopPolling(trx, out.frozen);
   step('write');
   out.raised.push(...(await crossEntityExceptions(trx, out.newDeposits, out.touchedRefunds)));
@@ -481,9 +484,10 @@ function remember(
   loaded: LoadedBatch,
   out: BatchWrites,
   written: WriteResult,
+  sent: { history: number; entries: number },
 ): void {
   for (const k of keys) known.delete(k);
-  if (written.recorded !== out.history.length || written.booked !== out.entries.length) return;
+  if (written.recorded !== sent.history || written.booked !== sent.entries) return;
   const frozen = out.frozen.length === 0 ? null : new Set(out.frozen.map(refKey));
   for (let r = 0; r < keys.length; r++) {
     const k = keys[r]!;

@@ -113,11 +113,13 @@ export function derivePath(kind: EntityKind, history: readonly HistoryItem[]): P
   let everCompleted = false;
   let everEarlyReleased = false;
   let completedAt: Date | null = null;
-  const illegal = new Set<string>();
+  // Most paths have no illegal reading: they share one empty set.
+  let illegal: Set<string> | null = null;
   const fromStatus = new Map<string, AnyStatus | null>();
   for (const item of sorted) {
     if (item.status === null) continue;
     if (!isStatus(kind, item.status)) {
+      illegal ??= new Set();
       illegal.add(item.eventId);
       fromStatus.set(item.eventId, status);
       continue;
@@ -130,6 +132,7 @@ export function derivePath(kind: EntityKind, history: readonly HistoryItem[]): P
       status !== null &&
       !canReach(kind, status as EntityStatus<typeof kind>, next)
     ) {
+      illegal ??= new Set();
       illegal.add(item.eventId);
       continue;
     }
@@ -141,8 +144,20 @@ export function derivePath(kind: EntityKind, history: readonly HistoryItem[]): P
     }
     if (next === 'EARLY_RELEASED') everEarlyReleased = true;
   }
-  return { status, statusSince, everCompleted, everEarlyReleased, completedAt, illegal, fromStatus, sorted };
+  return {
+    status,
+    statusSince,
+    everCompleted,
+    everEarlyReleased,
+    completedAt,
+    illegal: illegal ?? NO_EVENTS,
+    fromStatus,
+    sorted,
+  };
 }
+
+/** The empty set of event ids that paths without an illegal reading share (read-only by its type). */
+const NO_EVENTS: ReadonlySet<string> = new Set();
 
 // ---------------------------------------------------------------- the effect table
 
@@ -454,23 +469,33 @@ export interface EffectLedgerState {
 /** Folds the applied entries into per-effect counts and the live application. */
 export function appliedState(applied: readonly AppliedEntry[]): Map<Effect, EffectLedgerState> {
   const out = new Map<Effect, EffectLedgerState>();
-  const latest = new Map<Effect, AppliedEntry>();
-  for (const e of applied) {
-    const s = out.get(e.effect) ?? { applications: 0, reversals: 0, active: null };
-    if (e.direction === 1) {
-      s.applications += 1;
-      const prev = latest.get(e.effect);
-      if (!prev || e.seq > prev.seq) latest.set(e.effect, e);
-    } else {
-      s.reversals += 1;
-    }
-    out.set(e.effect, s);
-  }
-  for (const [effect, s] of out) {
-    const l = latest.get(effect);
-    s.active = s.applications - s.reversals === 1 && l ? paramsOf(l) : null;
-  }
+  for (const e of applied) if (!out.has(e.effect)) out.set(e.effect, effectState(applied, e.effect)!);
   return out;
+}
+
+/**
+ * One effect's fold of the applied entries (`appliedState`'s, by effect): its applications, its
+ * reversals and the live application; undefined when none was booked.
+ */
+export function effectState(applied: readonly AppliedEntry[], effect: Effect): EffectLedgerState | undefined {
+  let applications = 0;
+  let reversals = 0;
+  let latest: AppliedEntry | undefined;
+  for (const e of applied) {
+    if (e.effect !== effect) continue;
+    if (e.direction === 1) {
+      applications += 1;
+      if (!latest || e.seq > latest.seq) latest = e;
+    } else {
+      reversals += 1;
+    }
+  }
+  if (applications === 0 && reversals === 0) return undefined;
+  return {
+    applications,
+    reversals,
+    active: applications - reversals === 1 && latest ? paramsOf(latest) : null,
+  };
 }
 
 function paramsOf(p: EffectParams): EffectParams {
@@ -508,9 +533,9 @@ export function planEntries(
   const plan: PlannedEntry[] = [];
   // Nothing wanted and nothing booked (an entity still pending): nothing to post.
   if (wanted.length === 0 && applied.length === 0) return plan;
-  const state = applied.length === 0 ? null : appliedState(applied);
   for (const effect of EFFECTS) {
-    const booked = state?.get(effect);
+    // Folded per effect (an entity has a few entries): no map of every effect's state per plan.
+    const booked = applied.length === 0 ? undefined : effectState(applied, effect);
     const w = wantedOf(wanted, effect);
     // Neither booked nor wanted: nothing to reverse or apply.
     if (booked === undefined && w === undefined) continue;

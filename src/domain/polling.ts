@@ -69,20 +69,21 @@ export interface PollInput {
   statusSince?: Date | null;
 }
 
+/** The next poll of an entity watched through a window from `since`: dense at first, then every completedRecheckMs. */
+function watched(input: PollInput, rules: PollingRules, since: Date, windowMs: number): Date | null {
+  const next = input.from.getTime() + completedRecheckDelayMs(input.attempts, rules);
+  return next <= since.getTime() + windowMs ? new Date(next) : null;
+}
+
 /** Next poll time, or null when the entity needs no more polling. */
 export function nextPollAt(input: PollInput, rules: PollingRules = DEFAULT_POLLING_RULES): Date | null {
   const { kind, status, from } = input;
   if (status !== null && isStatus(kind, status)) {
-    // Watched through a window from `since`: dense at first, then every completedRecheckMs.
-    const watch = (since: Date, windowMs: number) => {
-      const next = from.getTime() + completedRecheckDelayMs(input.attempts, rules);
-      return next <= since.getTime() + windowMs ? new Date(next) : null;
-    };
     if (kind !== 'deposit' && status === 'COMPLETED') {
-      return watch(input.completedAt ?? from, rules.lateRejectionWindowMs);
+      return watched(input, rules, input.completedAt ?? from, rules.lateRejectionWindowMs);
     }
     if (kind === 'deposit' && status === 'CANCELLED') {
-      return watch(input.statusSince ?? from, rules.lateCompletionWindowMs);
+      return watched(input, rules, input.statusSince ?? from, rules.lateCompletionWindowMs);
     }
     if (isFinal(kind, status as EntityStatus<typeof kind>)) return null;
   }

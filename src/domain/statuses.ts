@@ -219,15 +219,20 @@ export function isDirectTransition<K extends EntityKind>(
   return (table[from] ?? []).includes(to);
 }
 
-const reachCache = new Map<string, ReadonlySet<string>>();
+/** By kind, then by status: no key string is built per call (the ledger asks for every reading walked). */
+const reachCache = new Map<string, Map<string, ReadonlySet<string>>>();
 
 /** Every status reachable from `from` in one or more direct moves. */
 export function reachableFrom<K extends EntityKind>(
   kind: K,
   from: EntityStatus<K>,
 ): ReadonlySet<EntityStatus<K>> {
-  const key = `${kind}:${from}`;
-  let cached = reachCache.get(key);
+  let byStatus = reachCache.get(kind);
+  if (!byStatus) {
+    byStatus = new Map();
+    reachCache.set(kind, byStatus);
+  }
+  let cached = byStatus.get(from);
   if (!cached) {
     const table = TRANSITIONS[kind] as Readonly<Record<string, readonly string[]>>;
     const seen = new Set<string>();
@@ -239,7 +244,7 @@ export function reachableFrom<K extends EntityKind>(
       queue.push(...(table[next] ?? []));
     }
     cached = seen;
-    reachCache.set(key, cached);
+    byStatus.set(from, cached);
   }
   return cached as ReadonlySet<EntityStatus<K>>;
 }
