@@ -846,33 +846,9 @@ function instantText(d: Date, alwaysMillis: boolean): string {
   const mi = Math.floor(inDay / 60_000) % 60;
   const sec = Math.floor(inDay / 1_000) % 60;
   const milli = inDay % 1_000;
-  // One string of character codes: a template of the parts made a dozen intermediate strings per
-  // instant (the largest allocator of writeBatch's columns).
-  if (milli === 0 && !alwaysMillis) {
-    return String.fromCharCode(
-      D0 + Math.floor(year / 1000),
-      D0 + (Math.floor(year / 100) % 10),
-      D0 + (Math.floor(year / 10) % 10),
-      D0 + (year % 10),
-      45, // -
-      D0 + Math.floor(month / 10),
-      D0 + (month % 10),
-      45,
-      D0 + Math.floor(day / 10),
-      D0 + (day % 10),
-      84, // T
-      D0 + Math.floor(h / 10),
-      D0 + (h % 10),
-      58, // :
-      D0 + Math.floor(mi / 10),
-      D0 + (mi % 10),
-      58,
-      D0 + Math.floor(sec / 10),
-      D0 + (sec % 10),
-      90, // Z
-    );
-  }
-  return String.fromCharCode(
+  // The date and time as one string of character codes (a template of the parts made a dozen intermediate
+  // strings per instant, the largest allocator of writeBatch's columns), then the milliseconds if any.
+  const dateTime = String.fromCharCode(
     D0 + Math.floor(year / 1000),
     D0 + (Math.floor(year / 100) % 10),
     D0 + (Math.floor(year / 10) % 10),
@@ -892,12 +868,9 @@ function instantText(d: Date, alwaysMillis: boolean): string {
     58,
     D0 + Math.floor(sec / 10),
     D0 + (sec % 10),
-    46, // .
-    D0 + Math.floor(milli / 100),
-    D0 + (Math.floor(milli / 10) % 10),
-    D0 + (milli % 10),
-    90, // Z
   );
+  if (milli === 0 && !alwaysMillis) return `${dateTime}Z`;
+  return `${dateTime}.${String.fromCharCode(D0 + Math.floor(milli / 100), D0 + (Math.floor(milli / 10) % 10), D0 + (milli % 10))}Z`;
 }
 
 const iso = (d: Date | null): string | null => (d === null || d === undefined ? null : instantLiteral(d));
