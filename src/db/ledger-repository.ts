@@ -18,6 +18,7 @@ import { AppError } from '../domain/errors.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../domain/money.ts';
 import { type HistorySource, type Intent, intentKind } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { type BinaryColumn, binaryArray, binaryColumns } from './binary-array.ts';
 import { prepared, preparedArrays } from './prepared.ts';
 import type { Db } from './schema.ts';
 
@@ -674,15 +675,10 @@ export interface MirrorUpdate extends EntityRef {
 }
 
 /**
- * One column of a row source sent as a PostgreSQL array: its element type and the text of each row's
- * value (null for NULL), as the type's input function reads it.
+ * One column of a row source sent as a binary PostgreSQL array (`binaryColumns`): its element type and
+ * each row's value (null for NULL).
  */
-export type Column<T> = readonly [
-  type: string,
-  value: (row: T) => string | null,
-  /** The value is the array element's text already (`detailsElement`). */
-  elementText?: true,
-];
+export type Column<T> = BinaryColumn<T>;
 
 const NEEDS_ESCAPE = /["\\]/;
 /** Elements the server reads unquoted as themselves: ids, statuses, amounts, ISO instants. */
@@ -690,18 +686,33 @@ const BARE = /^[A-Za-z0-9_.:+-]+$/;
 const NULL_WORD = /^null$/i;
 
 /**
- * An array literal of the values (`{a,"b c",NULL}`): an element made only of letters, digits and
- * `_.:+-` (ids, statuses, amounts, ISO instants: most of what the ledger writes) goes bare, any other
- * (empty, spaces, commas, braces, JSON, the word NULL in any case) quoted, with a backslash before `"`
- * and `\` only. Built here, as one flat string, because the driver's own array serialisation runs two
+ * An array literal of the values (`{a,"b c",NULL}`), for the key arrays of the ledger's reads (the
+ * write sends binary arrays, `rowsSource`): an element made only of letters, digits and `_.:+-` goes
+ * bare, any other (empty, spaces, commas, braces, JSON, the word NULL in any case) quoted, with a
+ * backslash before `"` and `\` only. Built here, as one flat string, because the driver's own array serialisation runs two
  * regular expressions per element. (Bare elements: a 10,000-observation bench:ledger run wrote 17.56 MB
  * to its sockets instead of 18.00 MB.)
  */
 export function arrayLiteral(values: readonly (string | null)[]): string {
-  return columnLiteral(values, identity, false);
+  if (values.length === 0) return '{}';
+  // A value equal to the previous one reuses its element (keys come in order: accounts and kinds repeat).
+  const parts = new Array<string>(values.length);
+  let last: string | null | undefined;
+  let lastElement = 'NULL';
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v !== last) {
+      last = v;
+      lastElement = element(v);
+    }
+    parts[i] = lastElement;
+  }
+  // The braces joined with the elements, so the literal is one flat string: `{${...}}` around the join
+  // made a rope that the driver flattened, a second copy of every literal sent.
+  parts[0] = `{${parts[0]}`;
+  parts[parts.length - 1] = `${parts[parts.length - 1]}}`;
+  return parts.join(',');
 }
-
-const identity = (v: string | null): string | null => v;
 
 /** One element of an array literal (see `arrayLiteral`). */
 function element(v: string | null | undefined): string {
@@ -730,165 +741,35 @@ function quoted(v: string): string {
 }
 
 /**
- * The array literal of one column of the rows, built in one pass (no array of the values). With `bare`, every value's text is known to be made only of characters an array literal reads
- * unquoted (`BARE_TYPES`, or an element's text already), so it goes as it is, without the regular
- * expressions. Otherwise a value equal to the previous row's reuses its element (batches come in key
- * order: accounts, kinds, currencies and statuses repeat row after row). With `trimNulls`, the NULL
- * elements after the last value are left out (`rowsSource`: `unnest` pads a shorter array with NULLs).
- * The braces are joined with the elements, so the literal is one flat string: `{${...}}` around the
- * join made a rope that the driver flattened, a second copy of every literal sent.
- */
-function columnLiteral<T>(
-  rows: readonly T[],
-  value: (row: T) => string | null,
-  bare: boolean,
-  trimNulls = false,
-): string {
-  const parts = new Array<string>(rows.length);
-  // The number of elements up to the last one that is not NULL.
-  let kept = 0;
-  if (bare) {
-    for (let i = 0; i < rows.length; i++) {
-      const v = value(rows[i]!);
-      if (v === null || v === undefined) parts[i] = 'NULL';
-      else {
-        parts[i] = v;
-        kept = i + 1;
-      }
-    }
-  } else {
-    // element(undefined) is NULL.
-    let last: string | null | undefined;
-    let lastElement = 'NULL';
-    for (let i = 0; i < rows.length; i++) {
-      const v = value(rows[i]!);
-      if (v !== last) {
-        last = v;
-        lastElement = element(v);
-      }
-      parts[i] = lastElement;
-      if (v !== null && v !== undefined) kept = i + 1;
-    }
-  }
-  if (trimNulls) parts.length = kept;
-  if (parts.length === 0) return '{}';
-  parts[0] = `{${parts[0]}`;
-  parts[parts.length - 1] = `${parts[parts.length - 1]}}`;
-  return parts.join(',');
-}
-
-/**
- * Column types whose values the ledger writes as text the array literal reads bare: amounts
- * (`formatAmount`: digits, `-`, `.`), booleans (`t`/`f`), integers, ISO instants (`instantLiteral`: digits,
- * `-+:.TZ`). Any other type (text, jsonb, tid) goes through `element`.
- */
-const BARE_TYPES = new Set(['numeric', 'boolean', 'integer', 'smallint', 'timestamptz']);
-
-/**
- * The rows as `unnest($1::type[], ...) AS v(column, ...)`: one array parameter per column, so the server
- * reads typed arrays instead of parsing a JSON document whose every object repeats the column names.
- * A column's trailing NULLs are not sent: `unnest` of several arrays pads the shorter ones with NULLs,
- * and the first column, sent whole, gives the number of rows (columns that are mostly or wholly NULL,
- * such as rejection codes and reasons, cost nothing).
+ * The rows as `unnest($1::type[], ...) AS v(column, ...)`: one binary array parameter per column
+ * (`binaryColumns`), so the server reads typed arrays instead of parsing a JSON document whose every
+ * object repeats the column names, or array literals and each element's text. A column's trailing NULLs
+ * are not sent: `unnest` of several arrays pads the shorter ones with NULLs, and the first column, sent
+ * whole, gives the number of rows (columns that are mostly or wholly NULL, such as rejection codes and
+ * reasons, cost nothing).
  */
 export function rowsSource<T>(rows: readonly T[], columns: Readonly<Record<string, Column<T>>>) {
   const names = Object.keys(columns);
-  // Every column but the first is sent without its trailing NULLs (the first keeps the row count).
-  const arrays = names.map((name, i) => {
-    const [type, value, elementText] = columns[name]!;
-    return sql`${columnLiteral(rows, value, elementText === true || BARE_TYPES.has(type), i > 0)}::${sql.raw(type)}[]`;
-  });
+  const list = names.map((name) => columns[name]!);
+  const buffers = binaryColumns(rows, list);
+  const arrays = list.map(([type], i) => sql`${buffers[i]}::${sql.raw(type)}[]`);
   return sql`unnest(${sql.join(arrays)}) AS v(${sql.raw(names.join(', '))})`;
 }
 
-/** The character code of the digit 0. */
-const D0 = 48;
-const DAY_MS = 86_400_000;
-/** 0000-01-01T00:00:00.000Z and 10000-01-01T00:00:00.000Z: the years `toISOString` writes with four digits. */
-const ISO_MIN = -62_167_219_200_000;
-const ISO_MAX = 253_402_300_800_000;
-
 /**
- * The text `Date#toISOString` gives (`2026-11-01T12:34:56.789Z`), from integer arithmetic on the epoch
- * milliseconds (days to civil date after H. Hinnant's `civil_from_days`): the builtin costs about 0.6 µs
- * a call and a batch writes thousands of instants. Years outside 0-9999 are left to the builtin.
- */
-export function isoText(d: Date): string {
-  return instantText(d, true);
-}
-
-/**
- * `isoText`, less the `.000` of an instant on a whole second (`2026-11-01T12:34:56Z`, which PostgreSQL
- * reads as the same instant): what the write sends, four bytes fewer for most instants (the provider's
- * and the poll schedule's are mostly whole seconds). Years outside 0-9999: `toISOString`, whole.
- */
-export function instantLiteral(d: Date): string {
-  return instantText(d, false);
-}
-
-function instantText(d: Date, alwaysMillis: boolean): string {
-  const ms = d.getTime();
-  if (!(ms >= ISO_MIN && ms < ISO_MAX)) return d.toISOString();
-  const days = Math.floor(ms / DAY_MS);
-  const inDay = ms - days * DAY_MS;
-  const z = days + 719_468;
-  const era = Math.floor(z / 146_097);
-  const doe = z - era * 146_097;
-  const yoe = Math.floor(
-    (doe - Math.floor(doe / 1_460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365,
-  );
-  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
-  const mp = Math.floor((5 * doy + 2) / 153);
-  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
-  const month = mp < 10 ? mp + 3 : mp - 9;
-  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
-  const h = Math.floor(inDay / 3_600_000);
-  const mi = Math.floor(inDay / 60_000) % 60;
-  const sec = Math.floor(inDay / 1_000) % 60;
-  const milli = inDay % 1_000;
-  // The date and time as one string of character codes (a template of the parts made a dozen intermediate
-  // strings per instant, the largest allocator of writeBatch's columns), then the milliseconds if any.
-  const dateTime = String.fromCharCode(
-    D0 + Math.floor(year / 1000),
-    D0 + (Math.floor(year / 100) % 10),
-    D0 + (Math.floor(year / 10) % 10),
-    D0 + (year % 10),
-    45, // -
-    D0 + Math.floor(month / 10),
-    D0 + (month % 10),
-    45,
-    D0 + Math.floor(day / 10),
-    D0 + (day % 10),
-    84, // T
-    D0 + Math.floor(h / 10),
-    D0 + (h % 10),
-    58, // :
-    D0 + Math.floor(mi / 10),
-    D0 + (mi % 10),
-    58,
-    D0 + Math.floor(sec / 10),
-    D0 + (sec % 10),
-  );
-  if (milli === 0 && !alwaysMillis) return `${dateTime}Z`;
-  return `${dateTime}.${String.fromCharCode(D0 + Math.floor(milli / 100), D0 + (Math.floor(milli / 10) % 10), D0 + (milli % 10))}Z`;
-}
-
-const iso = (d: Date | null): string | null => (d === null || d === undefined ? null : instantLiteral(d));
-const bool = (b: boolean | null): string | null => (b === null || b === undefined ? null : b ? 't' : 'f');
-/**
- * The array elements of the details objects written by the statement being built, by object: a fresh
+ * The JSON text of the details objects written by the statement being built, by object: a fresh
  * observation's details go in its history row and, as the entity's latest, in its mirror row, and are
- * encoded once. Filled and cleared by `writeBatch` while it builds its statement (synchronously).
+ * stringified once. Filled and cleared by `writeBatch` while it builds its statement (synchronously).
  */
-const detailsElements = new Map<object, string>();
+const detailsTexts = new Map<object, string>();
 
-/** A details object as an array element (`element` of its JSON text; NULL for null). */
-function detailsElement(v: Record<string, unknown> | null): string {
-  if (v === null || v === undefined) return 'NULL';
-  let text = detailsElements.get(v);
+/** A details object's JSON text (null for null). */
+function detailsText(v: Record<string, unknown> | null): string | null {
+  if (v === null || v === undefined) return null;
+  let text = detailsTexts.get(v);
   if (text === undefined) {
-    text = element(JSON.stringify(v));
-    detailsElements.set(v, text);
+    text = JSON.stringify(v);
+    detailsTexts.set(v, text);
   }
   return text;
 }
@@ -901,23 +782,23 @@ const HISTORY_COLUMNS: Record<string, Column<HistoryRow>> = {
   from_status: ['text', (r) => r.fromStatus],
   to_status: ['text', (r) => r.item.status],
   source: ['text', (r) => r.item.source],
-  observed_at: ['timestamptz', (r) => iso(r.item.observedAt)],
-  stale: ['boolean', (r) => bool(r.stale)],
-  illegal: ['boolean', (r) => bool(r.illegal)],
+  observed_at: ['timestamptz', (r) => r.item.observedAt],
+  stale: ['boolean', (r) => r.stale],
+  illegal: ['boolean', (r) => r.illegal],
   external_ref: ['text', (r) => r.item.externalRef],
   currency: ['text', (r) => r.item.currency],
-  amount: ['numeric', (r) => toText(r.item.amount)],
+  amount: ['numeric', (r) => r.item.amount],
   fee_currency: ['text', (r) => r.item.feeCurrency],
-  fee_amount: ['numeric', (r) => toText(r.item.feeAmount)],
-  fee_on_payer: ['boolean', (r) => bool(r.item.feeOnPayer)],
-  test: ['boolean', (r) => bool(r.item.test)],
-  crypto: ['boolean', (r) => bool(r.item.crypto)],
+  fee_amount: ['numeric', (r) => r.item.feeAmount],
+  fee_on_payer: ['boolean', (r) => r.item.feeOnPayer],
+  test: ['boolean', (r) => r.item.test],
+  crypto: ['boolean', (r) => r.item.crypto],
   status_reason: ['text', (r) => r.item.statusReason],
   payer_verification: ['text', (r) => r.item.payerVerification],
   rejection_code: ['text', (r) => r.item.rejectionCode],
   rejection_reason: ['text', (r) => r.item.rejectionReason],
   parent_deposit_id: ['text', (r) => r.item.parentDepositId],
-  details: ['jsonb', (r) => detailsElement(r.details), true],
+  details: ['jsonb', (r) => detailsText(r.details)],
 };
 
 const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
@@ -926,14 +807,14 @@ const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
   entity_kind: ['text', (e) => e.kind],
   entity_id: ['text', (e) => e.entityId],
   effect: ['text', (e) => e.entry.effect],
-  direction: ['smallint', (e) => String(e.entry.direction)],
-  seq: ['integer', (e) => String(e.entry.seq)],
+  direction: ['smallint', (e) => e.entry.direction],
+  seq: ['integer', (e) => e.entry.seq],
   book: ['text', (e) => e.entry.book],
   currency: ['text', (e) => e.entry.currency],
-  amount: ['numeric', (e) => formatAmount(e.entry.amount)],
+  amount: ['numeric', (e) => e.entry.amount],
   fee_currency: ['text', (e) => e.entry.feeCurrency],
-  fee_amount: ['numeric', (e) => toText(e.entry.feeAmount)],
-  effective_at: ['timestamptz', (e) => iso(e.effectiveAt)],
+  fee_amount: ['numeric', (e) => e.entry.feeAmount],
+  effective_at: ['timestamptz', (e) => e.effectiveAt],
   memo: ['jsonb', (e) => e.memo ?? null],
 };
 
@@ -944,29 +825,29 @@ const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
   entity_id: ['text', (r) => r.entityId],
   external_ref: ['text', (r) => r.externalRef],
   status: ['text', (r) => r.status],
-  status_since: ['timestamptz', (r) => iso(r.statusSince)],
-  ever_completed: ['boolean', (r) => bool(r.everCompleted)],
-  ever_early_released: ['boolean', (r) => bool(r.everEarlyReleased)],
+  status_since: ['timestamptz', (r) => r.statusSince],
+  ever_completed: ['boolean', (r) => r.everCompleted],
+  ever_early_released: ['boolean', (r) => r.everEarlyReleased],
   currency: ['text', (r) => r.currency],
-  amount: ['numeric', (r) => toText(r.amount)],
+  amount: ['numeric', (r) => r.amount],
   fee_currency: ['text', (r) => r.feeCurrency],
-  fee_amount: ['numeric', (r) => toText(r.feeAmount)],
-  fee_on_payer: ['boolean', (r) => bool(r.feeOnPayer)],
-  test: ['boolean', (r) => bool(r.test)],
-  crypto: ['boolean', (r) => bool(r.crypto)],
+  fee_amount: ['numeric', (r) => r.feeAmount],
+  fee_on_payer: ['boolean', (r) => r.feeOnPayer],
+  test: ['boolean', (r) => r.test],
+  crypto: ['boolean', (r) => r.crypto],
   status_reason: ['text', (r) => r.statusReason],
   payer_verification: ['text', (r) => r.payerVerification],
   rejection_code: ['text', (r) => r.rejectionCode],
   rejection_reason: ['text', (r) => r.rejectionReason],
   parent_deposit_id: ['text', (r) => r.parentDepositId],
-  expires_at: ['timestamptz', (r) => iso(r.expiresAt)],
+  expires_at: ['timestamptz', (r) => r.expiresAt],
   bank_reference: ['text', (r) => r.bankReference],
-  details: ['jsonb', (r) => detailsElement(r.details), true],
+  details: ['jsonb', (r) => detailsText(r.details)],
   intent_id: ['text', (r) => r.intentId],
-  first_seen_at: ['timestamptz', (r) => iso(r.firstSeenAt)],
-  last_seen_at: ['timestamptz', (r) => iso(r.lastSeenAt)],
-  completed_at: ['timestamptz', (r) => iso(r.completedAt)],
-  poll_attempts: ['integer', (r) => String(r.pollAttempts)],
+  first_seen_at: ['timestamptz', (r) => r.firstSeenAt],
+  last_seen_at: ['timestamptz', (r) => r.lastSeenAt],
+  completed_at: ['timestamptz', (r) => r.completedAt],
+  poll_attempts: ['integer', (r) => r.pollAttempts],
 };
 
 interface AccountRow {
@@ -987,7 +868,7 @@ interface PostingRow {
   k: string;
   c: string;
   n: string;
-  x: string;
+  x: Minor;
 }
 
 const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
@@ -1037,7 +918,7 @@ interface PollRow {
   a: string;
   k: string;
   i: string;
-  t: string | null;
+  t: Date | null;
 }
 
 const POLL_COLUMNS: Record<string, Column<PollRow>> = {
@@ -1086,7 +967,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       const key = `${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`;
       if (!accounts.has(key))
         accounts.set(key, { a: e.account, c: p.currency, b: e.entry.book, n: p.account });
-      postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: formatAmount(p.amount) });
+      postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: p.amount });
     }
   }
   const updates: MirrorUpdate[] = [];
@@ -1102,8 +983,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       merchants.add(m.account);
     } else updates.push(m);
     if (!m.rescheduled) continue;
-    if (m.nextPollAt !== null)
-      polls.push({ a: m.account, k: m.kind, i: m.entityId, t: instantLiteral(m.nextPollAt) });
+    if (m.nextPollAt !== null) polls.push({ a: m.account, k: m.kind, i: m.entityId, t: m.nextPollAt });
     else if (m.tid !== null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
   }
   const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
@@ -1121,7 +1001,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         versions: string[][] | null;
       }>`
     WITH ma AS (
-      INSERT INTO merchant_accounts (name) SELECT unnest(${[...merchants].sort()}::text[]) ON CONFLICT DO NOTHING
+      INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...merchants].sort())}::text[]) ON CONFLICT DO NOTHING
     ), h AS (
       INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
         observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
@@ -1199,7 +1079,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       (SELECT json_agg(json_build_array(w.merchant_account, w.entity_kind, w.entity_id, w.version))
         FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`);
     } finally {
-      detailsElements.clear();
+      detailsTexts.clear();
     }
   })();
   // Only the count of the updates is kept across the statement (the rows are encoded in it).

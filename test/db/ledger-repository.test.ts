@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { arrayLiteral, instantLiteral, isoText } from '../../src/db/ledger-repository.ts';
+import { arrayLiteral } from '../../src/db/ledger-repository.ts';
 import { formatAmount, LEDGER_NUMERIC, parseAmount, parseMinorOrNull } from '../../src/domain/money.ts';
 import { Rng } from '../../src/sandbox/rng.ts';
 
@@ -8,52 +8,6 @@ const seeded = (seed: number) => {
   const rng = new Rng(seed);
   return () => rng.next();
 };
-
-describe('isoText', () => {
-  it('writes what Date#toISOString writes, for instants of every year 0-9999 and the edges', () => {
-    const rnd = seeded(7);
-    const edges = [
-      0,
-      -1,
-      1,
-      Date.UTC(2024, 1, 29, 23, 59, 59, 999),
-      Date.UTC(2100, 1, 28, 12),
-      Date.UTC(2000, 1, 29),
-      Date.UTC(1969, 11, 31, 23, 59, 59, 999),
-      -62_167_219_200_000,
-      -62_167_219_200_001,
-      253_402_300_799_999,
-      253_402_300_800_000,
-      8.64e15,
-      -8.64e15,
-    ];
-    for (const ms of edges) expect(isoText(new Date(ms))).toBe(new Date(ms).toISOString());
-    for (let i = 0; i < 20_000; i++) {
-      const ms = Math.floor(-62_167_219_200_000 + rnd() * (253_402_300_800_000 + 62_167_219_200_000));
-      expect(isoText(new Date(ms))).toBe(new Date(ms).toISOString());
-    }
-  });
-
-  it('throws for an invalid date, as toISOString does', () => {
-    expect(() => isoText(new Date(Number.NaN))).toThrow(RangeError);
-  });
-});
-
-describe('instantLiteral', () => {
-  it('writes isoText less the .000 of a whole second, and isoText otherwise', () => {
-    expect(instantLiteral(new Date(Date.UTC(2026, 10, 1, 12, 34, 56)))).toBe('2026-11-01T12:34:56Z');
-    expect(instantLiteral(new Date(Date.UTC(2026, 10, 1, 12, 34, 56, 7)))).toBe('2026-11-01T12:34:56.007Z');
-    expect(instantLiteral(new Date(0))).toBe('1970-01-01T00:00:00Z');
-    expect(instantLiteral(new Date(8.64e15))).toBe(new Date(8.64e15).toISOString());
-    const rnd = seeded(17);
-    for (let i = 0; i < 20_000; i++) {
-      let ms = Math.floor(-62_167_219_200_000 + rnd() * (253_402_300_800_000 + 62_167_219_200_000));
-      if (i % 2 === 0) ms -= ((ms % 1000) + 1000) % 1000;
-      const iso = new Date(ms).toISOString();
-      expect(instantLiteral(new Date(ms))).toBe(ms % 1000 === 0 ? iso.replace('.000Z', 'Z') : iso);
-    }
-  });
-});
 
 describe('formatAmount', () => {
   /** The definition by bigint division, which `formatAmount` replaced by splitting the digits' text. */
