@@ -62,6 +62,7 @@ export async function exceptionFigures(
 /** Entities whose next poll is due now. */
 export async function pollBacklog(db: Db, now: Date = new Date()): Promise<number> {
   const { rows } = await sql<{ n: number }>`
-    SELECT count(*)::int AS n FROM poll_schedule WHERE next_poll_at <= ${now}`.execute(db);
+    SELECT count(*)::int AS n FROM poll_schedule
+    WHERE due_from <= ${now} AND next_poll_at <= ${now}`.execute(db);
   return rows[0]?.n ?? 0;
 }

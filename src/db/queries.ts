@@ -200,8 +200,10 @@ export interface DueEntity {
 
 /**
  * Entities whose next poll is due at `now` (`poll_schedule`), most overdue first: the first `limit` due
- * rows by the schedule's index, then each one's mirror by its key (LATERAL ... OFFSET 0, so a large due
- * set never turns into a hash join over every mirror).
+ * rows by the schedule's index (on the hour of the next poll, `due_from`, never later than it: the index
+ * bounds the scan to the hours up to `now`, and ordering by the hour first is the order by `next_poll_at`),
+ * then each one's mirror by its key (LATERAL ... OFFSET 0, so a large due set never turns into a hash
+ * join over every mirror).
  */
 export async function entitiesDueForPolling(db: Db, now: Date, limit: number): Promise<DueEntity[]> {
   const { rows } = await sql<{
@@ -214,7 +216,8 @@ export async function entitiesDueForPolling(db: Db, now: Date, limit: number): P
     poll_attempts: number;
   }>`
     SELECT s.merchant_account, s.entity_kind, s.entity_id, m.external_ref, m.status, s.next_poll_at, m.poll_attempts
-    FROM (SELECT * FROM poll_schedule WHERE next_poll_at <= ${now} ORDER BY next_poll_at, entity_id LIMIT ${limit}) s
+    FROM (SELECT * FROM poll_schedule WHERE due_from <= ${now} AND next_poll_at <= ${now}
+      ORDER BY due_from, next_poll_at, entity_id LIMIT ${limit}) s
     CROSS JOIN LATERAL (
       SELECT m.external_ref, m.status, m.poll_attempts FROM mirrors m
       WHERE m.merchant_account = s.merchant_account AND m.entity_kind = s.entity_kind AND m.entity_id = s.entity_id

@@ -200,6 +200,8 @@ export interface PollScheduleTable {
   entity_kind: 'deposit' | 'cashout' | 'refund';
   entity_id: string;
   next_poll_at: Timestamp;
+  /** The hour `next_poll_at` falls in (generated; the poller's index, see migration 20261126T2200). */
+  due_from: GeneratedAlways<Timestamp>;
 }
 
 /**
