@@ -869,6 +869,8 @@ interface PostingRow {
   c: string;
   n: string;
   x: Minor;
+  /** The line's place in the order its entry's postings are written in (see `writeBatch`). */
+  o: number;
 }
 
 const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
@@ -876,6 +878,7 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
   c: ['text', (r) => r.c],
   n: ['text', (r) => r.n],
   x: ['numeric', (r) => r.x],
+  o: ['integer', (r) => r.o],
 };
 
 /**
@@ -940,8 +943,17 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * needs no more polls. (The schedule is not read by `loadBatch`: a probe per locked entity there cost more
  * than one per rescheduled entity here, and the entities it locked owe the `ON CONFLICT` upsert's lock and
  * second probe nothing: every writer of the schedule holds the mirror row's lock.) Rows travel as one
- * array per column (`rowsSource`, `unnest`); entries whose idempotency key exists are skipped with their
- * postings, so the postings' statement-level trigger sees each new entry whole. A locked mirror row is
+ * array per column (`rowsSource`, `unnest`). The postings are inserted (their ids drawn) entry by entry,
+ * each entry's lines last first: the order the hash join that matches them to their entries gave them
+ * when the planner took the entries for the side to probe with, now fixed whatever side it takes. History
+ * rows whose event id and entries whose idempotency key exists are skipped (entries with their postings,
+ * so the postings' statement-level trigger sees each new entry whole). The keys are probed by `NOT EXISTS`
+ * (a subplan, OFFSET 0: the planner would otherwise hash the whole table whenever it looked small) under
+ * this statement's snapshot, which sees every row committed before it, rather than by `ON CONFLICT DO
+ * NOTHING`, whose speculative insertion takes a second lock of the heap page and writes a second WAL
+ * record per row. A key inserted meanwhile by a batch still in progress (a new entity's first rows, or an
+ * event id another entity's batch records) fails the statement on its unique index instead of waiting to
+ * be skipped; `withLedgerTransaction` runs the batch again, which then skips it. A locked mirror row is
  * updated through the `ctid` `loadBatch` read with its lock (this transaction holds the lock, so that
  * version is the current one; the key is checked again), without a second key probe. The row is fetched
  * by that ctid in a LATERAL subquery (OFFSET 0) and the update joins it by ctid again: joined directly
@@ -963,11 +975,19 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   const merchants = new Set<string>();
   for (const e of entries) {
     merchants.add(e.account);
-    for (const p of e.entry.postings) {
+    const lines = e.entry.postings;
+    for (let i = 0; i < lines.length; i++) {
+      const p = lines[i]!;
       const key = `${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`;
       if (!accounts.has(key))
         accounts.set(key, { a: e.account, c: p.currency, b: e.entry.book, n: p.account });
-      postings.push({ k: e.entry.idempotencyKey, c: p.currency, n: p.account, x: p.amount });
+      postings.push({
+        k: e.entry.idempotencyKey,
+        c: p.currency,
+        n: p.account,
+        x: p.amount,
+        o: lines.length - i,
+      });
     }
   }
   const updates: MirrorUpdate[] = [];
@@ -1010,7 +1030,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
         payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
       FROM ${rowsSource(history, HISTORY_COLUMNS)}
-      ON CONFLICT (event_id) DO NOTHING
+      WHERE NOT EXISTS (SELECT 1 FROM status_history x WHERE x.event_id = v.event_id OFFSET 0)
       RETURNING 1
     ), mi AS (
       INSERT INTO mirrors (${insertNames})
@@ -1066,13 +1086,14 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
       SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
         amount, fee_currency, fee_amount, effective_at, memo
       FROM ${rowsSource(entries, ENTRY_COLUMNS)}
-      ON CONFLICT (idempotency_key) DO NOTHING
+      WHERE NOT EXISTS (SELECT 1 FROM journal_entries x WHERE x.idempotency_key = v.idempotency_key OFFSET 0)
       RETURNING id, idempotency_key, merchant_account, book
     ), p AS (
       INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
       SELECT e.id, e.merchant_account, v.c, e.book, v.n, v.x
       FROM ${rowsSource(postings, POSTING_COLUMNS)}
         JOIN e ON e.idempotency_key = v.k
+      ORDER BY e.id, v.o
     )
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
       (SELECT count(*) FROM m)::text AS updated,

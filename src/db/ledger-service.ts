@@ -761,14 +761,24 @@ async function crossEntityExceptions(
 const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
 
 /**
- * Serialization failures and deadlocks, and a new entity's mirror row created by a concurrent batch
- * between this batch's read and its write (`writeBatch` inserts it; run again, the batch locks it).
+ * The unique keys a batch's write can find taken by a concurrent batch still in progress: a new entity's
+ * mirror row (`writeBatch` inserts it; run again, the batch locks it), and an event id or entry key that
+ * batch is inserting too (`writeBatch` skips the keys committed before its statement; run again, the batch
+ * sees the other's rows and skips them).
  */
+const RETRYABLE_UNIQUE_KEYS = new Set([
+  'mirrors_pk',
+  'status_history_event_uq',
+  'journal_entries_idempotency_key_uq',
+]);
+
+/** Serialization failures and deadlocks, and a unique key taken by a concurrent batch (above). */
 function isRetryable(err: unknown): boolean {
   const { code, constraint } = err as { code?: unknown; constraint?: unknown };
   return (
     typeof code === 'string' &&
-    (RETRYABLE_PG_CODES.has(code) || (code === '23505' && constraint === 'mirrors_pk'))
+    (RETRYABLE_PG_CODES.has(code) ||
+      (code === '23505' && typeof constraint === 'string' && RETRYABLE_UNIQUE_KEYS.has(constraint)))
   );
 }
 
@@ -781,7 +791,7 @@ export interface RetryOptions {
 
 /**
  * Runs `fn` in a transaction, retrying on serialization failures and deadlocks (40001, 40P01) and on a
- * concurrent creation of a new entity's mirror row (23505 on `mirrors_pk`) with a short jittered back-off.
+ * unique key taken by a concurrent batch (23505 on `RETRYABLE_UNIQUE_KEYS`) with a short jittered back-off.
  * Anything else propagates.
  */
 export async function withLedgerTransaction<T>(
