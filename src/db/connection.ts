@@ -24,6 +24,7 @@ import * as m20261125T0160 from './migrations/20261125T0160_lookup_indexes.ts';
 import * as m20261126T1100 from './migrations/20261126T1100_mirror_watch.ts';
 import * as m20261126T1101 from './migrations/20261126T1101_in_flight_index.ts';
 import * as m20261126T1300 from './migrations/20261126T1300_byte_order_keys.ts';
+import * as m20261126T2100 from './migrations/20261126T2100_mirror_keys.ts';
 import * as m20261126T2200 from './migrations/20261126T2200_poll_schedule_keys.ts';
 import * as m20261126T2300 from './migrations/20261126T2300_ledger_insert_keys.ts';
 import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_index.ts';
@@ -65,6 +66,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T1100_mirror_watch': m20261126T1100,
   '20261126T1101_in_flight_index': m20261126T1101,
   '20261126T1300_byte_order_keys': m20261126T1300,
+  '20261126T2100_mirror_keys': m20261126T2100,
   '20261126T2200_poll_schedule_keys': m20261126T2200,
   '20261126T2300_ledger_insert_keys': m20261126T2300,
 };

@@ -348,7 +348,8 @@ type Timed = <T>(name: string, run: () => Promise<T>) => Promise<T>;
 /**
  * The entities to check, `chunk` at a time in key order. Incremental: those with a reading recorded or an
  * entry booked in the period, found in one statement by the history's BRIN index on `recorded_at` and the
- * entries' index on `created_at` (each mirror then read by its key); full: every mirror, keyset pages.
+ * entries' index on `created_at` (each mirror then read by its key); full: every mirror, keyset pages in the
+ * primary key's order.
  */
 async function* entityPages(
   db: Db,
@@ -375,12 +376,12 @@ async function* entityPages(
     const { rows } = await timed('entities of the period', () =>
       sql<EntityRow>`
         SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref FROM mirrors m
-        WHERE (m.merchant_account, m.entity_kind, m.entity_id) > (${after[0]}, ${after[1]}, ${after[2]})
-        ORDER BY m.merchant_account, m.entity_kind, m.entity_id LIMIT ${chunk}`.execute(db),
+        WHERE (m.entity_id, m.entity_kind, m.merchant_account) > (${after[0]}, ${after[1]}, ${after[2]})
+        ORDER BY m.entity_id, m.entity_kind, m.merchant_account LIMIT ${chunk}`.execute(db),
     );
     if (rows.length === 0) return;
     const last = rows[rows.length - 1]!;
-    after = [last.merchant_account, last.entity_kind, last.entity_id];
+    after = [last.entity_id, last.entity_kind, last.merchant_account];
     yield rows;
   }
 }
