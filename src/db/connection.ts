@@ -27,6 +27,7 @@ import * as m20261126T1300 from './migrations/20261126T1300_byte_order_keys.ts';
 import * as m20261126T2100 from './migrations/20261126T2100_mirror_keys.ts';
 import * as m20261126T2200 from './migrations/20261126T2200_poll_schedule_keys.ts';
 import * as m20261126T2300 from './migrations/20261126T2300_ledger_insert_keys.ts';
+import * as m20261126T2310 from './migrations/20261126T2310_postings_triggers_probe.ts';
 import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_index.ts';
 import * as m20261126T04183 from './migrations/20261126T04183_postings_check_one_pass.ts';
 import * as m20261126T04184 from './migrations/20261126T04184_interactive_indexes.ts';
@@ -69,6 +70,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T2100_mirror_keys': m20261126T2100,
   '20261126T2200_poll_schedule_keys': m20261126T2200,
   '20261126T2300_ledger_insert_keys': m20261126T2300,
+  '20261126T2310_postings_triggers_probe': m20261126T2310,
 };
 
 export interface OpenDatabaseOptions {
