@@ -290,11 +290,19 @@ export interface BatchState {
  * without a mirror row is left out of `locked` (a new entity: `writeBatch` inserts its row whole, once,
  * instead of an empty row inserted here and rewritten by the write). With `known`, an entity whose locked
  * row is the version `known` holds is not read again: its history and entries come from `known`.
+ *
+ * Under READ COMMITTED, a lock this statement waited for returns the row version the other batch
+ * committed meanwhile, but the rest of the statement (history, entries, intent) reads the snapshot taken
+ * before the wait, without that batch's rows: planning from it would book against a state the ledger
+ * has left. The statement says, per row, whether the locked version is visible to its own snapshot (a
+ * fetch by ctid); the entities whose version is not are read again by a second statement, whose snapshot
+ * sees everything committed before it, the locks being held.
  */
 export async function loadBatch(
   db: Db,
   refs: readonly EntityRef[],
   known?: EntityStateCache,
+  readAgain = false,
 ): Promise<BatchState> {
   const state: BatchState = { locked: new Map(), histories: new Map(), applied: new Map() };
   if (refs.length === 0) return state;
@@ -340,6 +348,7 @@ export async function loadBatch(
       i_external_ref: string | null,
       history: Json[][] | null,
       applied: Json[][] | null,
+      seen: boolean,
     ]
   >(sql`
     SELECT x.tid, x.version, x.merchant_account, x.entity_kind, x.entity_id, x.status, x.ever_completed,
@@ -347,12 +356,13 @@ export async function loadBatch(
       i.i_currency, i.i_amount, i.i_expected_fee, i.i_test, i.i_crypto, i.i_fee_on_payer,
       i.i_entity_id, i.i_external_ref,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
-      CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
+      CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied,
+      EXISTS (SELECT 1 FROM mirrors s WHERE s.ctid = x.t) AS seen
     FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${arrayLiteral(expect)}::text[],
       ${`{${intentKnown.join(',')}}`}::boolean[])
       WITH ORDINALITY AS r(account, kind, id, expect, intent_known, n)
     CROSS JOIN LATERAL (
-      SELECT m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
+      SELECT m.ctid AS t, m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
         floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref
       FROM mirrors m
@@ -368,6 +378,8 @@ export async function loadBatch(
   // Rows come in the order of `refs` (ORDER BY r.n), one per ref with a mirror row: each finds its ref,
   // and so its key, by walking `refs` forward instead of building the key again.
   let at = 0;
+  // The entities whose row a batch changed and committed while this statement waited for its lock.
+  const waited: EntityRef[] = [];
   for (const r of rows) {
     const account = r[2];
     const kind = r[3];
@@ -378,6 +390,11 @@ export async function loadBatch(
       at++;
     }
     const key = at < refs.length ? keys[at]! : refKey({ account, kind, entityId });
+    if (!r[24]) {
+      if (readAgain) throw new AppError('INTERNAL', `ledger: ${kind} ${entityId} changed under its lock`);
+      waited.push({ account, kind, entityId });
+      continue;
+    }
     const version = r[1];
     const history = r[22];
     const applied = r[23];
@@ -437,6 +454,14 @@ export async function loadBatch(
               }
             : null,
     });
+  }
+  if (waited.length > 0) {
+    // Read again, now that this transaction holds their locks: the new statement's snapshot sees all that
+    // was committed before it (without `known`, which holds none of another process's versions).
+    const again = await loadBatch(db, waited, undefined, true);
+    for (const [k, v] of again.locked) state.locked.set(k, v);
+    for (const [k, v] of again.histories) state.histories.set(k, v);
+    for (const [k, v] of again.applied) state.applied.set(k, v);
   }
   return state;
 }
