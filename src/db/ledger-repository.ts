@@ -303,20 +303,23 @@ export async function loadBatch(
   refs: readonly EntityRef[],
   known?: EntityStateCache,
   readAgain = false,
+  /** The refs' keys (`refKey`), when the caller has them: the strings its maps already hold. */
+  refKeys?: readonly string[],
 ): Promise<BatchState> {
   const state: BatchState = { locked: new Map(), histories: new Map(), applied: new Map() };
   if (refs.length === 0) return state;
   const a = refArrays(refs);
-  // What `known` holds when the statement is sent: the statement leaves out the state of an entity whose
-  // locked row is that version, and that is the state used (whatever `known` holds by the time it answers).
-  const held = new Map<string, KnownEntity>();
-  const keys = refs.map(refKey);
+  // What `known` holds when the statement is sent, by the ref's position: the statement leaves out the
+  // state of an entity whose locked row is that version, and that is the state used (whatever `known`
+  // holds by the time it answers).
+  const keys = refKeys ?? refs.map(refKey);
+  const held = new Array<KnownEntity | undefined>(refs.length);
   // Per ref: the version `known` holds (null: none), and whether it holds that version's intent too.
   const expect: (string | null)[] = [];
   const intentKnown: string[] = [];
-  for (const k of keys) {
-    const hit = known?.get(k);
-    if (hit) held.set(k, hit);
+  for (let i = 0; i < keys.length; i++) {
+    const hit = known?.get(keys[i]!);
+    held[i] = hit;
     expect.push(hit?.version ?? null);
     intentKnown.push(hit !== undefined && hit.intent !== undefined ? 't' : 'f');
   }
@@ -402,7 +405,7 @@ export async function loadBatch(
     let knownIntent: LinkedIntent | null | undefined;
     if (history === null || applied === null) {
       // Left out by the statement because the locked version is the one `known` held.
-      const hit = held.get(key);
+      const hit = at < refs.length ? held[at] : undefined;
       if (!hit || hit.version !== version) {
         throw new AppError('INTERNAL', `ledger: state of ${kind} ${entityId} neither read nor known`);
       }

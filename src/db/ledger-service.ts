@@ -268,7 +268,7 @@ async function loadForReconcile(
   step: (name: string) => void,
   known: EntityStateCache | undefined,
 ): Promise<LoadedBatch> {
-  const { locked, histories, applied } = await loadBatch(trx, refs, known);
+  const { locked, histories, applied } = await loadBatch(trx, refs, known, false, keys);
   step('lock and load');
   // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
   // marks those), so only unlinked or intent-touched entities search the intents table.
@@ -474,7 +474,7 @@ function bareMirror(m: LockedMirror): MirrorUpdate {
 /**
  * Keeps what the batch wrote of each entity in `known`, under the version of the mirror row written with
  * it: the history and entries read plus those written (an entity the batch did not write: those read,
- * under the version read). Entities of the batch are forgotten first; none is
+ * under the version read). Every other entity of the batch is forgotten; none is
  * kept when the tables skipped a row the batch sent (an event id or entry key recorded already), since
  * then the tables hold something else than the batch's rows; nor frozen ones (their row changes again).
  */
@@ -486,12 +486,18 @@ function remember(
   written: WriteResult,
   sent: { history: number; entries: number },
 ): void {
-  for (const k of keys) known.delete(k);
-  if (written.recorded !== sent.history || written.booked !== sent.entries) return;
+  if (written.recorded !== sent.history || written.booked !== sent.entries) {
+    for (const k of keys) known.delete(k);
+    return;
+  }
   const frozen = out.frozen.length === 0 ? null : new Set(out.frozen.map(refKey));
+  // Each entity is set (which puts it last) or forgotten: one operation on the cache per entity.
   for (let r = 0; r < keys.length; r++) {
     const k = keys[r]!;
-    if (frozen?.has(k)) continue;
+    if (frozen?.has(k)) {
+      known.delete(k);
+      continue;
+    }
     const version = written.versions.get(k);
     if (version !== undefined) {
       const linked = out.linked[r];
@@ -513,6 +519,7 @@ function remember(
         applied: loaded.applied.get(k) ?? [],
         intent: settledIntent(read.intent),
       });
+    else known.delete(k);
   }
 }
 
