@@ -1,4 +1,5 @@
 import { type Kysely, sql } from 'kysely';
+import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { formatAmount, type Minor } from '../../src/domain/money.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
@@ -176,4 +177,28 @@ export async function scheduleAt(
   if (at !== null)
     await sql`INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
       VALUES (${account}, ${kind}, ${entityId}, ${at})`.execute(db);
+}
+
+/**
+ * Applies the observations in one transaction; returns the updates and HOT updates it made to `table`
+ * (`pg_stat_xact_user_tables`' counts after less before: a backend's counts not yet flushed to the
+ * cumulative statistics stay in it across transactions).
+ */
+export async function applyCountingUpdates(
+  db: Kysely<Database>,
+  table: string,
+  o: Observation[],
+): Promise<{ updated: number; hot: number }> {
+  return withLedgerTransaction(db, async (trx) => {
+    const counts = async () => {
+      const { rows } = await sql<{ upd: string; hot: string }>`
+        SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_xact_user_tables
+        WHERE relname = ${table} AND schemaname = current_schema()`.execute(trx);
+      return { updated: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) };
+    };
+    const before = await counts();
+    await applyObservations(trx, o);
+    const after = await counts();
+    return { updated: after.updated - before.updated, hot: after.hot - before.hot };
+  });
 }

@@ -6,10 +6,10 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { deferPolls } from '../../src/db/queries.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { intent, mirrorsWithPolls, obs } from './fixtures.ts';
+import { applyCountingUpdates, intent, mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -22,25 +22,7 @@ afterAll(async () => {
 
 const minute = (m: number) => new Date(Date.UTC(2026, 10, 1) + m * 60_000);
 
-/**
- * Applies the observations in one transaction; returns the mirrors' updates and HOT updates it made (the
- * view's counts after less before: a backend's counts not yet flushed to the cumulative statistics stay
- * in it across transactions).
- */
-async function applyCounting(o: Observation[]): Promise<{ updated: number; hot: number }> {
-  return withLedgerTransaction(t.db, async (trx) => {
-    const counts = async () => {
-      const { rows } = await sql<{ upd: string; hot: string }>`
-        SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_xact_user_tables
-        WHERE relname = 'mirrors' AND schemaname = current_schema()`.execute(trx);
-      return { updated: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) };
-    };
-    const before = await counts();
-    await applyObservations(trx, o);
-    const after = await counts();
-    return { updated: after.updated - before.updated, hot: after.hot - before.hot };
-  });
-}
+const applyCounting = (o: Observation[]) => applyCountingUpdates(t.db, 'mirrors', o);
 
 const scheduleOf = async (id: string) =>
   mirrorsWithPolls(t.db)

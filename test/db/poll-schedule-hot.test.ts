@@ -12,7 +12,7 @@ import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-se
 import { pollBacklog } from '../../src/db/metrics-queries.ts';
 import { entitiesDueForPolling } from '../../src/db/queries.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { obs, scheduleAt } from './fixtures.ts';
+import { applyCountingUpdates, obs, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -25,21 +25,7 @@ afterAll(async () => {
 
 const minute = (m: number) => new Date(Date.UTC(2026, 10, 1) + m * 60_000);
 
-/** Applies the observations in one transaction; returns the schedule's updates and HOT updates it made. */
-async function applyCounting(o: Observation[]): Promise<{ updated: number; hot: number }> {
-  return withLedgerTransaction(t.db, async (trx) => {
-    const counts = async () => {
-      const { rows } = await sql<{ upd: string; hot: string }>`
-        SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_xact_user_tables
-        WHERE relname = 'poll_schedule' AND schemaname = current_schema()`.execute(trx);
-      return { updated: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) };
-    };
-    const before = await counts();
-    await applyObservations(trx, o);
-    const after = await counts();
-    return { updated: after.updated - before.updated, hot: after.hot - before.hot };
-  });
-}
+const applyCounting = (o: Observation[]) => applyCountingUpdates(t.db, 'poll_schedule', o);
 
 const dueIds = async (at: Date, limit = 100) =>
   (await entitiesDueForPolling(t.db, at, limit)).map((e) => e.entityId);
