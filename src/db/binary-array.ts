@@ -210,22 +210,17 @@ const WRITERS: { readonly [K in ElementType]: (v: ElementValues[K]) => void } = 
 const NATIVE_WRITE = 64;
 
 /**
- * The elements of a text or jsonb column (`version`: jsonb's version byte before each) written straight
- * into the scratch buffer while every value is ASCII (its characters are its UTF-8 bytes): each length,
- * then the value, a short one character by character (a native write per element cost about three times
- * as much on ids), a long one with one native write whose UTF-8 length tells whether it was ASCII.
- * Nothing is allocated per element (building the column as one latin1 string first was the largest
- * allocation of a batch). Returns null, with the buffer as it was, when a value is not ASCII: the caller
- * writes the column element by element.
+ * Writes the elements of a column after the array header: NULL as length -1, a value by `write`, which
+ * returns false to give up on the column (the caller then rewinds). With `trimNulls`, the NULLs after the
+ * last value are left out (`unnest` of several arrays pads the shorter ones with NULLs). Returns the
+ * elements kept and whether a NULL is among them, or null when `write` gave up.
  */
-function asciiColumn<T>(
+function writeElements<T, V>(
   rows: readonly T[],
-  value: (row: T) => string | null | undefined,
-  version: boolean,
+  value: (row: T) => V | null | undefined,
+  write: (v: V) => boolean,
   trimNulls: boolean,
 ): { count: number; nulls: boolean } | null {
-  const from = pos;
-  const head = version ? 5 : 4;
   let count = 0;
   let end = pos;
   let nulls = false;
@@ -238,43 +233,49 @@ function asciiColumn<T>(
       nulls = true;
       continue;
     }
-    const n = v.length;
-    room(n < NATIVE_WRITE ? head + n : head + 3 * n);
-    const at = pos + head;
-    if (n < NATIVE_WRITE) {
-      for (let j = 0; j < n; j++) {
-        const c = v.charCodeAt(j);
-        if (c > 0x7f) {
-          pos = from;
-          return null;
-        }
-        buf[at + j] = c;
-      }
-    } else {
-      if (buf.write(v, at, 'utf8') !== n) {
-        pos = from;
-        return null;
-      }
-    }
-    if (version) {
-      int32(n + 1);
-      buf[pos++] = 1;
-    } else {
-      int32(n);
-    }
-    pos += n;
+    if (!write(v)) return null;
     count = i + 1;
     end = pos;
     nullsKept = nulls;
   }
-  if (!trimNulls) {
-    count = rows.length;
-    end = pos;
-    nullsKept = nulls;
-  }
+  if (!trimNulls) return { count: rows.length, nulls };
   pos = end;
   return { count, nulls: nullsKept };
 }
+
+/**
+ * One element of a text or jsonb column (`version`: jsonb's version byte first) written straight into
+ * the scratch buffer if it is ASCII (its characters are its UTF-8 bytes): its length, then the value, a
+ * short one character by character (a native write per element cost about three times as much on ids),
+ * a long one with one native write whose UTF-8 length tells whether it was ASCII. Nothing is allocated
+ * (building the column as one latin1 string first was the largest allocation of a batch). Returns false,
+ * having written nothing the caller keeps, when the value is not ASCII: the caller rewinds and writes the
+ * column element by element.
+ */
+function asciiElement(v: string, version: boolean): boolean {
+  const head = version ? 5 : 4;
+  const n = v.length;
+  room(n < NATIVE_WRITE ? head + n : head + 3 * n);
+  const at = pos + head;
+  if (n < NATIVE_WRITE) {
+    for (let j = 0; j < n; j++) {
+      const c = v.charCodeAt(j);
+      if (c > 0x7f) return false;
+      buf[at + j] = c;
+    }
+  } else if (buf.write(v, at, 'utf8') !== n) return false;
+  if (version) {
+    int32(n + 1);
+    buf[pos++] = 1;
+  } else {
+    int32(n);
+  }
+  pos += n;
+  return true;
+}
+
+const asciiText = (v: string) => asciiElement(v, false);
+const asciiJsonb = (v: string) => asciiElement(v, true);
 
 /**
  * Appends one column of the rows as a one-dimensional array of `type` to the scratch buffer (an empty
@@ -287,7 +288,6 @@ function appendColumn<T, K extends ElementType>(
   value: (row: T) => ElementValues[K] | null | undefined,
   trimNulls: boolean,
 ): void {
-  const write = WRITERS[type] as (v: ElementValues[K]) => void;
   const start = pos;
   room(20);
   int32(1);
@@ -297,37 +297,30 @@ function appendColumn<T, K extends ElementType>(
   const lengthAt = pos;
   int32(0);
   int32(1);
+  let written: { count: number; nulls: boolean } | null = null;
   if (type === 'text' || type === 'jsonb') {
-    const ascii = asciiColumn(rows, value as (row: T) => string | null, type === 'jsonb', trimNulls);
-    if (ascii !== null) {
-      finish(start, flagsAt, lengthAt, ascii.count, ascii.nulls, OIDS[type]);
-      return;
-    }
+    const from = pos;
+    written = writeElements(
+      rows,
+      value as (row: T) => string | null,
+      type === 'jsonb' ? asciiJsonb : asciiText,
+      trimNulls,
+    );
+    if (written === null) pos = from;
   }
-  let count = 0;
-  let end = pos;
-  let nulls = false;
-  let nullsKept = false;
-  for (let i = 0; i < rows.length; i++) {
-    const v = value(rows[i]!);
-    if (v === null || v === undefined) {
-      room(4);
-      int32(-1);
-      nulls = true;
-    } else {
-      write(v);
-      count = i + 1;
-      end = pos;
-      nullsKept = nulls;
-    }
+  if (written === null) {
+    const write = WRITERS[type] as (v: ElementValues[K]) => void;
+    written = writeElements(
+      rows,
+      value,
+      (v) => {
+        write(v);
+        return true;
+      },
+      trimNulls,
+    )!;
   }
-  if (!trimNulls) {
-    count = rows.length;
-    end = pos;
-    nullsKept = nulls;
-  }
-  pos = end;
-  finish(start, flagsAt, lengthAt, count, nullsKept, OIDS[type]);
+  finish(start, flagsAt, lengthAt, written.count, written.nulls, OIDS[type]);
 }
 
 /** Fills in the header of the array started at `start`, or makes it the empty array if it has no element. */
