@@ -4,7 +4,7 @@
  * `TEST_DATABASE_URL`, else 127.0.0.1:5432 when it answers, else one embedded PostgreSQL.
  */
 import { randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { createDb, migrateToLatest } from '../../src/db/connection.ts';
@@ -48,4 +48,26 @@ export async function createTestDatabase(options: { migrate?: boolean } = {}): P
       await c.end();
     },
   };
+}
+
+/**
+ * Resolves once a backend of `db`'s database waits for a lock (`wait_event_type = 'Lock'`): the marker that
+ * a concurrent transaction a test set up is blocked. `waitEvent` and `query` (a LIKE pattern of its
+ * statement) narrow it down. Throws after `ms`.
+ */
+export async function someoneWaitsForALock(
+  db: Kysely<Database>,
+  options: { waitEvent?: string; query?: string; ms?: number } = {},
+): Promise<void> {
+  const end = Date.now() + (options.ms ?? 10_000);
+  for (;;) {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock'
+        AND (${options.waitEvent ?? null}::text IS NULL OR wait_event = ${options.waitEvent ?? null})
+        AND (${options.query ?? null}::text IS NULL OR query LIKE ${options.query ?? null})`.execute(db);
+    if ((rows[0]?.n ?? 0) > 0) return;
+    if (Date.now() > end) throw new Error('no backend came to wait for a lock');
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

@@ -4,14 +4,14 @@
  * inserting fails the write on its unique index and `withLedgerTransaction` runs the batch again, which then
  * skips it.
  */
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { obs } from './fixtures.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { createTestDatabase, someoneWaitsForALock, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
 let other: Kysely<Database>;
@@ -32,19 +32,6 @@ async function historyOf(eventId: string) {
     .execute();
 }
 
-/** Resolves once a backend of this database waits for another transaction inside the history insert. */
-async function someoneWaitsOnHistory(): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const { rows } = await sql<{ n: number }>`
-      SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'transactionid'
-        AND query LIKE '%INSERT INTO status_history%'`.execute(t.db);
-    if ((rows[0]?.n ?? 0) > 0) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error('no batch came to wait on the history insert');
-}
-
 describe('history and entry keys already taken', () => {
   it('runs a batch again when its event id is being inserted by a batch not yet committed', async () => {
     const warned: unknown[] = [];
@@ -60,7 +47,10 @@ describe('history and entry keys already taken', () => {
         { logger },
       );
       blocked.catch(() => undefined);
-      await someoneWaitsOnHistory();
+      await someoneWaitsForALock(t.db, {
+        waitEvent: 'transactionid',
+        query: '%INSERT INTO status_history%',
+      });
     });
     await blocked;
     expect(warned).toEqual([expect.objectContaining({ code: '23505', attempt: 1 })]);

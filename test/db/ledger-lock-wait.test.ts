@@ -4,16 +4,15 @@
  * rest of its statement (the entity's history, its entries, its intent) reads the snapshot taken before
  * the wait: those must be read again once the lock is held.
  */
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
 import { loadBatch } from '../../src/db/ledger-repository.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
-import { waitFor } from '../pipeline/helpers.ts';
 import { intent, obs } from './fixtures.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { createTestDatabase, someoneWaitsForALock, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
 let other: Kysely<Database>;
@@ -25,16 +24,6 @@ afterAll(async () => {
   await other?.destroy();
   await t?.drop();
 });
-
-/** Resolves once a backend of this database waits for a row lock (the marker that the second batch is blocked). */
-async function someoneWaitsForALock(): Promise<void> {
-  await waitFor('a backend waiting for a row lock', async () => {
-    const { rows } = await sql<{ n: string }>`
-      SELECT count(*)::text AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock'`.execute(t.db);
-    return Number(rows[0]?.n) > 0 ? true : undefined;
-  });
-}
 
 /**
  * Runs `first` in a transaction held open until the second transaction (`second`, on the other pool)
@@ -59,7 +48,7 @@ async function whileHeld<T>(
   });
   await holding;
   const two = other.transaction().execute(second);
-  await someoneWaitsForALock();
+  await someoneWaitsForALock(t.db);
   release();
   await one;
   return two;
