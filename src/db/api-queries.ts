@@ -164,6 +164,13 @@ export async function listPayments(
   after: PaymentCursor | null,
 ): Promise<PaymentRow[]> {
   const f = filter;
+  // The status's set (`mirror_watch`, migration 20261126T1100_mirror_watch): a status in one is read from
+  // the set's side rows (migration 20261127T0100_mirror_watches) instead of every mirror.
+  const set =
+    f.status !== undefined && f.kind !== undefined
+      ? ((await sql<{ set: string | null }>`SELECT mirror_watch(${f.kind}, ${f.status}) AS set`.execute(db))
+          .rows[0]?.set ?? null)
+      : null;
   const { rows } = await sql<MirrorRow>`
     SELECT ${MIRROR_COLUMNS} FROM mirrors m
      WHERE true
@@ -171,10 +178,9 @@ export async function listPayments(
        ${f.kind !== undefined ? sql`AND m.entity_kind = ${f.kind}` : sql``}
        ${f.status !== undefined ? sql`AND m.status = ${f.status}` : sql``}
        ${
-         // The status's set (migration 20261126T1100_mirror_watch), folded to a constant by the planner: an
-         // open status is read from the partial index of open mirrors instead of every mirror.
-         f.status !== undefined && f.kind !== undefined
-           ? sql`AND (mirror_watch(${f.kind}, ${f.status}) IS NULL OR m.watch = mirror_watch(${f.kind}, ${f.status}))`
+         set !== null
+           ? sql`AND EXISTS (SELECT 1 FROM mirror_watches w WHERE w.entity_id = m.entity_id
+               AND w.entity_kind = m.entity_kind AND w.merchant_account = m.merchant_account AND w.watch = ${set})`
            : sql``
        }
        ${f.currency !== undefined ? sql`AND m.currency = ${f.currency}` : sql``}

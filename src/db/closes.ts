@@ -115,9 +115,11 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
       WHERE p.merchant_account = ${s.merchantAccount} AND p.currency = ${s.currency} AND p.book = 'live'
         AND p.account = 'reserved' AND p.created_at >= ${s.end}
       UNION
-      SELECT m.entity_kind, m.entity_id FROM mirrors m
-      WHERE m.watch = 'open' AND m.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])
-        AND m.merchant_account = ${s.merchantAccount} AND m.currency = ${s.currency} AND NOT m.test
+      -- the open cashouts and refunds (mirror_watches_in_flight_ix, migration 20261127T0100_mirror_watches)
+      SELECT m.entity_kind, m.entity_id FROM mirror_watches w
+      JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
+      WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])
+        AND w.merchant_account = ${s.merchantAccount} AND w.currency = ${s.currency} AND NOT w.test
     )
     SELECT c.entity_kind, c.entity_id, m.external_ref, r.reserved_at, r.amount
     FROM candidates c

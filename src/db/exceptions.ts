@@ -332,12 +332,16 @@ export async function sweepExceptions(
     status_since: Date | null;
     expires_at: Date | null;
   }>`
-    SELECT merchant_account, entity_kind, entity_id, status, status_since, expires_at FROM mirrors
-    -- The open mirrors (mirrors_open_ix, migration 20261126T1100_mirror_watch), of them the unfinished ones.
-    WHERE watch = 'open' AND ((entity_kind = 'deposit' AND status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION', 'FOR_REVIEW',
-        'APPROVED', 'EARLY_RELEASED'))
-       OR (entity_kind = 'cashout' AND status IN ('PENDING', 'ON_HOLD', 'DELIVERED'))
-       OR (entity_kind = 'refund' AND status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED')))`.execute(db);
+    SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status, m.status_since, m.expires_at
+    -- The open mirrors (mirror_watches_open_ix, migration 20261127T0100_mirror_watches), of them the unfinished ones.
+    FROM mirror_watches w
+    JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
+    WHERE w.watch = 'open' AND ((m.entity_kind = 'deposit' AND m.status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION',
+        'FOR_REVIEW', 'APPROVED', 'EARLY_RELEASED'))
+       OR (m.entity_kind = 'cashout' AND m.status IN ('PENDING', 'ON_HOLD', 'DELIVERED'))
+       OR (m.entity_kind = 'refund' AND m.status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED')))`.execute(
+    db,
+  );
   let stuck = 0;
   for (const c of candidates) {
     const deadline = stuckDeadline(

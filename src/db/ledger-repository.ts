@@ -1063,7 +1063,8 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     ), mi AS (
       INSERT INTO mirrors (${insertNames})
       SELECT ${insertValues} FROM ${rowsSource(inserts, MIRROR_COLUMNS)}
-      RETURNING merchant_account, entity_kind, entity_id, ctid::text || '/' || xmin::text AS version
+      RETURNING merchant_account, entity_kind, entity_id, ctid::text || '/' || xmin::text AS version, watch, watch_at,
+        currency, test
     ), m AS (
       UPDATE mirrors m SET
         external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
@@ -1079,10 +1080,36 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         updated_at = now()
       FROM ${rowsSource(updates, MIRROR_COLUMNS)}
         CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid FROM mirrors x WHERE x.ctid = v.tid AND x.merchant_account = v.merchant_account
-            AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id OFFSET 0) t
+          SELECT x.ctid AS tid, x.watch, x.watch_at, x.currency, x.test FROM mirrors x WHERE x.ctid = v.tid
+            AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
+          OFFSET 0) t
       WHERE m.ctid = t.tid
-      RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version
+      RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version,
+        m.watch, m.watch_at, m.currency, m.test,
+        -- the side row's columns before the update (t: the locked version), null when it had none
+        t.watch AS was, t.watch_at AS was_at, t.currency AS was_currency, t.test AS was_test
+    ), wm AS (
+      -- The mirrors whose side row changes: those whose watch, watch_at, currency or test moved.
+      SELECT * FROM m WHERE (m.was IS NOT NULL OR m.watch IS NOT NULL) AND (m.was IS NULL OR m.watch IS NULL
+        OR (m.was, m.was_at, m.was_currency, m.was_test) IS DISTINCT FROM (m.watch, m.watch_at, m.currency, m.test))
+    ), wd AS (
+      DELETE FROM mirror_watches w USING wm
+        CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM mirror_watches x WHERE x.entity_id = wm.entity_id AND x.entity_kind = wm.entity_kind
+            AND x.merchant_account = wm.merchant_account OFFSET 0) t
+      WHERE w.ctid = t.tid AND wm.watch IS NULL
+    ), wu AS (
+      UPDATE mirror_watches w SET watch = wm.watch, watch_at = wm.watch_at, currency = wm.currency, test = wm.test
+      FROM wm CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM mirror_watches x WHERE x.entity_id = wm.entity_id AND x.entity_kind = wm.entity_kind
+            AND x.merchant_account = wm.merchant_account OFFSET 0) t
+      WHERE w.ctid = t.tid AND wm.watch IS NOT NULL AND wm.was IS NOT NULL
+    ), wi AS (
+      INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
+      SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM wm
+      WHERE wm.watch IS NOT NULL AND wm.was IS NULL
+      UNION ALL
+      SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mi WHERE mi.watch IS NOT NULL
     ), ps AS (
       SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(polls, POLL_COLUMNS)}
         LEFT JOIN LATERAL (
@@ -1126,7 +1153,8 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
       (SELECT count(*) FROM m)::text AS updated,
       (SELECT json_agg(json_build_array(w.merchant_account, w.entity_kind, w.entity_id, w.version))
-        FROM (SELECT * FROM m UNION ALL SELECT * FROM mi) w) AS versions`);
+        FROM (SELECT merchant_account, entity_kind, entity_id, version FROM m
+          UNION ALL SELECT merchant_account, entity_kind, entity_id, version FROM mi) w) AS versions`);
     } finally {
       detailsTexts.clear();
     }

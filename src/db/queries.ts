@@ -171,11 +171,14 @@ export async function inFlight(db: Db, merchantAccount?: string): Promise<InFlig
     currency: string | null;
     amount: string | null;
   }>`
-    SELECT merchant_account, entity_kind, entity_id, external_ref, status, status_since, currency, amount::text
-    FROM mirrors
-    WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
-      AND (${merchantAccount ?? null}::text IS NULL OR merchant_account = ${merchantAccount ?? null})
-    ORDER BY status_since, entity_id`.execute(db);
+    SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.status, m.status_since, m.currency,
+      m.amount::text
+    -- The open cashouts and refunds (mirror_watches_in_flight_ix, migration 20261127T0100_mirror_watches).
+    FROM mirror_watches w
+    JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
+    WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status IN (${IN_FLIGHT_LITERALS})
+      AND (${merchantAccount ?? null}::text IS NULL OR w.merchant_account = ${merchantAccount ?? null})
+    ORDER BY m.status_since, m.entity_id`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,
     kind: r.entity_kind,
@@ -342,12 +345,15 @@ export async function scheduleLateRejectionChecks(
   // Only the schedule is written; the mirror rows are locked first, in key order (as the ledger locks
   // them), so that this queues behind a batch that reschedules the same entity instead of racing it.
   // `watch` and `watch_at` are generated from the status (migration 20261126T1100_mirror_watch): a
-  // completed cashout or refund and its completed_at, a cancelled deposit and its status_since.
+  // completed cashout or refund and its completed_at, a cancelled deposit and its status_since; looked up
+  // in `mirror_watches` (migration 20261127T0100_mirror_watches), and checked again on the locked mirror.
   const result = await sql`
     WITH due AS (
-      SELECT m.merchant_account, m.entity_kind, m.entity_id FROM mirrors m
-      WHERE ((m.watch = 'completed' AND m.watch_at >= ${payoutsSince})
-          OR (m.watch = 'cancelled' AND m.watch_at >= ${depositsSince}))
+      SELECT m.merchant_account, m.entity_kind, m.entity_id FROM mirror_watches w
+      JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
+      WHERE ((w.watch = 'completed' AND w.watch_at >= ${payoutsSince})
+          OR (w.watch = 'cancelled' AND w.watch_at >= ${depositsSince}))
+        AND m.watch = w.watch
         AND NOT EXISTS (SELECT 1 FROM poll_schedule s WHERE s.merchant_account = m.merchant_account
           AND s.entity_kind = m.entity_kind AND s.entity_id = m.entity_id AND s.next_poll_at <= ${later})
       ORDER BY m.merchant_account COLLATE "C", m.entity_kind COLLATE "C", m.entity_id COLLATE "C"
@@ -405,8 +411,9 @@ export interface InFlightCount {
 
 /**
  * Cashouts and refunds in flight per merchant account, currency and test flag (groups with some in flight).
- * Read from the partial index of open mirrors (`watch = 'open'`, migration 20261126T1100_mirror_watch)
- * instead of every mirror; the in-flight statuses are a subset of the open ones.
+ * Read from the side table's index of open cashouts and refunds alone (index-only: migration
+ * 20261127T0100_mirror_watches): an open cashout or refund is one in flight, no more, no less
+ * (`mirror_watch`; test/db/mirror-watch-domain.test.ts holds it to the domain's `PAYOUT_IN_FLIGHT`).
  */
 export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
   const { rows } = await sql<{
@@ -419,9 +426,8 @@ export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
     SELECT merchant_account, currency, test,
            count(*) FILTER (WHERE entity_kind = 'cashout')::int AS cashouts,
            count(*) FILTER (WHERE entity_kind = 'refund')::int AS refunds
-      FROM mirrors
-     WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
-       AND currency IS NOT NULL
+      FROM mirror_watches
+     WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND currency IS NOT NULL
      GROUP BY 1, 2, 3`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,

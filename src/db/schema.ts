@@ -181,13 +181,29 @@ export interface MirrorsTable {
   updated_at: GeneratedTimestamp;
   /**
    * Generated from the kind and status: the set the mirror is looked up in ('open': not final or in flight;
-   * 'completed': a completed cashout or refund; 'cancelled': a cancelled deposit; else null). The partial
-   * indexes read it, not the status, so a status change inside a set updates the row HOT
-   * (migration 20261126T1100_mirror_watch).
+   * 'completed': a completed cashout or refund; 'cancelled': a cancelled deposit; else null)
+   * (migration 20261126T1100_mirror_watch). Not indexed: the readers look the sets up in `mirror_watches`
+   * (migration 20261127T0100_mirror_watches), which the ledger's write statement keeps equal to it.
    */
   watch: GeneratedAlways<'open' | 'completed' | 'cancelled' | null>;
   /** Generated: `completed_at` of a completed cashout or refund, `status_since` of a cancelled deposit. */
   watch_at: GeneratedAlways<Date | null>;
+}
+
+/**
+ * One row per mirror whose `watch` is not null, with its `watch`, `watch_at`, currency and test flag: the
+ * sets' partial indexes, kept off `mirrors` so that a mirror update changing its set can still be HOT
+ * (migration 20261127T0100_mirror_watches). Written by the ledger's write statement with the mirror row;
+ * `payrecon db verify` checks it against the mirrors.
+ */
+export interface MirrorWatchesTable {
+  entity_id: string;
+  entity_kind: 'deposit' | 'cashout' | 'refund';
+  merchant_account: string;
+  watch: 'open' | 'completed' | 'cancelled';
+  watch_at: Timestamp | null;
+  currency: string | null;
+  test: boolean;
 }
 
 /**
@@ -392,6 +408,8 @@ export interface Database {
   intents: IntentsTable;
   /** Current state of each deposit, cashout and refund. */
   mirrors: MirrorsTable;
+  /** The mirrors' sets (`watch`), indexed for their readers. */
+  mirror_watches: MirrorWatchesTable;
   /** The poller's schedule: entities with a next poll. */
   poll_schedule: PollScheduleTable;
   /** Every observation ever recorded, append-only. */

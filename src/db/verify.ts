@@ -175,10 +175,13 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
             WHERE (book = 'live' AND account = 'reserved') OR (book = 'test' AND account = 'test_reserved')`
     }),
     f AS (
-      SELECT merchant_account, currency, CASE WHEN entity_kind = 'refund' AND test THEN 'test' ELSE 'live' END AS book,
-        sum(amount) AS in_flight FROM mirrors
-      WHERE watch = 'open' AND entity_kind IN ('cashout', 'refund') AND status IN (${IN_FLIGHT_LITERALS})
-        AND amount IS NOT NULL AND currency IS NOT NULL
+      -- the open cashouts and refunds (mirror_watches_in_flight_ix; the side table is checked below)
+      SELECT m.merchant_account, m.currency,
+        CASE WHEN m.entity_kind = 'refund' AND m.test THEN 'test' ELSE 'live' END AS book, sum(m.amount) AS in_flight
+      FROM mirror_watches w
+      JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
+      WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status IN (${IN_FLIGHT_LITERALS})
+        AND m.amount IS NOT NULL AND m.currency IS NOT NULL
       GROUP BY 1, 2, 3)
     SELECT coalesce(r.merchant_account, f.merchant_account) AS merchant_account,
       coalesce(r.currency, f.currency) AS currency, coalesce(r.book, f.book) AS book,
@@ -193,6 +196,67 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
       (r) =>
         `${r.merchant_account} ${r.currency}${r.book === 'test' ? ' (test book)' : ''}: reserved ${r.reserved}, ` +
         `in flight ${r.in_flight}`,
+    ),
+  );
+
+  // The side table of the mirrors' sets (migration 20261127T0100_mirror_watches) against the mirrors'
+  // generated `watch`, `watch_at` and their currency and test flag: a mirror with a set and no side row, a
+  // side row of a mirror with none (or of no mirror), a side row that differs. Full: every mirror with a set
+  // and every side row; incremental: the entities with a reading recorded or an entry booked in the period.
+  const watches = await timed('mirror watches', () =>
+    sql<{
+      merchant_account: string;
+      entity_kind: string;
+      entity_id: string;
+      watch: string | null;
+      watch_at: Date | null;
+      currency: string | null;
+      test: boolean | null;
+      side: boolean;
+      side_watch: string | null;
+      side_at: Date | null;
+      side_currency: string | null;
+      side_test: boolean | null;
+    }>`
+    WITH ${
+      since === null
+        ? sql`m AS (SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mirrors
+            WHERE watch IS NOT NULL),
+          w AS (SELECT * FROM mirror_watches)`
+        : sql`t AS (
+            SELECT merchant_account, entity_kind, entity_id FROM status_history WHERE recorded_at >= ${since}
+            UNION SELECT merchant_account, entity_kind, entity_id FROM journal_entries WHERE created_at >= ${since}),
+          m AS (SELECT m.entity_id, m.entity_kind, m.merchant_account, m.watch, m.watch_at, m.currency, m.test
+            FROM t JOIN mirrors m ON m.entity_id = t.entity_id AND m.entity_kind = t.entity_kind
+              AND m.merchant_account = t.merchant_account
+            WHERE m.watch IS NOT NULL),
+          w AS (SELECT w.* FROM t JOIN mirror_watches w ON w.entity_id = t.entity_id AND w.entity_kind = t.entity_kind
+              AND w.merchant_account = t.merchant_account)`
+    }
+    SELECT coalesce(m.merchant_account, w.merchant_account) AS merchant_account,
+      coalesce(m.entity_kind, w.entity_kind) AS entity_kind, coalesce(m.entity_id, w.entity_id) AS entity_id,
+      m.watch, m.watch_at, m.currency, m.test, w.entity_id IS NOT NULL AS side, w.watch AS side_watch,
+      w.watch_at AS side_at, w.currency AS side_currency, w.test AS side_test
+    FROM m FULL JOIN w ON w.entity_id = m.entity_id AND w.entity_kind = m.entity_kind
+      AND w.merchant_account = m.merchant_account
+    WHERE m.entity_id IS NULL OR w.entity_id IS NULL
+      OR (m.watch, m.watch_at, m.currency, m.test) IS DISTINCT FROM (w.watch, w.watch_at, w.currency, w.test)
+    ORDER BY 1, 2, 3`.execute(db),
+  );
+  const watchOf = (watch: string | null, at: Date | null, currency: string | null, test: boolean | null) =>
+    `${watch}${at ? ` at ${at.toISOString()}` : ''} ${currency ?? 'no currency'}${test ? ' test' : ''}`;
+  failures.push(
+    ...listed(
+      'mirror watch differs from its mirror',
+      watches.rows,
+      (r) =>
+        `${r.entity_kind} ${r.merchant_account}/${r.entity_id}: ` +
+        (r.watch === null
+          ? `side row ${watchOf(r.side_watch, r.side_at, r.side_currency, r.side_test)} not wanted (mirror has no watch)`
+          : !r.side
+            ? `side row missing (mirror ${watchOf(r.watch, r.watch_at, r.currency, r.test)})`
+            : `side row ${watchOf(r.side_watch, r.side_at, r.side_currency, r.side_test)}, ` +
+              `mirror ${watchOf(r.watch, r.watch_at, r.currency, r.test)}`),
     ),
   );
 

@@ -12,7 +12,7 @@ import { parseSince } from '../../src/db/cli.ts';
 import { migrateToLatest } from '../../src/db/connection.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
-import { obs, postAt } from './fixtures.ts';
+import { obs, postAt, watchMirrors } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 const run = promisify(execFile);
@@ -47,9 +47,11 @@ describe('payrecon db', () => {
     const ok = await cli('verify');
     expect(ok.code).toBe(0);
     expect(ok.stdout).toContain('all invariants hold');
-    // Break two invariants behind the service's back: an in-flight cashout with no reserve booked.
+    // Break two invariants behind the service's back: an in-flight cashout with no reserve booked (its
+    // mirror and side row written as the service would, less the entries).
     await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount)
       VALUES ('acme', 'cashout', 'broken', 'PENDING', 'BRL', 5.00)`.execute(t.db);
+    await watchMirrors(t.db);
     const bad = await cli('verify');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain(
@@ -65,6 +67,7 @@ describe('payrecon db', () => {
     const today = Math.floor((Date.now() - SETTLE_MS) / DAY) * DAY;
     await migrateToLatest(t.db);
     await sql`DELETE FROM mirrors WHERE entity_id = 'broken'`.execute(t.db);
+    await watchMirrors(t.db);
     for (let d = 4; d >= 1; d--) {
       await postAt(t.db, `old${d}`, 1_000n + BigInt(d), new Date(today - d * DAY + 60_000));
     }

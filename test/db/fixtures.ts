@@ -202,3 +202,21 @@ export async function applyCountingUpdates(
     return { updated: after.updated - before.updated, hot: after.hot - before.hot };
   });
 }
+
+/**
+ * Brings `mirror_watches` (migration 20261127T0100_mirror_watches) to the mirrors' generated sets, as the
+ * ledger's write statement keeps it, for a test that writes mirror rows directly (behind the service's
+ * back): side rows of mirrors with no set go, the others are written.
+ */
+export async function watchMirrors(db: Kysely<Database>): Promise<void> {
+  await sql`
+    DELETE FROM mirror_watches w WHERE NOT EXISTS (SELECT 1 FROM mirrors m WHERE m.entity_id = w.entity_id
+      AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account AND m.watch IS NOT NULL)`.execute(
+    db,
+  );
+  await sql`
+    INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
+    SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mirrors WHERE watch IS NOT NULL
+    ON CONFLICT (entity_id, entity_kind, merchant_account) DO UPDATE SET watch = excluded.watch,
+      watch_at = excluded.watch_at, currency = excluded.currency, test = excluded.test`.execute(db);
+}

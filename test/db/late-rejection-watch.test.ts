@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scheduleLateRejectionChecks } from '../../src/db/queries.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
-import { mirrorsWithPolls, scheduleAt } from './fixtures.ts';
+import { mirrorsWithPolls, scheduleAt, watchMirrors } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 const DAY = 86_400_000;
@@ -38,6 +38,7 @@ describe('late-rejection watch', () => {
         VALUES ('main', ${kind}, ${id}, ${status}, ${completed}, ${since}, '{}'::jsonb)`.execute(tdb.db);
       await scheduleAt(tdb.db, 'main', kind as EntityKind, id, next);
     }
+    await watchMirrors(tdb.db);
     const due = await scheduleLateRejectionChecks(tdb.db, now, {
       lateRejectionWindowMs: 30 * DAY,
       lateCompletionWindowMs: 25 * DAY,

@@ -1,8 +1,8 @@
 /**
- * The poll schedule lives off the mirror row (`poll_schedule`), and the partial indexes read the set a
- * status is in (`watch`), not the status, so a reading that changes no indexed column of its mirror (a poll
- * reading the same status again, a move inside the open set) updates the mirror HOT: no new entry in any of
- * its indexes. Counted with `pg_stat_xact_user_tables` inside the batch's own transaction.
+ * The poll schedule lives off the mirror row (`poll_schedule`), and the sets a status is in (`watch`) are
+ * indexed off it too (`mirror_watches`), so a reading that changes no indexed column of its mirror (a poll
+ * reading the same status again, a move inside the open set or between sets) updates the mirror HOT: no new
+ * entry in any of its indexes. Counted with `pg_stat_xact_user_tables` inside the batch's own transaction.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -46,6 +46,19 @@ describe('mirror updates', () => {
     });
   });
 
+  it('a move between sets is HOT: a completed payout turning REJECTED, a cancelled deposit completing late', async () => {
+    await applyCounting([obs('cashout', 'h1', 'PENDING', 100)]);
+    expect(await applyCounting([obs('cashout', 'h1', 'COMPLETED', 102)])).toEqual({ updated: 1, hot: 1 });
+    expect(await applyCounting([obs('cashout', 'h1', 'REJECTED', 200)])).toEqual({ updated: 1, hot: 1 });
+    await applyCounting([obs('deposit', 'h2', 'PENDING', 100)]);
+    expect(await applyCounting([obs('deposit', 'h2', 'CANCELLED', 102)])).toEqual({ updated: 1, hot: 1 });
+    expect(await applyCounting([obs('deposit', 'h2', 'COMPLETED', 300)])).toEqual({ updated: 1, hot: 1 });
+    // The side rows followed: both out of every set now.
+    const side = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM mirror_watches WHERE entity_id IN ('h1', 'h2')`.execute(t.db);
+    expect(side.rows[0]!.n).toBe(0);
+  });
+
   it('a status change inside the open set is HOT (no index reads the status)', async () => {
     await applyCounting([obs('refund', 'r3', 'PENDING', 100)]);
     expect(await applyCounting([obs('refund', 'r3', 'DELIVERED', 102)])).toEqual({ updated: 1, hot: 1 });
@@ -54,9 +67,12 @@ describe('mirror updates', () => {
     expect(rows).toEqual([{ status: 'DELIVERED', watch: 'open' }]);
   });
 
-  it('a status change out of the open set is not HOT, and a final status leaves the schedule', async () => {
+  it('a status change out of the open set is HOT too (the sets are indexed in mirror_watches), and a final status leaves the schedule', async () => {
     await applyCounting([obs('refund', 'r2', 'PENDING', 100)]);
-    expect(await applyCounting([obs('refund', 'r2', 'CANCELLED', 102)])).toEqual({ updated: 1, hot: 0 });
+    expect(await applyCounting([obs('refund', 'r2', 'CANCELLED', 102)])).toEqual({ updated: 1, hot: 1 });
+    const side = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM mirror_watches WHERE entity_id = 'r2'`.execute(t.db);
+    expect(side.rows[0]!.n).toBe(0);
     expect(await scheduleOf('r2')).toMatchObject({ status: 'CANCELLED', next_poll_at: null });
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM poll_schedule WHERE entity_id = 'r2'`.execute(t.db);

@@ -47,4 +47,18 @@ describe('mirror_watch and the domain', () => {
     const want = pairs.map((p) => `${p.kind} ${p.status} ${expected(p.kind, p.status)}`);
     expect(got).toEqual(want);
   });
+
+  it("a cashout's or refund's open set is exactly the in-flight statuses (inFlightCounts reads the set alone)", async () => {
+    const pairs = (['cashout', 'refund'] as const).flatMap((kind) =>
+      STATUSES[kind].map((status) => ({ kind, status })),
+    );
+    const { rows } = await sql<{ kind: string; status: string; open: boolean }>`
+      SELECT k AS kind, s AS status, mirror_watch(k, s) IS NOT DISTINCT FROM 'open' AS open
+      FROM unnest(${pairs.map((p) => p.kind)}::text[], ${pairs.map((p) => p.status)}::text[]) AS v(k, s)`.execute(
+      t.db,
+    );
+    expect(rows.map((r) => `${r.kind} ${r.status} ${r.open}`)).toEqual(
+      pairs.map((p) => `${p.kind} ${p.status} ${PAYOUT_IN_FLIGHT.includes(p.status)}`),
+    );
+  });
 });
