@@ -346,18 +346,24 @@ export async function scheduleLateRejectionChecks(
   // them), so that this queues behind a batch that reschedules the same entity instead of racing it.
   // `watch` and `watch_at` are generated from the status (migration 20261126T1100_mirror_watch): a
   // completed cashout or refund and its completed_at, a cancelled deposit and its status_since; looked up
-  // in `mirror_watches` (migration 20261127T0100_mirror_watches), and checked again on the locked mirror.
+  // in `mirror_watches` (migration 20261127T0100_mirror_watches), sorted by key, and each mirror row then
+  // found by one key probe and locked (a LATERAL subquery, OFFSET 0: joined directly, the planner hashed a
+  // scan of every mirror, 0.7 s at 200,000 payments), its set checked again on the locked version.
   const result = await sql`
     WITH due AS (
-      SELECT m.merchant_account, m.entity_kind, m.entity_id FROM mirror_watches w
-      JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
-      WHERE ((w.watch = 'completed' AND w.watch_at >= ${payoutsSince})
-          OR (w.watch = 'cancelled' AND w.watch_at >= ${depositsSince}))
-        AND m.watch = w.watch
-        AND NOT EXISTS (SELECT 1 FROM poll_schedule s WHERE s.merchant_account = m.merchant_account
-          AND s.entity_kind = m.entity_kind AND s.entity_id = m.entity_id AND s.next_poll_at <= ${later})
-      ORDER BY m.merchant_account COLLATE "C", m.entity_kind COLLATE "C", m.entity_id COLLATE "C"
-      FOR UPDATE OF m
+      SELECT m.merchant_account, m.entity_kind, m.entity_id FROM (
+        SELECT w.merchant_account, w.entity_kind, w.entity_id, w.watch FROM mirror_watches w
+        WHERE ((w.watch = 'completed' AND w.watch_at >= ${payoutsSince})
+            OR (w.watch = 'cancelled' AND w.watch_at >= ${depositsSince}))
+          AND NOT EXISTS (SELECT 1 FROM poll_schedule s WHERE s.merchant_account = w.merchant_account
+            AND s.entity_kind = w.entity_kind AND s.entity_id = w.entity_id AND s.next_poll_at <= ${later})
+        ORDER BY w.merchant_account COLLATE "C", w.entity_kind COLLATE "C", w.entity_id COLLATE "C") w
+      CROSS JOIN LATERAL (
+        SELECT x.merchant_account, x.entity_kind, x.entity_id FROM mirrors x
+        WHERE x.entity_id = w.entity_id AND x.entity_kind = w.entity_kind AND x.merchant_account = w.merchant_account
+          AND x.watch = w.watch
+        OFFSET 0
+        FOR UPDATE OF x) m
     )
     INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
     SELECT merchant_account, entity_kind, entity_id, ${now}::timestamptz FROM due
