@@ -270,50 +270,51 @@ export interface EffectAmounts {
 export interface WantedResult {
   effects: WantedEffect[];
   /** Effects wanted by the table whose amount is not known yet (they wait for the intent). */
-  waiting: Effect[];
+  waiting: readonly Effect[];
 }
 
-/** The wanted effects with their parameters. Zero amounts post nothing. */
+/**
+ * The wanted effects with their parameters. Zero amounts post nothing. Called for every entity of every
+ * batch: the table's row is walked by index (a for-of over the frozen row allocates an iterator result
+ * per effect) and, with the amount known, nothing waits and the row's own array is not copied.
+ */
 export function wantedEffects(state: EffectState, amounts: EffectAmounts): WantedResult {
   const names = wantedEffectNames(state);
   const book = bookOf(state.kind, state.test, state.crypto);
   const effects: WantedEffect[] = [];
-  const waiting: Effect[] = [];
   const known = amounts.amount !== null && amounts.currency !== null;
-  const fee =
-    !amounts.feeOnPayer && amounts.feeAmount !== null && amounts.feeAmount > 0n
-      ? { feeAmount: amounts.feeAmount, feeCurrency: amounts.feeCurrency ?? amounts.currency }
-      : null;
-  for (const effect of names) {
+  // The fee is debited from the merchant unless the payer pays it; a zero fee posts nothing.
+  const feeAmount =
+    !amounts.feeOnPayer && amounts.feeAmount !== null && amounts.feeAmount > 0n ? amounts.feeAmount : null;
+  const feeCurrency = feeAmount === null ? null : (amounts.feeCurrency ?? amounts.currency);
+  for (let i = 0; i < names.length; i++) {
+    const effect = names[i]!;
     if (effect === 'fee') {
-      if (fee?.feeCurrency) {
+      if (feeAmount !== null && feeCurrency) {
         effects.push({
           effect,
           book,
-          currency: fee.feeCurrency,
-          amount: fee.feeAmount,
+          currency: feeCurrency,
+          amount: feeAmount,
           feeCurrency: null,
           feeAmount: null,
         });
       }
       continue;
     }
-    if (!known) {
-      waiting.push(effect);
-      continue;
-    }
-    if (amounts.amount === 0n) continue;
-    const withFee = effect === 'early_release_reversal' && fee?.feeCurrency;
+    if (!known || amounts.amount === 0n) continue;
+    const withFee = effect === 'early_release_reversal' && feeAmount !== null && feeCurrency;
     effects.push({
       effect,
       book,
       currency: amounts.currency!,
       amount: amounts.amount!,
-      feeCurrency: withFee ? fee.feeCurrency : null,
-      feeAmount: withFee ? fee.feeAmount : null,
+      feeCurrency: withFee ? feeCurrency : null,
+      feeAmount: withFee ? feeAmount : null,
     });
   }
-  return { effects, waiting };
+  // Every effect of the table but the fee waits for the amount when it is not known yet.
+  return { effects, waiting: known ? NO_EFFECTS : names.filter((e) => e !== 'fee') };
 }
 
 export interface PostingLine {

@@ -73,12 +73,16 @@ function versionOf(h: HistoryItem, value: string | Minor): FactVersion {
  */
 export function changedFacts(kind: EntityKind, sorted: readonly HistoryItem[]): FactChange[] {
   const out: FactChange[] = [];
-  let accepted = -1;
-  sorted.forEach((h, i) => {
-    if (h.eventId.startsWith(FACTS_ACCEPTED_PREFIX)) accepted = i;
-  });
-  const from = Math.max(accepted, 0);
-  const firstCompleted = sorted.findIndex((h, i) => i >= from && h.status === 'COMPLETED');
+  // Plain loops: this runs for every entity of every batch (callbacks would be closures made per call).
+  let from = 0;
+  for (let i = 0; i < sorted.length; i++) if (sorted[i]!.eventId.startsWith(FACTS_ACCEPTED_PREFIX)) from = i;
+  let firstCompleted = -1;
+  for (let i = from; i < sorted.length; i++) {
+    if (sorted[i]!.status === 'COMPLETED') {
+      firstCompleted = i;
+      break;
+    }
+  }
   for (const fact of IMMUTABLE_FACTS) {
     // The first reading carrying the fact and its value; versions are built only for a change.
     let first: HistoryItem | null = null;
