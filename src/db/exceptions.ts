@@ -22,7 +22,8 @@ import {
   stuckDeadline,
 } from '../domain/exception-rules.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { arrayLiteral, type EntityRef } from './ledger-repository.ts';
+import { binaryColumns } from './binary-array.ts';
+import type { EntityRef } from './ledger-repository.ts';
 import { insertAlertsFrom } from './outbox.ts';
 import { prepared } from './prepared.ts';
 import { UNANSWERED_INTENT } from './queries.ts';
@@ -144,17 +145,28 @@ export async function raiseExceptions(
     unique.set(keyOf(r.type, r.account, r.kind, r.entityId), { ...r, fact: factOf(r) });
   }
   const rows = [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
-  // Each column as an array literal (`arrayLiteral`): the driver's own array serialisation escapes every
-  // element with two regular expressions.
-  const col = (f: (r: ExceptionToRaise) => string | null | undefined) =>
-    arrayLiteral(rows.map((r) => f(r) ?? null));
-  const bool = (b: boolean) => (b ? 't' : 'f');
   const extra = (r: ExceptionToRaise) => (r.facts ? JSON.stringify(r.facts) : null);
   const dropKeys = (r: ExceptionToRaise) => {
     if (!r.facts) return null;
     const keys = Object.keys(r.facts).filter((k) => r.facts![k as keyof ExceptionFacts] === undefined);
     return keys.length > 0 ? keys.join(',') : null;
   };
+  // Each column as a binary array (`binaryColumns`): no array literal to build here or to parse at Bind.
+  const c = binaryColumns(rows, [
+    ['text', (r) => r.type],
+    ['text', (r) => r.account],
+    ['text', (r) => r.kind],
+    ['text', (r) => r.entityId],
+    ['text', (r) => rules.severity[r.type]],
+    ['jsonb', (r) => JSON.stringify(r.details)],
+    ['text', (r) => r.fact],
+    ['jsonb', extra],
+    ['text', dropKeys],
+    ['text', (r) => EXCEPTION_RULE_TEXT[r.type]],
+    ['boolean', (r) => shouldAlert(r.type, rules)],
+    ['text', (r) => alertIdStem(r.type, r.kind, r.account, r.entityId).stem],
+    ['boolean', (r) => alertIdStem(r.type, r.kind, r.account, r.entityId).counted],
+  ]);
   // One statement: each row's details get the entity's facts (`FACTS_OF_ROW`), then it inserts the new
   // rows and reopens the resolved ones whose fact changed; the WHERE leaves every other existing row as
   // it was, but locked (ON CONFLICT locks each conflicting row), so what it returns as opened is exactly
@@ -172,12 +184,9 @@ export async function raiseExceptions(
   // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
   const { rows: written } = await prepared(sql<Written>`
     WITH v AS (
-      SELECT * FROM unnest(${col((r) => r.type)}::text[], ${col((r) => r.account)}::text[],
-        ${col((r) => r.kind)}::text[], ${col((r) => r.entityId)}::text[], ${col((r) => rules.severity[r.type])}::text[],
-        ${col((r) => JSON.stringify(r.details))}::jsonb[], ${col((r) => r.fact ?? null)}::text[],
-        ${col(extra)}::jsonb[], ${col(dropKeys)}::text[], ${col((r) => EXCEPTION_RULE_TEXT[r.type])}::text[],
-        ${col((r) => bool(shouldAlert(r.type, rules)))}::boolean[], ${col((r) => alertIdStem(r.type, r.kind, r.account, r.entityId).stem)}::text[],
-        ${col((r) => bool(alertIdStem(r.type, r.kind, r.account, r.entityId).counted))}::boolean[])
+      SELECT * FROM unnest(${c[0]}::text[], ${c[1]}::text[], ${c[2]}::text[], ${c[3]}::text[], ${c[4]}::text[],
+        ${c[5]}::jsonb[], ${c[6]}::text[], ${c[7]}::jsonb[], ${c[8]}::text[], ${c[9]}::text[], ${c[10]}::boolean[],
+        ${c[11]}::text[], ${c[12]}::boolean[])
         WITH ORDINALITY AS v(type, merchant_account, entity_kind, entity_id, severity, details, fact, extra,
           drop_keys, rule, alert, stem, counted, n)),
     d AS (

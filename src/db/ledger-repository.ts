@@ -48,16 +48,27 @@ const amountOf = (v: string): Minor => parseMinor(v);
 const ledgerMinor = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
 export const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
 
+/** The key columns of the rows, each as a binary text array (`binaryColumns`), in the rows' order. */
+function keyArrays<T>(rows: readonly T[], ...columns: ((row: T) => string | null)[]): Buffer[] {
+  return binaryColumns(
+    rows,
+    columns.map((f) => ['text', f] as BinaryColumn<T>),
+  );
+}
+
 /**
- * The refs' three key columns as array literals (`arrayLiteral`): the driver's own serialisation of a JS
- * array escapes every element with two regular expressions.
+ * The refs' three key columns as binary text arrays (`keyArrays`): the server reads each element as its
+ * bytes (`array_recv`) instead of parsing an array literal at Bind, and the client copies strings instead of
+ * building literals.
  */
 function refArrays(refs: readonly EntityRef[]) {
-  return {
-    accounts: arrayLiteral(refs.map((r) => r.account)),
-    kinds: arrayLiteral(refs.map((r) => r.kind)),
-    ids: arrayLiteral(refs.map((r) => r.entityId)),
-  };
+  const [accounts, kinds, ids] = keyArrays(
+    refs,
+    (r) => r.account,
+    (r) => r.kind,
+    (r) => r.entityId,
+  );
+  return { accounts: accounts!, kinds: kinds!, ids: ids! };
 }
 
 /**
@@ -316,12 +327,12 @@ export async function loadBatch(
   const held = new Array<KnownEntity | undefined>(refs.length);
   // Per ref: the version `known` holds (null: none), and whether it holds that version's intent too.
   const expect: (string | null)[] = [];
-  const intentKnown: string[] = [];
+  const intentKnown: boolean[] = [];
   for (let i = 0; i < keys.length; i++) {
     const hit = known?.get(keys[i]!);
     held[i] = hit;
     expect.push(hit?.version ?? null);
-    intentKnown.push(hit !== undefined && hit.intent !== undefined ? 't' : 'f');
+    intentKnown.push(hit !== undefined && hit.intent !== undefined);
   }
   // Rows as arrays (`preparedArrays`), in this order; instants as epoch milliseconds (float8, read by
   // `parseFloat`) instead of timestamptz text for the driver's date parser.
@@ -361,8 +372,8 @@ export async function loadBatch(
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied,
       EXISTS (SELECT 1 FROM mirrors s WHERE s.ctid = x.t) AS seen
-    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${arrayLiteral(expect)}::text[],
-      ${`{${intentKnown.join(',')}}`}::boolean[])
+    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${binaryArray('text', expect)}::text[],
+      ${binaryArray('boolean', intentKnown)}::boolean[])
       WITH ORDINALITY AS r(account, kind, id, expect, intent_known, n)
     CROSS JOIN LATERAL (
       SELECT m.ctid AS t, m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
@@ -540,7 +551,7 @@ export async function loadRefundDeposits(
   if (ids.length > 0) {
     const { rows } = await prepared(sql<{ merchant_account: string; entity_id: string }>`
       SELECT m.merchant_account, m.entity_id
-      FROM unnest(${arrayLiteral(accounts)}::text[], ${arrayLiteral(ids)}::text[]) AS r(account, id)
+      FROM unnest(${binaryArray('text', accounts)}::text[], ${binaryArray('text', ids)}::text[]) AS r(account, id)
       CROSS JOIN LATERAL (
         SELECT merchant_account, entity_id FROM mirrors
         WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`).execute(
@@ -603,7 +614,7 @@ export async function loadIntents(
       FROM intents i WHERE i.entity_id = r.id AND i.merchant_account = r.account AND i.entity_kind = r.kind
       OFFSET 0) x
     UNION
-    SELECT x.* FROM unnest(${arrayLiteral(accounts)}::text[], ${arrayLiteral(kinds)}::text[], ${arrayLiteral(xrefs)}::text[])
+    SELECT x.* FROM unnest(${binaryArray('text', accounts)}::text[], ${binaryArray('text', kinds)}::text[], ${binaryArray('text', xrefs)}::text[])
       AS r(account, kind, xref)
     CROSS JOIN LATERAL (
       SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
@@ -714,8 +725,8 @@ const BARE = /^[A-Za-z0-9_.:+-]+$/;
 const NULL_WORD = /^null$/i;
 
 /**
- * An array literal of the values (`{a,"b c",NULL}`), for the key arrays of the ledger's reads (the
- * write sends binary arrays, `rowsSource`): an element made only of letters, digits and `_.:+-` goes
+ * An array literal of the values (`{a,"b c",NULL}`), for a text array sent as text (bench:ledger's floor
+ * of column arrays; the ledger's own statements send binary arrays, `rowsSource` and `keyArrays`): an element made only of letters, digits and `_.:+-` goes
  * bare, any other (empty, spaces, commas, braces, JSON, the word NULL in any case) quoted, with a
  * backslash before `"` and `\` only. Built here, as one flat string, because the driver's own array serialisation runs two
  * regular expressions per element. (Bare elements: a 10,000-observation bench:ledger run wrote 17.56 MB
@@ -917,10 +928,10 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
  */
 export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
+  const a = refArrays(refs);
   await prepared(sql`
     WITH v AS (
-      SELECT * FROM unnest(${arrayLiteral(refs.map((r) => r.account))}::text[], ${arrayLiteral(refs.map((r) => r.kind))}::text[],
-        ${arrayLiteral(refs.map((r) => r.entityId))}::text[]) AS v(a, k, i)
+      SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[]) AS v(a, k, i)
     ), d AS (
       DELETE FROM poll_schedule s USING v
       WHERE s.merchant_account = v.a AND s.entity_kind = v.k AND s.entity_id = v.i
@@ -1210,14 +1221,19 @@ export async function mirrorsByExternalRef(
   keys: readonly { account: string; kind: EntityKind; externalRef: string }[],
 ): Promise<(EntityRef & { externalRef: string })[]> {
   if (keys.length === 0) return [];
+  const [accounts, kinds, xrefs] = keyArrays(
+    keys,
+    (k) => k.account,
+    (k) => k.kind,
+    (k) => k.externalRef,
+  );
   const { rows } = await prepared(sql<{
     merchant_account: string;
     entity_kind: EntityKind;
     entity_id: string;
     external_ref: string;
   }>`
-    SELECT DISTINCT x.* FROM unnest(${arrayLiteral(keys.map((k) => k.account))}::text[], ${arrayLiteral(keys.map((k) => k.kind))}::text[],
-      ${arrayLiteral(keys.map((k) => k.externalRef))}::text[]) AS r(account, kind, xref)
+    SELECT DISTINCT x.* FROM unnest(${accounts}::text[], ${kinds}::text[], ${xrefs}::text[]) AS r(account, kind, xref)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_kind, entity_id, external_ref FROM mirrors
       WHERE external_ref = r.xref AND merchant_account = r.account AND entity_kind = r.kind OFFSET 0) x`).execute(
@@ -1261,6 +1277,16 @@ export async function crossEntityRows(
   deposits: readonly { account: string; depositId: string }[],
 ): Promise<CrossEntityRows> {
   if (invoices.length === 0 && deposits.length === 0) return { byInvoice: [], refunded: [] };
+  const byInvoice = keyArrays(
+    invoices,
+    (d) => d.account,
+    (d) => d.externalRef,
+  );
+  const byDeposit = keyArrays(
+    deposits,
+    (d) => d.account,
+    (d) => d.depositId,
+  );
   const { rows } = await prepared(sql<{
     invoice: boolean;
     merchant_account: string;
@@ -1271,13 +1297,13 @@ export async function crossEntityRows(
   }>`
     SELECT DISTINCT true AS invoice, m.merchant_account, m.entity_id, m.external_ref, NULL::text AS amount,
       NULL::text AS refunded
-    FROM unnest(${arrayLiteral(invoices.map((d) => d.account))}::text[], ${arrayLiteral(invoices.map((d) => d.externalRef))}::text[]) AS v(a, x)
+    FROM unnest(${byInvoice[0]}::text[], ${byInvoice[1]}::text[]) AS v(a, x)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_id, external_ref FROM mirrors
       WHERE external_ref = v.x AND merchant_account = v.a AND entity_kind = 'deposit' OFFSET 0) m
     UNION ALL
     SELECT false, m.merchant_account, m.entity_id, NULL, m.amount, s.refunded
-    FROM unnest(${arrayLiteral(deposits.map((d) => d.account))}::text[], ${arrayLiteral(deposits.map((d) => d.depositId))}::text[]) AS v(a, i)
+    FROM unnest(${byDeposit[0]}::text[], ${byDeposit[1]}::text[]) AS v(a, i)
     CROSS JOIN LATERAL (
       SELECT merchant_account, entity_id, amount::text FROM mirrors
       WHERE merchant_account = v.a AND entity_kind = 'deposit' AND entity_id = v.i OFFSET 0) m

@@ -153,4 +153,38 @@ describe('raiseExceptions', () => {
       await t.db.selectFrom('exceptions').select('type').where('entity_id', 'in', ['xd1', 'xd2']).execute(),
     ).toEqual([{ type: 'OVER_REFUNDED' }]);
   });
+
+  it('writes awkward ids and details exactly as given (binary array parameters, trailing NULLs)', async () => {
+    const awkward = 'x"1,{é 中}\\NULL';
+    const details = { note: 'say "hi" \\ {x, y} \u{1F600}', list: [1, 'NULL', null] };
+    const raised = await withLedgerTransaction(t.db, (trx) =>
+      raiseExceptions(
+        trx,
+        [
+          // With facts (an `extra` element), then one without: the columns after it end in NULLs.
+          {
+            type: 'UNKNOWN_TRANSACTION',
+            account: 'acme',
+            kind: 'deposit',
+            entityId: awkward,
+            details,
+            facts: { intentAmount: '1.00', statusReason: undefined },
+          },
+          { type: 'PAYER_UNMATCH', account: 'acme', kind: 'deposit', entityId: awkward, details: {} },
+        ],
+        now,
+      ),
+    );
+    expect(raised).toBe(2);
+    const unknown = await exceptionOf('UNKNOWN_TRANSACTION', awkward);
+    expect(unknown.details).toMatchObject({ ...details, facts: { intentAmount: '1.00' } });
+    expect(unknown.details.facts).not.toHaveProperty('statusReason');
+    const payer = await exceptionOf('PAYER_UNMATCH', awkward);
+    expect([payer.entity_id, payer.fact, payer.severity]).toEqual([
+      awkward,
+      '{}',
+      DEFAULT_EXCEPTION_RULES.severity.PAYER_UNMATCH,
+    ]);
+    expect(payer.details.facts).toMatchObject({ entity: `deposit:${awkward}` });
+  });
 });
