@@ -8,7 +8,9 @@
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_OBSERVATIONS (default 100000), BENCH_BATCH (default 500), BENCH_KEEP=1 keeps the database,
  *   BENCH_STREAMS (default 1): partitions applied concurrently, one connection each (bare likewise),
- *   BENCH_KNOWN=0: no EntityStateCache (each stream keeps one by default, as the reconciler does)
+ *   BENCH_KNOWN=0: no EntityStateCache (each stream keeps one by default, as the reconciler does),
+ *   BENCH_WARMUP (default 20000): observations of other entities applied first in a scratch database, not
+ *   measured, so the run measures a warm process as a long-running reconciler is (0: from a cold process)
  *
  * It also reports the floor of the design: every row the ledger wrote (history, entries and postings),
  * inserted again bare in the same number of statements, as JSON documents (issue 21's floor) and as one
@@ -46,6 +48,8 @@ const BATCH = Number(process.env.BENCH_BATCH ?? 500);
 const STREAMS = Math.max(1, Number(process.env.BENCH_STREAMS ?? 1));
 /** BENCH_KNOWN=0: every batch reads its entities' histories and entries (no EntityStateCache). */
 const KNOWN = process.env.BENCH_KNOWN !== '0';
+/** Observations applied first to other entities in a scratch database, not measured (0: none). */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 20_000);
 
 /** Stable partition of an entity id (FNV-1a), like a keyed Kafka topic. */
 function partitionOf(key: string, partitions: number): number {
@@ -108,8 +112,12 @@ const PATHS: Record<EntityKind, string[][]> = {
   ],
 };
 
-function generate(total: number): { observations: Observation[]; intents: Intent[] } {
-  const rnd = seeded(42);
+function generate(
+  total: number,
+  seed = 42,
+  idBase = 3_000_000_000,
+): { observations: Observation[]; intents: Intent[] } {
+  const rnd = seeded(seed);
   const perEntity = 4;
   const entities = Math.ceil(total / perEntity);
   const placed: { key: number; o: Observation }[] = [];
@@ -118,7 +126,7 @@ function generate(total: number): { observations: Observation[]; intents: Intent
   for (let i = 0; i < entities; i++) {
     const r = rnd();
     const kind: EntityKind = r < 0.5 ? 'deposit' : r < 0.85 ? 'cashout' : 'refund';
-    const id = String(3_000_000_000 + i);
+    const id = String(idBase + i);
     const paths = PATHS[kind];
     const path = paths[Math.floor(rnd() * paths.length)]!;
     const currency = rnd() < 0.7 ? 'BRL' : 'USD';
@@ -145,7 +153,7 @@ function generate(total: number): { observations: Observation[]; intents: Intent
       payerVerification: kind === 'deposit' ? 'MATCH' : null,
       rejectionCode: null,
       rejectionReason: null,
-      parentDepositId: kind === 'refund' ? String(3_000_000_000 + Math.max(0, i - 1)) : null,
+      parentDepositId: kind === 'refund' ? String(idBase + Math.max(0, i - 1)) : null,
       bankReference: null,
       details: { bank: 'bench' },
     });
@@ -181,6 +189,40 @@ function generate(total: number): { observations: Observation[]; intents: Intent
   return { observations: placed.slice(0, total).map((p) => p.o), intents };
 }
 
+/**
+ * A reconciler runs for days: what it costs per observation is the rate once V8 has compiled its code
+ * (about 0.7 s of the client's CPU over the first 40 batches goes to the optimizing compiler, session 12).
+ * So the process first applies `WARMUP` observations of other entities (another seed, other ids) in a
+ * scratch database of its own, dropped after, and the measured run starts warm; its database and
+ * connection are new, as before. BENCH_WARMUP=0 measures from a cold process.
+ */
+async function warmUp(admin: pg.Client, url: URL): Promise<number> {
+  if (WARMUP <= 0) return 0;
+  const name = `${url.pathname.slice(1)}_warm`;
+  await admin.query(`CREATE DATABASE ${name}`);
+  const warmUrl = new URL(url);
+  warmUrl.pathname = `/${name}`;
+  const db = createDb(warmUrl.toString(), 1);
+  const t = performance.now();
+  try {
+    await migrateToLatest(db);
+    const { observations, intents } = generate(WARMUP, 7, 4_000_000_000);
+    for (let i = 0; i < intents.length; i += BATCH) {
+      const chunk = intents.slice(i, i + BATCH);
+      await withLedgerTransaction(db, (trx) => recordIntents(trx, chunk));
+    }
+    const known = KNOWN ? new EntityStateCache() : undefined;
+    for (let i = 0; i < observations.length; i += BATCH) {
+      const chunk = observations.slice(i, i + BATCH);
+      await withLedgerTransaction(db, (trx) => applyObservations(trx, chunk, { known }));
+    }
+  } finally {
+    await db.destroy();
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  }
+  return performance.now() - t;
+}
+
 async function main(): Promise<void> {
   const name = `payrecon_bench_${randomBytes(5).toString('hex')}`;
   const admin = new pg.Client({ connectionString: ADMIN });
@@ -188,6 +230,7 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(ADMIN);
   url.pathname = `/${name}`;
+  const warmMs = await warmUp(admin, url);
   // One connection: the run is sequential, and the server process's CPU time can be read from /proc.
   const db = createDb(url.toString(), 1);
   try {
@@ -196,7 +239,10 @@ async function main(): Promise<void> {
     const version = await sql<{ v: string }>`SELECT current_setting('server_version') AS v`.execute(db);
     process.stdout.write(
       `bench:ledger  PostgreSQL ${version.rows[0]?.v}  ${observations.length} observations, batches of ${BATCH}, ` +
-        `${intents.length} intents, ${STREAMS} stream(s), entity state cache ${KNOWN ? 'on' : 'off'}\n`,
+        `${intents.length} intents, ${STREAMS} stream(s), entity state cache ${KNOWN ? 'on' : 'off'}\n` +
+        (WARMUP > 0
+          ? `warm-up (not measured): ${WARMUP} observations of other entities in a scratch database, ${(warmMs / 1000).toFixed(2)} s\n`
+          : 'warm-up: none (BENCH_WARMUP=0): measured from a cold process\n'),
     );
 
     const pidRow = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
