@@ -8,12 +8,12 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listPayments, lookupPayments, type PaymentCursor } from '../../src/db/api-queries.ts';
-import { MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
+import { migrateToLatest } from '../../src/db/connection.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { obs } from './fixtures.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { createTestDatabase, migrateDownThrough, type TestDatabase } from './helpers.ts';
 
 const NAME = '20261126T2100_mirror_keys';
 let t: TestDatabase;
@@ -58,10 +58,7 @@ const planOf = (query: ReturnType<typeof sql>) =>
 describe('the mirror keys migration', () => {
   it('keeps every mirror and its uniqueness on a populated database, and goes back', async () => {
     // Back to the migration before this one (and any that came after it).
-    const names = Object.keys(MIGRATIONS).sort();
-    const back = async () => {
-      for (let i = names.length - 1; i >= names.indexOf(NAME); i--) await migrateDown(t.db);
-    };
+    const back = () => migrateDownThrough(t.db, NAME);
     await migrateToLatest(t.db);
     await back();
     expect(await primaryKey()).toBe('PRIMARY KEY (merchant_account, entity_kind, entity_id)');

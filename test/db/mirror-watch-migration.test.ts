@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { migrateToLatest } from '../../src/db/connection.ts';
+import { createTestDatabase, indexesOf, migrateDownThrough, type TestDatabase } from './helpers.ts';
 
 /**
  * A database of the day before: mirrors in every set the status-dependent partial indexes served.
@@ -18,19 +18,12 @@ afterAll(async () => {
   await t?.drop();
 });
 
-const indexNames = async () =>
-  (
-    await sql<{ name: string }>`
-      SELECT indexname AS name FROM pg_indexes WHERE tablename = 'mirrors' AND schemaname = current_schema()
-      ORDER BY 1`.execute(t.db)
-  ).rows.map((r) => r.name);
+const indexNames = () => indexesOf(t.db, 'mirrors');
 
 describe('the mirror watch migration on a populated database', () => {
   it('derives each mirror set from the status, and goes back', async () => {
     await migrateToLatest(t.db);
-    const names = Object.keys(MIGRATIONS).sort();
-    const after = names.length - 1 - names.indexOf(NAME);
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, NAME);
     expect(await indexNames()).toContain('mirrors_unfinished_ix');
 
     await sql`INSERT INTO merchant_accounts (name) VALUES ('m1')`.execute(t.db);
@@ -80,7 +73,7 @@ describe('the mirror watch migration on a populated database', () => {
       SELECT watch, watch_at AS at FROM mirrors WHERE entity_id = 'c-hold'`.execute(t.db);
     expect(moved.rows).toEqual([{ watch: 'completed', at: new Date('2026-11-24T00:00:00Z') }]);
 
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, NAME);
     const back = await indexNames();
     expect(back).toEqual(
       expect.arrayContaining([

@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
+import { migrateToLatest } from '../../src/db/connection.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { createTestDatabase, indexesOf, migrateDownThrough, type TestDatabase } from './helpers.ts';
 
 /**
  * A populated database of the day before: mirrors in every set, their `watch` and `watch_at` generated and
@@ -26,19 +26,12 @@ const SETS = [
   'mirrors_cancelled_deposits_ix',
 ];
 
-const indexNames = async () =>
-  (
-    await sql<{ name: string }>`
-      SELECT indexname AS name FROM pg_indexes WHERE tablename = 'mirrors' AND schemaname = current_schema()
-      ORDER BY 1`.execute(t.db)
-  ).rows.map((r) => r.name);
+const indexNames = () => indexesOf(t.db, 'mirrors');
 
 describe('the mirror watches migration on a populated database', () => {
   it('backfills the side table from the generated sets, drops their indexes off mirrors, and goes back', async () => {
     await migrateToLatest(t.db);
-    const names = Object.keys(MIGRATIONS).sort();
-    const after = names.length - 1 - names.indexOf(NAME);
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, NAME);
     expect(await indexNames()).toEqual(expect.arrayContaining(SETS));
 
     await sql`INSERT INTO merchant_accounts (name) VALUES ('m1'), ('m2')`.execute(t.db);
@@ -88,7 +81,7 @@ describe('the mirror watches migration on a populated database', () => {
     const { failures } = await verifyLedger(t.db);
     expect(failures.filter((f) => f.startsWith('mirror watch'))).toEqual([]);
 
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, NAME);
     expect(await indexNames()).toEqual(expect.arrayContaining(SETS));
     const gone = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM pg_class WHERE relname = 'mirror_watches'

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { migrateToLatest } from '../../src/db/connection.ts';
+import { createTestDatabase, migrateDownThrough, type TestDatabase } from './helpers.ts';
 
 /**
  * A database of the day before: mirrors with their next poll in `mirrors.next_poll_at`. Migrating it
@@ -20,9 +20,7 @@ afterAll(async () => {
 describe('the poll schedule migration on a populated database', () => {
   it('moves each next poll to poll_schedule, and back', async () => {
     await migrateToLatest(t.db);
-    const names = Object.keys(MIGRATIONS).sort();
-    const after = names.length - 1 - names.indexOf(NAME);
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, NAME);
     const columns = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM information_schema.columns
       WHERE table_name = 'mirrors' AND column_name = 'next_poll_at'`.execute(t.db);
@@ -55,7 +53,7 @@ describe('the poll schedule migration on a populated database', () => {
       WHERE table_name = 'mirrors' AND column_name = 'next_poll_at'`.execute(t.db);
     expect(gone.rows[0]?.n).toBe(0);
 
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, NAME);
     const back = await sql<{ id: string; at: string | null }>`
       SELECT entity_id AS id, to_char(next_poll_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS at
       FROM mirrors ORDER BY entity_id`.execute(t.db);
