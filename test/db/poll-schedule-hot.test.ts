@@ -7,13 +7,13 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
+import { migrateToLatest } from '../../src/db/connection.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { pollBacklog } from '../../src/db/metrics-queries.ts';
 import { entitiesDueForPolling } from '../../src/db/queries.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { applyCountingUpdates, obs, scheduleAt } from './fixtures.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { createTestDatabase, migrateDownThrough, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -73,9 +73,7 @@ describe('the poll schedule indexed by the hour of the next poll', () => {
     const before = await sql<{ id: string; at: Date }>`
       SELECT entity_id AS id, next_poll_at AS at FROM poll_schedule ORDER BY entity_id`.execute(t.db);
     expect(before.rows.length).toBeGreaterThan(0);
-    const names = Object.keys(MIGRATIONS).sort();
-    const after = names.length - 1 - names.indexOf('20261126T2200_poll_schedule_keys');
-    for (let i = 0; i <= after; i++) await migrateDown(t.db);
+    await migrateDownThrough(t.db, '20261126T2200_poll_schedule_keys');
     const columns = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM information_schema.columns
       WHERE table_name = 'poll_schedule' AND column_name = 'due_from'`.execute(t.db);
