@@ -1100,9 +1100,10 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         -- the side row's columns before the update (t: the locked version), null when it had none
         t.watch AS was, t.watch_at AS was_at, t.currency AS was_currency, t.test AS was_test
     ), wm AS (
-      -- The mirrors whose side row changes: those whose watch, watch_at, currency or test moved.
-      SELECT * FROM m WHERE (m.was IS NOT NULL OR m.watch IS NOT NULL) AND (m.was IS NULL OR m.watch IS NULL
-        OR (m.was, m.was_at, m.was_currency, m.was_test) IS DISTINCT FROM (m.watch, m.watch_at, m.currency, m.test))
+      -- The mirrors whose side row changes: in a set before or after, and its set, instant, currency or
+      -- test moved (entering or leaving a set is such a move).
+      SELECT * FROM m WHERE (m.was IS NOT NULL OR m.watch IS NOT NULL)
+        AND (m.was, m.was_at, m.was_currency, m.was_test) IS DISTINCT FROM (m.watch, m.watch_at, m.currency, m.test)
     ), wd AS (
       DELETE FROM mirror_watches w USING wm
         CROSS JOIN LATERAL (
