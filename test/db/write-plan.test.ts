@@ -1,0 +1,59 @@
+/**
+ * The ledger's write statement (`writeBatch`) finds every row it updates or deletes by a key probe or by
+ * the `ctid` read with the row's lock, whatever the size of the tables when the server planned it: a
+ * prepared statement keeps its generic plan for as long as the connection lives, so a plan made on a
+ * new, empty database that hashed a whole table (the planner's choice for small tables, for `mirrors`
+ * joined to its rows by `ctid` directly) would scan that table in every batch once it has grown.
+ * auto_explain reports each plan to this connection as a notice; `force_generic_plan` makes the server
+ * plan the statement as it will after five executions, here on tables never analyzed and almost empty.
+ */
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { namingPool } from '../../src/db/prepared.ts';
+import type { Database } from '../../src/db/schema.ts';
+import { obs } from './fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+let t: TestDatabase;
+let pool: pg.Pool;
+let db: Kysely<Database>;
+const notices: string[] = [];
+beforeAll(async () => {
+  t = await createTestDatabase();
+  // One connection, so the session's settings below hold for every statement.
+  pool = new pg.Pool({ connectionString: t.url, max: 1 });
+  pool.on('connect', (client) => {
+    client.on('notice', (n) => notices.push(n.message ?? ''));
+  });
+  db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: namingPool(pool) }) });
+  await sql`LOAD 'auto_explain'`.execute(db);
+  await sql`SET auto_explain.log_min_duration = 0`.execute(db);
+  await sql`SET auto_explain.log_level = 'notice'`.execute(db);
+  await sql`SET plan_cache_mode = force_generic_plan`.execute(db);
+});
+afterAll(async () => {
+  await db?.destroy();
+  await t?.drop();
+});
+
+describe('the write statement’s generic plan', () => {
+  it('updates the mirrors by ctid and scans no table whole, planned on an empty database', async () => {
+    const first = ['w1', 'w2', 'w3'].map((id, n) => obs('deposit', id, 'PENDING', n + 1));
+    await withLedgerTransaction(db, (trx) => applyObservations(trx, first));
+    notices.length = 0;
+    // The second batch updates the three mirror rows (and their side rows: COMPLETED leaves the open set).
+    const second = ['w1', 'w2', 'w3'].map((id, n) => obs('deposit', id, 'COMPLETED', n + 10));
+    await withLedgerTransaction(db, (trx) => applyObservations(trx, second));
+    const writes = notices.filter((n) => n.includes('WITH ma AS'));
+    expect(writes).toHaveLength(1);
+    const plan = writes[0]!;
+    expect(plan).toMatch(/Update on mirrors m\b/);
+    expect(plan).toMatch(/Tid Scan on mirrors m\s/);
+    expect(plan).not.toMatch(/Seq Scan/);
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM mirrors WHERE status = 'COMPLETED'`.execute(db);
+    expect(rows[0]?.n).toBe(3);
+  });
+});
