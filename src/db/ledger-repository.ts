@@ -263,6 +263,13 @@ export function settledIntent(intent: LinkedIntent | null): LinkedIntent | null 
  */
 export class EntityStateCache {
   private readonly entities = new Map<string, KnownEntity>();
+  /**
+   * The walk of the entities in the order they were set, oldest first, by which the full cache forgets
+   * them: kept from one call to the next, since every entity before its place has been forgotten or set
+   * again (after it). A new walk from the start skips each entry deleted since the map last rebuilt its
+   * table, and a full cache deletes one per entity it sets: a millisecond per batch of 500 entities.
+   */
+  private oldest: Iterator<string> | null = null;
   constructor(readonly capacity = 20_000) {}
 
   get(key: string): KnownEntity | undefined {
@@ -273,7 +280,11 @@ export class EntityStateCache {
     this.entities.delete(key);
     this.entities.set(key, known);
     if (this.entities.size > this.capacity) {
-      const oldest = this.entities.keys().next();
+      let oldest = this.oldest?.next();
+      if (oldest === undefined || oldest.done) {
+        this.oldest = this.entities.keys();
+        oldest = this.oldest.next();
+      }
       if (!oldest.done) this.entities.delete(oldest.value);
     }
   }
@@ -293,6 +304,14 @@ export interface BatchState {
   histories: Map<string, readonly HistoryItem[]>;
   applied: Map<string, readonly AppliedEntry[]>;
 }
+
+/** The bits of `loadBatch`'s `flags` column. */
+const EVER_COMPLETED = 1;
+const EVER_EARLY_RELEASED = 2;
+const TEST = 4;
+const CRYPTO = 8;
+/** The locked row version is visible to the statement's snapshot (see `loadBatch`). */
+const SEEN = 16;
 
 /**
  * One statement per batch for everything the computation reads: locks the mirror rows one key at a time
@@ -338,16 +357,10 @@ export async function loadBatch(
   // `parseFloat`) instead of timestamptz text for the driver's date parser.
   const { rows } = await preparedArrays<
     [
-      tid: string,
+      n: number,
       version: string,
-      merchant_account: string,
-      entity_kind: EntityKind,
-      entity_id: string,
+      flags: number,
       status: string | null,
-      ever_completed: boolean,
-      ever_early_released: boolean,
-      test: boolean,
-      crypto: boolean,
       poll_attempts: number,
       intent_id: string | null,
       first_seen_ms: number | null,
@@ -362,21 +375,22 @@ export async function loadBatch(
       i_external_ref: string | null,
       history: Json[][] | null,
       applied: Json[][] | null,
-      seen: boolean,
     ]
   >(sql`
-    SELECT x.tid, x.version, x.merchant_account, x.entity_kind, x.entity_id, x.status, x.ever_completed,
-      x.ever_early_released, x.test, x.crypto, x.poll_attempts, x.intent_id, x.first_seen_ms, x.external_ref,
+    SELECT r.n::int4, x.version,
+      -- (PostgreSQL gives | and << the same precedence, left to right: every shift in parentheses)
+      x.ever_completed::int4 | (x.ever_early_released::int4 << 1) | (x.test::int4 << 2) | (x.crypto::int4 << 3)
+        | ((EXISTS (SELECT 1 FROM mirrors s WHERE s.ctid = x.t))::int4 << 4) AS flags,
+      x.status, x.poll_attempts, x.intent_id, x.first_seen_ms, x.external_ref,
       i.i_currency, i.i_amount, i.i_expected_fee, i.i_test, i.i_crypto, i.i_fee_on_payer,
       i.i_entity_id, i.i_external_ref,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
-      CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied,
-      EXISTS (SELECT 1 FROM mirrors s WHERE s.ctid = x.t) AS seen
+      CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
     FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${binaryArray('text', expect)}::text[],
       ${binaryArray('boolean', intentKnown)}::boolean[])
       WITH ORDINALITY AS r(account, kind, id, expect, intent_known, n)
     CROSS JOIN LATERAL (
-      SELECT m.ctid AS t, m.ctid::text AS tid, m.ctid::text || '/' || m.xmin::text AS version, m.merchant_account, m.entity_kind, m.entity_id, m.status, m.ever_completed, m.ever_early_released,
+      SELECT m.ctid AS t, m.ctid::text || '/' || m.xmin::text AS version, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
         floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref
       FROM mirrors m
@@ -389,34 +403,30 @@ export async function loadBatch(
       FROM intents i
       WHERE i.intent_id = x.intent_id AND (x.version IS DISTINCT FROM r.expect OR NOT r.intent_known) OFFSET 0) i ON true
     ORDER BY r.n`).execute(db);
-  // Rows come in the order of `refs` (ORDER BY r.n), one per ref with a mirror row: each finds its ref,
-  // and so its key, by walking `refs` forward instead of building the key again.
-  let at = 0;
   // The entities whose row a batch changed and committed while this statement waited for its lock.
   const waited: EntityRef[] = [];
   for (const r of rows) {
-    const account = r[2];
-    const kind = r[3];
-    const entityId = r[4];
-    while (at < refs.length) {
-      const ref = refs[at]!;
-      if (ref.entityId === entityId && ref.kind === kind && ref.account === account) break;
-      at++;
-    }
-    const key = at < refs.length ? keys[at]! : refKey({ account, kind, entityId });
-    if (!r[24]) {
+    // Each row names its ref by its position (one number to parse instead of the three key columns'
+    // strings), and its flags as the bits of one number (instead of five booleans' texts): the rows'
+    // fields are most of what the client parses of the statement's result.
+    const at = r[0] - 1;
+    const ref = refs[at]!;
+    const { account, kind, entityId } = ref;
+    const key = keys[at]!;
+    const flags = r[2];
+    if ((flags & SEEN) === 0) {
       if (readAgain) throw new AppError('INTERNAL', `ledger: ${kind} ${entityId} changed under its lock`);
       waited.push({ account, kind, entityId });
       continue;
     }
     const version = r[1];
-    const history = r[22];
-    const applied = r[23];
+    const history = r[16];
+    const applied = r[17];
     // The intent `known` held for the locked version, which the statement did not read again.
     let knownIntent: LinkedIntent | null | undefined;
     if (history === null || applied === null) {
       // Left out by the statement because the locked version is the one `known` held.
-      const hit = at < refs.length ? held[at] : undefined;
+      const hit = held[at];
       if (!hit || hit.version !== version) {
         throw new AppError('INTERNAL', `ledger: state of ${kind} ${entityId} neither read nor known`);
       }
@@ -427,44 +437,44 @@ export async function loadBatch(
       state.histories.set(key, decodeHistory(history));
       state.applied.set(key, decodeApplied(applied));
     }
-    const intentId = r[11];
+    const intentId = r[5];
     if (knownIntent !== undefined && (knownIntent?.intentId ?? null) !== intentId) {
       throw new AppError('INTERNAL', `ledger: the known intent of ${kind} ${entityId} is not the one linked`);
     }
-    const iAmount = r[15];
-    const iExpectedFee = r[16];
-    const firstSeen = r[12];
+    const iAmount = r[9];
+    const iExpectedFee = r[10];
+    const firstSeen = r[6];
     // Every field written out: `{ ...ref, tid, ... }` gave objects of a slow shape (V8), and building
     // them was two thirds of this loop's time (1.2 s of client CPU per 100,000 observations).
     state.locked.set(key, {
       account,
       kind,
       entityId,
-      tid: r[0],
+      tid: version.slice(0, version.indexOf('/')),
       version,
-      status: r[5],
-      everCompleted: r[6],
-      everEarlyReleased: r[7],
-      test: r[8],
-      crypto: r[9],
-      pollAttempts: r[10],
+      status: r[3],
+      everCompleted: (flags & EVER_COMPLETED) !== 0,
+      everEarlyReleased: (flags & EVER_EARLY_RELEASED) !== 0,
+      test: (flags & TEST) !== 0,
+      crypto: (flags & CRYPTO) !== 0,
+      pollAttempts: r[4],
       intentId,
       firstSeenAt: firstSeen === null ? null : new Date(firstSeen),
-      externalRef: r[13],
+      externalRef: r[7],
       intent:
         knownIntent !== undefined
           ? knownIntent
           : intentId !== null && iAmount !== null
             ? {
                 intentId,
-                currency: r[14]!,
+                currency: r[8]!,
                 amount: amountOf(iAmount),
                 expectedFee: iExpectedFee === null ? null : amountOf(iExpectedFee),
-                test: r[17]!,
-                crypto: r[18]!,
-                feeOnPayer: r[19]!,
-                entityId: r[20],
-                externalRef: r[21]!,
+                test: r[11]!,
+                crypto: r[12]!,
+                feeOnPayer: r[13]!,
+                entityId: r[14],
+                externalRef: r[15]!,
               }
             : null,
     });
@@ -790,13 +800,20 @@ function quoted(v: string): string {
  * first stores each function's rows in a tuplestore of its own, then reads them back into rows, which
  * took about four times the server's CPU (430 mirror rows, 33 columns of their types: 1.15 against 0.28 ms).
  */
-export function rowsSource<T>(rows: readonly T[], columns: Readonly<Record<string, Column<T>>>) {
+export function rowsSource<T>(
+  rows: readonly T[],
+  columns: Readonly<Record<string, Column<T>>>,
+  /** Adds the column `n`: the row's position in `rows`, from 1. */
+  ordinality = false,
+) {
   const names = Object.keys(columns);
   const list = names.map((name) => columns[name]!);
   const buffers = binaryColumns(rows, list);
   const items = list.map(
     ([type], i) => sql`unnest(${buffers[i]}::${sql.raw(type)}[]) AS ${sql.raw(names[i]!)}`,
   );
+  // In lockstep with the columns, a series as long as the first column (sent whole): the positions.
+  if (ordinality) items.push(sql`generate_series(1, ${rows.length}::int4) AS n`);
   return sql`(SELECT ${sql.join(items)}) AS v`;
 }
 
@@ -957,8 +974,8 @@ export interface WriteResult {
   recorded: number;
   /** Entries booked (an idempotency key already booked is skipped with its postings). */
   booked: number;
-  /** `<ctid>/<xmin>` of each mirror row written (inserted or updated), by `refKey`. */
-  versions: Map<string, string>;
+  /** `<ctid>/<xmin>` of each mirror row written (inserted or updated), by its position in `mirrors`. */
+  versions: string[];
 }
 
 interface PollRow {
@@ -1006,11 +1023,12 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * is inserted whole, once. Should another transaction have created that entity's row meanwhile, the
  * insert fails on `mirrors_pk` and `withLedgerTransaction` runs the batch again, which then finds and
  * locks the row. Returns the number of history rows recorded and of entries booked, and the version
- * (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row written, by entity key.
+ * (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row written, by its position in `mirrors` (an
+ * updated row's by its position in the statement's row source, an inserted row's by its key).
  */
 export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResult> {
   const { history, entries, mirrors } = writes;
-  const versions = new Map<string, string>();
+  const versions = new Array<string>(mirrors.length);
   if (history.length === 0 && entries.length === 0 && mirrors.length === 0) {
     return { recorded: 0, booked: 0, versions };
   }
@@ -1036,16 +1054,24 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   }
   const updates: MirrorUpdate[] = [];
   const inserts: MirrorUpdate[] = [];
+  // Where each update and insert is in `mirrors`, for its version.
+  const updatesAt: number[] = [];
+  const insertsAt: number[] = [];
   // The schedule rows to write (a next poll set or moved) and to delete (none any more): only those of
   // entities the batch rescheduled. A new entity has no schedule row to delete (every writer of the
   // schedule writes it with the mirror row, and a mirror row created meanwhile fails this statement).
   const polls: PollRow[] = [];
   const unpolled: PollRow[] = [];
-  for (const m of mirrors) {
+  for (let at = 0; at < mirrors.length; at++) {
+    const m = mirrors[at]!;
     if (m.tid === null) {
       inserts.push(m);
+      insertsAt.push(at);
       merchants.add(m.account);
-    } else updates.push(m);
+    } else {
+      updates.push(m);
+      updatesAt.push(at);
+    }
     if (!m.rescheduled) continue;
     if (m.nextPollAt !== null) polls.push({ a: m.account, k: m.kind, i: m.entityId, t: m.nextPollAt });
     else if (m.tid !== null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
@@ -1062,7 +1088,8 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         booked: string;
         recorded: string;
         updated: string;
-        versions: string[][] | null;
+        updated_versions: string[] | null;
+        inserted_versions: string[][] | null;
       }>`
     WITH ma AS (
       INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...merchants].sort())}::text[]) ON CONFLICT DO NOTHING
@@ -1094,13 +1121,13 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
         intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
         completed_at = v.completed_at, poll_attempts = v.poll_attempts,
         updated_at = now()
-      FROM ${rowsSource(updates, MIRROR_COLUMNS)}
+      FROM ${rowsSource(updates, MIRROR_COLUMNS, true)}
         CROSS JOIN LATERAL (
           SELECT x.ctid AS tid, x.watch, x.watch_at, x.currency, x.test FROM mirrors x WHERE x.ctid = v.tid
             AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
           OFFSET 0) t
       WHERE m.ctid = t.tid
-      RETURNING m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version,
+      RETURNING v.n, m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version,
         m.watch, m.watch_at, m.currency, m.test,
         -- the side row's columns before the update (t: the locked version), null when it had none
         t.watch AS was, t.watch_at AS was_at, t.currency AS was_currency, t.test AS was_test
@@ -1169,9 +1196,9 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     )
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
       (SELECT count(*) FROM m)::text AS updated,
-      (SELECT json_agg(json_build_array(w.merchant_account, w.entity_kind, w.entity_id, w.version))
-        FROM (SELECT merchant_account, entity_kind, entity_id, version FROM m
-          UNION ALL SELECT merchant_account, entity_kind, entity_id, version FROM mi) w) AS versions`);
+      (SELECT json_agg(version ORDER BY n) FROM m) AS updated_versions,
+      (SELECT json_agg(json_build_array(merchant_account, entity_kind, entity_id, version)) FROM mi)
+        AS inserted_versions`);
     } finally {
       detailsTexts.clear();
     }
@@ -1185,8 +1212,18 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
     // Cannot happen while the rows stay locked from loadBatch to here; the transaction is rolled back.
     throw new AppError('INTERNAL', `ledger: ${updating - updated} locked mirror rows were not found by ctid`);
   }
-  for (const [account, kind, entityId, version] of row?.versions ?? []) {
-    versions.set(refKey({ account: account!, kind: kind as EntityKind, entityId: entityId! }), version!);
+  // The updated rows' versions in the order of `updates` (every one was updated: counted above), the
+  // inserted rows' by key: a row's position instead of its key saves the client a key per row.
+  const updatedVersions = row?.updated_versions ?? [];
+  for (let i = 0; i < updatedVersions.length; i++) versions[updatesAt[i]!] = updatedVersions[i]!;
+  const inserted = row?.inserted_versions ?? [];
+  if (inserted.length > 0) {
+    const byKey = new Map<string, number>();
+    for (let i = 0; i < inserts.length; i++) byKey.set(refKey(inserts[i]!), insertsAt[i]!);
+    for (const [account, kind, entityId, version] of inserted) {
+      const at = byKey.get(refKey({ account: account!, kind: kind as EntityKind, entityId: entityId! }));
+      if (at !== undefined) versions[at] = version!;
+    }
   }
   return { recorded: Number(row?.recorded ?? 0), booked: Number(row?.booked ?? 0), versions };
 }

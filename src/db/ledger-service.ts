@@ -329,6 +329,8 @@ interface BatchWrites {
   booked: (readonly PlannedEntry[] | undefined)[];
   /** By the entity's index in the batch: the intent its mirror row links, when the batch writes the row. */
   linked: (LinkedIntent | null | undefined)[];
+  /** By the entity's index in the batch: the position of its row in `mirrors`, when the batch writes one. */
+  mirrorAt: (number | undefined)[];
 }
 
 /**
@@ -377,6 +379,7 @@ async function reconcile(
     recorded: new Array(refs.length),
     booked: new Array(refs.length),
     linked: new Array(refs.length),
+    mirrorAt: new Array(refs.length),
   };
   for (let r = 0; r < refs.length; r++) {
     const ref = refs[r]!;
@@ -390,6 +393,7 @@ async function reconcile(
       out.mirrors.push(bareMirror(mirror));
       out.linked[r] = null;
     }
+    if (out.mirrors.length > written) out.mirrorAt[r] = written;
   }
   step('compute');
   const sent = { history: out.history.length, entries: out.entries.length };
@@ -498,7 +502,8 @@ function remember(
       known.delete(k);
       continue;
     }
-    const version = written.versions.get(k);
+    const at = out.mirrorAt[r];
+    const version = at === undefined ? undefined : written.versions[at];
     if (version !== undefined) {
       const linked = out.linked[r];
       known.set(k, {

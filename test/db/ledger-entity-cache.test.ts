@@ -30,6 +30,28 @@ afterAll(async () => {
 const ref = (entityId: string) => ({ account: 'acme', kind: 'deposit' as const, entityId });
 
 describe('entity state cache', () => {
+  it('forgets the entity set least recently once full', () => {
+    const known = new EntityStateCache(3);
+    const entity = { version: '(0,1)/1', history: [], applied: [] };
+    const held = () => ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].filter((k) => known.get(k) !== undefined);
+    for (const k of ['a', 'b', 'c', 'a', 'd']) known.set(k, entity);
+    expect(held()).toEqual(['a', 'c', 'd']);
+    known.set('e', entity);
+    expect(held()).toEqual(['a', 'd', 'e']);
+    known.set('a', entity);
+    known.set('f', entity);
+    expect(held()).toEqual(['a', 'e', 'f']);
+    known.delete('e');
+    known.set('g', entity);
+    expect(held()).toEqual(['a', 'f', 'g']);
+    known.set('h', entity);
+    expect(held()).toEqual(['f', 'g', 'h']);
+    known.set('b', entity);
+    known.set('c', entity);
+    expect(held()).toEqual(['b', 'c', 'h']);
+    expect(known.size).toBe(3);
+  });
+
   it('serves an entity from the cache only while its locked row is the version the cache holds', async () => {
     const known = new EntityStateCache();
     const first = obs('deposit', 'k1', 'PENDING', 1);
@@ -222,5 +244,58 @@ describe('entity state cache', () => {
       held?.history.map((h) => h.eventId),
     );
     expect((await verifyLedger(t.db)).failures).toEqual([]);
+  });
+
+  it('holds each entity under the version of its own row, updated or inserted in one batch', async () => {
+    const known = new EntityStateCache();
+    // Rows that exist before the batch (updated by it) and rows it creates (inserted), interleaved in key
+    // order, with flags and statuses of every kind.
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(
+        trx,
+        [
+          obs('deposit', 'v1', 'PENDING', 1, { test: true }),
+          obs('deposit', 'v3', 'PENDING', 1, { crypto: true }),
+          obs('deposit', 'v5', 'PENDING', 1),
+        ],
+        { known },
+      ),
+    );
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(
+        trx,
+        [
+          obs('deposit', 'v5', 'EARLY_RELEASED', 2),
+          obs('deposit', 'v4', 'PENDING', 2),
+          obs('deposit', 'v1', 'COMPLETED', 2, { test: true }),
+          obs('deposit', 'v2', 'PENDING', 2, { crypto: true }),
+          obs('deposit', 'v3', 'COMPLETED', 2, { crypto: true }),
+        ],
+        { known },
+      ),
+    );
+    const { rows } = await sql<{ entity_id: string; tid: string; version: string }>`
+      SELECT entity_id, ctid::text AS tid, ctid::text || '/' || xmin::text AS version FROM mirrors
+      WHERE entity_id IN ('v1', 'v2', 'v3', 'v4', 'v5') ORDER BY entity_id`.execute(t.db);
+    expect(rows).toHaveLength(5);
+    for (const row of rows) expect(known.get(refKey(ref(row.entity_id)))?.version).toBe(row.version);
+    // The locked rows as read whole (no cache): each with its own row's ctid, version and flags.
+    const state = await t.db
+      .transaction()
+      .execute((trx) => loadBatch(trx, ['v1', 'v2', 'v3', 'v4', 'v5', 'v6'].map(ref)));
+    expect(state.locked.has(refKey(ref('v6')))).toBe(false);
+    const locked = rows.map((row) => {
+      const m = state.locked.get(refKey(ref(row.entity_id)))!;
+      expect(m.tid).toBe(row.tid);
+      expect(m.version).toBe(row.version);
+      return [m.entityId, m.status, m.everCompleted, m.everEarlyReleased, m.test, m.crypto];
+    });
+    expect(locked).toEqual([
+      ['v1', 'COMPLETED', true, false, true, false],
+      ['v2', 'PENDING', false, false, false, true],
+      ['v3', 'COMPLETED', true, false, false, true],
+      ['v4', 'PENDING', false, false, false, false],
+      ['v5', 'EARLY_RELEASED', false, true, false, false],
+    ]);
   });
 });
