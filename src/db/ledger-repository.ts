@@ -72,7 +72,12 @@ function refArrays(refs: readonly EntityRef[]) {
 }
 
 /**
- * The refs as a row source, in the given order: `unnest(...) WITH ORDINALITY AS r(account, kind, id, n)`.
+ * The refs as a row source, in the given order: `(SELECT unnest($1) AS account, unnest($2) AS kind,
+ * unnest($3) AS id) AS r`, set-returning functions in a select list (a ProjectSet, in lockstep) rather
+ * than `unnest($1, $2, $3)` in FROM, whose function scan stores each array's rows in a tuplestore before
+ * reading them back (see `rowsSource`). It has no ordinal column: `WITH ORDINALITY` has no select-list
+ * form, and `generate_series(1, $n)` is estimated at 1,000 rows in a generic plan (an `unnest` of a
+ * parameter at 10), which made `loadBatch`'s "seen" check the hashed scan of the whole of `mirrors`.
  * Keyed reads join it to a table through `CROSS JOIN LATERAL (... WHERE <keyOf> ... OFFSET 0)`: the
  * OFFSET keeps the planner from flattening the subquery into a join, so every ref is one index probe
  * whatever the statistics say. (With missing or stale statistics, which is every table that has grown
@@ -81,7 +86,19 @@ function refArrays(refs: readonly EntityRef[]) {
  */
 function refsSource(refs: readonly EntityRef[]) {
   const a = refArrays(refs);
-  return sql`unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[]) WITH ORDINALITY AS r(account, kind, id, n)`;
+  return sql`(SELECT unnest(${a.accounts}::text[]) AS account, unnest(${a.kinds}::text[]) AS kind,
+    unnest(${a.ids}::text[]) AS id) AS r`;
+}
+
+/**
+ * 1 to `n`, the positions of a statement's rows, sent as one more array of its row source where the
+ * statement needs them (instead of `WITH ORDINALITY` or `generate_series`, see `refsSource`). Kept
+ * between calls: a new array only for a longer batch.
+ */
+let positionsKept: number[] = [];
+function positions(n: number): readonly number[] {
+  if (positionsKept.length < n) positionsKept = Array.from({ length: n }, (_, i) => i + 1);
+  return n === positionsKept.length ? positionsKept : positionsKept.slice(0, n);
 }
 
 /** `<alias>.merchant_account = r.account AND ...`: the key condition against `refsSource`. */
@@ -227,10 +244,13 @@ function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
  */
 export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
+  // No ORDER BY: the locks are taken as the nested loop probes, in the row source's order, and the rows
+  // returned are not read.
   await prepared(sql`
     SELECT x.entity_id FROM ${refsSource(refs)}
-    CROSS JOIN LATERAL (SELECT m.entity_id FROM mirrors m WHERE ${keyOf('m')} FOR UPDATE OF m) x
-    ORDER BY r.n`).execute(db);
+    CROSS JOIN LATERAL (SELECT m.entity_id FROM mirrors m WHERE ${keyOf('m')} FOR UPDATE OF m) x`).execute(
+    db,
+  );
 }
 
 /** An entity's history and bookings as this process wrote them, and the mirror row version it wrote. */
@@ -353,8 +373,12 @@ export async function loadBatch(
     expect.push(hit?.version ?? null);
     intentKnown.push(hit !== undefined && hit.intent !== undefined);
   }
-  // Rows as arrays (`preparedArrays`), in this order; instants as epoch milliseconds (float8, read by
-  // `parseFloat`) instead of timestamptz text for the driver's date parser.
+  // The refs as `refsSource` gives them (set-returning functions in a select list) with two more arrays and
+  // their positions, locked in that order as the nested loop probes. No ORDER BY: each row names its
+  // position, and a sort of these wide rows (the row source no longer known to be in order) cost more
+  // than the function scan it replaced. Rows as arrays (`preparedArrays`), in this order; instants as
+  // epoch milliseconds (float8, read by `parseFloat`) instead of timestamptz text for the driver's date
+  // parser.
   const { rows } = await preparedArrays<
     [
       n: number,
@@ -386,9 +410,10 @@ export async function loadBatch(
       i.i_entity_id, i.i_external_ref,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${HISTORY_JSON} END AS history,
       CASE WHEN x.version = r.expect THEN NULL ELSE ${APPLIED_JSON} END AS applied
-    FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[], ${binaryArray('text', expect)}::text[],
-      ${binaryArray('boolean', intentKnown)}::boolean[])
-      WITH ORDINALITY AS r(account, kind, id, expect, intent_known, n)
+    FROM (SELECT unnest(${a.accounts}::text[]) AS account, unnest(${a.kinds}::text[]) AS kind,
+      unnest(${a.ids}::text[]) AS id, unnest(${binaryArray('text', expect)}::text[]) AS expect,
+      unnest(${binaryArray('boolean', intentKnown)}::boolean[]) AS intent_known,
+      unnest(${binaryArray('integer', positions(refs.length))}::int4[]) AS n) AS r
     CROSS JOIN LATERAL (
       SELECT m.ctid AS t, m.ctid::text || '/' || m.xmin::text AS version, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
@@ -401,8 +426,9 @@ export async function loadBatch(
         i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
         i.external_ref AS i_external_ref
       FROM intents i
-      WHERE i.intent_id = x.intent_id AND (x.version IS DISTINCT FROM r.expect OR NOT r.intent_known) OFFSET 0) i ON true
-    ORDER BY r.n`).execute(db);
+      WHERE i.intent_id = x.intent_id AND (x.version IS DISTINCT FROM r.expect OR NOT r.intent_known) OFFSET 0) i ON true`).execute(
+    db,
+  );
   // The entities whose row a batch changed and committed while this statement waited for its lock.
   const waited: EntityRef[] = [];
   for (const r of rows) {
@@ -624,8 +650,8 @@ export async function loadIntents(
       FROM intents i WHERE i.entity_id = r.id AND i.merchant_account = r.account AND i.entity_kind = r.kind
       OFFSET 0) x
     UNION
-    SELECT x.* FROM unnest(${binaryArray('text', accounts)}::text[], ${binaryArray('text', kinds)}::text[], ${binaryArray('text', xrefs)}::text[])
-      AS r(account, kind, xref)
+    SELECT x.* FROM (SELECT unnest(${binaryArray('text', accounts)}::text[]) AS account,
+      unnest(${binaryArray('text', kinds)}::text[]) AS kind, unnest(${binaryArray('text', xrefs)}::text[]) AS xref) AS r
     CROSS JOIN LATERAL (
       SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
         crypto, fee_on_payer, created_at
