@@ -838,8 +838,9 @@ export function rowsSource<T>(
   const items = list.map(
     ([type], i) => sql`unnest(${buffers[i]}::${sql.raw(type)}[]) AS ${sql.raw(names[i]!)}`,
   );
-  // In lockstep with the columns, a series as long as the first column (sent whole): the positions.
-  if (ordinality) items.push(sql`generate_series(1, ${rows.length}::int4) AS n`);
+  // In lockstep with the columns, as long as the first column (sent whole): the positions, as an array
+  // (`positions`, see `refsSource`: a `generate_series` of a parameter is estimated at 1,000 rows).
+  if (ordinality) items.push(sql`unnest(${binaryArray('integer', positions(rows.length))}::int4[]) AS n`);
   return sql`(SELECT ${sql.join(items)}) AS v`;
 }
 
