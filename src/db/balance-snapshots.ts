@@ -3,10 +3,12 @@
  * midnight holds the sum of the account's postings created before it. `takeBalanceSnapshots` writes the
  * missing days from each account's latest snapshot (or its first posting) up to the last midnight that
  * is at least `SETTLE_MS` old, so no transaction still in flight can post before it (a posting's
- * `created_at` is its transaction's start). Each day adds that day's postings, read through the
- * account-and-time index: the cost follows the days written, not the history.
+ * `created_at` is its transaction's start). Each day adds that day's movements (the sums of its postings
+ * per account and effect, `ledger_movements`, written in the transaction that posts, so settled alike),
+ * read by their key: the cost follows the days written, not the history.
  */
 import { sql } from 'kysely';
+import { OF_ACCOUNT } from './ledger-periods.ts';
 import type { Db } from './schema.ts';
 
 /** How long after a midnight its snapshot waits for the transactions that started before it. */
@@ -23,9 +25,8 @@ export async function takeBalanceSnapshots(db: Db, upTo: Date = new Date()): Pro
       SELECT date_trunc('day', least(${upTo}::timestamptz, now()) - make_interval(secs => ${SETTLE_MS / 1000}), 'UTC') AS c
     ), start AS (
       SELECT a.merchant_account, a.currency, a.book, a.name AS account, coalesce(s.balance, 0) AS base,
-        coalesce(s.at, (SELECT date_trunc('day', min(p.created_at), 'UTC') FROM postings p
-          WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-            AND p.account = a.name)) AS from_at
+        coalesce(s.at, (SELECT min(m.bucket) FROM ledger_movements m WHERE ${OF_ACCOUNT} AND m.hours = 24))
+          AS from_at
       FROM ledger_accounts a
       LEFT JOIN LATERAL (
         SELECT s.at, s.balance FROM ledger_balance_snapshots s
@@ -34,9 +35,9 @@ export async function takeBalanceSnapshots(db: Db, upTo: Date = new Date()): Pro
         ORDER BY s.at DESC LIMIT 1) s ON true
     ), days AS (
       SELECT s.merchant_account, s.currency, s.book, s.account, s.base, d.at,
-        coalesce((SELECT sum(p.amount) FROM postings p
-          WHERE p.merchant_account = s.merchant_account AND p.currency = s.currency AND p.book = s.book
-            AND p.account = s.account AND p.created_at >= d.at - interval '24 hours' AND p.created_at < d.at), 0)
+        coalesce((SELECT sum(m.amount_in + m.amount_out) FROM ledger_movements m
+          WHERE m.merchant_account = s.merchant_account AND m.currency = s.currency AND m.book = s.book
+            AND m.account = s.account AND m.hours = 24 AND m.bucket = d.at - interval '24 hours'), 0)
           AS day_sum
       FROM start s CROSS JOIN cutoff
         CROSS JOIN LATERAL generate_series(s.from_at + interval '24 hours', cutoff.c, interval '24 hours') AS d(at)

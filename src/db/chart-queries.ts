@@ -2,7 +2,7 @@
  * The reads behind the balances page's charts and movements (issue 18 point 4). Each is bounded by its
  * period through an index, so its cost follows the period, not the history: balances over time read
  * the daily snapshots (src/db/balance-snapshots.ts) by their primary key, movements read the per-day and
- * per-hour sums of `ledger_movements` (and at most an hour's postings at either end), volumes read mirrors by the day first seen
+ * per-hour sums of `ledger_movements` (and at most an hour's entries at either end), volumes read mirrors by the day first seen
  * (`mirrors_first_seen_ix`, migration 20261125T0120_charts), and the age buckets read only unresolved
  * exceptions (`exceptions_open_ix`). Sums are `numeric` text parsed to bigint minor units.
  */
@@ -11,6 +11,7 @@ import type { Book } from '../domain/effects.ts';
 import { AGE_BUCKETS, type AgeBucketKey, UNRESOLVED_STATES } from '../domain/exception-queue.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { DAY_MS, entryPostings, OF_ACCOUNT, segments } from './ledger-periods.ts';
 import type { Db } from './schema.ts';
 
 /** The accounts a balance shows: what the provider owes (available) and what is held (reserved). */
@@ -79,43 +80,14 @@ export interface BalanceMovementRow {
   monthOut: Minor;
 }
 
-const DAY_MS = 86_400_000;
-const HOUR_MS = 3_600_000;
-const floorTo = (t: number, unit: number) => Math.floor(t / unit) * unit;
-const ceilTo = (t: number, unit: number) => Math.ceil(t / unit) * unit;
-
-type Segment = { kind: 'postings' | 1 | 24; from: number; to: number };
-
-/**
- * [from, to) as the stretches to read: whole UTC days from the day rows of `ledger_movements`, the whole
- * hours at either end from its hour rows, and only what is left of an hour at either end (a time zone off
- * the hour, an instant within an hour) from the postings themselves. `open`: `to` is now, so the hour it
- * falls in is read whole from its hour row (nothing is posted after now).
- */
-function segments(from: Date, to: Date, open: boolean): Segment[] {
-  const f = from.getTime();
-  const t = to.getTime();
-  if (f >= t) return [];
-  const h0 = ceilTo(f, HOUR_MS);
-  const h1 = open ? ceilTo(t, HOUR_MS) : floorTo(t, HOUR_MS);
-  if (h0 >= h1) return [{ kind: 'postings', from: f, to: open ? Number.POSITIVE_INFINITY : t }];
-  const out: Segment[] = [];
-  if (f < h0) out.push({ kind: 'postings', from: f, to: h0 });
-  const d0 = ceilTo(h0, DAY_MS);
-  const d1 = floorTo(h1, DAY_MS);
-  if (d0 < d1)
-    out.push({ kind: 1, from: h0, to: d0 }, { kind: 24, from: d0, to: d1 }, { kind: 1, from: d1, to: h1 });
-  else out.push({ kind: 1, from: h0, to: h1 });
-  if (!open && h1 < t) out.push({ kind: 'postings', from: h1, to: t });
-  return out.filter((s) => s.from < s.to);
-}
-
 /**
  * Postings into and out of every available and reserved account in [monthStart, to), by effect and
  * direction, with the part since `todayStart` (which must not be before `monthStart`), from
- * `ledger_movements` (migration 20261126T04516_balance_movements, see `segments`): about 31 day rows and
- * at most 47 hour rows per account and effect, whatever the history. Each account's rows are summed on
- * their own (a small group per account), today's stretch read once for both figures. `open`: `to` is now.
+ * `ledger_movements` (migration 20261126T04516_balance_movements, see `segments` in
+ * src/db/ledger-periods.ts): about 31 day rows and at most 47 hour rows per account and effect, whatever
+ * the history, and what is left of an hour at either end from that hour's entries, read once for every
+ * account. Each account's rows are summed on their own (a small group per account), today's stretch read
+ * once for both figures. `open`: `to` is now.
  */
 export async function balanceMovements(
   db: Db,
@@ -130,21 +102,38 @@ export async function balanceMovements(
     ...segments(todayStart, to, open).map((s) => ({ ...s, today: true })),
   ];
   if (parts.length === 0) return [];
-  const selects = parts.map((p) => {
-    const upper = Number.isFinite(p.to) ? new Date(p.to) : null;
-    return p.kind === 'postings'
-      ? sql`SELECT e.effect, e.direction, greatest(x.amount, 0) AS amount_in, least(x.amount, 0) AS amount_out,
-            ${p.today}::boolean AS today
-          FROM postings x JOIN journal_entries e ON e.id = x.entry_id
-          WHERE x.merchant_account = a.merchant_account AND x.currency = a.currency AND x.book = a.book
-            AND x.account = a.name AND x.created_at >= ${new Date(p.from)}
-            AND (${upper}::timestamptz IS NULL OR x.created_at < ${upper})`
-      : sql`SELECT m.effect, m.direction, m.amount_in, m.amount_out, ${p.today}::boolean AS today
+  // What is left of an hour at either end, from the postings of the entries created then: read once for
+  // every account (a CTE computed once), each account then takes its own rows.
+  const edges = parts.filter((p) => p.kind === 'postings');
+  const edge =
+    edges.length === 0
+      ? sql``
+      : sql`WITH edge AS MATERIALIZED (
+          SELECT u.merchant_account, u.currency, u.book, u.account, u.effect, u.direction,
+            sum(greatest(u.amount, 0)) AS amount_in, sum(least(u.amount, 0)) AS amount_out, u.today
+          FROM (${sql.join(
+            edges.map(
+              (p) =>
+                sql`SELECT x.*, ${p.today}::boolean AS today, e.effect, e.direction
+                  FROM ${entryPostings(new Date(p.from), Number.isFinite(p.to) ? new Date(p.to) : null)}`,
+            ),
+            sql` UNION ALL `,
+          )}) u
+          GROUP BY 1, 2, 3, 4, 5, 6, 9)`;
+  const selects = parts.flatMap((p) =>
+    p.kind === 'postings'
+      ? []
+      : [
+          sql`SELECT m.effect, m.direction, m.amount_in, m.amount_out, ${p.today}::boolean AS today
           FROM ledger_movements m
-          WHERE m.merchant_account = a.merchant_account AND m.currency = a.currency AND m.book = a.book
-            AND m.account = a.name AND m.hours = ${p.kind} AND m.bucket >= ${new Date(p.from)}
-            AND m.bucket < ${upper}`;
-  });
+          WHERE ${OF_ACCOUNT} AND m.hours = ${p.kind} AND m.bucket >= ${new Date(p.from)}
+            AND m.bucket < ${new Date(p.to)}`,
+        ],
+  );
+  if (edges.length > 0)
+    selects.push(sql`SELECT x.effect, x.direction, x.amount_in, x.amount_out, x.today FROM edge x
+      WHERE x.merchant_account = a.merchant_account AND x.currency = a.currency AND x.book = a.book
+        AND x.account = a.name`);
   const { rows } = await sql<{
     merchant_account: string;
     currency: string;
@@ -157,6 +146,7 @@ export async function balanceMovements(
     month_in: string;
     month_out: string;
   }>`
+    ${edge}
     SELECT a.merchant_account, a.currency, a.book, a.name AS account, s.effect, s.direction,
       s.today_in::text AS today_in, s.today_out::text AS today_out, s.month_in::text AS month_in,
       s.month_out::text AS month_out

@@ -4,9 +4,9 @@
  *
  * Periods use booking time (`created_at`), like the settlement workbook and the daily snapshots, so a
  * period's figures never change once it is over: opening and closing balances are the latest daily
- * snapshot at or before the instant plus the postings since (at most a day of them), movements are
- * the period's postings read per ledger account through its account-and-time index. Nothing sums the
- * whole history. An entry booked after a period whose effect date (`effective_at`) lies inside it is a
+ * snapshot at or before the instant plus what moved since (`balanceAsOf`: at most a day of movements
+ * and an hour of entries), movements are the period's entries read by their creation time and their
+ * postings by entry (`entryPostings`). Nothing sums the whole history. An entry booked after a period whose effect date (`effective_at`) lies inside it is a
  * post-close adjustment: it moves the next period's figures, and is listed on both pages.
  */
 import { sql } from 'kysely';
@@ -24,7 +24,7 @@ import {
 import { PAYOUT_IN_FLIGHT } from '../domain/effects.ts';
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '../domain/money.ts';
-import { balanceAsOf } from './queries.ts';
+import { balanceAsOf, entryPostings } from './ledger-periods.ts';
 import type { Db } from './schema.ts';
 
 /** One merchant account, currency and month, with the month's instants in the report time zone. */
@@ -49,7 +49,7 @@ async function accountBalances(
   db: Db,
   s: CloseScope,
 ): Promise<{ book: string; account: string; opening: Minor; closing: Minor }[]> {
-  // The latest daily snapshot plus the postings since, at the period's start and at its end.
+  // The latest daily snapshot plus what moved since, at the period's start and at its end.
   const opening = balanceAsOf(s.start, false, 'so');
   const closing = balanceAsOf(s.end, false, 'sc');
   const { rows } = await sql<{ book: string; name: string; opening: string; closing: string }>`
@@ -76,16 +76,12 @@ async function periodMovements(db: Db, s: CloseScope): Promise<CloseMovementLine
     amount: string;
     entries: number;
   }>`
-    SELECT a.book, a.name AS account, m.entity_kind, m.effect, m.direction, m.amount, m.entries
-    FROM ledger_accounts a
-    CROSS JOIN LATERAL (
-      SELECT e.entity_kind, e.effect, e.direction, sum(p.amount)::text AS amount, count(DISTINCT e.id)::int AS entries
-      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-      WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-        AND p.account = a.name AND p.created_at >= ${s.start} AND p.created_at < ${s.end}
-      GROUP BY e.entity_kind, e.effect, e.direction) m
-    WHERE a.merchant_account = ${s.merchantAccount} AND a.currency = ${s.currency}
-    ORDER BY a.book, a.name, m.entity_kind, m.effect, m.direction DESC`.execute(db);
+    SELECT x.book, x.account, e.entity_kind, e.effect, e.direction, sum(x.amount)::text AS amount,
+      count(DISTINCT e.id)::int AS entries
+    FROM ${entryPostings(s.start, s.end)}
+      AND e.merchant_account = ${s.merchantAccount} AND x.currency = ${s.currency}
+    GROUP BY x.book, x.account, e.entity_kind, e.effect, e.direction
+    ORDER BY x.book, x.account, e.entity_kind, e.effect, e.direction DESC`.execute(db);
   return rows.map((r) => ({
     book: r.book,
     account: r.account,
@@ -111,9 +107,10 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
     amount: string;
   }>`
     WITH candidates AS (
-      SELECT e.entity_kind, e.entity_id FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-      WHERE p.merchant_account = ${s.merchantAccount} AND p.currency = ${s.currency} AND p.book = 'live'
-        AND p.account = 'reserved' AND p.created_at >= ${s.end}
+      -- (only cashouts and refunds reserve: the other entries' postings are not read)
+      SELECT e.entity_kind, e.entity_id FROM ${entryPostings(s.end, null)}
+        AND e.merchant_account = ${s.merchantAccount} AND e.book = 'live' AND e.entity_kind IN ('cashout', 'refund')
+        AND x.currency = ${s.currency} AND x.account = 'reserved'
       UNION
       -- the open cashouts and refunds (mirror_watches_in_flight_ix, migration 20261127T0100_mirror_watches)
       SELECT m.entity_kind, m.entity_id FROM mirror_watches w
@@ -128,8 +125,9 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
       FROM journal_entries e JOIN postings p ON p.entry_id = e.id
       WHERE e.merchant_account = ${s.merchantAccount} AND e.entity_kind = c.entity_kind AND e.entity_id = c.entity_id
         AND e.created_at < ${s.end} AND p.book = 'live' AND p.account = 'reserved' AND p.currency = ${s.currency}) r
-    LEFT JOIN mirrors m ON m.merchant_account = ${s.merchantAccount} AND m.entity_kind = c.entity_kind
-      AND m.entity_id = c.entity_id
+    -- each candidate's mirror by its key, whatever the estimate of the candidates (never a scan of mirrors)
+    LEFT JOIN LATERAL (SELECT m.external_ref FROM mirrors m WHERE m.merchant_account = ${s.merchantAccount}
+      AND m.entity_kind = c.entity_kind AND m.entity_id = c.entity_id OFFSET 0) m ON true
     WHERE r.amount IS NOT NULL AND r.amount::numeric <> 0
     ORDER BY r.reserved_at, c.entity_kind, c.entity_id`.execute(db);
   return rows.map((r) => ({

@@ -37,6 +37,7 @@ import * as m20261126T04566 from './migrations/20261126T04566_movements_covering
 import * as m20261126T06251 from './migrations/20261126T06251_poll_schedule.ts';
 import * as m20261126T06552 from './migrations/20261126T06552_postings_triggers_lean.ts';
 import * as m20261127T0100 from './migrations/20261127T0100_mirror_watches.ts';
+import * as m20261127T0200 from './migrations/20261127T0200_postings_account_index_dropped.ts';
 import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
@@ -73,6 +74,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T2300_ledger_insert_keys': m20261126T2300,
   '20261126T2310_postings_triggers_probe': m20261126T2310,
   '20261127T0100_mirror_watches': m20261127T0100,
+  '20261127T0200_postings_account_index_dropped': m20261127T0200,
 };
 
 export interface OpenDatabaseOptions {

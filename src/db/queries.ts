@@ -9,6 +9,7 @@ import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../dom
 import type { Intent } from '../domain/observation.ts';
 import type { PollingRules } from '../domain/polling.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { balanceAsOf, entryPostings } from './ledger-periods.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
 import { withLedgerTransaction } from './ledger-service.ts';
 import type { Db } from './schema.ts';
@@ -31,31 +32,6 @@ export interface BalanceFilter {
   book?: Book;
 }
 
-/**
- * SQL over a ledger account aliased `a`: its balance of the postings created before `bound` (up to and
- * including it when `inclusive`), read as the latest daily snapshot at or before `bound` (the sum of the
- * postings before its midnight, src/db/balance-snapshots.ts) plus the postings since, through the
- * postings' account-and-time index: at most a day of postings once snapshots are taken, all of the
- * account's before `bound` if none. `posted` tells whether the account had a posting by then (a snapshot
- * exists only after one). `join` is the LATERAL join the two expressions read, aliased `alias` (default
- * `s`; two balances of one account in one query, an opening and a closing, take two aliases).
- */
-export function balanceAsOf(bound: Date, inclusive: boolean, alias = 's') {
-  const cmp = sql.raw(inclusive ? '<=' : '<');
-  const s = sql.raw(alias);
-  const postings = sql`postings p WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency
-    AND p.book = a.book AND p.account = a.name AND p.created_at ${cmp} ${bound}`;
-  return {
-    join: sql`LEFT JOIN LATERAL (SELECT ls.at, ls.balance FROM ledger_balance_snapshots ls
-      WHERE ls.merchant_account = a.merchant_account AND ls.currency = a.currency AND ls.book = a.book
-        AND ls.account = a.name AND ls.at <= ${bound}
-      ORDER BY ls.at DESC LIMIT 1) ${s} ON true`,
-    balance: sql`(coalesce(${s}.balance, 0) + coalesce((SELECT sum(p.amount) FROM ${postings}
-      AND p.created_at >= coalesce(${s}.at, '-infinity')), 0))::text`,
-    posted: sql`(${s}.at IS NOT NULL OR EXISTS (SELECT 1 FROM ${postings}))`,
-  };
-}
-
 /** The running balance of ledger account `a` (the postings' trigger keeps it; no row: no posting yet). */
 export const RUNNING_BALANCE = sql`coalesce((SELECT b.balance FROM ledger_balances b
   WHERE b.merchant_account = a.merchant_account AND b.currency = a.currency AND b.book = a.book
@@ -65,7 +41,7 @@ export const RUNNING_BALANCE = sql`coalesce((SELECT b.balance FROM ledger_balanc
  * Balance of every ledger account (accounts with no postings yet show zero). Now (no `at`, or an instant
  * not in the past) reads the running balances, one row per account kept by the postings' trigger
  * (migration 20261124T1300_running_balances); an earlier instant is the latest daily snapshot at or
- * before it plus the postings since (`balanceAsOf`).
+ * before it plus what moved since (`balanceAsOf`, src/db/ledger-periods.ts).
  */
 export async function balances(db: Db, filter: BalanceFilter = {}): Promise<BalanceRow[]> {
   const at = filter.at !== undefined && filter.at.getTime() < Date.now() ? filter.at : null;
@@ -106,9 +82,9 @@ export interface MovementRow {
 }
 
 /**
- * Postings booked in [from, to), grouped by effect, direction and account: per ledger account, a range of
- * its account-and-time index (`postings_account_ix`), so the cost follows the period, not the history
- * (a filter on `created_at` alone walked the whole index).
+ * Postings booked in [from, to), grouped by effect, direction and account, with the number of entries:
+ * the period's entries by their creation time and each one's postings by its key (`entryPostings`), so
+ * the cost follows the period, not the history. (`ledger_movements` has the sums but not the entries.)
  */
 export async function movements(
   db: Db,
@@ -126,16 +102,12 @@ export async function movements(
     amount: string;
     entries: number;
   }>`
-    SELECT a.merchant_account, a.currency, a.book, m.effect, m.direction, a.name AS account, m.amount, m.entries
-    FROM ledger_accounts a
-    CROSS JOIN LATERAL (
-      SELECT e.effect, e.direction, sum(p.amount)::text AS amount, count(DISTINCT e.id)::int AS entries
-      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-      WHERE p.merchant_account = a.merchant_account AND p.currency = a.currency AND p.book = a.book
-        AND p.account = a.name AND p.created_at >= ${from} AND p.created_at < ${to}
-      GROUP BY e.effect, e.direction) m
-    WHERE (${merchantAccount ?? null}::text IS NULL OR a.merchant_account = ${merchantAccount ?? null})
-    ORDER BY a.merchant_account, a.currency, a.book, m.effect, m.direction DESC, a.name`.execute(db);
+    SELECT x.merchant_account, x.currency, x.book, e.effect, e.direction, x.account, sum(x.amount)::text AS amount,
+      count(DISTINCT e.id)::int AS entries
+    FROM ${entryPostings(from, to)}
+      AND (${merchantAccount ?? null}::text IS NULL OR e.merchant_account = ${merchantAccount ?? null})
+    GROUP BY x.merchant_account, x.currency, x.book, e.effect, e.direction, x.account
+    ORDER BY x.merchant_account, x.currency, x.book, e.effect, e.direction DESC, x.account`.execute(db);
   return rows.map((r) => ({
     merchantAccount: r.merchant_account,
     currency: r.currency,

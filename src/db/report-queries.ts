@@ -11,7 +11,8 @@ import { type RawBuilder, sql } from 'kysely';
 import type { SlaTable } from '../domain/exception-sla.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
-import { balanceAsOf, RUNNING_BALANCE } from './queries.ts';
+import { balanceAsOf } from './ledger-periods.ts';
+import { RUNNING_BALANCE } from './queries.ts';
 import type { Db } from './schema.ts';
 
 const accountFilter = (account: string | null, column = 'e.merchant_account') =>
@@ -27,9 +28,10 @@ export interface AccountBalance {
 
 /**
  * Balance of every ledger account with a posting booked strictly before `instant`: the running balances
- * when `instant` is not in the past, else the latest daily snapshot at or before it plus the postings
- * since (`balanceAsOf`): the cost follows a day of postings, not the history. (An entry and its postings
- * are written by one statement, so they share their `created_at`: a posting's booking time is its entry's.)
+ * when `instant` is not in the past, else the latest daily snapshot at or before it plus what moved
+ * since (`balanceAsOf`): the cost follows a day of movements and an hour of entries, not the history. (An
+ * entry and its postings are written by one statement, so they share their `created_at`: a posting's
+ * booking time is its entry's.)
  */
 export async function balancesBefore(
   db: Db,

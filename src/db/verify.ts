@@ -13,6 +13,7 @@ import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
 import { planEntity } from '../domain/plan.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { entryPostings, OF_ACCOUNT } from './ledger-periods.ts';
 import {
   type EntityRef,
   type LinkedIntent,
@@ -45,9 +46,12 @@ export interface VerifyOptions {
   chunk?: number;
   /**
    * Incremental: only what changed at or after this instant (entries created since, entities with a
-   * reading recorded or an entry booked since, snapshots of the day before on); running balances against
-   * the latest snapshot plus the postings since it. Reads indexes, so its cost follows the period, not
-   * the history. Absent: the full verification, every row.
+   * reading recorded or an entry booked since, snapshots of the day before on, movements from the UTC day
+   * of `since` on); running balances against the latest snapshot plus the day movements since it, each
+   * snapshot against the one before plus the day movements between (movements are checked against the
+   * postings of their period: those before this one by the verification of their own period). Reads
+   * indexes, so its cost follows the period, not the history. Absent: the full verification, every row
+   * against the postings.
    */
   since?: Date;
   /** Milliseconds spent per check, added up (the bench's report of where the time goes). */
@@ -275,10 +279,10 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
       since === null
         ? sql`SELECT merchant_account, currency, book, account, sum(amount) AS posted FROM postings
             GROUP BY merchant_account, currency, book, account`
-        : sql`SELECT a.merchant_account, a.currency, a.book, a.name AS account,
-            coalesce(s.balance, 0) + coalesce((SELECT sum(x.amount) FROM postings x
-              WHERE x.merchant_account = a.merchant_account AND x.currency = a.currency AND x.book = a.book
-                AND x.account = a.name AND x.created_at >= coalesce(s.at, '-infinity')), 0) AS posted
+        : // The latest snapshot plus the day movements since (checked against the postings below).
+          sql`SELECT a.merchant_account, a.currency, a.book, a.name AS account,
+            coalesce(s.balance, 0) + coalesce((SELECT sum(m.amount_in + m.amount_out) FROM ledger_movements m
+              WHERE ${OF_ACCOUNT} AND m.hours = 24 AND m.bucket >= coalesce(s.at, '-infinity')), 0) AS posted
             FROM ledger_accounts a
             LEFT JOIN LATERAL (SELECT s.at, s.balance FROM ledger_balance_snapshots s
               WHERE s.merchant_account = a.merchant_account AND s.currency = a.currency AND s.book = a.book
@@ -330,19 +334,19 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
       FROM merged)
     SELECT merchant_account, currency, book, account, at, snapshot::text, posted::text FROM run
     WHERE snapshot IS NOT NULL AND snapshot <> posted`
-        : sql`SELECT s.merchant_account, s.currency, s.book, s.account, s.at, s.balance::text AS snapshot,
-      (coalesce(prev.balance, 0) + coalesce((SELECT sum(x.amount) FROM postings x
-        WHERE x.merchant_account = s.merchant_account AND x.currency = s.currency AND x.book = s.book
-          AND x.account = s.account AND x.created_at >= coalesce(prev.at, '-infinity') AND x.created_at < s.at), 0))::text
-        AS posted
+        : // The snapshot before plus the day movements between (checked against the postings below).
+          sql`SELECT s.merchant_account, s.currency, s.book, s.account, s.at, s.balance::text AS snapshot,
+      c.posted::text AS posted
     FROM ledger_balance_snapshots s
     LEFT JOIN LATERAL (SELECT p.at, p.balance FROM ledger_balance_snapshots p
       WHERE p.merchant_account = s.merchant_account AND p.currency = s.currency AND p.book = s.book
         AND p.account = s.account AND p.at < s.at ORDER BY p.at DESC LIMIT 1) prev ON true
-    WHERE s.at >= ${since}::timestamptz - interval '24 hours'
-      AND s.balance <> coalesce(prev.balance, 0) + coalesce((SELECT sum(x.amount) FROM postings x
-        WHERE x.merchant_account = s.merchant_account AND x.currency = s.currency AND x.book = s.book
-          AND x.account = s.account AND x.created_at >= coalesce(prev.at, '-infinity') AND x.created_at < s.at), 0)`
+    CROSS JOIN LATERAL (SELECT coalesce(prev.balance, 0) + coalesce(sum(m.amount_in + m.amount_out), 0) AS posted
+      FROM ledger_movements m
+      WHERE m.merchant_account = s.merchant_account AND m.currency = s.currency AND m.book = s.book
+        AND m.account = s.account AND m.hours = 24 AND m.bucket >= coalesce(prev.at, '-infinity')
+        AND m.bucket < s.at) c
+    WHERE s.at >= ${since}::timestamptz - interval '24 hours' AND s.balance <> c.posted`
     }
     ORDER BY 1, 2, 3, 4, 5`.execute(db),
   );
@@ -533,7 +537,8 @@ interface MovementDiff {
 /**
  * `ledger_movements` (migration 20261126T04516_balance_movements) against the postings, bucket by bucket,
  * in one statement (a batch committing meanwhile is seen whole or not at all). With `since`, only the
- * buckets from its UTC day on, read per ledger account through the postings' and the movements' indexes.
+ * buckets from its UTC day on: the entries created since then by their creation time and their postings by
+ * entry (`entryPostings`), the movements per ledger account by their key.
  */
 async function verifyMovements(db: Db, since: Date | null): Promise<MovementDiff[]> {
   const start = since === null ? null : new Date(Math.floor(since.getTime() / 86_400_000) * 86_400_000);
@@ -542,16 +547,12 @@ async function verifyMovements(db: Db, since: Date | null): Promise<MovementDiff
     p AS (
       SELECT x.merchant_account, x.currency, x.book, x.account, g.hours,
         date_trunc(CASE g.hours WHEN 24 THEN 'day' ELSE 'hour' END, x.created_at, 'UTC') AS bucket,
-        e.effect, e.direction,
+        x.effect, x.direction,
         coalesce(sum(x.amount) FILTER (WHERE x.amount > 0), 0) AS amount_in,
         coalesce(sum(x.amount) FILTER (WHERE x.amount < 0), 0) AS amount_out
-      ${
-        start === null
-          ? sql`FROM postings x`
-          : sql`FROM ledger_accounts a JOIN postings x ON x.merchant_account = a.merchant_account
-              AND x.currency = a.currency AND x.book = a.book AND x.account = a.name AND x.created_at >= ${start}`
-      }
-      JOIN journal_entries e ON e.id = x.entry_id CROSS JOIN g
+      FROM (SELECT x.merchant_account, x.currency, x.book, x.account, x.created_at, x.amount, e.effect, e.direction
+        FROM ${start === null ? sql`postings x JOIN journal_entries e ON e.id = x.entry_id` : entryPostings(start, null)}) x
+      CROSS JOIN g
       GROUP BY 1, 2, 3, 4, 5, 6, 7, 8),
     m AS (${
       start === null

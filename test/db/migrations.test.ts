@@ -50,6 +50,11 @@ describe('migrations and ledger constraints', () => {
     expect(tables.rows[0]?.n).toBe(0);
     const again = await migrateToLatest(t.db);
     expect(again).toHaveLength(up.length);
+    // A posting insert maintains one index, its entry's (migration 20261127T0200): an account's postings
+    // in a time range are read from ledger_movements and the entries of the period (src/db/ledger-periods.ts).
+    const indexes = await sql<{ indexname: string }>`
+      SELECT indexname FROM pg_indexes WHERE tablename = 'postings' ORDER BY 1`.execute(t.db);
+    expect(indexes.rows.map((r) => r.indexname)).toEqual(['postings_entry_ix']);
     await t.db.insertInto('merchant_accounts').values({ name: 'm1' }).execute();
     await t.db
       .insertInto('ledger_accounts')
