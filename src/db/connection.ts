@@ -89,7 +89,10 @@ export interface OpenDatabaseOptions {
  * (src/db/prepared.ts) go out as named prepared statements.
  */
 export function createDb(url: string, max = 10): Db {
-  const pool = new pg.Pool({ connectionString: url, max });
+  // Pipeline mode: a query is written as soon as it is issued instead of after the answer to the one
+  // before, so `pipelined` sends a batch's independent statements in one round trip. Kysely still awaits
+  // every other statement before issuing the next (one at a time per connection, as without it).
+  const pool = new pg.Pool({ connectionString: url, max, pipeline: true });
   // An idle client's error (server restart) must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   // Nor may a checked-out client's: a server shutdown (57P01) arriving between two queries of a

@@ -4,7 +4,7 @@
  * trips whatever its size. Amounts cross this boundary as decimal text and become bigint minor units
  * here; they never become JavaScript numbers.
  */
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import {
   type AppliedEntry,
   type Book,
@@ -99,6 +99,20 @@ let positionsKept: number[] = [];
 function positions(n: number): readonly number[] {
   if (positionsKept.length < n) positionsKept = Array.from({ length: n }, (_, i) => i + 1);
   return n === positionsKept.length ? positionsKept : positionsKept.slice(0, n);
+}
+
+/**
+ * A read that a caller may send together with other statements (`pipelined`): its statement (null when
+ * there is nothing to read) and what its rows give.
+ */
+export interface Read<R, T> {
+  statement: RawBuilder<R> | null;
+  result(rows: readonly R[]): T;
+}
+
+/** The read's result, its statement sent alone. */
+async function run<R, T>(db: Db, read: Read<R, T>): Promise<T> {
+  return read.result(read.statement === null ? [] : (await read.statement.execute(db)).rows);
 }
 
 /** `<alias>.merchant_account = r.account AND ...`: the key condition against `refsSource`. */
@@ -564,11 +578,19 @@ export interface RefundDeposits {
  * The deposit of each refund among `refs`, from its readings (the provider's refund answer names it), and
  * which of those deposits the ledger knows as test: one read.
  */
-export async function loadRefundDeposits(
+export function loadRefundDeposits(
   db: Db,
   refs: readonly EntityRef[],
   readingsOf: (key: string) => Iterable<{ parentDepositId: string | null }>,
 ): Promise<RefundDeposits> {
+  return run(db, refundDepositsRead(refs, readingsOf));
+}
+
+/** `loadRefundDeposits`' read, to be sent with others (`pipelined`). */
+export function refundDepositsRead(
+  refs: readonly EntityRef[],
+  readingsOf: (key: string) => Iterable<{ parentDepositId: string | null }>,
+): Read<{ merchant_account: string; entity_id: string }, RefundDeposits> {
   const depositOf = new Map<string, string>();
   const accounts: string[] = [];
   const ids: string[] = [];
@@ -583,28 +605,32 @@ export async function loadRefundDeposits(
       break;
     }
   }
-  const testDeposits = new Set<string>();
-  if (ids.length > 0) {
-    const { rows } = await prepared(sql<{ merchant_account: string; entity_id: string }>`
+  const statement =
+    ids.length === 0
+      ? null
+      : prepared(sql<{ merchant_account: string; entity_id: string }>`
       SELECT m.merchant_account, m.entity_id
       FROM unnest(${binaryArray('text', accounts)}::text[], ${binaryArray('text', ids)}::text[]) AS r(account, id)
       CROSS JOIN LATERAL (
         SELECT merchant_account, entity_id FROM mirrors
-        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`).execute(
-      db,
-    );
-    for (const r of rows) {
-      testDeposits.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
-    }
-  }
+        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`);
   return {
-    testDeposits,
-    isTest(refund) {
-      const deposit = depositOf.get(refKey(refund));
-      return (
-        deposit !== undefined &&
-        testDeposits.has(refKey({ account: refund.account, kind: 'deposit', entityId: deposit }))
-      );
+    statement,
+    result(rows) {
+      const testDeposits = new Set<string>();
+      for (const r of rows) {
+        testDeposits.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
+      }
+      return {
+        testDeposits,
+        isTest(refund) {
+          const deposit = depositOf.get(refKey(refund));
+          return (
+            deposit !== undefined &&
+            testDeposits.has(refKey({ account: refund.account, kind: 'deposit', entityId: deposit }))
+          );
+        },
+      };
     },
   };
 }
@@ -613,12 +639,33 @@ export async function loadRefundDeposits(
  * The intent of each entity: the one naming its provider id, else the one with its merchant reference
  * (invoice_id, external_id) and no other provider id; the earliest created wins a tie.
  */
-export async function loadIntents(
+export function loadIntents(
   db: Db,
   refs: readonly (EntityRef & { externalRefs: readonly string[] })[],
 ): Promise<Map<string, LinkedIntent>> {
-  const out = new Map<string, LinkedIntent>();
-  if (refs.length === 0) return out;
+  return run(db, intentsRead(refs));
+}
+
+interface IntentRow {
+  intent_id: string;
+  merchant_account: string;
+  entity_kind: EntityKind;
+  entity_id: string | null;
+  external_ref: string;
+  currency: string;
+  amount: string;
+  expected_fee: string | null;
+  test: boolean;
+  crypto: boolean;
+  fee_on_payer: boolean;
+  created_at: Date;
+}
+
+/** `loadIntents`' read, to be sent with others (`pipelined`). */
+export function intentsRead(
+  refs: readonly (EntityRef & { externalRefs: readonly string[] })[],
+): Read<IntentRow, Map<string, LinkedIntent>> {
+  if (refs.length === 0) return { statement: null, result: () => new Map() };
   const accounts: string[] = [];
   const kinds: string[] = [];
   const xrefs: string[] = [];
@@ -629,20 +676,7 @@ export async function loadIntents(
       xrefs.push(x);
     }
   }
-  const { rows } = await prepared(sql<{
-    intent_id: string;
-    merchant_account: string;
-    entity_kind: EntityKind;
-    entity_id: string | null;
-    external_ref: string;
-    currency: string;
-    amount: string;
-    expected_fee: string | null;
-    test: boolean;
-    crypto: boolean;
-    fee_on_payer: boolean;
-    created_at: Date;
-  }>`
+  const statement = prepared(sql<IntentRow>`
     SELECT x.* FROM ${refsSource(refs)}
     CROSS JOIN LATERAL (
       SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
@@ -657,7 +691,16 @@ export async function loadIntents(
         crypto, fee_on_payer, created_at
       FROM intents i WHERE i.external_ref = r.xref AND i.merchant_account = r.account AND i.entity_kind = r.kind
       OFFSET 0) x
-    ORDER BY created_at, intent_id`).execute(db);
+    ORDER BY created_at, intent_id`);
+  return { statement, result: (rows) => linkIntents(refs, rows) };
+}
+
+/** Each ref's intent among the rows `intentsRead` read (see `loadIntents`). */
+function linkIntents(
+  refs: readonly (EntityRef & { externalRefs: readonly string[] })[],
+  rows: readonly IntentRow[],
+): Map<string, LinkedIntent> {
+  const out = new Map<string, LinkedIntent>();
   const byId = new Map<string, LinkedIntent>();
   const byRef = new Map<string, LinkedIntent[]>();
   for (const r of rows) {
@@ -976,9 +1019,14 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
  * state changed.
  */
 export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
-  if (refs.length === 0) return;
+  await run(db, stopPollingStatement(refs));
+}
+
+/** `stopPolling`'s statement (no rows), to be sent with others (`pipelined`). */
+export function stopPollingStatement(refs: readonly EntityRef[]): Read<unknown, void> {
+  if (refs.length === 0) return { statement: null, result: () => undefined };
   const a = refArrays(refs);
-  await prepared(sql`
+  const statement = prepared(sql`
     WITH v AS (
       SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[]) AS v(a, k, i)
     ), d AS (
@@ -987,7 +1035,8 @@ export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<v
     )
     UPDATE mirrors m SET updated_at = now()
     FROM v
-    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`).execute(db);
+    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`);
+  return { statement, result: () => undefined };
 }
 
 export interface BatchWrites {
@@ -1053,11 +1102,16 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row written, by its position in `mirrors` (an
  * updated row's by its position in the statement's row source, an inserted row's by its key).
  */
-export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResult> {
+export function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResult> {
+  return run(db, writeStatement(writes));
+}
+
+/** `writeBatch`'s statement and what its row gives, to be sent with others (`pipelined`). */
+export function writeStatement(writes: BatchWrites): Read<WriteRow, WriteResult> {
   const { history, entries, mirrors } = writes;
   const versions = new Array<string>(mirrors.length);
   if (history.length === 0 && entries.length === 0 && mirrors.length === 0) {
-    return { recorded: 0, booked: 0, versions };
+    return { statement: null, result: () => ({ recorded: 0, booked: 0, versions }) };
   }
   const accounts = new Map<string, AccountRow>();
   const postings: PostingRow[] = [];
@@ -1111,13 +1165,7 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   // Built synchronously; the details encoded for it are forgotten once it is built, whatever happens.
   const statement = (() => {
     try {
-      return prepared(sql<{
-        booked: string;
-        recorded: string;
-        updated: string;
-        updated_versions: string[] | null;
-        inserted_versions: string[][] | null;
-      }>`
+      return prepared(sql<WriteRow>`
     WITH ma AS (
       INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...merchants].sort())}::text[]) ON CONFLICT DO NOTHING
     ), h AS (
@@ -1232,8 +1280,30 @@ export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResu
   })();
   // Only the count of the updates is kept across the statement (the rows are encoded in it).
   const updating = updates.length;
-  const { rows } = await statement.execute(db);
-  const row = rows[0];
+  return {
+    statement,
+    result: (rows) => writeResult(rows[0], updating, updatesAt, inserts, insertsAt, versions),
+  };
+}
+
+/** The write statement's one row. */
+interface WriteRow {
+  booked: string;
+  recorded: string;
+  updated: string;
+  updated_versions: string[] | null;
+  inserted_versions: string[][] | null;
+}
+
+/** `writeBatch`'s result from the statement's row: counts, and each written mirror's version by position. */
+function writeResult(
+  row: WriteRow | undefined,
+  updating: number,
+  updatesAt: readonly number[],
+  inserts: readonly MirrorUpdate[],
+  insertsAt: readonly number[],
+  versions: string[],
+): WriteResult {
   const updated = Number(row?.updated ?? 0);
   if (updated !== updating) {
     // Cannot happen while the rows stay locked from loadBatch to here; the transaction is rolled back.
@@ -1341,12 +1411,30 @@ export interface CrossEntityRows {
  * deposits that carry each invoice id (one index probe per key), and each deposit with its amount and the
  * sum of its refunds that hold or paid out money (two index probes per deposit). Either list may be empty.
  */
-export async function crossEntityRows(
+export function crossEntityRows(
   db: Db,
   invoices: readonly { account: string; externalRef: string }[],
   deposits: readonly { account: string; depositId: string }[],
 ): Promise<CrossEntityRows> {
-  if (invoices.length === 0 && deposits.length === 0) return { byInvoice: [], refunded: [] };
+  return run(db, crossEntityRead(invoices, deposits));
+}
+
+interface CrossEntityRow {
+  invoice: boolean;
+  merchant_account: string;
+  entity_id: string;
+  external_ref: string | null;
+  amount: string | null;
+  refunded: string | null;
+}
+
+/** `crossEntityRows`' read, to be sent with others (`pipelined`). */
+export function crossEntityRead(
+  invoices: readonly { account: string; externalRef: string }[],
+  deposits: readonly { account: string; depositId: string }[],
+): Read<CrossEntityRow, CrossEntityRows> {
+  if (invoices.length === 0 && deposits.length === 0)
+    return { statement: null, result: () => ({ byInvoice: [], refunded: [] }) };
   const byInvoice = keyArrays(
     invoices,
     (d) => d.account,
@@ -1357,14 +1445,7 @@ export async function crossEntityRows(
     (d) => d.account,
     (d) => d.depositId,
   );
-  const { rows } = await prepared(sql<{
-    invoice: boolean;
-    merchant_account: string;
-    entity_id: string;
-    external_ref: string | null;
-    amount: string | null;
-    refunded: string | null;
-  }>`
+  const statement = prepared(sql<CrossEntityRow>`
     SELECT DISTINCT true AS invoice, m.merchant_account, m.entity_id, m.external_ref, NULL::text AS amount,
       NULL::text AS refunded
     FROM unnest(${byInvoice[0]}::text[], ${byInvoice[1]}::text[]) AS v(a, x)
@@ -1381,7 +1462,11 @@ export async function crossEntityRows(
       SELECT sum(amount)::text AS refunded FROM mirrors
       WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
         AND status IN (${sql.join([...PAYOUT_IN_FLIGHT, 'COMPLETED'])})) s
-    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`).execute(db);
+    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`);
+  return { statement, result: crossEntityResult };
+}
+
+function crossEntityResult(rows: readonly CrossEntityRow[]): CrossEntityRows {
   const out: CrossEntityRows = { byInvoice: [], refunded: [] };
   for (const r of rows) {
     if (r.invoice) {

@@ -19,7 +19,8 @@ import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
 import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
-  crossEntityRows,
+  type CrossEntityRows,
+  crossEntityRead,
   type EntityRef,
   EntityStateCache,
   type EntryToBook,
@@ -27,20 +28,21 @@ import {
   ensureMirrors,
   type HistoryRow,
   insertIntents,
+  intentsRead,
   type LinkedIntent,
   type LockedMirror,
   loadBatch,
-  loadIntents,
-  loadRefundDeposits,
   type MirrorUpdate,
   mirrorsByExternalRef,
   type RefundDeposits,
   refKey,
+  refundDepositsRead,
   settledIntent,
-  stopPolling,
+  stopPollingStatement,
   type WriteResult,
-  writeBatch,
+  writeStatement,
 } from './ledger-repository.ts';
+import { pipelined } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
 export { EntityStateCache };
@@ -299,18 +301,22 @@ async function loadForReconcile(
     }
     externalRefs.push({ ...r, externalRefs: [...set] });
   }
-  const intents = await loadIntents(trx, externalRefs);
-  step('load intents');
+  const intentsToLink = intentsRead(externalRefs);
   // A refund of a test deposit is booked in the test book: the deposits of the batch's refunds that the
   // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
   // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
   // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
-  const refunds = await loadRefundDeposits(trx, refs, (k) => {
+  const refundDeposits = refundDepositsRead(refs, (k) => {
     const arriving = incoming.get(k)?.observations;
     const recorded = histories.get(k);
     if (arriving === undefined) return recorded ?? [];
     return recorded === undefined ? arriving : [...arriving, ...recorded];
   });
+  // Both reads in one round trip.
+  const [intentRows, depositRows] = await pipelined(trx, [intentsToLink.statement, refundDeposits.statement]);
+  step('load intents');
+  const intents = intentsToLink.result(intentRows);
+  const refunds = refundDeposits.result(depositRows);
   return { locked, histories, applied, intents, refunds };
 }
 
@@ -397,18 +403,22 @@ async function reconcile(
   }
   step('compute');
   const sent = { history: out.history.length, entries: out.entries.length };
-  const writing = writeBatch(trx, { history: out.history, entries: out.entries, mirrors: out.mirrors });
-  // The rows sent are not needed while the statement runs (`writeBatch` has encoded them): not kept
+  const write = writeStatement({ history: out.history, entries: out.entries, mirrors: out.mirrors });
+  // The rows sent are not needed while the statement runs (`writeStatement` has encoded them): not kept
   // alive across it, so a collection of the young generation meanwhile does not copy them.
   out.history = [];
   out.entries = [];
   out.mirrors = [];
-  const written = await writing;
+  // The write, then what stops polling the frozen entities and the cross-entity checks' read (which sees
+  // the mirrors as written), in one round trip: none of them needs another's result.
+  const stop = stopPollingStatement(out.frozen);
+  const cross = crossEntityChecks(out.newDeposits, out.touchedRefunds);
+  const [writeRows, , crossRows] = await pipelined(trx, [write.statement, stop.statement, cross.statement]);
+  const written = write.result(writeRows);
   result.entriesBooked = written.booked;
   if (known) remember(known, keys, loaded, out, written, sent);
-  await stopPolling(trx, out.frozen);
   step('write');
-  out.raised.push(...(await crossEntityExceptions(trx, out.newDeposits, out.touchedRefunds)));
+  out.raised.push(...cross.result(crossRows));
   result.exceptionsRaised = await raiseExceptions(trx, out.raised, now, rules);
   step('exceptions');
   if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
@@ -719,22 +729,32 @@ function planAndCollect(
 
 /**
  * DUPLICATE_INVOICE (a new deposit reuses an invoice id) and OVER_REFUNDED (refunds holding or paid out
- * more than their deposit). One index probe per key (LATERAL, see ledger-repository.ts), so the cost does
+ * more than their deposit): the read (`crossEntityRead`, to be sent after the batch's write) and the
+ * exceptions its rows give. One index probe per key (LATERAL, see ledger-repository.ts), so the cost does
  * not grow with the table.
  */
-async function crossEntityExceptions(
-  trx: Db,
+function crossEntityChecks(
   newDeposits: readonly (EntityRef & { externalRef: string })[],
   refunds: readonly (EntityRef & { parentDepositId: string })[],
-): Promise<ExceptionToRaise[]> {
-  const out: ExceptionToRaise[] = [];
-  if (newDeposits.length === 0 && refunds.length === 0) return out;
+) {
   const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
-  const read = await crossEntityRows(
-    trx,
+  const read = crossEntityRead(
     newDeposits,
     parents.map((p) => ({ account: p.account, depositId: p.parentDepositId })),
   );
+  return {
+    statement: read.statement,
+    result: (rows: Parameters<typeof read.result>[0]) =>
+      crossEntityExceptions(newDeposits, read.result(rows)),
+  };
+}
+
+/** The exceptions of `crossEntityChecks`' read. */
+function crossEntityExceptions(
+  newDeposits: readonly (EntityRef & { externalRef: string })[],
+  read: CrossEntityRows,
+): ExceptionToRaise[] {
+  const out: ExceptionToRaise[] = [];
   if (newDeposits.length > 0) {
     const byInvoice = new Map<string, string[]>();
     for (const r of read.byInvoice) {

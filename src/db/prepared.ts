@@ -14,7 +14,7 @@
  * PREPARE + six EXPLAIN EXECUTE for `loadBatch` and `writeBatch`), so `plan_cache_mode` is left alone.
  */
 import { createHash } from 'node:crypto';
-import { type RawBuilder, sql } from 'kysely';
+import { type QueryExecutorProvider, type RawBuilder, sql } from 'kysely';
 import type pg from 'pg';
 
 /** The comment that opens a statement to be sent named (sent to the server once per connection). */
@@ -38,6 +38,35 @@ export function prepared<T>(statement: RawBuilder<T>): RawBuilder<T> {
  */
 export function preparedArrays<T extends readonly unknown[]>(statement: RawBuilder<unknown>): RawBuilder<T> {
   return sql<T>`${sql.raw(ARRAY_ROWS_MARK)}${statement}`;
+}
+
+/**
+ * Runs the statements in the given order on one connection of `db` (a transaction's own) and returns each
+ * one's rows (an empty list for a null statement, which is not sent). Each statement goes out as soon as
+ * it is built, without waiting for the answer to the one before: `createDb` opens its connections in
+ * `pg`'s pipeline mode, the server runs the statements one after another as they arrive, and their
+ * answers come back in that order, so they cost one round trip together instead of one each (a trip
+ * awaited cost the client about 0.1 ms of CPU and 0.2-0.4 ms of wall time on the loaded bench machine,
+ * against 0.02-0.04 ms pipelined: BENCHMARKS.md, session 14, hc). Only for
+ * statements none of whose text or parameters depends on another's result; a later one sees what an
+ * earlier one wrote, as if each were awaited in turn. Returns once every statement is answered; throws
+ * the first failure in order (the ones after a failure inside a transaction fail as aborted).
+ */
+export async function pipelined<T extends readonly unknown[]>(
+  db: QueryExecutorProvider,
+  statements: { readonly [K in keyof T]: RawBuilder<T[K]> | null },
+): Promise<{ -readonly [K in keyof T]: T[K][] }> {
+  const executor = db.getExecutor();
+  const compiled = statements.map((s) => (s === null ? null : s.compile(db)));
+  const settled = await executor.provideConnection((connection) =>
+    Promise.allSettled(compiled.map((c) => (c === null ? null : connection.executeQuery(c)))),
+  );
+  const rows: unknown[][] = [];
+  for (const s of settled) {
+    if (s.status === 'rejected') throw s.reason;
+    rows.push(s.value === null ? [] : (s.value.rows as unknown[]));
+  }
+  return rows as { -readonly [K in keyof T]: T[K][] };
 }
 
 /** Names by text, so a batch's statement text is hashed once per process. */
@@ -71,10 +100,22 @@ interface ClientLike {
   release(): void;
 }
 
+/** How Kysely opens a transaction (`begin`, or `start transaction` with an isolation level or access mode). */
+const OPENING = /^(?:begin|start transaction)\b/;
+/** Kysely's ends of a transaction. */
+const CLOSING = new Set(['commit', 'rollback']);
+
 /**
  * The pool as Kysely sees it: each client sends a text marked by `prepared` as a named statement and
  * anything else (other texts, cursors) unchanged. One wrapper per client, as Kysely keys its
- * connections by client.
+ * connections by client. The pool's clients must be in `pg`'s pipeline mode (`createDb`'s are).
+ *
+ * A transaction's opening is sent with its first statement instead of on its own: Kysely awaits `begin`
+ * before it runs the transaction's code, a round trip of its own, so the wrapper answers it at once and
+ * writes it just ahead of the next statement (the pool's clients are in pipeline mode, see `createDb`),
+ * whose answer then waits for the opening's. A transaction that sends nothing ends without a word to the
+ * server. Should the opening fail, the statement behind it fails too: a plain `begin` fails only on a
+ * session inside an aborted transaction block, where every statement fails, or on a lost connection.
  */
 export function namingPool(pool: pg.Pool): PoolLike {
   const wrappers = new WeakMap<pg.PoolClient, ClientLike>();
@@ -83,18 +124,50 @@ export function namingPool(pool: pg.Pool): PoolLike {
       const client = await pool.connect();
       let wrapper = wrappers.get(client);
       if (!wrapper) {
+        // biome-ignore lint/suspicious/noExplicitAny: passed through to pg
+        const send = (text: any, values?: any) => {
+          const name = typeof text === 'string' ? statementName(text) : null;
+          if (name !== null) {
+            return text.startsWith(ARRAY_ROWS_MARK)
+              ? client.query({ name, text, values, rowMode: 'array' })
+              : client.query({ name, text, values });
+          }
+          return values === undefined ? client.query(text) : client.query(text, values);
+        };
+        /** The opening of the transaction in progress, while it is not sent yet. */
+        let opening: string | null = null;
         wrapper = {
           // biome-ignore lint/suspicious/noExplicitAny: passed through to pg
           query(text: any, values?: any) {
-            const name = typeof text === 'string' ? statementName(text) : null;
-            if (name !== null) {
-              return text.startsWith(ARRAY_ROWS_MARK)
-                ? client.query({ name, text, values, rowMode: 'array' })
-                : client.query({ name, text, values });
+            if (typeof text === 'string' && (values === undefined || values.length === 0)) {
+              if (opening === null && OPENING.test(text)) {
+                opening = text;
+                return Promise.resolve({ command: 'BEGIN', rowCount: null, rows: [] });
+              }
+              if (opening !== null && CLOSING.has(text)) {
+                opening = null;
+                return Promise.resolve({ command: text.toUpperCase(), rowCount: null, rows: [] });
+              }
             }
-            return values === undefined ? client.query(text) : client.query(text, values);
+            if (opening === null) return send(text, values);
+            const opened = client.query(opening);
+            opening = null;
+            const answer = send(text, values);
+            if (typeof answer?.then !== 'function') {
+              // A cursor: it reports its own failure (a failed opening fails it too).
+              opened.catch(() => undefined);
+              return answer;
+            }
+            return opened.then(
+              () => answer,
+              (err: unknown) => {
+                answer.catch(() => undefined);
+                throw err;
+              },
+            );
           },
           release() {
+            opening = null;
             client.release();
           },
         };

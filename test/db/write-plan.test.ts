@@ -23,7 +23,7 @@ const notices: string[] = [];
 beforeAll(async () => {
   t = await createTestDatabase();
   // One connection, so the session's settings below hold for every statement.
-  pool = new pg.Pool({ connectionString: t.url, max: 1 });
+  pool = new pg.Pool({ connectionString: t.url, max: 1, pipeline: true });
   pool.on('connect', (client) => {
     client.on('notice', (n) => notices.push(n.message ?? ''));
   });
