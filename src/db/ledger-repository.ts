@@ -177,8 +177,8 @@ export async function ensureMirrors(
 
 export interface LockedMirror extends EntityRef {
   /**
-   * The locked row version's `ctid` (text), by which `writeBatch` updates it without a second key probe;
-   * null for an entity without a mirror row yet, which `writeBatch` inserts whole.
+   * The locked row version's `ctid` (text), by which `writeStatement` updates it without a second key probe;
+   * null for an entity without a mirror row yet, which `writeStatement` inserts whole.
    */
   tid: string | null;
   /** `<ctid>/<xmin>` of the locked row version (see `EntityStateCache`); null with `tid`. */
@@ -290,7 +290,7 @@ export function settledIntent(intent: LinkedIntent | null): LinkedIntent | null 
  * What a long-running writer (the reconciler, the bench) knows of the entities it wrote last: their
  * histories and booked entries, each with the version (`ctid`, `xmin`) of the mirror row written with
  * them. Every write of an entity's history or entries writes its mirror row in the same transaction
- * (`writeBatch`, and `stopPolling` for a frozen entity), so while the locked row is still that version
+ * (`writeStatement`, and `stopPollingStatement` for a frozen entity), so while the locked row is still that version
  * nobody has added to them since, and `loadBatch` skips reading them again; any other version (another
  * process wrote the entity, this transaction rolled back) reads them from the tables. Bounded: the least
  * recently written entities are forgotten first. One per database.
@@ -351,7 +351,7 @@ const SEEN = 16;
  * One statement per batch for everything the computation reads: locks the mirror rows one key at a time
  * in the order given (callers sort by `compareRefs`, so two batches on the same entities queue instead of
  * deadlocking) and returns each with its linked intent, its history and its booked entries. An entity
- * without a mirror row is left out of `locked` (a new entity: `writeBatch` inserts its row whole, once,
+ * without a mirror row is left out of `locked` (a new entity: `writeStatement` inserts its row whole, once,
  * instead of an empty row inserted here and rewritten by the write). With `known`, an entity whose locked
  * row is the version `known` holds is not read again: its history and entries come from `known`.
  *
@@ -890,7 +890,7 @@ export function rowsSource<T>(
 /**
  * The JSON text of the details objects written by the statement being built, by object: a fresh
  * observation's details go in its history row and, as the entity's latest, in its mirror row, and are
- * stringified once. Filled and cleared by `writeBatch` while it builds its statement (synchronously).
+ * stringified once. Filled and cleared by `writeStatement` while it builds its statement (synchronously).
  */
 const detailsTexts = new Map<object, string>();
 
@@ -1000,7 +1000,7 @@ interface PostingRow {
   c: string;
   n: string;
   x: Minor;
-  /** The line's place in the order its entry's postings are written in (see `writeBatch`). */
+  /** The line's place in the order its entry's postings are written in (see `writeStatement`). */
   o: number;
 }
 
@@ -1016,13 +1016,8 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
  * Takes entities off the polling schedule (an entity frozen by FACTS_CHANGED: re-reading it changes
  * nothing): deletes their `poll_schedule` rows. Writes a new version of every mirror row, polled or
  * not: the batch recorded history for these entities, and an `EntityStateCache` must see that their
- * state changed.
+ * state changed. Its statement (no rows), to be sent with others (`pipelined`).
  */
-export async function stopPolling(db: Db, refs: readonly EntityRef[]): Promise<void> {
-  await run(db, stopPollingStatement(refs));
-}
-
-/** `stopPolling`'s statement (no rows), to be sent with others (`pipelined`). */
 export function stopPollingStatement(refs: readonly EntityRef[]): Read<unknown, void> {
   if (refs.length === 0) return { statement: null, result: () => undefined };
   const a = refArrays(refs);
@@ -1100,13 +1095,9 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * insert fails on `mirrors_pk` and `withLedgerTransaction` runs the batch again, which then finds and
  * locks the row. Returns the number of history rows recorded and of entries booked, and the version
  * (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row written, by its position in `mirrors` (an
- * updated row's by its position in the statement's row source, an inserted row's by its key).
+ * updated row's by its position in the statement's row source, an inserted row's by its key). The
+ * statement and what its row gives, to be sent with others (`pipelined`).
  */
-export function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResult> {
-  return run(db, writeStatement(writes));
-}
-
-/** `writeBatch`'s statement and what its row gives, to be sent with others (`pipelined`). */
 export function writeStatement(writes: BatchWrites): Read<WriteRow, WriteResult> {
   const { history, entries, mirrors } = writes;
   const versions = new Array<string>(mirrors.length);
@@ -1295,7 +1286,7 @@ interface WriteRow {
   inserted_versions: string[][] | null;
 }
 
-/** `writeBatch`'s result from the statement's row: counts, and each written mirror's version by position. */
+/** `writeStatement`'s result from the statement's row: counts, and each written mirror's version by position. */
 function writeResult(
   row: WriteRow | undefined,
   updating: number,
@@ -1406,19 +1397,6 @@ export interface CrossEntityRows {
   refunded: RefundedDeposit[];
 }
 
-/**
- * What the cross-entity checks of a batch read (DUPLICATE_INVOICE, OVER_REFUNDED), in one statement: the
- * deposits that carry each invoice id (one index probe per key), and each deposit with its amount and the
- * sum of its refunds that hold or paid out money (two index probes per deposit). Either list may be empty.
- */
-export function crossEntityRows(
-  db: Db,
-  invoices: readonly { account: string; externalRef: string }[],
-  deposits: readonly { account: string; depositId: string }[],
-): Promise<CrossEntityRows> {
-  return run(db, crossEntityRead(invoices, deposits));
-}
-
 interface CrossEntityRow {
   invoice: boolean;
   merchant_account: string;
@@ -1428,7 +1406,12 @@ interface CrossEntityRow {
   refunded: string | null;
 }
 
-/** `crossEntityRows`' read, to be sent with others (`pipelined`). */
+/**
+ * What the cross-entity checks of a batch read (DUPLICATE_INVOICE, OVER_REFUNDED), in one statement: the
+ * deposits that carry each invoice id (one index probe per key), and each deposit with its amount and the
+ * sum of its refunds that hold or paid out money (two index probes per deposit). Either list may be empty.
+ * To be sent with others (`pipelined`).
+ */
 export function crossEntityRead(
   invoices: readonly { account: string; externalRef: string }[],
   deposits: readonly { account: string; depositId: string }[],

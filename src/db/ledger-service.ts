@@ -182,7 +182,7 @@ export async function applyObservations(
     if (entry) entry.observations.push(o);
     else incoming.set(k, { observations: [o] });
   }
-  // New entities get their mirror row (and their merchant account) from `writeBatch`, written once.
+  // New entities get their mirror row (and their merchant account) from `writeStatement`, written once.
   return reconcile(trx, refs, incoming, new Set(), options);
 }
 
@@ -427,7 +427,7 @@ async function reconcile(
   return result;
 }
 
-/** The state of an entity without a mirror row yet (seen for the first time): inserted by `writeBatch`. */
+/** The state of an entity without a mirror row yet (seen for the first time): inserted by `writeStatement`. */
 function newMirror(ref: EntityRef & { externalRef: string | null }): LockedMirror {
   return {
     account: ref.account,
@@ -794,8 +794,8 @@ const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
 
 /**
  * The unique keys a batch's write can find taken by a concurrent batch still in progress: a new entity's
- * mirror row (`writeBatch` inserts it; run again, the batch locks it), and an event id or entry key that
- * batch is inserting too (`writeBatch` skips the keys committed before its statement; run again, the batch
+ * mirror row (`writeStatement` inserts it; run again, the batch locks it), and an event id or entry key that
+ * batch is inserting too (`writeStatement` skips the keys committed before its statement; run again, the batch
  * sees the other's rows and skips them).
  */
 const RETRYABLE_UNIQUE_KEYS = new Set([

@@ -255,7 +255,7 @@ export async function pollNow(
   if (entities.length === 0) return;
   const sorted = [...entities].sort(compareRefs);
   // Retried on a deadlock: a ledger batch holds the locks of the entities it knew and inserts the rows of
-  // those new to it last (`writeBatch`), so it can wait for a row this transaction created while this one
+  // those new to it last (`writeStatement`), so it can wait for a row this transaction created while this one
   // waits for a lock the batch holds; one of the two is chosen to fail, and both run again.
   await withLedgerTransaction(db, async (trx) => {
     await ensureMirrors(

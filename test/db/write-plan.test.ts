@@ -1,5 +1,5 @@
 /**
- * The ledger's write statement (`writeBatch`) finds every row it updates or deletes by a key probe or by
+ * The ledger's write statement (`writeStatement`) finds every row it updates or deletes by a key probe or by
  * the `ctid` read with the row's lock, whatever the size of the tables when the server planned it: a
  * prepared statement keeps its generic plan for as long as the connection lives, so a plan made on a
  * new, empty database that hashed a whole table (the planner's choice for small tables, for `mirrors`
