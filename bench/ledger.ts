@@ -15,6 +15,10 @@
  * It also reports the floor of the design: every row the ledger wrote (history, entries and postings),
  * inserted again bare in the same number of statements, as JSON documents (issue 21's floor) and as one
  * array literal per column (as the ledger sent them from session 4 to 10; it sends binary arrays since).
+ *
+ * And the ledger phase's work as counted by the server (WAL records and bytes, buffers hit, rows written,
+ * HOT updates, per observation): figures a noisy machine does not move, to compare two codes by beside
+ * their CPU seconds.
  */
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -91,6 +95,62 @@ function cpuDelta(
         total: b.client - a.client + b.server - a.server,
       }
     : null;
+}
+
+/** Work counters of the server, from PostgreSQL's cumulative statistics. */
+interface Work {
+  walRecords: bigint;
+  walFpi: bigint;
+  walBytes: bigint;
+  blocksHit: bigint;
+  blocksRead: bigint;
+  inserted: bigint;
+  updated: bigint;
+  hot: bigint;
+  deleted: bigint;
+}
+
+/**
+ * The server's work so far, counted rather than timed, so a change's effect shows on a busy or noisy
+ * machine where CPU seconds vary by 10-15 % from run to run: WAL records, full-page images and bytes
+ * (`pg_stat_wal`: the whole cluster, so nothing else should write meanwhile), shared-buffer blocks hit
+ * and read by this database, and its rows inserted, updated (of which HOT: no index entry written) and
+ * deleted. `pg_stat_force_next_flush` makes this connection publish its own counts first.
+ */
+async function work(db: ReturnType<typeof createDb>): Promise<Work> {
+  await sql`SELECT pg_stat_force_next_flush()`.execute(db);
+  const { rows } = await sql<Record<keyof Work, string>>`
+    SELECT w.wal_records::text AS "walRecords", w.wal_fpi::text AS "walFpi", w.wal_bytes::text AS "walBytes",
+      d.blks_hit::text AS "blocksHit", d.blks_read::text AS "blocksRead",
+      t.ins::text AS inserted, t.upd::text AS updated, t.hot::text AS hot, t.del::text AS deleted
+    FROM pg_stat_wal w, pg_stat_database d,
+      (SELECT sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd, sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del
+        FROM pg_stat_user_tables) t
+    WHERE d.datname = current_database()`.execute(db);
+  const r = rows[0]!;
+  const n = (x: string | null) => BigInt(x ?? '0');
+  return {
+    walRecords: n(r.walRecords),
+    walFpi: n(r.walFpi),
+    walBytes: n(r.walBytes),
+    blocksHit: n(r.blocksHit),
+    blocksRead: n(r.blocksRead),
+    inserted: n(r.inserted),
+    updated: n(r.updated),
+    hot: n(r.hot),
+    deleted: n(r.deleted),
+  };
+}
+
+/** One line of the work done between two readings, per observation (bigint counts, two decimals). */
+function workLine(a: Work, b: Work, observations: number): string {
+  const per = (x: bigint) => (Number((x * 100n) / BigInt(observations)) / 100).toFixed(2);
+  const d = (k: keyof Work) => b[k] - a[k];
+  return (
+    `WAL ${per(d('walRecords'))} records, ${per(d('walBytes'))} bytes, ${per(d('walFpi'))} full-page images; ` +
+    `buffers hit ${per(d('blocksHit'))}, read ${per(d('blocksRead'))}; rows inserted ${per(d('inserted'))}, ` +
+    `updated ${per(d('updated'))} (HOT ${per(d('hot'))}), deleted ${per(d('deleted'))} (per observation)`
+  );
 }
 
 const PATHS: Record<EntityKind, string[][]> = {
@@ -262,6 +322,7 @@ async function main(): Promise<void> {
     const timings: Record<string, number> = {};
     let booked = 0;
     let batchCount = 0;
+    const work0 = await work(db);
     const cpuLedger0 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
     t = performance.now();
     await Promise.all(
@@ -281,6 +342,7 @@ async function main(): Promise<void> {
     );
     const ledgerMs = performance.now() - t;
     const cpuLedger1 = STREAMS === 1 ? await cpuSeconds(backendPid) : null;
+    const work1 = await work(db);
 
     await sql`
       CREATE TABLE bare_postings (
@@ -424,6 +486,7 @@ async function main(): Promise<void> {
           `${cpuBare.client.toFixed(2)} + ${cpuBare.server.toFixed(2)} s = ${Math.round(observations.length / cpuBare.total)}; ` +
           `ratio ${(cpuBare.total / cpuLedger.total).toFixed(3)}`
         : 'CPU (client + server):   measured with one stream on Linux only',
+      `ledger work (counted):   ${workLine(work0, work1, observations.length)}`,
       `load average at the end: ${loadAvg}`,
       `targets:                 issue 21: ledger / floor >= 0.3: ${ledgerRate * (floorMs / 1000) >= 0.3 * observations.length ? 'met' : 'NOT met'}; issue 4: >= 10000 observations/s: ${ledgerRate >= 10_000 ? 'met' : 'NOT met'}, >= 0.3 of bare: ${ledgerRate / bareRate >= 0.3 ? 'met' : 'NOT met'}`,
       `ledger time per step:    ${Object.entries(timings)
