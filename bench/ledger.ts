@@ -32,6 +32,7 @@ import {
   recordIntents,
   withLedgerTransaction,
 } from '../src/db/ledger-service.ts';
+import type { Db } from '../src/db/schema.ts';
 import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
@@ -118,7 +119,7 @@ interface Work {
  * deleted. `pg_stat_force_next_flush` makes this connection publish its own counts first (with one
  * stream only: another connection's counts may reach the statistics a second or more late).
  */
-async function work(db: ReturnType<typeof createDb>): Promise<Work> {
+async function work(db: Db): Promise<Work> {
   await sql`SELECT pg_stat_force_next_flush()`.execute(db);
   const { rows } = await sql<Record<keyof Work, string>>`
     SELECT w.wal_records::text AS "walRecords", w.wal_fpi::text AS "walFpi", w.wal_bytes::text AS "walBytes",
