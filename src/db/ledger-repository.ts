@@ -77,7 +77,7 @@ function refArrays(refs: readonly EntityRef[]) {
  * than `unnest($1, $2, $3)` in FROM, whose function scan stores each array's rows in a tuplestore before
  * reading them back (see `rowsSource`). It has no ordinal column: `WITH ORDINALITY` has no select-list
  * form, and `generate_series(1, $n)` is estimated at 1,000 rows in a generic plan (an `unnest` of a
- * parameter at 10), which made `loadBatch`'s "seen" check the hashed scan of the whole of `mirrors`.
+ * parameter at 10), which once made a keyed check of `loadBatch` the hashed scan of the whole of `mirrors`.
  * Keyed reads join it to a table through `CROSS JOIN LATERAL (... WHERE <keyOf> ... OFFSET 0)`: the
  * OFFSET keeps the planner from flattening the subquery into a join, so every ref is one index probe
  * whatever the statistics say. (With missing or stale statistics, which is every table that has grown
@@ -175,13 +175,15 @@ export async function ensureMirrors(
     ORDER BY v.n`).execute(db);
 }
 
-export interface LockedMirror extends EntityRef {
+export interface MirrorState extends EntityRef {
   /**
-   * The locked row version's `ctid` (text), by which `writeStatement` updates it without a second key probe;
+   * The read row version's `ctid` (text), by which `claimStatement` updates it without a second key probe;
    * null for an entity without a mirror row yet, which `writeStatement` inserts whole.
    */
   tid: string | null;
-  /** `<ctid>/<xmin>` of the locked row version (see `EntityStateCache`); null with `tid`. */
+  /** The read row version's `xmin` (text): with `tid`, the version the batch planned from. */
+  xmin: string | null;
+  /** `<ctid>/<xmin>` of the read row version (see `EntityStateCache`); null with `tid`. */
   version: string | null;
   status: string | null;
   everCompleted: boolean;
@@ -192,7 +194,7 @@ export interface LockedMirror extends EntityRef {
   intentId: string | null;
   firstSeenAt: Date | null;
   externalRef: string | null;
-  /** The intent linked by the previous computation (read with the lock, no extra query). */
+  /** The intent linked by the previous computation (read with the row, no extra query). */
   intent: LinkedIntent | null;
 }
 
@@ -253,8 +255,9 @@ function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
 }
 
 /**
- * Locks the mirror rows of `refs` one key at a time in the order given, as `loadBatch` does; callers
- * sort by `compareRefs` so that they queue behind the ledger's batches instead of deadlocking with them.
+ * Locks the mirror rows of `refs` one key at a time in the order given, as a batch's `claimStatement` does;
+ * callers sort by `compareRefs` so that they queue behind the ledger's batches instead of deadlocking with
+ * them.
  */
 export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
@@ -290,8 +293,8 @@ export function settledIntent(intent: LinkedIntent | null): LinkedIntent | null 
  * What a long-running writer (the reconciler, the bench) knows of the entities it wrote last: their
  * histories and booked entries, each with the version (`ctid`, `xmin`) of the mirror row written with
  * them. Every write of an entity's history or entries writes its mirror row in the same transaction
- * (`writeStatement`, and `stopPollingStatement` for a frozen entity), so while the locked row is still that version
- * nobody has added to them since, and `loadBatch` skips reading them again; any other version (another
+ * (`claimStatement`, and `stopPollingStatement` for a frozen entity), so while the row read is still that
+ * version nobody has added to them since, and `loadBatch` skips reading them again; any other version (another
  * process wrote the entity, this transaction rolled back) reads them from the tables. Bounded: the least
  * recently written entities are forgotten first. One per database.
  */
@@ -333,7 +336,8 @@ export class EntityStateCache {
 }
 
 export interface BatchState {
-  locked: Map<string, LockedMirror>;
+  /** The mirror rows read, by entity key (an entity without one is left out). */
+  mirrors: Map<string, MirrorState>;
   /** Read-only: an entity `known` held is given its cached arrays, not a copy. */
   histories: Map<string, readonly HistoryItem[]>;
   applied: Map<string, readonly AppliedEntry[]>;
@@ -344,37 +348,33 @@ const EVER_COMPLETED = 1;
 const EVER_EARLY_RELEASED = 2;
 const TEST = 4;
 const CRYPTO = 8;
-/** The locked row version is visible to the statement's snapshot (see `loadBatch`). */
-const SEEN = 16;
 
 /**
- * One statement per batch for everything the computation reads: locks the mirror rows one key at a time
- * in the order given (callers sort by `compareRefs`, so two batches on the same entities queue instead of
- * deadlocking) and returns each with its linked intent, its history and its booked entries. An entity
- * without a mirror row is left out of `locked` (a new entity: `writeStatement` inserts its row whole, once,
- * instead of an empty row inserted here and rewritten by the write). With `known`, an entity whose locked
+ * One statement per batch for everything the computation reads, without a lock: the mirror rows, each with
+ * its linked intent, its history and its booked entries, all from the statement's one snapshot. An entity
+ * without a mirror row is left out of `mirrors` (a new entity: `writeStatement` inserts its row whole,
+ * once, instead of an empty row inserted here and rewritten by the write). With `known`, an entity whose
  * row is the version `known` holds is not read again: its history and entries come from `known`.
  *
- * Under READ COMMITTED, a lock this statement waited for returns the row version the other batch
- * committed meanwhile, but the rest of the statement (history, entries, intent) reads the snapshot taken
- * before the wait, without that batch's rows: planning from it would book against a state the ledger
- * has left. The statement says, per row, whether the locked version is visible to its own snapshot (a
- * fetch by ctid); the entities whose version is not are read again by a second statement, whose snapshot
- * sees everything committed before it, the locks being held.
+ * The rows are not locked here: the batch's write claims them (`claimStatement`), each by the version read
+ * here, and fails if another transaction wrote one meanwhile (the batch then runs again from a new read).
+ * A lock taken here (`FOR UPDATE`) wrote a WAL record and dirtied the page of every row read, most of which
+ * the write then updates anyway, taking the same lock: measured in `bench:ledger`, 0.98 of 14.10 WAL
+ * records per observation. And a read that waited for a lock had to read the entity again, its
+ * statement's snapshot being older than the version it locked.
  */
 export async function loadBatch(
   db: Db,
   refs: readonly EntityRef[],
   known?: EntityStateCache,
-  readAgain = false,
   /** The refs' keys (`refKey`), when the caller has them: the strings its maps already hold. */
   refKeys?: readonly string[],
 ): Promise<BatchState> {
-  const state: BatchState = { locked: new Map(), histories: new Map(), applied: new Map() };
+  const state: BatchState = { mirrors: new Map(), histories: new Map(), applied: new Map() };
   if (refs.length === 0) return state;
   const a = refArrays(refs);
   // What `known` holds when the statement is sent, by the ref's position: the statement leaves out the
-  // state of an entity whose locked row is that version, and that is the state used (whatever `known`
+  // state of an entity whose row is that version, and that is the state used (whatever `known`
   // holds by the time it answers).
   const keys = refKeys ?? refs.map(refKey);
   const held = new Array<KnownEntity | undefined>(refs.length);
@@ -388,7 +388,7 @@ export async function loadBatch(
     intentKnown.push(hit !== undefined && hit.intent !== undefined);
   }
   // The refs as `refsSource` gives them (set-returning functions in a select list) with two more arrays and
-  // their positions, locked in that order as the nested loop probes. No ORDER BY: each row names its
+  // their positions, probed in that order by the nested loop. No ORDER BY: each row names its
   // position, and a sort of these wide rows (the row source no longer known to be in order) cost more
   // than the function scan it replaced. Rows as arrays (`preparedArrays`), in this order; instants as
   // epoch milliseconds (float8, read by `parseFloat`) instead of timestamptz text for the driver's date
@@ -418,7 +418,7 @@ export async function loadBatch(
     SELECT r.n::int4, x.version,
       -- (PostgreSQL gives | and << the same precedence, left to right: every shift in parentheses)
       x.ever_completed::int4 | (x.ever_early_released::int4 << 1) | (x.test::int4 << 2) | (x.crypto::int4 << 3)
-        | ((EXISTS (SELECT 1 FROM mirrors s WHERE s.ctid = x.t))::int4 << 4) AS flags,
+        AS flags,
       x.status, x.poll_attempts, x.intent_id, x.first_seen_ms, x.external_ref,
       i.i_currency, i.i_amount, i.i_expected_fee, i.i_test, i.i_crypto, i.i_fee_on_payer,
       i.i_entity_id, i.i_external_ref,
@@ -429,12 +429,12 @@ export async function loadBatch(
       unnest(${binaryArray('boolean', intentKnown)}::boolean[]) AS intent_known,
       unnest(${binaryArray('integer', positions(refs.length))}::int4[]) AS n) AS r
     CROSS JOIN LATERAL (
-      SELECT m.ctid AS t, m.ctid::text || '/' || m.xmin::text AS version, m.status, m.ever_completed, m.ever_early_released,
+      SELECT m.ctid::text || '/' || m.xmin::text AS version, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
         floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref
       FROM mirrors m
       WHERE ${keyOf('m')}
-      FOR UPDATE OF m) x
+      OFFSET 0) x
     LEFT JOIN LATERAL (
       SELECT i.currency AS i_currency, i.amount::text AS i_amount, i.expected_fee::text AS i_expected_fee,
         i.test AS i_test, i.crypto AS i_crypto, i.fee_on_payer AS i_fee_on_payer, i.entity_id AS i_entity_id,
@@ -443,8 +443,6 @@ export async function loadBatch(
       WHERE i.intent_id = x.intent_id AND (x.version IS DISTINCT FROM r.expect OR NOT r.intent_known) OFFSET 0) i ON true`).execute(
     db,
   );
-  // The entities whose row a batch changed and committed while this statement waited for its lock.
-  const waited: EntityRef[] = [];
   for (const r of rows) {
     // Each row names its ref by its position (one number to parse instead of the three key columns'
     // strings), and its flags as the bits of one number (instead of five booleans' texts): the rows'
@@ -454,18 +452,13 @@ export async function loadBatch(
     const { account, kind, entityId } = ref;
     const key = keys[at]!;
     const flags = r[2];
-    if ((flags & SEEN) === 0) {
-      if (readAgain) throw new AppError('INTERNAL', `ledger: ${kind} ${entityId} changed under its lock`);
-      waited.push({ account, kind, entityId });
-      continue;
-    }
     const version = r[1];
     const history = r[16];
     const applied = r[17];
-    // The intent `known` held for the locked version, which the statement did not read again.
+    // The intent `known` held for the version read, which the statement did not read again.
     let knownIntent: LinkedIntent | null | undefined;
     if (history === null || applied === null) {
-      // Left out by the statement because the locked version is the one `known` held.
+      // Left out by the statement because the version read is the one `known` held.
       const hit = held[at];
       if (!hit || hit.version !== version) {
         throw new AppError('INTERNAL', `ledger: state of ${kind} ${entityId} neither read nor known`);
@@ -486,11 +479,13 @@ export async function loadBatch(
     const firstSeen = r[6];
     // Every field written out: `{ ...ref, tid, ... }` gave objects of a slow shape (V8), and building
     // them was two thirds of this loop's time (1.2 s of client CPU per 100,000 observations).
-    state.locked.set(key, {
+    const slash = version.indexOf('/');
+    state.mirrors.set(key, {
       account,
       kind,
       entityId,
-      tid: version.slice(0, version.indexOf('/')),
+      tid: version.slice(0, slash),
+      xmin: version.slice(slash + 1),
       version,
       status: r[3],
       everCompleted: (flags & EVER_COMPLETED) !== 0,
@@ -519,20 +514,12 @@ export async function loadBatch(
             : null,
     });
   }
-  if (waited.length > 0) {
-    // Read again, now that this transaction holds their locks: the new statement's snapshot sees all that
-    // was committed before it (without `known`, which holds none of another process's versions).
-    const again = await loadBatch(db, waited, undefined, true);
-    for (const [k, v] of again.locked) state.locked.set(k, v);
-    for (const [k, v] of again.histories) state.histories.set(k, v);
-    for (const [k, v] of again.applied) state.applied.set(k, v);
-  }
   return state;
 }
 
 /**
  * The recorded histories and booked entries of the entities, by entity key (read-only, no lock; for
- * verification: `loadBatch` is the locking read of the service). One statement; entities with neither are
+ * verification: `loadBatch` is the service's read). One statement; entities with neither are
  * left out of the maps.
  */
 export async function loadLedgerState(
@@ -753,8 +740,10 @@ export interface EntryToBook extends EntityRef {
 }
 
 export interface MirrorUpdate extends EntityRef {
-  /** The locked row's `ctid` (`LockedMirror.tid`); null: a new entity, whose row is inserted. */
+  /** The row's `ctid` as read (`MirrorState.tid`); null: a new entity, whose row is inserted. */
   tid: string | null;
+  /** The row's `xmin` as read (`MirrorState.xmin`): the update applies to that version only. */
+  xmin: string | null;
   /** Null keeps the stored value (of an updated row). */
   externalRef: string | null;
   status: string | null;
@@ -951,6 +940,7 @@ const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
 
 const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
   tid: ['tid', (r) => r.tid],
+  xmin: ['text', (r) => r.xmin],
   merchant_account: ['text', (r) => r.account],
   entity_kind: ['text', (r) => r.kind],
   entity_id: ['text', (r) => r.entityId],
@@ -1038,6 +1028,48 @@ export interface BatchWrites {
   history: readonly HistoryRow[];
   entries: readonly EntryToBook[];
   mirrors: readonly MirrorUpdate[];
+  /**
+   * The rows read whose entities the batch writes without updating their row here (frozen entities, whose
+   * history `stopPollingStatement` records with their row): claimed by a lock on the version read.
+   */
+  held: readonly HeldMirror[];
+}
+
+/** A mirror row as read (`MirrorState`), claimed by `claimStatement` without being updated. */
+export interface HeldMirror extends EntityRef {
+  tid: string;
+  xmin: string;
+}
+
+const HELD_COLUMNS: Record<string, Column<HeldMirror>> = {
+  tid: ['tid', (r) => r.tid],
+  xmin: ['text', (r) => r.xmin],
+  merchant_account: ['text', (r) => r.account],
+  entity_kind: ['text', (r) => r.kind],
+  entity_id: ['text', (r) => r.entityId],
+};
+
+/**
+ * Another transaction wrote a mirror row between the batch's read and its claim (`claimStatement`): the
+ * batch planned from a state the ledger has left and is rolled back. It carries PostgreSQL's code for a
+ * serialization failure, the same condition, so `withLedgerTransaction` runs the batch again from a new read.
+ */
+export class MirrorMoved extends Error {
+  readonly code = '40001';
+  constructor(count: number) {
+    super(`ledger: ${count} mirror rows were written by another transaction after this batch read them`);
+    this.name = 'MirrorMoved';
+  }
+}
+
+/** The statements of a batch's write, to be sent in this order (with others, `pipelined`), and their result. */
+export interface BatchWrite {
+  /** `claimStatement`'s; null when the batch read no row it writes. */
+  claim: RawBuilder<ClaimRow> | null;
+  /** `writeStatement`'s; null when there is nothing else to write. */
+  statement: RawBuilder<WriteRow> | null;
+  /** Throws `MirrorMoved` when a claim failed. */
+  result(claimRows: readonly ClaimRow[], rows: readonly WriteRow[]): WriteResult;
 }
 
 export interface WriteResult {
@@ -1063,8 +1095,8 @@ const POLL_COLUMNS: Record<string, Column<PollRow>> = {
   t: ['timestamptz', (r) => r.t],
 };
 
-/** The columns a new entity's mirror row is inserted with (`MIRROR_COLUMNS` less the `ctid`). */
-const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid');
+/** The columns a new entity's mirror row is inserted with (`MIRROR_COLUMNS` less the version read). */
+const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid' && n !== 'xmin');
 
 /**
  * Writes a batch's results in one statement: the merchant accounts and ledger accounts the rows need,
@@ -1072,9 +1104,10 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * rows of the entities a fresh reading rescheduled. Each such schedule row is found by one key probe, which
  * also reads its next poll: it is updated by that ctid only when the next poll moved (no lock, no new row
  * version for a poll recomputed to the same instant), inserted when there is none, deleted when the entity
- * needs no more polls. (The schedule is not read by `loadBatch`: a probe per locked entity there cost more
- * than one per rescheduled entity here, and the entities it locked owe the `ON CONFLICT` upsert's lock and
- * second probe nothing: every writer of the schedule holds the mirror row's lock.) Rows travel as one
+ * needs no more polls. (The schedule is not read by `loadBatch`: a probe per entity read there cost more
+ * than one per rescheduled entity here, and the entities claimed owe the `ON CONFLICT` upsert's lock and
+ * second probe nothing: every writer of the schedule holds the mirror row's lock, and this statement runs
+ * after `claimStatement` took those of the batch, so its snapshot sees every schedule written before.) Rows travel as one
  * array per column (`rowsSource`, `unnest`). The postings are inserted (their ids drawn) entry by entry,
  * each entry's lines last first: the order the hash join that matches them to their entries gave them
  * when the planner took the entries for the side to probe with, now fixed whatever side it takes. History
@@ -1085,24 +1118,20 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid
  * NOTHING`, whose speculative insertion takes a second lock of the heap page and writes a second WAL
  * record per row. A key inserted meanwhile by a batch still in progress (a new entity's first rows, or an
  * event id another entity's batch records) fails the statement on its unique index instead of waiting to
- * be skipped; `withLedgerTransaction` runs the batch again, which then skips it. A locked mirror row is
- * updated through the `ctid` `loadBatch` read with its lock (this transaction holds the lock, so that
- * version is the current one; the key is checked again), without a second key probe. The row is fetched
- * by that ctid in a LATERAL subquery (OFFSET 0) and the update joins it by ctid again: joined directly
- * (`m.ctid = v.tid`), the planner hashed the whole table whenever it was small enough for a scan to
- * look cheaper than 500 TID fetches (every table below about 2,000 pages); a new entity's row
- * is inserted whole, once. Should another transaction have created that entity's row meanwhile, the
- * insert fails on `mirrors_pk` and `withLedgerTransaction` runs the batch again, which then finds and
- * locks the row. Returns the number of history rows recorded and of entries booked, and the version
- * (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row written, by its position in `mirrors` (an
- * updated row's by its position in the statement's row source, an inserted row's by its key). The
- * statement and what its row gives, to be sent with others (`pipelined`).
+ * be skipped; `withLedgerTransaction` runs the batch again, which then skips it. The rows read are
+ * updated by `claimStatement`, sent first; a new entity's row is inserted here whole, once. Should another
+ * transaction have created that entity's row meanwhile, the insert fails on `mirrors_pk` and
+ * `withLedgerTransaction` runs the batch again, which then reads the row. Returns the two statements, to be
+ * sent in order with others (`pipelined`), and what their rows give: the number of history rows recorded
+ * and of entries booked, and the version (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row
+ * written, by its position in `mirrors` (an updated row's by its position in the claim's row source, an
+ * inserted row's by its key).
  */
-export function writeStatement(writes: BatchWrites): Read<WriteRow, WriteResult> {
-  const { history, entries, mirrors } = writes;
+export function writeStatement(writes: BatchWrites): BatchWrite {
+  const { history, entries, mirrors, held } = writes;
   const versions = new Array<string>(mirrors.length);
-  if (history.length === 0 && entries.length === 0 && mirrors.length === 0) {
-    return { statement: null, result: () => ({ recorded: 0, booked: 0, versions }) };
+  if (history.length === 0 && entries.length === 0 && mirrors.length === 0 && held.length === 0) {
+    return { claim: null, statement: null, result: () => ({ recorded: 0, booked: 0, versions }) };
   }
   const accounts = new Map<string, AccountRow>();
   const postings: PostingRow[] = [];
@@ -1153,10 +1182,17 @@ export function writeStatement(writes: BatchWrites): Read<WriteRow, WriteResult>
   const insertValues = sql.raw(
     MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
   );
-  // Built synchronously; the details encoded for it are forgotten once it is built, whatever happens.
-  const statement = (() => {
+  // Nothing else to write: only the claim is sent.
+  const rest =
+    history.length > 0 || entries.length > 0 || inserts.length > 0 || polls.length > 0 || unpolled.length > 0;
+  // Built synchronously; the details encoded for them (a fresh reading's, in its history row and its mirror
+  // row) are forgotten once both are built, whatever happens.
+  const [claim, statement] = (() => {
     try {
-      return prepared(sql<WriteRow>`
+      return [
+        claimStatement(updates, held),
+        rest
+          ? prepared(sql<WriteRow>`
     WITH ma AS (
       INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...merchants].sort())}::text[]) ON CONFLICT DO NOTHING
     ), h AS (
@@ -1174,51 +1210,8 @@ export function writeStatement(writes: BatchWrites): Read<WriteRow, WriteResult>
       SELECT ${insertValues} FROM ${rowsSource(inserts, MIRROR_COLUMNS)}
       RETURNING merchant_account, entity_kind, entity_id, ctid::text || '/' || xmin::text AS version, watch, watch_at,
         currency, test
-    ), m AS (
-      UPDATE mirrors m SET
-        external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
-        ever_completed = v.ever_completed, ever_early_released = v.ever_early_released, currency = v.currency,
-        amount = v.amount, fee_currency = v.fee_currency, fee_amount = v.fee_amount, fee_on_payer = v.fee_on_payer,
-        test = v.test, crypto = v.crypto, status_reason = v.status_reason, payer_verification = v.payer_verification,
-        rejection_code = v.rejection_code, rejection_reason = v.rejection_reason,
-        parent_deposit_id = coalesce(v.parent_deposit_id, m.parent_deposit_id),
-        expires_at = coalesce(v.expires_at, m.expires_at), bank_reference = coalesce(v.bank_reference, m.bank_reference),
-        details = coalesce(v.details, m.details),
-        intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
-        completed_at = v.completed_at, poll_attempts = v.poll_attempts,
-        updated_at = now()
-      FROM ${rowsSource(updates, MIRROR_COLUMNS, true)}
-        CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid, x.watch, x.watch_at, x.currency, x.test FROM mirrors x WHERE x.ctid = v.tid
-            AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
-          OFFSET 0) t
-      WHERE m.ctid = t.tid
-      RETURNING v.n, m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version,
-        m.watch, m.watch_at, m.currency, m.test,
-        -- the side row's columns before the update (t: the locked version), null when it had none
-        t.watch AS was, t.watch_at AS was_at, t.currency AS was_currency, t.test AS was_test
-    ), wm AS (
-      -- The mirrors whose side row changes: in a set before or after, and its set, instant, currency or
-      -- test moved (entering or leaving a set is such a move).
-      SELECT * FROM m WHERE (m.was IS NOT NULL OR m.watch IS NOT NULL)
-        AND (m.was, m.was_at, m.was_currency, m.was_test) IS DISTINCT FROM (m.watch, m.watch_at, m.currency, m.test)
-    ), wd AS (
-      DELETE FROM mirror_watches w USING wm
-        CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid FROM mirror_watches x WHERE x.entity_id = wm.entity_id AND x.entity_kind = wm.entity_kind
-            AND x.merchant_account = wm.merchant_account OFFSET 0) t
-      WHERE w.ctid = t.tid AND wm.watch IS NULL
-    ), wu AS (
-      UPDATE mirror_watches w SET watch = wm.watch, watch_at = wm.watch_at, currency = wm.currency, test = wm.test
-      FROM wm CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid FROM mirror_watches x WHERE x.entity_id = wm.entity_id AND x.entity_kind = wm.entity_kind
-            AND x.merchant_account = wm.merchant_account OFFSET 0) t
-      WHERE w.ctid = t.tid AND wm.watch IS NOT NULL AND wm.was IS NOT NULL
     ), wi AS (
       INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
-      SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM wm
-      WHERE wm.watch IS NOT NULL AND wm.was IS NULL
-      UNION ALL
       SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mi WHERE mi.watch IS NOT NULL
     ), ps AS (
       SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(polls, POLL_COLUMNS)}
@@ -1261,48 +1254,133 @@ export function writeStatement(writes: BatchWrites): Read<WriteRow, WriteResult>
       ORDER BY e.id, v.o
     )
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
-      (SELECT count(*) FROM m)::text AS updated,
-      (SELECT json_agg(version ORDER BY n) FROM m) AS updated_versions,
       (SELECT json_agg(json_build_array(merchant_account, entity_kind, entity_id, version)) FROM mi)
-        AS inserted_versions`);
+        AS inserted_versions`)
+          : null,
+      ] as const;
     } finally {
       detailsTexts.clear();
     }
   })();
-  // Only the count of the updates is kept across the statement (the rows are encoded in it).
-  const updating = updates.length;
+  // Only the counts of the claims are kept across the statements (the rows are encoded in them).
+  const claiming = { updates: updates.length, held: held.length };
   return {
+    claim,
     statement,
-    result: (rows) => writeResult(rows[0], updating, updatesAt, inserts, insertsAt, versions),
+    result: (claimRows, rows) =>
+      writeResult(claimRows[0], rows[0], claiming, updatesAt, inserts, insertsAt, versions),
   };
+}
+
+/** The claim statement's one row. */
+interface ClaimRow {
+  updated: string;
+  held: string;
+  updated_versions: string[] | null;
+}
+
+/**
+ * Claims the mirror rows a batch read and writes, each by the version it read (`ctid` and `xmin`), in one
+ * statement sent before the batch's other writes: updates those it writes (`updates`, in key order) and
+ * locks the others (`held`, frozen entities). A row another transaction wrote since the batch read it is
+ * neither updated nor locked: that version is no longer visible at its ctid, or, written by a transaction
+ * that commits while this statement waits for its lock, fails the `xmin` condition on the version
+ * PostgreSQL then checks again. The caller counts the rows claimed (`writeResult`). The mirror watches
+ * (`mirror_watches`) of the rows updated are kept here as well: a row's side row changes when it enters
+ * or leaves a set, or its instant, currency or test flag moves.
+ *
+ * The update fetches each row by its ctid in a LATERAL subquery (OFFSET 0) and joins it by ctid again:
+ * joined directly (`m.ctid = v.tid`), the planner hashed the whole table whenever it was small enough for
+ * a scan to look cheaper than 500 TID fetches (every table below about 2,000 pages).
+ */
+function claimStatement(
+  updates: readonly MirrorUpdate[],
+  held: readonly HeldMirror[],
+): RawBuilder<ClaimRow> | null {
+  if (updates.length === 0 && held.length === 0) return null;
+  return prepared(sql<ClaimRow>`
+    WITH m AS (
+      UPDATE mirrors m SET
+        external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
+        ever_completed = v.ever_completed, ever_early_released = v.ever_early_released, currency = v.currency,
+        amount = v.amount, fee_currency = v.fee_currency, fee_amount = v.fee_amount, fee_on_payer = v.fee_on_payer,
+        test = v.test, crypto = v.crypto, status_reason = v.status_reason, payer_verification = v.payer_verification,
+        rejection_code = v.rejection_code, rejection_reason = v.rejection_reason,
+        parent_deposit_id = coalesce(v.parent_deposit_id, m.parent_deposit_id),
+        expires_at = coalesce(v.expires_at, m.expires_at), bank_reference = coalesce(v.bank_reference, m.bank_reference),
+        details = coalesce(v.details, m.details),
+        intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
+        completed_at = v.completed_at, poll_attempts = v.poll_attempts,
+        updated_at = now()
+      FROM ${rowsSource(updates, MIRROR_COLUMNS, true)}
+        CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid, x.watch, x.watch_at, x.currency, x.test FROM mirrors x WHERE x.ctid = v.tid
+            AND x.xmin = v.xmin::xid AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind
+            AND x.entity_id = v.entity_id
+          OFFSET 0) t
+      WHERE m.ctid = t.tid AND m.xmin = v.xmin::xid
+      RETURNING v.n, m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version,
+        m.watch, m.watch_at, m.currency, m.test,
+        -- the side row's columns before the update (t: the version read), null when it had none
+        t.watch AS was, t.watch_at AS was_at, t.currency AS was_currency, t.test AS was_test
+    ), wm AS (
+      -- The mirrors whose side row changes: in a set before or after, and its set, instant, currency or
+      -- test moved (entering or leaving a set is such a move).
+      SELECT * FROM m WHERE (m.was IS NOT NULL OR m.watch IS NOT NULL)
+        AND (m.was, m.was_at, m.was_currency, m.was_test) IS DISTINCT FROM (m.watch, m.watch_at, m.currency, m.test)
+    ), wd AS (
+      DELETE FROM mirror_watches w USING wm
+        CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM mirror_watches x WHERE x.entity_id = wm.entity_id AND x.entity_kind = wm.entity_kind
+            AND x.merchant_account = wm.merchant_account OFFSET 0) t
+      WHERE w.ctid = t.tid AND wm.watch IS NULL
+    ), wu AS (
+      UPDATE mirror_watches w SET watch = wm.watch, watch_at = wm.watch_at, currency = wm.currency, test = wm.test
+      FROM wm CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM mirror_watches x WHERE x.entity_id = wm.entity_id AND x.entity_kind = wm.entity_kind
+            AND x.merchant_account = wm.merchant_account OFFSET 0) t
+      WHERE w.ctid = t.tid AND wm.watch IS NOT NULL AND wm.was IS NOT NULL
+    ), wi AS (
+      INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
+      SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM wm
+      WHERE wm.watch IS NOT NULL AND wm.was IS NULL
+    ), k AS (
+      SELECT x.entity_id FROM ${rowsSource(held, HELD_COLUMNS)}
+        CROSS JOIN LATERAL (
+          SELECT x.entity_id FROM mirrors x WHERE x.ctid = v.tid AND x.xmin = v.xmin::xid
+            AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
+          OFFSET 0 FOR UPDATE OF x) x
+    )
+    SELECT (SELECT count(*) FROM m)::text AS updated, (SELECT count(*) FROM k)::text AS held,
+      (SELECT json_agg(version ORDER BY n) FROM m) AS updated_versions`);
 }
 
 /** The write statement's one row. */
 interface WriteRow {
   booked: string;
   recorded: string;
-  updated: string;
-  updated_versions: string[] | null;
   inserted_versions: string[][] | null;
 }
 
-/** `writeStatement`'s result from the statement's row: counts, and each written mirror's version by position. */
+/**
+ * `writeStatement`'s result from the statements' rows: counts, and each written mirror's version by
+ * position. Throws `MirrorMoved` when a row read was not claimed (another transaction wrote it since).
+ */
 function writeResult(
+  claimed: ClaimRow | undefined,
   row: WriteRow | undefined,
-  updating: number,
+  claiming: { updates: number; held: number },
   updatesAt: readonly number[],
   inserts: readonly MirrorUpdate[],
   insertsAt: readonly number[],
   versions: string[],
 ): WriteResult {
-  const updated = Number(row?.updated ?? 0);
-  if (updated !== updating) {
-    // Cannot happen while the rows stay locked from loadBatch to here; the transaction is rolled back.
-    throw new AppError('INTERNAL', `ledger: ${updating - updated} locked mirror rows were not found by ctid`);
-  }
+  const missed =
+    claiming.updates - Number(claimed?.updated ?? 0) + (claiming.held - Number(claimed?.held ?? 0));
+  if (missed !== 0) throw new MirrorMoved(missed);
   // The updated rows' versions in the order of `updates` (every one was updated: counted above), the
   // inserted rows' by key: a row's position instead of its key saves the client a key per row.
-  const updatedVersions = row?.updated_versions ?? [];
+  const updatedVersions = claimed?.updated_versions ?? [];
   for (let i = 0; i < updatedVersions.length; i++) versions[updatesAt[i]!] = updatedVersions[i]!;
   const inserted = row?.inserted_versions ?? [];
   if (inserted.length > 0) {

@@ -1,10 +1,12 @@
 /**
  * The ledger service: `applyObservations` and `recordIntents`, batch-oriented, idempotent and
- * convergent. For each batch it locks the entities' mirror rows (in key order) and reads their whole
- * histories and booked entries in one statement (plus the intents of entities not yet linked), recomputes
- * each entity's state from its whole history (src/domain/effects.ts), and writes history, entries,
- * postings and mirrors in one statement, then exceptions and alert outbox rows, in the same transaction. The caller owns
- * the transaction; `withLedgerTransaction` runs one with retries on serialization failures and deadlocks.
+ * convergent. For each batch it reads the entities' mirror rows, whole histories and booked entries in one
+ * statement without a lock (plus the intents of entities not yet linked), recomputes each entity's state
+ * from its whole history (src/domain/effects.ts), claims the mirror rows it read by the versions it read
+ * (their update, in key order: a row another transaction wrote since fails the batch, `MirrorMoved`), and
+ * writes history, entries and postings in one more statement, then exceptions and alert outbox rows, in
+ * the same transaction. The caller owns the transaction; `withLedgerTransaction` runs one with retries on
+ * serialization failures (a failed claim among them) and deadlocks.
  */
 import type { Transaction } from 'kysely';
 import type { AppliedEntry, HistoryItem, PlannedEntry } from '../domain/effects.ts';
@@ -26,12 +28,13 @@ import {
   type EntryToBook,
   ensureMerchantAccounts,
   ensureMirrors,
+  type HeldMirror,
   type HistoryRow,
   insertIntents,
   intentsRead,
   type LinkedIntent,
-  type LockedMirror,
   loadBatch,
+  type MirrorState,
   type MirrorUpdate,
   mirrorsByExternalRef,
   type RefundDeposits,
@@ -251,9 +254,10 @@ export async function recordIntents(
   return { ...result, intentsRecorded: fresh.size };
 }
 
-/** What `reconcile` reads for a batch before planning: locked mirrors, histories, bookings, intents, refunds' deposits. */
+/** What `reconcile` reads for a batch before planning: mirror rows, histories, bookings, intents, refunds' deposits. */
 interface LoadedBatch {
-  locked: Map<string, LockedMirror>;
+  /** The mirror rows read, by entity key. */
+  mirrors: Map<string, MirrorState>;
   /** Read-only: the arrays may be `known`'s own. */
   histories: Map<string, readonly HistoryItem[]>;
   applied: Map<string, readonly AppliedEntry[]>;
@@ -270,21 +274,21 @@ async function loadForReconcile(
   step: (name: string) => void,
   known: EntityStateCache | undefined,
 ): Promise<LoadedBatch> {
-  const { locked, histories, applied } = await loadBatch(trx, refs, known, false, keys);
-  step('lock and load');
+  const { mirrors, histories, applied } = await loadBatch(trx, refs, known, keys);
+  step('load');
   // The intent linked last time stays right unless a new intent arrived for the entity (recordIntents
   // marks those), so only unlinked or intent-touched entities search the intents table.
   const externalRefs: (EntityRef & { externalRefs: string[] })[] = [];
   for (let i = 0; i < refs.length; i++) {
     const k = keys[i]!;
-    if (locked.get(k)?.intent && !intentTouched.has(k)) continue;
+    if (mirrors.get(k)?.intent && !intentTouched.has(k)) continue;
     const r = refs[i]!;
     const set = new Set<string>();
     const add = (x: string | null | undefined) => {
       if (x) set.add(x);
     };
     add(r.externalRef);
-    add(locked.get(k)?.externalRef);
+    add(mirrors.get(k)?.externalRef);
     // A refund's reading names no merchant reference: its deposit and amount find the intent written
     // ahead of its creation (`refundWriteAheadRef`) when the completed record never came.
     const refundRef = (x: { parentDepositId: string | null; amount: bigint | null }) =>
@@ -317,7 +321,7 @@ async function loadForReconcile(
   step('load intents');
   const intents = intentsToLink.result(intentRows);
   const refunds = refundDeposits.result(depositRows);
-  return { locked, histories, applied, intents, refunds };
+  return { mirrors, histories, applied, intents, refunds };
 }
 
 /** The rows a batch writes: history, entries, mirrors, exceptions, and the keys of cross-entity checks. */
@@ -390,7 +394,7 @@ async function reconcile(
   for (let r = 0; r < refs.length; r++) {
     const ref = refs[r]!;
     const k = keys[r]!;
-    const mirror = loaded.locked.get(k) ?? newMirror(ref);
+    const mirror = loaded.mirrors.get(k) ?? newMirror(ref);
     const written = out.mirrors.length;
     planAndCollect(ref, k, r, mirror, loaded, incoming, intentTouched, rules, now, result, out, memo);
     // A new entity whose plan writes no mirror (frozen, or nothing to record) still gets its row, as
@@ -403,18 +407,34 @@ async function reconcile(
   }
   step('compute');
   const sent = { history: out.history.length, entries: out.entries.length };
-  const write = writeStatement({ history: out.history, entries: out.entries, mirrors: out.mirrors });
+  // A frozen entity's row is not updated by the write (`stopPollingStatement` touches it): it is claimed by
+  // a lock on the version read, as the written rows are by their update.
+  const held: HeldMirror[] = [];
+  for (const ref of out.frozen) {
+    const m = loaded.mirrors.get(refKey(ref));
+    if (m?.tid && m.xmin)
+      held.push({ account: m.account, kind: m.kind, entityId: m.entityId, tid: m.tid, xmin: m.xmin });
+  }
+  const write = writeStatement({ history: out.history, entries: out.entries, mirrors: out.mirrors, held });
   // The rows sent are not needed while the statement runs (`writeStatement` has encoded them): not kept
   // alive across it, so a collection of the young generation meanwhile does not copy them.
   out.history = [];
   out.entries = [];
   out.mirrors = [];
-  // The write, then what stops polling the frozen entities and the cross-entity checks' read (which sees
-  // the mirrors as written), in one round trip: none of them needs another's result.
+  // The claim of the rows read, the write, then what stops polling the frozen entities and the
+  // cross-entity checks' read (which sees the mirrors as written), in one round trip: none of them needs
+  // another's result, and each statement's snapshot is taken after the one before it ran, so the write
+  // sees every row committed before the claim took its locks. A claim that failed (`MirrorMoved`) rolls
+  // the batch back, and `withLedgerTransaction` runs it again from a new read.
   const stop = stopPollingStatement(out.frozen);
   const cross = crossEntityChecks(out.newDeposits, out.touchedRefunds);
-  const [writeRows, , crossRows] = await pipelined(trx, [write.statement, stop.statement, cross.statement]);
-  const written = write.result(writeRows);
+  const [claimRows, writeRows, , crossRows] = await pipelined(trx, [
+    write.claim,
+    write.statement,
+    stop.statement,
+    cross.statement,
+  ]);
+  const written = write.result(claimRows, writeRows);
   result.entriesBooked = written.booked;
   if (known) remember(known, keys, loaded, out, written, sent);
   step('write');
@@ -428,12 +448,13 @@ async function reconcile(
 }
 
 /** The state of an entity without a mirror row yet (seen for the first time): inserted by `writeStatement`. */
-function newMirror(ref: EntityRef & { externalRef: string | null }): LockedMirror {
+function newMirror(ref: EntityRef & { externalRef: string | null }): MirrorState {
   return {
     account: ref.account,
     kind: ref.kind,
     entityId: ref.entityId,
     tid: null,
+    xmin: null,
     version: null,
     status: null,
     everCompleted: false,
@@ -449,12 +470,13 @@ function newMirror(ref: EntityRef & { externalRef: string | null }): LockedMirro
 }
 
 /** The row of a new entity whose plan wrote none: its key and reference, as `ensureMirrors` creates one. */
-function bareMirror(m: LockedMirror): MirrorUpdate {
+function bareMirror(m: MirrorState): MirrorUpdate {
   return {
     account: m.account,
     kind: m.kind,
     entityId: m.entityId,
     tid: null,
+    xmin: null,
     externalRef: m.externalRef,
     status: null,
     statusSince: null,
@@ -526,7 +548,7 @@ function remember(
     }
     // Nothing written (a replay): the row is still the version read, and so are its history, entries and
     // intent.
-    const read = loaded.locked.get(k);
+    const read = loaded.mirrors.get(k);
     if (read?.version)
       known.set(k, {
         version: read.version,
@@ -566,7 +588,7 @@ function planAndCollect(
   ref: EntityRef,
   k: string,
   index: number,
-  mirror: LockedMirror,
+  mirror: MirrorState,
   loaded: LoadedBatch,
   incoming: ReadonlyMap<string, Incoming>,
   intentTouched: ReadonlySet<string>,
@@ -680,7 +702,7 @@ function planAndCollect(
   }
   const texts = latestTexts(path.sorted, path.status, path.illegal);
   const parentDepositId = texts.parentDepositId;
-  // A new row has no stored reference for the update's coalesce to keep: the batch's own. A locked row's
+  // A new row has no stored reference for the update's coalesce to keep: the batch's own. A row read's
   // stored reference is not sent again (null keeps it).
   const externalRef =
     texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null);
@@ -690,6 +712,7 @@ function planAndCollect(
     kind: ref.kind,
     entityId: ref.entityId,
     tid: mirror.tid,
+    xmin: mirror.xmin,
     externalRef: mirror.tid !== null && externalRef === mirror.externalRef ? null : externalRef,
     status: path.status,
     statusSince: path.statusSince,
@@ -794,7 +817,7 @@ const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
 
 /**
  * The unique keys a batch's write can find taken by a concurrent batch still in progress: a new entity's
- * mirror row (`writeStatement` inserts it; run again, the batch locks it), and an event id or entry key that
+ * mirror row (`writeStatement` inserts it; run again, the batch reads and claims it), and an event id or entry key that
  * batch is inserting too (`writeStatement` skips the keys committed before its statement; run again, the batch
  * sees the other's rows and skips them).
  */

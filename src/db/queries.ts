@@ -219,7 +219,7 @@ export async function deferPolls(
   until: Date,
 ): Promise<void> {
   if (entities.length === 0) return;
-  // Rows locked one at a time in the ledger's order (`compareRefs`), as `loadBatch` locks them, before the
+  // Rows locked one at a time in the ledger's order (`compareRefs`), as a batch's claim locks them, before the
   // update: a plain multi-row UPDATE locks in scan order and deadlocked with the reconciler's batches (found
   // by the chaos soak).
   const sorted = entities
@@ -254,8 +254,8 @@ export async function pollNow(
 ): Promise<void> {
   if (entities.length === 0) return;
   const sorted = [...entities].sort(compareRefs);
-  // Retried on a deadlock: a ledger batch holds the locks of the entities it knew and inserts the rows of
-  // those new to it last (`writeStatement`), so it can wait for a row this transaction created while this one
+  // Retried on a deadlock: a ledger batch claims (locks) the rows of the entities it knew and then inserts
+  // the rows of those new to it (`writeStatement`), so it can wait for a row this transaction created while this one
   // waits for a lock the batch holds; one of the two is chosen to fail, and both run again.
   await withLedgerTransaction(db, async (trx) => {
     await ensureMirrors(

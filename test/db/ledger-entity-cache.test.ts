@@ -81,10 +81,10 @@ describe('entity state cache', () => {
     // A marker only the cache holds: while the row is that version, the intent is not read again.
     known.set(key, { ...held, intent: { ...held.intent!, amount: 1n } });
     const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
-    expect(fromCache.locked.get(key)?.intent?.amount).toBe(1n);
+    expect(fromCache.mirrors.get(key)?.intent?.amount).toBe(1n);
     await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k5'`.execute(other);
     const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
-    expect(fromTables.locked.get(key)?.intent?.amount).toBe(10_000n);
+    expect(fromTables.mirrors.get(key)?.intent?.amount).toBe(10_000n);
 
     // A pending intent (written ahead of its creation call, no entity id yet), linked by its reference:
     // its completion changes the record without writing the mirror row, so it is read with every lock.
@@ -102,7 +102,10 @@ describe('entity state cache', () => {
     );
     const state = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k6')], known));
     expect(state.histories.get(pendingKey)).toBe(known.get(pendingKey)?.history);
-    expect(state.locked.get(pendingKey)?.intent).toMatchObject({ intentId: 'in-deposit-k6', entityId: 'k6' });
+    expect(state.mirrors.get(pendingKey)?.intent).toMatchObject({
+      intentId: 'in-deposit-k6',
+      entityId: 'k6',
+    });
   });
 
   it('sees what another writer recorded since its own write', async () => {
@@ -283,9 +286,9 @@ describe('entity state cache', () => {
     const state = await t.db
       .transaction()
       .execute((trx) => loadBatch(trx, ['v1', 'v2', 'v3', 'v4', 'v5', 'v6'].map(ref)));
-    expect(state.locked.has(refKey(ref('v6')))).toBe(false);
+    expect(state.mirrors.has(refKey(ref('v6')))).toBe(false);
     const locked = rows.map((row) => {
-      const m = state.locked.get(refKey(ref(row.entity_id)))!;
+      const m = state.mirrors.get(refKey(ref(row.entity_id)))!;
       expect(m.tid).toBe(row.tid);
       expect(m.version).toBe(row.version);
       return [m.entityId, m.status, m.everCompleted, m.everEarlyReleased, m.test, m.crypto];
