@@ -7,7 +7,13 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
-import { loadBatch, MirrorMoved, writeStatement } from '../../src/db/ledger-repository.ts';
+import {
+  type EntityRef,
+  loadBatch,
+  MirrorMoved,
+  type MirrorState,
+  writeStatement,
+} from '../../src/db/ledger-repository.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { pipelined } from '../../src/db/prepared.ts';
 import type { Database } from '../../src/db/schema.ts';
@@ -28,11 +34,12 @@ afterAll(async () => {
 
 /**
  * Runs `first` in a transaction held open until `second` (on the other pool) is blocked on a lock
- * `first` holds, then commits it; returns what `second` returned.
+ * `first` holds, then commits it (or rolls it back); returns what `second` returned.
  */
 async function whileHeld<T>(
   first: (trx: Kysely<Database>) => Promise<unknown>,
   second: (db: Kysely<Database>) => Promise<T>,
+  end: 'commit' | 'roll back' = 'commit',
 ): Promise<T> {
   let release!: () => void;
   const gate = new Promise<void>((resolve) => {
@@ -42,11 +49,17 @@ async function whileHeld<T>(
   const holding = new Promise<void>((resolve) => {
     locked = resolve;
   });
-  const one = t.db.transaction().execute(async (trx) => {
-    await first(trx);
-    locked();
-    await gate;
-  });
+  const one = t.db
+    .transaction()
+    .execute(async (trx) => {
+      await first(trx);
+      locked();
+      await gate;
+      if (end === 'roll back') throw new Error('rolled back');
+    })
+    .catch((err: Error) => {
+      if (err.message !== 'rolled back') throw err;
+    });
   await holding;
   const two = second(other);
   await someoneWaitsForALock(t.db);
@@ -55,10 +68,40 @@ async function whileHeld<T>(
   return two;
 }
 
+/** Claims the mirror row of `ref` by the version `read` holds, as a batch claims a frozen entity's row. */
+function claimHeld(db: Kysely<Database>, ref: EntityRef, read: MirrorState) {
+  return db.transaction().execute(async (trx) => {
+    const write = writeStatement({
+      history: [],
+      entries: [],
+      mirrors: [],
+      held: [{ ...ref, tid: read.tid!, xmin: read.xmin! }],
+    });
+    const [claimRows] = await pipelined(trx, [write.claim]);
+    return write.result(claimRows, []);
+  });
+}
+
 /** The retries `withLedgerTransaction` logged, by PostgreSQL code. */
 function retries() {
   const codes: unknown[] = [];
   return { codes, logger: { warn: (o: { code?: unknown }) => codes.push(o.code) } };
+}
+
+/** The late rejection (826) of cashout `id`, applied as the reconciler applies a batch (retried on a conflict). */
+function rejectLate(db: Kysely<Database>, id: string, logger: { warn: (o: { code?: unknown }) => void }) {
+  return withLedgerTransaction(
+    db,
+    (trx) =>
+      applyObservations(trx, [
+        obs('cashout', id, 'REJECTED', 3, {
+          eventId: `${id}-rejected`,
+          rejectionCode: '826',
+          rejectionReason: 'Withdrawal reversed',
+        }),
+      ]),
+    { logger },
+  );
 }
 
 const entries = async (id: string) =>
@@ -77,27 +120,15 @@ describe('a batch whose mirror row another transaction wrote after the batch rea
       applyObservations(trx, [obs('cashout', 'c1', 'PENDING', 1, { eventId: 'c1-pending' })]),
     );
     const ref = { account: 'acme', kind: 'cashout' as const, entityId: 'c1' };
-    const failure = await t.db
-      .transaction()
-      .execute(async (trx) => {
-        const read = (await loadBatch(trx, [ref])).mirrors.values().next().value!;
-        // Another transaction writes the entity and commits before this one claims its row.
-        await withLedgerTransaction(other, (o) =>
-          applyObservations(o, [obs('cashout', 'c1', 'PROCESSING', 2, { eventId: 'c1-processing' })]),
-        );
-        const write = writeStatement({
-          history: [],
-          entries: [],
-          mirrors: [],
-          held: [{ ...ref, tid: read.tid!, xmin: read.xmin! }],
-        });
-        const [claimRows] = await pipelined(trx, [write.claim]);
-        return write.result(claimRows, []);
-      })
-      .then(
-        () => null,
-        (err: unknown) => err,
-      );
+    const read = (await loadBatch(t.db, [ref])).mirrors.values().next().value!;
+    // Another transaction writes the entity and commits before the claim.
+    await withLedgerTransaction(other, (o) =>
+      applyObservations(o, [obs('cashout', 'c1', 'PROCESSING', 2, { eventId: 'c1-processing' })]),
+    );
+    const failure = await claimHeld(t.db, ref, read).then(
+      () => null,
+      (err: unknown) => err,
+    );
     expect(failure).toBeInstanceOf(MirrorMoved);
     expect((failure as MirrorMoved).code).toBe('40001');
     expect((failure as Error).message).toContain('1 mirror rows');
@@ -108,41 +139,20 @@ describe('a batch whose mirror row another transaction wrote after the batch rea
       applyObservations(trx, [obs('cashout', 'c2', 'PENDING', 1, { eventId: 'c2-pending' })]),
     );
     const ref = { account: 'acme', kind: 'cashout' as const, entityId: 'c2' };
-    const read = await t.db.transaction().execute(async (trx) => (await loadBatch(trx, [ref])).mirrors);
-    const mirror = read.values().next().value!;
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let locked!: () => void;
-    const holding = new Promise<void>((resolve) => {
-      locked = resolve;
-    });
-    // Writes the entity, holds its lock until the claim waits for it, then rolls back.
-    const one = t.db
-      .transaction()
-      .execute(async (trx) => {
-        await applyObservations(trx, [obs('cashout', 'c2', 'PROCESSING', 2, { eventId: 'c2-processing' })]);
-        locked();
-        await gate;
-        throw new Error('rolled back');
-      })
-      .catch((err: Error) => err.message);
-    await holding;
-    const two = other.transaction().execute(async (trx) => {
-      const write = writeStatement({
-        history: [],
-        entries: [],
-        mirrors: [],
-        held: [{ ...ref, tid: mirror.tid!, xmin: mirror.xmin! }],
-      });
-      const [claimRows] = await pipelined(trx, [write.claim]);
-      return write.result(claimRows, []);
-    });
-    await someoneWaitsForALock(t.db);
-    release();
-    expect(await one).toBe('rolled back');
-    await expect(two).resolves.toMatchObject({ recorded: 0, booked: 0 });
+    const read = (await loadBatch(t.db, [ref])).mirrors.values().next().value!;
+    // Another transaction writes the entity, holds its lock until the claim waits for it, then rolls back.
+    const claimed = await whileHeld(
+      (trx) => applyObservations(trx, [obs('cashout', 'c2', 'PROCESSING', 2, { eventId: 'c2-processing' })]),
+      (db) => claimHeld(db, ref, read),
+      'roll back',
+    );
+    expect(claimed).toMatchObject({ recorded: 0, booked: 0 });
+    const mirror = await t.db
+      .selectFrom('mirrors')
+      .select('status')
+      .where('entity_id', '=', 'c2')
+      .executeTakeFirstOrThrow();
+    expect(mirror.status).toBe('PENDING');
   });
 
   it('plans again from the history, entries and intent committed before its claim', async () => {
@@ -155,19 +165,7 @@ describe('a batch whose mirror row another transaction wrote after the batch rea
         await recordIntents(trx, [intent('cashout', 'w1', 5_000n)]);
         await applyObservations(trx, [obs('cashout', 'w1', 'COMPLETED', 2, { eventId: 'w1-completed' })]);
       },
-      (db) =>
-        withLedgerTransaction(
-          db,
-          (trx) =>
-            applyObservations(trx, [
-              obs('cashout', 'w1', 'REJECTED', 3, {
-                eventId: 'w1-rejected',
-                rejectionCode: '826',
-                rejectionReason: 'Withdrawal reversed',
-              }),
-            ]),
-          { logger: log.logger },
-        ),
+      (db) => rejectLate(db, 'w1', log.logger),
     );
     // The second batch read the entity before the first committed, waited on its claim, and ran again.
     expect(log.codes).toContain('40001');
@@ -194,19 +192,7 @@ describe('a batch whose mirror row another transaction wrote after the batch rea
     const log = retries();
     await whileHeld(
       (trx) => applyObservations(trx, [obs('cashout', 'w2', 'COMPLETED', 2, { eventId: 'w2-completed' })]),
-      (db) =>
-        withLedgerTransaction(
-          db,
-          (trx) =>
-            applyObservations(trx, [
-              obs('cashout', 'w2', 'REJECTED', 3, {
-                eventId: 'w2-rejected',
-                rejectionCode: '826',
-                rejectionReason: 'Withdrawal reversed',
-              }),
-            ]),
-          { logger: log.logger },
-        ),
+      (db) => rejectLate(db, 'w2', log.logger),
     );
     expect(log.codes).toContain('40001');
     // The same readings applied one after the other, to another entity: the entries must be the same.
