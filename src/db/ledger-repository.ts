@@ -279,7 +279,7 @@ export interface KnownEntity {
   /**
    * The intent that version links (its `intent_id`; null: none), when it cannot have changed since: an
    * intent naming its entity id is never updated again (`insertIntents` completes only a pending record,
-   * one without an entity id). Undefined: the intent is read with the lock.
+   * one without an entity id). Undefined: the intent is read with the row.
    */
   intent?: LinkedIntent | null;
 }

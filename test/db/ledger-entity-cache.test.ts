@@ -1,6 +1,6 @@
 /**
  * The entity state cache of a long-running writer (`EntityStateCache`, `LedgerOptions.known`): the ledger
- * uses what it wrote of an entity only while the entity's locked mirror row is the version it wrote, and
+ * uses what it wrote of an entity only while the entity's mirror row, as read, is the version it wrote, and
  * reads the tables as soon as another writer (or a rolled-back transaction) changed it.
  */
 import type { Kysely } from 'kysely';
@@ -52,7 +52,7 @@ describe('entity state cache', () => {
     expect(known.size).toBe(3);
   });
 
-  it('serves an entity from the cache only while its locked row is the version the cache holds', async () => {
+  it('serves an entity from the cache only while its row is the version the cache holds', async () => {
     const known = new EntityStateCache();
     const first = obs('deposit', 'k1', 'PENDING', 1);
     await withLedgerTransaction(t.db, (trx) => applyObservations(trx, [first], { known }));
@@ -87,7 +87,7 @@ describe('entity state cache', () => {
     expect(fromTables.mirrors.get(key)?.intent?.amount).toBe(10_000n);
 
     // A pending intent (written ahead of its creation call, no entity id yet), linked by its reference:
-    // its completion changes the record without writing the mirror row, so it is read with every lock.
+    // its completion changes the record without writing the mirror row, so it is read with every batch.
     const pendingKey = refKey(ref('k6'));
     await withLedgerTransaction(t.db, (trx) =>
       recordIntents(trx, [intent('deposit', 'k6', 10_000n, { entityId: null, outcome: 'unknown' })]),
@@ -282,18 +282,18 @@ describe('entity state cache', () => {
       WHERE entity_id IN ('v1', 'v2', 'v3', 'v4', 'v5') ORDER BY entity_id`.execute(t.db);
     expect(rows).toHaveLength(5);
     for (const row of rows) expect(known.get(refKey(ref(row.entity_id)))?.version).toBe(row.version);
-    // The locked rows as read whole (no cache): each with its own row's ctid, version and flags.
+    // The rows as read whole (no cache): each with its own row's ctid, version and flags.
     const state = await t.db
       .transaction()
       .execute((trx) => loadBatch(trx, ['v1', 'v2', 'v3', 'v4', 'v5', 'v6'].map(ref)));
     expect(state.mirrors.has(refKey(ref('v6')))).toBe(false);
-    const locked = rows.map((row) => {
+    const read = rows.map((row) => {
       const m = state.mirrors.get(refKey(ref(row.entity_id)))!;
       expect(m.tid).toBe(row.tid);
       expect(m.version).toBe(row.version);
       return [m.entityId, m.status, m.everCompleted, m.everEarlyReleased, m.test, m.crypto];
     });
-    expect(locked).toEqual([
+    expect(read).toEqual([
       ['v1', 'COMPLETED', true, false, true, false],
       ['v2', 'PENDING', false, false, false, true],
       ['v3', 'COMPLETED', true, false, false, true],

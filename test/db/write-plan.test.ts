@@ -1,9 +1,10 @@
 /**
  * The ledger's read (`loadBatch`) and write statements (`writeStatement`: the claim and the rest) find every
- * row they read, update or delete by a key probe or by the `ctid` read with the row, whatever the size of the tables when the server planned it: a
- * prepared statement keeps its generic plan for as long as the connection lives, so a plan made on a
- * new, empty database that hashed a whole table (the planner's choice for small tables, for `mirrors`
- * joined to its rows by `ctid` directly) would scan that table in every batch once it has grown.
+ * row they read, update or delete by a key probe or by the `ctid` read with the row, whatever the size of
+ * the tables when the server planned it: a prepared statement keeps its generic plan for as long as the
+ * connection lives, so a plan made on a new, empty database that hashed a whole table (the planner's choice
+ * for small tables, for `mirrors` joined to its rows by `ctid` directly) would scan that table in every
+ * batch once it has grown.
  * auto_explain reports each plan to this connection as a notice; `force_generic_plan` makes the server
  * plan the statement as it will after five executions, here on tables never analyzed and almost empty.
  */
