@@ -1066,8 +1066,11 @@ export class MirrorMoved extends Error {
 export interface BatchWrite {
   /** `claimStatement`'s; null when the batch read no row it writes. */
   claim: RawBuilder<ClaimRow> | null;
-  /** `writeStatement`'s; null when there is nothing else to write. */
-  statement: RawBuilder<WriteRow> | null;
+  /**
+   * `writeStatement`'s, built when called (once, after the claim is sent: see `pipelined`); null when there
+   * is nothing else to write.
+   */
+  statement: () => RawBuilder<WriteRow> | null;
   /** Throws `MirrorMoved` when a claim failed. */
   result(claimRows: readonly ClaimRow[], rows: readonly WriteRow[]): WriteResult;
 }
@@ -1131,7 +1134,7 @@ export function writeStatement(writes: BatchWrites): BatchWrite {
   const { history, entries, mirrors, held } = writes;
   const versions = new Array<string>(mirrors.length);
   if (history.length === 0 && entries.length === 0 && mirrors.length === 0 && held.length === 0) {
-    return { claim: null, statement: null, result: () => ({ recorded: 0, booked: 0, versions }) };
+    return { claim: null, statement: () => null, result: () => ({ recorded: 0, booked: 0, versions }) };
   }
   const accounts = new Map<string, AccountRow>();
   const postings: PostingRow[] = [];
@@ -1185,16 +1188,35 @@ export function writeStatement(writes: BatchWrites): BatchWrite {
   // Nothing else to write: only the claim is sent.
   const rest =
     history.length > 0 || entries.length > 0 || inserts.length > 0 || polls.length > 0 || unpolled.length > 0;
-  // Built synchronously; the details encoded for them (a fresh reading's, in its history row and its mirror
-  // row) are forgotten once both are built, whatever happens.
-  const [claim, statement] = (() => {
+  // The details are stringified once for both statements (a fresh reading's, in its history row and its
+  // mirror row): the claim is built now, the rest when `pipelined` has sent the claim (the server runs the
+  // claim while the client encodes the rest), and the texts are forgotten once both are built.
+  detailsTexts.clear();
+  let claim: RawBuilder<ClaimRow> | null;
+  try {
+    claim = claimStatement(updates, held);
+  } catch (err) {
+    detailsTexts.clear();
+    throw err;
+  }
+  // Only what the rest needs is kept until it is built, then dropped (not kept alive across the statements).
+  let pending: {
+    history: readonly HistoryRow[];
+    entries: readonly EntryToBook[];
+    postings: readonly PostingRow[];
+    polls: readonly PollRow[];
+    unpolled: readonly PollRow[];
+    accountRows: readonly AccountRow[];
+    merchants: ReadonlySet<string>;
+  } | null = rest ? { history, entries, postings, polls, unpolled, accountRows, merchants } : null;
+  const statement = (): RawBuilder<WriteRow> | null => {
+    const w = pending;
+    pending = null;
     try {
-      return [
-        claimStatement(updates, held),
-        rest
-          ? prepared(sql<WriteRow>`
+      return w
+        ? prepared(sql<WriteRow>`
     WITH ma AS (
-      INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...merchants].sort())}::text[]) ON CONFLICT DO NOTHING
+      INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...w.merchants].sort())}::text[]) ON CONFLICT DO NOTHING
     ), h AS (
       INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
         observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
@@ -1202,7 +1224,7 @@ export function writeStatement(writes: BatchWrites): BatchWrite {
       SELECT event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at, stale,
         illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
         payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
-      FROM ${rowsSource(history, HISTORY_COLUMNS)}
+      FROM ${rowsSource(w.history, HISTORY_COLUMNS)}
       WHERE NOT EXISTS (SELECT 1 FROM status_history x WHERE x.event_id = v.event_id OFFSET 0)
       RETURNING 1
     ), mi AS (
@@ -1214,7 +1236,7 @@ export function writeStatement(writes: BatchWrites): BatchWrite {
       INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
       SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mi WHERE mi.watch IS NOT NULL
     ), ps AS (
-      SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(polls, POLL_COLUMNS)}
+      SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(w.polls, POLL_COLUMNS)}
         LEFT JOIN LATERAL (
           SELECT x.ctid AS tid, x.next_poll_at AS next FROM poll_schedule x
           WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) x ON true
@@ -1229,39 +1251,38 @@ export function writeStatement(writes: BatchWrites): BatchWrite {
       SELECT a, k, i, t FROM ps WHERE ps.tid IS NULL
       ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
     ), pd AS (
-      DELETE FROM poll_schedule s USING ${rowsSource(unpolled, POLL_COLUMNS)}
+      DELETE FROM poll_schedule s USING ${rowsSource(w.unpolled, POLL_COLUMNS)}
         CROSS JOIN LATERAL (
           SELECT x.ctid AS tid FROM poll_schedule x
           WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) t
       WHERE s.ctid = t.tid
     ), a AS (
       INSERT INTO ledger_accounts (merchant_account, currency, book, name)
-      SELECT a, c, b, n FROM ${rowsSource(accountRows, ACCOUNT_COLUMNS)}
+      SELECT a, c, b, n FROM ${rowsSource(w.accountRows, ACCOUNT_COLUMNS)}
       ON CONFLICT DO NOTHING
     ), e AS (
       INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
         book, currency, amount, fee_currency, fee_amount, effective_at, memo)
       SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
         amount, fee_currency, fee_amount, effective_at, memo
-      FROM ${rowsSource(entries, ENTRY_COLUMNS)}
+      FROM ${rowsSource(w.entries, ENTRY_COLUMNS)}
       WHERE NOT EXISTS (SELECT 1 FROM journal_entries x WHERE x.idempotency_key = v.idempotency_key OFFSET 0)
       RETURNING id, idempotency_key, merchant_account, book
     ), p AS (
       INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
       SELECT e.id, e.merchant_account, v.c, e.book, v.n, v.x
-      FROM ${rowsSource(postings, POSTING_COLUMNS)}
+      FROM ${rowsSource(w.postings, POSTING_COLUMNS)}
         JOIN e ON e.idempotency_key = v.k
       ORDER BY e.id, v.o
     )
     SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
       (SELECT json_agg(json_build_array(merchant_account, entity_kind, entity_id, version)) FROM mi)
         AS inserted_versions`)
-          : null,
-      ] as const;
+        : null;
     } finally {
       detailsTexts.clear();
     }
-  })();
+  };
   // Only the counts of the claims are kept across the statements (the rows are encoded in them).
   const claiming = { updates: updates.length, held: held.length };
   return {

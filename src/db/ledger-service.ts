@@ -19,7 +19,7 @@ import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
 import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
-import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
+import { type ExceptionToRaise, type RaiseStatement, raiseExceptions, raiseStatement } from './exceptions.ts';
 import {
   type CrossEntityRows,
   crossEntityRead,
@@ -421,25 +421,35 @@ async function reconcile(
   out.history = [];
   out.entries = [];
   out.mirrors = [];
-  // The claim of the rows read, the write, then what stops polling the frozen entities and the
-  // cross-entity checks' read (which sees the mirrors as written), in one round trip: none of them needs
-  // another's result, and each statement's snapshot is taken after the one before it ran, so the write
-  // sees every row committed before the claim took its locks. A claim that failed (`MirrorMoved`) rolls
-  // the batch back, and `withLedgerTransaction` runs it again from a new read.
+  // The claim of the rows read, the write, then what stops polling the frozen entities, the cross-entity
+  // checks' read (which sees the mirrors as written) and the raising of the plans' exceptions (whose facts
+  // are read from the mirrors as written), in one round trip: none of them needs another's result, and
+  // each statement's snapshot is taken after the one before it ran, so the write sees every row committed
+  // before the claim took its locks. The write and the raise are built while the server runs the claim
+  // (`pipelined`). A claim that failed (`MirrorMoved`) rolls the batch back, and `withLedgerTransaction`
+  // runs it again from a new read. The exceptions the cross-entity checks find (their own types, none a
+  // plan raises) are raised after: the rows of each raise are locked in key order, and every transaction
+  // raises the plans' types before these, so two batches still lock exception rows in one order.
   const stop = stopPollingStatement(out.frozen);
   const cross = crossEntityChecks(out.newDeposits, out.touchedRefunds);
-  const [claimRows, writeRows, , crossRows] = await pipelined(trx, [
+  const raise: { built: RaiseStatement | null } = { built: null };
+  const [claimRows, writeRows, , crossRows, raiseRows] = await pipelined(trx, [
     write.claim,
     write.statement,
     stop.statement,
     cross.statement,
+    () => {
+      raise.built = raiseStatement(out.raised, now, rules);
+      return raise.built.statement;
+    },
   ]);
   const written = write.result(claimRows, writeRows);
   result.entriesBooked = written.booked;
   if (known) remember(known, keys, loaded, out, written, sent);
   step('write');
-  out.raised.push(...cross.result(crossRows));
-  result.exceptionsRaised = await raiseExceptions(trx, out.raised, now, rules);
+  result.exceptionsRaised =
+    (raise.built === null ? 0 : await raise.built.finish(trx, raiseRows)) +
+    (await raiseExceptions(trx, cross.result(crossRows), now, rules));
   step('exceptions');
   if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
     options.logger?.debug({ module: 'ledger', ...result }, 'ledger batch applied');

@@ -97,6 +97,42 @@ describe('pipelined', () => {
       await s.end();
     }
   });
+  it('builds a statement given as a function once the ones before it are issued, and stops at one that throws', async () => {
+    const s = spied();
+    try {
+      await s.db.connection().execute(async (c) => {
+        await sql`SELECT 1`.execute(c);
+        s.issued.length = 0;
+        let issuedBefore = -1;
+        const [slept, built, none] = await pipelined(c, [
+          sql<{ a: number }>`SELECT 1 AS a FROM pg_sleep(0.05)`,
+          () => {
+            issuedBefore = s.issued.length;
+            return sql<{ b: number }>`SELECT 2 AS b`;
+          },
+          () => null,
+        ]);
+        expect(issuedBefore).toBe(1);
+        expect([slept, built, none]).toEqual([[{ a: 1 }], [{ b: 2 }], []]);
+        expect(s.issued.map((q) => q.unanswered)).toEqual([0, 1]);
+
+        s.issued.length = 0;
+        const failing = pipelined(c, [
+          sql`SELECT 1`,
+          () => {
+            throw new Error('not built');
+          },
+          sql`SELECT 3`,
+        ]);
+        await expect(failing).rejects.toThrow('not built');
+        // The statement before it was sent and answered; none after it was sent.
+        expect(s.issued.map((q) => q.text)).toEqual(['SELECT 1']);
+        expect((await sql<{ n: number }>`SELECT 4 AS n`.execute(c)).rows).toEqual([{ n: 4 }]);
+      });
+    } finally {
+      await s.end();
+    }
+  });
 });
 
 describe('a transaction’s opening', () => {
