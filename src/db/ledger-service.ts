@@ -416,8 +416,9 @@ async function reconcile(
       held.push({ account: m.account, kind: m.kind, entityId: m.entityId, tid: m.tid, xmin: m.xmin });
   }
   const write = writeStatement({ history: out.history, entries: out.entries, mirrors: out.mirrors, held });
-  // The rows sent are not needed while the statement runs (`writeStatement` has encoded them): not kept
-  // alive across it, so a collection of the young generation meanwhile does not copy them.
+  // The rows sent are not needed while the statements run (`writeStatement` keeps them only until it has
+  // encoded them): not kept alive across them, so a collection of the young generation meanwhile does not
+  // copy them.
   out.history = [];
   out.entries = [];
   out.mirrors = [];
@@ -445,11 +446,21 @@ async function reconcile(
   ]);
   const written = write.result(claimRows, writeRows);
   result.entriesBooked = written.booked;
-  if (known) remember(known, keys, loaded, out, written, sent);
+  // The cross-entity exceptions' raise goes out first (it is sent when called): the server runs it while
+  // the client keeps what the batch wrote.
+  const crossRaised = raiseExceptions(trx, cross.result(crossRows), now, rules);
+  try {
+    if (known) remember(known, keys, loaded, out, written, sent);
+  } catch (err) {
+    crossRaised.catch(() => undefined);
+    throw err;
+  }
   step('write');
-  result.exceptionsRaised =
-    (raise.built === null ? 0 : await raise.built.finish(trx, raiseRows)) +
-    (await raiseExceptions(trx, cross.result(crossRows), now, rules));
+  const [planned, crossed] = await Promise.all([
+    raise.built === null ? 0 : raise.built.finish(trx, raiseRows),
+    crossRaised,
+  ]);
+  result.exceptionsRaised = planned + crossed;
   step('exceptions');
   if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
     options.logger?.debug({ module: 'ledger', ...result }, 'ledger batch applied');
