@@ -40,7 +40,7 @@
  *   named; in workbooks a column so headed); PEM `-----BEGIN ... KEY-----` blocks.
  * - `ignore(hit)`: drop a known false positive (say why where you use it).
  * - `stats`: an object filled with what was scanned and how long each part took (figures for
- *   RELIABILITY.md).
+ *   docs/reliability.md).
  */
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';

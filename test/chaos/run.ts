@@ -1,6 +1,6 @@
 /**
  * `npm run chaos`: the chaos soak at full size (CHAOS_ENTITIES, default 100,000; test/chaos/soak.ts). Prints
- * its figures, writes them into the "Chaos soak" section of RELIABILITY.md (replacing the previous run's),
+ * its figures, writes them into the "Chaos soak" section of docs/reliability.md (replacing the previous run's),
  * and exits non-zero when an end condition of the issue does not hold.
  *
  * The creations are spread over the first CHAOS_CREATE_OVER_HOURS provider hours (default 168, seven of
@@ -57,7 +57,7 @@ const failed = failedChecks(figures, plan);
 process.stdout.write(`${describeFigures(figures).join('\n')}\n`);
 process.stdout.write(failed.length === 0 ? 'chaos: passed\n' : `chaos: FAILED\n  ${failed.join('\n  ')}\n`);
 
-const path = join(import.meta.dirname, '../../RELIABILITY.md');
+const path = join(import.meta.dirname, '../../docs/reliability.md');
 writeFileSync(path, withSection(readFileSync(path, 'utf8'), section(figures, failed)));
 process.stdout.write(`chaos: figures written to ${path}\n`);
 process.exit(failed.length === 0 ? 0 : 1);
