@@ -96,6 +96,16 @@ function check(result: MigrationResultSet, what: string): string[] {
   if (result.error) {
     const tls = databaseTlsFailure(result.error);
     if (tls) throw new AppError('CONFIG_INVALID', tls, { cause: result.error, retryable: false });
+    const unknown = /previously executed migration (\S+) is missing/.exec(String(result.error))?.[1];
+    if (unknown) {
+      throw new AppError(
+        'CONFLICT',
+        `database: it ran migration ${unknown}, which this code does not have (newer code's, or one the ` +
+          `baseline ${Object.keys(MIGRATIONS)[0]} replaced: such a database is re-created, dropped and then ` +
+          `\`payrecon db migrate\`)`,
+        { cause: result.error, retryable: false },
+      );
+    }
     throw new AppError('DATABASE_UNAVAILABLE', `${what} failed: ${String(result.error)}`, {
       cause: result.error,
       retryable: false,

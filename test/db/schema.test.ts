@@ -373,8 +373,8 @@ describe("the mirrors' sets", () => {
   });
 
   it('are indexed on the side table, so a status change leaves the indexes of mirrors alone', async () => {
-    // No index of mirrors reads the status or the sets (key, expression or predicate): a status change
-    // inside the indexed columns' values is a HOT update, with room for it on the page.
+    // No index of mirrors reads the status or the sets (key, expression or predicate), so a reading that
+    // changes only those can update the row HOT, and fillfactor leaves the page room for it.
     const defs = await sql<{ def: string }>`
       SELECT indexdef AS def FROM pg_indexes WHERE tablename = 'mirrors' AND schemaname = current_schema()`.execute(
       t.db,
@@ -397,5 +397,24 @@ describe("the mirrors' sets", () => {
       'mirror_watches_open_ix',
       'mirror_watches_pk',
     ]);
+  });
+});
+
+describe('a database made by migrations this code does not have', () => {
+  it('is refused in one line that says it is re-created', async () => {
+    const other = await createTestDatabase();
+    try {
+      await sql`INSERT INTO kysely_migration (name, timestamp) VALUES ('20261121T1040_ledger', now()::text)`.execute(
+        other.db,
+      );
+      await expect(migrateToLatest(other.db)).rejects.toMatchObject({
+        code: 'CONFLICT',
+        message: expect.stringMatching(
+          /^database: it ran migration 20261121T1040_ledger, which this code does not have \(.*re-created.*\)$/,
+        ),
+      });
+    } finally {
+      await other.drop();
+    }
   });
 });
