@@ -6,10 +6,12 @@
  *
  * Conventions: statuses and kinds are text with named CHECK constraints, never enums; money is
  * numeric(22, 2) (amounts of one entity) or numeric (sums); constraints and indexes are named
- * `<table>_<what>_{pk,fk,uq,ck,ix}`, triggers `<table>_<what>_trg`. Text keys that are only ever looked up
+ * `<table>_<what>_{pk,fk,uq,ck,ix}` (`_brin` a BRIN index), triggers `<table>_<what>_trg`; a trigger that
+ * refuses a row raises under a constraint name of its own (`postings_balanced`, `ledger_immutable` ...),
+ * which the error carries as a constraint violation's would. Text keys that are only ever looked up
  * by equality and that the ledger's write path inserts into on every batch use `text_pattern_ops` (bytes
  * compared instead of strcoll under the database's collation; equality is the same, the database's
- * collations being deterministic), which makes them unique indexes rather than constraints (a constraint
+ * collations being deterministic), which makes the unique ones indexes rather than constraints (a constraint
  * cannot name an operator class). `mirrors` and `poll_schedule` keep room on each page (`fillfactor`) so
  * that updates that change no indexed column stay HOT. Nothing is analyzed here: an empty table must keep
  * the planner's never-analyzed minimum size, or the write statement's first plans (and the generic plan the
@@ -20,9 +22,10 @@
 import { type Kysely, sql } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  // Merchant accounts and their ledger accounts. An account name belongs to one book: the test book
-  // mirrors the live one (so a refund of a test deposit never touches live money), the crypto book has
-  // its own. Ledger accounts, like entries and postings, are never changed or deleted.
+  // Merchant accounts and their ledger accounts. An account name belongs to one book: the test book has
+  // counterparts of the live accounts (a refund of a test deposit reserves, settles and reverses in it,
+  // never touching live money), the crypto book has its own. Ledger accounts, like entries and postings,
+  // are never changed or deleted.
   await sql`
     CREATE FUNCTION ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -443,7 +446,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // moving the next poll does not touch `mirrors`. The poller's index holds `due_from`, the hour the next
   // poll falls in (never later than `next_poll_at`), not the instant: a reschedule inside the same hour
   // changes no indexed column and is HOT. The poller asks for `due_from <= now AND next_poll_at <= now`
-  // in the order `due_from, next_poll_at, entity_id`. `poll_attempts` stays on the mirror.
+  // in the order `due_from, next_poll_at, entity_id`. The attempts so far are on the mirror
+  // (`poll_attempts`, not indexed).
   await sql`
     CREATE TABLE poll_schedule (
       merchant_account text NOT NULL,
@@ -577,7 +581,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       FOR EACH ROW EXECUTE FUNCTION closes_frozen();
   `.execute(db);
 
-  // Alerts leave through the outbox, written in the ledger's transaction and published to Kafka after;
+  // Alerts leave through the outbox, written in the transaction that raised them and published after;
   // its key is `<kind>:<entity id>`, so the alerts a payment raised are found by it. The dispatcher
   // consumes them at least once, so it records each (alert, sink) delivery and skips the pairs present.
   await sql`
@@ -606,7 +610,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     );
   `.execute(db);
 
-  // Scheduled jobs claim each run by its key (one instance runs it), and report runs record what each
+  // Scheduled jobs claim each period's run by its key (the insert that wins runs it), and report runs record what each
   // workbook run was asked, what it produced (files, row counts per sheet, the workbook's SHA-256) and
   // how far it got.
   await sql`
