@@ -164,8 +164,8 @@ export async function listPayments(
   after: PaymentCursor | null,
 ): Promise<PaymentRow[]> {
   const f = filter;
-  // The status's set (`mirror_watch`, migration 20261126T1100_mirror_watch): a status in one is read from
-  // the set's side rows (migration 20261127T0100_mirror_watches) instead of every mirror.
+  // The status's set (`mirror_watch`): a status in one is read from
+  // the set's side rows (`mirror_watches`) instead of every mirror.
   const set =
     f.status !== undefined && f.kind !== undefined
       ? ((await sql<{ set: string | null }>`SELECT mirror_watch(${f.kind}, ${f.status}) AS set`.execute(db))

@@ -1,5 +1,5 @@
 /**
- * Daily balance snapshots per ledger account (migration 20261124T1310_balance_snapshots): the row at a UTC
+ * Daily balance snapshots per ledger account (`ledger_balance_snapshots`): the row at a UTC
  * midnight holds the sum of the account's postings created before it. `takeBalanceSnapshots` writes the
  * missing days from each account's latest snapshot (or its first posting) up to the last midnight that
  * is at least `SETTLE_MS` old, so no transaction still in flight can post before it (a posting's

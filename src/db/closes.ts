@@ -1,6 +1,6 @@
 /**
  * The month close (issue 18 point 3): the figures of one merchant account, currency and month, and the
- * signed, frozen record of them (`closes`, migrations 20261124T1200_api and 20261125T0110_closes).
+ * signed, frozen record of them (`closes`).
  *
  * Periods use booking time (`created_at`), like the settlement workbook and the daily snapshots, so a
  * period's figures never change once it is over: opening and closing balances are the latest daily
@@ -112,7 +112,7 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
         AND e.merchant_account = ${s.merchantAccount} AND e.book = 'live' AND e.entity_kind IN ('cashout', 'refund')
         AND x.currency = ${s.currency} AND x.account = 'reserved'
       UNION
-      -- the open cashouts and refunds (mirror_watches_in_flight_ix, migration 20261127T0100_mirror_watches)
+      -- the open cashouts and refunds (mirror_watches_in_flight_ix)
       SELECT m.entity_kind, m.entity_id FROM mirror_watches w
       JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
       WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])

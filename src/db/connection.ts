@@ -5,76 +5,20 @@
 import { Kysely, type Migration, type MigrationResultSet, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { AppError } from '../domain/errors.ts';
-import * as m20261121T1040 from './migrations/20261121T1040_ledger.ts';
-import * as m20261121T1200 from './migrations/20261121T1200_report_runs_detail.ts';
-import * as m20261121T1300 from './migrations/20261121T1300_alert_deliveries.ts';
-import * as m20261121T1400 from './migrations/20261121T1400_ledger_set_checks.ts';
-import * as m20261121T1500 from './migrations/20261121T1500_test_book_refunds.ts';
-import * as m20261124T1100 from './migrations/20261124T1100_exception_facts.ts';
-import * as m20261124T1200 from './migrations/20261124T1200_api.ts';
-import * as m20261124T1300 from './migrations/20261124T1300_running_balances.ts';
-import * as m20261124T1310 from './migrations/20261124T1310_balance_snapshots.ts';
-import * as m20261124T1320 from './migrations/20261124T1320_outbox_entity.ts';
-import * as m20261124T1330 from './migrations/20261124T1330_verify_recent.ts';
-import * as m20261125T0110 from './migrations/20261125T0110_closes.ts';
-import * as m20261125T0120 from './migrations/20261125T0120_charts.ts';
-import * as m20261125T0150 from './migrations/20261125T0150_scale_lookups.ts';
-import * as m20261125T0155 from './migrations/20261125T0155_bank_reference.ts';
-import * as m20261125T0160 from './migrations/20261125T0160_lookup_indexes.ts';
-import * as m20261126T1100 from './migrations/20261126T1100_mirror_watch.ts';
-import * as m20261126T1101 from './migrations/20261126T1101_in_flight_index.ts';
-import * as m20261126T1300 from './migrations/20261126T1300_byte_order_keys.ts';
-import * as m20261126T2100 from './migrations/20261126T2100_mirror_keys.ts';
-import * as m20261126T2200 from './migrations/20261126T2200_poll_schedule_keys.ts';
-import * as m20261126T2300 from './migrations/20261126T2300_ledger_insert_keys.ts';
-import * as m20261126T2310 from './migrations/20261126T2310_postings_triggers_probe.ts';
-import * as m20261126T03311 from './migrations/20261126T03311_outcome_unknown_index.ts';
-import * as m20261126T04183 from './migrations/20261126T04183_postings_check_one_pass.ts';
-import * as m20261126T04184 from './migrations/20261126T04184_interactive_indexes.ts';
-import * as m20261126T04364 from './migrations/20261126T04364_stuck_sweep_index.ts';
-import * as m20261126T04516 from './migrations/20261126T04516_balance_movements.ts';
-import * as m20261126T04566 from './migrations/20261126T04566_movements_covering.ts';
-import * as m20261126T06251 from './migrations/20261126T06251_poll_schedule.ts';
-import * as m20261126T06552 from './migrations/20261126T06552_postings_triggers_lean.ts';
-import * as m20261127T0100 from './migrations/20261127T0100_mirror_watches.ts';
-import * as m20261127T0200 from './migrations/20261127T0200_postings_account_index_dropped.ts';
+import * as m20261128T205022Z from './migrations/20261128T205022Z_baseline.ts';
 import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
+/**
+ * Every migration, in the order it was added. A migration is named `<UTC instant>_<what>`, the instant as
+ * `YYYYMMDDTHHMMSSZ` (when it was written, to the second): the names then sort in the order they were
+ * added, which is the order the migrator runs them in (test/db/migration-names.test.ts holds it). To add
+ * one: a file `src/db/migrations/<instant>_<what>.ts` exporting `up` and `down`, imported above and listed
+ * last here. The first, the baseline, is the whole schema as it stood before the first release; a
+ * database made by the migrations it replaced is re-created (dropped, then migrated).
+ */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
-  '20261121T1040_ledger': m20261121T1040,
-  '20261121T1200_report_runs_detail': m20261121T1200,
-  '20261121T1300_alert_deliveries': m20261121T1300,
-  '20261121T1400_ledger_set_checks': m20261121T1400,
-  '20261121T1500_test_book_refunds': m20261121T1500,
-  '20261124T1100_exception_facts': m20261124T1100,
-  '20261124T1200_api': m20261124T1200,
-  '20261124T1300_running_balances': m20261124T1300,
-  '20261124T1310_balance_snapshots': m20261124T1310,
-  '20261124T1320_outbox_entity': m20261124T1320,
-  '20261124T1330_verify_recent': m20261124T1330,
-  '20261125T0110_closes': m20261125T0110,
-  '20261125T0120_charts': m20261125T0120,
-  '20261125T0150_scale_lookups': m20261125T0150,
-  '20261125T0155_bank_reference': m20261125T0155,
-  '20261125T0160_lookup_indexes': m20261125T0160,
-  '20261126T03311_outcome_unknown_index': m20261126T03311,
-  '20261126T04183_postings_check_one_pass': m20261126T04183,
-  '20261126T04184_interactive_indexes': m20261126T04184,
-  '20261126T04364_stuck_sweep_index': m20261126T04364,
-  '20261126T04516_balance_movements': m20261126T04516,
-  '20261126T04566_movements_covering': m20261126T04566,
-  '20261126T06251_poll_schedule': m20261126T06251,
-  '20261126T06552_postings_triggers_lean': m20261126T06552,
-  '20261126T1100_mirror_watch': m20261126T1100,
-  '20261126T1101_in_flight_index': m20261126T1101,
-  '20261126T1300_byte_order_keys': m20261126T1300,
-  '20261126T2100_mirror_keys': m20261126T2100,
-  '20261126T2200_poll_schedule_keys': m20261126T2200,
-  '20261126T2300_ledger_insert_keys': m20261126T2300,
-  '20261126T2310_postings_triggers_probe': m20261126T2310,
-  '20261127T0100_mirror_watches': m20261127T0100,
-  '20261127T0200_postings_account_index_dropped': m20261127T0200,
+  '20261128T205022Z_baseline': m20261128T205022Z,
 };
 
 export interface OpenDatabaseOptions {
@@ -152,6 +96,16 @@ function check(result: MigrationResultSet, what: string): string[] {
   if (result.error) {
     const tls = databaseTlsFailure(result.error);
     if (tls) throw new AppError('CONFIG_INVALID', tls, { cause: result.error, retryable: false });
+    const unknown = /previously executed migration (\S+) is missing/.exec(String(result.error))?.[1];
+    if (unknown) {
+      throw new AppError(
+        'CONFLICT',
+        `database: it ran migration ${unknown}, which this code does not have (newer code's, or one the ` +
+          `baseline ${Object.keys(MIGRATIONS)[0]} replaced: such a database is re-created, dropped and then ` +
+          `\`payrecon db migrate\`)`,
+        { cause: result.error, retryable: false },
+      );
+    }
     throw new AppError('DATABASE_UNAVAILABLE', `${what} failed: ${String(result.error)}`, {
       cause: result.error,
       retryable: false,

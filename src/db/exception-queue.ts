@@ -73,7 +73,7 @@ export interface QueueRow {
   resolvedBy: string | null;
   resolvedAt: Date | null;
   resolutionNote: string | null;
-  /** When a new fact reopened it, what changed, and what it was before (migration 20261124T1100). */
+  /** When a new fact reopened it, what changed, and what it was before. */
   reopenedAt: Date | null;
   reopenReason: string | null;
   previous: Record<string, unknown> | null;
@@ -173,7 +173,7 @@ function queueRowOf(r: QueueDbRow): QueueRow {
 function queueWhere(f: QueueFilter, now: Date, sla: SlaTable, withAge = true): RawBuilder<unknown> {
   const bucket = withAge && f.age ? AGE_BUCKETS.find((b) => b.key === f.age) : undefined;
   // The unresolved states as literals (constants): the planner matches them to the partial index of
-  // unresolved exceptions (migration 20261126T04184_interactive_indexes) instead of walking every resolved one.
+  // unresolved exceptions (`exceptions_unresolved_ix`) instead of walking every resolved one.
   const states = f.state ? sql.join([f.state]) : sql.join(UNRESOLVED_STATES.map((s) => sql.lit(s)));
   return sql`x.state IN (${states})
        ${f.type !== undefined ? sql`AND x.type = ${f.type}` : sql``}

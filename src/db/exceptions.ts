@@ -375,7 +375,7 @@ export async function sweepExceptions(
     expires_at: Date | null;
   }>`
     SELECT m.merchant_account, m.entity_kind, m.entity_id, m.status, m.status_since, m.expires_at
-    -- The open mirrors (mirror_watches_open_ix, migration 20261127T0100_mirror_watches), of them the unfinished ones.
+    -- The open mirrors (mirror_watches_open_ix), of them the unfinished ones.
     FROM mirror_watches w
     JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
     WHERE w.watch = 'open' AND ((m.entity_kind = 'deposit' AND m.status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION',

@@ -1,9 +1,9 @@
 /**
  * A ledger account's postings in a time range, without an index on the postings' account and time (issue
- * 21 point 4: `postings_account_ix` was the costliest index a posting insert maintained; migration
- * 20261127T0200_postings_account_index_dropped). The range is read as the whole UTC days and hours inside it
- * from `ledger_movements` (per account, effect, direction and bucket: migration
- * 20261126T04516_balance_movements, kept by the postings' trigger in the transaction that posts), and only
+ * 21 point 4: `postings_account_ix` was the costliest index a posting insert maintained, and is
+ * gone). The range is read as the whole UTC days and hours inside it
+ * from `ledger_movements` (per account, effect, direction and bucket,
+ * kept by the postings' trigger in the transaction that posts), and only
  * what is left of an hour at either end from the postings themselves: the entries created then, by their
  * creation time (`journal_entries_created_ix`), each one's postings by its key (`postings_entry_ix`). A
  * posting's `created_at` is its entry's: both are their transaction's `now()` (the write statement inserts

@@ -40,7 +40,7 @@ export const RUNNING_BALANCE = sql`coalesce((SELECT b.balance FROM ledger_balanc
 /**
  * Balance of every ledger account (accounts with no postings yet show zero). Now (no `at`, or an instant
  * not in the past) reads the running balances, one row per account kept by the postings' trigger
- * (migration 20261124T1300_running_balances); an earlier instant is the latest daily snapshot at or
+ * (`ledger_balances`); an earlier instant is the latest daily snapshot at or
  * before it plus what moved since (`balanceAsOf`, src/db/ledger-periods.ts).
  */
 export async function balances(db: Db, filter: BalanceFilter = {}): Promise<BalanceRow[]> {
@@ -145,7 +145,7 @@ export async function inFlight(db: Db, merchantAccount?: string): Promise<InFlig
   }>`
     SELECT m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.status, m.status_since, m.currency,
       m.amount::text
-    -- The open cashouts and refunds (mirror_watches_in_flight_ix, migration 20261127T0100_mirror_watches).
+    -- The open cashouts and refunds (mirror_watches_in_flight_ix).
     FROM mirror_watches w
     JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
     WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status IN (${IN_FLIGHT_LITERALS})
@@ -316,9 +316,9 @@ export async function scheduleLateRejectionChecks(
   const later = new Date(now.getTime() + rules.completedRecheckMs);
   // Only the schedule is written; the mirror rows are locked first, in key order (as the ledger locks
   // them), so that this queues behind a batch that reschedules the same entity instead of racing it.
-  // `watch` and `watch_at` are generated from the status (migration 20261126T1100_mirror_watch): a
+  // `watch` and `watch_at` are generated from the status (`mirror_watch`): a
   // completed cashout or refund and its completed_at, a cancelled deposit and its status_since; looked up
-  // in `mirror_watches` (migration 20261127T0100_mirror_watches), sorted by key, and each mirror row then
+  // in `mirror_watches`, sorted by key, and each mirror row then
   // found by one key probe and locked (a LATERAL subquery, OFFSET 0: joined directly, the planner hashed a
   // scan of every mirror, 0.7 s at 200,000 payments), its set checked again on the locked version.
   const result = await sql`
@@ -389,8 +389,8 @@ export interface InFlightCount {
 
 /**
  * Cashouts and refunds in flight per merchant account, currency and test flag (groups with some in flight).
- * Read from the side table's index of open cashouts and refunds alone (index-only: migration
- * 20261127T0100_mirror_watches): an open cashout or refund is one in flight, no more, no less
+ * Read from the side table's index of open cashouts and refunds alone (index-only:
+ * `mirror_watches_in_flight_ix`): an open cashout or refund is one in flight, no more, no less
  * (`mirror_watch`; test/db/mirror-watch-domain.test.ts holds it to the domain's `PAYOUT_IN_FLIGHT`).
  */
 export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {

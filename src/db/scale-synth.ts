@@ -539,7 +539,7 @@ export async function synthesizeScale(db: Db, options: ScaleSynthOptions): Promi
       }
     });
   await Promise.all(Array.from({ length: workers }, worker));
-  // The mirrors' sets (migration 20261127T0100_mirror_watches), from the generated columns, in one pass.
+  // The mirrors' sets (`mirror_watches`), from the generated columns, in one pass.
   await timed('mirror watches', () =>
     sql`
       INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)

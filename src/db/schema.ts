@@ -39,7 +39,7 @@ export interface LedgerAccountsTable {
   created_at: GeneratedTimestamp;
 }
 
-/** The running balance of one ledger account (migration 20261124T1300_running_balances, kept by trigger). */
+/** The running balance of one ledger account (kept by the postings' trigger). */
 export interface LedgerBalancesTable {
   merchant_account: string;
   currency: string;
@@ -52,7 +52,7 @@ export interface LedgerBalancesTable {
 /**
  * Movements of a ledger account per effect, direction and UTC day (`hours` 24) or hour (`hours` 1)
  * starting at `bucket`: the sums of its postings in (positive) and out (negative), kept by the postings'
- * trigger (migration 20261126T04516_balance_movements).
+ * trigger.
  */
 export interface LedgerMovementsTable {
   merchant_account: string;
@@ -182,8 +182,8 @@ export interface MirrorsTable {
   /**
    * Generated from the kind and status: the set the mirror is looked up in ('open': not final or in flight;
    * 'completed': a completed cashout or refund; 'cancelled': a cancelled deposit; else null)
-   * (migration 20261126T1100_mirror_watch). Not indexed: the readers look the sets up in `mirror_watches`
-   * (migration 20261127T0100_mirror_watches), which the ledger's write statement keeps equal to it.
+   * (SQL function `mirror_watch`). Not indexed: the readers look the sets up in `mirror_watches`, which
+   * the ledger's write statement keeps equal to it.
    */
   watch: GeneratedAlways<'open' | 'completed' | 'cancelled' | null>;
   /** Generated: `completed_at` of a completed cashout or refund, `status_since` of a cancelled deposit. */
@@ -192,8 +192,8 @@ export interface MirrorsTable {
 
 /**
  * One row per mirror whose `watch` is not null, with its `watch`, `watch_at`, currency and test flag: the
- * sets' partial indexes, kept off `mirrors` so that a mirror update changing its set can still be HOT
- * (migration 20261127T0100_mirror_watches). Written by the ledger's write statement with the mirror row;
+ * sets' partial indexes, kept off `mirrors` so that a mirror update changing its set can still be HOT.
+ * Written by the ledger's write statement with the mirror row;
  * `payrecon db verify` checks it against the mirrors.
  */
 export interface MirrorWatchesTable {
@@ -216,7 +216,7 @@ export interface PollScheduleTable {
   entity_kind: 'deposit' | 'cashout' | 'refund';
   entity_id: string;
   next_poll_at: Timestamp;
-  /** The hour `next_poll_at` falls in (generated; the poller's index, see migration 20261126T2200). */
+  /** The hour `next_poll_at` falls in (generated; the poller's index holds it). */
   due_from: GeneratedAlways<Timestamp>;
 }
 
@@ -271,11 +271,11 @@ export interface ExceptionsTable {
   resolution_note: string | null;
   resolved_by: string | null;
   resolved_at: Timestamp | null;
-  /** Acknowledgement columns (migration 20261121T1200_report_runs_detail, finance page). */
+  /** Acknowledgement columns (finance page). */
   acknowledged_by: string | null;
   acknowledged_at: Timestamp | null;
   acknowledgement_note: string | null;
-  /** The fact the exception is about (migration 20261124T1100_exception_facts): the same fact never reopens it. */
+  /** The fact the exception is about: the same fact never reopens it. */
   fact: string | null;
   reopened_at: Timestamp | null;
   /** What changed when a new fact reopened it. */
@@ -284,7 +284,7 @@ export interface ExceptionsTable {
   previous: NullableJson;
   /** An operator's decision on an ILLEGAL_TRANSITION: accept the provider's status or keep the ledger's. */
   decision: NullableJson;
-  /** Who works it (migration 20261124T1200_api); null: nobody. */
+  /** Who works it; null: nobody. */
   assignee: string | null;
   assigned_at: Timestamp | null;
   updated_at: GeneratedTimestamp;
@@ -306,8 +306,8 @@ export interface ExceptionEventsTable {
 
 /**
  * A month close per merchant account and currency (`period` `YYYY-MM`, src/db/closes.ts): prepared and
- * signed by one user, approved by another; frozen (trigger `closes_frozen_trg`, migration
- * 20261125T0110_closes) with `canonical` its figures' canonical JSON and `sha256` the hash of that text.
+ * signed by one user, approved by another; frozen (trigger `closes_frozen_trg`), with `canonical` its
+ * figures' canonical JSON and `sha256` the hash of that text.
  */
 export interface ClosesTable {
   id: Generated<string>;
@@ -368,7 +368,7 @@ export interface ReportRunsTable {
   error: string | null;
   created_at: GeneratedTimestamp;
   finished_at: Timestamp | null;
-  /** Columns of migration 20261121T1200_report_runs_detail (finance page). */
+  /** What the run was asked and produced (finance page). */
   parameters: Generated<Record<string, unknown>>;
   row_counts: Generated<Record<string, unknown>>;
   sha256: string | null;
@@ -380,7 +380,7 @@ export interface ReportRunsTable {
   deleted_at: Timestamp | null;
 }
 
-/** Which alert reached which sink (migration 20261121T1300_alert_deliveries, alert dispatcher). */
+/** Which alert reached which sink (alert dispatcher). */
 export interface AlertDeliveriesTable {
   alert_id: string;
   sink: string;

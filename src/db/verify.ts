@@ -203,7 +203,7 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
     ),
   );
 
-  // The side table of the mirrors' sets (migration 20261127T0100_mirror_watches) against the mirrors'
+  // The side table of the mirrors' sets (`mirror_watches`) against the mirrors'
   // generated `watch`, `watch_at` and their currency and test flag: a mirror with a set and no side row, a
   // side row of a mirror with none (or of no mirror), a side row that differs. Full: every mirror with a set
   // and every side row; incremental: the entities with a reading recorded or an entry booked in the period.
@@ -535,7 +535,7 @@ interface MovementDiff {
 }
 
 /**
- * `ledger_movements` (migration 20261126T04516_balance_movements) against the postings, bucket by bucket,
+ * `ledger_movements` against the postings, bucket by bucket,
  * in one statement (a batch committing meanwhile is seen whole or not at all). With `since`, only the
  * buckets from its UTC day on: the entries created since then by their creation time and their postings by
  * entry (`entryPostings`), the movements per ledger account by their key.

@@ -1,12 +1,10 @@
 /**
- * Makes sure the report-run and acknowledgement columns of
- * `src/db/migrations/20261121T1200_report_runs_detail.ts` exist. That migration is idempotent, so
- * running it here is harmless once the ledger's migration list includes it as well.
+ * Makes sure the report-run and acknowledgement columns the reports read exist: they are part of the
+ * ledger's schema, so this is the ledger's migration to the latest (a no-op on a migrated database).
  */
-import type { Kysely } from 'kysely';
-import { up } from '../db/migrations/20261121T1200_report_runs_detail.ts';
+import { migrateToLatest } from '../db/connection.ts';
 import type { Db } from '../db/schema.ts';
 
 export async function ensureReportSchema(db: Db): Promise<void> {
-  await up(db as unknown as Kysely<unknown>);
+  await migrateToLatest(db);
 }

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Admin, Kafka } from 'kafkajs';
-import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AlertSinkConfig,
@@ -13,7 +12,6 @@ import {
   startAlertConsumer,
 } from '../../src/consumers/alert-dispatcher.ts';
 import { type Reconciler, startReconciler } from '../../src/consumers/reconciler.ts';
-import * as deliveries from '../../src/db/migrations/20261121T1300_alert_deliveries.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import {
@@ -79,10 +77,6 @@ describe('alert dispatcher', () => {
 
   beforeAll(async () => {
     tdb = await createTestDatabase();
-    const { rows } = await sql<{
-      t: string | null;
-    }>`SELECT to_regclass('alert_deliveries')::text AS t`.execute(tdb.db);
-    if (rows[0]?.t == null) await deliveries.up(tdb.db as never);
     slack = await startSink();
     hook = await startSink();
   });

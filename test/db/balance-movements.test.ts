@@ -1,18 +1,17 @@
 /**
- * The ledger's movements per account, effect, direction and UTC day or hour (`ledger_movements`, migration
- * 20261126T04516_balance_movements), which the balances page reads instead of a month of postings: kept by
- * the postings' trigger under two concurrent reconcilers (no deadlock retry allowed) and for entries booked
- * by hand at chosen instants; the page's movements (`balanceMovements`) equal the sums over the postings
- * for periods on and off the hour and the day (a +05:30 time zone), closed and open at now; the migration
- * backfills the table from existing postings; `verifyLedger`, full and incremental, names a changed and a
- * missing row.
+ * The ledger's movements per account, effect, direction and UTC day or hour (`ledger_movements`), which
+ * the balances page reads instead of a month of postings: kept by the postings' trigger under two
+ * concurrent reconcilers (no deadlock retry allowed) and for entries booked by hand at chosen instants;
+ * the page's movements (`balanceMovements`) equal the sums over the postings for periods on and off the
+ * hour and the day (a +05:30 time zone), closed and open at now; `verifyLedger`, full and incremental,
+ * names a changed and a missing row.
  */
 
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { balanceMovements } from '../../src/db/chart-queries.ts';
-import { createDb, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
+import { createDb } from '../../src/db/connection.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
@@ -131,25 +130,6 @@ describe('ledger movements', () => {
     // (Entries booked by hand have no entity behind them: only the movements' check applies.)
     const { failures } = await verifyLedger(t.db);
     expect(failures.filter((f) => f.startsWith('ledger movement'))).toEqual([]);
-  });
-
-  it('are backfilled from existing postings by the migration', async () => {
-    const { rows: before } =
-      await sql`SELECT * FROM ledger_movements ORDER BY 1, 2, 3, 4, 5, 6, 7, 8`.execute(t.db);
-    for (;;) {
-      const lines = await migrateDown(t.db);
-      if (lines.includes('Down 20261126T04516_balance_movements: Success')) break;
-      expect(lines).toHaveLength(1);
-    }
-    expect(await sql`SELECT to_regclass('ledger_movements') AS t`.execute(t.db)).toMatchObject({
-      rows: [{ t: null }],
-    });
-    await migrateToLatest(t.db);
-    const { rows: after } = await sql`SELECT * FROM ledger_movements ORDER BY 1, 2, 3, 4, 5, 6, 7, 8`.execute(
-      t.db,
-    );
-    expect(after.length).toBeGreaterThan(20);
-    expect(after).toEqual(before);
   });
 
   it('verification, full and incremental, names a changed and a missing movement', async () => {

@@ -1,13 +1,12 @@
 /**
  * The provider's bank reference of a cashout (issue 18 point 1): kept on the mirror from the reading that
  * names it, not lost when a later reading names none, found by `lookupPayments` as its own id kind and
- * among "any id", shown by `getPayment`; mirrors written before the column get it from their details.
+ * among "any id", shown by `getPayment`.
  */
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getPayment, lookupPayments } from '../../src/db/api-queries.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import * as bankReferenceMigration from '../../src/db/migrations/20261125T0155_bank_reference.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
@@ -74,16 +73,5 @@ describe('bank reference', () => {
       return rows.map((r) => r['QUERY PLAN']).join('\n');
     });
     expect(plan).toContain('mirrors_bank_reference_ix');
-  });
-
-  it('the migration copies the reference of mirrors written before it from their details', async () => {
-    const raw = t.db as unknown as Kysely<unknown>;
-    await bankReferenceMigration.down(raw);
-    await sql`UPDATE mirrors SET details = details || '{"provider_external_reference": " E99X7002 "}'
-               WHERE entity_id = '7002'`.execute(t.db);
-    await bankReferenceMigration.up(raw);
-    expect(await mirrorRef('7002')).toBe('E99X7002');
-    // 7001's details (from a fixture reading) named none: the column was rebuilt without it.
-    expect(await mirrorRef('7001')).toBeNull();
   });
 });

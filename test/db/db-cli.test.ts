@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
 import { parseSince } from '../../src/db/cli.ts';
-import { migrateToLatest } from '../../src/db/connection.ts';
+import { MIGRATIONS, migrateToLatest } from '../../src/db/connection.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { obs, postAt, watchMirrors } from './fixtures.ts';
@@ -40,7 +40,7 @@ describe('payrecon db', () => {
   it('migrates, verifies, names each failure, and rolls back', async () => {
     const migrated = await cli('migrate');
     expect(migrated.code).toBe(0);
-    expect(migrated.stdout).toContain('20261121T1040_ledger: Success');
+    expect(migrated.stdout).toContain(`${Object.keys(MIGRATIONS)[0]}: Success`);
     await withLedgerTransaction(t.db, (trx) =>
       applyObservations(trx, [obs('deposit', 'v1', 'COMPLETED', 1)]),
     );

@@ -204,9 +204,9 @@ export async function applyCountingUpdates(
 }
 
 /**
- * Brings `mirror_watches` (migration 20261127T0100_mirror_watches) to the mirrors' generated sets, as the
- * ledger's write statement keeps it, for a test that writes mirror rows directly (behind the service's
- * back): side rows of mirrors with no set go, the others are written.
+ * Brings `mirror_watches` to the mirrors' generated sets, as the ledger's write statement keeps it, for a
+ * test that writes mirror rows directly (behind the service's back): side rows of mirrors with no set go, the
+ * others are written.
  */
 export async function watchMirrors(db: Kysely<Database>): Promise<void> {
   await sql`

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { createDb, MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
+import { createDb, migrateToLatest } from '../../src/db/connection.ts';
 import type { Database } from '../../src/db/schema.ts';
 
 /** postgres:// URL of the run's server (its `postgres` database), a role that may create databases. */
@@ -70,17 +70,6 @@ export async function someoneWaitsForALock(
     if (Date.now() > end) throw new Error('no backend came to wait for a lock');
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-/**
- * Rolls the migrations back from the latest down to `name`, that one included: the database as it was just
- * before `name` (a migration's test populates it there, then migrates up again).
- */
-export async function migrateDownThrough(db: Kysely<Database>, name: string): Promise<void> {
-  const names = Object.keys(MIGRATIONS).sort();
-  const at = names.indexOf(name);
-  if (at < 0) throw new Error(`no migration named ${name}`);
-  for (let i = names.length - 1; i >= at; i--) await migrateDown(db);
 }
 
 /** The names of a table's indexes in the current schema, sorted. */

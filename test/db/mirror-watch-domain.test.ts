@@ -6,11 +6,11 @@ import { ENTITY_KINDS, STATUSES } from '../../src/domain/statuses.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 /**
- * `mirror_watch(kind, status)` (migration 20261126T1100_mirror_watch) states in SQL which set a mirror is
- * indexed in, so its indexes need not name the status. The sets are the domain's: 'open' is every status
- * the stuck sweep can raise on (`stuckDeadline`) or that holds a payout's money in reserved
- * (`PAYOUT_IN_FLIGHT`); 'completed' and 'cancelled' are the late-move watch's. Should the domain gain or
- * move a status, this fails until the SQL function says the same.
+ * `mirror_watch(kind, status)` states in SQL which set a mirror is indexed in, so its indexes need not name
+ * the status. The sets are the domain's: 'open' is every status the stuck sweep can raise on
+ * (`stuckDeadline`) or that holds a payout's money in reserved (`PAYOUT_IN_FLIGHT`); 'completed' and
+ * 'cancelled' are the late-move watch's. Should the domain gain or move a status, this fails until the SQL
+ * function says the same.
  */
 let t: TestDatabase;
 beforeAll(async () => {

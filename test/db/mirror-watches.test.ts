@@ -1,9 +1,8 @@
 /**
- * `mirror_watches` (migration 20261127T0100_mirror_watches) holds one row per mirror whose set (`watch`) is
- * not null, equal to the mirror's generated `watch` and `watch_at` and its currency and test flag: the
- * ledger's write statement keeps it through every status move (into a set, between sets, out of them, a
- * new entity's first row), and `payrecon db verify` (full and incremental) names a missing, extra or wrong
- * side row.
+ * `mirror_watches` holds one row per mirror whose set (`watch`) is not null, equal to the mirror's generated
+ * `watch` and `watch_at` and its currency and test flag: the ledger's write statement keeps it through every
+ * status move (into a set, between sets, out of them, a new entity's first row), and `payrecon db verify`
+ * (full and incremental) names a missing, extra or wrong side row.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,14 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateDown, migrateToLatest } from '../../src/db/connection.ts';
-import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { MIGRATIONS, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
+import { createTestDatabase, indexesOf, type TestDatabase } from './helpers.ts';
+
+/**
+ * The schema's own rules, on a database migrated from empty: the migrations go up, down to an empty schema
+ * and up again; the ledger's triggers and constraints refuse what they must (an unbalanced entry, one that
+ * mixes books, an unknown account, a change to an immutable row), naming the first fault of a statement in
+ * a fixed order; the keys are unique; the mirrors' sets are generated from the status.
+ */
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -34,27 +41,36 @@ async function insertEntry(key: string, book = 'live'): Promise<string> {
   return row.id;
 }
 
-describe('migrations and ledger constraints', () => {
-  it('migrates up, down and up again', async () => {
+/** What the public schema holds besides the migrator's own tables: relations and functions, by name. */
+async function schemaObjects(): Promise<string[]> {
+  const { rows } = await sql<{ name: string }>`
+    SELECT relname AS name FROM pg_class
+    WHERE relnamespace = current_schema()::regnamespace AND relname NOT LIKE 'kysely_migration%'
+    UNION ALL
+    SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace
+    ORDER BY 1`.execute(t.db);
+  return rows.map((r) => r.name);
+}
+
+describe('the schema and its ledger constraints', () => {
+  it('migrates up, down to an empty schema and up again', async () => {
     const up = await migrateToLatest(t.db);
-    expect(up[0]).toBe('Up 20261121T1040_ledger: Success');
-    expect(up.every((l) => l.endsWith('Success'))).toBe(true);
+    const names = Object.keys(MIGRATIONS);
+    expect(up).toEqual(names.map((name) => `Up ${name}: Success`));
+    const objects = await schemaObjects();
+    expect(objects).toEqual(expect.arrayContaining(['postings', 'mirrors', 'postings_check_balanced']));
     for (let i = up.length; i > 0; i--) {
       const down = await migrateDown(t.db);
       expect(down).toHaveLength(1);
       expect(down[0]).toMatch(/^Down .*: Success$/);
     }
-    const tables = await sql<{
-      n: number;
-    }>`SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'postings'`.execute(t.db);
-    expect(tables.rows[0]?.n).toBe(0);
+    expect(await schemaObjects()).toEqual([]);
     const again = await migrateToLatest(t.db);
     expect(again).toHaveLength(up.length);
-    // A posting insert maintains one index, its entry's (migration 20261127T0200): an account's postings
-    // in a time range are read from ledger_movements and the entries of the period (src/db/ledger-periods.ts).
-    const indexes = await sql<{ indexname: string }>`
-      SELECT indexname FROM pg_indexes WHERE tablename = 'postings' ORDER BY 1`.execute(t.db);
-    expect(indexes.rows.map((r) => r.indexname)).toEqual(['postings_entry_ix']);
+    expect(await schemaObjects()).toEqual(objects);
+    // A posting insert maintains one index, its entry's: an account's postings in a time range are read
+    // from ledger_movements and the entries of the period.
+    expect(await indexesOf(t.db, 'postings')).toEqual(['postings_entry_ix']);
     await t.db.insertInto('merchant_accounts').values({ name: 'm1' }).execute();
     await t.db
       .insertInto('ledger_accounts')
@@ -311,5 +327,94 @@ describe('migrations and ledger constraints', () => {
     });
     expect((await history('ev-1', 'd-1', true).execute(t.db)).rows).toHaveLength(0);
     expect((await history('ev-1 ', 'd-1', true).execute(t.db)).rows).toHaveLength(1);
+  });
+});
+
+describe("the mirrors' sets", () => {
+  it('are generated from the status, and move with it', async () => {
+    await sql`INSERT INTO merchant_accounts (name) VALUES ('w1')`.execute(t.db);
+    await sql`
+      INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, status_since, completed_at)
+      VALUES ('w1', 'deposit', 'd-created', 'CREATED', '2026-11-20T10:00:00Z', NULL),
+             ('w1', 'deposit', 'd-released', 'EARLY_RELEASED', '2026-11-20T10:00:00Z', NULL),
+             ('w1', 'deposit', 'd-done', 'COMPLETED', '2026-11-20T10:00:00Z', '2026-11-20T10:00:00Z'),
+             ('w1', 'deposit', 'd-cancelled', 'CANCELLED', '2026-11-21T11:00:00.123456Z', NULL),
+             ('w1', 'deposit', 'd-unseen', NULL, NULL, NULL),
+             ('w1', 'cashout', 'c-hold', 'ON_HOLD', '2026-11-20T10:00:00Z', NULL),
+             ('w1', 'cashout', 'c-done', 'COMPLETED', '2026-11-22T12:00:00Z', '2026-11-22T12:00:00.000001Z'),
+             ('w1', 'cashout', 'c-rejected', 'REJECTED', '2026-11-22T12:00:00Z', '2026-11-21T12:00:00Z'),
+             ('w1', 'refund', 'r-details', 'INCORRECT_DETAILS', '2026-11-20T10:00:00Z', NULL),
+             ('w1', 'refund', 'r-done', 'COMPLETED', '2026-11-23T12:00:00Z', '2026-11-23T12:00:00Z'),
+             ('w1', 'refund', 'r-cancelled', 'CANCELLED', '2026-11-23T12:00:00Z', NULL)`.execute(t.db);
+    const watched = await sql<{ id: string; watch: string | null; at: string | null }>`
+      SELECT entity_id AS id, watch, to_char(watch_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS at
+      FROM mirrors WHERE merchant_account = 'w1' ORDER BY entity_id`.execute(t.db);
+    expect(watched.rows).toEqual([
+      { id: 'c-done', watch: 'completed', at: '2026-11-22T12:00:00.000001' },
+      { id: 'c-hold', watch: 'open', at: null },
+      { id: 'c-rejected', watch: null, at: null },
+      { id: 'd-cancelled', watch: 'cancelled', at: '2026-11-21T11:00:00.123456' },
+      { id: 'd-created', watch: 'open', at: null },
+      { id: 'd-done', watch: null, at: null },
+      { id: 'd-released', watch: 'open', at: null },
+      { id: 'd-unseen', watch: null, at: null },
+      { id: 'r-cancelled', watch: null, at: null },
+      { id: 'r-details', watch: 'open', at: null },
+      { id: 'r-done', watch: 'completed', at: '2026-11-23T12:00:00.000000' },
+    ]);
+    // The status moves the row between sets (the columns are generated, no writer sets them).
+    await sql`UPDATE mirrors SET status = 'COMPLETED', completed_at = '2026-11-24T00:00:00Z'
+      WHERE merchant_account = 'w1' AND entity_id = 'c-hold'`.execute(t.db);
+    const moved = await sql<{ watch: string | null; at: Date | null }>`
+      SELECT watch, watch_at AS at FROM mirrors WHERE merchant_account = 'w1' AND entity_id = 'c-hold'`.execute(
+      t.db,
+    );
+    expect(moved.rows).toEqual([{ watch: 'completed', at: new Date('2026-11-24T00:00:00Z') }]);
+  });
+
+  it('are indexed on the side table, so a status change leaves the indexes of mirrors alone', async () => {
+    // No index of mirrors reads the status or the sets (key, expression or predicate), so a reading that
+    // changes only those can update the row HOT, and fillfactor leaves the page room for it.
+    const defs = await sql<{ def: string }>`
+      SELECT indexdef AS def FROM pg_indexes WHERE tablename = 'mirrors' AND schemaname = current_schema()`.execute(
+      t.db,
+    );
+    expect(defs.rows.length).toBeGreaterThan(0);
+    for (const { def } of defs.rows)
+      expect(def).not.toMatch(/\b(status|status_since|completed_at|watch|watch_at)\b/);
+    const options = await sql<{ options: string[] | null }>`
+      SELECT reloptions AS options FROM pg_class WHERE oid = 'mirrors'::regclass`.execute(t.db);
+    expect(options.rows[0]?.options).toEqual(['fillfactor=50']);
+    const inFlight = await sql<{ def: string }>`
+      SELECT indexdef AS def FROM pg_indexes WHERE indexname = 'mirror_watches_in_flight_ix'
+        AND schemaname = current_schema()`.execute(t.db);
+    expect(inFlight.rows[0]?.def).toContain('watch');
+    expect(inFlight.rows[0]?.def).not.toContain('status');
+    expect(await indexesOf(t.db, 'mirror_watches')).toEqual([
+      'mirror_watches_cancelled_ix',
+      'mirror_watches_completed_ix',
+      'mirror_watches_in_flight_ix',
+      'mirror_watches_open_ix',
+      'mirror_watches_pk',
+    ]);
+  });
+});
+
+describe('a database made by migrations this code does not have', () => {
+  it('is refused in one line that says it is re-created', async () => {
+    const other = await createTestDatabase();
+    try {
+      await sql`INSERT INTO kysely_migration (name, timestamp) VALUES ('20261121T1040_ledger', now()::text)`.execute(
+        other.db,
+      );
+      await expect(migrateToLatest(other.db)).rejects.toMatchObject({
+        code: 'CONFLICT',
+        message: expect.stringMatching(
+          /^database: it ran migration 20261121T1040_ledger, which this code does not have \(.*re-created.*\)$/,
+        ),
+      });
+    } finally {
+      await other.drop();
+    }
   });
 });
