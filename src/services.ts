@@ -3,7 +3,6 @@
  * its configuration, for every command alike (`up`, each part, `web`, `report`). A command takes what
  * it needs from here and builds none of these itself.
  */
-
 import { join } from 'node:path';
 import { alertSinksFrom, exceptionRulesFrom, jobCronFrom } from './config-rules.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
