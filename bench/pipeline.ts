@@ -38,6 +38,7 @@ import { JOBS_OFF, loadConfig } from '../src/config.ts';
 import { createDb } from '../src/db/connection.ts';
 import { startBroker } from '../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../src/embedded/registry/registry.ts';
+import { type Infrastructure, startInfrastructure } from '../src/infrastructure.ts';
 import { recordingClient } from '../src/producers/intent/recording-client.ts';
 import { createProviderClient } from '../src/provider/client.ts';
 import { stringifyProviderJson } from '../src/provider/json.ts';
@@ -45,7 +46,7 @@ import { depositAuthorization, formatXDate } from '../src/provider/signing.ts';
 import { DEFAULT_ACCOUNT } from '../src/sandbox/accounts.ts';
 import { startSandbox } from '../src/sandbox/main.ts';
 import { providerAccountFor } from '../src/sandbox/traffic-client.ts';
-import { type Infrastructure, startInfrastructure, startPipeline } from '../src/wiring.ts';
+import { startPipeline } from '../src/wiring.ts';
 
 const EVENTS = Number(process.env.EVENTS ?? 20_000);
 const LATENCY_SECONDS = Number(process.env.LATENCY_SECONDS ?? 10);

@@ -44,7 +44,7 @@ program
   .option('--traffic <rate>', 'sandbox creations per second (when running against the sandbox)', '2')
   .option('--speed <factor>', 'sandbox clock: provider seconds per real second', '60')
   .action(async (opts) => {
-    await (await import('./wiring.ts')).runUp(opts, await embeddedStarters());
+    await (await import('./commands.ts')).runUp(opts, await embeddedStarters());
     // Everything has stopped in order (PostgreSQL last); nothing may keep the process alive.
     process.exit(0);
   });
@@ -61,13 +61,13 @@ for (const part of PART_NAMES) {
   }
   command.action(async (opts) => {
     const { postgres } = await embeddedStarters();
-    await (await import('./wiring.ts')).runPart(part, opts, { postgres });
+    await (await import('./commands.ts')).runPart(part, opts, { postgres });
     process.exit(0);
   });
 }
 
 /** The embedded services, started only by `payrecon up` when their address is not configured. */
-async function embeddedStarters(): Promise<import('./wiring.ts').EmbeddedStarters> {
+async function embeddedStarters(): Promise<import('./infrastructure.ts').EmbeddedStarters> {
   return {
     postgres: async ({ dataDir }) =>
       (await import('./embedded/postgres.ts')).startEmbeddedPostgres({
@@ -256,23 +256,11 @@ const web = program
   .option('--host <host>', 'address to listen on (default PAYRECON_WEB_HOST)')
   .option('--port <port>', 'port to listen on (default PAYRECON_WEB_PORT)')
   .option('--database-url <url>', 'PostgreSQL URL (default DATABASE_URL)')
-  .action(async (opts) =>
-    (await import('./web/main.ts')).runWebCli(
-      opts,
-      databaseOpener('payrecon web', opts.databaseUrl),
-      async (app, { db, reports, config, logger }) => {
-        const { API_PREFIX, apiRoutes } = await import('./api/app.ts');
-        await app.register(apiRoutes, {
-          prefix: API_PREFIX,
-          db,
-          reports,
-          tokens: config.web.apiTokens,
-          exceptionSla: config.exceptions.sla,
-          logger: logger.child({ module: 'api' }),
-        });
-      },
-    ),
-  );
+  .action(async (opts) => {
+    await (await import('./commands.ts')).runWeb(opts, databaseOpener('payrecon web', opts.databaseUrl));
+    // Everything has stopped in order; nothing may keep the process alive.
+    process.exit(0);
+  });
 web
   .command('hash-password')
   .description('Read a password from stdin and print its scrypt hash for PAYRECON_WEB_USERS')
@@ -309,10 +297,11 @@ for (const kind of ['settlement', 'exceptions'] as const) {
     .option('--quiet', 'no progress bar')
     .option('--force', 'overwrite an existing workbook or CSV of the same name')
     .action(async (opts) =>
-      (await import('./reports/main.ts')).runReportCli(
-        kind,
-        opts,
-        databaseOpener('payrecon report', opts.databaseUrl),
+      (await import('./reports/main.ts')).runReportCli(kind, opts, async (settings) =>
+        (await import('./commands.ts')).openReportServices(
+          databaseOpener('payrecon report', opts.databaseUrl),
+          settings,
+        ),
       ),
     );
 }

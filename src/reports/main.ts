@@ -9,10 +9,9 @@ import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
 import { loadConfig, localUser } from '../config.ts';
-import { createDb, requireCurrentSchema } from '../db/connection.ts';
 import { AppError } from '../domain/errors.ts';
 import { isIsoDate } from './period.ts';
-import { type ReportKind, ReportRunner, reportStem } from './runs.ts';
+import { type ReportKind, type ReportRunner, reportStem } from './runs.ts';
 
 export interface ReportCliOptions {
   from: string;
@@ -31,8 +30,14 @@ export interface ReportCliOptions {
   quiet?: boolean;
 }
 
-/** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
-export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
+/**
+ * The report runner in the command's time zone and cut-off, over the database the CLI chose (option,
+ * environment, running instance, embedded) and found at the current schema.
+ */
+export type OpenReports = (settings: {
+  timeZone: string;
+  cutoff: string;
+}) => Promise<{ reports: ReportRunner; stop(): Promise<void> }>;
 
 function validTimeZone(zone: string): boolean {
   try {
@@ -57,7 +62,7 @@ function existingOutputs(out: string, csvDir: string | null, stem: string): stri
 export async function runReportCli(
   kind: ReportKind,
   opts: ReportCliOptions,
-  openDatabase: OpenDatabase,
+  openReports: OpenReports,
 ): Promise<void> {
   const config = loadConfig();
   // Every argument is checked before any database is opened (or started).
@@ -93,8 +98,6 @@ export async function runReportCli(
       `${existing[0]}: exists${existing.length > 1 ? ` (and ${existing.length - 1} more)` : ''}; pass --force to overwrite`,
     );
   }
-  const database = await openDatabase();
-  const db = createDb(database.url, 4);
   const bar = new cliProgress.SingleBar(
     {
       format: `${kind} {bar} {percentage}% | {value}/{total} rows | {duration_formatted}`,
@@ -106,17 +109,8 @@ export async function runReportCli(
   );
   const showBar = !opts.quiet && process.stderr.isTTY;
   let started = false;
+  const { reports: runner, stop } = await openReports({ timeZone, cutoff });
   try {
-    // A report never migrates: a schema behind the code is an error naming the command that fixes it.
-    await requireCurrentSchema(db);
-    const runner = new ReportRunner({
-      db,
-      dir: join(config.dataDir, 'reports'),
-      timeZone,
-      cutoff,
-      publicUrl: config.web.publicUrl,
-      exceptionSla: config.exceptions.sla,
-    });
     if (opts.account !== undefined) {
       const known = await runner.accounts();
       if (!known.includes(opts.account)) {
@@ -158,7 +152,6 @@ export async function runReportCli(
     for (const line of outcome.lines) stdout.write(`  ${line}\n`);
   } finally {
     if (started) bar.stop();
-    await db.destroy();
-    await database.stop();
+    await stop();
   }
 }

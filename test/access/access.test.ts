@@ -20,10 +20,12 @@ import { createApiToken } from '../../src/domain/api-tokens.ts';
 import { startBroker } from '../../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { NOTIFICATION_TOPIC } from '../../src/events/topics.ts';
+import { type Infrastructure, startInfrastructure } from '../../src/infrastructure.ts';
 import { cashoutControl, depositAuthorization, formatXDate } from '../../src/provider/signing.ts';
 import { ensureReportSchema } from '../../src/reports/schema.ts';
+import { buildServer } from '../../src/server.ts';
+import { createServices } from '../../src/services.ts';
 import { hashPassword } from '../../src/web/auth.ts';
-import { buildServer, type Infrastructure, startInfrastructure } from '../../src/wiring.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { waitFor } from '../pipeline/helpers.ts';
@@ -161,7 +163,7 @@ beforeAll(async () => {
   await ensureReportSchema(infra.db);
   await seedBefore(infra.db);
   await seedPeriod(infra.db);
-  app = await buildServer(infra, {
+  app = await buildServer(infra, createServices(infra), {
     accounts: [account],
     metrics: infra.metrics,
     page: true,

@@ -29,6 +29,7 @@ import type { Intent } from '../../src/domain/observation.ts';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import { dlqTopicOf, TOPIC_NAMES } from '../../src/events/topics.ts';
+import { type Infrastructure, startInfrastructure } from '../../src/infrastructure.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
 import { recordingClient } from '../../src/producers/intent/recording-client.ts';
 import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
@@ -41,15 +42,10 @@ import { computeBalances } from '../../src/sandbox/ground-truth.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { providerAccountFor } from '../../src/sandbox/traffic-client.ts';
 import type { DeliveryLogEntry } from '../../src/sandbox/webhooks.ts';
-import {
-  alertSinksFrom,
-  buildServer,
-  type Infrastructure,
-  reportRunner,
-  SANDBOX_ACCOUNT_NAME,
-  startInfrastructure,
-  startPoller,
-} from '../../src/wiring.ts';
+import { SANDBOX_ACCOUNT_NAME } from '../../src/sandbox-part.ts';
+import { buildServer } from '../../src/server.ts';
+import { createServices } from '../../src/services.ts';
+import { startPoller } from '../../src/wiring.ts';
 import { emptyStats, type KnownSecret, type ScanStats, scanForSecrets } from '../audit/secrets-scan.ts';
 
 const MINUTE = 60_000;
@@ -432,6 +428,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     };
     const config = loadConfig(env);
     infra = await startInfrastructure(config, null);
+    const services = createServices(infra);
     const running = infra;
     cleanups.push(() => running.lifecycle.stopAll());
     const db = infra.db;
@@ -536,13 +533,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       db,
       logger: infra.logger,
       onDispatched: (alerts, perSink) => metrics.alertsDispatched(alerts, perSink),
-      sinks: alertSinksFrom(config),
+      sinks: services.alertSinks,
       timeoutMs: config.alerts.timeoutMs,
     });
     infra.lifecycle.add('alert dispatcher', () => alertConsumer.stop());
     const relay = startOutboxRelay({ db, publisher: infra.publisher, logger: infra.logger });
     infra.lifecycle.add('outbox relay', () => relay.stop());
-    const server = await buildServer(infra, {
+    const server = await buildServer(infra, services, {
       accounts: [account],
       metrics,
       page: false,
@@ -643,7 +640,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         say(`chaos: ${entitiesNow()} of ${options.entities} entities created by provider hour ${hour + 1}`);
       }
     };
-    const poller = startPoller(infra, [account], metrics, { idleMs: 250 });
+    const poller = startPoller(infra, services, [account], { idleMs: 250 });
     infra.lifecycle.add('status poller', () => poller.stop());
 
     // ---------------------------------------------------------------- catching up
@@ -1088,7 +1085,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     const deadLettered = await messagesOn(TOPIC_NAMES.map(dlqTopicOf));
 
     // Workbooks of the run, then the secrets scan of everything the run wrote.
-    const reports = reportRunner(infra);
+    const { reports } = services;
     const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
     for (const kind of ['settlement', 'exceptions'] as const) {
       await reports.run({ kind, from: day(started - DAY), to: day(clock.now() + DAY), account: null });

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
+import { exceptionRulesFrom } from '../../src/config-rules.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
-import { exceptionRulesFrom } from '../../src/wiring.ts';
 
 const H = 3_600_000;
 

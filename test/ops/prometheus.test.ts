@@ -23,8 +23,9 @@ import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
 import type { Intent } from '../../src/domain/observation.ts';
+import { startSandboxForUp } from '../../src/sandbox-part.ts';
 import { hashPassword } from '../../src/web/auth.ts';
-import { type RunningPipeline, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
+import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { observation, TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
 

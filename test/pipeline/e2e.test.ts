@@ -15,7 +15,8 @@ import { balances } from '../../src/db/queries.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
-import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
+import { type SandboxRun, startSandboxForUp } from '../../src/sandbox-part.ts';
+import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { TEST_EMBEDDED, waitFor } from './helpers.ts';
 
@@ -218,7 +219,7 @@ describe('the pipeline end to end against the sandbox', () => {
     expect(new Set(keys.map((k) => k.idempotency_key)).size).toBe(keys.length);
 
     // 6. Exactly the exceptions the anomalies call for.
-    await sweepExceptions(tdb.db, new Date(Date.now() + 2 * 3_600_000), pipeline.infra.rules);
+    await sweepExceptions(tdb.db, new Date(Date.now() + 2 * 3_600_000), pipeline.services.rules);
     const exceptions = await tdb.db
       .selectFrom('exceptions')
       .select(['type', 'entity_kind', 'entity_id'])

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import { startBroker } from '../../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../../src/embedded/registry/registry.ts';
-import type { EmbeddedStarters } from '../../src/wiring.ts';
+import type { EmbeddedStarters } from '../../src/infrastructure.ts';
 
 /** `startPipeline`'s embedded parts for tests: broker and registry on free ports, the machine's PostgreSQL. */
 export const TEST_EMBEDDED: EmbeddedStarters = {

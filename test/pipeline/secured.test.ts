@@ -17,7 +17,8 @@ import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker
 import { SaslUsers } from '../../src/embedded/kafka/sasl.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
-import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
+import { type SandboxRun, startSandboxForUp } from '../../src/sandbox-part.ts';
+import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../helpers/tls.ts';
 import { TEST_EMBEDDED, waitFor } from './helpers.ts';

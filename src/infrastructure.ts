@@ -1,0 +1,246 @@
+/**
+ * What every command runs on: PostgreSQL, Kafka and the schema registry, connected (or, for `payrecon
+ * up`, started embedded), migrated, with the topics and schemas in place, and the process's metrics.
+ * The embedded services are handed in by `src/cli.ts`: the app only ever talks to them over the
+ * network, exactly as to real PostgreSQL, Kafka and a Confluent registry. The commands that need only
+ * the database (`web`, `report`) open the smaller `DatabaseInfrastructure`.
+ */
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Admin, Kafka } from 'kafkajs';
+import type { Config } from './config.ts';
+import { createDb, migrateToLatest, migrateWhenReady, requireCurrentSchema } from './db/connection.ts';
+import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
+import { balances } from './db/queries.ts';
+import type { Db } from './db/schema.ts';
+import { AppError } from './domain/errors.ts';
+import { runningEndpoints } from './endpoints.ts';
+import { connectAdmin } from './events/connect.ts';
+import {
+  createKafka,
+  createPublisher,
+  ensureTopics,
+  instrumentKafka,
+  PLAINTEXT,
+  type Publisher,
+} from './events/kafka.ts';
+import { createRegistryClient, registerSchemas, type Serde } from './events/serde.ts';
+import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
+import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
+import { createMetrics, type MetricSources, type Metrics } from './metrics.ts';
+
+/** Starters of the embedded services, given by the CLI. */
+export interface EmbeddedStarters {
+  postgres(options: { dataDir: string; logger: Logger }): Promise<{ url: string; stop(): Promise<void> }>;
+  /** Absent for a single-part command: Kafka and the registry come from the environment or `up`. */
+  broker?(options: { dataDir: string }): Promise<{ host: string; port: number; close(): Promise<void> }>;
+  registry?(options: { dataDir: string }): Promise<{ url: string; close(): Promise<void> }>;
+}
+
+type Stopper = { name: string; stop: () => Promise<unknown> };
+
+/** Things started, stopped in reverse order. */
+export class Lifecycle {
+  private readonly stoppers: Stopper[] = [];
+  constructor(private readonly log: Logger) {}
+  add(name: string, stop: () => Promise<unknown>): void {
+    this.stoppers.push({ name, stop });
+  }
+  async stopAll(): Promise<void> {
+    while (this.stoppers.length > 0) {
+      const s = this.stoppers.pop()!;
+      try {
+        await s.stop();
+        this.log.debug({ part: s.name }, 'stopped');
+      } catch (err) {
+        this.log.warn({ err, part: s.name }, 'stopping failed');
+      }
+    }
+  }
+}
+
+/** The database alone, with the process's lifecycle and metrics: what `web` and `report` run on. */
+export interface DatabaseInfrastructure {
+  config: Config;
+  logger: Logger;
+  dataDir: string;
+  db: Db;
+  lifecycle: Lifecycle;
+  /** The process's metrics; under `startInfrastructure`, `kafka` reports every topic and group too. */
+  metrics: Metrics;
+}
+
+export interface Infrastructure extends DatabaseInfrastructure {
+  databaseUrl: string;
+  kafka: Kafka;
+  admin: Admin;
+  brokers: string[];
+  registryUrl: string;
+  serde: Serde;
+  publisher: Publisher;
+}
+
+/** The metrics of a process over the ledger's database (and, given an admin, Kafka's lag and DLQs). */
+function ledgerMetrics(
+  db: Db,
+  config: Config,
+  kafka: Pick<MetricSources, 'admin' | 'dlqTopics'> = {},
+): Metrics {
+  return createMetrics({
+    balances: () => balances(db),
+    exceptions: () => exceptionFigures(db, config.exceptions.sla),
+    pollBacklog: () => pollBacklog(db),
+    exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
+    ...kafka,
+  });
+}
+
+/** Connects (or starts) PostgreSQL, Kafka and the registry, migrates, creates topics, registers schemas. */
+export async function startInfrastructure(
+  config: Config,
+  embedded: EmbeddedStarters | null,
+  options: {
+    /** `payrecon up` itself: refuses a data directory a live `up` already uses. */
+    up?: boolean;
+    /** Told about a stale endpoints file or lock (default: a line on stderr). */
+    notice?: (line: string) => void;
+  } = {},
+): Promise<Infrastructure> {
+  // Modules that log through the root logger follow the configured level too.
+  setLogLevel(config.logLevel);
+  const logger = rootLogger;
+  const log = logger.child({ module: 'up' });
+  const lifecycle = new Lifecycle(log);
+  const dataDir = resolve(config.dataDir);
+  mkdirSync(dataDir, { recursive: true });
+  const notice = options.notice ?? ((line: string) => process.stderr.write(`payrecon: ${line}\n`));
+  const missing = (variable: string) =>
+    new AppError(
+      'CONFIG_INVALID',
+      `${variable}: must be set for this command (or start \`payrecon up\` first, whose endpoints it finds)`,
+    );
+  // Each address from the environment, then the running `payrecon up`, then (if given) embedded.
+  const live = runningEndpoints(dataDir, notice);
+  if (live && options.up) {
+    throw new AppError(
+      'CONFLICT',
+      `${dataDir}: in use by a running payrecon up (pid ${live.pid}, ${live.web}); stop it first, or set PAYRECON_DATA_DIR to another directory`,
+    );
+  }
+  const running = options.up ? null : live;
+  // Every missing address is reported before anything is started.
+  if (!(config.kafka.brokers ?? running?.brokers ?? embedded?.broker)) throw missing('KAFKA_BROKERS');
+  if (!(config.schemaRegistry.url ?? running?.registryUrl ?? embedded?.registry)) {
+    throw missing('SCHEMA_REGISTRY_URL');
+  }
+  try {
+    let databaseUrl = config.database.url ?? running?.databaseUrl ?? null;
+    if (!databaseUrl) {
+      if (!embedded) throw missing('DATABASE_URL');
+      const pg = await embedded.postgres({ dataDir: join(dataDir, 'pg'), logger });
+      lifecycle.add('embedded postgres', () => pg.stop());
+      databaseUrl = pg.url;
+      log.info({ dataDir: join(dataDir, 'pg') }, 'embedded PostgreSQL started');
+    }
+    const db = createDb(databaseUrl, 12);
+    lifecycle.add('database pool', () => db.destroy());
+    const migrated = await migrateWhenReady(db, {
+      onWait: (err, attempt, wait) =>
+        log.warn({ err, attempt, wait }, 'database unavailable at start-up, waiting'),
+    });
+    for (const line of migrated) log.debug(line);
+    if (migrated.length > 0) log.info({ migrations: migrated.length }, 'database migrated');
+
+    let brokers = config.kafka.brokers ? [...config.kafka.brokers] : (running?.brokers ?? null);
+    if (!brokers) {
+      if (!embedded?.broker) throw missing('KAFKA_BROKERS');
+      const broker = await embedded.broker({ dataDir: join(dataDir, 'kafka') });
+      lifecycle.add('embedded broker', () => broker.close());
+      brokers = [`${broker.host}:${broker.port}`];
+      log.info({ brokers }, 'embedded Kafka-compatible broker started');
+    }
+    let registryUrl = config.schemaRegistry.url ?? running?.registryUrl ?? null;
+    if (!registryUrl) {
+      if (!embedded?.registry) throw missing('SCHEMA_REGISTRY_URL');
+      const registry = await embedded.registry({
+        dataDir: join(dataDir, 'registry'),
+      });
+      lifecycle.add('embedded registry', () => registry.close());
+      registryUrl = registry.url;
+      log.info({ url: registryUrl }, 'embedded schema registry started');
+    }
+
+    // TLS, SASL and registry credentials are for configured services; the embedded ones are plaintext.
+    const security = config.kafka.brokers ? config.kafka.security : PLAINTEXT;
+    const bareKafka = createKafka({ brokers, clientId: config.kafka.clientId, security, logger });
+    const admin = await connectAdmin(bareKafka, brokers, security);
+    lifecycle.add('kafka admin', () => admin.disconnect());
+    const metrics = ledgerMetrics(db, config, {
+      admin,
+      dlqTopics: TOPIC_NAMES.map((t) => dlqTopicOf(t)),
+    });
+    const kafka = instrumentKafka(bareKafka, metrics.kafkaHooks);
+    const created = await ensureTopics(admin, logger, config.kafka.topics);
+    if (created.length > 0) log.info({ topics: created }, 'topics created');
+    const registrySettings = config.schemaRegistry.url
+      ? { ...config.schemaRegistry, url: registryUrl }
+      : { url: registryUrl, username: null, password: null, caFile: null };
+    const serde = await registerSchemas(createRegistryClient(registrySettings));
+    const publisher = await createPublisher(kafka, serde);
+    lifecycle.add('publisher', () => publisher.disconnect());
+    return {
+      config,
+      logger,
+      dataDir,
+      db,
+      databaseUrl,
+      kafka,
+      admin,
+      brokers,
+      registryUrl,
+      serde,
+      publisher,
+      lifecycle,
+      metrics,
+    };
+  } catch (err) {
+    await lifecycle.stopAll();
+    throw err;
+  }
+}
+
+/** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
+export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
+
+/**
+ * The database a command chose, opened: migrated to the latest schema (`web`), or required to be at it
+ * already (`report`: a report never migrates, and says which command does).
+ */
+export async function openDatabaseInfrastructure(
+  config: Config,
+  openDatabase: OpenDatabase,
+  options: { schema: 'migrate' | 'require'; poolSize?: number; logger?: Logger },
+): Promise<DatabaseInfrastructure> {
+  setLogLevel(config.logLevel);
+  const logger = options.logger ?? rootLogger;
+  const lifecycle = new Lifecycle(logger);
+  try {
+    const database = await openDatabase();
+    lifecycle.add('database', () => database.stop());
+    const db = createDb(database.url, options.poolSize);
+    lifecycle.add('database pool', () => db.destroy());
+    if (options.schema === 'migrate') await migrateToLatest(db);
+    else await requireCurrentSchema(db);
+    return {
+      config,
+      logger,
+      dataDir: resolve(config.dataDir),
+      db,
+      lifecycle,
+      metrics: ledgerMetrics(db, config),
+    };
+  } catch (err) {
+    await lifecycle.stopAll();
+    throw err;
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * The one HTTP server: the finance page and the JSON API beside it, the webhook and intent routes, and
+ * health and metrics. `payrecon up` mounts everything on it; `ingest` the webhooks and intents; `web`
+ * the page and the API.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { API_PREFIX, apiRoutes } from './api/app.ts';
+import type { ProviderAccount } from './config.ts';
+import { TokenVerifier } from './domain/api-tokens.ts';
+import type { Publisher } from './events/kafka.ts';
+import type { DatabaseInfrastructure } from './infrastructure.ts';
+import type { Metrics } from './metrics.ts';
+import { intentsPlugin } from './producers/intent/http.ts';
+import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
+import { SANDBOX_WEB_USERS } from './sandbox-part.ts';
+import type { Services } from './services.ts';
+import { webRoutes } from './web/app.ts';
+import { hashPassword } from './web/auth.ts';
+import { opsRoutes } from './web/ops.ts';
+import { resolveSessionSecret } from './web/session-secret.ts';
+
+/** What the server runs on: the database, and the publisher when it takes webhooks or intents. */
+export type ServerInfrastructure = Pick<DatabaseInfrastructure, 'config' | 'logger' | 'dataDir' | 'db'> & {
+  publisher?: Publisher;
+};
+
+export interface WebServerParts {
+  accounts: readonly ProviderAccount[];
+  metrics: Metrics;
+  /** Mount the finance page (needs users). */
+  page: boolean;
+  /** Mount the webhook routes. */
+  webhooks: boolean;
+  /** Mount POST /intents. */
+  intents: boolean;
+  defaultAccount?: string | null;
+  sandboxUsers?: boolean;
+  /** The page's clock and session lifetime (default: the wall clock and 8 hours). */
+  pageOptions?: { now?: () => Date; sessionTtlMs?: number };
+}
+
+/** The one HTTP server: page, webhooks, health and metrics. */
+export async function buildServer(
+  infra: ServerInfrastructure,
+  services: Services,
+  parts: WebServerParts,
+): Promise<FastifyInstance> {
+  const { config, db, logger } = infra;
+  const app = Fastify({ logger: false, trustProxy: false });
+  await app.register(opsRoutes, { metrics: parts.metrics, checks: services.readiness });
+  const { publisher } = infra;
+  if ((parts.webhooks || parts.intents) && !publisher) {
+    throw new Error('webhooks and intents: the server needs a publisher (Kafka)');
+  }
+  if (parts.webhooks && publisher) {
+    await app.register(
+      webhookIngressPlugin({
+        accounts: parts.accounts,
+        publisher,
+        defaultAccount: parts.defaultAccount ?? null,
+        logger,
+        onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
+        onAccepted: (kind) => parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' }),
+      }),
+    );
+  }
+  if (parts.intents && publisher) {
+    await app.register(
+      intentsPlugin({
+        publisher,
+        tokens: new TokenVerifier(config.web.apiTokens),
+        // Outside the sandbox POST /intents always needs a token with the scope intents:write.
+        open: parts.sandboxUsers === true && config.web.apiTokens.length === 0,
+        accounts: parts.accounts.map((a) => a.name),
+        logger,
+      }),
+    );
+  }
+  if (parts.page) {
+    const { reports } = services;
+    // The JSON API beside the page: it has its own bearer tokens and refuses everything without one.
+    await app.register(apiRoutes, {
+      prefix: API_PREFIX,
+      db,
+      reports,
+      tokens: config.web.apiTokens,
+      exceptionSla: config.exceptions.sla,
+      logger: logger.child({ module: 'api' }),
+    });
+    let users = config.web.users.map((u) => ({
+      username: u.username,
+      passwordHash: u.passwordHash,
+      ...(u.role ? { role: u.role } : {}),
+    }));
+    if (users.length === 0 && parts.sandboxUsers) {
+      users = await Promise.all(
+        SANDBOX_WEB_USERS.map(async (u) => ({
+          username: u.username,
+          passwordHash: await hashPassword(u.password),
+          role: u.role,
+        })),
+      );
+    }
+    if (users.length === 0) {
+      logger.warn('PAYRECON_WEB_USERS is empty: the finance page is not served');
+    } else {
+      await app.register(webRoutes, {
+        prefix: '/',
+        users,
+        sessionSecret: await resolveSessionSecret(config.web.sessionSecret, infra.dataDir),
+        timeZone: config.jobs.timeZone,
+        services: services.web,
+        logger,
+        ...parts.pageOptions,
+      });
+    }
+  }
+  return app;
+}
