@@ -1,5 +1,5 @@
 import type ExcelJS from 'exceljs';
-import { type CloseSummary, closesOfPeriods } from '../db/closes.ts';
+import { type CloseSummary, closesOfPeriods } from '../db/closes/records.ts';
 import {
   type AccountBalance,
   ENTITY_KINDS,
@@ -14,7 +14,7 @@ import {
   type Movement,
   openBatches,
   tuneForReport,
-} from '../db/report-queries.ts';
+} from '../db/read-models/reports.ts';
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';

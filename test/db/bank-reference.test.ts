@@ -5,9 +5,9 @@
  */
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getPayment, lookupPayments } from '../../src/db/api-queries.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import * as bankReferenceMigration from '../../src/db/migrations/20261125T0155_bank_reference.ts';
+import { getPayment, lookupPayments } from '../../src/db/read-models/payments.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

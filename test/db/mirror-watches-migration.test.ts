@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest } from '../../src/db/connection.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { createTestDatabase, indexesOf, migrateDownThrough, type TestDatabase } from './helpers.ts';
 
 /**

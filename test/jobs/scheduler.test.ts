@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimRun, databaseCreatedAt, finishRun, listRuns } from '../../src/db/job-runs.ts';
+import { claimRun, databaseCreatedAt, finishRun, listRuns } from '../../src/db/runs/job-runs.ts';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import {
   type CronTimer,

@@ -15,7 +15,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Intent, Observation } from '../../src/domain/observation.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';

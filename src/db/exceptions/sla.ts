@@ -6,8 +6,8 @@
  * a due time is computed in one place.
  */
 import { type RawBuilder, sql } from 'kysely';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { formatAmount } from '../domain/money.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { formatAmount } from '../../domain/money.ts';
 
 /** The minutes allowed to the exception `x` (entity mirror `m`), an integer expression. */
 export function slaMinutesSql(table: SlaTable): RawBuilder<number> {

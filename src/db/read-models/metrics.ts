@@ -1,12 +1,12 @@
 /**
  * The figures `/metrics` reads from the ledger database (src/metrics.ts caches them): exceptions by type
  * and state with the age of the oldest unresolved one and how many are past their service level, and
- * the poll backlog. Ledger balances come from `balances` in src/db/queries.ts.
+ * the poll backlog. Ledger balances come from `balances` in src/db/read-models/balances.ts.
  */
 import { sql } from 'kysely';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { overdueSql } from './exception-sla.ts';
-import type { Db } from './schema.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { overdueSql } from '../exceptions/sla.ts';
+import type { Db } from '../schema.ts';
 
 export interface ExceptionFigures {
   type: string;

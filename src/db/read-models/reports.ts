@@ -8,12 +8,12 @@
  * closing checks the snapshots and the postings against each other.
  */
 import { type RawBuilder, sql } from 'kysely';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { type Minor, parseLedgerMinor } from '../domain/money.ts';
-import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
-import { balanceAsOf } from './ledger-periods.ts';
-import { RUNNING_BALANCE } from './queries.ts';
-import type { Db } from './schema.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { type Minor, parseLedgerMinor } from '../../domain/money.ts';
+import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from '../exceptions/sla.ts';
+import { balanceAsOf } from '../ledger/periods.ts';
+import type { Db } from '../schema.ts';
+import { RUNNING_BALANCE } from './balances.ts';
 
 const accountFilter = (account: string | null, column = 'e.merchant_account') =>
   account === null ? sql`` : sql` AND ${sql.ref(column)} = ${account}`;
@@ -405,7 +405,7 @@ export interface ExceptionRow {
   reopen_reason: string | null;
   /** The refused move of an ILLEGAL_TRANSITION, the changes of a FACTS_CHANGED (`refusedReading`); else null. */
   refused: Record<string, unknown> | null;
-  /** The queue's fields (src/db/exception-queue.ts): who works it, its due time, overdue at `asOf`. */
+  /** The queue's fields (src/db/exceptions/queue.ts): who works it, its due time, overdue at `asOf`. */
   assignee: string | null;
   due_at: Date;
   overdue: boolean;

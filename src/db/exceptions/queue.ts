@@ -4,7 +4,7 @@
  * amount range, overdue), a page at a time by exception id (keyset), counts per age bucket, one
  * exception with its audit trail, and the queue's one write (`changeQueueItem`: a state change, an
  * assignment or a comment, each with its audit event in the same transaction) and its bulk form. Due
- * times come from the service-level table (src/db/exception-sla.ts). Amounts are bigint minor units.
+ * times come from the service-level table (src/db/exceptions/sla.ts). Amounts are bigint minor units.
  */
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import {
@@ -12,13 +12,13 @@ import {
   type AgeBucketKey,
   type ExceptionState,
   UNRESOLVED_STATES,
-} from '../domain/exception-queue.ts';
-import { DECIDED_TYPES } from '../domain/exception-rules.ts';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../domain/money.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
-import type { Database, Db } from './schema.ts';
+} from '../../domain/exception-queue.ts';
+import { DECIDED_TYPES } from '../../domain/exception-rules.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../../domain/money.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
+import type { Database, Db } from '../schema.ts';
+import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './sla.ts';
 
 const DAY_MS = 86_400_000;
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);

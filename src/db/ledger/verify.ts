@@ -8,12 +8,11 @@
  * and hour's movements per account and effect the sums of that period's postings.
  */
 import { sql } from 'kysely';
-import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
-import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
-import { formatAmount } from '../domain/money.ts';
-import { planEntity } from '../domain/plan.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import { entryPostings, OF_ACCOUNT } from './ledger-periods.ts';
+import type { AppliedEntry, HistoryItem } from '../../domain/effects.ts';
+import { DEFAULT_EXCEPTION_RULES } from '../../domain/exception-rules.ts';
+import { formatAmount } from '../../domain/money.ts';
+import { planEntity } from '../../domain/plan.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
 import {
   type EntityRef,
   type LinkedIntent,
@@ -22,9 +21,10 @@ import {
   loadRefundDeposits,
   type RefundDeposits,
   refKey,
-} from './ledger-repository.ts';
-import { IN_FLIGHT_LITERALS } from './queries.ts';
-import type { Db } from './schema.ts';
+} from '../ledger-repository.ts';
+import { IN_FLIGHT_LITERALS } from '../read-models/balances.ts';
+import type { Db } from '../schema.ts';
+import { entryPostings, OF_ACCOUNT } from './periods.ts';
 
 export interface VerifyResult {
   ok: boolean;
