@@ -2,7 +2,6 @@ import type ExcelJS from 'exceljs';
 import { type CloseSummary, closesOfPeriods } from '../db/closes/records.ts';
 import {
   type AccountBalance,
-  ENTITY_KINDS,
   type EntityRow,
   earlyReleasedCredits,
   entityQuery,
@@ -18,6 +17,7 @@ import {
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
+import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
   byCurrency,

@@ -15,7 +15,6 @@ import { AppError } from '../domain/errors.ts';
 import { type Logger, logger } from '../logger.ts';
 import { createMetrics } from '../metrics.ts';
 import { ReportRunner } from '../reports/runs.ts';
-import { ensureReportSchema } from '../reports/schema.ts';
 import { buildWebApp } from './app.ts';
 import { hashPassword } from './auth.ts';
 import { opsRoutes } from './ops.ts';
@@ -72,7 +71,6 @@ export async function runWebCli(
   const database = await openDatabase();
   const db = createDb(database.url);
   await migrateToLatest(db);
-  await ensureReportSchema(db);
   const runner = new ReportRunner({
     db,
     dir: join(config.dataDir, 'reports'),

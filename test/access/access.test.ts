@@ -21,7 +21,6 @@ import { startBroker } from '../../src/embedded/kafka/broker.ts';
 import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { NOTIFICATION_TOPIC } from '../../src/events/topics.ts';
 import { cashoutControl, depositAuthorization, formatXDate } from '../../src/provider/signing.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { buildServer, type Infrastructure, startInfrastructure } from '../../src/wiring.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
@@ -158,7 +157,6 @@ beforeAll(async () => {
     broker: ({ dataDir: dir }) => startBroker({ host: '127.0.0.1', port: 0, dataDir: dir }),
     registry: ({ dataDir: dir }) => startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir }),
   });
-  await ensureReportSchema(infra.db);
   await seedBefore(infra.db);
   await seedPeriod(infra.db);
   app = await buildServer(infra, {

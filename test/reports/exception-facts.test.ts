@@ -24,7 +24,6 @@ import type { Intent, Observation } from '../../src/domain/observation.ts';
 import { alertFromOutbox } from '../../src/producers/outbox-relay.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { addDays, localDate, periodOf } from '../../src/reports/period.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 
@@ -54,7 +53,6 @@ async function exceptionsOf(entityId: string): Promise<Map<string, Row>> {
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-facts-'));
   await intents([
     intent('deposit', 'f-am', 10_000n),

@@ -18,9 +18,9 @@ import type {
   CloseInFlightLine,
   CloseMovementLine,
 } from '../../domain/close.ts';
-import { PAYOUT_IN_FLIGHT } from '../../domain/effects.ts';
 import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '../../domain/money.ts';
 import { balanceAsOf, entryPostings } from '../ledger/periods.ts';
+import { IN_FLIGHT_LITERALS, OPEN_PAYOUTS } from '../read-models/balances.ts';
 import type { Db } from '../schema.ts';
 
 /** One merchant account, currency and month, with the month's instants in the report time zone. */
@@ -111,7 +111,7 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
       -- the open cashouts and refunds (mirror_watches_in_flight_ix, migration 20261127T0100_mirror_watches)
       SELECT m.entity_kind, m.entity_id FROM mirror_watches w
       JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
-      WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])
+      WHERE ${OPEN_PAYOUTS} AND m.status IN (${IN_FLIGHT_LITERALS})
         AND w.merchant_account = ${s.merchantAccount} AND w.currency = ${s.currency} AND NOT w.test
     )
     SELECT c.entity_kind, c.entity_id, m.external_ref, r.reserved_at, r.amount

@@ -7,18 +7,13 @@
  * times come from the service-level table (src/db/exceptions/sla.ts). Amounts are bigint minor units.
  */
 import { type RawBuilder, sql, type Transaction } from 'kysely';
-import {
-  AGE_BUCKETS,
-  type AgeBucketKey,
-  type ExceptionState,
-  UNRESOLVED_STATES,
-} from '../../domain/exception-queue.ts';
+import { AGE_BUCKETS, type AgeBucketKey, type ExceptionState } from '../../domain/exception-queue.ts';
 import { DECIDED_TYPES } from '../../domain/exception-rules.ts';
 import type { SlaTable } from '../../domain/exception-sla.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../../domain/money.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
 import type { Database, Db } from '../schema.ts';
-import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './sla.ts';
+import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql, UNRESOLVED_LITERALS } from './sla.ts';
 
 const DAY_MS = 86_400_000;
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
@@ -174,7 +169,7 @@ function queueWhere(f: QueueFilter, now: Date, sla: SlaTable, withAge = true): R
   const bucket = withAge && f.age ? AGE_BUCKETS.find((b) => b.key === f.age) : undefined;
   // The unresolved states as literals (constants): the planner matches them to the partial index of
   // unresolved exceptions (migration 20261126T04184_interactive_indexes) instead of walking every resolved one.
-  const states = f.state ? sql.join([f.state]) : sql.join(UNRESOLVED_STATES.map((s) => sql.lit(s)));
+  const states = f.state ? sql.join([f.state]) : UNRESOLVED_LITERALS;
   return sql`x.state IN (${states})
        ${f.type !== undefined ? sql`AND x.type = ${f.type}` : sql``}
        ${f.assignee === null ? sql`AND x.assignee IS NULL` : f.assignee !== undefined ? sql`AND x.assignee = ${f.assignee}` : sql``}

@@ -5,7 +5,7 @@
  */
 import { sql } from 'kysely';
 import type { SlaTable } from '../../domain/exception-sla.ts';
-import { overdueSql } from '../exceptions/sla.ts';
+import { overdueSql, UNRESOLVED_LITERALS } from '../exceptions/sla.ts';
 import type { Db } from '../schema.ts';
 
 export interface ExceptionFigures {
@@ -25,7 +25,7 @@ export interface ExceptionFigures {
  * the history on each scrape (1,013,334 rows at 1,000,000 payments).
  */
 const UNRESOLVED_MIRROR = sql`LEFT JOIN LATERAL (SELECT m.currency, m.amount FROM mirrors m
-  WHERE x.state <> 'resolved' AND m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
+  WHERE x.state IN (${UNRESOLVED_LITERALS}) AND m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
     AND m.entity_id = x.entity_id OFFSET 0) m ON true`;
 
 /** Exceptions per type and state; overdue ones counted against the service-level table `sla`. */
@@ -46,7 +46,7 @@ export async function exceptionFigures(
     overdue: number;
   }>`
     SELECT x.type, x.state, count(*)::int AS n,
-           extract(epoch FROM (${now}::timestamptz - min(x.first_seen_at) FILTER (WHERE x.state <> 'resolved')))::float8
+           extract(epoch FROM (${now}::timestamptz - min(x.first_seen_at) FILTER (WHERE x.state IN (${UNRESOLVED_LITERALS}))))::float8
              AS oldest,
            (count(*) FILTER (WHERE ${overdueSql(sla, now)}))::int AS overdue
       FROM exceptions x ${UNRESOLVED_MIRROR} GROUP BY x.type, x.state ORDER BY x.type, x.state`.execute(db);
