@@ -19,11 +19,11 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { takeBalanceSnapshots } from '../src/db/balance-snapshots.ts';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
-import { balances } from '../src/db/queries.ts';
+import { takeBalanceSnapshots } from '../src/db/ledger/balance-snapshots.ts';
+import { verifyLedger } from '../src/db/ledger/verify.ts';
+import { balances } from '../src/db/read-models/balances.ts';
 import type { Db } from '../src/db/schema.ts';
-import { verifyLedger } from '../src/db/verify.ts';
 import { loadAverage, medianMs } from './timing.ts';
 
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -25,6 +25,7 @@ import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
+import { verifyLedger } from '../src/db/ledger/verify.ts';
 import { arrayLiteral } from '../src/db/ledger-repository.ts';
 import {
   applyObservations,
@@ -33,7 +34,6 @@ import {
   withLedgerTransaction,
 } from '../src/db/ledger-service.ts';
 import type { Db } from '../src/db/schema.ts';
-import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
 import { Rng } from '../src/sandbox/rng.ts';

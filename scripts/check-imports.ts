@@ -1,5 +1,5 @@
 /**
- * The import rules of ARCHITECTURE.md ("Layout"), checked over every file under src/ (tests beside the
+ * The import rules of the layout below, checked over every file under src/ (tests beside the
  * code included): each area imports only itself and the areas its row names, static and dynamic
  * imports alike. `npm run lint:imports` runs it, and `.ci/run` after the lint. Prints one line per
  * broken rule and exits 1; exits 0 with a summary when every import keeps to the layout.
@@ -16,6 +16,10 @@
  *   wiring (cli.ts, wiring.ts and every other file at the top of src/)
  *                                   everything; the only importers of embedded
  *
+ * No cycles: no file reaches itself through its imports, whatever their kind (static, type-only,
+ * re-exports and dynamic `import()` alike), so every module of src/ can be read, and evaluated, after
+ * the ones it names. Each cycle is printed on one line, file by file.
+ *
  * Besides: any area but the domain may import the `Logger` type (type-only: how a log function is
  * injected); a command's entry point (ENTRY_POINTS) also reads the config, the root logger and the
  * command's error path (src/cli-errors.ts); a test beside the code may import fixtures from test/.
@@ -27,7 +31,7 @@ import ts from 'typescript';
 const ROOT = resolve(dirname(new URL(import.meta.url).pathname), '..');
 const SRC = join(ROOT, 'src');
 
-/** The areas an adapter may import (everything above the adapters in ARCHITECTURE.md's table). */
+/** The areas an adapter may import (every area the adapters stand on). */
 const BELOW_ADAPTERS = [
   'domain',
   'provider',
@@ -187,6 +191,84 @@ interface Problem {
   from: string;
   to: string;
   rule: string;
+  /** For an import cycle: its files in import order, the first repeated at the end. */
+  cycle?: string[];
+}
+
+/**
+ * One cycle per strongly connected component of the import graph (Tarjan's algorithm, iterative): the
+ * shortest way from the component's first file (by name) back to itself. Breaking it may leave another
+ * cycle in the same component, which the next run names.
+ */
+export function importCycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  const nodes = [...graph.keys()].sort();
+  const next = (n: string) => [...new Set(graph.get(n) ?? [])].filter((m) => graph.has(m)).sort();
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: string[] = [];
+  const components: string[][] = [];
+  let counter = 0;
+  for (const root of nodes) {
+    if (index.has(root)) continue;
+    const work: { node: string; edges: string[]; at: number }[] = [];
+    const enter = (n: string) => {
+      index.set(n, counter);
+      low.set(n, counter);
+      counter += 1;
+      stack.push(n);
+      onStack.add(n);
+      work.push({ node: n, edges: next(n), at: 0 });
+    };
+    enter(root);
+    while (work.length > 0) {
+      const top = work[work.length - 1] as (typeof work)[number];
+      if (top.at < top.edges.length) {
+        const m = top.edges[top.at] as string;
+        top.at += 1;
+        if (!index.has(m)) enter(m);
+        else if (onStack.has(m)) low.set(top.node, Math.min(low.get(top.node) ?? 0, index.get(m) ?? 0));
+        continue;
+      }
+      work.pop();
+      const parent = work[work.length - 1];
+      if (parent) low.set(parent.node, Math.min(low.get(parent.node) ?? 0, low.get(top.node) ?? 0));
+      if (low.get(top.node) === index.get(top.node)) {
+        const component: string[] = [];
+        let n: string | undefined;
+        do {
+          n = stack.pop() as string;
+          onStack.delete(n);
+          component.push(n);
+        } while (n !== top.node);
+        if (component.length > 1 || next(top.node).includes(top.node)) components.push(component.sort());
+      }
+    }
+  }
+  return components
+    .map((component) => {
+      const members = new Set(component);
+      const start = component[0] as string;
+      // Breadth first from the start back to it, inside the component.
+      const cameFrom = new Map<string, string>();
+      const queue = [start];
+      while (queue.length > 0) {
+        const n = queue.shift() as string;
+        for (const m of next(n)) {
+          if (!members.has(m) || cameFrom.has(m)) continue;
+          cameFrom.set(m, n);
+          if (m === start) {
+            queue.length = 0;
+            break;
+          }
+          queue.push(m);
+        }
+      }
+      const path = [start];
+      for (let n = cameFrom.get(start) as string; n !== start; n = cameFrom.get(n) as string) path.push(n);
+      return [start, ...path.slice(1).reverse(), start];
+    })
+    .sort((a, b) => (a[0] as string).localeCompare(b[0] as string));
 }
 
 /** Checks every file under `srcDir` (default this repository's src/); paths are relative to its parent. */
@@ -197,14 +279,17 @@ export function checkImports(
   const root = dirname(srcDir);
   const problems: Problem[] = [];
   const used = new Set<(typeof allowlist)[number]>();
+  const graph = new Map<string, string[]>();
   let files = 0;
   let imports = 0;
   for (const file of sourceFiles(srcDir)) {
     files += 1;
     const from = relative(root, file);
+    const edges: string[] = [];
+    graph.set(from, edges);
     const area = areaOf(srcDir, file);
     if (area === null) {
-      problems.push({ from, to: '-', rule: 'lies outside the layout of ARCHITECTURE.md (no area)' });
+      problems.push({ from, to: '-', rule: 'lies outside the layout (no area)' });
       continue;
     }
     const isTest = /\.test\.ts$/.test(file);
@@ -229,6 +314,7 @@ export function checkImports(
       }
       const target = resolve(dirname(file), spec);
       const to = relative(root, target);
+      edges.push(to);
       if (!target.startsWith(`${srcDir}/`)) {
         // A test beside the code may share the fixtures under test/.
         if (isTest && target.startsWith(`${root}/test/`)) continue;
@@ -255,6 +341,9 @@ export function checkImports(
       });
     }
   }
+  for (const cycle of importCycles(graph)) {
+    problems.push({ from: cycle[0] as string, to: cycle[1] as string, rule: 'import cycle', cycle });
+  }
   for (const a of allowlist) {
     if (!used.has(a)) {
       problems.push({ from: a.from, to: a.to, rule: 'allow-list entry matches no import: remove it' });
@@ -264,14 +353,23 @@ export function checkImports(
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === resolve(new URL(import.meta.url).pathname)) {
-  const { files, imports, problems } = checkImports();
-  for (const p of problems) process.stderr.write(`payrecon: imports: ${p.from} -> ${p.to}: ${p.rule}\n`);
+  // A tree other than this repository's src/ may be named (the check's own test does).
+  const { files, imports, problems } = checkImports(process.argv[2] ? resolve(process.argv[2]) : SRC);
+  for (const p of problems) {
+    process.stderr.write(
+      p.cycle
+        ? `payrecon: imports: cycle: ${p.cycle.join(' -> ')}\n`
+        : `payrecon: imports: ${p.from} -> ${p.to}: ${p.rule}\n`,
+    );
+  }
   if (problems.length > 0) {
-    process.stderr.write(`payrecon: imports: ${problems.length} import(s) break ARCHITECTURE.md's layout\n`);
+    process.stderr.write(
+      `payrecon: imports: ${problems.length} problem(s): imports that break the layout or close a cycle\n`,
+    );
     process.exit(1);
   }
   process.stdout.write(
-    `imports: ${files} files, ${imports} imports keep to the layout` +
+    `imports: ${files} files, ${imports} imports keep to the layout, no cycle` +
       (ALLOWED.length > 0 ? ` (${ALLOWED.length} allowed for now)\n` : '\n'),
   );
 }

@@ -10,16 +10,8 @@ import { stat } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { z } from 'zod';
-import {
-  getClose,
-  getPayment,
-  listCloses,
-  listPayments,
-  lookupPayments,
-  type PaymentCursor,
-  type PaymentRow,
-} from '../db/api-queries.ts';
-import { decideException } from '../db/decisions.ts';
+import { getClose, listCloses } from '../db/closes/records.ts';
+import { decideException } from '../db/exceptions/decisions.ts';
 import {
   changeQueueItem,
   getQueueItem,
@@ -27,8 +19,15 @@ import {
   type QueueChange,
   type QueueFilter,
   type QueueRow,
-} from '../db/exception-queue.ts';
-import { balances, movements } from '../db/queries.ts';
+} from '../db/exceptions/queue.ts';
+import { balances, movements } from '../db/read-models/balances.ts';
+import {
+  getPayment,
+  listPayments,
+  lookupPayments,
+  type PaymentCursor,
+  type PaymentRow,
+} from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
 import { AppError } from '../domain/errors.ts';

@@ -5,8 +5,8 @@
  * (`"1234.50"`), instants ISO 8601 with an offset.
  */
 import { z } from 'zod';
-import { PAYMENT_ID_KINDS } from '../db/api-queries.ts';
-import { DECISIONS } from '../db/decisions.ts';
+import { DECISIONS } from '../db/exceptions/decisions.ts';
+import { PAYMENT_ID_KINDS } from '../db/read-models/payments.ts';
 import { AGE_BUCKET_KEYS, EXCEPTION_STATES } from '../domain/exception-queue.ts';
 import { type Minor, parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';

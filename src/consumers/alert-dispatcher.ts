@@ -8,8 +8,8 @@
  */
 import type { Kafka } from 'kafkajs';
 import { request } from 'undici';
-import { deliveredAlertIds, recordAlertDeliveries } from '../db/alert-deliveries.ts';
 import { waitOutDatabaseOutages } from '../db/connection.ts';
+import { deliveredAlertIds, recordAlertDeliveries } from '../db/runs/alert-deliveries.ts';
 import type { Db } from '../db/schema.ts';
 import { AppError } from '../domain/errors.ts';
 import { SEVERITIES, type Severity, severityRank } from '../domain/exception-rules.ts';

@@ -22,7 +22,7 @@
  *   is thrown non-retryable: the runner isolates the message and dead-letters it.
  */
 import type { ProviderAccount } from '../config.ts';
-import { pollNow } from '../db/queries.ts';
+import { pollNow } from '../db/polling/service.ts';
 import type { Db } from '../db/schema.ts';
 import { mapBounded } from '../domain/concurrency.ts';
 import { AppError, isRetryable } from '../domain/errors.ts';

@@ -8,12 +8,12 @@ import { AppError } from '../domain/errors.ts';
 import { EXCEPTION_STATES, type ExceptionState } from '../domain/exception-queue.ts';
 import { refusedReading } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
-import { takeBalanceSnapshots } from './balance-snapshots.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
-import { decideException } from './decisions.ts';
-import { listQueue, type QueueFilter } from './exception-queue.ts';
+import { decideException } from './exceptions/decisions.ts';
+import { listQueue, type QueueFilter } from './exceptions/queue.ts';
 import type { ExceptionFacts } from './exceptions.ts';
-import { verifyLedger } from './verify.ts';
+import { takeBalanceSnapshots } from './ledger/balance-snapshots.ts';
+import { verifyLedger } from './ledger/verify.ts';
 
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
 export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
@@ -118,7 +118,7 @@ export interface DecideOptions {
 
 /**
  * `payrecon exception decide <id> --accept-provider|--keep-ledger --note TEXT --by NAME`: an operator's
- * decision on an ILLEGAL_TRANSITION or FACTS_CHANGED (src/db/decisions.ts), printed as one line.
+ * decision on an ILLEGAL_TRANSITION or FACTS_CHANGED (src/db/exceptions/decisions.ts), printed as one line.
  */
 export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDatabase): Promise<void> {
   if (Boolean(opts.acceptProvider) === Boolean(opts.keepLedger)) {

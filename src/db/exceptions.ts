@@ -24,9 +24,9 @@ import {
 import type { EntityKind } from '../domain/statuses.ts';
 import { binaryColumns } from './binary-array.ts';
 import type { EntityRef } from './ledger-repository.ts';
-import { insertAlertsFrom } from './outbox.ts';
+import { UNANSWERED_INTENT } from './polling/unanswered-intents.ts';
 import { prepared } from './prepared.ts';
-import { UNANSWERED_INTENT } from './queries.ts';
+import { insertAlertsFrom } from './runs/outbox.ts';
 import type { Db } from './schema.ts';
 
 export interface ExceptionToRaise extends EntityRef {

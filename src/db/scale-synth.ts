@@ -17,7 +17,7 @@
  * when the status that wants it is read, as the ledger would (src/domain/effects.ts, the effect table).
  */
 import { type RawBuilder, sql } from 'kysely';
-import { SETTLE_MS } from './balance-snapshots.ts';
+import { SETTLE_MS } from './ledger/balance-snapshots.ts';
 import type { Db } from './schema.ts';
 
 export interface ScaleSynthOptions {

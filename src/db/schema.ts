@@ -305,7 +305,7 @@ export interface ExceptionEventsTable {
 }
 
 /**
- * A month close per merchant account and currency (`period` `YYYY-MM`, src/db/closes.ts): prepared and
+ * A month close per merchant account and currency (`period` `YYYY-MM`, src/db/closes/): prepared and
  * signed by one user, approved by another; frozen (trigger `closes_frozen_trg`), with `canonical` its
  * figures' canonical JSON and `sha256` the hash of that text.
  */

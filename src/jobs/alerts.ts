@@ -2,7 +2,7 @@
  * A job's alert (a failed ledger verification) goes out like every other alert: through the outbox, so
  * it is published once even when the process stops right after.
  */
-import { enqueueAlerts } from '../db/outbox.ts';
+import { enqueueAlerts } from '../db/runs/outbox.ts';
 import type { Db } from '../db/schema.ts';
 import type { JobAlert } from './catalog.ts';
 

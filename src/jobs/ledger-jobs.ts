@@ -2,8 +2,9 @@
  * The job catalog over the ledger, with the bodies of this folder, run by one scheduler; claims keep two
  * instances from doubling a run.
  */
-import { databaseCreatedAt } from '../db/job-runs.ts';
-import { merchantAccounts } from '../db/report-queries.ts';
+
+import { merchantAccounts } from '../db/read-models/reports.ts';
+import { databaseCreatedAt } from '../db/runs/job-runs.ts';
 import type { Db } from '../db/schema.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { Logger } from '../logger.ts';

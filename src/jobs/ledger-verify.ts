@@ -2,9 +2,9 @@
  * `ledger-verify`: the daily balance snapshots, then the incremental verification of the last day (the
  * full one is `payrecon db verify`); its outcome goes to the metrics.
  */
-import { takeBalanceSnapshots } from '../db/balance-snapshots.ts';
+import { takeBalanceSnapshots } from '../db/ledger/balance-snapshots.ts';
+import { verifyLedger } from '../db/ledger/verify.ts';
 import type { Db } from '../db/schema.ts';
-import { verifyLedger } from '../db/verify.ts';
 import type { Metrics } from '../metrics.ts';
 import type { LedgerVerification } from './catalog.ts';
 

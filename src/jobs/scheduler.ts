@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import cron from 'node-cron';
-import { claimRun, finishRun } from '../db/job-runs.ts';
+import { claimRun, finishRun } from '../db/runs/job-runs.ts';
 import type { Db } from '../db/schema.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 

@@ -3,9 +3,9 @@
  * (cancelled deposits) made due for the late-move check of the poller.
  */
 import { sweepExceptions } from '../db/exceptions.ts';
-import { lastSucceededStart } from '../db/job-runs.ts';
 import { withLedgerTransaction } from '../db/ledger-service.ts';
-import { scheduleLateRejectionChecks } from '../db/queries.ts';
+import { scheduleLateRejectionChecks } from '../db/polling/schedule.ts';
+import { lastSucceededStart } from '../db/runs/job-runs.ts';
 import type { Db } from '../db/schema.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { Logger } from '../logger.ts';

@@ -26,7 +26,7 @@
  */
 import { parse } from 'csv-parse/sync';
 import { createDb } from '../db/connection.ts';
-import { entitiesFirstSeenBetween } from '../db/queries.ts';
+import { entitiesFirstSeenBetween } from '../db/polling/schedule.ts';
 import type { Db } from '../db/schema.ts';
 import { mapBounded } from '../domain/concurrency.ts';
 import { AppError } from '../domain/errors.ts';

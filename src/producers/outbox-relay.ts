@@ -5,7 +5,7 @@
  * acknowledgement and the mark publishes the row again; the alert id is the same, and the dispatcher
  * delivers each alert id once.
  */
-import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/outbox.ts';
+import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/runs/outbox.ts';
 import type { Db } from '../db/schema.ts';
 import { isRetryable } from '../domain/errors.ts';
 import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';

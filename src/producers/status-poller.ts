@@ -23,7 +23,9 @@
  */
 import { Agent, DecoratorHandler, type Dispatcher } from 'undici';
 import type { ProviderAccount } from '../config.ts';
-import { deferPolls, entitiesDueForPolling, unsettledCashouts } from '../db/queries.ts';
+import { entitiesDueForPolling } from '../db/polling/schedule.ts';
+import { deferPolls } from '../db/polling/service.ts';
+import { unsettledCashouts } from '../db/polling/unanswered-intents.ts';
 import type { Db } from '../db/schema.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
 import type { Intent, Observation, ObservationSource } from '../domain/observation.ts';

@@ -4,15 +4,8 @@
  * report time zone and cut-off like the settlement workbook's periods.
  */
 import type { OpenDatabase } from '../db/cli.ts';
-import {
-  approveClose,
-  type CloseRecord,
-  type CloseScope,
-  closeDocument,
-  getCloseRecord,
-  postCloseAdjustments,
-  prepareClose,
-} from '../db/closes.ts';
+import { type CloseScope, closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
+import { approveClose, type CloseRecord, getCloseRecord, prepareClose } from '../db/closes/records.ts';
 import { createDb } from '../db/connection.ts';
 import type { CloseDocument } from '../domain/close.ts';
 import { AppError } from '../domain/errors.ts';

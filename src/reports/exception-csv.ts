@@ -4,7 +4,7 @@
  * (src/db/exception-queue.ts) returns for the same filter. Instants in UTC (ISO 8601), amounts as
  * decimal text, formula-looking text defused (csvField).
  */
-import type { QueueRow } from '../db/exception-queue.ts';
+import type { QueueRow } from '../db/exceptions/queue.ts';
 import { AGE_BUCKETS } from '../domain/exception-queue.ts';
 import { formatAmount } from '../domain/money.ts';
 import { csvField } from './sheet-writer.ts';

@@ -6,7 +6,7 @@ import {
   forEachBatch,
   type LateRow,
   lateQuery,
-} from '../db/report-queries.ts';
+} from '../db/read-models/reports.ts';
 import type { Db } from '../db/schema.ts';
 import { AGE_BUCKETS } from '../domain/exception-queue.ts';
 import { refusedReading } from '../domain/exception-rules.ts';

@@ -8,7 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { merchantAccounts } from '../db/report-queries.ts';
+import { merchantAccounts } from '../db/read-models/reports.ts';
 import {
   failRunsStartedBefore,
   getRunRow,
@@ -21,7 +21,7 @@ import {
   type RunRow,
   runsFinishedBefore,
   setRunProgress,
-} from '../db/report-runs.ts';
+} from '../db/runs/report-runs.ts';
 import type { Db } from '../db/schema.ts';
 import type { SlaTable } from '../domain/exception-sla.ts';
 import type { Logger } from '../logger.ts';

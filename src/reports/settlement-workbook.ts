@@ -1,8 +1,7 @@
 import type ExcelJS from 'exceljs';
-import { type CloseSummary, closesOfPeriods } from '../db/closes.ts';
+import { type CloseSummary, closesOfPeriods } from '../db/closes/records.ts';
 import {
   type AccountBalance,
-  ENTITY_KINDS,
   type EntityRow,
   earlyReleasedCredits,
   entityQuery,
@@ -14,10 +13,11 @@ import {
   type Movement,
   openBatches,
   tuneForReport,
-} from '../db/report-queries.ts';
+} from '../db/read-models/reports.ts';
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
+import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
   byCurrency,

@@ -6,7 +6,7 @@
  * UTC midnights (when the daily snapshots are taken), the volume chart's days local.
  */
 import type { FastifyInstance } from 'fastify';
-import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/chart-queries.ts';
+import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/read-models/charts.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../reports/period.ts';
 import { type BalanceView, balanceChartsPage, balancesPage, CHART_DAYS } from './balance-views.ts';
 import type { PageKit } from './page-kit.ts';

@@ -3,14 +3,15 @@
  * running balance kept by the postings' trigger, an earlier one the latest daily snapshot plus the
  * postings since (`balances`, src/db/queries.ts): nothing here sums all of history.
  */
+
+import { balances, inFlightCounts } from '../db/read-models/balances.ts';
 import {
   BALANCE_ACCOUNTS,
   balanceHistory,
   balanceMovements,
   dailyVolumes,
   openExceptionsByAge,
-} from '../db/chart-queries.ts';
-import { balances, inFlightCounts } from '../db/queries.ts';
+} from '../db/read-models/charts.ts';
 import type { Db } from '../db/schema.ts';
 import type { BalanceServices } from './balance-routes.ts';
 import type { BalanceView } from './balance-views.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BalanceMovementRow } from '../db/chart-queries.ts';
+import type { BalanceMovementRow } from '../db/read-models/charts.ts';
 import {
   type BalanceChartsData,
   type BalancesPageData,

@@ -5,8 +5,8 @@
  * volumes by kind and status, open exceptions by age). Routes in src/web/balance-routes.ts; the SVG
  * renderer in src/web/charts.ts; the layout in views.ts.
  */
-import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/chart-queries.ts';
-import { NO_STATUS } from '../db/chart-queries.ts';
+import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/read-models/charts.ts';
+import { NO_STATUS } from '../db/read-models/charts.ts';
 import { AGE_BUCKETS } from '../domain/exception-queue.ts';
 import type { Minor } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';

@@ -2,15 +2,15 @@
  * The close pages' services over the ledger database (src/db/closes.ts); no SQL here. Months are read
  * in the report time zone and cut-off, like the settlement workbook's periods.
  */
+
+import { closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import {
   approveClose,
-  closeDocument,
   closeScopes,
   closesOfPeriods,
   getCloseRecord,
-  postCloseAdjustments,
   prepareClose,
-} from '../db/closes.ts';
+} from '../db/closes/records.ts';
 import type { Db } from '../db/schema.ts';
 import { previousPeriod } from '../domain/close.ts';
 import { closeScope } from '../reports/close.ts';

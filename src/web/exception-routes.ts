@@ -12,7 +12,7 @@ import type {
   QueueChangeResult,
   QueueEvent,
   QueueFilter,
-} from '../db/exception-queue.ts';
+} from '../db/exceptions/queue.ts';
 import { parseAmount } from '../domain/money.ts';
 import { queueCsvName } from '../reports/exception-csv.ts';
 import {

@@ -6,7 +6,7 @@
  * element. Routes in src/web/exception-routes.ts; the layout in views.ts, the queue's own style sheet
  * here (EXCEPTION_CSS, served by the routes).
  */
-import type { QueueEvent, QueueRow } from '../db/exception-queue.ts';
+import type { QueueEvent, QueueRow } from '../db/exceptions/queue.ts';
 import type { ExceptionFacts } from '../db/exceptions.ts';
 import {
   AGE_BUCKETS,

@@ -3,16 +3,17 @@
  * here. The only writes are the exception queue's (src/db/exception-queue.ts) and an ILLEGAL_TRANSITION's or FACTS_CHANGED's
  * decision (src/db/decisions.ts).
  */
-import { getPayment, lookupPayments } from '../db/api-queries.ts';
-import { decideException } from '../db/decisions.ts';
+
+import { decideException } from '../db/exceptions/decisions.ts';
 import {
   bulkChangeState,
   changeQueueItem,
   getQueueItem,
   listQueue,
   queueAgeCounts,
-} from '../db/exception-queue.ts';
+} from '../db/exceptions/queue.ts';
 import { exceptionTypes } from '../db/exceptions.ts';
+import { getPayment, lookupPayments } from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { queueCsv } from '../reports/exception-csv.ts';

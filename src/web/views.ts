@@ -3,7 +3,7 @@
  * plain view models (amounts as bigint minor units, instants as Date) and return `SafeHtml`.
  */
 
-import type { PaymentDetail, PaymentRow } from '../db/api-queries.ts';
+import type { PaymentDetail, PaymentRow } from '../db/read-models/payments.ts';
 import type { Minor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
 import type { WebRole } from '../domain/roles.ts';

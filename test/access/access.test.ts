@@ -22,7 +22,6 @@ import { startRegistry } from '../../src/embedded/registry/registry.ts';
 import { NOTIFICATION_TOPIC } from '../../src/events/topics.ts';
 import { type Infrastructure, startInfrastructure } from '../../src/infrastructure.ts';
 import { cashoutControl, depositAuthorization, formatXDate } from '../../src/provider/signing.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildServer } from '../../src/server.ts';
 import { createServices } from '../../src/services.ts';
 import { hashPassword } from '../../src/web/auth.ts';
@@ -160,7 +159,6 @@ beforeAll(async () => {
     broker: ({ dataDir: dir }) => startBroker({ host: '127.0.0.1', port: 0, dataDir: dir }),
     registry: ({ dataDir: dir }) => startRegistry({ host: '127.0.0.1', port: 0, dataDir: dir }),
   });
-  await ensureReportSchema(infra.db);
   await seedBefore(infra.db);
   await seedPeriod(infra.db);
   app = await buildServer(infra, createServices(infra), {

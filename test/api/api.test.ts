@@ -16,7 +16,6 @@ import { applyObservations, recordIntents, withLedgerTransaction } from '../../s
 import { type ApiScope, type ApiTokenEntry, createApiToken } from '../../src/domain/api-tokens.ts';
 import { sha256Hex } from '../../src/domain/close.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { OpenApiValidator } from './openapi-validator.ts';
@@ -92,7 +91,6 @@ let beforeAll0 = new Date();
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-api-'));
   runner = new ReportRunner({ db: t.db, dir, timeZone: 'UTC' });
   await makeToken('all', ['read', 'exceptions:write', 'reports:write', 'intents:write']);

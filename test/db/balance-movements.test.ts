@@ -10,11 +10,11 @@
 import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { balanceMovements } from '../../src/db/chart-queries.ts';
 import { createDb } from '../../src/db/connection.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { balanceMovements } from '../../src/db/read-models/charts.ts';
 import type { Database } from '../../src/db/schema.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { bookAt, depositBatches } from './fixtures.ts';

@@ -6,9 +6,9 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
-import { balances } from '../../src/db/queries.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;

@@ -5,8 +5,8 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getPayment, lookupPayments } from '../../src/db/api-queries.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { getPayment, lookupPayments } from '../../src/db/read-models/payments.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

@@ -6,13 +6,13 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
 import {
   balanceHistory,
   balanceMovements,
   dailyVolumes,
   openExceptionsByAge,
-} from '../../src/db/chart-queries.ts';
+} from '../../src/db/read-models/charts.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import { bookAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

@@ -12,15 +12,9 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
-import {
-  approveClose,
-  type CloseScope,
-  closeDocument,
-  getCloseRecord,
-  postCloseAdjustments,
-  prepareClose,
-} from '../../src/db/closes.ts';
+import { type CloseScope, closeDocument, postCloseAdjustments } from '../../src/db/closes/document.ts';
+import { approveClose, getCloseRecord, prepareClose } from '../../src/db/closes/records.ts';
+import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
 import { canonicalJson, sha256Hex } from '../../src/domain/close.ts';
 import { monthOfInstant, monthPeriod, periodOf } from '../../src/reports/period.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';

@@ -7,11 +7,11 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
 import { parseSince } from '../../src/db/cli.ts';
 import { MIGRATIONS, migrateToLatest } from '../../src/db/connection.ts';
+import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
 import { obs, postAt, watchMirrors } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createDb, migrateToLatest } from '../../src/db/connection.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { balances } from '../../src/db/queries.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import { startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
 import { intent, obs } from './fixtures.ts';
 

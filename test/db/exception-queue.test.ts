@@ -14,8 +14,8 @@ import {
   listQueue,
   type QueueRow,
   queueAgeCounts,
-} from '../../src/db/exception-queue.ts';
-import { exceptionFigures } from '../../src/db/metrics-queries.ts';
+} from '../../src/db/exceptions/queue.ts';
+import { exceptionFigures } from '../../src/db/read-models/metrics.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../../src/domain/exception-sla.ts';
 import { queueCsv } from '../../src/reports/exception-csv.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

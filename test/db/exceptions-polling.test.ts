@@ -1,10 +1,11 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listQueue } from '../../src/db/exception-queue.ts';
+import { changeQueueItem, listQueue } from '../../src/db/exceptions/queue.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
-import { claimRun, finishRun, lastSucceededStart } from '../../src/db/job-runs.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { entitiesDueForPolling, inFlight, movements, resolveException } from '../../src/db/queries.ts';
+import { entitiesDueForPolling } from '../../src/db/polling/schedule.ts';
+import { inFlight, movements } from '../../src/db/read-models/balances.ts';
+import { claimRun, finishRun, lastSucceededStart } from '../../src/db/runs/job-runs.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, mirrorsWithPolls, obs } from './fixtures.ts';
@@ -41,7 +42,15 @@ describe('sweepExceptions', () => {
     await sweepExceptions(t.db, late);
     let rows = (await exceptionsOf('stuck1')).filter((e) => e.type === 'STUCK');
     expect(rows.map((r) => [r.count, r.state])).toEqual([[1, 'open']]);
-    await resolveException(t.db, rows[0]!.id, 'called the bank', 'ana');
+    expect(
+      await changeQueueItem(
+        t.db,
+        rows[0]!.id,
+        { kind: 'state', state: 'resolved', note: 'called the bank' },
+        'ana',
+        new Date(),
+      ),
+    ).toBe('changed');
     await sweepExceptions(t.db, late);
     rows = (await exceptionsOf('stuck1')).filter((e) => e.type === 'STUCK');
     expect(rows.map((r) => [r.count, r.state])).toEqual([[1, 'resolved']]);
@@ -187,7 +196,15 @@ describe('raiseExceptions', () => {
     expect(await outboxOf('amm1')).toEqual(['PROVIDER_AMOUNT_MISMATCH:deposit:acme:amm1:1']);
 
     // Resolved, then the same fact seen again (re-polls, a backfill): it stays resolved, no new alert.
-    await resolveException(t.db, row.id, 'customer paid the rest', 'ana');
+    expect(
+      await changeQueueItem(
+        t.db,
+        row.id,
+        { kind: 'state', state: 'resolved', note: 'customer paid the rest' },
+        'ana',
+        new Date(),
+      ),
+    ).toBe('changed');
     await apply([cancelled(4, 'poll')]);
     await apply([cancelled(5, 'backfill' as 'poll')]);
     row = (await exceptionsOf('amm1')).find((e) => e.type === 'PROVIDER_AMOUNT_MISMATCH')!;
@@ -220,7 +237,15 @@ describe('raiseExceptions', () => {
     await apply([pending(0, 9_000n)]);
     let row = (await exceptionsOf('amm2')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
     expect(row.details).toMatchObject({ intent: '10000', provider: '9000' });
-    await resolveException(t.db, row.id, 'provider confirmed a partial payment', 'bea');
+    expect(
+      await changeQueueItem(
+        t.db,
+        row.id,
+        { kind: 'state', state: 'resolved', note: 'provider confirmed a partial payment' },
+        'bea',
+        new Date(),
+      ),
+    ).toBe('changed');
     await apply([pending(1, 9_000n)]);
     row = (await exceptionsOf('amm2')).find((e) => e.type === 'AMOUNT_MISMATCH')!;
     expect(row.state).toBe('resolved');

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { scheduleLateRejectionChecks } from '../../src/db/queries.ts';
+import { scheduleLateRejectionChecks } from '../../src/db/polling/schedule.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { mirrorsWithPolls, scheduleAt, watchMirrors } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

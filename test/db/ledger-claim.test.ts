@@ -7,6 +7,7 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import {
   type EntityRef,
   loadBatch,
@@ -17,7 +18,6 @@ import {
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { pipelined } from '../../src/db/prepared.ts';
 import type { Database } from '../../src/db/schema.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, someoneWaitsForALock, type TestDatabase } from './helpers.ts';
 

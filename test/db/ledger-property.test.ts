@@ -12,9 +12,9 @@
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { balances } from '../../src/db/queries.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import type { Intent, Observation } from '../../src/domain/observation.ts';
 import {
   canReach,

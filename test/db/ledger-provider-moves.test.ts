@@ -5,9 +5,9 @@
  * invariant stays true.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { balances } from '../../src/db/queries.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { intent, mirrorsWithPolls, obs } from './fixtures.ts';

@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { arrayLiteral } from '../../src/db/ledger-repository.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { balances } from '../../src/db/queries.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

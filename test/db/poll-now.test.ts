@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pollNow } from '../../src/db/queries.ts';
+import { pollNow } from '../../src/db/polling/service.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { mirrorsWithPolls, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

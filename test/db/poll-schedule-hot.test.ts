@@ -8,8 +8,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { pollBacklog } from '../../src/db/metrics-queries.ts';
-import { entitiesDueForPolling } from '../../src/db/queries.ts';
+import { entitiesDueForPolling } from '../../src/db/polling/schedule.ts';
+import { pollBacklog } from '../../src/db/read-models/metrics.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { applyCountingUpdates, obs, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

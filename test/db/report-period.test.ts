@@ -8,8 +8,8 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
-import { type AccountBalance, balancesBefore, ledgerTotals } from '../../src/db/report-queries.ts';
+import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { type AccountBalance, balancesBefore, ledgerTotals } from '../../src/db/read-models/reports.ts';
 import { postAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

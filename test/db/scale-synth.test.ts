@@ -7,9 +7,9 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { synthesizeScale } from '../../src/db/scale-synth.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;

@@ -5,9 +5,9 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
 import { obs, postAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

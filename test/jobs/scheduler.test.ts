@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimRun, databaseCreatedAt, finishRun, listRuns } from '../../src/db/job-runs.ts';
+import { claimRun, databaseCreatedAt, finishRun, listRuns } from '../../src/db/runs/job-runs.ts';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import {
   type CronTimer,
@@ -21,7 +21,6 @@ import {
 } from '../../src/jobs/scheduler.ts';
 import { addDays, localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
 
@@ -56,7 +55,6 @@ let today: string;
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   await seedBefore(t.db);
   await seedPeriod(t.db);
   today = localDate(new Date(), TZ);

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';
 import type { Intent } from '../../src/domain/observation.ts';
 import { startSandboxForUp } from '../../src/sandbox-part.ts';

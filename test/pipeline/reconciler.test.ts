@@ -12,7 +12,7 @@ import type { Admin, Kafka, Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
 import { type Reconciler, startReconciler } from '../../src/consumers/reconciler.ts';
-import { balances } from '../../src/db/queries.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import type { Intent } from '../../src/domain/observation.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';

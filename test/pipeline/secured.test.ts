@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { type RunningBroker, startBroker } from '../../src/embedded/kafka/broker.ts';
 import { SaslUsers } from '../../src/embedded/kafka/sasl.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { balances } from '../../src/db/queries.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import { parseAmount } from '../../src/domain/money.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 

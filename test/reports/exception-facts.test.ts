@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listQueue } from '../../src/db/exception-queue.ts';
+import { listQueue } from '../../src/db/exceptions/queue.ts';
 import type { ExceptionFacts } from '../../src/db/exceptions.ts';
 import { sweepExceptions } from '../../src/db/exceptions.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import type { OutboxPayload } from '../../src/db/outbox.ts';
+import type { OutboxPayload } from '../../src/db/runs/outbox.ts';
 import { EXCEPTION_RULE_TEXT, type ExceptionType } from '../../src/domain/exception-rules.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import { formatAmount } from '../../src/domain/money.ts';
@@ -24,7 +24,6 @@ import type { Intent, Observation } from '../../src/domain/observation.ts';
 import { alertFromOutbox } from '../../src/producers/outbox-relay.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { addDays, localDate, periodOf } from '../../src/reports/period.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 
@@ -54,7 +53,6 @@ async function exceptionsOf(entityId: string): Promise<Map<string, Row>> {
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-facts-'));
   await intents([
     intent('deposit', 'f-am', 10_000n),

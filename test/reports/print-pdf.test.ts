@@ -17,7 +17,6 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { localDate, type Period } from '../../src/reports/period.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedCurrencies, seedPeriod } from './scenario.ts';
@@ -73,7 +72,6 @@ describe.skipIf(missing.length > 0 && !required)('workbooks printed to PDF by Li
     await rm(OUT, { recursive: true, force: true });
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-print-pdf-'));
     await seedBefore(t.db);
     const start = await dbNow(t);

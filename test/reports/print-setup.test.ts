@@ -16,7 +16,6 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { localDate, type Period } from '../../src/reports/period.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { TITLE_SCALE, writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from './scenario.ts';
@@ -68,7 +67,6 @@ function expectPrintSetup(ws: ExcelJS.Worksheet, report: RegExp): void {
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-print-'));
   await seedBefore(t.db);
   const start = await dbNow();

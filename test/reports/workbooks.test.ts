@@ -8,11 +8,10 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeQueueItem } from '../../src/db/exception-queue.ts';
+import { changeQueueItem } from '../../src/db/exceptions/queue.ts';
 import { parseAmount } from '../../src/domain/money.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { localDate, type Period, zoneOffsetMs } from '../../src/reports/period.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { DATE_FORMAT, MONEY_FORMAT } from '../../src/reports/sheet-writer.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
@@ -82,7 +81,6 @@ function cellValue(cell: ExcelJS.Cell): unknown {
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-wb-'));
   // The period's bounds come from the database's own clock, which stamps every entry (`created_at`
   // is its transaction's start): `start` is read after seedBefore's transactions committed and before

@@ -14,7 +14,6 @@ import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-se
 import { parseAmount } from '../../src/domain/money.ts';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp, webRoutes } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -84,7 +83,6 @@ async function signIn(username = 'finance', password = 'correct horse battery'):
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  await ensureReportSchema(t.db);
   await seedBefore(t.db);
   await seedPeriod(t.db);
   dir = await mkdtemp(join(tmpdir(), 'payrecon-web-'));

@@ -13,7 +13,6 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -35,7 +34,6 @@ describe.skipIf(!haveChromium)('finance page in Chromium', () => {
 
   beforeAll(async () => {
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await seedBefore(t.db);
     await seedPeriod(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-browser-'));

@@ -15,11 +15,10 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
+import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Intent, Observation } from '../../src/domain/observation.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -104,7 +103,6 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await seedBefore(t.db);
     await seedPeriod(t.db);
     await traffic(t);

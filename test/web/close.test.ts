@@ -12,7 +12,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -46,7 +45,6 @@ describe.skipIf(!haveChromium)('month close in Chromium', () => {
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await closeLedger(t.db);
     const entry = (...args: Parameters<typeof bookEntry> extends [unknown, ...infer R] ? R : never) =>
       bookEntry(t.db, ...args);

@@ -14,12 +14,11 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { balances } from '../../src/db/queries.ts';
-import { verifyLedger } from '../../src/db/verify.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -126,7 +125,6 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     // Two deposits read COMPLETED, then PENDING (no document allows it), and two completed in BRL, then
     // read completed in MXN for another amount (a fact that cannot change), each with its intent.
     for (const a of ['illegal-accept', 'illegal-keep', 'facts-accept', 'facts-keep']) {

@@ -15,7 +15,6 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -86,7 +85,6 @@ describe.skipIf(!withChromium)('every download of the page, in Chromium', () => 
     await rm(OUT, { recursive: true, force: true });
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await seedBefore(t.db);
     await seedPeriod(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-downloads-'));

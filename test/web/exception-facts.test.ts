@@ -6,8 +6,8 @@
  */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { changeQueueItem } from '../../src/db/exceptions/queue.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { resolveException } from '../../src/db/queries.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { webRoutes } from '../../src/web/app.ts';
@@ -154,7 +154,15 @@ describe('the exception page', () => {
       .where('entity_id', '=', 'w2')
       .where('type', '=', 'AMOUNT_MISMATCH')
       .executeTakeFirstOrThrow();
-    await resolveException(t.db, ex.id, 'partial payment confirmed', 'bea');
+    expect(
+      await changeQueueItem(
+        t.db,
+        ex.id,
+        { kind: 'state', state: 'resolved', note: 'partial payment confirmed' },
+        'bea',
+        new Date(),
+      ),
+    ).toBe('changed');
     await apply([obs('deposit', 'w2', 'PENDING', 1, { amount: 9_000n })]);
     expect(rowOf((await get('/exceptions')).body, ex.id)).toBe('');
     await apply([obs('deposit', 'w2', 'PENDING', 2, { amount: 8_000n })]);

@@ -11,7 +11,6 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -62,7 +61,6 @@ describe.skipIf(!withChromium)('every page at 1280x800', () => {
     await rm(OUT, { recursive: true, force: true });
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await seedBefore(t.db);
     await seedPeriod(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-nav-width-'));

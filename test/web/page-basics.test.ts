@@ -12,7 +12,6 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword, type WebUser } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -60,7 +59,6 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     dataDir = await mkdtemp(join(tmpdir(), 'payrecon-page-basics-'));
     runner = new ReportRunner({ db: t.db, dir: join(dataDir, 'reports'), timeZone: TZ });
     users = [{ username: 'finance', passwordHash: await hashPassword(PASSWORD) }];

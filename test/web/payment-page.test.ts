@@ -11,7 +11,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -42,7 +41,6 @@ describe.skipIf(!haveChromium)('payment page in Chromium', () => {
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await seedBefore(t.db);
     await seedPeriod(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-payment-page-'));

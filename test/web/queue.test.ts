@@ -14,7 +14,6 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { raiseExceptions } from '../../src/db/exceptions.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
@@ -46,7 +45,6 @@ describe.skipIf(!haveChromium)('the exception queue in Chromium', () => {
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     await seedBefore(t.db);
     await seedPeriod(t.db);
     // Besides the scenario's own (an early release reversed, a late rejection), raised as the ledger does.

@@ -3,7 +3,7 @@
  * outbox relay (src/producers/outbox-relay.ts), at least once, in id order.
  */
 import { type RawBuilder, sql } from 'kysely';
-import type { Db } from './schema.ts';
+import type { Db } from '../schema.ts';
 
 /** The only topic the outbox feeds (the same name as the catalog's ALERT_TOPIC, src/events/topics.ts). */
 const OUTBOX_TOPIC = 'recon.alert.raised.v1';

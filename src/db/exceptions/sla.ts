@@ -6,10 +6,17 @@
  * a due time is computed in one place.
  */
 import { type RawBuilder, sql } from 'kysely';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { formatAmount } from '../domain/money.ts';
+import { UNRESOLVED_STATES } from '../../domain/exception-queue.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { formatAmount } from '../../domain/money.ts';
 
 /** The minutes allowed to the exception `x` (entity mirror `m`), an integer expression. */
+/**
+ * The unresolved states (`UNRESOLVED_STATES`) as SQL literals: the partial index of unresolved exceptions
+ * (`exceptions_unresolved_ix`) is matched by its predicate's text.
+ */
+export const UNRESOLVED_LITERALS = sql.join(UNRESOLVED_STATES.map((s) => sql.lit(s)));
+
 export function slaMinutesSql(table: SlaTable): RawBuilder<number> {
   const r = table.rules;
   if (r.length === 0) return sql<number>`${table.defaultMinutes}::int`;
@@ -30,7 +37,7 @@ export function dueAtSql(table: SlaTable): RawBuilder<Date> {
 
 /** True when `x` is unresolved and past its due time at `at`. */
 export function overdueSql(table: SlaTable, at: Date): RawBuilder<boolean> {
-  return sql<boolean>`(x.state <> 'resolved' AND ${dueAtSql(table)} < ${at}::timestamptz)`;
+  return sql<boolean>`(x.state IN (${UNRESOLVED_LITERALS}) AND ${dueAtSql(table)} < ${at}::timestamptz)`;
 }
 
 /** The join giving `m` (the entity's mirror) to an exception `x`. */

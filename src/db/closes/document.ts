@@ -1,6 +1,6 @@
 /**
- * The month close (issue 18 point 3): the figures of one merchant account, currency and month, and the
- * signed, frozen record of them (`closes`).
+ * The figures of a month close: one merchant account, currency and month (the signed record of them is
+ * src/db/closes/records.ts).
  *
  * Periods use booking time (`created_at`), like the settlement workbook and the daily snapshots, so a
  * period's figures never change once it is over: opening and closing balances are the latest daily
@@ -10,22 +10,18 @@
  * post-close adjustment: it moves the next period's figures, and is listed on both pages.
  */
 import { sql } from 'kysely';
-import {
-  type CloseAccountLine,
-  type CloseAdjustmentLine,
-  type CloseDocument,
-  type CloseExceptionLine,
-  type CloseInFlightLine,
-  type CloseMovementLine,
-  type CloseStatus,
-  canonicalJson,
-  sha256Hex,
-} from '../domain/close.ts';
-import { PAYOUT_IN_FLIGHT } from '../domain/effects.ts';
-import { AppError } from '../domain/errors.ts';
-import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '../domain/money.ts';
-import { balanceAsOf, entryPostings } from './ledger-periods.ts';
-import type { Db } from './schema.ts';
+import type {
+  CloseAccountLine,
+  CloseAdjustmentLine,
+  CloseDocument,
+  CloseExceptionLine,
+  CloseInFlightLine,
+  CloseMovementLine,
+} from '../../domain/close.ts';
+import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '../../domain/money.ts';
+import { balanceAsOf, entryPostings } from '../ledger/periods.ts';
+import { IN_FLIGHT_LITERALS, OPEN_PAYOUTS } from '../read-models/balances.ts';
+import type { Db } from '../schema.ts';
 
 /** One merchant account, currency and month, with the month's instants in the report time zone. */
 export interface CloseScope {
@@ -115,7 +111,7 @@ async function inFlightAt(db: Db, s: CloseScope): Promise<CloseInFlightLine[]> {
       -- the open cashouts and refunds (mirror_watches_in_flight_ix)
       SELECT m.entity_kind, m.entity_id FROM mirror_watches w
       JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
-      WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status = ANY(${[...PAYOUT_IN_FLIGHT]}::text[])
+      WHERE ${OPEN_PAYOUTS} AND m.status IN (${IN_FLIGHT_LITERALS})
         AND w.merchant_account = ${s.merchantAccount} AND w.currency = ${s.currency} AND NOT w.test
     )
     SELECT c.entity_kind, c.entity_id, m.external_ref, r.reserved_at, r.amount
@@ -288,241 +284,4 @@ export async function closeDocument(db: Db, s: CloseScope): Promise<CloseDocumen
 /** Entries booked after the period whose effect date lies inside it (never part of its frozen figures). */
 export function postCloseAdjustments(db: Db, s: CloseScope): Promise<CloseAdjustmentLine[]> {
   return adjustments(db, s, { from: s.end, to: null }, { from: s.start, to: s.end });
-}
-
-// ---------------------------------------------------------------- the signed record
-
-export interface CloseRecord {
-  id: string;
-  merchantAccount: string;
-  currency: string;
-  period: string;
-  status: CloseStatus;
-  preparedBy: string;
-  preparedAt: Date;
-  approvedBy: string | null;
-  approvedAt: Date | null;
-  sha256: string;
-  /** The signed canonical text. */
-  canonical: string;
-  document: CloseDocument;
-  /** The stored hash is the SHA-256 of the stored text, and the stored figures are that text. */
-  verified: boolean;
-}
-
-/** Checks a stored close: the hash of its text, and its figures against its text. */
-export function verifyClose(row: { canonical: string; sha256: string; figures: unknown }): boolean {
-  return sha256Hex(row.canonical) === row.sha256 && canonicalJson(row.figures) === row.canonical;
-}
-
-/** The close of one merchant account, currency and month, or null when none is signed. */
-export async function getCloseRecord(
-  db: Db,
-  merchantAccount: string,
-  currency: string,
-  period: string,
-): Promise<CloseRecord | null> {
-  const { rows } = await sql<{
-    id: string;
-    status: CloseStatus;
-    prepared_by: string;
-    prepared_at: Date;
-    approved_by: string | null;
-    approved_at: Date | null;
-    sha256: string | null;
-    canonical: string | null;
-    figures: unknown;
-  }>`
-    SELECT id::text AS id, status, prepared_by, prepared_at, approved_by, approved_at, sha256, canonical, figures
-    FROM closes WHERE merchant_account = ${merchantAccount} AND currency = ${currency} AND period = ${period}`.execute(
-    db,
-  );
-  const r = rows[0];
-  if (!r) return null;
-  const canonical = r.canonical ?? '';
-  const sha256 = r.sha256 ?? '';
-  return {
-    id: r.id,
-    merchantAccount,
-    currency,
-    period,
-    status: r.status,
-    preparedBy: r.prepared_by,
-    preparedAt: r.prepared_at,
-    approvedBy: r.approved_by,
-    approvedAt: r.approved_at,
-    sha256,
-    canonical,
-    document: (canonical ? JSON.parse(canonical) : r.figures) as CloseDocument,
-    verified: canonical !== '' && verifyClose({ canonical, sha256, figures: r.figures }),
-  };
-}
-
-/**
- * Prepares and signs a close: computes the figures, refuses a period not over yet or a proof that is
- * not zero, and stores the canonical text with its SHA-256. One close per account, currency and month.
- */
-export async function prepareClose(db: Db, s: CloseScope, by: string, now: Date): Promise<CloseRecord> {
-  if (s.end.getTime() > now.getTime()) {
-    throw new AppError('CONFLICT', `${s.period} is not over yet: it can be closed from ${iso(s.end)}`);
-  }
-  const existing = await getCloseRecord(db, s.merchantAccount, s.currency, s.period);
-  if (existing) {
-    throw new AppError(
-      'CONFLICT',
-      `${s.period} of ${s.merchantAccount} ${s.currency} is already signed by ${existing.preparedBy}`,
-    );
-  }
-  const document = await db.transaction().execute(async (trx) => {
-    // One snapshot of the ledger for every figure, so the proof is computed over one state.
-    await sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`.execute(trx);
-    return closeDocument(trx, s);
-  });
-  if (parseLedgerMinor(document.proof) !== 0n) {
-    throw new AppError(
-      'CONFLICT',
-      `the proof of ${s.period} is not zero (${document.proof}): opening + movements - closing must be 0 on every account`,
-    );
-  }
-  const canonical = canonicalJson(document);
-  const inserted = await db
-    .insertInto('closes')
-    .values({
-      merchant_account: s.merchantAccount,
-      currency: s.currency,
-      period: s.period,
-      status: 'prepared',
-      prepared_by: by,
-      prepared_at: now,
-      figures: sql<Record<string, unknown>>`${canonical}::jsonb`,
-      canonical,
-      sha256: sha256Hex(canonical),
-      period_start: s.start,
-      period_end: s.end,
-      time_zone: s.timeZone,
-    })
-    .onConflict((oc) => oc.constraint('closes_period_uq').doNothing())
-    .returning('id')
-    .executeTakeFirst();
-  if (!inserted) {
-    throw new AppError(
-      'CONFLICT',
-      `${s.period} of ${s.merchantAccount} ${s.currency} was just signed by someone else`,
-    );
-  }
-  const record = await getCloseRecord(db, s.merchantAccount, s.currency, s.period);
-  if (!record) throw new AppError('INTERNAL', 'close vanished after insert');
-  return record;
-}
-
-/**
- * Approves a prepared close. The preparer cannot approve their own close (403, and the database's
- * CHECK `closes_approver_ck` refuses it too); a close whose stored hash no longer matches is refused.
- */
-export async function approveClose(
-  db: Db,
-  key: { merchantAccount: string; currency: string; period: string },
-  by: string,
-  now: Date,
-): Promise<CloseRecord> {
-  const { merchantAccount, currency, period } = key;
-  await db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('closes')
-      .select(['id', 'status', 'prepared_by', 'approved_by', 'canonical', 'sha256', 'figures'])
-      .where('merchant_account', '=', merchantAccount)
-      .where('currency', '=', currency)
-      .where('period', '=', period)
-      .forUpdate()
-      .executeTakeFirst();
-    if (!row)
-      throw new AppError('NOT_FOUND', `${period} of ${merchantAccount} ${currency} is not prepared yet`);
-    if (row.status === 'approved') {
-      throw new AppError(
-        'CONFLICT',
-        `${period} of ${merchantAccount} ${currency} is already approved by ${row.approved_by}`,
-      );
-    }
-    if (row.prepared_by === by) {
-      throw new AppError(
-        'FORBIDDEN',
-        `You prepared and signed ${period} of ${merchantAccount} ${currency}, so a different controller must approve it.`,
-      );
-    }
-    if (!verifyClose({ canonical: row.canonical ?? '', sha256: row.sha256 ?? '', figures: row.figures })) {
-      throw new AppError(
-        'CONFLICT',
-        `the stored figures of ${period} no longer match their SHA-256; not approved`,
-      );
-    }
-    await trx
-      .updateTable('closes')
-      .set({ status: 'approved', approved_by: by, approved_at: now })
-      .where('id', '=', row.id)
-      .execute();
-  });
-  const record = await getCloseRecord(db, merchantAccount, currency, period);
-  if (!record) throw new AppError('INTERNAL', 'close vanished after approval');
-  return record;
-}
-
-export interface CloseSummary {
-  merchantAccount: string;
-  currency: string;
-  period: string;
-  status: CloseStatus;
-  preparedBy: string;
-  preparedAt: Date;
-  approvedBy: string | null;
-  approvedAt: Date | null;
-  sha256: string | null;
-}
-
-/** Signed closes of the given months (any account and currency), for the list page and the workbook. */
-export async function closesOfPeriods(
-  db: Db,
-  periods: readonly string[],
-  merchantAccount: string | null = null,
-): Promise<CloseSummary[]> {
-  if (periods.length === 0) return [];
-  let q = db
-    .selectFrom('closes')
-    .select([
-      'merchant_account',
-      'currency',
-      'period',
-      'status',
-      'prepared_by',
-      'prepared_at',
-      'approved_by',
-      'approved_at',
-      'sha256',
-    ])
-    .where('period', 'in', [...periods]);
-  if (merchantAccount !== null) q = q.where('merchant_account', '=', merchantAccount);
-  const rows = await q.orderBy('period', 'desc').orderBy('merchant_account').orderBy('currency').execute();
-  return rows.map((r) => ({
-    merchantAccount: r.merchant_account,
-    currency: r.currency,
-    period: r.period,
-    status: r.status,
-    preparedBy: r.prepared_by,
-    preparedAt: r.prepared_at,
-    approvedBy: r.approved_by,
-    approvedAt: r.approved_at,
-    sha256: r.sha256,
-  }));
-}
-
-/** The (merchant account, currency) pairs with a live ledger, the rows of the close list. */
-export async function closeScopes(db: Db): Promise<{ merchantAccount: string; currency: string }[]> {
-  const rows = await db
-    .selectFrom('ledger_accounts')
-    .select(['merchant_account', 'currency'])
-    .where('book', '=', 'live')
-    .distinct()
-    .orderBy('merchant_account')
-    .orderBy('currency')
-    .execute();
-  return rows.map((r) => ({ merchantAccount: r.merchant_account, currency: r.currency }));
 }

@@ -1,12 +1,12 @@
 /**
  * The figures `/metrics` reads from the ledger database (src/metrics.ts caches them): exceptions by type
  * and state with the age of the oldest unresolved one and how many are past their service level, and
- * the poll backlog. Ledger balances come from `balances` in src/db/queries.ts.
+ * the poll backlog. Ledger balances come from `balances` in src/db/read-models/balances.ts.
  */
 import { sql } from 'kysely';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { overdueSql } from './exception-sla.ts';
-import type { Db } from './schema.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { overdueSql, UNRESOLVED_LITERALS } from '../exceptions/sla.ts';
+import type { Db } from '../schema.ts';
 
 export interface ExceptionFigures {
   type: string;
@@ -25,7 +25,7 @@ export interface ExceptionFigures {
  * the history on each scrape (1,013,334 rows at 1,000,000 payments).
  */
 const UNRESOLVED_MIRROR = sql`LEFT JOIN LATERAL (SELECT m.currency, m.amount FROM mirrors m
-  WHERE x.state <> 'resolved' AND m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
+  WHERE x.state IN (${UNRESOLVED_LITERALS}) AND m.merchant_account = x.merchant_account AND m.entity_kind = x.entity_kind
     AND m.entity_id = x.entity_id OFFSET 0) m ON true`;
 
 /** Exceptions per type and state; overdue ones counted against the service-level table `sla`. */
@@ -46,7 +46,7 @@ export async function exceptionFigures(
     overdue: number;
   }>`
     SELECT x.type, x.state, count(*)::int AS n,
-           extract(epoch FROM (${now}::timestamptz - min(x.first_seen_at) FILTER (WHERE x.state <> 'resolved')))::float8
+           extract(epoch FROM (${now}::timestamptz - min(x.first_seen_at) FILTER (WHERE x.state IN (${UNRESOLVED_LITERALS}))))::float8
              AS oldest,
            (count(*) FILTER (WHERE ${overdueSql(sla, now)}))::int AS overdue
       FROM exceptions x ${UNRESOLVED_MIRROR} GROUP BY x.type, x.state ORDER BY x.type, x.state`.execute(db);

@@ -1,6 +1,6 @@
 /** Repository of `alert_deliveries`: which alert already reached which sink. */
 import { sql } from 'kysely';
-import type { Db } from './schema.ts';
+import type { Db } from '../schema.ts';
 
 /** The subset of `alertIds` already delivered to `sink`. */
 export async function deliveredAlertIds(

@@ -8,8 +8,8 @@
  * read by their key: the cost follows the days written, not the history.
  */
 import { sql } from 'kysely';
-import { OF_ACCOUNT } from './ledger-periods.ts';
-import type { Db } from './schema.ts';
+import type { Db } from '../schema.ts';
+import { OF_ACCOUNT } from './periods.ts';
 
 /** How long after a midnight its snapshot waits for the transactions that started before it. */
 export const SETTLE_MS = 10 * 60_000;

@@ -3,7 +3,7 @@
  * per sheet, SHA-256 and files (src/reports/runs.ts runs them).
  */
 import { sql } from 'kysely';
-import type { Db } from './schema.ts';
+import type { Db } from '../schema.ts';
 
 /** A file a run wrote (its absolute path is written by the runner, never taken from a request). */
 export interface RunFile {

@@ -8,12 +8,11 @@
  * and hour's movements per account and effect the sums of that period's postings.
  */
 import { sql } from 'kysely';
-import type { AppliedEntry, HistoryItem } from '../domain/effects.ts';
-import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
-import { formatAmount } from '../domain/money.ts';
-import { planEntity } from '../domain/plan.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import { entryPostings, OF_ACCOUNT } from './ledger-periods.ts';
+import type { AppliedEntry, HistoryItem } from '../../domain/effects.ts';
+import { DEFAULT_EXCEPTION_RULES } from '../../domain/exception-rules.ts';
+import { formatAmount } from '../../domain/money.ts';
+import { planEntity } from '../../domain/plan.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
 import {
   type EntityRef,
   type LinkedIntent,
@@ -22,9 +21,10 @@ import {
   loadRefundDeposits,
   type RefundDeposits,
   refKey,
-} from './ledger-repository.ts';
-import { IN_FLIGHT_LITERALS } from './queries.ts';
-import type { Db } from './schema.ts';
+} from '../ledger-repository.ts';
+import { IN_FLIGHT_LITERALS, OPEN_PAYOUTS } from '../read-models/balances.ts';
+import type { Db } from '../schema.ts';
+import { entryPostings, OF_ACCOUNT } from './periods.ts';
 
 export interface VerifyResult {
   ok: boolean;
@@ -184,7 +184,7 @@ export async function verifyLedger(db: Db, options: VerifyOptions = {}): Promise
         CASE WHEN m.entity_kind = 'refund' AND m.test THEN 'test' ELSE 'live' END AS book, sum(m.amount) AS in_flight
       FROM mirror_watches w
       JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
-      WHERE w.watch = 'open' AND w.entity_kind IN ('cashout', 'refund') AND m.status IN (${IN_FLIGHT_LITERALS})
+      WHERE ${OPEN_PAYOUTS} AND m.status IN (${IN_FLIGHT_LITERALS})
         AND m.amount IS NOT NULL AND m.currency IS NOT NULL
       GROUP BY 1, 2, 3)
     SELECT coalesce(r.merchant_account, f.merchant_account) AS merchant_account,

@@ -1,13 +1,12 @@
 /**
- * The reads behind `/api/v1` (src/api) and the page: payments looked up by any of their ids or listed
- * page by page (keyset), one payment with its history, journal and exceptions, and month closes. The
- * exception queue is src/db/exception-queue.ts. Balances and movements come from `src/db/queries.ts`. Amounts come
- * back as bigint minor units; keyset cursors carry the sort key as text so no microsecond is lost.
+ * Payments as the API (src/api) and the page read them: looked up by any of their ids or listed page by
+ * page (keyset), and one payment with its history, journal and exceptions. Amounts come back as bigint
+ * minor units; keyset cursors carry the sort key as text so no microsecond is lost.
  */
-import { type Selectable, sql } from 'kysely';
-import { LEDGER_NUMERIC, type Minor, parseLedgerMinor, parseMinorOrNull } from '../domain/money.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import type { ClosesTable, Db } from './schema.ts';
+import { sql } from 'kysely';
+import { LEDGER_NUMERIC, type Minor, parseLedgerMinor, parseMinorOrNull } from '../../domain/money.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
+import type { Db } from '../schema.ts';
 
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
 
@@ -222,7 +221,7 @@ export interface EntryRow {
   effectiveAt: Date;
   bookedAt: Date;
   postings: { account: string; amount: Minor }[];
-  /** An entry booked by an operator's decision (src/db/decisions.ts): who, why, which exception; else null. */
+  /** An entry booked by an operator's decision (src/db/exceptions/decisions.ts): who, why, which exception; else null. */
   decision: { decision: string; by: string; note: string; exceptionId: string } | null;
 }
 
@@ -250,7 +249,7 @@ export interface PaymentDetail {
   }[];
 }
 
-/** The operator's decision an entry's memo records (src/db/decisions.ts), or null. */
+/** The operator's decision an entry's memo records (src/db/exceptions/decisions.ts), or null. */
 function decisionOf(memo: Record<string, unknown> | null): EntryRow['decision'] {
   if (!memo || typeof memo.by !== 'string') return null;
   return {
@@ -409,60 +408,4 @@ export async function getPayment(
       deliveredTo: a.sinks ?? [],
     })),
   };
-}
-
-// ---------------------------------------------------------------- closes
-
-export interface CloseRow {
-  id: string;
-  merchantAccount: string;
-  currency: string;
-  period: string;
-  status: 'prepared' | 'approved';
-  preparedBy: string;
-  preparedAt: Date;
-  approvedBy: string | null;
-  approvedAt: Date | null;
-  sha256: string | null;
-  figures: Record<string, unknown>;
-}
-
-function closeOf(r: Selectable<ClosesTable>): CloseRow {
-  return {
-    id: String(r.id),
-    merchantAccount: r.merchant_account,
-    currency: r.currency,
-    period: r.period,
-    status: r.status,
-    preparedBy: r.prepared_by,
-    preparedAt: r.prepared_at,
-    approvedBy: r.approved_by,
-    approvedAt: r.approved_at,
-    sha256: r.sha256,
-    figures: r.figures,
-  };
-}
-
-/** Month closes, newest period first. */
-export async function listCloses(
-  db: Db,
-  filter: { merchantAccount?: string; currency?: string; period?: string },
-): Promise<CloseRow[]> {
-  let q = db.selectFrom('closes').selectAll();
-  if (filter.merchantAccount !== undefined) q = q.where('merchant_account', '=', filter.merchantAccount);
-  if (filter.currency !== undefined) q = q.where('currency', '=', filter.currency);
-  if (filter.period !== undefined) q = q.where('period', '=', filter.period);
-  const rows = await q
-    .orderBy('period', 'desc')
-    .orderBy('merchant_account')
-    .orderBy('currency')
-    .limit(500)
-    .execute();
-  return rows.map(closeOf);
-}
-
-export async function getClose(db: Db, id: string): Promise<CloseRow | null> {
-  if (!/^\d{1,18}$/.test(id)) return null;
-  const row = await db.selectFrom('closes').selectAll().where('id', '=', id).executeTakeFirst();
-  return row ? closeOf(row) : null;
 }

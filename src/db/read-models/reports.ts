@@ -8,12 +8,14 @@
  * closing checks the snapshots and the postings against each other.
  */
 import { type RawBuilder, sql } from 'kysely';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { type Minor, parseLedgerMinor } from '../domain/money.ts';
-import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
-import { balanceAsOf } from './ledger-periods.ts';
-import { RUNNING_BALANCE } from './queries.ts';
-import type { Db } from './schema.ts';
+import { DECIDED_TYPES } from '../../domain/exception-rules.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { type Minor, parseLedgerMinor } from '../../domain/money.ts';
+import { ENTITY_KINDS } from '../../domain/statuses.ts';
+import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from '../exceptions/sla.ts';
+import { balanceAsOf } from '../ledger/periods.ts';
+import type { Db } from '../schema.ts';
+import { RUNNING_BALANCE } from './balances.ts';
 
 const accountFilter = (account: string | null, column = 'e.merchant_account') =>
   account === null ? sql`` : sql` AND ${sql.ref(column)} = ${account}`;
@@ -312,9 +314,6 @@ export interface EntityRow {
   reserved_delta: string;
 }
 
-/** The entity sheets' kinds, in the order of the sheets (and of `entityQuery`'s rows). */
-export const ENTITY_KINDS = ['deposit', 'cashout', 'refund'] as const;
-
 /**
  * Live entities (with their mirror) with journal activity in the period, with that activity per effect
  * read from the postings: credit, fee and reversal on `available`; reserve and settle on `reserved`;
@@ -405,7 +404,7 @@ export interface ExceptionRow {
   reopen_reason: string | null;
   /** The refused move of an ILLEGAL_TRANSITION, the changes of a FACTS_CHANGED (`refusedReading`); else null. */
   refused: Record<string, unknown> | null;
-  /** The queue's fields (src/db/exception-queue.ts): who works it, its due time, overdue at `asOf`. */
+  /** The queue's fields (src/db/exceptions/queue.ts): who works it, its due time, overdue at `asOf`. */
   assignee: string | null;
   due_at: Date;
   overdue: boolean;
@@ -436,7 +435,7 @@ export function exceptionQuery(
            nullif(concat_ws(' ', x.details #>> '{facts,statusReason}', x.details #>> '{facts,rejectionCode}',
              x.details #>> '{facts,rejectionReason}'), '') AS status_reason,
            x.details #>> '{facts,rule}' AS rule, x.reopen_reason,
-           CASE WHEN x.type IN ('ILLEGAL_TRANSITION', 'FACTS_CHANGED')
+           CASE WHEN x.type IN (${sql.join(DECIDED_TYPES.map((t) => sql.lit(t)))})
              THEN jsonb_build_object('moves', x.details -> 'moves', 'changes', x.details -> 'changes') END AS refused
       FROM exceptions x
       ${MIRROR_OF_EXCEPTION}

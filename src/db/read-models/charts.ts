@@ -1,18 +1,18 @@
 /**
  * The reads behind the balances page's charts and movements (issue 18 point 4). Each is bounded by its
  * period through an index, so its cost follows the period, not the history: balances over time read
- * the daily snapshots (src/db/balance-snapshots.ts) by their primary key, movements read the per-day and
+ * the daily snapshots (src/db/ledger/balance-snapshots.ts) by their primary key, movements read the per-day and
  * per-hour sums of `ledger_movements` (and at most an hour's entries at either end), volumes read mirrors by the day first seen
  * (`mirrors_first_seen_ix`), and the age buckets read only unresolved
  * exceptions (`exceptions_open_ix`). Sums are `numeric` text parsed to bigint minor units.
  */
 import { sql } from 'kysely';
-import type { Book } from '../domain/effects.ts';
-import { AGE_BUCKETS, type AgeBucketKey, UNRESOLVED_STATES } from '../domain/exception-queue.ts';
-import { type Minor, parseLedgerMinor } from '../domain/money.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import { DAY_MS, entryPostings, OF_ACCOUNT, segments } from './ledger-periods.ts';
-import type { Db } from './schema.ts';
+import type { Book } from '../../domain/effects.ts';
+import { AGE_BUCKETS, type AgeBucketKey, UNRESOLVED_STATES } from '../../domain/exception-queue.ts';
+import { type Minor, parseLedgerMinor } from '../../domain/money.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
+import { DAY_MS, entryPostings, OF_ACCOUNT, segments } from '../ledger/periods.ts';
+import type { Db } from '../schema.ts';
 
 /** The accounts a balance shows: what the provider owes (available) and what is held (reserved). */
 export const BALANCE_ACCOUNTS = {
@@ -84,7 +84,7 @@ export interface BalanceMovementRow {
  * Postings into and out of every available and reserved account in [monthStart, to), by effect and
  * direction, with the part since `todayStart` (which must not be before `monthStart`), from
  * `ledger_movements` (see `segments` in
- * src/db/ledger-periods.ts): about 31 day rows and at most 47 hour rows per account and effect, whatever
+ * src/db/ledger/periods.ts): about 31 day rows and at most 47 hour rows per account and effect, whatever
  * the history, and what is left of an hour at either end from that hour's entries, read once for every
  * account. Each account's rows are summed on their own (a small group per account), today's stretch read
  * once for both figures. `open`: `to` is now.

@@ -65,7 +65,7 @@ export const OF_ACCOUNT = sql`m.merchant_account = a.merchant_account AND m.curr
 /**
  * SQL over a ledger account aliased `a`: its balance of the postings created before `bound` (up to and
  * including it when `inclusive`), read as the latest daily snapshot at or before `bound` (the sum of the
- * postings before its UTC midnight, src/db/balance-snapshots.ts), plus the day movements from that
+ * postings before its UTC midnight, src/db/ledger/balance-snapshots.ts), plus the day movements from that
  * midnight to `bound`'s, the hour movements from there to `bound`'s hour, and the postings of the entries
  * created since that hour (one grouped read for every account): at most a day of movement rows and an
  * hour of entries once snapshots are taken, the account's day rows before `bound` if none. `posted` tells

@@ -4,21 +4,16 @@
  * amount range, overdue), a page at a time by exception id (keyset), counts per age bucket, one
  * exception with its audit trail, and the queue's one write (`changeQueueItem`: a state change, an
  * assignment or a comment, each with its audit event in the same transaction) and its bulk form. Due
- * times come from the service-level table (src/db/exception-sla.ts). Amounts are bigint minor units.
+ * times come from the service-level table (src/db/exceptions/sla.ts). Amounts are bigint minor units.
  */
 import { type RawBuilder, sql, type Transaction } from 'kysely';
-import {
-  AGE_BUCKETS,
-  type AgeBucketKey,
-  type ExceptionState,
-  UNRESOLVED_STATES,
-} from '../domain/exception-queue.ts';
-import { DECIDED_TYPES } from '../domain/exception-rules.ts';
-import type { SlaTable } from '../domain/exception-sla.ts';
-import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../domain/money.ts';
-import type { EntityKind } from '../domain/statuses.ts';
-import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from './exception-sla.ts';
-import type { Database, Db } from './schema.ts';
+import { AGE_BUCKETS, type AgeBucketKey, type ExceptionState } from '../../domain/exception-queue.ts';
+import { DECIDED_TYPES } from '../../domain/exception-rules.ts';
+import type { SlaTable } from '../../domain/exception-sla.ts';
+import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../../domain/money.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
+import type { Database, Db } from '../schema.ts';
+import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql, UNRESOLVED_LITERALS } from './sla.ts';
 
 const DAY_MS = 86_400_000;
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
@@ -174,7 +169,7 @@ function queueWhere(f: QueueFilter, now: Date, sla: SlaTable, withAge = true): R
   const bucket = withAge && f.age ? AGE_BUCKETS.find((b) => b.key === f.age) : undefined;
   // The unresolved states as literals (constants): the planner matches them to the partial index of
   // unresolved exceptions (`exceptions_unresolved_ix`) instead of walking every resolved one.
-  const states = f.state ? sql.join([f.state]) : sql.join(UNRESOLVED_STATES.map((s) => sql.lit(s)));
+  const states = f.state ? sql.join([f.state]) : UNRESOLVED_LITERALS;
   return sql`x.state IN (${states})
        ${f.type !== undefined ? sql`AND x.type = ${f.type}` : sql``}
        ${f.assignee === null ? sql`AND x.assignee IS NULL` : f.assignee !== undefined ? sql`AND x.assignee = ${f.assignee}` : sql``}

@@ -5,7 +5,7 @@
  * stopped answering past the lease, can be taken again.
  */
 import { sql } from 'kysely';
-import type { Db } from './schema.ts';
+import type { Db } from '../schema.ts';
 
 export interface ClaimOptions {
   job: string;
