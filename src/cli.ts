@@ -135,6 +135,13 @@ program
   .option('--data-dir <dir>', 'keep the state in this directory across restarts (default: in memory)')
   .action(async (opts) => (await import('./sandbox/main.ts')).runSandboxCli(opts));
 
+/** The connection of the commands that only publish (intent, backfill), opened when the command asks. */
+async function publisherConnection(): Promise<import('./producers/connect.ts').ConnectPublisher> {
+  const { connectPublisher } = await import('./infrastructure.ts');
+  const { loadConfig } = await import('./config.ts');
+  return (clientId) => connectPublisher(loadConfig(), clientId);
+}
+
 /**
  * A command's database, opened on demand: the option, then DATABASE_URL, then the running
  * `payrecon up`'s (`<data dir>/endpoints.json`), then the embedded PostgreSQL under `<data dir>/pg`.
@@ -344,21 +351,27 @@ intent
   .command('record')
   .description('Publish intents from a JSON file (one or an array); nothing is published if one is invalid')
   .requiredOption('--file <file>', 'JSON file with the intent(s)')
-  .action(async (opts) => (await import('./producers/intent/cli.ts')).runIntentRecordCli(opts));
+  .action(async (opts) =>
+    (await import('./producers/intent/cli.ts')).runIntentRecordCli(opts, await publisherConnection()),
+  );
 
 const backfill = program.command('backfill').description('Import intents, re-poll entities after the fact');
 backfill
   .command('intents')
   .description('Import intents from a CSV file with a header row (columns in src/producers/backfill.ts)')
   .requiredOption('--csv <file>', 'CSV file of intents')
-  .action(async (opts) => (await import('./producers/backfill.ts')).runBackfillIntentsCli(opts));
+  .action(async (opts) =>
+    (await import('./producers/backfill.ts')).runBackfillIntentsCli(opts, await publisherConnection()),
+  );
 backfill
   .command('poll')
   .description('Read again the status of every entity first seen in a date range (source backfill)')
   .requiredOption('--from <date>', 'start, YYYY-MM-DD (UTC) or ISO 8601')
   .requiredOption('--to <date>', 'end, YYYY-MM-DD (that day included) or ISO 8601')
   .option('--account <name>', 'only this provider account')
-  .action(async (opts) => (await import('./producers/backfill.ts')).runBackfillPollCli(opts));
+  .action(async (opts) =>
+    (await import('./producers/backfill.ts')).runBackfillPollCli(opts, await publisherConnection()),
+  );
 
 // <commands>
 

@@ -1,11 +1,12 @@
 /**
  * The configuration read as the rules and settings the services take: the exception rules, the alert
- * sinks and the job schedule. Every command gets them from here, through `createServices`.
+ * sinks, the job schedule and the provider client's settings. Every command gets them from here, through `createServices`.
  */
 import type { Config } from './config.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
 import { DEFAULT_EXCEPTION_RULES, type ExceptionRules } from './domain/exception-rules.ts';
 import type { JobName } from './jobs/catalog.ts';
+import type { ProviderClientOptions } from './provider/client.ts';
 
 /**
  * Exception rules from the configuration (every deadline of PAYRECON_EXCEPTION_DEADLINES, the severities of
@@ -67,4 +68,9 @@ export function jobCronFrom(config: Config): Partial<Record<JobName, string>> {
     'exception-report': cron.exceptionReport,
     'ledger-verify': cron.ledgerVerify,
   };
+}
+
+/** The provider client's timeout and retries (PAYRECON_PROVIDER_TIMEOUT_MS, PAYRECON_PROVIDER_RETRIES). */
+export function providerOptionsFrom(config: Config): ProviderClientOptions {
+  return { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries };
 }

@@ -9,6 +9,7 @@ import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Admin, Kafka } from 'kafkajs';
 import type { Config } from './config.ts';
+import { providerOptionsFrom } from './config-rules.ts';
 import { createDb, migrateToLatest, migrateWhenReady, requireCurrentSchema } from './db/connection.ts';
 import { balances } from './db/read-models/balances.ts';
 import { exceptionFigures, pollBacklog } from './db/read-models/metrics.ts';
@@ -21,13 +22,20 @@ import {
   createPublisher,
   ensureTopics,
   instrumentKafka,
+  type KafkaSecuritySettings,
   PLAINTEXT,
   type Publisher,
 } from './events/kafka.ts';
-import { createRegistryClient, registerSchemas, type Serde } from './events/serde.ts';
+import {
+  createRegistryClient,
+  type RegistryClientSettings,
+  registerSchemas,
+  type Serde,
+} from './events/serde.ts';
 import { dlqTopicOf, TOPIC_NAMES } from './events/topics.ts';
 import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
 import { createMetrics, type MetricSources, type Metrics } from './metrics.ts';
+import type { Connected } from './producers/connect.ts';
 
 /** Starters of the embedded services, given by the CLI. */
 export interface EmbeddedStarters {
@@ -93,6 +101,60 @@ function ledgerMetrics(
     exceptionSlaMinutes: config.metrics.exceptionSlaMinutes,
     ...kafka,
   });
+}
+
+/**
+ * TLS and SASL are for a configured Kafka; the embedded broker (this process's or a running `payrecon
+ * up`'s) is plaintext on 127.0.0.1.
+ */
+function kafkaSecurity(config: Config): KafkaSecuritySettings {
+  return config.kafka.brokers ? config.kafka.security : PLAINTEXT;
+}
+
+/** The registry's credentials are for a configured registry; the embedded one has none. */
+function registrySettings(config: Config, url: string): RegistryClientSettings {
+  return config.schemaRegistry.url
+    ? { ...config.schemaRegistry, url }
+    : { url, username: null, password: null, caFile: null };
+}
+
+/**
+ * Config, an acknowledged Kafka publisher and the registered schemas, for the commands that only publish
+ * (`payrecon intent record`, `payrecon backfill ...`). Each address from the environment, else from the
+ * running `payrecon up`; these commands start nothing embedded, so a missing one fails with one line.
+ */
+export async function connectPublisher(config: Config, clientId: string): Promise<Connected> {
+  const running = runningEndpoints(config.dataDir, (line) => process.stderr.write(`payrecon: ${line}\n`));
+  const brokers = config.kafka.brokers ?? running?.brokers ?? null;
+  const registryUrl = config.schemaRegistry.url ?? running?.registryUrl ?? null;
+  if (brokers === null) {
+    throw new AppError('CONFIG_INVALID', 'KAFKA_BROKERS: must be set for this command (host:port,...)');
+  }
+  if (registryUrl === null) {
+    throw new AppError(
+      'CONFIG_INVALID',
+      'SCHEMA_REGISTRY_URL: must be set for this command (http://host:port)',
+    );
+  }
+  const serde = await registerSchemas(createRegistryClient(registrySettings(config, registryUrl)));
+  const security = kafkaSecurity(config);
+  const kafka = createKafka({
+    brokers: [...brokers],
+    clientId: `${config.kafka.clientId}-${clientId}`,
+    security,
+    logger: rootLogger,
+  });
+  // Credentials and certificates checked first: a refusal is one line naming the variable.
+  await (await connectAdmin(kafka, brokers, security)).disconnect();
+  const publisher = await createPublisher(kafka, serde);
+  return {
+    config,
+    databaseUrl: config.database.url ?? running?.databaseUrl ?? null,
+    sandbox: running?.sandbox ?? null,
+    publisher,
+    providerOptions: providerOptionsFrom(config),
+    close: () => publisher.disconnect(),
+  };
 }
 
 /** Connects (or starts) PostgreSQL, Kafka and the registry, migrates, creates topics, registers schemas. */
@@ -170,8 +232,7 @@ export async function startInfrastructure(
       log.info({ url: registryUrl }, 'embedded schema registry started');
     }
 
-    // TLS, SASL and registry credentials are for configured services; the embedded ones are plaintext.
-    const security = config.kafka.brokers ? config.kafka.security : PLAINTEXT;
+    const security = kafkaSecurity(config);
     const bareKafka = createKafka({ brokers, clientId: config.kafka.clientId, security, logger });
     const admin = await connectAdmin(bareKafka, brokers, security);
     lifecycle.add('kafka admin', () => admin.disconnect());
@@ -182,10 +243,7 @@ export async function startInfrastructure(
     const kafka = instrumentKafka(bareKafka, metrics.kafkaHooks);
     const created = await ensureTopics(admin, logger, config.kafka.topics);
     if (created.length > 0) log.info({ topics: created }, 'topics created');
-    const registrySettings = config.schemaRegistry.url
-      ? { ...config.schemaRegistry, url: registryUrl }
-      : { url: registryUrl, username: null, password: null, caFile: null };
-    const serde = await registerSchemas(createRegistryClient(registrySettings));
+    const serde = await registerSchemas(createRegistryClient(registrySettings(config, registryUrl)));
     const publisher = await createPublisher(kafka, serde);
     lifecycle.add('publisher', () => publisher.disconnect());
     return {

@@ -4,7 +4,7 @@
  * it needs from here and builds none of these itself.
  */
 import { join } from 'node:path';
-import { alertSinksFrom, exceptionRulesFrom, jobCronFrom } from './config-rules.ts';
+import { alertSinksFrom, exceptionRulesFrom, jobCronFrom, providerOptionsFrom } from './config-rules.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
 import { pingDatabase } from './db/connection.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
@@ -71,11 +71,7 @@ export function createServices(
     web: ledgerWebServices(db, reports, config.exceptions.sla),
     alertSinks: alertSinksFrom(config),
     readiness,
-    providerOptions: {
-      timeoutMs: config.provider.timeoutMs,
-      retries: config.provider.retries,
-      onCall: (call) => metrics.providerCall(call),
-    },
+    providerOptions: { ...providerOptionsFrom(config), onCall: (call) => metrics.providerCall(call) },
     jobScheduler: (options = {}) =>
       createLedgerJobScheduler({
         db,

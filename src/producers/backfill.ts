@@ -39,7 +39,7 @@ import { formatZodIssues } from '../provider/schemas.ts';
 import type { StatusReader } from '../provider/to-observation.ts';
 import { readStatus } from '../provider/to-observation.ts';
 import { runningSandboxAccounts } from '../sandbox/traffic-client.ts';
-import { connectFromConfig, runCliAction } from './connect.ts';
+import { type ConnectPublisher, runCliAction } from './connect.ts';
 import { intentFromInput, intentInputSchema } from './intent/input.ts';
 
 /** CSV column -> field of `intentInputSchema`. */
@@ -177,7 +177,7 @@ export async function publishIntents(
 }
 
 /** `payrecon backfill intents --csv FILE`. */
-export async function runBackfillIntentsCli(opts: { csv: string }): Promise<void> {
+export async function runBackfillIntentsCli(opts: { csv: string }, connect: ConnectPublisher): Promise<void> {
   await runCliAction(async () => {
     const { readFileSync } = await import('node:fs');
     let text: string;
@@ -189,7 +189,7 @@ export async function runBackfillIntentsCli(opts: { csv: string }): Promise<void
         `${opts.csv}: cannot be read (${(err as NodeJS.ErrnoException).code})`,
       );
     }
-    const connected = await connectFromConfig('backfill');
+    const connected = await connect('backfill');
     try {
       const names = connected.config.accounts.map((a) => a.name);
       const parsed = parseIntentsCsv(text, names.length > 0 ? names : undefined);
@@ -278,26 +278,25 @@ export function parseRangeDate(text: string, option: string, end: boolean): Date
 }
 
 /** `payrecon backfill poll --from DATE --to DATE [--account NAME]`. */
-export async function runBackfillPollCli(opts: {
-  from: string;
-  to: string;
-  account?: string;
-}): Promise<void> {
+export async function runBackfillPollCli(
+  opts: {
+    from: string;
+    to: string;
+    account?: string;
+  },
+  connect: ConnectPublisher,
+): Promise<void> {
   await runCliAction(async () => {
     const from = parseRangeDate(opts.from, '--from', false);
     const to = parseRangeDate(opts.to, '--to', true);
     if (to <= from) throw new AppError('VALIDATION_FAILED', '--to: must be after --from');
-    const connected = await connectFromConfig('backfill');
+    const connected = await connect('backfill');
     const { config } = connected;
     // No account configured: the sandbox of the `payrecon up` running on this data directory, if any
     // (`npm start`'s, as a newcomer runs it).
     const accounts = config.accounts.length > 0 ? config.accounts : runningSandboxAccounts(connected.sandbox);
     // Plain clients: a 429 is waited out per call (Retry-After), a backfill has no schedule to keep.
-    const clientFor = clientsFor(accounts, {
-      logger: rootLogger,
-      timeoutMs: config.provider.timeoutMs,
-      retries: config.provider.retries,
-    });
+    const clientFor = clientsFor(accounts, { ...connected.providerOptions, logger: rootLogger });
     try {
       const databaseUrl = connected.databaseUrl;
       if (databaseUrl === null) {

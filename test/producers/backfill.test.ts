@@ -4,9 +4,11 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
 import { applyObservations } from '../../src/db/ledger-service.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import { writeEndpoints } from '../../src/endpoints.ts';
+import { connectPublisher } from '../../src/infrastructure.ts';
 import {
   backfillPoll,
   csvIssueText,
@@ -15,6 +17,7 @@ import {
   runBackfillIntentsCli,
   runBackfillPollCli,
 } from '../../src/producers/backfill.ts';
+import type { ConnectPublisher } from '../../src/producers/connect.ts';
 import { createProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { runningSandboxAccounts } from '../../src/sandbox/traffic-client.ts';
@@ -29,6 +32,9 @@ import {
   startInfra,
   uniqueRef,
 } from './helpers.ts';
+
+/** What the CLI gives the commands: a connection from the configuration of the moment. */
+const connect: ConnectPublisher = (clientId) => connectPublisher(loadConfig(), clientId);
 
 let infra: Infra;
 let intents: Collector<Intent>;
@@ -130,7 +136,7 @@ describe('backfill intents from CSV', () => {
     const good = join(dir, 'good.csv');
     writeFileSync(good, GOOD_CSV);
     const before = intents.values.length;
-    expect(await runCli(() => runBackfillIntentsCli({ csv: good }))).toBe(0);
+    expect(await runCli(() => runBackfillIntentsCli({ csv: good }, connect))).toBe(0);
     const values = (await intents.waitFor(before + 3)).slice(before);
     expect(values.map((v) => v.intentId).sort()).toEqual([
       'main:cashout:ext,with,commas',
@@ -141,7 +147,7 @@ describe('backfill intents from CSV', () => {
     const bad = join(dir, 'bad.csv');
     writeFileSync(bad, `${GOOD_CSV.replace('INV-1', 'INV-9')}\ndeposit,main,INV-10,1,BRL,-5,,,`);
     const after = intents.values.length;
-    expect(await runCli(() => runBackfillIntentsCli({ csv: bad }))).toBe(1);
+    expect(await runCli(() => runBackfillIntentsCli({ csv: bad }, connect))).toBe(1);
     expect(await intents.drain()).toHaveLength(after);
   }, 60_000);
 
@@ -155,7 +161,7 @@ describe('backfill intents from CSV', () => {
     try {
       const code = await runCli(async () => {
         delete process.env.KAFKA_BROKERS;
-        await runBackfillIntentsCli({ csv: join(dir, 'good.csv') });
+        await runBackfillIntentsCli({ csv: join(dir, 'good.csv') }, connect);
       });
       expect(code).toBe(1);
     } finally {
@@ -297,7 +303,7 @@ describe('backfill poll', () => {
       runCli(async () => {
         for (const k of ['KAFKA_BROKERS', 'SCHEMA_REGISTRY_URL', 'DATABASE_URL']) delete process.env[k];
         process.env.PAYRECON_DATA_DIR = data;
-        await runBackfillPollCli({ from: '2026-02-10', to: '2026-02-10' });
+        await runBackfillPollCli({ from: '2026-02-10', to: '2026-02-10' }, connect);
       });
     try {
       const before = observed.values.length;
@@ -319,7 +325,7 @@ describe('backfill poll', () => {
         await runCli(async () => {
           process.env.PAYRECON_DATA_DIR = data;
           process.env.DATABASE_URL = database.url;
-          await runBackfillPollCli({ from: '2026-02-10', to: '2026-02-10' });
+          await runBackfillPollCli({ from: '2026-02-10', to: '2026-02-10' }, connect);
         }),
       ).toBe(1);
       expect(errors.at(-1)).toBe(

@@ -3,11 +3,11 @@ import { readFileSync } from 'node:fs';
 import { AppError } from '../../domain/errors.ts';
 import { INTENT_TOPIC } from '../../events/topics.ts';
 import { parseProviderJson } from '../../provider/json.ts';
-import { connectFromConfig, runCliAction } from '../connect.ts';
+import { type ConnectPublisher, runCliAction } from '../connect.ts';
 import { issueText, parseIntents } from './input.ts';
 
 /** `payrecon intent record --file FILE.json`: one intent or an array; nothing published if any is invalid. */
-export async function runIntentRecordCli(opts: { file: string }): Promise<void> {
+export async function runIntentRecordCli(opts: { file: string }, connect: ConnectPublisher): Promise<void> {
   await runCliAction(async () => {
     let body: unknown;
     try {
@@ -18,7 +18,7 @@ export async function runIntentRecordCli(opts: { file: string }): Promise<void> 
         `${opts.file}: ${err instanceof Error ? err.message : 'unreadable'}`,
       );
     }
-    const connected = await connectFromConfig('intent');
+    const connected = await connect('intent');
     try {
       const parsed = parseIntents(
         body,
