@@ -10,6 +10,7 @@
  * the sandbox's webhook sender and payrecon's provider client go through). Zero findings are allowed.
  * A control then plants one secret in each kind of place and the scanner must find each one.
  */
+import { waitFor } from '../helpers/wait.ts';
 import diagnostics from 'node:diagnostics_channel';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,7 +29,7 @@ import { ManualClock } from '../../src/sandbox/clock.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, type SandboxRun, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
+import { TEST_EMBEDDED } from '../pipeline/helpers.ts';
 import { emptyStats, type Hit, type KnownSecret, type ScanStats, scanForSecrets } from './secrets-scan.ts';
 
 const ENTITIES = Number(process.env.AUDIT_ENTITIES ?? 150);

@@ -1,3 +1,4 @@
+import { waitFor } from '../helpers/wait.ts';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,7 +31,7 @@ import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { sampleIntent } from '../events/fixtures.ts';
-import { observation, waitFor } from '../pipeline/helpers.ts';
+import { observation } from '../pipeline/helpers.ts';
 
 function alert(id: string, severity: string, type = 'LATE_REJECTION'): AlertRaised {
   return {

@@ -11,6 +11,7 @@
  * The count grows with `FUZZ_REQUESTS` (CI: 2,000 gives 200 messages per topic; `npm run fuzz`: 1,000).
  * `FUZZ_LOG=1` shows the consumers' warnings and errors.
  */
+import { waitFor } from '../helpers/wait.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import avsc from 'avsc';
 import fc from 'fast-check';
@@ -28,7 +29,7 @@ import { type AnyTopicName, dlqTopicOf, TOPICS, type TopicName } from '../../src
 import { createLogger } from '../../src/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { sampleIntent } from '../events/fixtures.ts';
-import { observation, waitFor } from '../pipeline/helpers.ts';
+import { observation } from '../pipeline/helpers.ts';
 import { type Infra, notificationOf, quiet, sandboxAccount, startInfra } from '../producers/helpers.ts';
 import { oneShotBody, signed, startTestSandbox } from '../sandbox/helpers.ts';
 
