@@ -12,6 +12,7 @@ import { createLogger } from '../../src/logger.ts';
 import { webhookIngressPlugin } from '../../src/producers/webhook-ingress.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   type Collector,
   collect,
@@ -23,7 +24,6 @@ import {
   sandboxAccount,
   startInfra,
   uniqueRef,
-  waitUntil,
 } from '../producers/helpers.ts';
 
 let infra: Infra;
@@ -214,9 +214,9 @@ describe('status fetcher, running as a consumer', () => {
       notification_url: 'https://merchant.example/webhooks/main/deposits',
     });
     await move(sandbox.url, 'deposit', deposit.id, 'COMPLETED');
-    await waitUntil(
-      () => observationOf('deposit', deposit.id)?.status === 'COMPLETED',
+    await waitFor(
       'the COMPLETED observation',
+      () => observationOf('deposit', deposit.id)?.status === 'COMPLETED',
     );
     const deliveries = sandbox.control.deps.webhooks.log.filter((l) => String(l.entityId) === deposit.id);
     expect(deliveries.some((l) => l.outcome === 'delivered' && l.httpStatus === 200)).toBe(true);

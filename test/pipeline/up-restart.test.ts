@@ -69,12 +69,16 @@ async function up(): Promise<Up> {
   child.stderr!.on('data', (c) => {
     out += c;
   });
-  const start = Date.now();
-  while (!/sandbox\s+control (\S+)/.test(out) || !/endpoints /.test(out)) {
-    if (Date.now() - start > 120_000 || child.exitCode !== null)
-      throw new Error(`payrecon up did not start: ${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const started = () => /sandbox\s+control (\S+)/.test(out) && /endpoints /.test(out);
+  await waitFor(
+    () => `payrecon up to start: ${out}`,
+    () => started() || child.exitCode !== null,
+    {
+      ms: 120_000,
+      every: 100,
+    },
+  );
+  if (!started()) throw new Error(`payrecon up did not start: ${out}`);
   return { child, control: /sandbox\s+control (\S+)/.exec(out)![1]!.replace(/\/$/, ''), out: () => out };
 }
 
