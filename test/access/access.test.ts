@@ -8,7 +8,7 @@
  * is refused); wrong passwords are refused. Webhooks with signature enforcement refuse forged, misplaced,
  * missing and replayed signatures with 4xx and publish nothing; `POST /intents` refuses without its token.
  */
-import { waitFor } from '../helpers/wait.ts';
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +27,7 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { buildServer, type Infrastructure, startInfrastructure } from '../../src/wiring.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 import { sandboxAccount } from '../producers/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';

@@ -3,7 +3,7 @@
  * without a token, the data with one; every response validated against the served document, and the
  * token never in what the process writes (debug level).
  */
-import { waitFor } from '../helpers/wait.ts';
+
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiToken } from '../../src/domain/api-tokens.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 import { OpenApiValidator } from './openapi-validator.ts';
 

@@ -1,4 +1,3 @@
-import { waitFor } from '../helpers/wait.ts';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +30,7 @@ import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { sampleIntent } from '../events/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { observation } from '../pipeline/helpers.ts';
 
 function alert(id: string, severity: string, type = 'LATE_REJECTION'): AlertRaised {

@@ -12,7 +12,7 @@
  * Without prometheus/promtool the tests skip with an install hint (they fail under
  * PAYRECON_REQUIRE_TOOLS=1, as in .ci/run).
  */
-import { waitFor } from '../helpers/wait.ts';
+
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,6 +27,7 @@ import type { Intent } from '../../src/domain/observation.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, startPipeline, startSandboxForUp } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { observation, TEST_EMBEDDED } from '../pipeline/helpers.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
