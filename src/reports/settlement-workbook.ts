@@ -2,7 +2,6 @@ import type ExcelJS from 'exceljs';
 import { type CloseSummary, closesOfPeriods } from '../db/closes.ts';
 import {
   type AccountBalance,
-  ENTITY_KINDS,
   type EntityRow,
   earlyReleasedCredits,
   entityQuery,
@@ -18,6 +17,7 @@ import {
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
+import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
   byCurrency,
@@ -673,16 +673,6 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     await wb.commit();
     return { summaries, otherBooks, rowCounts, files };
   });
-}
-
-/** Text of a summary for logs and the terminal: one line per currency. */
-export function describeSummaries(summaries: readonly CurrencySummary[]): string[] {
-  return summaries.map(
-    (s) =>
-      `${s.currency}: available ${formatAmount(s.openingAvailable)} -> ${formatAmount(s.closingAvailable)}, reserved ${formatAmount(
-        s.openingReserved,
-      )} -> ${formatAmount(s.closingReserved)}, proof ${formatAmount(s.proofAvailable)}/${formatAmount(s.proofReserved)}`,
-  );
 }
 
 export { DATE_FORMAT };

@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
 import { createStatusFetcher } from '../../src/consumers/status-fetcher.ts';
-import { isRetryable } from '../../src/domain/errors.ts';
+import { isRetryableAppError } from '../../src/domain/errors.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type ConsumedMessage, type RunningConsumer, runBatchConsumer } from '../../src/events/kafka.ts';
@@ -266,7 +266,7 @@ describe('status fetcher, called directly', () => {
           (err: unknown) => err,
         );
       expect(error).not.toBeNull();
-      expect(isRetryable(error)).toBe(true);
+      expect(isRetryableAppError(error)).toBe(true);
     } finally {
       sandbox.control.deps.faults.set({});
     }
@@ -299,7 +299,7 @@ describe('status fetcher, called directly', () => {
         () => null,
         (err: unknown) => err,
       );
-      expect(isRetryable(early)).toBe(true);
+      expect(isRetryableAppError(early)).toBe(true);
       expect(handedOver).toEqual([]);
       await fetcher.handleNotifications(batch, { attempt: 3 });
     } finally {
@@ -320,6 +320,6 @@ describe('status fetcher, called directly', () => {
         (err: unknown) => err,
       );
     expect(error).not.toBeNull();
-    expect(isRetryable(error)).toBe(false);
+    expect(isRetryableAppError(error)).toBe(false);
   });
 });
