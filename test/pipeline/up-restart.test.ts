@@ -197,7 +197,7 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
       () => `an answer to every creation sent again (${replayed.replayAnswered} of ${replayed.replayed})`,
       async () => {
         replayed = (await controlJson(third, '/traffic')) as typeof replayed;
-        return replayed.replayAnswered === replayed.replayed;
+        return replayed.replayed > 0 && replayed.replayAnswered === replayed.replayed;
       },
       { ms: 60_000, every: 500 },
     );
