@@ -51,7 +51,7 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
   let pgPort: number;
   let childLog = '';
   /** Batches the reconciler logged as waiting out a PostgreSQL outage (a warning). */
-  let outageFailures = 0;
+  let outageWaits = 0;
   const exits: string[] = [];
 
   function startReconciler(): ChildProcess {
@@ -64,6 +64,7 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
         SCHEMA_REGISTRY_URL: registry.url,
         PAYRECON_DATA_DIR: tempDir('data'),
         PAYRECON_METRICS_PORT: '0',
+        // Warnings at least: the outage's warning is what the test waits for.
         LOG_LEVEL: process.env.RESTART_LOG_LEVEL ?? 'warn',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -77,7 +78,7 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
     for (const stream of [proc.stdout, proc.stderr])
       stream?.on('data', (chunk: Buffer) => {
         for (const line of chunk.toString('utf8').split('\n'))
-          if (line.includes('database unavailable, batch waits')) outageFailures += 1;
+          if (line.includes('database unavailable, batch waits')) outageWaits += 1;
       });
     proc.on('exit', (code, signal) => {
       exits.push(`${code ?? signal}`);
@@ -201,11 +202,11 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
       if (c === 15) {
         // Stopped while the reconciler has the chunk to book: it waits the outage out and books it once
         // PostgreSQL is back.
-        const failuresBefore = outageFailures;
+        const waitsBefore = outageWaits;
         await pg.stop();
         await waitFor(
           'the reconciler to wait out the stopped PostgreSQL',
-          () => outageFailures > failuresBefore,
+          () => outageWaits > waitsBefore,
           60_000,
         );
         pg = await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort });
