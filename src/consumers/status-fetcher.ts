@@ -25,7 +25,7 @@ import type { ProviderAccount } from '../config.ts';
 import { pollNow } from '../db/polling/service.ts';
 import type { Db } from '../db/schema.ts';
 import { mapBounded } from '../domain/concurrency.ts';
-import { AppError, isRetryable } from '../domain/errors.ts';
+import { AppError, isRetryableAppError } from '../domain/errors.ts';
 import type { Observation } from '../domain/observation.ts';
 import { type ConsumedMessage, createPublisher, type Publisher, runBatchConsumer } from '../events/kafka.ts';
 import type { NotificationReceived } from '../events/payloads.ts';
@@ -115,7 +115,7 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
             ? { ...o, bankReference: bankReferences.get(key)! }
             : o;
         } catch (err) {
-          if (!last || !isRetryable(err)) throw err;
+          if (!last || !isRetryableAppError(err)) throw err;
           unanswered.push(entity);
           return null;
         }

@@ -9,7 +9,7 @@
  * any number of replays converge on the same ledger.
  */
 import { assertNever } from './errors.ts';
-import { formatAmount, type Minor } from './money.ts';
+import type { Minor } from './money.ts';
 import type { HistorySource } from './observation.ts';
 import {
   type AnyStatus,
@@ -234,11 +234,6 @@ export function isLateRejection(state: EffectState): boolean {
 /** A deposit released early that then failed: the credit is taken back. */
 export function isEarlyReleaseReversed(state: EffectState): boolean {
   return wantedEffectNames(state).includes('early_release_reversal');
-}
-
-/** True while a cashout or refund holds money in `reserved`. */
-export function isInFlight(kind: EntityKind, status: string | null): boolean {
-  return kind !== 'deposit' && status !== null && PAYOUT_IN_FLIGHT.includes(status);
 }
 
 // ---------------------------------------------------------------- amounts and postings
@@ -583,11 +578,6 @@ export function planEntries(
 /** Net postings of a set of wanted effects (what the ledger must hold for the entity). */
 export function netPostings(kind: EntityKind, wanted: readonly WantedEffect[]): PostingLine[] {
   return mergeLines(wanted.flatMap((w) => effectPostings(kind, w.effect, w)));
-}
-
-export function describeParams(p: EffectParams): string {
-  const fee = p.feeAmount === null ? '' : ` fee ${formatAmount(p.feeAmount)} ${p.feeCurrency}`;
-  return `${p.book} ${formatAmount(p.amount)} ${p.currency}${fee}`;
 }
 
 // ---------------------------------------------------------------- facts from history and intent

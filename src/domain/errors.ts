@@ -102,8 +102,12 @@ export function httpStatusOf(err: unknown): number {
   return toAppError(err).httpStatus;
 }
 
-/** True for errors worth retrying: AppErrors by their flag, unknown errors never. */
-export function isRetryable(err: unknown): boolean {
+/**
+ * True for an AppError whose code the table above marks retryable (a consumer retries the batch, then
+ * dead-letters it); false for anything else, unknown errors included. Whether a transaction hit a
+ * conflict and runs again is the ledger's own question (serialization failures), not this one.
+ */
+export function isRetryableAppError(err: unknown): boolean {
   return err instanceof AppError ? err.retryable : false;
 }
 

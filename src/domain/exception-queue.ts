@@ -15,6 +15,15 @@ export const UNRESOLVED_STATES = [
   'acknowledged',
 ] as const satisfies readonly ExceptionState[];
 
+/**
+ * The states an exception may be moved from into `in_review` and into `acknowledged` (a resolve starts
+ * from any state but resolved); the page's buttons and the database's conditional update agree on these.
+ */
+export const MOVE_FROM = {
+  in_review: ['open', 'acknowledged'],
+  acknowledged: ['open', 'in_review'],
+} as const satisfies Partial<Record<ExceptionState, readonly ExceptionState[]>>;
+
 /** Age buckets of the queue, by time since first seen: [minDays, maxDays). */
 export const AGE_BUCKETS = [
   { key: 'lt1d', label: 'under 1 day', minDays: 0, maxDays: 1 },

@@ -155,23 +155,6 @@ export function formatAmount(minor: Minor): string {
   return negative ? `-${text}` : text;
 }
 
-/** True when the text is a valid provider amount (non-negative, 18 integer digits, 2 decimals). */
-export function isAmountText(text: string): boolean {
-  try {
-    parseAmount(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Sum of minor-unit amounts. */
-export function sumMinor(values: Iterable<Minor>): Minor {
-  let total = 0n;
-  for (const v of values) total += v;
-  return total;
-}
-
 /**
  * Largest magnitude (minor units) whose amount a spreadsheet number cell holds exactly: a decimal of at
  * most 15 significant digits comes back from a double digit for digit (9,999,999,999,999.99). 2^53 is

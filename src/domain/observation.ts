@@ -112,10 +112,6 @@ export interface Intent {
   response: Record<string, unknown> | null;
 }
 
-export function entityKey(kind: EntityKind, entityId: string): string {
-  return `${kind}:${entityId}`;
-}
-
 export function intentKind(operation: IntentOperation): EntityKind {
   return operation === 'card_deposit' ? 'deposit' : operation;
 }

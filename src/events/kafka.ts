@@ -5,7 +5,7 @@
  *
  * The runner (`runBatchConsumer`) decodes a batch, hands the decoded messages to `handleBatch`, and
  * only then resolves and commits the offsets. A message that fails its schema goes straight to
- * `<topic>.dlq`. A handler error marked retryable (`isRetryable`) is retried with the catalog's
+ * `<topic>.dlq`. A handler error marked retryable (`isRetryableAppError`) is retried with the catalog's
  * back-off; once the attempts are spent, or on a non-retryable error, the batch is replayed one
  * message at a time to isolate the offending messages, which go to the DLQ, and the consumer moves on.
  * Offsets are never committed before the handler (or the DLQ publish) has resolved, so a crash
@@ -29,7 +29,7 @@ import {
   type SASLOptions,
 } from 'kafkajs';
 import { pino } from 'pino';
-import { AppError, isRetryable } from '../domain/errors.ts';
+import { AppError, isRetryableAppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import type { DlqEnvelope } from './payloads.ts';
 import type { Serde } from './serde.ts';
@@ -494,7 +494,7 @@ export async function runBatchConsumer<T extends TopicName>(
             return null;
           } catch (error) {
             if (error instanceof Stopped) throw error;
-            if (!isRetryable(error) || n >= policy.attempts) return { error, tries: n };
+            if (!isRetryableAppError(error) || n >= policy.attempts) return { error, tries: n };
             log.warn({ err: error, attempt: n, partition: batch.partition }, 'batch failed, retrying');
             await pause(n + 1);
           }

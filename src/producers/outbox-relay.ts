@@ -7,7 +7,7 @@
  */
 import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/runs/outbox.ts';
 import type { Db } from '../db/schema.ts';
-import { isRetryable } from '../domain/errors.ts';
+import { isRetryableAppError } from '../domain/errors.ts';
 import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
@@ -126,7 +126,7 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
         failures = 0;
       } catch (err) {
         failures += 1;
-        log.warn({ err, failures, retryable: isRetryable(err) }, 'outbox relay failed, will retry');
+        log.warn({ err, failures, retryable: isRetryableAppError(err) }, 'outbox relay failed, will retry');
       }
       if (published >= batchSize) continue;
       const wait = failures > 0 ? Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) : idleMs;

@@ -14,7 +14,7 @@
  */
 import { isLosslessNumber, parse, stringify } from 'lossless-json';
 import { AppError } from '../domain/errors.ts';
-import { formatAmount, type Minor } from '../domain/money.ts';
+import { formatAmount } from '../domain/money.ts';
 
 const NUMBER_TEXT = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
@@ -35,11 +35,6 @@ export class JsonNumber {
 /** Marks decimal text to be written as a raw JSON number. */
 export function jsonNumber(text: string): JsonNumber {
   return new JsonNumber(text);
-}
-
-/** A `Minor` written as JSON. Identity: bigints are already amounts; exported for readability at call sites. */
-export function jsonAmount(minor: Minor): Minor {
-  return minor;
 }
 
 /**

@@ -675,14 +675,4 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
   });
 }
 
-/** Text of a summary for logs and the terminal: one line per currency. */
-export function describeSummaries(summaries: readonly CurrencySummary[]): string[] {
-  return summaries.map(
-    (s) =>
-      `${s.currency}: available ${formatAmount(s.openingAvailable)} -> ${formatAmount(s.closingAvailable)}, reserved ${formatAmount(
-        s.openingReserved,
-      )} -> ${formatAmount(s.closingReserved)}, proof ${formatAmount(s.proofAvailable)}/${formatAmount(s.proofReserved)}`,
-  );
-}
-
 export { DATE_FORMAT };

@@ -13,6 +13,7 @@ import type {
   QueueEvent,
   QueueFilter,
 } from '../db/exceptions/queue.ts';
+import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { parseAmount } from '../domain/money.ts';
 import { queueCsvName } from '../reports/exception-csv.ts';
 import {
@@ -286,11 +287,11 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
     }
     let change: QueueChange;
     if (action === 'acknowledge') {
-      change = { kind: 'state', state: 'acknowledged', note, from: ['open', 'in_review'] };
+      change = { kind: 'state', state: 'acknowledged', note, from: MOVE_FROM.acknowledged };
     } else if (action === 'resolve') {
       change = { kind: 'state', state: 'resolved', note };
     } else if (action === 'review') {
-      change = { kind: 'state', state: 'in_review', note, from: ['open', 'acknowledged'] };
+      change = { kind: 'state', state: 'in_review', note, from: MOVE_FROM.in_review };
     } else if (action === 'take') {
       change = { kind: 'assign', assignee: username, note };
     } else if (action === 'assign') {

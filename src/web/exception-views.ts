@@ -13,8 +13,9 @@ import {
   type AgeBucketKey,
   EXCEPTION_STATES,
   type ExceptionState,
+  MOVE_FROM,
 } from '../domain/exception-queue.ts';
-import { refusedReading } from '../domain/exception-rules.ts';
+import { DECIDED_TYPES, refusedReading } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
 import { roleCan } from '../domain/roles.ts';
 import { ageBucketLabel } from '../reports/exception-csv.ts';
@@ -181,8 +182,8 @@ const amountCell = (e: ExceptionView) =>
 function moveButtons(e: ExceptionView, ctx: PageContext): SafeHtml {
   if (e.state === 'resolved') return html``;
   return html`${e.assignee !== ctx.username ? html`<button class="secondary" name="action" value="take">Take it</button>` : ''}
-${e.state === 'open' || e.state === 'acknowledged' ? html`<button class="secondary" name="action" value="review">In review</button>` : ''}
-${e.state === 'open' || e.state === 'in_review' ? html`<button class="secondary" name="action" value="acknowledge">Acknowledge</button>` : ''}
+${(MOVE_FROM.in_review as readonly string[]).includes(e.state) ? html`<button class="secondary" name="action" value="review">In review</button>` : ''}
+${(MOVE_FROM.acknowledged as readonly string[]).includes(e.state) ? html`<button class="secondary" name="action" value="acknowledge">Acknowledge</button>` : ''}
 ${
   e.type === 'ILLEGAL_TRANSITION'
     ? html`<button name="action" value="accept-provider">Accept the provider's status</button>
@@ -329,7 +330,7 @@ ${
 <section><h2>Work it</h2>${
       work
         ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
-<label>${e.type === 'ILLEGAL_TRANSITION' || e.type === 'FACTS_CHANGED' ? 'Note (required for a decision: why it is right)' : 'Note (optional)'}<input name="note" maxlength="1000"></label><div class="rowact"><div class="buttons">${moveButtons(e, ctx)}</div></div></form>
+<label>${(DECIDED_TYPES as readonly string[]).includes(e.type) ? 'Note (required for a decision: why it is right)' : 'Note (optional)'}<input name="note" maxlength="1000"></label><div class="rowact"><div class="buttons">${moveButtons(e, ctx)}</div></div></form>
 <form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
 <label>Assign to<select name="assignee"><option value="">nobody</option>${users.map(
             (u) => html`<option value="${u}"${u === e.assignee ? raw(' selected') : ''}>${u}</option>`,

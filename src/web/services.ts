@@ -15,6 +15,7 @@ import {
 import { exceptionTypes } from '../db/exceptions.ts';
 import { getPayment, lookupPayments } from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';
+import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { queueCsv } from '../reports/exception-csv.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
@@ -92,7 +93,7 @@ export function ledgerWebServices(
             kind: 'state',
             state,
             note,
-            ...(state === 'acknowledged' ? { from: ['open', 'in_review'] } : {}),
+            ...(state === 'acknowledged' ? { from: MOVE_FROM.acknowledged } : {}),
           },
           username,
           now,

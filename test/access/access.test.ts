@@ -8,6 +8,7 @@
  * is refused); wrong passwords are refused. Webhooks with signature enforcement refuse forged, misplaced,
  * missing and replayed signatures with 4xx and publish nothing; `POST /intents` refuses without its token.
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,7 +28,8 @@ import { createServices } from '../../src/services.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { waitFor } from '../pipeline/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+
 import { sandboxAccount } from '../producers/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
 

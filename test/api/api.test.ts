@@ -3,6 +3,7 @@
  * error shape. Every response the suite receives is validated against the OpenAPI document the API
  * serves (ajv, draft 2020-12), and the last test checks that every operation was exercised.
  */
+
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +19,7 @@ import { sha256Hex } from '../../src/domain/close.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { OpenApiValidator } from './openapi-validator.ts';
 
 let t: TestDatabase;
@@ -107,7 +109,14 @@ beforeAll(async () => {
   );
 
   beforeAll0 = new Date();
-  await new Promise((r) => setTimeout(r, 5));
+  // Everything booked below is strictly after `beforeAll0`, to the millisecond the API reads.
+  await waitFor(
+    'the clock to pass the instant before the bookings',
+    () => Date.now() > beforeAll0.getTime(),
+    {
+      every: 1,
+    },
+  );
   await withLedgerTransaction(t.db, async (trx) => {
     await recordIntents(trx, [
       intent('deposit', 'd1', 10_000n),

@@ -3,6 +3,7 @@
  * without a token, the data with one; every response validated against the served document, and the
  * token never in what the process writes (debug level).
  */
+
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiToken } from '../../src/domain/api-tokens.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { waitFor } from '../pipeline/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+
 import { OpenApiValidator } from './openapi-validator.ts';
 
 const ROOT = join(import.meta.dirname, '../..');

@@ -10,6 +10,7 @@
  * the sandbox's webhook sender and payrecon's provider client go through). Zero findings are allowed.
  * A control then plants one secret in each kind of place and the scanner must find each one.
  */
+
 import diagnostics from 'node:diagnostics_channel';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,7 +30,8 @@ import { type SandboxRun, startSandboxForUp } from '../../src/sandbox-part.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { TEST_EMBEDDED } from '../pipeline/helpers.ts';
 import { emptyStats, type Hit, type KnownSecret, type ScanStats, scanForSecrets } from './secrets-scan.ts';
 
 const ENTITIES = Number(process.env.AUDIT_ENTITIES ?? 150);
@@ -266,8 +268,10 @@ describe('the secrets audit', () => {
     const stopTraffic = () => fetch(`${sandboxApi}/_sandbox/traffic`, { method: 'DELETE' });
     let trafficOn = true;
     for (let h = 1; h <= 24; h++) {
+      const before = await count();
       await clock.advance(HOUR);
-      await new Promise((r) => setTimeout(r, 150));
+      // Each hour with the traffic on sees new payments: some are refunded by the hours after.
+      if (trafficOn) await waitFor(`new payments in hour ${h}`, async () => (await count()) > before, 60_000);
       if (trafficOn && (await count()) >= 4 * ENTITIES) {
         await stopTraffic();
         trafficOn = false;

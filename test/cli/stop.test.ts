@@ -4,6 +4,7 @@
  * `payrecon: stopped`, exit code 0, the endpoints file removed, nothing left listening, no orphan
  * (neither node nor PostgreSQL).
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Endpoints } from '../../src/endpoints.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -104,13 +106,13 @@ async function npmStart(detached: boolean): Promise<Started> {
   // 'close': npm has exited and its output pipes are closed, which payrecon (node, holding the same pipes)
   // does only when it has exited too; npm itself may exit first on a signal sent to the whole group.
   const exited = new Promise<number | null>((r) => npm.once('close', (code) => r(code)));
-  const deadline = Date.now() + 150_000;
-  while (!stdout.includes('  endpoints ')) {
-    if (npm.exitCode !== null || Date.now() > deadline) {
-      throw new Error(`payrecon up did not start:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitFor(
+    () => `payrecon up to start:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`,
+    () => stdout.includes('  endpoints ') || npm.exitCode !== null,
+    { ms: 150_000, every: 200 },
+  );
+  if (!stdout.includes('  endpoints '))
+    throw new Error(`payrecon up did not start:\n${stdout.slice(-2000)}\n${stderr.slice(-2000)}`);
   return { npm, data, env, output: () => ({ stdout, stderr }), exited };
 }
 
@@ -198,8 +200,10 @@ describe('npm start', () => {
     process.kill(-(npm.pid as number), 'SIGHUP');
     await exited;
     // npm itself may die of the hang-up first; payrecon (node) finishes its orderly stop on its own.
-    const deadline = Date.now() + 60_000;
-    while (alive(endpoints.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    await waitFor('payrecon to finish its orderly stop', () => !alive(endpoints.pid), {
+      ms: 60_000,
+      every: 200,
+    });
     expect(alive(endpoints.pid)).toBe(false);
     expect(existsSync(join(data, 'endpoints.json'))).toBe(false);
     expect(alive(postgresPid)).toBe(false);

@@ -28,7 +28,8 @@ import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { sampleIntent } from '../events/fixtures.ts';
-import { observation, waitFor } from '../pipeline/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { observation } from '../pipeline/helpers.ts';
 
 function alert(id: string, severity: string, type = 'LATE_REJECTION'): AlertRaised {
   return {

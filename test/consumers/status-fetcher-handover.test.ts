@@ -3,6 +3,7 @@
  * status the provider will not give (every status call 503) is handed to the poller once the topic's
  * retries are spent — its mirror becomes due now — and nothing reaches the DLQ.
  */
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
 import { dlqTopicOf } from '../../src/events/topics.ts';
@@ -10,6 +11,7 @@ import { createProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { mirrorsWithPolls } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   type Infra,
   notificationOf,
@@ -18,7 +20,6 @@ import {
   sandboxAccount,
   startInfra,
   uniqueRef,
-  waitUntil,
 } from '../producers/helpers.ts';
 
 let infra: Infra;
@@ -74,9 +75,9 @@ describe('status fetcher and a provider that will not answer', () => {
           .where('m.entity_id', '=', id)
           .executeTakeFirst();
       // Five tries with back-off (the topic's policy) take a few seconds.
-      await waitUntil(
-        async () => (await mirror()) !== undefined,
+      await waitFor(
         'the mirror row handed to the poller',
+        async () => (await mirror()) !== undefined,
         30_000,
       );
       const row = (await mirror())!;
@@ -96,13 +97,13 @@ describe('status fetcher and a provider that will not answer', () => {
             .filter((p) => BigInt(p.high) > BigInt(p.low))
             .map((p) => [p.partition, p.high]),
         );
-        await waitUntil(
+        await waitFor(
+          'the notification committed',
           async () => {
             const [group] = await admin.fetchOffsets({ groupId: 'fetcher-handover-test', topics: [topic] });
             const committed = new Map((group?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
             return [...ends].every(([partition, high]) => (committed.get(partition) ?? -1n) >= BigInt(high));
           },
-          'the notification committed',
           30_000,
         );
         const dlq = await admin.fetchTopicOffsets(dlqTopicOf(topic));

@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
 import { createStatusFetcher } from '../../src/consumers/status-fetcher.ts';
-import { isRetryable } from '../../src/domain/errors.ts';
+import { isRetryableAppError } from '../../src/domain/errors.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type ConsumedMessage, type RunningConsumer, runBatchConsumer } from '../../src/events/kafka.ts';
@@ -12,6 +12,7 @@ import { createLogger } from '../../src/logger.ts';
 import { webhookIngressPlugin } from '../../src/producers/webhook-ingress.ts';
 import { createProviderClient, type ProviderClient } from '../../src/provider/client.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   type Collector,
   collect,
@@ -23,7 +24,6 @@ import {
   sandboxAccount,
   startInfra,
   uniqueRef,
-  waitUntil,
 } from '../producers/helpers.ts';
 
 let infra: Infra;
@@ -214,9 +214,9 @@ describe('status fetcher, running as a consumer', () => {
       notification_url: 'https://merchant.example/webhooks/main/deposits',
     });
     await move(sandbox.url, 'deposit', deposit.id, 'COMPLETED');
-    await waitUntil(
-      () => observationOf('deposit', deposit.id)?.status === 'COMPLETED',
+    await waitFor(
       'the COMPLETED observation',
+      () => observationOf('deposit', deposit.id)?.status === 'COMPLETED',
     );
     const deliveries = sandbox.control.deps.webhooks.log.filter((l) => String(l.entityId) === deposit.id);
     expect(deliveries.some((l) => l.outcome === 'delivered' && l.httpStatus === 200)).toBe(true);
@@ -266,7 +266,7 @@ describe('status fetcher, called directly', () => {
           (err: unknown) => err,
         );
       expect(error).not.toBeNull();
-      expect(isRetryable(error)).toBe(true);
+      expect(isRetryableAppError(error)).toBe(true);
     } finally {
       sandbox.control.deps.faults.set({});
     }
@@ -299,7 +299,7 @@ describe('status fetcher, called directly', () => {
         () => null,
         (err: unknown) => err,
       );
-      expect(isRetryable(early)).toBe(true);
+      expect(isRetryableAppError(early)).toBe(true);
       expect(handedOver).toEqual([]);
       await fetcher.handleNotifications(batch, { attempt: 3 });
     } finally {
@@ -320,6 +320,6 @@ describe('status fetcher, called directly', () => {
         (err: unknown) => err,
       );
     expect(error).not.toBeNull();
-    expect(isRetryable(error)).toBe(false);
+    expect(isRetryableAppError(error)).toBe(false);
   });
 });

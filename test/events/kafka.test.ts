@@ -22,6 +22,7 @@ import type { DlqEnvelope } from '../../src/events/payloads.ts';
 import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import { dlqTopicOf, type RetryPolicy, TOPIC_NAMES, TOPICS } from '../../src/events/topics.ts';
 import { createLogger } from '../../src/logger.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { sampleObservation } from './fixtures.ts';
 
 const OBSERVED = 'provider.status.observed.v1';
@@ -76,15 +77,6 @@ afterEach(async () => {
   await broker.close();
 });
 
-async function waitFor(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 function observation(n: number, overrides: Partial<Observation> = {}): Observation {
   return sampleObservation({
     eventId: `event-${n}`,
@@ -118,7 +110,7 @@ async function readDlq(count: number): Promise<{ envelope: DlqEnvelope; headers:
     },
   });
   try {
-    await waitFor(() => out.length >= count, `${count} DLQ message(s)`);
+    await waitFor(`${count} DLQ message(s)`, () => out.length >= count);
   } finally {
     await consumer.disconnect();
   }
@@ -221,7 +213,7 @@ describe('publish and runBatchConsumer', () => {
     await start('reconciler-roundtrip', async (batch) => {
       seen.push(...batch);
     });
-    await waitFor(() => seen.length === values.length, 'all messages');
+    await waitFor('all messages', () => seen.length === values.length);
 
     expect(seen.map((m) => m.value).sort((a, b) => a.eventId.localeCompare(b.eventId))).toEqual(values);
     for (const m of seen) {
@@ -232,12 +224,12 @@ describe('publish and runBatchConsumer', () => {
     expect(new Set(sameEntity.map((m) => m.partition)).size).toBe(1);
     expect(sameEntity.map((m) => m.value.status)).toEqual(['COMPLETED', 'CANCELLED']);
 
-    await waitFor(async () => {
+    await waitFor('offsets committed', async () => {
       const offsets = await committed('reconciler-roundtrip');
       let total = 0;
       for (const o of offsets.values()) total += Math.max(0, Number(o));
       return total === values.length;
-    }, 'offsets committed');
+    });
   });
 
   it('sends a corrupted message straight to the DLQ and handles the rest', async () => {
@@ -258,7 +250,7 @@ describe('publish and runBatchConsumer', () => {
       calls++;
       handled.push(...batch.map((m) => m.offset));
     });
-    await waitFor(() => handled.length === 2, 'two good messages');
+    await waitFor('two good messages', () => handled.length === 2);
     expect(handled).toEqual(['0', '2']);
 
     const [dead] = await readDlq(1);
@@ -280,8 +272,8 @@ describe('publish and runBatchConsumer', () => {
     // A schema failure never reaches the handler and is never retried.
     expect(calls).toBeGreaterThanOrEqual(1);
     await waitFor(
-      async () => (await committed('reconciler-corrupt')).get(partition) === '3',
       'offset 3 committed',
+      async () => (await committed('reconciler-corrupt')).get(partition) === '3',
     );
   });
 
@@ -315,13 +307,13 @@ describe('publish and runBatchConsumer', () => {
       reason: 'event-2 always fails',
     });
     expect(dead!.headers[DLQ_HEADERS.attempts]).toBe(String(FAST_RETRY.attempts));
-    await waitFor(() => applied.length === 2, 'the other two applied');
+    await waitFor('the other two applied', () => applied.length === 2);
     expect(applied.sort()).toEqual(['event-1', 'event-3']);
     // The whole batch was tried `attempts` times, then event-2 alone `attempts` more times.
     expect(tries.get('event-2')).toBe(FAST_RETRY.attempts * 2);
     await waitFor(
-      async () => (await committed('reconciler-poison')).get(partition) === '3',
       'offset 3 committed',
+      async () => (await committed('reconciler-poison')).get(partition) === '3',
     );
   });
 
@@ -382,19 +374,19 @@ describe('publish and runBatchConsumer', () => {
       enteredSlow();
       await gate;
     });
-    await waitFor(() => entered === 1, 'handler entered');
+    await waitFor('handler entered', () => entered === 1);
     // The member committed the marker's partition while the slow handler was still running ...
     await waitFor(
-      async () => (await committed('reconciler-slow')).get(markerPartition) === '1',
       'the marker partition committed',
+      async () => (await committed('reconciler-slow')).get(markerPartition) === '1',
     );
     // ... and nothing of the partition whose handler has not resolved.
     expect((await committed('reconciler-slow')).get(partition)).toBe('-1');
 
     release();
     await waitFor(
-      async () => (await committed('reconciler-slow')).get(partition) === '1',
       'offset 1 committed',
+      async () => (await committed('reconciler-slow')).get(partition) === '1',
     );
     await first.stop();
     consumers.splice(consumers.indexOf(first), 1);
@@ -416,7 +408,7 @@ describe('publish and runBatchConsumer', () => {
       },
       { attempts: 5, initialBackoffMs: 60_000, maxBackoffMs: 60_000 },
     );
-    await waitFor(() => stuck >= 1, 'second member tried');
+    await waitFor('second member tried', () => stuck >= 1);
     await second.stop();
     consumers.splice(consumers.indexOf(second), 1);
     expect((await committed('reconciler-slow')).get(partition)).toBe('1');
@@ -425,7 +417,7 @@ describe('publish and runBatchConsumer', () => {
     await start('reconciler-slow', async (batch) => {
       redelivered.push(...batch.map((m) => m.value.eventId));
     });
-    await waitFor(() => redelivered.length === 1, 'redelivery');
+    await waitFor('redelivery', () => redelivered.length === 1);
     expect(redelivered).toEqual(['event-9']);
   });
 });

@@ -5,6 +5,7 @@
  * certificate and a plaintext listener each stop start-up with one line naming the variable, and no
  * line carries a secret.
  */
+
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,6 +21,7 @@ import { createKafka, createPublisher, ensureTopics, runBatchConsumer } from '..
 import { createRegistryClient, registerSchemas } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../helpers/tls.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { sampleObservation } from './fixtures.ts';
 
 const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
@@ -136,9 +138,7 @@ describe.skipIf(!hasOpenssl && !required)(
             },
           });
           try {
-            const end = Date.now() + 30_000;
-            while (!seen.includes(value.eventId) && Date.now() < end)
-              await new Promise((r) => setTimeout(r, 50));
+            await waitFor('the message', () => seen.includes(value.eventId), 30_000);
             expect(seen).toContain(value.eventId);
           } finally {
             await consumer.stop();

@@ -3,8 +3,10 @@
  * source keeps its last figures and is counted (the live series are checked against a real Prometheus
  * in prometheus.test.ts).
  */
+
 import { describe, expect, it } from 'vitest';
 import { createMetrics, type ExceptionFigure } from '../../src/metrics.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 describe('metrics', () => {
   it('names every metric payrecon_ once, counters _total, durations _seconds', async () => {
@@ -54,9 +56,12 @@ describe('metrics', () => {
     expect(reads).toBe(1);
     await scrape();
     expect(reads).toBe(1);
-    await new Promise((r) => setTimeout(r, 60));
     fail = true;
-    text = await scrape();
+    // Scrapes within the 50 ms cache read nothing; the first one after it reads the failing source.
+    text = await waitFor('a scrape past the cache to read the source', async () => {
+      const t = await scrape();
+      return reads > 1 ? t : undefined;
+    });
     expect(reads).toBe(2);
     expect(text).toContain('payrecon_exceptions{type="STUCK",state="open"} 3');
     // The failure is counted while this scrape collects, so the next scrape shows it.

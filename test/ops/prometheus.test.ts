@@ -12,6 +12,7 @@
  * Without prometheus/promtool the tests skip with an install hint (they fail under
  * PAYRECON_REQUIRE_TOOLS=1, as in .ci/run).
  */
+
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,7 +28,8 @@ import { startSandboxForUp } from '../../src/sandbox-part.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { observation, TEST_EMBEDDED, waitFor } from '../pipeline/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { observation, TEST_EMBEDDED } from '../pipeline/helpers.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
 const RULES = join(ROOT, 'ops/prometheus/rules.yml');

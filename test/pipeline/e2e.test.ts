@@ -4,6 +4,7 @@
  * TCP and HTTP, a real PostgreSQL database). When everything is quiet, the ledger must equal the
  * sandbox's ground truth, verify clean, and hold exactly the exceptions the sandbox's anomalies call for.
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,8 @@ import { ManualClock } from '../../src/sandbox/clock.ts';
 import { type SandboxRun, startSandboxForUp } from '../../src/sandbox-part.ts';
 import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { TEST_EMBEDDED, waitFor } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { TEST_EMBEDDED } from './helpers.ts';
 
 const ENTITIES = Number(process.env.E2E_ENTITIES ?? 1500);
 const MINUTE = 60_000;

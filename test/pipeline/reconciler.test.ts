@@ -2,6 +2,7 @@
  * Reconciler, outbox relay and alert dispatcher over the real embedded broker (kafkajs over TCP), the
  * real registry (HTTP) and a real PostgreSQL database.
  */
+
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,7 +28,8 @@ import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type OutboxRelay, startOutboxRelay } from '../../src/producers/outbox-relay.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { observation, waitFor } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { observation } from './helpers.ts';
 
 const logger = createLogger({ level: 'silent' });
 const dirs: string[] = [];

@@ -5,6 +5,7 @@
  * observation is booked exactly once: balances equal a model computed from the stream, no idempotency key
  * twice, every event in the history once, and the ledger verifies.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,7 +25,8 @@ import { createKafka, createPublisher, ensureTopics, type Publisher } from '../.
 import { registerSchemas } from '../../src/events/serde.ts';
 import { createLogger } from '../../src/logger.ts';
 import { sampleIntent } from '../events/fixtures.ts';
-import { observation, waitFor } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { observation } from './helpers.ts';
 
 const logger = createLogger({ level: 'silent' });
 const DEPOSITS = 1_200;
@@ -48,6 +50,8 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
   let pgDir: string;
   let pgPort: number;
   let childLog = '';
+  /** Batches the reconciler logged as waiting out a PostgreSQL outage (a warning). */
+  let outageWaits = 0;
   const exits: string[] = [];
 
   function startReconciler(): ChildProcess {
@@ -60,7 +64,8 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
         SCHEMA_REGISTRY_URL: registry.url,
         PAYRECON_DATA_DIR: tempDir('data'),
         PAYRECON_METRICS_PORT: '0',
-        LOG_LEVEL: process.env.RESTART_LOG_LEVEL ?? 'error',
+        // Warnings at least: the outage's warning is what the test waits for.
+        LOG_LEVEL: process.env.RESTART_LOG_LEVEL ?? 'warn',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -70,6 +75,11 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
     proc.stderr?.on('data', (chunk: Buffer) => {
       childLog = (childLog + chunk.toString('utf8')).slice(-12_000);
     });
+    for (const stream of [proc.stdout, proc.stderr])
+      stream?.on('data', (chunk: Buffer) => {
+        for (const line of chunk.toString('utf8').split('\n'))
+          if (line.includes('database unavailable, batch waits')) outageWaits += 1;
+      });
     proc.on('exit', (code, signal) => {
       exits.push(`${code ?? signal}`);
     });
@@ -167,8 +177,16 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
     child = startReconciler();
     const size = Math.ceil(stream.length / CHUNKS);
     let kills = 0;
+    const booked = async () => {
+      const [row] = await db
+        .selectFrom('status_history')
+        .select((eb) => eb.fn.countAll<string>().as('n'))
+        .execute();
+      return Number(row?.n);
+    };
     for (let c = 0; c < CHUNKS; c++) {
       const chunk = stream.slice(c * size, (c + 1) * size);
+      const bookedBefore = await waitFor('PostgreSQL to answer', booked, 60_000);
       // Every chunk twice: redelivery on top of the replays the kills cause.
       await waitFor(
         'the publish',
@@ -181,22 +199,36 @@ describe('restarts: reconciler killed, broker restarted, PostgreSQL restarted', 
         },
         60_000,
       );
-      await new Promise((r) => setTimeout(r, 300));
+      if (c === 15) {
+        // Stopped while the reconciler has the chunk to book: it waits the outage out and books it once
+        // PostgreSQL is back.
+        const waitsBefore = outageWaits;
+        await pg.stop();
+        await waitFor(
+          'the reconciler to wait out the stopped PostgreSQL',
+          () => outageWaits > waitsBefore,
+          60_000,
+        );
+        pg = await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort });
+        continue;
+      }
+      // The faults land while the reconciler books: some of the stream is in the history, more is in flight.
+      await waitFor(
+        'the reconciler to book more of the stream',
+        async () => (await booked()) > bookedBefore,
+        120_000,
+      );
       if (c === 4 || c === 11) {
+        const exitsBefore = exits.length;
         child.kill('SIGKILL');
         kills += 1;
-        await new Promise((r) => setTimeout(r, 200));
+        await waitFor('the killed reconciler to exit', () => exits.length > exitsBefore, 30_000);
         child = startReconciler();
       }
       if (c === 7) {
         const port = broker.port;
         await broker.close();
         broker = await startBroker({ host: '127.0.0.1', port, dataDir: brokerDir, defaultPartitions: 3 });
-      }
-      if (c === 15) {
-        await pg.stop();
-        await new Promise((r) => setTimeout(r, 1_000));
-        pg = await startEmbeddedPostgres({ dataDir: pgDir, port: pgPort });
       }
     }
     expect(kills).toBe(2);

@@ -6,6 +6,7 @@
  * `_FILE`. Sandbox traffic must reach the ledger (every entity's status mirrored) and the ledger must
  * verify clean; no log line, debug included, carries the Kafka or registry password.
  */
+
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +22,8 @@ import { type SandboxRun, startSandboxForUp } from '../../src/sandbox-part.ts';
 import { type RunningPipeline, startPipeline } from '../../src/wiring.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../helpers/tls.ts';
-import { TEST_EMBEDDED, waitFor } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { TEST_EMBEDDED } from './helpers.ts';
 
 const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
 if (!hasOpenssl && !required) console.warn(`secured pipeline test skipped: ${OPENSSL_HINT}`);

@@ -1,5 +1,5 @@
 /**
- * Issue 17: `payrecon up` on one data directory, stopped once with SIGTERM and once with SIGKILL while the
+ * `payrecon up` on one data directory, stopped once with SIGTERM and once with SIGKILL while the
  * sandbox's traffic runs (creations in flight), started again each time. The sandbox keeps its state under `<data dir>/sandbox`,
  * so nothing restarts from an empty provider: ids continue, and at the end the ledger equals the
  * sandbox's ground truth per account, currency and book account, `payrecon db verify` exits 0, and no
@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { balances } from '../../src/db/read-models/balances.ts';
 import { parseAmount } from '../../src/domain/money.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const repo = join(import.meta.dirname, '../..');
 const dataDir = mkdtempSync(join(tmpdir(), 'payrecon-up-restart-'));
@@ -68,16 +69,18 @@ async function up(): Promise<Up> {
   child.stderr!.on('data', (c) => {
     out += c;
   });
-  const start = Date.now();
-  while (!/sandbox\s+control (\S+)/.test(out) || !/endpoints /.test(out)) {
-    if (Date.now() - start > 120_000 || child.exitCode !== null)
-      throw new Error(`payrecon up did not start: ${out}`);
-    await sleep(100);
-  }
+  const started = () => /sandbox\s+control (\S+)/.test(out) && /endpoints /.test(out);
+  await waitFor(
+    () => `payrecon up to start: ${out}`,
+    () => started() || child.exitCode !== null,
+    {
+      ms: 120_000,
+      every: 100,
+    },
+  );
+  if (!started()) throw new Error(`payrecon up did not start: ${out}`);
   return { child, control: /sandbox\s+control (\S+)/.exec(out)![1]!.replace(/\/$/, ''), out: () => out };
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function stop(u: Up, signal: NodeJS.Signals): Promise<void> {
   const exited = new Promise((r) => u.child.once('exit', r));
@@ -110,8 +113,14 @@ const maxIds = (e: Exported) => ({
 describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
   it('keeps the sandbox, continues ids, and the ledger ends equal to the ground truth', async () => {
     const first = await up();
-    await sleep(15_000);
-    const before1 = (await controlJson(first, '/export')) as Exported;
+    const before1 = await waitFor(
+      'the first run to create more than 10 deposits',
+      async () => {
+        const e = (await controlJson(first, '/export')) as Exported;
+        return e.deposits.length > 10 ? e : undefined;
+      },
+      { ms: 120_000, every: 500 },
+    );
     expect(before1.deposits.length).toBeGreaterThan(10);
     await stop(first, 'SIGTERM');
     expect(first.child.exitCode).toBe(0);
@@ -121,8 +130,7 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
     // Everything the first run had is still there, with the same status or further along.
     const ids1 = new Set(after1.deposits.map((d) => d.id));
     expect(before1.deposits.every((d) => ids1.has(d.id))).toBe(true);
-    // Creations held 0.3-1.5 s before the provider handles them: at 8 a second, about seven are in flight
-    // when the kill lands (none at all about once in a thousand runs).
+    // Creations held 0.3-1.5 s before the provider handles them: at 8 a second, about seven are in flight.
     const slow = { latencyMs: [300, 1_500] };
     await controlJson(second, '/faults', 'PUT', {
       endpoints: {
@@ -132,17 +140,36 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
         'refund.create': slow,
       },
     });
-    await sleep(12_000);
     // The kill lands while the traffic runs. What the provider answered is on its disk; the traffic
     // generator (a merchant) kept every creation it sent without an answer, and sends them again after the
     // restart with the same idempotency key (a cashout with the same external_id): the provider answers
     // with what it created, or creates it now, and the merchant's intents complete. Without that, a card
     // deposit whose answer the kill took would never reach the ledger (it sends no notification).
-    const before2 = (await controlJson(second, '/export')) as Exported;
+    const before2 = await waitFor(
+      'the second run to create deposits',
+      async () => {
+        const e = (await controlJson(second, '/export')) as Exported;
+        return e.deposits.length > after1.deposits.length ? e : undefined;
+      },
+      { ms: 120_000, every: 500 },
+    );
     expect(before2.deposits.length).toBeGreaterThan(after1.deposits.length);
-    // Everything the export shows was created a second ago: on disk by now.
-    await sleep(1_000);
-    const inFlight = (await controlJson(second, '/traffic')) as { inFlight: number; running: boolean };
+    // Everything the export shows is on disk: the sandbox sends an answer only after the journal's fsync
+    // of every change made before it. So are the creations `/traffic` counts as pending (stored before they
+    // are sent), and each of those waits at least 0.3 s for its answer: the kill lands with three or more
+    // of them unanswered.
+    const inFlight = await waitFor(
+      'three creations sent and not yet answered',
+      async () => {
+        const t = (await controlJson(second, '/traffic')) as {
+          inFlight: number;
+          pending: number;
+          running: boolean;
+        };
+        return t.pending >= 3 && t.inFlight >= 3 ? t : undefined;
+      },
+      { ms: 60_000, every: 20 },
+    );
     expect(inFlight.running).toBe(true);
     await stop(second, 'SIGKILL');
 
@@ -151,19 +178,29 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
     const after2 = (await controlJson(third, '/export')) as Exported;
     const ids2 = new Set(after2.deposits.map((d) => d.id));
     expect(before2.deposits.every((d) => ids2.has(d.id))).toBe(true);
-    await sleep(10_000);
     // Ids continue past everything seen before the kill.
-    const later = (await controlJson(third, '/export')) as Exported;
+    const later = await waitFor(
+      'the third run to create deposits',
+      async () => {
+        const e = (await controlJson(third, '/export')) as Exported;
+        return e.deposits.some((d) => !ids2.has(d.id)) ? e : undefined;
+      },
+      { ms: 120_000, every: 500 },
+    );
     const fresh = later.deposits.filter((d) => !ids2.has(d.id));
     expect(fresh.length).toBeGreaterThan(0);
     expect(Math.min(...fresh.map((d) => d.id))).toBeGreaterThan(maxIds(before2).deposit);
 
     // The creations left without an answer by the kill were sent again, and each got one.
     let replayed = { replayed: 0, replayAnswered: -1, pending: 0 };
-    for (const until = Date.now() + 60_000; Date.now() < until; await sleep(500)) {
-      replayed = (await controlJson(third, '/traffic')) as typeof replayed;
-      if (replayed.replayAnswered === replayed.replayed) break;
-    }
+    await waitFor(
+      () => `an answer to every creation sent again (${replayed.replayAnswered} of ${replayed.replayed})`,
+      async () => {
+        replayed = (await controlJson(third, '/traffic')) as typeof replayed;
+        return replayed.replayed > 0 && replayed.replayAnswered === replayed.replayed;
+      },
+      { ms: 60_000, every: 500 },
+    );
     console.info(
       `up-restart: ${replayed.replayed} creations sent again after the kill, ${replayed.replayAnswered} answered`,
     );
@@ -172,28 +209,36 @@ describe('payrecon up on one data directory across SIGTERM and SIGKILL', () => {
 
     // Quiet: no more traffic, no more automatic moves; then the ledger catches up with the sandbox.
     await controlJson(third, '/traffic', 'DELETE');
-    await sleep(3_000);
+    await waitFor(
+      'the stopped traffic to have no creation in flight',
+      async () => {
+        const t = (await controlJson(third, '/traffic')) as { inFlight: number; running: boolean };
+        return !t.running && t.inFlight === 0;
+      },
+      { ms: 60_000, every: 200 },
+    );
     await controlJson(third, '/auto', 'PUT', { ...(await controlJson(third, '/auto')), enabled: false });
-    const end = Date.now() + 180_000;
     let differ: string[] = [];
-    let final: Exported = later;
-    for (;;) {
-      final = (await controlJson(third, '/export')) as Exported;
-      const mirrors = await tdb.db
-        .selectFrom('mirrors')
-        .select(['entity_kind', 'entity_id', 'status'])
-        .execute();
-      const seen = new Map(mirrors.map((m) => [`${m.entity_kind}:${m.entity_id}`, m.status]));
-      differ = [
-        ...final.deposits.map((d) => ['deposit', d] as const),
-        ...final.cashouts.map((c) => ['cashout', c] as const),
-        ...final.refunds.map((r) => ['refund', r] as const),
-      ]
-        .filter(([kind, e]) => seen.get(`${kind}:${e.id}`) !== e.status)
-        .map(([kind, e]) => `${kind}:${e.id} sandbox ${e.status} ledger ${seen.get(`${kind}:${e.id}`)}`);
-      if (differ.length === 0 || Date.now() > end) break;
-      await sleep(1_000);
-    }
+    await waitFor(
+      () => `the ledger's mirrors to equal the sandbox: ${differ.slice(0, 10).join('; ')}`,
+      async () => {
+        const final = (await controlJson(third, '/export')) as Exported;
+        const mirrors = await tdb.db
+          .selectFrom('mirrors')
+          .select(['entity_kind', 'entity_id', 'status'])
+          .execute();
+        const seen = new Map(mirrors.map((m) => [`${m.entity_kind}:${m.entity_id}`, m.status]));
+        differ = [
+          ...final.deposits.map((d) => ['deposit', d] as const),
+          ...final.cashouts.map((c) => ['cashout', c] as const),
+          ...final.refunds.map((r) => ['refund', r] as const),
+        ]
+          .filter(([kind, e]) => seen.get(`${kind}:${e.id}`) !== e.status)
+          .map(([kind, e]) => `${kind}:${e.id} sandbox ${e.status} ledger ${seen.get(`${kind}:${e.id}`)}`);
+        return differ.length === 0;
+      },
+      { ms: 180_000, every: 1_000 },
+    );
     expect(differ.slice(0, 10)).toEqual([]);
 
     // The ledger equals the ground truth per account, currency and book account.

@@ -3,6 +3,7 @@
  * the catalog's topics, a publisher, a kafkajs consumer that collects decoded values, and the
  * provider account of the sandbox's default merchant.
  */
+
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +20,7 @@ import { registerSchemas, type Serde } from '../../src/events/serde.ts';
 import type { TopicName, TopicValues } from '../../src/events/topics.ts';
 import { createLogger } from '../../src/logger.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 export const quiet = createLogger({ level: 'silent' });
 
@@ -120,12 +122,11 @@ export async function collect<T extends TopicName>(
     headers,
     keys,
     async waitFor(n, ms = 20_000) {
-      const deadline = Date.now() + ms;
-      while (values.length < n) {
-        if (Date.now() > deadline)
-          throw new Error(`waited ${ms} ms for ${n} message(s) on ${topic}, got ${values.length}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitFor(
+        () => `${n} message(s) on ${topic}, got ${values.length}`,
+        () => values.length >= n,
+        ms,
+      );
       return values;
     },
     async drain(ms = 20_000) {
@@ -137,16 +138,11 @@ export async function collect<T extends TopicName>(
       } finally {
         await admin.disconnect();
       }
-      const deadline = Date.now() + ms;
       const behind = () =>
         marks.filter(
           (m) => BigInt(m.high) > BigInt(m.low) && (readUpTo.get(m.partition) ?? 0n) < BigInt(m.high),
         );
-      while (behind().length > 0) {
-        if (Date.now() > deadline)
-          throw new Error(`waited ${ms} ms to read ${topic} up to its high watermarks`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitFor(`${topic} read up to its high watermarks`, () => behind().length === 0, ms);
       return values;
     },
     stop: () => consumer.disconnect(),
@@ -172,18 +168,6 @@ export function sandboxAccount(
     xDateWindowSeconds: 300,
     ...overrides,
   };
-}
-
-export async function waitUntil(
-  check: () => boolean | Promise<boolean>,
-  what: string,
-  ms = 20_000,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Moves a sandbox entity through the control API (`/_sandbox/<kind>s/<id>/transition`). */

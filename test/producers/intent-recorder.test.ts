@@ -11,6 +11,7 @@ import { ProviderError } from '../../src/provider/errors.ts';
 import { DEFAULT_ACCOUNT } from '../../src/sandbox/accounts.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { trafficClientFor } from '../../src/sandbox/traffic-client.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   type Collector,
   collect,
@@ -21,7 +22,6 @@ import {
   sandboxAccount,
   startInfra,
   uniqueRef,
-  waitUntil,
 } from './helpers.ts';
 
 let infra: Infra;
@@ -434,9 +434,9 @@ describe('recordingClient settling a creation whose answer was lost', () => {
   const slowDown = (endpoint: string) =>
     slow.control.deps.faults.set({ endpoints: { [endpoint]: { latencyMs: 1_500 } } });
   const settled = (intentId: string) =>
-    waitUntil(
-      () => recorded.some((i) => i.intentId === intentId && i.outcome !== 'unknown'),
+    waitFor(
       `the intent ${intentId} to settle`,
+      () => recorded.some((i) => i.intentId === intentId && i.outcome !== 'unknown'),
       20_000,
     );
 
@@ -510,6 +510,20 @@ describe('recordingClient settling a creation whose answer was lost', () => {
   it('settles a cashout by looking its external_id up, never creating it twice', async () => {
     const externalId = uniqueRef('settle-ext');
     const before = recorded.length;
+    // Cashout creations the sandbox received, and those it answered (after their latency).
+    const { faults, idempotency } = slow.control.deps;
+    let received = 0;
+    let answered = 0;
+    const decide = faults.decide.bind(faults);
+    const run = idempotency.run.bind(idempotency);
+    faults.decide = (endpoint) => {
+      if (endpoint === 'cashout.create') received += 1;
+      return decide(endpoint);
+    };
+    idempotency.run = (scope, ...rest) =>
+      run(scope, ...rest).finally(() => {
+        if (scope.endsWith(':cashout')) answered += 1;
+      });
     slowDown('cashout.create');
     await expect(
       client.createCashout({
@@ -531,7 +545,9 @@ describe('recordingClient settling a creation whose answer was lost', () => {
     await settled(intentId);
     // The first request lands 1.5 s after it was sent: by then the settle may have created the cashout, and
     // that late first request is refused (511). Wait for it, then count.
-    await new Promise((r) => setTimeout(r, 1_600));
+    await waitFor('every cashout creation answered', () => received > 0 && answered === received, 20_000);
+    faults.decide = decide;
+    idempotency.run = run;
     const cashouts = [...slow.control.deps.engine.cashouts.values()].filter(
       (c) => c.externalId === externalId,
     );

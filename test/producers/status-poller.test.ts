@@ -10,6 +10,7 @@ import { createProviderClient, type ProviderClient } from '../../src/provider/cl
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
 import { mirrorsWithPolls } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   type Collector,
   collect,
@@ -20,7 +21,6 @@ import {
   sandboxAccount,
   startInfra,
   uniqueRef,
-  waitUntil,
 } from './helpers.ts';
 
 let infra: Infra;
@@ -190,7 +190,7 @@ describe('status poller', () => {
     for (const s of seeded)
       expect(polls.get(`${s.kind}:${s.id}`)!.getTime()).toBe(limited.pausedUntil!.getTime());
 
-    await waitUntil(() => Date.now() > limited.pausedUntil!.getTime() + 50, 'the pause to end', 10_000);
+    await waitFor('the pause to end', () => Date.now() > limited.pausedUntil!.getTime() + 50, 10_000);
     const resumed = await poller.pollOnce();
     expect(resumed).toMatchObject({ due: 3, published: 3, paused: false });
     await observed.waitFor(before + 3);
@@ -212,7 +212,19 @@ describe('status poller', () => {
     await observed.waitFor(before + 3);
     await poller.stop();
     const count = rounds.length;
-    await new Promise((r) => setTimeout(r, 300));
+    // A poller still running, with the same idle time, makes two more rounds: the stopped one had the
+    // time for its next round.
+    const witnessed: number[] = [];
+    const witness = startStatusPoller({
+      db: database.db,
+      clientFor: clients.clientFor,
+      publisher: infra.publisher,
+      idleMs: 100,
+      logger: quiet,
+      onRound: (r) => witnessed.push(r.due),
+    });
+    await waitFor('two rounds of a poller still running', () => witnessed.length >= 2, 20_000);
+    await witness.stop();
     expect(rounds.length).toBe(count);
     expect(rounds[0]).toBe(3);
   }, 60_000);

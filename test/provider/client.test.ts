@@ -4,7 +4,6 @@
  */
 
 import { Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
@@ -28,6 +27,13 @@ type Handler = (req: Seen, reply: FastifyReply, raw: FastifyRequest) => unknown;
 
 const app = Fastify({ forceCloseConnections: true });
 let handlers: Record<string, Handler> = {};
+
+/** Resolves once the client has closed the connection: it gave up waiting for the answer. */
+const clientGone = (raw: FastifyRequest) =>
+  new Promise<void>((resolve) => {
+    if (raw.raw.socket.destroyed) resolve();
+    else raw.raw.socket.once('close', () => resolve());
+  });
 let seen: Seen[] = [];
 let account: ProviderAccount;
 
@@ -235,8 +241,8 @@ describe('deposits', () => {
 
   it('retries a GET that timed out', async () => {
     let calls = 0;
-    handlers['GET /api/v3/deposits/3000000001'] = async (_req, reply) => {
-      if (++calls === 1) await sleep(2_000);
+    handlers['GET /api/v3/deposits/3000000001'] = async (_req, reply, raw) => {
+      if (++calls === 1) await clientGone(raw);
       return json(reply, 200, DEPOSIT_VIEW);
     };
     const d = await client({ timeoutMs: 500 }).getDeposit(3000000001);
@@ -255,7 +261,7 @@ describe('deposits', () => {
         raw.raw.socket.destroy();
         return undefined;
       }
-      if (calls === 4) await sleep(600);
+      if (calls === 4) await clientGone(raw);
       return json(reply, 200, DEPOSIT_VIEW);
     };
     const records: { operation: string; outcome: string; seconds: number }[] = [];
@@ -349,10 +355,10 @@ describe('cashouts', () => {
 
   it('does not duplicate a cashout after a timeout: it looks the external_id up instead', async () => {
     const created: string[] = [];
-    handlers['POST /api/v3/cashout'] = async (req, reply) => {
+    handlers['POST /api/v3/cashout'] = async (req, reply, raw) => {
       const body = parseProviderJson(req.body) as { external_id: string };
       created.push(body.external_id);
-      await sleep(2_000); // created, but the answer comes too late
+      await clientGone(raw); // created, but the answer comes too late
       return json(reply, 200, '{"cashout_id":8405147}');
     };
     handlers['POST /api/v3/cashout/status'] = (req, reply) => {
@@ -738,8 +744,8 @@ describe('typed errors', () => {
   });
 
   it('times out and reports PROVIDER_TIMEOUT after the retries', async () => {
-    handlers['GET /api/v3/banks'] = async (_req, reply) => {
-      await sleep(2_000);
+    handlers['GET /api/v3/banks'] = async (_req, reply, raw) => {
+      await clientGone(raw);
       return json(reply, 200, '[]');
     };
     const err = await failure(client({ timeoutMs: 300, retries: 1 }).listBanks('BR'));

@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cardBody, signed, startReceiver, startTestSandbox, waitFor } from './helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { cardBody, signed, startReceiver, startTestSandbox } from './helpers.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const available = existsSync(CHROMIUM);
@@ -80,7 +81,7 @@ describe.skipIf(!available)('checkout pages in Chromium', () => {
     await expect(page.locator('#status').textContent()).resolves.toBe('COMPLETED');
     await page.close();
 
-    await waitFor(() => hooksFor(id).length >= 2);
+    await waitFor('two notifications', () => hooksFor(id).length >= 2, { ms: 5000, every: 10 });
     expect(hooksFor(id).every((h) => h.path === '/hooks/deposits')).toBe(true);
     const status = await signed(sb.url, `/v3/deposits/${id}`);
     expect(status.json).toMatchObject({
@@ -100,7 +101,10 @@ describe.skipIf(!available)('checkout pages in Chromium', () => {
     await page.click('#authenticate');
     await expect(page.locator('h1').textContent()).resolves.toBe('Payment authorized');
     await page.close();
-    await waitFor(() => hooksFor(id).some((h) => h.path === '/hooks/cards'));
+    await waitFor('the card notification', () => hooksFor(id).some((h) => h.path === '/hooks/cards'), {
+      ms: 5000,
+      every: 10,
+    });
     const status = await signed(sb.url, `/v3/deposits/${id}`);
     expect(status.json.status).toBe('COMPLETED');
     expect(status.json.card_detail.transaction_result).toBe('SUCCESS');

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/wait.ts';
 import { cashoutBody, cashoutCall } from './helpers.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'payrecon-sandbox-cli-'));
@@ -60,12 +61,12 @@ describe('payrecon sandbox (CLI)', () => {
     child.stdout!.on('data', (c) => {
       out += c;
     });
-    const start = Date.now();
-    while (!/sandbox card api (\S+)/.test(out)) {
-      if (Date.now() - start > 20_000 || child.exitCode !== null)
-        throw new Error(`sandbox did not start: ${out}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(
+      () => `the sandbox to start: ${out}`,
+      () => /sandbox card api (\S+)/.test(out) || child!.exitCode !== null,
+      20_000,
+    );
+    if (!/sandbox card api (\S+)/.test(out)) throw new Error(`sandbox did not start: ${out}`);
     const url = /sandbox api (\S+)/.exec(out)![1]!;
     const ccUrl = /sandbox card api (\S+)/.exec(out)![1]!;
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);

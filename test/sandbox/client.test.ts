@@ -6,6 +6,7 @@ import { ProviderError } from '../../src/provider/errors.ts';
 import { RealClock } from '../../src/sandbox/clock.ts';
 import { startSandbox } from '../../src/sandbox/main.ts';
 import { providerAccountFor } from '../../src/sandbox/traffic-client.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { ACCOUNT, cashoutBody, cashoutCall, control, PAYER, signed, startTestSandbox } from './helpers.ts';
 
 let sb: Awaited<ReturnType<typeof startTestSandbox>>;
@@ -238,14 +239,10 @@ describe('traffic through the client', () => {
         const st = live.control.traffic.status() as Record<string, number>;
         return st.deposit! + st.card! + st.cashout! + st.refund!;
       };
-      const waitUntil = async (done: () => boolean, ms: number) => {
-        const end = Date.now() + ms;
-        while (!done() && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
-      };
       // Outcomes, not a fixed window: a loaded machine creates fewer per second, never more than the rate.
       const t0 = Date.now();
       live.control.traffic.start(80);
-      await waitUntil(() => count() >= 150, 30_000);
+      await waitFor('150 creations', () => count() >= 150, { ms: 30_000, every: 100 });
       live.control.traffic.stop();
       const elapsed = (Date.now() - t0) / 1000;
       const status = live.control.traffic.status() as Record<string, number>;
@@ -269,7 +266,7 @@ describe('traffic through the client', () => {
       };
       if (!moved()) {
         live.control.traffic.start(40);
-        await waitUntil(moved, 30_000);
+        await waitFor('every kind of outcome', moved, { ms: 30_000, every: 100 });
         live.control.traffic.stop();
       }
       const { deposits, cashouts } = live.control.exportEntities();

@@ -3,12 +3,14 @@
  * sent after the restart at its time, the clock resumes where it stopped, an unpaid deposit still expires
  * and is cancelled 7 days later, planned late rejections (826) and late completions still happen.
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { type RunningSandbox, startSandbox } from '../../src/sandbox/main.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { cashoutBody, cashoutCall, control, oneShotBody, signed, startReceiver } from './helpers.ts';
 
 const MIN = 60_000;
@@ -40,8 +42,7 @@ describe('durable sandbox: clock, retries and late moves across a restart', () =
     const id = dep.json.deposit_id as number;
     expect((await control(sb1.url, `/deposits/${id}/pay`, {})).status).toBe(200);
     // The first attempt fails: a retry is planned 5 minutes later.
-    for (let i = 0; i < 100 && failing.received.length === 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    await waitFor('the first attempt', () => failing.received.length > 0, { ms: 2000, every: 20 });
     expect(failing.received.length).toBe(1);
     await sb1.control.deps.webhooks.idle();
     await clock1.advance(2 * MIN);
@@ -60,7 +61,7 @@ describe('durable sandbox: clock, retries and late moves across a restart', () =
     await sb2.control.deps.webhooks.idle();
     expect(ok.received.length).toBe(0);
     await clock2.advance(1 * MIN);
-    for (let i = 0; i < 100 && ok.received.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor('the retried notification', () => ok.received.length > 0, { ms: 2000, every: 20 });
     expect(ok.received.map((r) => r.body)).toEqual([`{"deposit_id":${id}}`]);
     await sb2.control.deps.webhooks.idle();
     expect(sb2.control.deps.webhooks.pending.size).toBe(0);

@@ -4,11 +4,13 @@
  * Everything that was answered is there and answered the same, ids continue, idempotency keys and
  * settings are kept; a second sandbox on a directory in use is refused.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/wait.ts';
 import { cardBody, cashoutBody, cashoutCall, control, oneShotBody, signed } from './helpers.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'payrecon-sandbox-durable-'));
@@ -63,12 +65,12 @@ async function startProc(dataDir: string, extra: string[] = []): Promise<Proc> {
   child.stderr!.on('data', (c) => {
     err += c;
   });
-  const start = Date.now();
-  while (!/sandbox card api (\S+)/.test(out)) {
-    if (Date.now() - start > 30_000 || child.exitCode !== null)
-      throw new Error(`sandbox did not start: ${out} ${err}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(
+    () => `the sandbox to start: ${out} ${err}`,
+    () => /sandbox card api (\S+)/.test(out) || child.exitCode !== null,
+    30_000,
+  );
+  if (!/sandbox card api (\S+)/.test(out)) throw new Error(`sandbox did not start: ${out} ${err}`);
   return {
     child,
     url: /sandbox api (\S+)/.exec(out)![1]!,
@@ -176,7 +178,7 @@ describe('payrecon sandbox --data-dir', () => {
       }
     };
     const workers = Array.from({ length: 16 }, worker);
-    while (answered.size < 100) await new Promise((r) => setTimeout(r, 5));
+    await waitFor('100 answered creations', () => answered.size >= 100, { ms: 30_000, every: 5 });
     expect(await stop(first, 'SIGKILL')).toBeNull();
     killed = true;
     await Promise.all(workers);

@@ -207,14 +207,6 @@ export async function startReceiver(statusFor: (n: number) => number = () => 200
   };
 }
 
-export async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!cond()) {
-    if (Date.now() - start > timeoutMs) throw new Error('waitFor: timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** A raw JSON number: `toJson` writes its text as is (more digits than a JavaScript number keeps). */
 export const raw = (text: string) => ({ __raw: text });
 

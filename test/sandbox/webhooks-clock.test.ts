@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { SandboxAccount } from '../../src/sandbox/accounts.ts';
+import { waitFor } from '../helpers/wait.ts';
 import {
   ACCOUNT,
   cardBody,
@@ -12,7 +13,6 @@ import {
   signed,
   startReceiver,
   startTestSandbox,
-  waitFor,
 } from './helpers.ts';
 
 const MIN = 60_000;
@@ -40,10 +40,12 @@ afterEach(async () => {
   await sb.close();
 });
 
-const settle = async () => {
-  await new Promise((r) => setTimeout(r, 20));
-  await sb.control.deps.webhooks.idle();
-};
+/** Waits until no notification attempt is due: each one due by the sandbox clock has been made. */
+const settle = () =>
+  waitFor('every due notification attempt to be made', () => {
+    const now = sb.clock.now();
+    return ![...sb.control.deps.webhooks.pending.values()].some((d) => d.dueAt <= now);
+  });
 
 describe('notifications (provider-facts.md)', () => {
   it('deposit: {"deposit_id"} to notification_url mapped onto the local base, signed like a request', async () => {
@@ -485,7 +487,9 @@ describe('notification URL mapping', () => {
       body: oneShotBody({ notification_url: 'https://127.0.0.1:1/x' }),
     });
     await control(sb.url, `/deposits/${c.json.deposit_id}/pay`, {});
-    await waitFor(() => sb.control.deps.webhooks.log.some((l) => l.entityId === c.json.deposit_id));
+    await waitFor('the notification in the delivery log', () =>
+      sb.control.deps.webhooks.log.some((l) => l.entityId === c.json.deposit_id),
+    );
     const entry = sb.control.deps.webhooks.log.find((l) => l.entityId === c.json.deposit_id)!;
     expect(entry.url).toBe('https://127.0.0.1:1/x');
     expect(entry.outcome).toBe('scheduled_retry');

@@ -5,6 +5,7 @@
  * untrusted certificate, or auto-create off and its topics missing stops with one line naming the
  * variables (exit 2) and the password nowhere in its output; a bad users file is one line too.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -13,7 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../../db/helpers.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../../helpers/tls.ts';
-import { tempDir, waitFor } from './helpers.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { tempDir } from './helpers.ts';
 
 const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
 if (!hasOpenssl && !required) console.warn(`payrecon CLI security tests skipped: ${OPENSSL_HINT}`);
@@ -67,7 +69,7 @@ describe.skipIf(!hasOpenssl && !required)('payrecon broker, registry and topics 
     child.stdout!.on('data', (c: Buffer) => {
       out += c.toString();
     });
-    await waitFor(() => ready.test(out), 30_000, `payrecon ${args[0]} to start`);
+    await waitFor(`payrecon ${args[0]} to start`, () => ready.test(out), 30_000);
     return ready.exec(out)![1]!;
   }
 

@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { client, tempDir, waitFor } from './helpers.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { client, tempDir } from './helpers.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const children: ChildProcess[] = [];
@@ -35,7 +36,7 @@ async function runBroker(port = 0, dir = dataDir): Promise<{ child: ChildProcess
   child.stdout!.on('data', (c: Buffer) => {
     out += c.toString();
   });
-  await waitFor(() => /listening 127\.0\.0\.1:\d+\n/.test(out), 30_000, 'the broker to print its port');
+  await waitFor('the broker to print its port', () => /listening 127\.0\.0\.1:\d+\n/.test(out), 30_000);
   return { child, port: Number(/:(\d+)\n/.exec(out)![1]) };
 }
 
@@ -66,7 +67,7 @@ describe('payrecon broker', () => {
     await consumer.subscribe({ topic: 'cli-topic', fromBeginning: true });
     const got: string[] = [];
     await consumer.run({ eachMessage: async ({ message }) => void got.push(String(message.value)) });
-    await waitFor(() => got.length >= 1, 20_000, 'the message from before the restart');
+    await waitFor('the message from before the restart', () => got.length >= 1, 20_000);
     await consumer.disconnect();
     expect(got).toEqual(['kept']);
     const code2 = exited(second.child);
@@ -95,7 +96,7 @@ describe('payrecon broker', () => {
         }
       }
     })();
-    await waitFor(() => acked.length >= 300, 20_000, '300 acknowledged messages');
+    await waitFor('300 acknowledged messages', () => acked.length >= 300, 20_000);
     const admin = kafka.admin();
     await admin.connect();
     await admin.setOffsets({
@@ -123,9 +124,9 @@ describe('payrecon broker', () => {
     const seen = new Set<string>();
     await consumer.run({ eachMessage: async ({ message }) => void seen.add(String(message.value)) });
     await waitFor(
+      'every acknowledged message after the crash',
       () => acked.every((v) => seen.has(v)),
       20_000,
-      'every acknowledged message after the crash',
     );
     await consumer.disconnect();
     second.child.kill('SIGTERM');

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Struct } from '../../../src/embedded/kafka/codec.ts';
 import { GroupCoordinator, type JoinRequest } from '../../../src/embedded/kafka/groups.ts';
 import { ERR } from '../../../src/embedded/kafka/messages.ts';
+import { waitFor } from '../../helpers/wait.ts';
 
 const coordinators: GroupCoordinator[] = [];
 afterEach(() => {
@@ -36,8 +37,6 @@ async function join(c: GroupCoordinator, clientId: string, extra: Partial<JoinRe
   };
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe('GroupCoordinator', () => {
   it('completes a join as soon as every known member has rejoined, and elects one leader', async () => {
     const c = coordinator();
@@ -59,7 +58,10 @@ describe('GroupCoordinator', () => {
     void Promise.resolve(b.joined).then(() => {
       bDone = true;
     });
-    await sleep(20);
+    // Whatever b's join resolves on its own has run by the next turn of the event loop; only a's rejoin
+    // (or the 5 s rebalance timeout) may complete it.
+    await new Promise((r) => setImmediate(r));
+    expect(c.describe('g').state).toBe('PreparingRebalance');
     expect(bDone).toBe(false);
     const ra2 = (await c.join(joinReq(a.memberId), 5, 'a', '127.0.0.1')) as Struct;
     const rb2 = (await b.joined) as Struct;
@@ -101,7 +103,8 @@ describe('GroupCoordinator', () => {
     await c.sync('g', 3, a.memberId, []);
 
     // No heartbeat for longer than the 1 s session timeout: the member is removed and the group empties.
-    await sleep(1300);
+    expect(c.describe('g').members).toHaveLength(1);
+    await waitFor('the silent member to be dropped', () => c.describe('g').state === 'Empty', 5_000);
     expect(c.describe('g')).toMatchObject({ state: 'Empty', members: [] });
     expect(c.heartbeat('g', 3, a.memberId)).toBe(ERR.UNKNOWN_MEMBER_ID);
   });

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { CompressionTypes, type Consumer, type EachMessagePayload, Partitioners } from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RunningBroker } from '../../../src/embedded/kafka/broker.ts';
-import { broker, client, tempDir, waitFor } from './helpers.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { broker, client, tempDir } from './helpers.ts';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -55,7 +56,7 @@ describe('embedded broker with kafkajs', () => {
         got.push({ key: String(message.key), value: String(message.value), partition, headers });
       },
     });
-    await waitFor(() => got.length >= 41, 20_000, '41 messages');
+    await waitFor('41 messages', () => got.length >= 41, 20_000);
     await consumer.disconnect();
     await producer.disconnect();
     await admin.disconnect();
@@ -95,7 +96,7 @@ describe('embedded broker with kafkajs', () => {
     await consumer.subscribe({ topic: 'zipped', fromBeginning: true });
     const got: string[] = [];
     await consumer.run({ eachMessage: async ({ message }) => void got.push(String(message.value)) });
-    await waitFor(() => got.length >= values.length, 20_000, 'gzip messages');
+    await waitFor('gzip messages', () => got.length >= values.length, 20_000);
     await consumer.disconnect();
     await producer.disconnect();
     await b.close();
@@ -189,14 +190,20 @@ describe('embedded broker with kafkajs', () => {
       await consumer.connect();
       await consumer.subscribe({ topic: 'resume', fromBeginning: true });
       const got: { offset: string; value: string }[] = [];
+      let fetchStarts = 0;
+      consumer.on(consumer.events.FETCH_START, () => {
+        fetchStarts += 1;
+      });
       await consumer.run({
         autoCommitThreshold: 1,
         eachMessage: async ({ message }) =>
           void got.push({ offset: message.offset, value: String(message.value) }),
       });
-      await waitFor(() => got.length >= n, 20_000, `${n} messages`);
-      // Extra messages would be a resume bug: give them a moment to show up.
-      await new Promise((r) => setTimeout(r, 500));
+      await waitFor(`${n} messages`, () => got.length >= n, 20_000);
+      // Extra messages would be a resume bug. A fetch started after the n-th message would bring them,
+      // and the consumer starts its next fetch only once that one's batches are processed.
+      const fetched = fetchStarts;
+      await waitFor('two more fetches', () => fetchStarts >= fetched + 2, 20_000);
       await consumer.disconnect();
       return got;
     };
@@ -222,7 +229,12 @@ describe('embedded broker with kafkajs', () => {
     const d = dir('restart');
     let b: RunningBroker = await broker(d);
     const port = b.port;
-    const kafka = client(b);
+    /** Connections the clients found refused or closed: they met the stopped broker. */
+    let refused = 0;
+    const kafka = client(b, 'test', (entry) => {
+      if (/ECONNREFUSED|Connection error|Closed connection|ECONNRESET/i.test(JSON.stringify(entry.log)))
+        refused += 1;
+    });
     // Idempotent, as the pipeline's publisher: a batch retried across the restart must not land twice.
     const producer = kafka.producer({
       idempotent: true,
@@ -243,19 +255,20 @@ describe('embedded broker with kafkajs', () => {
         }
       }
     })();
-    await waitFor(() => acked.length >= 200, 20_000, '200 acks before the stop');
+    await waitFor('200 acks before the stop', () => acked.length >= 200, 20_000);
     // A consumer that keeps running through the restart (its group is rebuilt by rejoining).
     const live = kafka.consumer({ groupId: 'restart-live', maxWaitTimeInMs: 500, heartbeatInterval: 500 });
     await live.connect();
     await live.subscribe({ topic: 'durable', fromBeginning: true });
     const seenLive = new Set<string>();
     await live.run({ eachMessage: async ({ message }) => void seenLive.add(String(message.value)) });
-    await waitFor(() => seenLive.size > 0, 20_000, 'the live consumer to start');
+    await waitFor('the live consumer to start', () => seenLive.size > 0, 20_000);
     await b.close();
     const atStop = acked.length;
-    await new Promise((r) => setTimeout(r, 300));
+    const refusedAtStop = refused;
+    await waitFor('a client to meet the stopped broker', () => refused > refusedAtStop, 20_000);
     b = await broker(d, { port });
-    await waitFor(() => acked.length >= atStop + 200, 30_000, '200 acks after the restart');
+    await waitFor('200 acks after the restart', () => acked.length >= atStop + 200, 30_000);
     stop = true;
     await loop;
     await producer.disconnect();
@@ -270,8 +283,8 @@ describe('embedded broker with kafkajs', () => {
         seen.set(v, (seen.get(v) ?? 0) + 1);
       },
     });
-    await waitFor(() => acked.every((v) => seen.has(v)), 20_000, 'every acknowledged message');
-    await waitFor(() => acked.every((v) => seenLive.has(v)), 30_000, 'the live consumer to catch up');
+    await waitFor('every acknowledged message', () => acked.every((v) => seen.has(v)), 20_000);
+    await waitFor('the live consumer to catch up', () => acked.every((v) => seenLive.has(v)), 30_000);
     await consumer.disconnect();
     await live.disconnect();
     await b.close();
@@ -295,11 +308,11 @@ describe('embedded broker with kafkajs', () => {
     await producer.disconnect();
     const admin = kafka.admin();
     await admin.connect();
+    // Retention runs every 100 ms while the producer writes: wait for it to pass the old segments.
     await waitFor(
-      // Retention runs every 100 ms while the producer writes: wait for it to pass the old segments.
+      'retention',
       async () => Number((await admin.fetchTopicOffsets('short'))[0]?.low) > 30,
       5000,
-      'retention',
     );
     const [offsets] = await admin.fetchTopicOffsets('short');
     await admin.disconnect();
@@ -312,7 +325,7 @@ describe('embedded broker with kafkajs', () => {
     await consumer.subscribe({ topic: 'short', fromBeginning: true });
     const got: number[] = [];
     await consumer.run({ eachMessage: async ({ message }) => void got.push(Number(message.offset)) });
-    await waitFor(() => got.length >= 60 - low, 20_000, 'the retained messages');
+    await waitFor('the retained messages', () => got.length >= 60 - low, 20_000);
     await consumer.disconnect();
     await b.close();
     expect(got).toEqual(Array.from({ length: 60 - low }, (_, i) => low + i));
@@ -329,6 +342,7 @@ describe('embedded broker with kafkajs', () => {
 
     const received = new Map<string, string[]>();
     const consumers = new Map<string, Consumer>();
+    const fetchStarts = new Map<string, number>();
     const start = async (name: string) => {
       const consumer = client(b, name).consumer({
         groupId: 'three',
@@ -336,6 +350,9 @@ describe('embedded broker with kafkajs', () => {
         rebalanceTimeout: 15_000,
         heartbeatInterval: 300,
         maxWaitTimeInMs: 500,
+      });
+      consumer.on(consumer.events.FETCH_START, () => {
+        fetchStarts.set(name, (fetchStarts.get(name) ?? 0) + 1);
       });
       await consumer.connect();
       await consumer.subscribe({ topic: 'grp', fromBeginning: true });
@@ -355,11 +372,25 @@ describe('embedded broker with kafkajs', () => {
     };
     let next = 0;
     const produce = async (count: number) => {
-      const messages = Array.from({ length: count }, () => {
-        const i = next++;
-        return { key: `k${i}`, value: `v${i}` };
-      });
+      const messages = Array.from({ length: count }, (_, j) => ({
+        key: `k${next + j}`,
+        value: `v${next + j}`,
+      }));
       await producer.send({ topic: 'grp', acks: -1, messages });
+      next += count;
+    };
+    /** Sends batches of 30, at least ten, until `done`: messages keep arriving through the rebalance. */
+    const produceUntil = (what: string, done: () => Promise<boolean>) => {
+      let batches = 0;
+      return waitFor(
+        what,
+        async () => {
+          await produce(30);
+          batches += 1;
+          return batches >= 10 && (await done());
+        },
+        { ms: 30_000, every: 30 },
+      );
     };
     const byMember = (name: string) =>
       [...received.values()].filter((owners) => owners.includes(name)).length;
@@ -367,40 +398,43 @@ describe('embedded broker with kafkajs', () => {
     await start('a');
     await start('b');
     await start('c');
-    await waitFor(() => stableWith(3), 30_000, 'three stable members');
+    await waitFor('three stable members', () => stableWith(3), 30_000);
     for (let i = 0; i < 10; i++) await produce(30);
-    await waitFor(() => received.size >= 300, 20_000, 'first 300');
+    await waitFor('first 300', () => received.size >= 300, 20_000);
     expect(byMember('a') > 0 && byMember('b') > 0 && byMember('c') > 0).toBe(true);
 
     // One member leaves while messages keep arriving.
     await consumers.get('c')!.disconnect();
     const cBefore = byMember('c');
-    for (let i = 0; i < 10; i++) {
-      await produce(30);
-      await new Promise((r) => setTimeout(r, 30));
-    }
-    await waitFor(() => received.size >= 600, 30_000, 'next 300 after the leave');
+    await produceUntil('two stable members while sending', () => stableWith(2));
+    await waitFor('every message sent after the leave', () => received.size >= next, 30_000);
     expect(byMember('c')).toBe(cBefore);
-    await waitFor(() => stableWith(2), 30_000, 'two stable members');
+    await waitFor('two stable members', () => stableWith(2), 30_000);
 
     // One member joins while messages keep arriving.
     await start('d');
-    for (let i = 0; i < 10; i++) {
-      await produce(30);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    await waitFor(() => stableWith(3), 30_000, 'three stable members again');
+    await produceUntil('three stable members while sending', () => stableWith(3));
+    await waitFor('three stable members again', () => stableWith(3), 30_000);
     await produce(300);
-    await waitFor(() => received.size >= 1200, 30_000, 'all 1200');
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('every message', () => received.size >= next, 30_000);
+    await waitFor('the joined member to receive messages', () => byMember('d') > 0, 20_000);
     expect(byMember('d')).toBeGreaterThan(0);
+    // A duplicate would come with a later fetch: each member starts its next fetch only once the
+    // batches of the one before are processed, so two more fetches each show whatever was still coming.
+    const live = ['a', 'b', 'd'];
+    const fetched = new Map(live.map((n) => [n, fetchStarts.get(n) ?? 0]));
+    await waitFor(
+      'two more fetches by every member',
+      () => live.every((n) => (fetchStarts.get(n) ?? 0) >= fetched.get(n)! + 2),
+      20_000,
+    );
 
     for (const [name, c] of consumers) if (name !== 'c') await c.disconnect();
     await producer.disconnect();
     await admin.disconnect();
     await b.close();
 
-    expect(received.size).toBe(1200);
+    expect(received.size).toBe(next);
     const duplicated = [...received].filter(([, owners]) => owners.length > 1);
     expect(duplicated).toEqual([]);
   }, 120_000);

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBroker } from '../../../src/embedded/kafka/broker.ts';
+import { waitFor } from '../../helpers/wait.ts';
 import { broker, client, tempDir } from './helpers.ts';
 
 /** One raw connection: sends hand-built frames and reads length-prefixed responses in order. */
@@ -167,19 +168,22 @@ describe('embedded broker wire protocol', () => {
     await consumer.connect();
     await consumer.subscribe({ topic: 'wake', fromBeginning: true });
     const latencies: number[] = [];
+    let fetchStarts = 0;
+    consumer.on(consumer.events.FETCH_START, () => {
+      fetchStarts += 1;
+    });
     await consumer.run({
       eachMessage: async ({ message }) => void latencies.push(Date.now() - Number(String(message.value))),
     });
     const producer = kafka.producer();
     await producer.connect();
-    // Let the consumer join and park its first (empty) fetch.
-    await new Promise((r) => setTimeout(r, 1500));
+    // Each record goes out once the consumer has parked a fetch (it has joined and started fetching), and
+    // the next once that record arrived, so every record lands on a parked fetch.
     for (let i = 0; i < 5; i++) {
+      await waitFor('the consumer to park a fetch', () => fetchStarts > i);
       await producer.send({ topic: 'wake', messages: [{ value: String(Date.now()) }] });
-      await new Promise((r) => setTimeout(r, 200));
+      await waitFor(`record ${i + 1} to arrive`, () => latencies.length > i, 5000);
     }
-    const deadline = Date.now() + 5000;
-    while (latencies.length < 5 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     await producer.disconnect();
     await consumer.disconnect();
     expect(latencies).toHaveLength(5);

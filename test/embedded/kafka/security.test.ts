@@ -2,6 +2,7 @@
  * The embedded broker's security: TLS on its port and SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
  * exercised with kafkajs and with kcat (librdkafka), each produce and consume going over TLS.
  */
+
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Kafka, type KafkaConfig, logLevel, type SASLOptions } from 'kafkajs';
@@ -9,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningBroker } from '../../../src/embedded/kafka/broker.ts';
 import { SaslUsers } from '../../../src/embedded/kafka/sasl.ts';
 import { hasOpenssl, makeTestPki, OPENSSL_HINT, type TestPki } from '../../helpers/tls.ts';
-import { broker, tempDir, waitFor } from './helpers.ts';
+import { waitFor } from '../../helpers/wait.ts';
+import { broker, tempDir } from './helpers.ts';
 
 const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
 const KCAT = process.env.KCAT ?? '/usr/bin/kcat';
@@ -104,7 +106,7 @@ describe.skipIf(!hasOpenssl && !required)('embedded broker over TLS with SASL', 
         },
       });
       try {
-        await waitFor(() => seen.length >= 20, 30_000, 'the 20 messages');
+        await waitFor('the 20 messages', () => seen.length >= 20, 30_000);
       } finally {
         await consumer.disconnect();
       }
