@@ -12,6 +12,7 @@ import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import { startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { intent, obs } from './fixtures.ts';
 
 let dir = '';
@@ -92,9 +93,9 @@ describe('embedded PostgreSQL', () => {
       }
     };
     // Handed to init once its parent died.
-    for (let i = 0; i < 50 && !(await readFile(`/proc/${pid}/stat`, 'utf8')).includes(') S 1 '); i++) {
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitFor('the orphaned PostgreSQL to be handed to init', async () =>
+      (await readFile(`/proc/${pid}/stat`, 'utf8')).includes(') S 1 '),
+    );
     expect(isAlive(pid)).toBe(true);
     const notices: string[] = [];
     const adopted = await startEmbeddedPostgres({ dataDir, onNotice: (l) => notices.push(l) });

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { createDb, migrateToLatest } from '../../src/db/connection.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 /** postgres:// URL of the run's server (its `postgres` database), a role that may create databases. */
 export const ADMIN_URL: string = inject('databaseUrl');
@@ -59,17 +60,18 @@ export async function someoneWaitsForALock(
   db: Kysely<Database>,
   options: { waitEvent?: string; query?: string; ms?: number } = {},
 ): Promise<void> {
-  const end = Date.now() + (options.ms ?? 10_000);
-  for (;;) {
-    const { rows } = await sql<{ n: number }>`
-      SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock'
-        AND (${options.waitEvent ?? null}::text IS NULL OR wait_event = ${options.waitEvent ?? null})
-        AND (${options.query ?? null}::text IS NULL OR query LIKE ${options.query ?? null})`.execute(db);
-    if ((rows[0]?.n ?? 0) > 0) return;
-    if (Date.now() > end) throw new Error('no backend came to wait for a lock');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(
+    'a backend of this database to wait for a lock',
+    async () => {
+      const { rows } = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock'
+          AND (${options.waitEvent ?? null}::text IS NULL OR wait_event = ${options.waitEvent ?? null})
+          AND (${options.query ?? null}::text IS NULL OR query LIKE ${options.query ?? null})`.execute(db);
+      return (rows[0]?.n ?? 0) > 0;
+    },
+    { ms: options.ms ?? 10_000, every: 20 },
+  );
 }
 
 /** The names of a table's indexes in the current schema, sorted. */
