@@ -38,6 +38,7 @@ import * as m20261126T06251 from './migrations/20261126T06251_poll_schedule.ts';
 import * as m20261126T06552 from './migrations/20261126T06552_postings_triggers_lean.ts';
 import * as m20261127T0100 from './migrations/20261127T0100_mirror_watches.ts';
 import * as m20261127T0200 from './migrations/20261127T0200_postings_account_index_dropped.ts';
+import * as m20261128T210451Z from './migrations/20261128T210451Z_mirror_version.ts';
 import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
@@ -75,6 +76,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261126T2310_postings_triggers_probe': m20261126T2310,
   '20261127T0100_mirror_watches': m20261127T0100,
   '20261127T0200_postings_account_index_dropped': m20261127T0200,
+  '20261128T210451Z_mirror_version': m20261128T210451Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -11,7 +11,7 @@
  * the entity's facts (`details.facts`: ids, intent and provider amounts and currencies, status and reason,
  * the rule in one sentence), read here in one statement, so the page, the workbook and the alert show them.
  */
-import { type RawBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import {
   alertIdStem,
   DEFAULT_EXCEPTION_RULES,
@@ -139,29 +139,7 @@ export async function raiseExceptions(
   rules: ExceptionRules = DEFAULT_EXCEPTION_RULES,
   options: RaiseOptions = {},
 ): Promise<number> {
-  const raise = raiseStatement(raised, now, rules, options);
-  if (raise.statement === null) return 0;
-  const { rows } = await raise.statement.execute(db);
-  return raise.finish(db, rows);
-}
-
-/**
- * `raiseExceptions` as a statement to be sent with others (`pipelined`: after the statements that write
- * the mirrors whose facts it reads), null when there is nothing to raise, and what completes it from its
- * rows (`finish`, on the same transaction: the reopenings' events and the rows counted again).
- */
-export interface RaiseStatement {
-  statement: RawBuilder<Written> | null;
-  finish(db: Db, rows: readonly Written[]): Promise<number>;
-}
-
-export function raiseStatement(
-  raised: readonly ExceptionToRaise[],
-  now: Date,
-  rules: ExceptionRules = DEFAULT_EXCEPTION_RULES,
-  options: RaiseOptions = {},
-): RaiseStatement {
-  if (raised.length === 0) return { statement: null, finish: async () => 0 };
+  if (raised.length === 0) return 0;
   const unique = new Map<string, ExceptionToRaise>();
   for (const r of raised) {
     unique.set(keyOf(r.type, r.account, r.kind, r.entityId), { ...r, fact: factOf(r) });
@@ -204,7 +182,7 @@ export function raiseStatement(
   // come back with their details and the update below counts them.
   // Counting every sighting as a new alert (the alert id carries the count) wrote each AMOUNT_MISMATCH of
   // the chaos soak twice: once for its webhook, once for the poll that read the same CANCELLED.
-  const statement = prepared(sql<Written>`
+  const { rows: written } = await prepared(sql<Written>`
     WITH v AS (
       SELECT * FROM unnest(${c[0]}::text[], ${c[1]}::text[], ${c[2]}::text[], ${c[3]}::text[], ${c[4]}::text[],
         ${c[5]}::jsonb[], ${c[6]}::text[], ${c[7]}::jsonb[], ${c[8]}::text[], ${c[9]}::text[], ${c[10]}::boolean[],
@@ -265,11 +243,11 @@ export function raiseStatement(
       coalesce(o.reopened, false) AS reopened, o.id IS NOT NULL AS opened, u.n IS NOT NULL AS counted,
       CASE WHEN o.id IS NULL AND u.n IS NULL THEN d.details::text END AS details
     FROM d LEFT JOIN opened o ON o.n = d.n LEFT JOIN upd u ON u.n = d.n
-    ORDER BY d.n`);
-  return { statement, finish: (db, written) => finishRaise(db, written, rows, now, options) };
+    ORDER BY d.n`).execute(db);
+  return finishRaise(db, written, rows, now, options);
 }
 
-/** What completes a raise from its statement's rows (see `raiseStatement`). */
+/** What completes a raise from its statement's rows: the reopenings' events and the rows counted again. */
 async function finishRaise(
   db: Db,
   written: readonly Written[],

@@ -101,20 +101,6 @@ function positions(n: number): readonly number[] {
   return n === positionsKept.length ? positionsKept : positionsKept.slice(0, n);
 }
 
-/**
- * A read that a caller may send together with other statements (`pipelined`): its statement (null when
- * there is nothing to read) and what its rows give.
- */
-export interface Read<R, T> {
-  statement: RawBuilder<R> | null;
-  result(rows: readonly R[]): T;
-}
-
-/** The read's result, its statement sent alone. */
-async function run<R, T>(db: Db, read: Read<R, T>): Promise<T> {
-  return read.result(read.statement === null ? [] : (await read.statement.execute(db)).rows);
-}
-
 /** `<alias>.merchant_account = r.account AND ...`: the key condition against `refsSource`. */
 function keyOf(alias: string) {
   return sql.raw(
@@ -177,13 +163,9 @@ export async function ensureMirrors(
 
 export interface MirrorState extends EntityRef {
   /**
-   * The read row version's `ctid` (text), by which `claimStatement` updates it without a second key probe;
-   * null for an entity without a mirror row yet, which `writeStatement` inserts whole.
+   * The row's `version` as read (decimal text), by which the batch's write claims it; null for an entity
+   * without a mirror row yet, which the write inserts whole.
    */
-  tid: string | null;
-  /** The read row version's `xmin` (text): with `tid`, the version the batch planned from. */
-  xmin: string | null;
-  /** `<ctid>/<xmin>` of the read row version (see `EntityStateCache`); null with `tid`. */
   version: string | null;
   status: string | null;
   everCompleted: boolean;
@@ -255,9 +237,11 @@ function decodeApplied(rows: readonly Json[][]): AppliedEntry[] {
 }
 
 /**
- * Locks the mirror rows of `refs` one key at a time in the order given, as a batch's `claimStatement` does;
- * callers sort by `compareRefs` so that they queue behind the ledger's batches instead of deadlocking with
- * them.
+ * Locks the mirror rows of `refs` one key at a time in the order given, as a batch's claim does; callers
+ * sort by `compareRefs` so that they queue behind the ledger's batches instead of deadlocking with them.
+ * Every writer of `poll_schedule` outside the ledger's write takes these locks first: the ledger's write
+ * reads an entity's schedule row after its claim holds the entity's mirror lock, and relies on no one
+ * else changing that row meanwhile.
  */
 export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promise<void> {
   if (refs.length === 0) return;
@@ -272,7 +256,7 @@ export async function lockMirrorRows(db: Db, refs: readonly EntityRef[]): Promis
 
 /** An entity's history and bookings as this process wrote them, and the mirror row version it wrote. */
 export interface KnownEntity {
-  /** `<ctid>/<xmin>` of the mirror row version written in the same statement as these rows. */
+  /** The `version` of the mirror row written in the same transaction as these rows. */
   version: string;
   history: readonly HistoryItem[];
   applied: readonly AppliedEntry[];
@@ -291,12 +275,12 @@ export function settledIntent(intent: LinkedIntent | null): LinkedIntent | null 
 
 /**
  * What a long-running writer (the reconciler, the bench) knows of the entities it wrote last: their
- * histories and booked entries, each with the version (`ctid`, `xmin`) of the mirror row written with
- * them. Every write of an entity's history or entries writes its mirror row in the same transaction
- * (`claimStatement`, and `stopPollingStatement` for a frozen entity), so while the row read is still that
- * version nobody has added to them since, and `loadBatch` skips reading them again; any other version (another
- * process wrote the entity, this transaction rolled back) reads them from the tables. Bounded: the least
- * recently written entities are forgotten first. One per database.
+ * histories and booked entries, each with the `version` of the mirror row written with them. Every write
+ * of an entity's history or entries writes its mirror row in the same transaction (`writeBatch`), and a
+ * version is never given twice (a sequence's value), so while the row read is still that version nobody
+ * has added to them since, and `loadBatch` skips reading them again; any other version (another process
+ * wrote the entity, this transaction rolled back) reads them from the tables. Bounded: the least recently
+ * written entities are forgotten first. One per database.
  */
 export class EntityStateCache {
   private readonly entities = new Map<string, KnownEntity>();
@@ -356,7 +340,7 @@ const CRYPTO = 8;
  * once, instead of an empty row inserted here and rewritten by the write). With `known`, an entity whose
  * row is the version `known` holds is not read again: its history and entries come from `known`.
  *
- * The rows are not locked here: the batch's write claims them (`claimStatement`), each by the version read
+ * The rows are not locked here: the batch's write claims them (`writeBatch`), each by the version read
  * here, and fails if another transaction wrote one meanwhile (the batch then runs again from a new read).
  * A lock taken here (`FOR UPDATE`) wrote a WAL record and dirtied the page of every row read, most of which
  * the write then updates anyway, taking the same lock: measured in `bench:ledger`, 0.98 of 14.10 WAL
@@ -429,7 +413,7 @@ export async function loadBatch(
       unnest(${binaryArray('boolean', intentKnown)}::boolean[]) AS intent_known,
       unnest(${binaryArray('integer', positions(refs.length))}::int4[]) AS n) AS r
     CROSS JOIN LATERAL (
-      SELECT m.ctid::text || '/' || m.xmin::text AS version, m.status, m.ever_completed, m.ever_early_released,
+      SELECT m.version::text AS version, m.status, m.ever_completed, m.ever_early_released,
         m.test, m.crypto, m.poll_attempts, m.intent_id,
         floor(extract(epoch FROM m.first_seen_at) * 1000)::float8 AS first_seen_ms, m.external_ref
       FROM mirrors m
@@ -477,15 +461,12 @@ export async function loadBatch(
     const iAmount = r[9];
     const iExpectedFee = r[10];
     const firstSeen = r[6];
-    // Every field written out: `{ ...ref, tid, ... }` gave objects of a slow shape (V8), and building
+    // Every field written out: `{ ...ref, version, ... }` gave objects of a slow shape (V8), and building
     // them was two thirds of this loop's time (1.2 s of client CPU per 100,000 observations).
-    const slash = version.indexOf('/');
     state.mirrors.set(key, {
       account,
       kind,
       entityId,
-      tid: version.slice(0, slash),
-      xmin: version.slice(slash + 1),
       version,
       status: r[3],
       everCompleted: (flags & EVER_COMPLETED) !== 0,
@@ -565,19 +546,11 @@ export interface RefundDeposits {
  * The deposit of each refund among `refs`, from its readings (the provider's refund answer names it), and
  * which of those deposits the ledger knows as test: one read.
  */
-export function loadRefundDeposits(
+export async function loadRefundDeposits(
   db: Db,
   refs: readonly EntityRef[],
   readingsOf: (key: string) => Iterable<{ parentDepositId: string | null }>,
 ): Promise<RefundDeposits> {
-  return run(db, refundDepositsRead(refs, readingsOf));
-}
-
-/** `loadRefundDeposits`' read, to be sent with others (`pipelined`). */
-export function refundDepositsRead(
-  refs: readonly EntityRef[],
-  readingsOf: (key: string) => Iterable<{ parentDepositId: string | null }>,
-): Read<{ merchant_account: string; entity_id: string }, RefundDeposits> {
   const depositOf = new Map<string, string>();
   const accounts: string[] = [];
   const ids: string[] = [];
@@ -592,32 +565,31 @@ export function refundDepositsRead(
       break;
     }
   }
-  const statement =
+  const rows =
     ids.length === 0
-      ? null
-      : prepared(sql<{ merchant_account: string; entity_id: string }>`
+      ? []
+      : (
+          await prepared(sql<{ merchant_account: string; entity_id: string }>`
       SELECT m.merchant_account, m.entity_id
       FROM unnest(${binaryArray('text', accounts)}::text[], ${binaryArray('text', ids)}::text[]) AS r(account, id)
       CROSS JOIN LATERAL (
         SELECT merchant_account, entity_id FROM mirrors
-        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`);
+        WHERE merchant_account = r.account AND entity_kind = 'deposit' AND entity_id = r.id AND test OFFSET 0) m`).execute(
+            db,
+          )
+        ).rows;
+  const testDeposits = new Set<string>();
+  for (const r of rows) {
+    testDeposits.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
+  }
   return {
-    statement,
-    result(rows) {
-      const testDeposits = new Set<string>();
-      for (const r of rows) {
-        testDeposits.add(refKey({ account: r.merchant_account, kind: 'deposit', entityId: r.entity_id }));
-      }
-      return {
-        testDeposits,
-        isTest(refund) {
-          const deposit = depositOf.get(refKey(refund));
-          return (
-            deposit !== undefined &&
-            testDeposits.has(refKey({ account: refund.account, kind: 'deposit', entityId: deposit }))
-          );
-        },
-      };
+    testDeposits,
+    isTest(refund) {
+      const deposit = depositOf.get(refKey(refund));
+      return (
+        deposit !== undefined &&
+        testDeposits.has(refKey({ account: refund.account, kind: 'deposit', entityId: deposit }))
+      );
     },
   };
 }
@@ -626,11 +598,38 @@ export function refundDepositsRead(
  * The intent of each entity: the one naming its provider id, else the one with its merchant reference
  * (invoice_id, external_id) and no other provider id; the earliest created wins a tie.
  */
-export function loadIntents(
+export async function loadIntents(
   db: Db,
   refs: readonly (EntityRef & { externalRefs: readonly string[] })[],
 ): Promise<Map<string, LinkedIntent>> {
-  return run(db, intentsRead(refs));
+  if (refs.length === 0) return new Map();
+  const accounts: string[] = [];
+  const kinds: string[] = [];
+  const xrefs: string[] = [];
+  for (const r of refs) {
+    for (const x of r.externalRefs) {
+      accounts.push(r.account);
+      kinds.push(r.kind);
+      xrefs.push(x);
+    }
+  }
+  const { rows } = await prepared(sql<IntentRow>`
+    SELECT x.* FROM ${refsSource(refs)}
+    CROSS JOIN LATERAL (
+      SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
+        crypto, fee_on_payer, created_at
+      FROM intents i WHERE i.entity_id = r.id AND i.merchant_account = r.account AND i.entity_kind = r.kind
+      OFFSET 0) x
+    UNION
+    SELECT x.* FROM (SELECT unnest(${binaryArray('text', accounts)}::text[]) AS account,
+      unnest(${binaryArray('text', kinds)}::text[]) AS kind, unnest(${binaryArray('text', xrefs)}::text[]) AS xref) AS r
+    CROSS JOIN LATERAL (
+      SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
+        crypto, fee_on_payer, created_at
+      FROM intents i WHERE i.external_ref = r.xref AND i.merchant_account = r.account AND i.entity_kind = r.kind
+      OFFSET 0) x
+    ORDER BY created_at, intent_id`).execute(db);
+  return linkIntents(refs, rows);
 }
 
 interface IntentRow {
@@ -648,41 +647,7 @@ interface IntentRow {
   created_at: Date;
 }
 
-/** `loadIntents`' read, to be sent with others (`pipelined`). */
-export function intentsRead(
-  refs: readonly (EntityRef & { externalRefs: readonly string[] })[],
-): Read<IntentRow, Map<string, LinkedIntent>> {
-  if (refs.length === 0) return { statement: null, result: () => new Map() };
-  const accounts: string[] = [];
-  const kinds: string[] = [];
-  const xrefs: string[] = [];
-  for (const r of refs) {
-    for (const x of r.externalRefs) {
-      accounts.push(r.account);
-      kinds.push(r.kind);
-      xrefs.push(x);
-    }
-  }
-  const statement = prepared(sql<IntentRow>`
-    SELECT x.* FROM ${refsSource(refs)}
-    CROSS JOIN LATERAL (
-      SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
-        crypto, fee_on_payer, created_at
-      FROM intents i WHERE i.entity_id = r.id AND i.merchant_account = r.account AND i.entity_kind = r.kind
-      OFFSET 0) x
-    UNION
-    SELECT x.* FROM (SELECT unnest(${binaryArray('text', accounts)}::text[]) AS account,
-      unnest(${binaryArray('text', kinds)}::text[]) AS kind, unnest(${binaryArray('text', xrefs)}::text[]) AS xref) AS r
-    CROSS JOIN LATERAL (
-      SELECT intent_id, merchant_account, entity_kind, entity_id, external_ref, currency, amount, expected_fee, test,
-        crypto, fee_on_payer, created_at
-      FROM intents i WHERE i.external_ref = r.xref AND i.merchant_account = r.account AND i.entity_kind = r.kind
-      OFFSET 0) x
-    ORDER BY created_at, intent_id`);
-  return { statement, result: (rows) => linkIntents(refs, rows) };
-}
-
-/** Each ref's intent among the rows `intentsRead` read (see `loadIntents`). */
+/** Each ref's intent among the rows `loadIntents` read. */
 function linkIntents(
   refs: readonly (EntityRef & { externalRefs: readonly string[] })[],
   rows: readonly IntentRow[],
@@ -740,10 +705,8 @@ export interface EntryToBook extends EntityRef {
 }
 
 export interface MirrorUpdate extends EntityRef {
-  /** The row's `ctid` as read (`MirrorState.tid`); null: a new entity, whose row is inserted. */
-  tid: string | null;
-  /** The row's `xmin` as read (`MirrorState.xmin`): the update applies to that version only. */
-  xmin: string | null;
+  /** The row's version as read (`MirrorState.version`), which the update claims; null: a new entity, inserted. */
+  version: string | null;
   /** Null keeps the stored value (of an updated row). */
   externalRef: string | null;
   status: string | null;
@@ -939,8 +902,7 @@ const ENTRY_COLUMNS: Record<string, Column<EntryToBook>> = {
 };
 
 const MIRROR_COLUMNS: Record<string, Column<MirrorUpdate>> = {
-  tid: ['tid', (r) => r.tid],
-  xmin: ['text', (r) => r.xmin],
+  version: ['text', (r) => r.version],
   merchant_account: ['text', (r) => r.account],
   entity_kind: ['text', (r) => r.kind],
   entity_id: ['text', (r) => r.entityId],
@@ -1002,85 +964,53 @@ const POSTING_COLUMNS: Record<string, Column<PostingRow>> = {
   o: ['integer', (r) => r.o],
 };
 
-/**
- * Takes entities off the polling schedule (an entity frozen by FACTS_CHANGED: re-reading it changes
- * nothing): deletes their `poll_schedule` rows. Writes a new version of every mirror row, polled or
- * not: the batch recorded history for these entities, and an `EntityStateCache` must see that their
- * state changed. Its statement (no rows), to be sent with others (`pipelined`).
- */
-export function stopPollingStatement(refs: readonly EntityRef[]): Read<unknown, void> {
-  if (refs.length === 0) return { statement: null, result: () => undefined };
-  const a = refArrays(refs);
-  const statement = prepared(sql`
-    WITH v AS (
-      SELECT * FROM unnest(${a.accounts}::text[], ${a.kinds}::text[], ${a.ids}::text[]) AS v(a, k, i)
-    ), d AS (
-      DELETE FROM poll_schedule s USING v
-      WHERE s.merchant_account = v.a AND s.entity_kind = v.k AND s.entity_id = v.i
-    )
-    UPDATE mirrors m SET updated_at = now()
-    FROM v
-    WHERE m.merchant_account = v.a AND m.entity_kind = v.k AND m.entity_id = v.i`);
-  return { statement, result: () => undefined };
-}
-
 export interface BatchWrites {
   history: readonly HistoryRow[];
   entries: readonly EntryToBook[];
   mirrors: readonly MirrorUpdate[];
   /**
-   * The rows read whose entities the batch writes without updating their row here (frozen entities, whose
-   * history `stopPollingStatement` records with their row): claimed by a lock on the version read.
+   * The rows read whose entities the batch writes without new mirror facts (frozen entities: their history
+   * is recorded, their row keeps the facts its bookings were made with, and they are polled no more):
+   * claimed by a new version, their schedule rows deleted.
    */
   held: readonly HeldMirror[];
 }
 
-/** A mirror row as read (`MirrorState`), claimed by `claimStatement` without being updated. */
+/** A mirror row as read (`MirrorState`), claimed by `writeBatch` with its facts left as they are. */
 export interface HeldMirror extends EntityRef {
-  tid: string;
-  xmin: string;
+  version: string;
 }
 
 const HELD_COLUMNS: Record<string, Column<HeldMirror>> = {
-  tid: ['tid', (r) => r.tid],
-  xmin: ['text', (r) => r.xmin],
+  version: ['text', (r) => r.version],
   merchant_account: ['text', (r) => r.account],
   entity_kind: ['text', (r) => r.kind],
   entity_id: ['text', (r) => r.entityId],
 };
 
 /**
- * Another transaction wrote a mirror row between the batch's read and its claim (`claimStatement`): the
- * batch planned from a state the ledger has left and is rolled back. It carries PostgreSQL's code for a
- * serialization failure, the same condition, so `withLedgerTransaction` runs the batch again from a new read.
+ * Another transaction wrote a mirror row between the batch's read and its claim: the server's
+ * `mirror_claim_check` refused the claim with a serialization failure (40001, kept as `code`), and the
+ * batch, which planned from a state the ledger has left, is rolled back; `withLedgerTransaction` runs it
+ * again from a new read.
  */
 export class MirrorMoved extends Error {
   readonly code = '40001';
-  constructor(count: number) {
-    super(`ledger: ${count} mirror rows were written by another transaction after this batch read them`);
+  constructor(cause: Error) {
+    super(cause.message, { cause });
     this.name = 'MirrorMoved';
   }
 }
 
-/** The statements of a batch's write, to be sent in this order (with others, `pipelined`), and their result. */
-export interface BatchWrite {
-  /** `claimStatement`'s; null when the batch read no row it writes. */
-  claim: RawBuilder<ClaimRow> | null;
-  /**
-   * `writeStatement`'s, built when called (once, after the claim is sent: see `pipelined`); null when there
-   * is nothing else to write.
-   */
-  statement: () => RawBuilder<WriteRow> | null;
-  /** Throws `MirrorMoved` when a claim failed. */
-  result(claimRows: readonly ClaimRow[], rows: readonly WriteRow[]): WriteResult;
-}
+/** The constraint name `mirror_claim_check` gives its failure. */
+const CLAIM_MISSED = 'mirrors_version_claim';
 
 export interface WriteResult {
   /** History rows inserted (an event id already recorded is skipped). */
   recorded: number;
   /** Entries booked (an idempotency key already booked is skipped with its postings). */
   booked: number;
-  /** `<ctid>/<xmin>` of each mirror row written (inserted or updated), by its position in `mirrors`. */
+  /** The `version` of each mirror row written (inserted or updated), by its position in `mirrors`. */
   versions: string[];
 }
 
@@ -1099,227 +1029,112 @@ const POLL_COLUMNS: Record<string, Column<PollRow>> = {
 };
 
 /** The columns a new entity's mirror row is inserted with (`MIRROR_COLUMNS` less the version read). */
-const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'tid' && n !== 'xmin');
+const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'version');
 
 /**
- * Writes a batch's results in one statement: the merchant accounts and ledger accounts the rows need,
- * the new history rows, the journal entries and their postings, the mirror rows and the `poll_schedule`
- * rows of the entities a fresh reading rescheduled. Each such schedule row is found by one key probe, which
- * also reads its next poll: it is updated by that ctid only when the next poll moved (no lock, no new row
- * version for a poll recomputed to the same instant), inserted when there is none, deleted when the entity
- * needs no more polls. (The schedule is not read by `loadBatch`: a probe per entity read there cost more
- * than one per rescheduled entity here, and the entities claimed owe the `ON CONFLICT` upsert's lock and
- * second probe nothing: every writer of the schedule holds the mirror row's lock, and this statement runs
- * after `claimStatement` took those of the batch, so its snapshot sees every schedule written before.) Rows travel as one
- * array per column (`rowsSource`, `unnest`). The postings are inserted (their ids drawn) entry by entry,
- * each entry's lines last first: the order the hash join that matches them to their entries gave them
- * when the planner took the entries for the side to probe with, now fixed whatever side it takes. History
- * rows whose event id and entries whose idempotency key exists are skipped (entries with their postings,
- * so the postings' statement-level trigger sees each new entry whole). The keys are probed by `NOT EXISTS`
- * (a subplan, OFFSET 0: the planner would otherwise hash the whole table whenever it looked small) under
- * this statement's snapshot, which sees every row committed before it, rather than by `ON CONFLICT DO
- * NOTHING`, whose speculative insertion takes a second lock of the heap page and writes a second WAL
- * record per row. A key inserted meanwhile by a batch still in progress (a new entity's first rows, or an
- * event id another entity's batch records) fails the statement on its unique index instead of waiting to
- * be skipped; `withLedgerTransaction` runs the batch again, which then skips it. The rows read are
- * updated by `claimStatement`, sent first; a new entity's row is inserted here whole, once. Should another
- * transaction have created that entity's row meanwhile, the insert fails on `mirrors_pk` and
- * `withLedgerTransaction` runs the batch again, which then reads the row. Returns the two statements, to be
- * sent in order with others (`pipelined`), and what their rows give: the number of history rows recorded
- * and of entries booked, and the version (`<ctid>/<xmin>`, see `EntityStateCache`) of each mirror row
- * written, by its position in `mirrors` (an updated row's by its position in the claim's row source, an
- * inserted row's by its key).
+ * The ledger's one write path: every history row, journal entry and posting is written here, in the
+ * same transaction as its entity's mirror row, which keeps the ledger's mirror rule in this one function
+ * (it refuses a history row or entry of an entity whose mirror row it does not write). Two statements,
+ * in this order:
+ *
+ * 1. The claim (`claimStatement`): each mirror row the batch read and writes is updated by its key and
+ *    the version read (`WHERE <key> AND version = <read>`), taking a new version; the held rows (frozen
+ *    entities) take a new version only. A row another transaction wrote since the read has another
+ *    version and is not claimed, and the server's `mirror_claim_check` fails the statement with a
+ *    serialization failure (`MirrorMoved`) before anything else is written.
+ * 2. The rest (`restStatement`), once the claim holds every row's lock: new entities' mirror rows, history,
+ *    entries and postings, merchant and ledger accounts, and the `poll_schedule` rows of the entities the
+ *    batch rescheduled or froze. Its snapshot is taken after the claim took its locks, so it sees every
+ *    schedule row written before: every other writer of the schedule takes the mirror lock first
+ *    (`lockMirrorRows`).
+ *
+ * Returns the number of history rows recorded and of entries booked, and the version of each mirror row
+ * written, by its position in `mirrors` (see `EntityStateCache`).
  */
-export function writeStatement(writes: BatchWrites): BatchWrite {
+export async function writeBatch(db: Db, writes: BatchWrites): Promise<WriteResult> {
   const { history, entries, mirrors, held } = writes;
   const versions = new Array<string>(mirrors.length);
   if (history.length === 0 && entries.length === 0 && mirrors.length === 0 && held.length === 0) {
-    return { claim: null, statement: () => null, result: () => ({ recorded: 0, booked: 0, versions }) };
+    return { recorded: 0, booked: 0, versions };
   }
-  const accounts = new Map<string, AccountRow>();
-  const postings: PostingRow[] = [];
-  const merchants = new Set<string>();
-  for (const e of entries) {
-    merchants.add(e.account);
-    const lines = e.entry.postings;
-    for (let i = 0; i < lines.length; i++) {
-      const p = lines[i]!;
-      const key = `${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`;
-      if (!accounts.has(key))
-        accounts.set(key, { a: e.account, c: p.currency, b: e.entry.book, n: p.account });
-      postings.push({
-        k: e.entry.idempotencyKey,
-        c: p.currency,
-        n: p.account,
-        x: p.amount,
-        o: lines.length - i,
-      });
-    }
-  }
+  checkMirrorRule(writes);
   const updates: MirrorUpdate[] = [];
   const inserts: MirrorUpdate[] = [];
   // Where each update and insert is in `mirrors`, for its version.
   const updatesAt: number[] = [];
   const insertsAt: number[] = [];
-  // The schedule rows to write (a next poll set or moved) and to delete (none any more): only those of
-  // entities the batch rescheduled. A new entity has no schedule row to delete (every writer of the
-  // schedule writes it with the mirror row, and a mirror row created meanwhile fails this statement).
-  const polls: PollRow[] = [];
-  const unpolled: PollRow[] = [];
   for (let at = 0; at < mirrors.length; at++) {
     const m = mirrors[at]!;
-    if (m.tid === null) {
+    if (m.version === null) {
       inserts.push(m);
       insertsAt.push(at);
-      merchants.add(m.account);
     } else {
       updates.push(m);
       updatesAt.push(at);
     }
-    if (!m.rescheduled) continue;
-    if (m.nextPollAt !== null) polls.push({ a: m.account, k: m.kind, i: m.entityId, t: m.nextPollAt });
-    else if (m.tid !== null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
   }
-  const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
-  const insertNames = sql.raw(MIRROR_INSERT_NAMES.join(', '));
-  const insertValues = sql.raw(
-    MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
-  );
-  // Nothing else to write: only the claim is sent.
-  const rest =
-    history.length > 0 || entries.length > 0 || inserts.length > 0 || polls.length > 0 || unpolled.length > 0;
   // The details are stringified once for both statements (a fresh reading's, in its history row and its
-  // mirror row): the claim is built now, the rest when `pipelined` has sent the claim (the server runs the
-  // claim while the client encodes the rest), and the texts are forgotten once both are built.
+  // mirror row), and forgotten once both are sent.
   detailsTexts.clear();
-  let claim: RawBuilder<ClaimRow> | null;
   try {
-    claim = claimStatement(updates, held);
-  } catch (err) {
-    detailsTexts.clear();
-    throw err;
-  }
-  // Only what the rest needs is kept until it is built, then dropped (not kept alive across the statements).
-  let pending: {
-    history: readonly HistoryRow[];
-    entries: readonly EntryToBook[];
-    postings: readonly PostingRow[];
-    polls: readonly PollRow[];
-    unpolled: readonly PollRow[];
-    accountRows: readonly AccountRow[];
-    merchants: ReadonlySet<string>;
-  } | null = rest ? { history, entries, postings, polls, unpolled, accountRows, merchants } : null;
-  const statement = (): RawBuilder<WriteRow> | null => {
-    const w = pending;
-    pending = null;
-    try {
-      return w
-        ? prepared(sql<WriteRow>`
-    WITH ma AS (
-      INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...w.merchants].sort())}::text[]) ON CONFLICT DO NOTHING
-    ), h AS (
-      INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
-        observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
-        crypto, status_reason, payer_verification, rejection_code, rejection_reason, parent_deposit_id, details)
-      SELECT event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at, stale,
-        illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
-        payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
-      FROM ${rowsSource(w.history, HISTORY_COLUMNS)}
-      WHERE NOT EXISTS (SELECT 1 FROM status_history x WHERE x.event_id = v.event_id OFFSET 0)
-      RETURNING 1
-    ), mi AS (
-      INSERT INTO mirrors (${insertNames})
-      SELECT ${insertValues} FROM ${rowsSource(inserts, MIRROR_COLUMNS)}
-      RETURNING merchant_account, entity_kind, entity_id, ctid::text || '/' || xmin::text AS version, watch, watch_at,
-        currency, test
-    ), wi AS (
-      INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
-      SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mi WHERE mi.watch IS NOT NULL
-    ), ps AS (
-      SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(w.polls, POLL_COLUMNS)}
-        LEFT JOIN LATERAL (
-          SELECT x.ctid AS tid, x.next_poll_at AS next FROM poll_schedule x
-          WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) x ON true
-    ), pu AS (
-      UPDATE poll_schedule s SET next_poll_at = ps.t
-      FROM ps CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid FROM poll_schedule x WHERE x.ctid = ps.tid AND x.merchant_account = ps.a
-            AND x.entity_kind = ps.k AND x.entity_id = ps.i OFFSET 0) t
-      WHERE s.ctid = t.tid AND ps.next <> ps.t
-    ), pi AS (
-      INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
-      SELECT a, k, i, t FROM ps WHERE ps.tid IS NULL
-      ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
-    ), pd AS (
-      DELETE FROM poll_schedule s USING ${rowsSource(w.unpolled, POLL_COLUMNS)}
-        CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid FROM poll_schedule x
-          WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) t
-      WHERE s.ctid = t.tid
-    ), a AS (
-      INSERT INTO ledger_accounts (merchant_account, currency, book, name)
-      SELECT a, c, b, n FROM ${rowsSource(w.accountRows, ACCOUNT_COLUMNS)}
-      ON CONFLICT DO NOTHING
-    ), e AS (
-      INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
-        book, currency, amount, fee_currency, fee_amount, effective_at, memo)
-      SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
-        amount, fee_currency, fee_amount, effective_at, memo
-      FROM ${rowsSource(w.entries, ENTRY_COLUMNS)}
-      WHERE NOT EXISTS (SELECT 1 FROM journal_entries x WHERE x.idempotency_key = v.idempotency_key OFFSET 0)
-      RETURNING id, idempotency_key, merchant_account, book
-    ), p AS (
-      INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
-      SELECT e.id, e.merchant_account, v.c, e.book, v.n, v.x
-      FROM ${rowsSource(w.postings, POSTING_COLUMNS)}
-        JOIN e ON e.idempotency_key = v.k
-      ORDER BY e.id, v.o
-    )
-    SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
-      (SELECT json_agg(json_build_array(merchant_account, entity_kind, entity_id, version)) FROM mi)
-        AS inserted_versions`)
-        : null;
-    } finally {
-      detailsTexts.clear();
+    if (updates.length > 0 || held.length > 0) {
+      const claimed = await claim(db, updates, held);
+      for (let i = 0; i < claimed.length; i++) versions[updatesAt[i]!] = claimed[i]!;
     }
-  };
-  // Only the counts of the claims are kept across the statements (the rows are encoded in them).
-  const claiming = { updates: updates.length, held: held.length };
-  return {
-    claim,
-    statement,
-    result: (claimRows, rows) =>
-      writeResult(claimRows[0], rows[0], claiming, updatesAt, inserts, insertsAt, versions),
-  };
+    const rest = restStatement(history, entries, mirrors, inserts, held);
+    if (rest === null) return { recorded: 0, booked: 0, versions };
+    const row = (await rest.execute(db)).rows[0];
+    const inserted = row?.inserted_versions ?? [];
+    if (inserted.length > 0) {
+      const byKey = new Map<string, number>();
+      for (let i = 0; i < inserts.length; i++) byKey.set(refKey(inserts[i]!), insertsAt[i]!);
+      for (const [account, kind, entityId, version] of inserted) {
+        const at = byKey.get(refKey({ account: account!, kind: kind as EntityKind, entityId: entityId! }));
+        if (at !== undefined) versions[at] = version!;
+      }
+    }
+    return { recorded: Number(row?.recorded ?? 0), booked: Number(row?.booked ?? 0), versions };
+  } finally {
+    detailsTexts.clear();
+  }
 }
 
-/** The claim statement's one row. */
-interface ClaimRow {
-  updated: string;
-  held: string;
-  updated_versions: string[] | null;
+/** Throws unless every history row and entry names an entity whose mirror row the batch writes or holds. */
+function checkMirrorRule({ history, entries, mirrors, held }: BatchWrites): void {
+  if (history.length === 0 && entries.length === 0) return;
+  const written = new Set<string>();
+  for (const m of mirrors) written.add(refKey(m));
+  for (const m of held) written.add(refKey(m));
+  for (const rows of [history, entries] as readonly (readonly EntityRef[])[]) {
+    for (const r of rows) {
+      if (!written.has(refKey(r))) {
+        throw new AppError('INTERNAL', `ledger: ${r.kind} ${r.entityId} written without its mirror row`);
+      }
+    }
+  }
 }
 
 /**
- * Claims the mirror rows a batch read and writes, each by the version it read (`ctid` and `xmin`), in one
- * statement sent before the batch's other writes: updates those it writes (`updates`, in key order) and
- * locks the others (`held`, frozen entities). A row another transaction wrote since the batch read it is
- * neither updated nor locked: that version is no longer visible at its ctid, or, written by a transaction
- * that commits while this statement waits for its lock, fails the `xmin` condition on the version
- * PostgreSQL then checks again. The caller counts the rows claimed (`writeResult`). The mirror watches
- * (`mirror_watches`) of the rows updated are kept here as well: a row's side row changes when it enters
- * or leaves a set, or its instant, currency or test flag moves.
+ * Claims the mirror rows a batch read (see `writeBatch`): updates those it writes (`updates`, in key
+ * order) and gives those it holds (`held`) a new version, each row found by its key and claimed only at
+ * the version read; returns the updated rows' new versions in the order of `updates`. A claim that misses
+ * fails in the server (`mirror_claim_check`, 40001): thrown as `MirrorMoved`. A row whose writer is still
+ * in progress is waited for: should that writer commit, PostgreSQL checks the condition again on the
+ * version it committed, whose `version` differs; should it roll back, the row read is claimed. The mirror
+ * watches (`mirror_watches`) of the rows updated are kept here as well: a row's side row changes when it
+ * enters or leaves a set, or its instant, currency or test flag moves.
  *
- * The update fetches each row by its ctid in a LATERAL subquery (OFFSET 0) and joins it by ctid again:
- * joined directly (`m.ctid = v.tid`), the planner hashed the whole table whenever it was small enough for
- * a scan to look cheaper than 500 TID fetches (every table below about 2,000 pages).
+ * Each row is found by one probe of the key in a LATERAL subquery (OFFSET 0) and updated through that
+ * probe's ctid: joined directly, the planner hashed the whole table whenever it was small enough for a
+ * scan to look cheaper than 500 probes.
  */
-function claimStatement(
+async function claim(
+  db: Db,
   updates: readonly MirrorUpdate[],
   held: readonly HeldMirror[],
-): RawBuilder<ClaimRow> | null {
-  if (updates.length === 0 && held.length === 0) return null;
-  return prepared(sql<ClaimRow>`
+): Promise<string[]> {
+  try {
+    const { rows } = await prepared(sql<{ claimed: string; versions: string[] | null }>`
     WITH m AS (
       UPDATE mirrors m SET
         external_ref = coalesce(v.external_ref, m.external_ref), status = v.status, status_since = v.status_since,
@@ -1332,16 +1147,15 @@ function claimStatement(
         details = coalesce(v.details, m.details),
         intent_id = v.intent_id, first_seen_at = v.first_seen_at, last_seen_at = v.last_seen_at,
         completed_at = v.completed_at, poll_attempts = v.poll_attempts,
-        updated_at = now()
+        version = nextval('mirror_versions'), updated_at = now()
       FROM ${rowsSource(updates, MIRROR_COLUMNS, true)}
         CROSS JOIN LATERAL (
-          SELECT x.ctid AS tid, x.watch, x.watch_at, x.currency, x.test FROM mirrors x WHERE x.ctid = v.tid
-            AND x.xmin = v.xmin::xid AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind
-            AND x.entity_id = v.entity_id
+          SELECT x.ctid AS tid, x.watch, x.watch_at, x.currency, x.test FROM mirrors x
+          WHERE x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
+            AND x.version = v.version::int8
           OFFSET 0) t
-      WHERE m.ctid = t.tid AND m.xmin = v.xmin::xid
-      RETURNING v.n, m.merchant_account, m.entity_kind, m.entity_id, m.ctid::text || '/' || m.xmin::text AS version,
-        m.watch, m.watch_at, m.currency, m.test,
+      WHERE m.ctid = t.tid AND m.version = v.version::int8
+      RETURNING v.n, m.merchant_account, m.entity_kind, m.entity_id, m.version, m.watch, m.watch_at, m.currency, m.test,
         -- the side row's columns before the update (t: the version read), null when it had none
         t.watch AS was, t.watch_at AS was_at, t.currency AS was_currency, t.test AS was_test
     ), wm AS (
@@ -1366,53 +1180,172 @@ function claimStatement(
       SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM wm
       WHERE wm.watch IS NOT NULL AND wm.was IS NULL
     ), k AS (
-      SELECT x.entity_id FROM ${rowsSource(held, HELD_COLUMNS)}
+      UPDATE mirrors m SET version = nextval('mirror_versions'), updated_at = now()
+      FROM ${rowsSource(held, HELD_COLUMNS)}
         CROSS JOIN LATERAL (
-          SELECT x.entity_id FROM mirrors x WHERE x.ctid = v.tid AND x.xmin = v.xmin::xid
-            AND x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
-          OFFSET 0 FOR UPDATE OF x) x
+          SELECT x.ctid AS tid FROM mirrors x
+          WHERE x.merchant_account = v.merchant_account AND x.entity_kind = v.entity_kind AND x.entity_id = v.entity_id
+            AND x.version = v.version::int8
+          OFFSET 0) t
+      WHERE m.ctid = t.tid AND m.version = v.version::int8
+      RETURNING 1
     )
-    SELECT (SELECT count(*) FROM m)::text AS updated, (SELECT count(*) FROM k)::text AS held,
-      (SELECT json_agg(version ORDER BY n) FROM m) AS updated_versions`);
+    SELECT mirror_claim_check((SELECT count(*) FROM m) + (SELECT count(*) FROM k),
+        ${updates.length + held.length}::int8)::text AS claimed,
+      (SELECT json_agg(version::text ORDER BY n) FROM m) AS versions`).execute(db);
+    return rows[0]?.versions ?? [];
+  } catch (err) {
+    const { code, constraint } = err as { code?: unknown; constraint?: unknown };
+    if (code === '40001' && constraint === CLAIM_MISSED) throw new MirrorMoved(err as Error);
+    throw err;
+  }
 }
 
-/** The write statement's one row. */
-interface WriteRow {
+/** `restStatement`'s one row. */
+interface RestRow {
   booked: string;
   recorded: string;
   inserted_versions: string[][] | null;
 }
 
 /**
- * `writeStatement`'s result from the statements' rows: counts, and each written mirror's version by
- * position. Throws `MirrorMoved` when a row read was not claimed (another transaction wrote it since).
+ * The second statement of `writeBatch` (null when there is nothing to write): new mirror rows, history,
+ * entries and postings, accounts, schedule. Each schedule row of an entity the batch rescheduled is found
+ * by one key probe, which also reads its next poll: it is updated by that ctid only when the next poll
+ * moved (no new row version for a poll recomputed to the same instant), inserted when there is none,
+ * deleted when the entity needs no more polls (or is frozen). (The schedule is not read by `loadBatch`: a
+ * probe per entity read there cost more than one per rescheduled entity here.) Rows travel as one array
+ * per column (`rowsSource`, `unnest`). The postings are inserted (their ids drawn) entry by entry, each
+ * entry's lines last first: the order the hash join that matches them to their entries gave them when the
+ * planner took the entries for the side to probe with, now fixed whatever side it takes. History rows
+ * whose event id and entries whose idempotency key exists are skipped (entries with their postings, so
+ * the postings' statement-level trigger sees each new entry whole). The keys are probed by `NOT EXISTS` (a
+ * subplan, OFFSET 0: the planner would otherwise hash the whole table whenever it looked small) under this
+ * statement's snapshot, which sees every row committed before it, rather than by `ON CONFLICT DO
+ * NOTHING`, whose speculative insertion takes a second lock of the heap page and writes a second WAL
+ * record per row. A key inserted meanwhile by a batch still in progress (a new entity's first rows, or an
+ * event id another entity's batch records) fails the statement on its unique index instead of waiting to
+ * be skipped; `withLedgerTransaction` runs the batch again, which then skips it. Likewise a new entity's
+ * row created meanwhile by another transaction fails the insert on `mirrors_pk`, and the batch run again
+ * reads it.
  */
-function writeResult(
-  claimed: ClaimRow | undefined,
-  row: WriteRow | undefined,
-  claiming: { updates: number; held: number },
-  updatesAt: readonly number[],
+function restStatement(
+  history: readonly HistoryRow[],
+  entries: readonly EntryToBook[],
+  mirrors: readonly MirrorUpdate[],
   inserts: readonly MirrorUpdate[],
-  insertsAt: readonly number[],
-  versions: string[],
-): WriteResult {
-  const missed =
-    claiming.updates - Number(claimed?.updated ?? 0) + (claiming.held - Number(claimed?.held ?? 0));
-  if (missed !== 0) throw new MirrorMoved(missed);
-  // The updated rows' versions in the order of `updates` (every one was updated: counted above), the
-  // inserted rows' by key: a row's position instead of its key saves the client a key per row.
-  const updatedVersions = claimed?.updated_versions ?? [];
-  for (let i = 0; i < updatedVersions.length; i++) versions[updatesAt[i]!] = updatedVersions[i]!;
-  const inserted = row?.inserted_versions ?? [];
-  if (inserted.length > 0) {
-    const byKey = new Map<string, number>();
-    for (let i = 0; i < inserts.length; i++) byKey.set(refKey(inserts[i]!), insertsAt[i]!);
-    for (const [account, kind, entityId, version] of inserted) {
-      const at = byKey.get(refKey({ account: account!, kind: kind as EntityKind, entityId: entityId! }));
-      if (at !== undefined) versions[at] = version!;
+  held: readonly HeldMirror[],
+): RawBuilder<RestRow> | null {
+  const accounts = new Map<string, AccountRow>();
+  const postings: PostingRow[] = [];
+  const merchants = new Set<string>();
+  for (const e of entries) {
+    merchants.add(e.account);
+    const lines = e.entry.postings;
+    for (let i = 0; i < lines.length; i++) {
+      const p = lines[i]!;
+      const key = `${e.account}\u0000${p.currency}\u0000${e.entry.book}\u0000${p.account}`;
+      if (!accounts.has(key))
+        accounts.set(key, { a: e.account, c: p.currency, b: e.entry.book, n: p.account });
+      postings.push({
+        k: e.entry.idempotencyKey,
+        c: p.currency,
+        n: p.account,
+        x: p.amount,
+        o: lines.length - i,
+      });
     }
   }
-  return { recorded: Number(row?.recorded ?? 0), booked: Number(row?.booked ?? 0), versions };
+  for (const m of inserts) merchants.add(m.account);
+  // The schedule rows to write (a next poll set or moved) and to delete (none any more, or frozen): only
+  // those of entities the batch rescheduled or froze. A new entity has no schedule row to delete (every
+  // writer of the schedule writes it with the mirror row, and a mirror row created meanwhile fails this
+  // statement).
+  const polls: PollRow[] = [];
+  const unpolled: PollRow[] = [];
+  for (const m of mirrors) {
+    if (!m.rescheduled) continue;
+    if (m.nextPollAt !== null) polls.push({ a: m.account, k: m.kind, i: m.entityId, t: m.nextPollAt });
+    else if (m.version !== null) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
+  }
+  for (const m of held) unpolled.push({ a: m.account, k: m.kind, i: m.entityId, t: null });
+  if (
+    history.length === 0 &&
+    entries.length === 0 &&
+    inserts.length === 0 &&
+    polls.length === 0 &&
+    unpolled.length === 0
+  ) {
+    return null;
+  }
+  const accountRows = [...accounts.entries()].sort((x, y) => compareText(x[0], y[0])).map(([, v]) => v);
+  const insertNames = sql.raw(MIRROR_INSERT_NAMES.join(', '));
+  const insertValues = sql.raw(
+    MIRROR_INSERT_NAMES.map((n) => (n === 'details' ? `coalesce(details, '{}'::jsonb)` : n)).join(', '),
+  );
+  return prepared(sql<RestRow>`
+    WITH ma AS (
+      INSERT INTO merchant_accounts (name) SELECT unnest(${binaryArray('text', [...merchants].sort())}::text[]) ON CONFLICT DO NOTHING
+    ), h AS (
+      INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source,
+        observed_at, stale, illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test,
+        crypto, status_reason, payer_verification, rejection_code, rejection_reason, parent_deposit_id, details)
+      SELECT event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at, stale,
+        illegal, external_ref, currency, amount, fee_currency, fee_amount, fee_on_payer, test, crypto, status_reason,
+        payer_verification, rejection_code, rejection_reason, parent_deposit_id, details
+      FROM ${rowsSource(history, HISTORY_COLUMNS)}
+      WHERE NOT EXISTS (SELECT 1 FROM status_history x WHERE x.event_id = v.event_id OFFSET 0)
+      RETURNING 1
+    ), mi AS (
+      INSERT INTO mirrors (${insertNames})
+      SELECT ${insertValues} FROM ${rowsSource(inserts, MIRROR_COLUMNS)}
+      RETURNING merchant_account, entity_kind, entity_id, version::text AS version, watch, watch_at, currency, test
+    ), wi AS (
+      INSERT INTO mirror_watches (entity_id, entity_kind, merchant_account, watch, watch_at, currency, test)
+      SELECT entity_id, entity_kind, merchant_account, watch, watch_at, currency, test FROM mi WHERE mi.watch IS NOT NULL
+    ), ps AS (
+      SELECT v.a, v.k, v.i, v.t, x.tid, x.next FROM ${rowsSource(polls, POLL_COLUMNS)}
+        LEFT JOIN LATERAL (
+          SELECT x.ctid AS tid, x.next_poll_at AS next FROM poll_schedule x
+          WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) x ON true
+    ), pu AS (
+      UPDATE poll_schedule s SET next_poll_at = ps.t
+      FROM ps CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM poll_schedule x WHERE x.ctid = ps.tid AND x.merchant_account = ps.a
+            AND x.entity_kind = ps.k AND x.entity_id = ps.i OFFSET 0) t
+      WHERE s.ctid = t.tid AND ps.next <> ps.t
+    ), pi AS (
+      INSERT INTO poll_schedule (merchant_account, entity_kind, entity_id, next_poll_at)
+      SELECT a, k, i, t FROM ps WHERE ps.tid IS NULL
+      ON CONFLICT (merchant_account, entity_kind, entity_id) DO UPDATE SET next_poll_at = excluded.next_poll_at
+    ), pd AS (
+      DELETE FROM poll_schedule s USING ${rowsSource(unpolled, POLL_COLUMNS)}
+        CROSS JOIN LATERAL (
+          SELECT x.ctid AS tid FROM poll_schedule x
+          WHERE x.merchant_account = v.a AND x.entity_kind = v.k AND x.entity_id = v.i OFFSET 0) t
+      WHERE s.ctid = t.tid
+    ), a AS (
+      INSERT INTO ledger_accounts (merchant_account, currency, book, name)
+      SELECT a, c, b, n FROM ${rowsSource(accountRows, ACCOUNT_COLUMNS)}
+      ON CONFLICT DO NOTHING
+    ), e AS (
+      INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
+        book, currency, amount, fee_currency, fee_amount, effective_at, memo)
+      SELECT idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq, book, currency,
+        amount, fee_currency, fee_amount, effective_at, memo
+      FROM ${rowsSource(entries, ENTRY_COLUMNS)}
+      WHERE NOT EXISTS (SELECT 1 FROM journal_entries x WHERE x.idempotency_key = v.idempotency_key OFFSET 0)
+      RETURNING id, idempotency_key, merchant_account, book
+    ), p AS (
+      INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
+      SELECT e.id, e.merchant_account, v.c, e.book, v.n, v.x
+      FROM ${rowsSource(postings, POSTING_COLUMNS)}
+        JOIN e ON e.idempotency_key = v.k
+      ORDER BY e.id, v.o
+    )
+    SELECT (SELECT count(*) FROM e)::text AS booked, (SELECT count(*) FROM h)::text AS recorded,
+      (SELECT json_agg(json_build_array(merchant_account, entity_kind, entity_id, version)) FROM mi)
+        AS inserted_versions`);
 }
 
 // ---------------------------------------------------------------- intents and cross-entity reads
@@ -1509,14 +1442,13 @@ interface CrossEntityRow {
  * What the cross-entity checks of a batch read (DUPLICATE_INVOICE, OVER_REFUNDED), in one statement: the
  * deposits that carry each invoice id (one index probe per key), and each deposit with its amount and the
  * sum of its refunds that hold or paid out money (two index probes per deposit). Either list may be empty.
- * To be sent with others (`pipelined`).
  */
-export function crossEntityRead(
+export async function crossEntityRows(
+  db: Db,
   invoices: readonly { account: string; externalRef: string }[],
   deposits: readonly { account: string; depositId: string }[],
-): Read<CrossEntityRow, CrossEntityRows> {
-  if (invoices.length === 0 && deposits.length === 0)
-    return { statement: null, result: () => ({ byInvoice: [], refunded: [] }) };
+): Promise<CrossEntityRows> {
+  if (invoices.length === 0 && deposits.length === 0) return { byInvoice: [], refunded: [] };
   const byInvoice = keyArrays(
     invoices,
     (d) => d.account,
@@ -1527,7 +1459,7 @@ export function crossEntityRead(
     (d) => d.account,
     (d) => d.depositId,
   );
-  const statement = prepared(sql<CrossEntityRow>`
+  const { rows } = await prepared(sql<CrossEntityRow>`
     SELECT DISTINCT true AS invoice, m.merchant_account, m.entity_id, m.external_ref, NULL::text AS amount,
       NULL::text AS refunded
     FROM unnest(${byInvoice[0]}::text[], ${byInvoice[1]}::text[]) AS v(a, x)
@@ -1544,11 +1476,7 @@ export function crossEntityRead(
       SELECT sum(amount)::text AS refunded FROM mirrors
       WHERE parent_deposit_id = v.i AND merchant_account = v.a AND entity_kind = 'refund'
         AND status IN (${sql.join([...PAYOUT_IN_FLIGHT, 'COMPLETED'])})) s
-    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`);
-  return { statement, result: crossEntityResult };
-}
-
-function crossEntityResult(rows: readonly CrossEntityRow[]): CrossEntityRows {
+    WHERE m.amount IS NOT NULL AND s.refunded IS NOT NULL`).execute(db);
   const out: CrossEntityRows = { byInvoice: [], refunded: [] };
   for (const r of rows) {
     if (r.invoice) {

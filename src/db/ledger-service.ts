@@ -19,10 +19,10 @@ import { planEntity } from '../domain/plan.ts';
 import { nextPollAt } from '../domain/polling.ts';
 import type { AnyStatus, EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
-import { type ExceptionToRaise, type RaiseStatement, raiseExceptions, raiseStatement } from './exceptions.ts';
+import { type ExceptionToRaise, raiseExceptions } from './exceptions.ts';
 import {
   type CrossEntityRows,
-  crossEntityRead,
+  crossEntityRows,
   type EntityRef,
   EntityStateCache,
   type EntryToBook,
@@ -31,21 +31,19 @@ import {
   type HeldMirror,
   type HistoryRow,
   insertIntents,
-  intentsRead,
   type LinkedIntent,
   loadBatch,
+  loadIntents,
+  loadRefundDeposits,
   type MirrorState,
   type MirrorUpdate,
   mirrorsByExternalRef,
   type RefundDeposits,
   refKey,
-  refundDepositsRead,
   settledIntent,
-  stopPollingStatement,
   type WriteResult,
-  writeStatement,
+  writeBatch,
 } from './ledger-repository.ts';
-import { pipelined } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
 export { EntityStateCache };
@@ -305,22 +303,18 @@ async function loadForReconcile(
     }
     externalRefs.push({ ...r, externalRefs: [...set] });
   }
-  const intentsToLink = intentsRead(externalRefs);
+  const intents = await loadIntents(trx, externalRefs);
   // A refund of a test deposit is booked in the test book: the deposits of the batch's refunds that the
   // ledger knows as test. A deposit of this batch is seen below before its refunds (refs sort deposits
   // first) and its flag from this batch counts. Should a refund be booked live before its deposit is known
   // as test, a later reading of the refund moves its entries to the test book (reversal and re-posting).
-  const refundDeposits = refundDepositsRead(refs, (k) => {
+  const refunds = await loadRefundDeposits(trx, refs, (k) => {
     const arriving = incoming.get(k)?.observations;
     const recorded = histories.get(k);
     if (arriving === undefined) return recorded ?? [];
     return recorded === undefined ? arriving : [...arriving, ...recorded];
   });
-  // Both reads in one round trip.
-  const [intentRows, depositRows] = await pipelined(trx, [intentsToLink.statement, refundDeposits.statement]);
   step('load intents');
-  const intents = intentsToLink.result(intentRows);
-  const refunds = refundDeposits.result(depositRows);
   return { mirrors, histories, applied, intents, refunds };
 }
 
@@ -399,7 +393,7 @@ async function reconcile(
     planAndCollect(ref, k, r, mirror, loaded, incoming, intentTouched, rules, now, result, out, memo);
     // A new entity whose plan writes no mirror (frozen, or nothing to record) still gets its row, as
     // known so far: its reference and no status.
-    if (mirror.tid === null && out.mirrors.length === written) {
+    if (mirror.version === null && out.mirrors.length === written) {
       out.mirrors.push(bareMirror(mirror));
       out.linked[r] = null;
     }
@@ -407,60 +401,26 @@ async function reconcile(
   }
   step('compute');
   const sent = { history: out.history.length, entries: out.entries.length };
-  // A frozen entity's row is not updated by the write (`stopPollingStatement` touches it): it is claimed by
-  // a lock on the version read, as the written rows are by their update.
+  // A frozen entity's row keeps its facts: it is claimed by a new version only, as the written rows are
+  // by their update.
   const held: HeldMirror[] = [];
   for (const ref of out.frozen) {
     const m = loaded.mirrors.get(refKey(ref));
-    if (m?.tid && m.xmin)
-      held.push({ account: m.account, kind: m.kind, entityId: m.entityId, tid: m.tid, xmin: m.xmin });
+    if (m?.version) held.push({ account: m.account, kind: m.kind, entityId: m.entityId, version: m.version });
   }
-  const write = writeStatement({ history: out.history, entries: out.entries, mirrors: out.mirrors, held });
-  // The rows sent are not needed while the statements run (`writeStatement` keeps them only until it has
-  // encoded them): not kept alive across them, so a collection of the young generation meanwhile does not
-  // copy them.
-  out.history = [];
-  out.entries = [];
-  out.mirrors = [];
-  // The claim of the rows read, the write, then what stops polling the frozen entities, the cross-entity
-  // checks' read (which sees the mirrors as written) and the raising of the plans' exceptions (whose facts
-  // are read from the mirrors as written), in one round trip: none of them needs another's result, and
-  // each statement's snapshot is taken after the one before it ran, so the write sees every row committed
-  // before the claim took its locks. The write and the raise are built while the server runs the claim
-  // (`pipelined`). A claim that failed (`MirrorMoved`) rolls the batch back, and `withLedgerTransaction`
-  // runs it again from a new read. The exceptions the cross-entity checks find (their own types, none a
-  // plan raises) are raised after: the rows of each raise are locked in key order, and every transaction
-  // raises the plans' types before these, so two batches still lock exception rows in one order.
-  const stop = stopPollingStatement(out.frozen);
-  const cross = crossEntityChecks(out.newDeposits, out.touchedRefunds);
-  const raise: { built: RaiseStatement | null } = { built: null };
-  const [claimRows, writeRows, , crossRows, raiseRows] = await pipelined(trx, [
-    write.claim,
-    write.statement,
-    stop.statement,
-    cross.statement,
-    () => {
-      raise.built = raiseStatement(out.raised, now, rules);
-      return raise.built.statement;
-    },
-  ]);
-  const written = write.result(claimRows, writeRows);
+  const written = await writeBatch(trx, {
+    history: out.history,
+    entries: out.entries,
+    mirrors: out.mirrors,
+    held,
+  });
   result.entriesBooked = written.booked;
-  // The cross-entity exceptions' raise goes out first (it is sent when called): the server runs it while
-  // the client keeps what the batch wrote.
-  const crossRaised = raiseExceptions(trx, cross.result(crossRows), now, rules);
-  try {
-    if (known) remember(known, keys, loaded, out, written, sent);
-  } catch (err) {
-    crossRaised.catch(() => undefined);
-    throw err;
-  }
+  // The cross-entity checks read the mirrors as written, and their exceptions (types no plan raises) are
+  // raised with the plans' in one statement, whose rows are locked in key order.
+  const cross = await crossEntityChecks(trx, out.newDeposits, out.touchedRefunds);
+  if (known) remember(known, keys, loaded, out, written, sent);
   step('write');
-  const [planned, crossed] = await Promise.all([
-    raise.built === null ? 0 : raise.built.finish(trx, raiseRows),
-    crossRaised,
-  ]);
-  result.exceptionsRaised = planned + crossed;
+  result.exceptionsRaised = await raiseExceptions(trx, [...out.raised, ...cross], now, rules);
   step('exceptions');
   if (result.entriesBooked > 0 || result.exceptionsRaised > 0) {
     options.logger?.debug({ module: 'ledger', ...result }, 'ledger batch applied');
@@ -474,8 +434,6 @@ function newMirror(ref: EntityRef & { externalRef: string | null }): MirrorState
     account: ref.account,
     kind: ref.kind,
     entityId: ref.entityId,
-    tid: null,
-    xmin: null,
     version: null,
     status: null,
     everCompleted: false,
@@ -496,8 +454,7 @@ function bareMirror(m: MirrorState): MirrorUpdate {
     account: m.account,
     kind: m.kind,
     entityId: m.entityId,
-    tid: null,
-    xmin: null,
+    version: null,
     externalRef: m.externalRef,
     status: null,
     statusSince: null,
@@ -726,15 +683,14 @@ function planAndCollect(
   // A new row has no stored reference for the update's coalesce to keep: the batch's own. A row read's
   // stored reference is not sent again (null keeps it).
   const externalRef =
-    texts.externalRef ?? intent?.externalRef ?? (mirror.tid === null ? mirror.externalRef : null);
+    texts.externalRef ?? intent?.externalRef ?? (mirror.version === null ? mirror.externalRef : null);
   out.linked[index] = intent;
   out.mirrors.push({
     account: ref.account,
     kind: ref.kind,
     entityId: ref.entityId,
-    tid: mirror.tid,
-    xmin: mirror.xmin,
-    externalRef: mirror.tid !== null && externalRef === mirror.externalRef ? null : externalRef,
+    version: mirror.version,
+    externalRef: mirror.version !== null && externalRef === mirror.externalRef ? null : externalRef,
     status: path.status,
     statusSince: path.statusSince,
     everCompleted: path.everCompleted,
@@ -773,24 +729,21 @@ function planAndCollect(
 
 /**
  * DUPLICATE_INVOICE (a new deposit reuses an invoice id) and OVER_REFUNDED (refunds holding or paid out
- * more than their deposit): the read (`crossEntityRead`, to be sent after the batch's write) and the
- * exceptions its rows give. One index probe per key (LATERAL, see ledger-repository.ts), so the cost does
- * not grow with the table.
+ * more than their deposit), read after the batch's write (`crossEntityRows`). One index probe per key
+ * (LATERAL), so the cost does not grow with the table.
  */
-function crossEntityChecks(
+async function crossEntityChecks(
+  trx: Db,
   newDeposits: readonly (EntityRef & { externalRef: string })[],
   refunds: readonly (EntityRef & { parentDepositId: string })[],
-) {
+): Promise<ExceptionToRaise[]> {
   const parents = [...new Map(refunds.map((r) => [`${r.account}\u0000${r.parentDepositId}`, r])).values()];
-  const read = crossEntityRead(
+  const read = await crossEntityRows(
+    trx,
     newDeposits,
     parents.map((p) => ({ account: p.account, depositId: p.parentDepositId })),
   );
-  return {
-    statement: read.statement,
-    result: (rows: Parameters<typeof read.result>[0]) =>
-      crossEntityExceptions(newDeposits, read.result(rows)),
-  };
+  return crossEntityExceptions(newDeposits, read);
 }
 
 /** The exceptions of `crossEntityChecks`' read. */

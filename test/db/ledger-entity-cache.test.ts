@@ -64,7 +64,9 @@ describe('entity state cache', () => {
     const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k1')], known));
     expect(fromCache.histories.get(key)?.map((h) => h.eventId)).toEqual(['only-in-the-cache']);
     // Another writer changes the row: its version moves on and the tables are read again.
-    await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k1'`.execute(other);
+    await sql`UPDATE mirrors SET version = nextval('mirror_versions'), updated_at = now() WHERE entity_id = 'k1'`.execute(
+      other,
+    );
     const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k1')], known));
     expect(fromTables.histories.get(key)?.map((h) => h.eventId)).toEqual([first.eventId]);
   });
@@ -82,7 +84,9 @@ describe('entity state cache', () => {
     known.set(key, { ...held, intent: { ...held.intent!, amount: 1n } });
     const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
     expect(fromCache.mirrors.get(key)?.intent?.amount).toBe(1n);
-    await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k5'`.execute(other);
+    await sql`UPDATE mirrors SET version = nextval('mirror_versions'), updated_at = now() WHERE entity_id = 'k5'`.execute(
+      other,
+    );
     const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
     expect(fromTables.mirrors.get(key)?.intent?.amount).toBe(10_000n);
 
@@ -277,19 +281,18 @@ describe('entity state cache', () => {
         { known },
       ),
     );
-    const { rows } = await sql<{ entity_id: string; tid: string; version: string }>`
-      SELECT entity_id, ctid::text AS tid, ctid::text || '/' || xmin::text AS version FROM mirrors
+    const { rows } = await sql<{ entity_id: string; version: string }>`
+      SELECT entity_id, version::text AS version FROM mirrors
       WHERE entity_id IN ('v1', 'v2', 'v3', 'v4', 'v5') ORDER BY entity_id`.execute(t.db);
     expect(rows).toHaveLength(5);
     for (const row of rows) expect(known.get(refKey(ref(row.entity_id)))?.version).toBe(row.version);
-    // The rows as read whole (no cache): each with its own row's ctid, version and flags.
+    // The rows as read whole (no cache): each with its own row's version and flags.
     const state = await t.db
       .transaction()
       .execute((trx) => loadBatch(trx, ['v1', 'v2', 'v3', 'v4', 'v5', 'v6'].map(ref)));
     expect(state.mirrors.has(refKey(ref('v6')))).toBe(false);
     const read = rows.map((row) => {
       const m = state.mirrors.get(refKey(ref(row.entity_id)))!;
-      expect(m.tid).toBe(row.tid);
       expect(m.version).toBe(row.version);
       return [m.entityId, m.status, m.everCompleted, m.everEarlyReleased, m.test, m.crypto];
     });
