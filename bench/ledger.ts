@@ -26,13 +26,9 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
 import { arrayLiteral } from '../src/db/ledger-repository.ts';
-import {
-  applyObservations,
-  EntityStateCache,
-  recordIntents,
-  withLedgerTransaction,
-} from '../src/db/ledger-service.ts';
+import { applyObservations, EntityStateCache, recordIntents } from '../src/db/ledger-service.ts';
 import type { Db } from '../src/db/schema.ts';
+import { withLedgerTransaction } from '../src/db/transaction.ts';
 import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';

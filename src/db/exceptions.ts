@@ -26,8 +26,16 @@ import { binaryColumns } from './binary-array.ts';
 import type { EntityRef } from './ledger-repository.ts';
 import { insertAlertsFrom } from './outbox.ts';
 import { prepared } from './prepared.ts';
-import { UNANSWERED_INTENT } from './queries.ts';
 import type { Db } from './schema.ts';
+
+/**
+ * An intent `i` still unanswered: no mirror links it, and (deposits, cashouts) none carries its
+ * reference. Served by the partial index `intents_unknown_outcome_ix` and the mirrors' intent and
+ * reference indexes.
+ */
+export const UNANSWERED_INTENT = sql`NOT EXISTS (SELECT 1 FROM mirrors m WHERE m.intent_id = i.intent_id)
+  AND NOT EXISTS (SELECT 1 FROM mirrors m WHERE m.external_ref = i.external_ref
+    AND m.merchant_account = i.merchant_account AND m.entity_kind = i.entity_kind)`;
 
 export interface ExceptionToRaise extends EntityRef {
   type: ExceptionType;

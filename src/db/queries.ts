@@ -9,10 +9,11 @@ import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../dom
 import type { Intent } from '../domain/observation.ts';
 import type { PollingRules } from '../domain/polling.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { UNANSWERED_INTENT } from './exceptions.ts';
 import { balanceAsOf, entryPostings } from './ledger-periods.ts';
 import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
-import { withLedgerTransaction } from './ledger-service.ts';
 import type { Db } from './schema.ts';
+import { withLedgerTransaction } from './transaction.ts';
 
 /** `PAYOUT_IN_FLIGHT` as SQL literals (constants): a partial index's predicate can be matched only by literals. */
 export const IN_FLIGHT_LITERALS = sql.join(PAYOUT_IN_FLIGHT.map((s) => sql.lit(s)));
@@ -415,15 +416,6 @@ export async function inFlightCounts(db: Db): Promise<InFlightCount[]> {
     refunds: r.refunds,
   }));
 }
-
-/**
- * An intent `i` still unanswered: no mirror links it, and (deposits, cashouts) none carries its
- * reference. Served by the partial index `intents_unknown_outcome_ix` and the mirrors' intent and
- * reference indexes.
- */
-export const UNANSWERED_INTENT = sql`NOT EXISTS (SELECT 1 FROM mirrors m WHERE m.intent_id = i.intent_id)
-  AND NOT EXISTS (SELECT 1 FROM mirrors m WHERE m.external_ref = i.external_ref
-    AND m.merchant_account = i.merchant_account AND m.entity_kind = i.entity_kind)`;
 
 /**
  * Cashouts the merchant recorded with an unknown outcome before `before` that are still unanswered (no

@@ -15,9 +15,10 @@ import {
   type MirrorState,
   writeBatch,
 } from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
 import { ARRAY_ROWS_MARK, namingPool } from '../../src/db/prepared.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, someoneWaitsForALock, type TestDatabase } from './helpers.ts';

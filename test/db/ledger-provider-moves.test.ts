@@ -5,8 +5,9 @@
  * invariant stays true.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/queries.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';

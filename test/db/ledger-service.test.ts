@@ -1,8 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrayLiteral } from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/queries.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, obs } from './fixtures.ts';

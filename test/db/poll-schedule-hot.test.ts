@@ -8,9 +8,10 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateToLatest } from '../../src/db/connection.ts';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger-service.ts';
 import { pollBacklog } from '../../src/db/metrics-queries.ts';
 import { entitiesDueForPolling } from '../../src/db/queries.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { applyCountingUpdates, obs, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, migrateDownThrough, type TestDatabase } from './helpers.ts';

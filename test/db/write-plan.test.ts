@@ -11,9 +11,10 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger-service.ts';
 import { namingPool } from '../../src/db/prepared.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
