@@ -25,14 +25,15 @@ import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
-import { arrayLiteral } from '../src/db/ledger-repository.ts';
-import { applyObservations, EntityStateCache, recordIntents } from '../src/db/ledger-service.ts';
+import { EntityStateCache } from '../src/db/ledger/entity-cache.ts';
+import { applyObservations, recordIntents } from '../src/db/ledger/service.ts';
 import type { Db } from '../src/db/schema.ts';
 import { withLedgerTransaction } from '../src/db/transaction.ts';
 import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
 import { Rng } from '../src/sandbox/rng.ts';
+import { arrayLiteral } from './array-literal.ts';
 
 /** The sandbox's seeded generator (mulberry32), so every run sees the same stream. */
 const seeded = (seed: number) => {

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { takeBalanceSnapshots } from '../src/db/balance-snapshots.ts';
-import { sweepExceptions } from '../src/db/exceptions.ts';
+import { sweepExceptions } from '../src/db/exceptions/sweep.ts';
 import { exceptionFigures, pollBacklog } from '../src/db/metrics-queries.ts';
 import { entitiesDueForPolling, scheduleLateRejectionChecks } from '../src/db/queries.ts';
 import type { Database, Db } from '../src/db/schema.ts';

@@ -1,6 +1,6 @@
 /**
  * bench:scale — issue 21 point 3: a year of history at `SCALE_PAYMENTS` payments (default 10,000,000),
- * synthesized straight in PostgreSQL (src/db/scale-synth.ts: deposits, cashouts, refunds, test and crypto
+ * synthesized straight in PostgreSQL (bench/scale-synth.ts: deposits, cashouts, refunds, test and crypto
  * deposits, late rejections, exceptions, with intents, mirrors, status history, entries, postings,
  * running balances and daily snapshots that `db verify` accepts), then measured at that size and, where
  * the issue compares, against an empty ledger in the same run:
@@ -40,12 +40,12 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
-import { applyObservations, recordIntents } from '../src/db/ledger-service.ts';
-import { lastWholeMonth, synthesizeScale } from '../src/db/scale-synth.ts';
+import { applyObservations, recordIntents } from '../src/db/ledger/service.ts';
 import type { Db } from '../src/db/schema.ts';
 import { withLedgerTransaction } from '../src/db/transaction.ts';
 import { verifyLedger } from '../src/db/verify.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
+import { lastWholeMonth, synthesizeScale } from './scale-synth.ts';
 import { signedInApi, signedInWeb } from './signed-in.ts';
 import { loadAverage, medianMs } from './timing.ts';
 

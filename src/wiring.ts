@@ -16,7 +16,7 @@ import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import { takeBalanceSnapshots } from './db/balance-snapshots.ts';
 import { createDb, migrateWhenReady, pingDatabase } from './db/connection.ts';
-import { sweepExceptions } from './db/exceptions.ts';
+import { sweepExceptions } from './db/exceptions/sweep.ts';
 import { databaseCreatedAt, lastSucceededStart } from './db/job-runs.ts';
 import { exceptionFigures, pollBacklog } from './db/metrics-queries.ts';
 import { enqueueAlerts } from './db/outbox.ts';

@@ -10,7 +10,8 @@
  */
 import type { Kafka } from 'kafkajs';
 import { waitOutDatabaseOutages } from '../db/connection.ts';
-import { applyObservations, EntityStateCache, recordIntents } from '../db/ledger-service.ts';
+import { EntityStateCache } from '../db/ledger/entity-cache.ts';
+import { applyObservations, recordIntents } from '../db/ledger/service.ts';
 import type { Db } from '../db/schema.ts';
 import { withLedgerTransaction } from '../db/transaction.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';

@@ -12,7 +12,7 @@ import { takeBalanceSnapshots } from './balance-snapshots.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
 import { decideException } from './decisions.ts';
 import { listQueue, type QueueFilter } from './exception-queue.ts';
-import type { ExceptionFacts } from './exceptions.ts';
+import type { ExceptionFacts } from './exceptions/raise.ts';
 import { verifyLedger } from './verify.ts';
 
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */

@@ -5,6 +5,7 @@
 import { Kysely, type Migration, type MigrationResultSet, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { AppError } from '../domain/errors.ts';
+import { namingPool } from './ledger/statements.ts';
 import * as m20261121T1040 from './migrations/20261121T1040_ledger.ts';
 import * as m20261121T1200 from './migrations/20261121T1200_report_runs_detail.ts';
 import * as m20261121T1300 from './migrations/20261121T1300_alert_deliveries.ts';
@@ -39,7 +40,6 @@ import * as m20261126T06552 from './migrations/20261126T06552_postings_triggers_
 import * as m20261127T0100 from './migrations/20261127T0100_mirror_watches.ts';
 import * as m20261127T0200 from './migrations/20261127T0200_postings_account_index_dropped.ts';
 import * as m20261128T210451Z from './migrations/20261128T210451Z_mirror_version.ts';
-import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {

@@ -9,9 +9,11 @@ import { LEDGER_NUMERIC, type Minor, parseMinor, parseMinorOrNull } from '../dom
 import type { Intent } from '../domain/observation.ts';
 import type { PollingRules } from '../domain/polling.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import { UNANSWERED_INTENT } from './exceptions.ts';
+import { UNANSWERED_INTENT } from './exceptions/sweep.ts';
+import { lockMirrorRows } from './ledger/claim.ts';
+import { compareRefs } from './ledger/keys.ts';
+import { ensureMirrors } from './ledger/write.ts';
 import { balanceAsOf, entryPostings } from './ledger-periods.ts';
-import { compareRefs, ensureMirrors, lockMirrorRows } from './ledger-repository.ts';
 import type { Db } from './schema.ts';
 import { withLedgerTransaction } from './transaction.ts';
 

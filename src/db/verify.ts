@@ -13,16 +13,10 @@ import { DEFAULT_EXCEPTION_RULES } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
 import { planEntity } from '../domain/plan.ts';
 import type { EntityKind } from '../domain/statuses.ts';
+import { type LinkedIntent, loadIntents } from './ledger/intents.ts';
+import { type EntityRef, refKey } from './ledger/keys.ts';
+import { loadLedgerState, loadRefundDeposits, type RefundDeposits } from './ledger/read.ts';
 import { entryPostings, OF_ACCOUNT } from './ledger-periods.ts';
-import {
-  type EntityRef,
-  type LinkedIntent,
-  loadIntents,
-  loadLedgerState,
-  loadRefundDeposits,
-  type RefundDeposits,
-  refKey,
-} from './ledger-repository.ts';
 import { IN_FLIGHT_LITERALS } from './queries.ts';
 import type { Db } from './schema.ts';
 

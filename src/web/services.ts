@@ -12,7 +12,7 @@ import {
   listQueue,
   queueAgeCounts,
 } from '../db/exception-queue.ts';
-import { exceptionTypes } from '../db/exceptions.ts';
+import { exceptionTypes } from '../db/exceptions/raise.ts';
 import type { Db } from '../db/schema.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { queueCsv } from '../reports/exception-csv.ts';

@@ -5,7 +5,8 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { arrayLiteral, type Column, rowsSource } from '../../src/db/ledger-repository.ts';
+import { arrayLiteral } from '../../bench/array-literal.ts';
+import { type Column, rowsSource } from '../../src/db/ledger/keys.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;

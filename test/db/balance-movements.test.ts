@@ -13,7 +13,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { balanceMovements } from '../../src/db/chart-queries.ts';
 import { createDb, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';

@@ -6,7 +6,7 @@
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getPayment, lookupPayments } from '../../src/db/api-queries.ts';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import * as bankReferenceMigration from '../../src/db/migrations/20261125T0155_bank_reference.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { intent, obs } from './fixtures.ts';

@@ -5,13 +5,13 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrayLiteral } from '../../bench/array-literal.ts';
 import {
   binaryArray,
   binaryColumns,
   type ElementType,
   type ElementValues,
-} from '../../src/db/binary-array.ts';
-import { arrayLiteral } from '../../src/db/ledger-repository.ts';
+} from '../../src/db/ledger/binary-array.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import { Rng } from '../../src/sandbox/rng.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

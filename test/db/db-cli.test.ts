@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/balance-snapshots.ts';
 import { parseSince } from '../../src/db/cli.ts';
 import { migrateToLatest } from '../../src/db/connection.ts';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import { obs, postAt, watchMirrors } from './fixtures.ts';

@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listQueue } from '../../src/db/exception-queue.ts';
-import { sweepExceptions } from '../../src/db/exceptions.ts';
+import { sweepExceptions } from '../../src/db/exceptions/sweep.ts';
 import { claimRun, finishRun, lastSucceededStart } from '../../src/db/job-runs.ts';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { entitiesDueForPolling, inFlight, movements, resolveException } from '../../src/db/queries.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';

@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { formatAmount, type Minor } from '../../src/domain/money.ts';

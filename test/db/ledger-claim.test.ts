@@ -8,15 +8,12 @@ import { Kysely, PostgresDialect, type PostgresPoolClient, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
-import {
-  type EntityRef,
-  loadBatch,
-  MirrorMoved,
-  type MirrorState,
-  writeBatch,
-} from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
-import { ARRAY_ROWS_MARK, namingPool } from '../../src/db/prepared.ts';
+import { MirrorMoved } from '../../src/db/ledger/claim.ts';
+import type { EntityRef } from '../../src/db/ledger/keys.ts';
+import { loadBatch, type MirrorState } from '../../src/db/ledger/read.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
+import { ARRAY_ROWS_MARK, namingPool } from '../../src/db/ledger/statements.ts';
+import { writeBatch } from '../../src/db/ledger/write.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';

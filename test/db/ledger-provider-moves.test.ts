@@ -5,7 +5,7 @@
  * invariant stays true.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';

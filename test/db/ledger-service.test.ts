@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { arrayLiteral } from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { arrayLiteral } from '../../bench/array-literal.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';

@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listPayments, lookupPayments, type PaymentCursor } from '../../src/db/api-queries.ts';
 import { migrateToLatest } from '../../src/db/connection.ts';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';

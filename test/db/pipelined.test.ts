@@ -1,11 +1,11 @@
 /**
- * A transaction's opening sent with its first statement (`namingPool`, src/db/prepared.ts): the same rows
+ * A transaction's opening sent with its first statement (`namingPool`, src/db/ledger/statements.ts): the same rows
  * and the same transaction as statements sent one at a time, without waiting for the opening's answer.
  */
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { namingPool } from '../../src/db/prepared.ts';
+import { namingPool } from '../../src/db/ledger/statements.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

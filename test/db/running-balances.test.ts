@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrateDown, migrateToLatest } from '../../src/db/connection.ts';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { balances } from '../../src/db/queries.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';

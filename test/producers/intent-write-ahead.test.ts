@@ -9,8 +9,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { outcomeUnknownEntityId, sweepExceptions } from '../../src/db/exceptions.ts';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { outcomeUnknownEntityId, sweepExceptions } from '../../src/db/exceptions/sweep.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';

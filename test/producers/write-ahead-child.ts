@@ -7,7 +7,7 @@
  * with SIGKILL. Otherwise it prints `DONE` and exits.
  */
 import { createDb } from '../../src/db/connection.ts';
-import { recordIntents } from '../../src/db/ledger-service.ts';
+import { recordIntents } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { refundWriteAheadRef } from '../../src/domain/intent.ts';
 import { createLogger } from '../../src/logger.ts';

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { balances } from '../../src/db/queries.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { verifyLedger } from '../../src/db/verify.ts';

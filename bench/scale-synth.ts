@@ -17,8 +17,8 @@
  * when the status that wants it is read, as the ledger would (src/domain/effects.ts, the effect table).
  */
 import { type RawBuilder, sql } from 'kysely';
-import { SETTLE_MS } from './balance-snapshots.ts';
-import type { Db } from './schema.ts';
+import { SETTLE_MS } from '../src/db/balance-snapshots.ts';
+import type { Db } from '../src/db/schema.ts';
 
 export interface ScaleSynthOptions {
   payments: number;

@@ -11,7 +11,7 @@
  * same text for any batch size: arrays passed to `unnest`), so each connection holds a bounded set.
  * After five executions the server may use a generic plan; the wrapped statements reach every table
  * through per-key probes (LATERAL ... OFFSET 0, ctid), whose generic plan is the same (checked with
- * PREPARE + six EXPLAIN EXECUTE for `loadBatch` and `writeStatement`), so `plan_cache_mode` is left alone.
+ * PREPARE + six EXPLAIN EXECUTE for `loadBatch` and the write's statements), so `plan_cache_mode` is left alone.
  */
 import { createHash } from 'node:crypto';
 import { type RawBuilder, sql } from 'kysely';

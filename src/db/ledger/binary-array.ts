@@ -13,7 +13,7 @@
  * Elements are written into one scratch buffer that grows as needed (encoding is synchronous, so one
  * buffer serves every statement), and each array is copied out of it.
  */
-import type { Minor } from '../domain/money.ts';
+import type { Minor } from '../../domain/money.ts';
 
 /** An element type and what the ledger passes for one of its values. */
 export interface ElementValues {
