@@ -56,8 +56,8 @@ export interface ScaleSynthResult {
   rows: Record<string, number>;
 }
 
-export const SCALE_MERCHANT_ACCOUNTS = ['m1', 'm2', 'm3', 'm4', 'm5'] as const;
-export const SCALE_CURRENCIES = ['BRL', 'USD'] as const;
+const SCALE_MERCHANT_ACCOUNTS = ['m1', 'm2', 'm3', 'm4', 'm5'] as const;
+const SCALE_CURRENCIES = ['BRL', 'USD'] as const;
 const DAY_S = 86_400;
 
 /**

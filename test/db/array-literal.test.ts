@@ -90,7 +90,7 @@ describe('arrayLiteral read by PostgreSQL', () => {
 
 describe('rowsSource read by PostgreSQL', () => {
   interface Row {
-    /** First column: sent whole, it carries the row count (a new mirror's `tid` is NULL on every row). */
+    /** First column: sent whole, it carries the row count (a new mirror's `version` is NULL on every row). */
     lead: string | null;
     id: string | null;
     early: string | null;

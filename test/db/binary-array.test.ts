@@ -229,15 +229,6 @@ describe('binary arrays read by PostgreSQL', () => {
     expect(binary[0]).toContain('x\\"y');
   });
 
-  it('tid: block and offset, and refuses what is not a tid', async () => {
-    const values = ['(0,1)', '(12,34)', '(4294967295,65535)', null];
-    const { binary, text } = await both('tid', values, (v) => v);
-    expect(binary).toEqual(values);
-    expect(binary).toEqual(text);
-    for (const bad of ['(1,2', '1,2)', '(a,1)', '(1,)', '(4294967296,1)', '(1,65536)', '(1,2)x'])
-      expect(() => binaryArray('tid', [bad])).toThrow(RangeError);
-  });
-
   it('the empty array', async () => {
     const { rows } = await sql<{ n: number; d: string | null }>`
       SELECT cardinality(${binaryArray('text', [])}::text[]) AS n, array_dims(${binaryArray('numeric', [])}::numeric[]) AS d`.execute(

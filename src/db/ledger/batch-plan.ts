@@ -27,7 +27,7 @@ export interface ApplyResult {
   waiting: number;
 }
 
-export function toItem(o: LedgerObservation): HistoryItem {
+function toItem(o: LedgerObservation): HistoryItem {
   return {
     eventId: o.eventId,
     status: o.status,
@@ -86,7 +86,7 @@ export interface Incoming {
   observations: LedgerObservation[];
 }
 
-export const NO_HISTORY: readonly HistoryItem[] = [];
+const NO_HISTORY: readonly HistoryItem[] = [];
 
 const NO_OBSERVATIONS: readonly LedgerObservation[] = [];
 
@@ -94,7 +94,7 @@ const NO_OBSERVATIONS: readonly LedgerObservation[] = [];
  * The arriving observations whose event id the history does not hold (arriving ones are unique by event
  * id). A short history is scanned; a long one is put in a set once.
  */
-export function freshObservations(
+function freshObservations(
   existing: readonly HistoryItem[],
   arriving: readonly LedgerObservation[] | undefined,
 ): readonly LedgerObservation[] {

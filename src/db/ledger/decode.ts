@@ -13,7 +13,7 @@ import { keyOf } from './keys.ts';
 export const amountOf = (v: string): Minor => parseMinor(v);
 
 /** Numeric text of the ledger (signed; sums may exceed 18 integer digits) or null. */
-export const ledgerMinor = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
+const ledgerMinor = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
 
 /**
  * Per entity, its history as a JSON array of arrays (one per observation, in `decodeHistory`'s column

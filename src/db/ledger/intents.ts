@@ -13,7 +13,7 @@ import { amountOf } from './decode.ts';
 import { type EntityRef, keyArrays, refKey, refsSource } from './keys.ts';
 import { prepared } from './statements.ts';
 
-export const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
+const toText = (v: Minor | null): string | null => (v === null ? null : formatAmount(v));
 
 export interface LinkedIntent extends IntentFacts {
   intentId: string;
