@@ -212,9 +212,12 @@ const MIRROR_INSERT_NAMES = Object.keys(MIRROR_COLUMNS).filter((n) => n !== 'ver
 
 /**
  * The ledger's one write path: every history row, journal entry and posting is written here, in the
- * same transaction as its entity's mirror row, which keeps the ledger's mirror rule in this one function
- * (it refuses a history row or entry of an entity whose mirror row it does not write). Two statements,
- * in this order:
+ * same transaction as its entity's mirror row. The mirror rule (every history or entry write also writes
+ * the mirror row, so a row's version moves whenever its entity's state does) is enforced by this single
+ * write path rather than by the database: a trigger would cost every mirror update of every batch, and
+ * this function refuses a history row or entry of an entity whose mirror row it does not write. The
+ * schedule half of the rule (every other writer of `poll_schedule` takes the mirror lock first) is
+ * `lockMirrorRows`'. Two statements, in this order:
  *
  * 1. The claim (`claim`, claim.ts): each mirror row the batch read and writes is updated by its key and
  *    the version read (`WHERE <key> AND version = <read>`), taking a new version; the held rows (frozen
