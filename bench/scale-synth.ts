@@ -1,5 +1,5 @@
 /**
- * A year of history written straight into PostgreSQL for `npm run bench:scale` (issue 21 point 3): payments
+ * A year of history written straight into PostgreSQL for `npm run bench:scale`: payments
  * with their intents, mirrors, status history, journal entries, postings, running balances, exceptions and a
  * year of daily snapshots, consistent so that the full `payrecon db verify` accepts them. Set-based
  * (generate_series, INSERT ... SELECT), chunk by chunk, on two connections side by side (each with its own

@@ -1,9 +1,9 @@
 /**
- * bench:scale — issue 21 point 3: a year of history at `SCALE_PAYMENTS` payments (default 10,000,000),
+ * bench:scale — a year of history at `SCALE_PAYMENTS` payments (default 10,000,000),
  * synthesized straight in PostgreSQL (bench/scale-synth.ts: deposits, cashouts, refunds, test and crypto
  * deposits, late rejections, exceptions, with intents, mirrors, status history, entries, postings,
  * running balances and daily snapshots that `db verify` accepts), then measured at that size and, where
- * the issue compares, against an empty ledger in the same run:
+ * a target compares, against an empty ledger in the same run:
  *
  * - the reconciler (`applyObservations`, batches of 500): observations/s on the full ledger / on an empty one
  *   (two rounds alternating, the better of each);
