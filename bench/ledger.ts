@@ -2,7 +2,7 @@
  * bench:ledger: applies 100,000 observations in batches of 500 (one transaction each) to a fresh database
  * on a real PostgreSQL, and in the same run inserts the same posting rows with bare multi-row INSERTs
  * (same batches, same columns, no trigger, FK or lookup) as the machine's limit. Prints observations/s of
- * both and their ratio. Targets: issue 21's ledger / floor >= 0.3 (below); issue 4's >= 10,000 observations/s
+ * both and their ratio. Targets: ledger / floor >= 0.3 (below); >= 10,000 observations/s
  * and >= 0.3 of the bare rate.
  *
  *   BENCH_DATABASE_URL (default TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
@@ -13,8 +13,8 @@
  *   measured, so the run measures a warm process as a long-running reconciler is (0: from a cold process)
  *
  * It also reports the floor of the design: every row the ledger wrote (history, entries and postings),
- * inserted again bare in the same number of statements, as JSON documents (issue 21's floor) and as one
- * array literal per column (as the ledger sent them from session 4 to 10; it sends binary arrays since).
+ * inserted again bare in the same number of statements, as JSON documents (the floor) and as one
+ * array literal per column (the ledger itself sends binary arrays).
  *
  * And the ledger phase's work as counted by the server (WAL records and bytes, buffers hit, rows written,
  * HOT updates, per observation): figures a noisy machine does not move, to compare two codes by beside
@@ -25,18 +25,15 @@ import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
+import { EntityStateCache } from '../src/db/ledger/entity-cache.ts';
+import { applyObservations, recordIntents } from '../src/db/ledger/service.ts';
 import { verifyLedger } from '../src/db/ledger/verify.ts';
-import { arrayLiteral } from '../src/db/ledger-repository.ts';
-import {
-  applyObservations,
-  EntityStateCache,
-  recordIntents,
-  withLedgerTransaction,
-} from '../src/db/ledger-service.ts';
 import type { Db } from '../src/db/schema.ts';
+import { withLedgerTransaction } from '../src/db/transaction.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
 import { Rng } from '../src/sandbox/rng.ts';
+import { arrayLiteral } from './array-literal.ts';
 
 /** The sandbox's seeded generator (mulberry32), so every run sees the same stream. */
 const seeded = (seed: number) => {
@@ -253,7 +250,7 @@ function generate(
 
 /**
  * A reconciler runs for days: what it costs per observation is the rate once V8 has compiled its code
- * (about 0.7 s of the client's CPU over the first 40 batches goes to the optimizing compiler, session 12).
+ * (about 0.7 s of the client's CPU over the first 40 batches goes to the optimizing compiler).
  * So the process first applies `WARMUP` observations of other entities (another seed, other ids) in a
  * scratch database of its own, dropped after, and the measured run starts warm; its database and
  * connection are new, as before. BENCH_WARMUP=0 measures from a cold process.
@@ -392,7 +389,7 @@ async function main(): Promise<void> {
     // The floor of this design: every row the ledger had to write (history, entries, postings), inserted
     // again bare (copies without index, trigger or constraint) in as many multi-row INSERTs as the ledger
     // had batches, each as a JSON array per statement (as the ledger sent its rows when this floor was
-    // defined; issue 21 measured 0.148 of it, and its target is checked against it). Mirror updates not
+    // defined; the target is checked against it). Mirror updates not
     // included.
     const floorTables = ['status_history', 'journal_entries', 'postings'] as const;
     const floorRows: Record<string, unknown[]> = {};
@@ -427,9 +424,9 @@ async function main(): Promise<void> {
     const floorMs = performance.now() - t;
     const floorCount = floorTables.reduce((n, table) => n + floorRows[table]!.length, 0);
 
-    // The same floor sent as the ledger sent its rows from session 4 to 10: one array literal per column,
-    // read by `unnest` (no JSON for the server to parse; the ledger sends binary arrays since session 11). Reported beside the floor above, which is the
-    // one issue 21 measured its 0.148 against and which its target is checked against.
+    // The same floor sent as array literals: one per column,
+    // read by `unnest` (no JSON for the server to parse; the ledger itself sends binary arrays). Reported beside the floor above, which is the
+    // one the target is checked against.
     const arrayTables: {
       table: string;
       columns: { name: string; type: string }[];
@@ -497,7 +494,7 @@ async function main(): Promise<void> {
         ? `ledger work (counted):   ${workLine(work0, work1, observations.length)}`
         : 'ledger work (counted):   measured with one stream only (the other connections publish their counts late)',
       `load average at the end: ${loadAvg}`,
-      `targets:                 issue 21: ledger / floor >= 0.3: ${ledgerRate * (floorMs / 1000) >= 0.3 * observations.length ? 'met' : 'NOT met'}; issue 4: >= 10000 observations/s: ${ledgerRate >= 10_000 ? 'met' : 'NOT met'}, >= 0.3 of bare: ${ledgerRate / bareRate >= 0.3 ? 'met' : 'NOT met'}`,
+      `targets:                 ledger / floor >= 0.3: ${ledgerRate * (floorMs / 1000) >= 0.3 * observations.length ? 'met' : 'NOT met'}; >= 10000 observations/s: ${ledgerRate >= 10_000 ? 'met' : 'NOT met'}, >= 0.3 of bare: ${ledgerRate / bareRate >= 0.3 ? 'met' : 'NOT met'}`,
       `ledger time per step:    ${Object.entries(timings)
         .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)} s`)
         .join(', ')}`,

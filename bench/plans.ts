@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { sweepExceptions } from '../src/db/exceptions.ts';
+import { sweepExceptions } from '../src/db/exceptions/sweep.ts';
 import { takeBalanceSnapshots } from '../src/db/ledger/balance-snapshots.ts';
 import { entitiesDueForPolling, scheduleLateRejectionChecks } from '../src/db/polling/schedule.ts';
 import { exceptionFigures, pollBacklog } from '../src/db/read-models/metrics.ts';

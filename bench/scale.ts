@@ -1,9 +1,9 @@
 /**
- * bench:scale — issue 21 point 3: a year of history at `SCALE_PAYMENTS` payments (default 10,000,000),
- * synthesized straight in PostgreSQL (src/db/scale-synth.ts: deposits, cashouts, refunds, test and crypto
+ * bench:scale — a year of history at `SCALE_PAYMENTS` payments (default 10,000,000),
+ * synthesized straight in PostgreSQL (bench/scale-synth.ts: deposits, cashouts, refunds, test and crypto
  * deposits, late rejections, exceptions, with intents, mirrors, status history, entries, postings,
  * running balances and daily snapshots that `db verify` accepts), then measured at that size and, where
- * the issue compares, against an empty ledger in the same run:
+ * a target compares, against an empty ledger in the same run:
  *
  * - the reconciler (`applyObservations`, batches of 500): observations/s on the full ledger / on an empty one
  *   (two rounds alternating, the better of each);
@@ -40,11 +40,12 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
+import { applyObservations, recordIntents } from '../src/db/ledger/service.ts';
 import { verifyLedger } from '../src/db/ledger/verify.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../src/db/ledger-service.ts';
-import { lastWholeMonth, synthesizeScale } from '../src/db/scale-synth.ts';
 import type { Db } from '../src/db/schema.ts';
+import { withLedgerTransaction } from '../src/db/transaction.ts';
 import type { Intent, Observation } from '../src/domain/observation.ts';
+import { lastWholeMonth, synthesizeScale } from './scale-synth.ts';
 import { signedInApi, signedInWeb } from './signed-in.ts';
 import { loadAverage, medianMs } from './timing.ts';
 

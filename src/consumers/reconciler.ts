@@ -10,13 +10,10 @@
  */
 import type { Kafka } from 'kafkajs';
 import { waitOutDatabaseOutages } from '../db/connection.ts';
-import {
-  applyObservations,
-  EntityStateCache,
-  recordIntents,
-  withLedgerTransaction,
-} from '../db/ledger-service.ts';
+import { EntityStateCache } from '../db/ledger/entity-cache.ts';
+import { applyObservations, recordIntents } from '../db/ledger/service.ts';
 import type { Db } from '../db/schema.ts';
+import { withLedgerTransaction } from '../db/transaction.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { BatchContext, Publisher, RunningConsumer } from '../events/kafka.ts';
 import { runBatchConsumer } from '../events/kafka.ts';

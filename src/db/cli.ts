@@ -11,7 +11,7 @@ import { formatAmount } from '../domain/money.ts';
 import { createDb, migrateDown, migrateToLatest } from './connection.ts';
 import { decideException } from './exceptions/decisions.ts';
 import { listQueue, type QueueFilter } from './exceptions/queue.ts';
-import type { ExceptionFacts } from './exceptions.ts';
+import type { ExceptionFacts } from './exceptions/raise.ts';
 import { takeBalanceSnapshots } from './ledger/balance-snapshots.ts';
 import { verifyLedger } from './ledger/verify.ts';
 

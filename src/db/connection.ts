@@ -5,8 +5,9 @@
 import { Kysely, type Migration, type MigrationResultSet, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { AppError } from '../domain/errors.ts';
+import { namingPool } from './ledger/statements.ts';
 import * as m20261128T205022Z from './migrations/20261128T205022Z_baseline.ts';
-import { namingPool } from './prepared.ts';
+import * as m20261128T210451Z from './migrations/20261128T210451Z_mirror_version.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -19,6 +20,7 @@ import type { Database, Db } from './schema.ts';
  */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T205022Z_baseline': m20261128T205022Z,
+  '20261128T210451Z_mirror_version': m20261128T210451Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -2,11 +2,11 @@
  * The sweeps of the job catalog: stuck entities raised as exceptions, and completed payouts and refunds
  * (cancelled deposits) made due for the late-move check of the poller.
  */
-import { sweepExceptions } from '../db/exceptions.ts';
-import { withLedgerTransaction } from '../db/ledger-service.ts';
+import { sweepExceptions } from '../db/exceptions/sweep.ts';
 import { scheduleLateRejectionChecks } from '../db/polling/schedule.ts';
 import { lastSucceededStart } from '../db/runs/job-runs.ts';
 import type { Db } from '../db/schema.ts';
+import { withLedgerTransaction } from '../db/transaction.ts';
 import type { ExceptionRules } from '../domain/exception-rules.ts';
 import type { Logger } from '../logger.ts';
 

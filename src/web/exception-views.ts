@@ -7,7 +7,7 @@
  * here (EXCEPTION_CSS, served by the routes).
  */
 import type { QueueEvent, QueueRow } from '../db/exceptions/queue.ts';
-import type { ExceptionFacts } from '../db/exceptions.ts';
+import type { ExceptionFacts } from '../db/exceptions/raise.ts';
 import {
   AGE_BUCKETS,
   type AgeBucketKey,

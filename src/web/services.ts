@@ -12,7 +12,7 @@ import {
   listQueue,
   queueAgeCounts,
 } from '../db/exceptions/queue.ts';
-import { exceptionTypes } from '../db/exceptions.ts';
+import { exceptionTypes } from '../db/exceptions/raise.ts';
 import { getPayment, lookupPayments } from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';

@@ -5,7 +5,8 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { arrayLiteral, type Column, rowsSource } from '../../src/db/ledger-repository.ts';
+import { arrayLiteral } from '../../bench/array-literal.ts';
+import { type Column, rowsSource } from '../../src/db/ledger/keys.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -89,7 +90,7 @@ describe('arrayLiteral read by PostgreSQL', () => {
 
 describe('rowsSource read by PostgreSQL', () => {
   interface Row {
-    /** First column: sent whole, it carries the row count (a new mirror's `tid` is NULL on every row). */
+    /** First column: sent whole, it carries the row count (a new mirror's `version` is NULL on every row). */
     lead: string | null;
     id: string | null;
     early: string | null;

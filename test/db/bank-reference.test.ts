@@ -5,8 +5,9 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { getPayment, lookupPayments } from '../../src/db/read-models/payments.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

@@ -6,7 +6,7 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binaryColumns } from '../../src/db/binary-array.ts';
+import { binaryColumns } from '../../src/db/ledger/binary-array.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;

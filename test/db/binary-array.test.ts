@@ -5,13 +5,13 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrayLiteral } from '../../bench/array-literal.ts';
 import {
   binaryArray,
   binaryColumns,
   type ElementType,
   type ElementValues,
-} from '../../src/db/binary-array.ts';
-import { arrayLiteral } from '../../src/db/ledger-repository.ts';
+} from '../../src/db/ledger/binary-array.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import { Rng } from '../../src/sandbox/rng.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
@@ -227,15 +227,6 @@ describe('binary arrays read by PostgreSQL', () => {
     const { binary, text } = await both('jsonb', values, (v) => v);
     expect(binary).toEqual(text);
     expect(binary[0]).toContain('x\\"y');
-  });
-
-  it('tid: block and offset, and refuses what is not a tid', async () => {
-    const values = ['(0,1)', '(12,34)', '(4294967295,65535)', null];
-    const { binary, text } = await both('tid', values, (v) => v);
-    expect(binary).toEqual(values);
-    expect(binary).toEqual(text);
-    for (const bad of ['(1,2', '1,2)', '(a,1)', '(1,)', '(4294967296,1)', '(1,65536)', '(1,2)x'])
-      expect(() => binaryArray('tid', [bad])).toThrow(RangeError);
   });
 
   it('the empty array', async () => {

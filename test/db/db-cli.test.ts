@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSince } from '../../src/db/cli.ts';
 import { MIGRATIONS, migrateToLatest } from '../../src/db/connection.ts';
 import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { obs, postAt, watchMirrors } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

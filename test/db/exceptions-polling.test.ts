@@ -1,11 +1,12 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { changeQueueItem, listQueue } from '../../src/db/exceptions/queue.ts';
-import { sweepExceptions } from '../../src/db/exceptions.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { sweepExceptions } from '../../src/db/exceptions/sweep.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { entitiesDueForPolling } from '../../src/db/polling/schedule.ts';
 import { inFlight, movements } from '../../src/db/read-models/balances.ts';
 import { claimRun, finishRun, lastSucceededStart } from '../../src/db/runs/job-runs.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, mirrorsWithPolls, obs } from './fixtures.ts';

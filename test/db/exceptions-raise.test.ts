@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { raiseExceptions } from '../../src/db/exceptions.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { raiseExceptions } from '../../src/db/exceptions/raise.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { alertId, DEFAULT_EXCEPTION_RULES, EXCEPTION_RULE_TEXT } from '../../src/domain/exception-rules.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { formatAmount, type Minor } from '../../src/domain/money.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';

@@ -1,23 +1,22 @@
 /**
  * A batch reads its entities without a lock and claims their mirror rows when it writes, each by the
- * version it read (`claimStatement`). A row another transaction wrote in between is not claimed: the batch
- * is rolled back (`MirrorMoved`, PostgreSQL's serialization failure code) and `withLedgerTransaction` runs
- * it again from what that transaction committed.
+ * version it read (`writeBatch`). A row another transaction wrote in between is not claimed: the server
+ * fails the claim (`MirrorMoved`, PostgreSQL's serialization failure code) and `withLedgerTransaction` runs
+ * the batch again from what that transaction committed.
  */
-import type { Kysely } from 'kysely';
+import { Kysely, PostgresDialect, type PostgresPoolClient, sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
+import { MirrorMoved } from '../../src/db/ledger/claim.ts';
+import type { EntityRef } from '../../src/db/ledger/keys.ts';
+import { loadBatch, type MirrorState } from '../../src/db/ledger/read.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
+import { ARRAY_ROWS_MARK, namingPool } from '../../src/db/ledger/statements.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import {
-  type EntityRef,
-  loadBatch,
-  MirrorMoved,
-  type MirrorState,
-  writeStatement,
-} from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { pipelined } from '../../src/db/prepared.ts';
+import { writeBatch } from '../../src/db/ledger/write.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, someoneWaitsForALock, type TestDatabase } from './helpers.ts';
 
@@ -70,16 +69,11 @@ async function whileHeld<T>(
 
 /** Claims the mirror row of `ref` by the version `read` holds, as a batch claims a frozen entity's row. */
 function claimHeld(db: Kysely<Database>, ref: EntityRef, read: MirrorState) {
-  return db.transaction().execute(async (trx) => {
-    const write = writeStatement({
-      history: [],
-      entries: [],
-      mirrors: [],
-      held: [{ ...ref, tid: read.tid!, xmin: read.xmin! }],
-    });
-    const [claimRows] = await pipelined(trx, [write.claim]);
-    return write.result(claimRows, []);
-  });
+  return db
+    .transaction()
+    .execute((trx) =>
+      writeBatch(trx, { history: [], entries: [], mirrors: [], held: [{ ...ref, version: read.version! }] }),
+    );
 }
 
 /** The retries `withLedgerTransaction` logged, by PostgreSQL code. */
@@ -224,3 +218,114 @@ describe('a batch whose mirror row another transaction wrote after the batch rea
     expect(verify.failures).toEqual([]);
   });
 });
+
+describe("a mirror row updated, vacuumed and its slot reused between a batch's read and its claim", () => {
+  it('is not claimed: the batch runs again and the ledger is right', async () => {
+    await withLedgerTransaction(t.db, (trx) => recordIntents(trx, [intent('cashout', 's1', 4_000n)]));
+    for (const [status, at] of [
+      ['PENDING', 11],
+      ['PROCESSING', 12],
+    ] as const) {
+      await withLedgerTransaction(t.db, (trx) =>
+        applyObservations(trx, [obs('cashout', 's1', status, at, { eventId: `s1-${status}` })]),
+      );
+    }
+    // A vacuum drops the page's unused slots at its end: one more write after it puts the row in one of
+    // the first slots, which the writes below take in turn.
+    await sql`VACUUM (INDEX_CLEANUP ON) mirrors`.execute(other);
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [obs('cashout', 's1', 'PENDING', 10, { eventId: 's1-early' })]),
+    );
+    const slotOf = async () =>
+      (
+        await sql<{ ctid: string; version: string }>`
+          SELECT ctid::text AS ctid, version::text AS version FROM mirrors WHERE entity_id = 's1'`.execute(
+          other,
+        )
+      ).rows[0]!;
+    const readRow = await slotOf();
+    let reusedBy: string | null = null;
+    let polls = 0;
+    // After the batch's read and before its claim: other batches write the entity and a vacuum frees the
+    // slot of the version read, until a live row stands in that slot. Each reading is older than the ones
+    // before, so it moves the entity's first sighting, an indexed column: the row's new version is not a
+    // heap-only tuple, and the slot of the one before is freed, not kept to redirect to it.
+    const interfere = async () => {
+      for (let i = 0; i < 10 && reusedBy === null; i++) {
+        polls += 1;
+        await withLedgerTransaction(other, (o) =>
+          applyObservations(o, [obs('cashout', 's1', 'PENDING', 9 - i, { eventId: `s1-poll-${i}` })]),
+        );
+        await sql`VACUUM (INDEX_CLEANUP ON) mirrors`.execute(other);
+        const { rows } = await sql<{ entity_id: string }>`
+          SELECT entity_id FROM mirrors WHERE ctid = ${readRow.ctid}::tid`.execute(other);
+        reusedBy = rows[0]?.entity_id ?? null;
+      }
+    };
+    const log = retries();
+    const db = interferingAfterFirstRead(interfere);
+    try {
+      await withLedgerTransaction(
+        db,
+        (trx) => applyObservations(trx, [obs('cashout', 's1', 'COMPLETED', 30, { eventId: 's1-completed' })]),
+        { logger: log.logger },
+      );
+    } finally {
+      await db.destroy();
+    }
+    // The slot the batch read held another version of a row (the entity's own or another's) at its claim.
+    expect(reusedBy).not.toBeNull();
+    expect((await slotOf()).version).not.toBe(readRow.version);
+    expect(log.codes).toEqual(['40001']);
+    const mirror = await t.db
+      .selectFrom('mirrors')
+      .select(['status', 'intent_id'])
+      .where('entity_id', '=', 's1')
+      .executeTakeFirstOrThrow();
+    expect(mirror).toEqual({ status: 'COMPLETED', intent_id: 'in-cashout-s1' });
+    const history = await t.db
+      .selectFrom('status_history')
+      .select('event_id')
+      .where('entity_id', '=', 's1')
+      .execute();
+    expect(history).toHaveLength(4 + polls);
+    expect(await entries('s1')).not.toEqual([]);
+    const verify = await verifyLedger(t.db);
+    expect(verify.failures).toEqual([]);
+  });
+});
+
+/**
+ * A database of one connection that runs `interfere` once, after the answer to the first statement whose
+ * rows come back as arrays (a batch's read, `loadBatch`). First the connection sends a statement of the
+ * simple protocol, which closes the read's portal: an open portal keeps its snapshot, and with it every
+ * row version the read could see, out of a vacuum's reach.
+ */
+function interferingAfterFirstRead(interfere: () => Promise<void>): Kysely<Database> {
+  const pool = new pg.Pool({ connectionString: t.url, max: 1, pipeline: true });
+  const naming = namingPool(pool);
+  let done = false;
+  return new Kysely<Database>({
+    dialect: new PostgresDialect({
+      pool: {
+        async connect() {
+          const client = await naming.connect();
+          return {
+            // biome-ignore lint/suspicious/noExplicitAny: passed through to pg
+            async query(text: any, values?: any): Promise<any> {
+              const result = await client.query(text, values);
+              if (!done && typeof text === 'string' && text.startsWith(ARRAY_ROWS_MARK)) {
+                done = true;
+                await client.query('SELECT 1');
+                await interfere();
+              }
+              return result;
+            },
+            release: () => client.release(),
+          } as unknown as PostgresPoolClient;
+        },
+        end: () => naming.end(),
+      },
+    }),
+  });
+}

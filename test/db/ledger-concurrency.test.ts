@@ -5,10 +5,11 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

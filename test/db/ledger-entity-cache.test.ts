@@ -7,11 +7,14 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
+import { EntityStateCache } from '../../src/db/ledger/entity-cache.ts';
+import { refKey } from '../../src/db/ledger/keys.ts';
+import { loadBatch } from '../../src/db/ledger/read.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { EntityStateCache, loadBatch, refKey } from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
@@ -64,7 +67,9 @@ describe('entity state cache', () => {
     const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k1')], known));
     expect(fromCache.histories.get(key)?.map((h) => h.eventId)).toEqual(['only-in-the-cache']);
     // Another writer changes the row: its version moves on and the tables are read again.
-    await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k1'`.execute(other);
+    await sql`UPDATE mirrors SET version = nextval('mirror_versions'), updated_at = now() WHERE entity_id = 'k1'`.execute(
+      other,
+    );
     const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k1')], known));
     expect(fromTables.histories.get(key)?.map((h) => h.eventId)).toEqual([first.eventId]);
   });
@@ -82,7 +87,9 @@ describe('entity state cache', () => {
     known.set(key, { ...held, intent: { ...held.intent!, amount: 1n } });
     const fromCache = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
     expect(fromCache.mirrors.get(key)?.intent?.amount).toBe(1n);
-    await sql`UPDATE mirrors SET updated_at = now() WHERE entity_id = 'k5'`.execute(other);
+    await sql`UPDATE mirrors SET version = nextval('mirror_versions'), updated_at = now() WHERE entity_id = 'k5'`.execute(
+      other,
+    );
     const fromTables = await t.db.transaction().execute((trx) => loadBatch(trx, [ref('k5')], known));
     expect(fromTables.mirrors.get(key)?.intent?.amount).toBe(10_000n);
 
@@ -277,19 +284,18 @@ describe('entity state cache', () => {
         { known },
       ),
     );
-    const { rows } = await sql<{ entity_id: string; tid: string; version: string }>`
-      SELECT entity_id, ctid::text AS tid, ctid::text || '/' || xmin::text AS version FROM mirrors
+    const { rows } = await sql<{ entity_id: string; version: string }>`
+      SELECT entity_id, version::text AS version FROM mirrors
       WHERE entity_id IN ('v1', 'v2', 'v3', 'v4', 'v5') ORDER BY entity_id`.execute(t.db);
     expect(rows).toHaveLength(5);
     for (const row of rows) expect(known.get(refKey(ref(row.entity_id)))?.version).toBe(row.version);
-    // The rows as read whole (no cache): each with its own row's ctid, version and flags.
+    // The rows as read whole (no cache): each with its own row's version and flags.
     const state = await t.db
       .transaction()
       .execute((trx) => loadBatch(trx, ['v1', 'v2', 'v3', 'v4', 'v5', 'v6'].map(ref)));
     expect(state.mirrors.has(refKey(ref('v6')))).toBe(false);
     const read = rows.map((row) => {
       const m = state.mirrors.get(refKey(ref(row.entity_id)))!;
-      expect(m.tid).toBe(row.tid);
       expect(m.version).toBe(row.version);
       return [m.entityId, m.status, m.everCompleted, m.everEarlyReleased, m.test, m.crypto];
     });

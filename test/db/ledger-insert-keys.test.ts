@@ -7,9 +7,10 @@
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb } from '../../src/db/connection.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { obs } from './fixtures.ts';
 import { createTestDatabase, someoneWaitsForALock, type TestDatabase } from './helpers.ts';
 

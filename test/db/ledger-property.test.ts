@@ -12,9 +12,10 @@
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Intent, Observation } from '../../src/domain/observation.ts';
 import {
   canReach,

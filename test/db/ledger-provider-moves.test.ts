@@ -5,9 +5,10 @@
  * invariant stays true.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { intent, mirrorsWithPolls, obs } from './fixtures.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { arrayLiteral } from '../../src/db/ledger-repository.ts';
+import { arrayLiteral } from '../../bench/array-literal.ts';
 import { formatAmount, LEDGER_NUMERIC, parseAmount, parseMinorOrNull } from '../../src/domain/money.ts';
 import { Rng } from '../../src/sandbox/rng.ts';
 

@@ -1,9 +1,10 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrayLiteral } from '../../bench/array-literal.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { arrayLiteral } from '../../src/db/ledger-repository.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { intent, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

@@ -6,8 +6,9 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { recordIntents } from '../../src/db/ledger/service.ts';
 import { deferPolls } from '../../src/db/polling/service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { applyCountingUpdates, intent, mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

@@ -6,9 +6,10 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { listPayments, lookupPayments, type PaymentCursor } from '../../src/db/read-models/payments.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

@@ -1,12 +1,11 @@
 /**
- * Statements sent together (`pipelined`, src/db/prepared.ts) and a transaction's opening sent with its
- * first statement (`namingPool`): the same rows and the same transaction as statements sent one at a
- * time, without waiting for the answers in between.
+ * A transaction's opening sent with its first statement (`namingPool`, src/db/ledger/statements.ts): the same rows
+ * and the same transaction as statements sent one at a time, without waiting for the opening's answer.
  */
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { namingPool, pipelined, prepared } from '../../src/db/prepared.ts';
+import { namingPool } from '../../src/db/ledger/statements.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
@@ -53,87 +52,6 @@ function spied(): { db: Kysely<Database>; issued: Issued[]; end(): Promise<void>
 }
 
 const txid = sql<{ x: string }>`SELECT txid_current()::text AS x`;
-
-describe('pipelined', () => {
-  it('runs the statements in order in the transaction and gives each its rows', async () => {
-    await t.db.transaction().execute(async (trx) => {
-      const [inserted, counted, none, xid] = await pipelined(trx, [
-        prepared(sql<{ v: number }>`INSERT INTO p SELECT unnest(${[1, 2, 3]}::int[]) RETURNING v`),
-        sql<{ n: number }>`SELECT count(*)::int AS n FROM p`,
-        null,
-        txid,
-      ]);
-      expect(inserted.map((r) => r.v)).toEqual([1, 2, 3]);
-      // The second statement sees what the first wrote.
-      expect(counted).toEqual([{ n: 3 }]);
-      expect(none).toEqual([]);
-      expect((await txid.execute(trx)).rows).toEqual(xid);
-      await sql`DELETE FROM p`.execute(trx);
-    });
-  });
-
-  it('throws the first failure in order; the transaction rolls back and the connection serves the next', async () => {
-    const failing = t.db
-      .transaction()
-      .execute((trx) =>
-        pipelined(trx, [sql`INSERT INTO p VALUES (7)`, sql`INSERT INTO p VALUES (7)`, sql`SELECT 1/0`]),
-      );
-    await expect(failing).rejects.toMatchObject({ code: '23505' });
-    expect((await sql<{ n: number }>`SELECT count(*)::int AS n FROM p`.execute(t.db)).rows).toEqual([
-      { n: 0 },
-    ]);
-  });
-
-  it('sends every statement before the first answer comes', async () => {
-    const s = spied();
-    try {
-      await s.db.connection().execute(async (c) => {
-        await sql`SELECT 1`.execute(c);
-        s.issued.length = 0;
-        await pipelined(c, [sql`SELECT pg_sleep(0.05)`, sql`SELECT 2`, sql`SELECT 3`]);
-      });
-      expect(s.issued.map((q) => q.unanswered)).toEqual([0, 1, 2]);
-    } finally {
-      await s.end();
-    }
-  });
-  it('builds a statement given as a function once the ones before it are issued, and stops at one that throws', async () => {
-    const s = spied();
-    try {
-      await s.db.connection().execute(async (c) => {
-        await sql`SELECT 1`.execute(c);
-        s.issued.length = 0;
-        let issuedBefore = -1;
-        const [slept, built, none] = await pipelined(c, [
-          sql<{ a: number }>`SELECT 1 AS a FROM pg_sleep(0.05)`,
-          () => {
-            issuedBefore = s.issued.length;
-            return sql<{ b: number }>`SELECT 2 AS b`;
-          },
-          () => null,
-        ]);
-        expect(issuedBefore).toBe(1);
-        expect([slept, built, none]).toEqual([[{ a: 1 }], [{ b: 2 }], []]);
-        expect(s.issued.map((q) => q.unanswered)).toEqual([0, 1]);
-
-        s.issued.length = 0;
-        const failing = pipelined(c, [
-          sql`SELECT 1`,
-          () => {
-            throw new Error('not built');
-          },
-          sql`SELECT 3`,
-        ]);
-        await expect(failing).rejects.toThrow('not built');
-        // The statement before it was sent and answered; none after it was sent.
-        expect(s.issued.map((q) => q.text)).toEqual(['SELECT 1']);
-        expect((await sql<{ n: number }>`SELECT 4 AS n`.execute(c)).rows).toEqual([{ n: 4 }]);
-      });
-    } finally {
-      await s.end();
-    }
-  });
-});
 
 describe('a transaction’s opening', () => {
   it('goes out with the first statement, unanswered, and opens the transaction it runs in', async () => {

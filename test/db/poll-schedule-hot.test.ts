@@ -7,9 +7,10 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { entitiesDueForPolling } from '../../src/db/polling/schedule.ts';
 import { pollBacklog } from '../../src/db/read-models/metrics.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { applyCountingUpdates, obs, scheduleAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';

@@ -1,18 +1,18 @@
 /**
- * Statements marked by `prepared` (src/db/prepared.ts) go out as named prepared statements: prepared
+ * Statements marked by `prepared` (src/db/ledger/statements.ts) go out as named prepared statements: prepared
  * once per connection (`pg_prepared_statements`), reused, with the same results as unnamed text; a
  * changed text gets another name; unmarked statements stay unnamed.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadBatch } from '../../src/db/ledger-repository.ts';
+import { loadBatch } from '../../src/db/ledger/read.ts';
 import {
   ARRAY_ROWS_MARK,
   PREPARED_MARK,
   prepared,
   preparedArrays,
   statementName,
-} from '../../src/db/prepared.ts';
+} from '../../src/db/ledger/statements.ts';
 import type { Db } from '../../src/db/schema.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compareRefs, type EntityRef, refKey } from '../../src/db/ledger-repository.ts';
+import { compareRefs, type EntityRef, refKey } from '../../src/db/ledger/keys.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 
 describe('entity keys', () => {

@@ -1,5 +1,5 @@
 /**
- * The synthesizer of `npm run bench:scale` (src/db/scale-synth.ts) at a tiny size: the year it writes is one
+ * The synthesizer of `npm run bench:scale` (bench/scale-synth.ts) at a tiny size: the year it writes is one
  * the full verification accepts (entries, postings, running balances, snapshots, effects wanted by every
  * status path), so the bench cannot silently measure a database the ledger would not have written. Also
  * that every kind of payment the bench claims is there, and that a corrupted posting is caught (the
@@ -7,9 +7,9 @@
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { synthesizeScale } from '../../bench/scale-synth.ts';
 import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { synthesizeScale } from '../../src/db/scale-synth.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;

@@ -6,8 +6,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTLE_MS, takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { obs, postAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

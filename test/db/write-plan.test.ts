@@ -1,5 +1,5 @@
 /**
- * The ledger's read (`loadBatch`) and write statements (`writeStatement`: the claim and the rest) find every
+ * The ledger's read (`loadBatch`) and write statements (`writeBatch`: the claim and the rest) find every
  * row they read, update or delete by a key probe or by the `ctid` read with the row, whatever the size of
  * the tables when the server planned it: a prepared statement keeps its generic plan for as long as the
  * connection lives, so a plan made on a new, empty database that hashed a whole table (the planner's choice
@@ -11,9 +11,10 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyObservations, withLedgerTransaction } from '../../src/db/ledger-service.ts';
-import { namingPool } from '../../src/db/prepared.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
+import { namingPool } from '../../src/db/ledger/statements.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 

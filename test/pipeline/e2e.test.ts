@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
-import { sweepExceptions } from '../../src/db/exceptions.ts';
+import { sweepExceptions } from '../../src/db/exceptions/sweep.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import { DEFAULT_EXCEPTION_RULES } from '../../src/domain/exception-rules.ts';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import { applyObservations } from '../../src/db/ledger-service.ts';
+import { applyObservations } from '../../src/db/ledger/service.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import { writeEndpoints } from '../../src/endpoints.ts';
 import { connectPublisher } from '../../src/infrastructure.ts';

@@ -9,10 +9,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { outcomeUnknownEntityId, sweepExceptions } from '../../src/db/exceptions.ts';
+import { outcomeUnknownEntityId, sweepExceptions } from '../../src/db/exceptions/sweep.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { refundWriteAheadRef } from '../../src/domain/intent.ts';
 import type { Intent } from '../../src/domain/observation.ts';
 import { fromRecord, toRecord } from '../../src/events/records.ts';

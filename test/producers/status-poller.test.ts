@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
-import { applyObservations, recordIntents } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';
 import { type PollingClients, pollingClients, startStatusPoller } from '../../src/producers/status-poller.ts';

@@ -7,7 +7,8 @@
  * with SIGKILL. Otherwise it prints `DONE` and exits.
  */
 import { createDb } from '../../src/db/connection.ts';
-import { recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { recordIntents } from '../../src/db/ledger/service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { refundWriteAheadRef } from '../../src/domain/intent.ts';
 import { createLogger } from '../../src/logger.ts';
 import { recordingClient } from '../../src/producers/intent/recording-client.ts';

@@ -7,8 +7,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import type { Database } from '../../src/db/schema.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Minor } from '../../src/domain/money.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import type { EntityKind } from '../../src/domain/statuses.ts';

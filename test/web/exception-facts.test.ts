@@ -7,7 +7,8 @@
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { changeQueueItem } from '../../src/db/exceptions/queue.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { webRoutes } from '../../src/web/app.ts';

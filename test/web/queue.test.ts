@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { raiseExceptions } from '../../src/db/exceptions.ts';
+import { raiseExceptions } from '../../src/db/exceptions/raise.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';

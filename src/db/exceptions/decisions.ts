@@ -30,8 +30,9 @@ import { DECIDED_TYPES, type ExceptionRules } from '../../domain/exception-rules
 import { FACTS_ACCEPTED_PREFIX } from '../../domain/immutable-facts.ts';
 import { parseMinorOrNull } from '../../domain/money.ts';
 import type { LedgerObservation } from '../../domain/observation.ts';
-import { applyObservations, withLedgerTransaction } from '../ledger-service.ts';
+import { applyObservations } from '../ledger/service.ts';
 import type { Db } from '../schema.ts';
+import { withLedgerTransaction } from '../transaction.ts';
 
 export const DECISIONS = ['accept-provider', 'keep-ledger'] as const;
 export type Decision = (typeof DECISIONS)[number];

@@ -13,18 +13,12 @@ import { DEFAULT_EXCEPTION_RULES } from '../../domain/exception-rules.ts';
 import { formatAmount } from '../../domain/money.ts';
 import { planEntity } from '../../domain/plan.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
-import {
-  type EntityRef,
-  type LinkedIntent,
-  loadIntents,
-  loadLedgerState,
-  loadRefundDeposits,
-  type RefundDeposits,
-  refKey,
-} from '../ledger-repository.ts';
 import { IN_FLIGHT_LITERALS, OPEN_PAYOUTS } from '../read-models/balances.ts';
 import type { Db } from '../schema.ts';
+import { type LinkedIntent, loadIntents } from './intents.ts';
+import { type EntityRef, refKey } from './keys.ts';
 import { entryPostings, OF_ACCOUNT } from './periods.ts';
+import { loadLedgerState, loadRefundDeposits, type RefundDeposits } from './read.ts';
 
 export interface VerifyResult {
   ok: boolean;

@@ -7,7 +7,9 @@
 import { sql, type Transaction } from 'kysely';
 import type { PollingRules } from '../../domain/polling.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
-import { compareRefs, ensureMirrors, lockMirrorRows } from '../ledger-repository.ts';
+import { lockMirrorRows } from '../ledger/claim.ts';
+import { compareRefs } from '../ledger/keys.ts';
+import { ensureMirrors } from '../ledger/write.ts';
 import type { Database, Db } from '../schema.ts';
 
 /** An entity handed to the poller (`schedulePollsNow`). */

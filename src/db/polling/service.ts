@@ -3,8 +3,8 @@
  * entities to the poller, and the poller pushes back the polls that failed.
  */
 import type { EntityKind } from '../../domain/statuses.ts';
-import { withLedgerTransaction } from '../ledger-service.ts';
 import type { Db } from '../schema.ts';
+import { withLedgerTransaction } from '../transaction.ts';
 import { type PollNowEntity, postponePolls, schedulePollsNow } from './schedule.ts';
 
 /** Pushes the next poll of entities whose poll failed to `until` (`postponePolls`). */

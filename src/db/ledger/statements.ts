@@ -11,10 +11,10 @@
  * same text for any batch size: arrays passed to `unnest`), so each connection holds a bounded set.
  * After five executions the server may use a generic plan; the wrapped statements reach every table
  * through per-key probes (LATERAL ... OFFSET 0, ctid), whose generic plan is the same (checked with
- * PREPARE + six EXPLAIN EXECUTE for `loadBatch` and `writeStatement`), so `plan_cache_mode` is left alone.
+ * PREPARE + six EXPLAIN EXECUTE for `loadBatch` and the write's statements), so `plan_cache_mode` is left alone.
  */
 import { createHash } from 'node:crypto';
-import { type QueryExecutorProvider, type RawBuilder, sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type pg from 'pg';
 
 /** The comment that opens a statement to be sent named (sent to the server once per connection). */
@@ -38,56 +38,6 @@ export function prepared<T>(statement: RawBuilder<T>): RawBuilder<T> {
  */
 export function preparedArrays<T extends readonly unknown[]>(statement: RawBuilder<unknown>): RawBuilder<T> {
   return sql<T>`${sql.raw(ARRAY_ROWS_MARK)}${statement}`;
-}
-
-/**
- * A statement for `pipelined`: built already, null (not sent), or built when its turn comes (a function,
- * called once the statements before it are on the wire, so the server runs those while the client builds
- * this one: encoding a batch's rows is most of the client's part of a write).
- */
-export type Pipelined<R> = RawBuilder<R> | null | (() => RawBuilder<R> | null);
-
-/**
- * Runs the statements in the given order on one connection of `db` (a transaction's own) and returns each
- * one's rows (an empty list for a null statement, which is not sent). Each statement goes out as soon as
- * it is built, without waiting for the answer to the one before: `createDb` opens its connections in
- * `pg`'s pipeline mode, which writes a query to the socket when it is issued, the server runs the
- * statements one after another as they arrive, and their answers come back in that order, so they cost
- * one round trip together instead of one each (a trip awaited cost the client about 0.1 ms of CPU and
- * 0.2-0.4 ms of wall time on the loaded bench machine, against 0.02-0.04 ms pipelined: BENCHMARKS.md,
- * session 14, hc). A statement given as a function is built after the ones before it are sent. Only for
- * statements none of whose text or parameters depends on another's result; a later one sees what an
- * earlier one wrote, as if each were awaited in turn. Returns once every statement is answered; throws
- * the first failure in order (the ones after a failure inside a transaction fail as aborted; a function
- * that throws is a failure in its place, and the ones after it are not sent).
- */
-export async function pipelined<T extends readonly unknown[]>(
-  db: QueryExecutorProvider,
-  statements: { readonly [K in keyof T]: Pipelined<T[K]> },
-): Promise<{ -readonly [K in keyof T]: T[K][] }> {
-  const executor = db.getExecutor();
-  const settled = await executor.provideConnection((connection) => {
-    const answers: Promise<{ rows: unknown[] } | null>[] = [];
-    for (const s of statements as readonly Pipelined<unknown>[]) {
-      let statement: RawBuilder<unknown> | null;
-      try {
-        statement = typeof s === 'function' ? s() : s;
-      } catch (err) {
-        answers.push(Promise.reject(err));
-        break;
-      }
-      answers.push(
-        statement === null ? Promise.resolve(null) : connection.executeQuery(statement.compile(db)),
-      );
-    }
-    return Promise.allSettled(answers);
-  });
-  const rows: unknown[][] = [];
-  for (const s of settled) {
-    if (s.status === 'rejected') throw s.reason;
-    rows.push(s.value === null ? [] : (s.value.rows as unknown[]));
-  }
-  return rows as { -readonly [K in keyof T]: T[K][] };
 }
 
 /** Names by text, so a batch's statement text is hashed once per process. */

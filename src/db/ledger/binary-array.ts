@@ -13,15 +13,13 @@
  * Elements are written into one scratch buffer that grows as needed (encoding is synchronous, so one
  * buffer serves every statement), and each array is copied out of it.
  */
-import type { Minor } from '../domain/money.ts';
+import type { Minor } from '../../domain/money.ts';
 
 /** An element type and what the ledger passes for one of its values. */
 export interface ElementValues {
   text: string;
   /** JSON text. */
   jsonb: string;
-  /** A `ctid` as PostgreSQL writes it: `(block,offset)`. */
-  tid: string;
   /** Minor units of an amount with two decimals, written with scale 2 (as `formatAmount` writes it). */
   numeric: Minor;
   /** An instant (the milliseconds a Date carries). */
@@ -39,7 +37,6 @@ const OIDS: Readonly<Record<ElementType, number>> = {
   smallint: 21,
   integer: 23,
   text: 25,
-  tid: 27,
   numeric: 1700,
   timestamptz: 1184,
   jsonb: 3802,
@@ -95,27 +92,6 @@ function jsonb(s: string): void {
   const bytes = buf.write(s, at + 5, 'utf8');
   int32At(at, bytes + 1);
   pos = at + 5 + bytes;
-}
-
-/** tidsend's form: uint32 block number, uint16 offset, from `(block,offset)`. */
-function tid(s: string): void {
-  let block = 0;
-  let offset = 0;
-  let i = 1;
-  let c = s.charCodeAt(i);
-  const ok0 = s.charCodeAt(0) === 40 && c >= 48 && c <= 57;
-  for (; c >= 48 && c <= 57; c = s.charCodeAt(++i)) block = block * 10 + (c - 48);
-  const comma = c === 44;
-  c = s.charCodeAt(++i);
-  const digit = c >= 48 && c <= 57;
-  for (; c >= 48 && c <= 57; c = s.charCodeAt(++i)) offset = offset * 10 + (c - 48);
-  if (!ok0 || !comma || !digit || c !== 41 || i !== s.length - 1 || block > 0xffffffff || offset > 0xffff) {
-    throw new RangeError(`not a tid: ${JSON.stringify(s)}`);
-  }
-  room(10);
-  int32(6);
-  int32(block);
-  int16(offset);
 }
 
 /** Base-10000 digits of the amount times 100, least significant first (scratch for `numeric`). */
@@ -194,7 +170,6 @@ function integer(v: number, bytes: 2 | 4): void {
 const WRITERS: { readonly [K in ElementType]: (v: ElementValues[K]) => void } = {
   text,
   jsonb,
-  tid,
   numeric,
   timestamptz,
   boolean: (v) => {

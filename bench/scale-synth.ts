@@ -1,5 +1,5 @@
 /**
- * A year of history written straight into PostgreSQL for `npm run bench:scale` (issue 21 point 3): payments
+ * A year of history written straight into PostgreSQL for `npm run bench:scale`: payments
  * with their intents, mirrors, status history, journal entries, postings, running balances, exceptions and a
  * year of daily snapshots, consistent so that the full `payrecon db verify` accepts them. Set-based
  * (generate_series, INSERT ... SELECT), chunk by chunk, on two connections side by side (each with its own
@@ -17,8 +17,8 @@
  * when the status that wants it is read, as the ledger would (src/domain/effects.ts, the effect table).
  */
 import { type RawBuilder, sql } from 'kysely';
-import { SETTLE_MS } from './ledger/balance-snapshots.ts';
-import type { Db } from './schema.ts';
+import { SETTLE_MS } from '../src/db/ledger/balance-snapshots.ts';
+import type { Db } from '../src/db/schema.ts';
 
 export interface ScaleSynthOptions {
   payments: number;
@@ -56,8 +56,8 @@ export interface ScaleSynthResult {
   rows: Record<string, number>;
 }
 
-export const SCALE_MERCHANT_ACCOUNTS = ['m1', 'm2', 'm3', 'm4', 'm5'] as const;
-export const SCALE_CURRENCIES = ['BRL', 'USD'] as const;
+const SCALE_MERCHANT_ACCOUNTS = ['m1', 'm2', 'm3', 'm4', 'm5'] as const;
+const SCALE_CURRENCIES = ['BRL', 'USD'] as const;
 const DAY_S = 86_400;
 
 /**
