@@ -190,7 +190,6 @@ async function initCluster(
       let output = '';
       const child = spawn(initdb, flags, {
         stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, LC_MESSAGES: 'C' },
         ...(user ?? {}),
       });
       const take = (chunk: Buffer) => {
