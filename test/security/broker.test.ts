@@ -333,6 +333,37 @@ describe('embedded broker without SASL under attack', () => {
     expect(b.logged('no request in time, closing connection').length).toBeGreaterThan(0);
   }, 30_000);
 
+  it('a fetch parked longer than the idle timeout keeps its connection; idle after it, it is closed', async () => {
+    const k = kafka(b.port, null);
+    const admin = k.admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic: 'quiet', numPartitions: 1 }] });
+    await admin.disconnect();
+    const body = encode(APIS.get(API.Fetch)!.request, new Writer(), 4, {
+      replicaId: -1,
+      maxWaitMs: IDLE_TIMEOUT * 2,
+      minBytes: 1,
+      maxBytes: MiB,
+      isolationLevel: 0,
+      topics: [{ topic: 'quiet', partitions: [{ partition: 0, fetchOffset: 0n, partitionMaxBytes: MiB }] }],
+    }).done();
+    const t = await connect(b.port);
+    const answers = responses(t.socket);
+    const asked = Date.now();
+    t.socket.write(frame(API.Fetch, 4, 7, body));
+    await waitFor(
+      () => answers.frames.length === 1 || t.socket.destroyed,
+      IDLE_TIMEOUT * 4,
+      'the parked fetch',
+    );
+    const answered = Date.now();
+    expect(answers.frames).toHaveLength(1);
+    expect(answers.frames[0]!.readInt32BE(0)).toBe(7);
+    expect(answered - asked).toBeGreaterThanOrEqual(IDLE_TIMEOUT * 2 * 0.9);
+    const closedAt = await t.closed;
+    expect(closedAt - answered).toBeGreaterThanOrEqual(IDLE_TIMEOUT * 0.9);
+  }, 30_000);
+
   it('a client that pipelines 400 fetches of 1 MiB without reading is not read further: memory stays flat', async () => {
     // 1 MiB of records in one partition.
     const k = kafka(b.port, null);

@@ -765,7 +765,8 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
       socket.destroy();
     }, authTimeoutMs);
     authTimer.unref();
-    socket.setTimeout(idleTimeoutMs, () => {
+    socket.setTimeout(idleTimeoutMs);
+    socket.on('timeout', () => {
       // A request in progress (a parked Fetch) is the broker's own wait, not the client's idleness.
       if (outQueue.length > 0) {
         socket.setTimeout(idleTimeoutMs);
@@ -866,6 +867,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
           cert: options.tls.cert,
           key: options.tls.key,
           minVersion: 'TLSv1.2',
+          handshakeTimeout: authTimeoutMs,
           ...(options.tls.clientCa
             ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: true }
             : {}),
