@@ -106,19 +106,26 @@ export function csvField(text: string): string {
   return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
 }
 
+/** A cell value through the formula guard: text and a link's text; anything else as it is. */
+function inertValue(v: unknown): unknown {
+  if (typeof v === 'string') return inertText(v);
+  if (v !== null && typeof v === 'object' && 'hyperlink' in v && 'text' in v) {
+    const link = v as ExcelJS.CellHyperlinkValue;
+    return { ...link, text: inertText(link.text) };
+  }
+  return v;
+}
+
 /**
- * Passes every text value of a row about to be written to a worksheet through `inertText` (a link's
- * text too), in place. Formulas are left alone: they are built here, never taken from data.
+ * Passes every value of a row about to be written to a worksheet (an array, or an object by column key)
+ * through `inertValue`, in place. Formulas are left alone: they are built here, never taken from data.
  */
 function inertRow(values: unknown): void {
-  if (!Array.isArray(values)) return;
-  for (let i = 0; i < values.length; i++) {
-    const v: unknown = values[i];
-    if (typeof v === 'string') values[i] = inertText(v);
-    else if (v !== null && typeof v === 'object' && 'hyperlink' in v && 'text' in v) {
-      const link = v as ExcelJS.CellHyperlinkValue;
-      values[i] = { ...link, text: inertText(link.text) };
-    }
+  if (Array.isArray(values)) {
+    for (let i = 0; i < values.length; i++) values[i] = inertValue(values[i]);
+  } else if (values !== null && typeof values === 'object' && !(values instanceof Date)) {
+    const row = values as Record<string, unknown>;
+    for (const key of Object.keys(row)) row[key] = inertValue(row[key]);
   }
 }
 

@@ -142,6 +142,32 @@ describe('the formula guard', () => {
     expect(inertText('')).toBe('');
   });
 
+  it('every row a workbook writer adds, as an array or by column key, with links, is defused', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'payrecon-guard-'));
+    try {
+      const out = join(dir, 'rows.xlsx');
+      const wb = workbookWriter(out);
+      const ws = wb.addWorksheet('Rows');
+      ws.columns = [{ key: 'a' }, { key: 'b' }, { key: 'c' }];
+      for (const p of PAYLOADS) {
+        ws.addRow([p, { text: p, hyperlink: 'https://payrecon.example/p' }, -12.5]).commit();
+        ws.addRow({ a: p, b: '-12.50', c: { formula: 'A1', result: 0 } }).commit();
+      }
+      ws.commit();
+      await wb.commit();
+      const read = new ExcelJS.Workbook();
+      await read.xlsx.readFile(out);
+      const { texts, formulas, numbers } = workbookTexts(read);
+      expectNoLiveText(texts, 'rows.xlsx');
+      expectPayloadsNeutralised(texts, PAYLOADS, 'rows.xlsx');
+      expect(texts.filter((t) => t === '-12.50')).toHaveLength(PAYLOADS.length);
+      expect(numbers.filter((n) => n === -12.5)).toHaveLength(PAYLOADS.length);
+      expect(formulas).toEqual(PAYLOADS.map(() => 'A1'));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('TableSheet: text cells of the workbook and its CSV are defused, amounts stay numbers', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'payrecon-guard-'));
     try {
