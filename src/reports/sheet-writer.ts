@@ -4,7 +4,8 @@
  * frozen header row, an autofilter, widths, totals rows with SUM formulas (summed here as rows are
  * added), and optionally the same rows as a CSV file for machines. Rows are committed as they are added,
  * so memory stays flat however many rows a sheet holds. Amounts a double cannot hold exactly are written
- * as their exact decimal text (`minorToCell`), never rounded.
+ * as their exact decimal text (`minorToCell`), never rounded. Every text cell of every workbook
+ * (`workbookWriter`) and CSV field (`csvField`) passes the one formula guard, `inertText`.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -82,11 +83,50 @@ function formatOf(type: ColumnType): string | undefined {
   }
 }
 
-/** Quotes a CSV field when needed (RFC 4180), and defuses spreadsheet formula injection. */
+const STRICT_NUMBER = /^-?\d+(\.\d+)?$/;
+
+/**
+ * The one guard against spreadsheet formula injection, for every text cell of every CSV and workbook.
+ * Text starting with a character a spreadsheet reads as the start of a formula (`=`, `+`, `-`, `@`, tab,
+ * carriage return) gets a leading apostrophe, so it stays text when the file is opened, edited or
+ * converted. The one exception is a strict decimal number (an optional minus, digits, optionally a point
+ * and digits: `-12.50`): it cannot run anything and an amount must stay an amount. Anything looser
+ * (`-1+cmd|' /C calc'!A0`, `-1e3`, `+5`) is not a strict number and is defused.
+ */
+export function inertText(text: string): string {
+  const c = text.charCodeAt(0);
+  // = + - @ tab CR
+  if (c !== 61 && c !== 43 && c !== 45 && c !== 64 && c !== 9 && c !== 13) return text;
+  return STRICT_NUMBER.test(text) ? text : `'${text}`;
+}
+
+/** Quotes a CSV field when needed (RFC 4180), after the formula guard (`inertText`). */
 export function csvField(text: string): string {
-  let t = text;
-  if (/^[=+\-@\t\r]/.test(t) && !/^-?\d/.test(t)) t = `'${t}`;
+  const t = inertText(text);
   return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+}
+
+/** A cell value through the formula guard: text and a link's text; anything else as it is. */
+function inertValue(v: unknown): unknown {
+  if (typeof v === 'string') return inertText(v);
+  if (v !== null && typeof v === 'object' && 'hyperlink' in v && 'text' in v) {
+    const link = v as ExcelJS.CellHyperlinkValue;
+    return { ...link, text: inertText(link.text) };
+  }
+  return v;
+}
+
+/**
+ * Passes every value of a row about to be written to a worksheet (an array, or an object by column key)
+ * through `inertValue`, in place. Formulas are left alone: they are built here, never taken from data.
+ */
+function inertRow(values: unknown): void {
+  if (Array.isArray(values)) {
+    for (let i = 0; i < values.length; i++) values[i] = inertValue(values[i]);
+  } else if (values !== null && typeof values === 'object' && !(values instanceof Date)) {
+    const row = values as Record<string, unknown>;
+    for (const key of Object.keys(row)) row[key] = inertValue(row[key]);
+  }
 }
 
 /**
@@ -122,6 +162,17 @@ interface StyleRegistry {
  */
 export function workbookWriter(filename: string): ExcelJS.stream.xlsx.WorkbookWriter {
   const wb = new ExcelJS.stream.xlsx.WorkbookWriter({ filename, useStyles: true, useSharedStrings: false });
+  // Every row of every sheet goes through the formula guard, whichever writer adds it.
+  const addWorksheet = wb.addWorksheet.bind(wb);
+  wb.addWorksheet = (name, options) => {
+    const sheet = addWorksheet(name, options);
+    const addRow = sheet.addRow.bind(sheet);
+    sheet.addRow = (values, style) => {
+      inertRow(values);
+      return addRow(values, style);
+    };
+    return sheet;
+  };
   const styles = (wb as unknown as { styles: StyleRegistry }).styles;
   const lookUp = styles.addStyleModel.bind(styles);
   const ids = new Map<string, number>();
@@ -398,7 +449,7 @@ export class TableSheet<R> {
           const formula = this.parts
             .map((p) =>
               currencyCol >= 0
-                ? `SUMIF(${this.rangeOf(p, currencyCol)},"${currency}",${this.rangeOf(p, i)})`
+                ? `SUMIF(${this.rangeOf(p, currencyCol)},"${currency.replace(/"/g, '""')}",${this.rangeOf(p, i)})`
                 : `SUM(${this.rangeOf(p, i)})`,
             )
             .join('+');

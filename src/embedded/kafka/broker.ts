@@ -9,6 +9,12 @@
  * PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, `sasl.ts`) before any request but ApiVersions, and is closed
  * after a failed authentication or any other request, as Kafka does. CreatePartitions raises partition
  * counts; CreateTopics refuses a replication factor above its single broker.
+ *
+ * Whoever can reach the port cannot make it hold much: a frame's size is checked from its 4-byte header,
+ * before anything of it is kept, against a small limit until the connection has authenticated (without
+ * SASL: until its first request); connections are capped, closed when they do not authenticate in time
+ * or stay idle; and a connection is not read while its answers wait unwritten (the client does not read
+ * them) or too many of its requests are in progress.
  */
 import net from 'node:net';
 import tls from 'node:tls';
@@ -51,8 +57,26 @@ export interface BrokerOptions {
   readonly retentionCheckMs?: number;
   /** Cap on one Fetch response's record bytes whatever the client asks, bounding memory (default 8 MiB). */
   readonly fetchMaxBytes?: number;
-  /** Largest accepted request frame (default 100 MiB). */
+  /** Largest accepted request frame once authenticated (default 100 MiB). */
   readonly maxFrameBytes?: number;
+  /**
+   * Largest accepted request frame before the connection has authenticated with SASL, or, without SASL,
+   * of its first request (default 64 KiB; clients open with ApiVersions and SASL exchanges are small).
+   */
+  readonly maxPreAuthFrameBytes?: number;
+  /** Connections served at once; more are closed as they arrive (default 1024). */
+  readonly maxConnections?: number;
+  /**
+   * Time a connection has to authenticate with SASL, or, without SASL, to send its first request
+   * (default 10 s).
+   */
+  readonly authTimeoutMs?: number;
+  /** A connection with no traffic and no request in progress for this long is closed (default 10 min). */
+  readonly idleTimeoutMs?: number;
+  /** Requests of one connection in progress at once; the connection is not read beyond (default 16). */
+  readonly maxInFlightRequests?: number;
+  /** Answers waiting to be written to one connection above which it is not read (default 1 MiB). */
+  readonly writeHighWaterBytes?: number;
   /**
    * Users of SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. When set, a connection must authenticate
    * (SaslHandshake v1, then SaslAuthenticate) before any request but ApiVersions.
@@ -87,6 +111,8 @@ interface Conn {
   authenticated: boolean;
   /** Close the connection once the queued responses are written (a failed authentication). */
   closeAfterReply: boolean;
+  /** A first request was read: without SASL, the end of the pre-authentication frame limit. */
+  opened: boolean;
 }
 
 interface Ctx {
@@ -145,6 +171,11 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
   const defaultPartitions = options.defaultPartitions ?? 1;
   const autoCreate = options.autoCreateTopics ?? true;
   const maxFrame = options.maxFrameBytes ?? 100 * 1024 * 1024;
+  const maxPreAuthFrame = Math.min(options.maxPreAuthFrameBytes ?? 64 * 1024, maxFrame);
+  const authTimeoutMs = options.authTimeoutMs ?? 10_000;
+  const idleTimeoutMs = options.idleTimeoutMs ?? 600_000;
+  const maxInFlight = Math.max(1, options.maxInFlightRequests ?? 16);
+  const writeHighWater = options.writeHighWaterBytes ?? 1024 * 1024;
   const fetchMaxBytes = options.fetchMaxBytes ?? 8 * 1024 * 1024;
   const topics = new TopicStore(options.dataDir, {
     segmentBytes: options.segmentBytes ?? 64 * 1024 * 1024,
@@ -716,11 +747,40 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
       exchange: null,
       authenticated: !options.sasl,
       closeAfterReply: false,
+      opened: false,
     };
+    const trusted = () => conn.authenticated && (options.sasl !== undefined || conn.opened);
+    const authTimer = setTimeout(() => {
+      if (trusted()) return;
+      log(
+        'warn',
+        options.sasl
+          ? 'no SASL authentication in time, closing connection'
+          : 'no request in time, closing connection',
+        {
+          client: conn.clientHost,
+          ms: authTimeoutMs,
+        },
+      );
+      socket.destroy();
+    }, authTimeoutMs);
+    authTimer.unref();
+    socket.setTimeout(idleTimeoutMs);
+    socket.on('timeout', () => {
+      // A request in progress (a parked Fetch) is the broker's own wait, not the client's idleness.
+      if (outQueue.length > 0) {
+        socket.setTimeout(idleTimeoutMs);
+        return;
+      }
+      socket.destroy();
+    });
     const chunks: Buffer[] = [];
     let buffered = 0;
+    let paused = false;
     // Responses leave in request order, as Kafka guarantees per connection.
     const outQueue: { buf: Buffer[] | null; done: boolean }[] = [];
+    /** Not read further while its answers wait unwritten or too many of its requests are in progress. */
+    const blocked = () => outQueue.length >= maxInFlight || socket.writableLength > writeHighWater;
     const drain = () => {
       socket.cork();
       while (outQueue.length > 0 && outQueue[0]!.done) {
@@ -729,20 +789,32 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
       }
       socket.uncork();
       if (conn.closeAfterReply && outQueue.length === 0) socket.end();
+      else pump();
     };
-    socket.on('data', (chunk) => {
-      if (conn.closeAfterReply) return;
-      chunks.push(chunk);
-      buffered += chunk.length;
-      while (buffered >= 4) {
+    /** Takes the complete frames buffered so far, as long as the connection is not blocked. */
+    const pump = () => {
+      while (buffered >= 4 && !conn.closeAfterReply && !socket.destroyed) {
+        if (blocked()) {
+          if (!paused) {
+            paused = true;
+            socket.pause();
+          }
+          return;
+        }
         if (chunks[0]!.length < 4) {
           const joined = Buffer.concat(chunks, buffered);
           chunks.length = 0;
           chunks.push(joined);
         }
         const size = chunks[0]!.readInt32BE(0);
-        if (size < 8 || size > maxFrame) {
-          log('warn', 'bad frame size, closing connection', { size });
+        const limit = trusted() ? maxFrame : maxPreAuthFrame;
+        if (size < 8 || size > limit) {
+          log('warn', 'bad frame size, closing connection', {
+            client: conn.clientHost,
+            size,
+            limit,
+            authenticated: trusted(),
+          });
           socket.destroy();
           return;
         }
@@ -753,6 +825,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         chunks.length = 0;
         if (rest.length > 0) chunks.push(rest);
         buffered = rest.length;
+        conn.opened = true;
         const slot: { buf: Buffer[] | null; done: boolean } = { buf: null, done: false };
         outQueue.push(slot);
         handle(frame, conn)
@@ -769,9 +842,23 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
             drain();
           });
       }
+      if (paused && !blocked()) {
+        paused = false;
+        socket.resume();
+      }
+    };
+    socket.on('data', (chunk) => {
+      if (conn.closeAfterReply) return;
+      chunks.push(chunk);
+      buffered += chunk.length;
+      pump();
     });
+    socket.on('drain', pump);
     socket.on('error', () => {});
-    socket.on('close', () => sockets.delete(socket));
+    socket.on('close', () => {
+      clearTimeout(authTimer);
+      sockets.delete(socket);
+    });
   }
 
   const server = options.tls
@@ -780,6 +867,7 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
           cert: options.tls.cert,
           key: options.tls.key,
           minVersion: 'TLSv1.2',
+          handshakeTimeout: authTimeoutMs,
           ...(options.tls.clientCa
             ? { ca: options.tls.clientCa, requestCert: true, rejectUnauthorized: true }
             : {}),
@@ -787,6 +875,20 @@ export async function startBroker(options: BrokerOptions): Promise<RunningBroker
         serve,
       )
     : net.createServer(serve);
+  server.maxConnections = options.maxConnections ?? 1024;
+  let refused = 0;
+  let refusedLogged = 0;
+  server.on('drop', () => {
+    // One line per ten seconds at most, however fast connections are refused.
+    refused++;
+    if (Date.now() - refusedLogged < 10_000) return;
+    refusedLogged = Date.now();
+    log('warn', 'connection limit reached, refusing connections', {
+      maxConnections: server.maxConnections,
+      refusedSinceLastLine: refused,
+    });
+    refused = 0;
+  });
   server.on('tlsClientError', (err: Error & { code?: string }, socket: net.Socket) => {
     log('warn', 'TLS handshake failed', { client: socket.remoteAddress, code: err.code ?? err.message });
   });
