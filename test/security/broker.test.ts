@@ -12,7 +12,8 @@ import { Kafka, logLevel, type SASLOptions } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encode, Writer } from '../../src/embedded/kafka/codec.ts';
 import { API, APIS } from '../../src/embedded/kafka/messages.ts';
-import { tempDir, waitFor } from '../embedded/kafka/helpers.ts';
+import { tempDir } from '../embedded/kafka/helpers.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const MiB = 1024 * 1024;
 const MEMORY_LIMIT = 200 * 1000 * 1000;
@@ -186,7 +187,7 @@ async function roundTrip(k: Kafka, topic: string, n: number): Promise<string[]> 
         got.push(message.value?.toString() ?? '');
       },
     });
-    await waitFor(() => got.length >= n, 30_000, `${n} messages consumed from ${topic}`);
+    await waitFor(`${n} messages consumed from ${topic}`, () => got.length >= n, 30_000);
   } finally {
     await consumer.disconnect();
   }
@@ -220,7 +221,7 @@ describe('embedded broker with SASL/SCRAM under attack', () => {
     const polite = await connect(b.port);
     const answers = responses(polite.socket);
     polite.socket.write(frame(API.ApiVersions, 0, 1));
-    await waitFor(() => answers.frames.length === 1, 5_000, 'ApiVersions answer');
+    await waitFor('ApiVersions answer', () => answers.frames.length === 1, 5_000);
     const results = await Promise.all([...plain, polite].map((t) => announce(t, 100 * MiB)));
     for (const r of results) {
       expect(r.closed).toBe(true);
@@ -315,9 +316,9 @@ describe('embedded broker without SASL under attack', () => {
     const t = await connect(b.port);
     const answers = responses(t.socket);
     t.socket.write(frame(API.ApiVersions, 0, 1));
-    await waitFor(() => answers.frames.length === 1, 5_000, 'first answer');
+    await waitFor('first answer', () => answers.frames.length === 1, 5_000);
     t.socket.write(frame(API.ApiVersions, 0, 2, Buffer.alloc(4 * PRE_AUTH_LIMIT)));
-    await waitFor(() => answers.frames.length === 2, 5_000, 'answer to the large frame');
+    await waitFor('answer to the large frame', () => answers.frames.length === 2, 5_000);
     expect(answers.frames[1]!.readInt32BE(0)).toBe(2);
     // Then idle: closed by the idle timeout.
     const lastAnswer = Date.now();
@@ -352,9 +353,9 @@ describe('embedded broker without SASL under attack', () => {
     const asked = Date.now();
     t.socket.write(frame(API.Fetch, 4, 7, body));
     await waitFor(
+      'the parked fetch',
       () => answers.frames.length === 1 || t.socket.destroyed,
       IDLE_TIMEOUT * 4,
-      'the parked fetch',
     );
     const answered = Date.now();
     expect(answers.frames).toHaveLength(1);
@@ -404,7 +405,7 @@ describe('embedded broker without SASL under attack', () => {
     expect(held.rss - before.rss).toBeLessThan(64 * MiB);
     expect(held.peakRss).toBeLessThan(MEMORY_LIMIT);
     t.socket.resume();
-    await waitFor(() => answers.frames.length === N, 60_000, `${N} fetch answers`);
+    await waitFor(`${N} fetch answers`, () => answers.frames.length === N, 60_000);
     expect(answers.frames.map((f) => f.readInt32BE(0))).toEqual(Array.from({ length: N }, (_, i) => i + 1));
     // Each answer carried the megabyte: 400 MiB went through, never more than a few in the broker.
     expect(answers.bytes()).toBeGreaterThan(N * MiB * 0.9);

@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeQueueItem, listQueue } from '../../src/db/exception-queue.ts';
-import { applyObservations, recordIntents, withLedgerTransaction } from '../../src/db/ledger-service.ts';
+import { changeQueueItem, listQueue } from '../../src/db/exceptions/queue.ts';
+import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
+import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import type { Minor } from '../../src/domain/money.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
@@ -20,7 +21,6 @@ import type { EntityKind } from '../../src/domain/statuses.ts';
 import { queueCsv } from '../../src/reports/exception-csv.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { localDate, type Period } from '../../src/reports/period.ts';
-import { ensureReportSchema } from '../../src/reports/schema.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { csvField, inertText, TableSheet, workbookWriter } from '../../src/reports/sheet-writer.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
@@ -269,7 +269,6 @@ describe('formula payloads through the report writers', () => {
 
   beforeAll(async () => {
     t = await createTestDatabase();
-    await ensureReportSchema(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-guard-'));
     const start = (await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(t.db)).rows[0]!.now;
     const intents: Intent[] = [];
