@@ -22,6 +22,8 @@ export async function resolveSessionSecret(configured: string | null, dataDir: s
     if (secret.length < 32) {
       throw new AppError('CONFIG_INVALID', `${path}: at least 32 characters (delete it to create a new one)`);
     }
+    // A file someone made readable (a copy, a restore) is closed again: the secret signs every session.
+    await chmod(path, 0o600);
     return secret;
   }
   await mkdir(dataDir, { recursive: true });
