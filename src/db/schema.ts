@@ -146,6 +146,11 @@ export interface MirrorsTable {
   entity_kind: 'deposit' | 'cashout' | 'refund';
   entity_id: string;
   external_ref: string | null;
+  /**
+   * The row's version: drawn from the sequence `mirror_versions` by every write, never given twice; a
+   * ledger batch claims the row by the version it read (src/db/ledger/claim.ts).
+   */
+  version: Generated<string>;
   /** Last legal status; null while the entity is known only from an intent or was not found. */
   status: string | null;
   /** observed_at of the first observation of the current status. */
