@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -68,6 +68,8 @@ function freePort(): Promise<number> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'payrecon-cli-errors-'));
+  // The data directory is below it: as root, the embedded PostgreSQL (run as `postgres`) must pass through.
+  await chmod(dir, 0o711);
   busy = createServer();
   await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()));
   const address = busy.address();

@@ -7,7 +7,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -81,6 +81,8 @@ interface Started {
 /** `npm start` on a fresh data directory, once its banner is out; `detached` gives it its own group. */
 async function npmStart(detached: boolean): Promise<Started> {
   dir = await mkdtemp(join(tmpdir(), 'payrecon-stop-'));
+  // The data directory is below it: as root, the embedded PostgreSQL (run as `postgres`) must pass through.
+  await chmod(dir, 0o711);
   dirs.push(dir);
   const data = join(dir, 'data');
   const env: Record<string, string> = {};
