@@ -146,7 +146,7 @@ function entryXml(e: BankEntry, v08: boolean): XmlElement {
     if (v08) tx.push(amt('Amt', t.amount, ccy), el('CdtDbtInd', sign(e.amount)));
     tx.push(el('AmtDtls', el('TxAmt', amt('Amt', t.amount, ccy))));
     tx.push(el('RltdPties', party(v08, credit ? 'Dbtr' : 'Cdtr', e.counterparty)));
-    tx.push(el('RmtInf', el('Ustrd', e.description)));
+    tx.push(el('RmtInf', el('Ustrd', t.remittance)));
     if (e.reversal) tx.push(el('RtrInf', el('Rsn', el('Cd', 'AC04'))));
     details.push(el('TxDtls', tx));
   }

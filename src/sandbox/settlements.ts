@@ -78,6 +78,8 @@ export interface BankTransaction {
   endToEndId: string;
   amount: Minor;
   settlementId: string | null;
+  /** Unstructured remittance information. */
+  remittance: string;
 }
 
 export interface BankEntry {
@@ -368,7 +370,7 @@ export class Settlements {
         account: account.name,
         currency,
         opened: localDate(this.clock.now(), timeZoneOf(account)),
-        opening: BigInt(this.rng.int(100_000, 5_000_000)),
+        opening: BigInt(this.rng.int(500_000, 5_000_000)),
       };
       this.meta.bankAccounts[id] = info;
     }
@@ -401,7 +403,12 @@ export class Settlements {
       amount: total - fee,
       reversal: false,
       fee,
-      txs: records.map((r) => ({ endToEndId: r.bankReference, amount: r.net, settlementId: r.id })),
+      txs: records.map((r) => ({
+        endToEndId: r.bankReference,
+        amount: r.net,
+        settlementId: r.id,
+        remittance: `Settlement ${r.id} ${r.currency} ${r.valueDate}`,
+      })),
       counterparty: 'Payment Service Provider Ltd',
       description:
         records.length > 1
@@ -482,7 +489,14 @@ export class Settlements {
         amount: -credit.amount,
         reversal: true,
         fee: 0n,
-        txs: [{ endToEndId: record.bankReference, amount: credit.amount, settlementId: record.id }],
+        txs: [
+          {
+            endToEndId: record.bankReference,
+            amount: credit.amount,
+            settlementId: record.id,
+            remittance: `Return of settlement ${record.id}`,
+          },
+        ],
         counterparty: credit.counterparty,
         description: `Return of ${credit.ref}: account closed (AC04)`,
       });
@@ -532,7 +546,7 @@ export class Settlements {
         valueDate: day,
         reversal: false,
         fee: 0n,
-        txs: [{ endToEndId: `NOTPROVIDED`, amount: cents, settlementId: null }],
+        txs: [{ endToEndId: 'NOTPROVIDED', amount: cents, settlementId: null, remittance: line.description }],
         ...line,
       });
       this.anomaly({
