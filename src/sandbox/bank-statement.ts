@@ -90,6 +90,13 @@ const abs = (m: Minor): Minor => (m < 0n ? -m : m);
 const sign = (m: Minor): string => (m < 0n ? 'DBIT' : 'CRDT');
 const amt = (name: string, m: Minor, ccy: string) => el(name, formatAmount(abs(m)), { Ccy: ccy });
 
+/** True for an IBAN with valid check digits (ISO 13616, mod 97). */
+export function isIban(id: string): boolean {
+  if (!/^[A-Z]{2}\d{2}[A-Z0-9]{11,30}$/.test(id)) return false;
+  const numeric = (id.slice(4) + id.slice(0, 4)).replace(/[A-Z]/g, (c) => String(c.charCodeAt(0) - 55));
+  return BigInt(numeric) % 97n === 1n;
+}
+
 export interface CamtOptions {
   version: CamtVersion;
   /** Sandbox time the file is produced, ms. */
@@ -174,7 +181,7 @@ export function camt053(statements: DayStatement[], options: CamtOptions): strin
   const msgId = `STMT-${first ? first.date.replaceAll('-', '') : 'EMPTY'}-${options.createdAt}`;
   const stmts = statements.map((s) => {
     const ccy = s.bankAccount.currency;
-    const id = /^[A-Z]{2}\d{2}[A-Z0-9]{1,30}$/.test(s.bankAccount.id)
+    const id = isIban(s.bankAccount.id)
       ? el('IBAN', s.bankAccount.id)
       : el('Othr', el('Id', s.bankAccount.id));
     return el('Stmt', [

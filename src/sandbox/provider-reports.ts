@@ -71,8 +71,17 @@ export function transactionRows(
   }
   for (const list of byCurrency.values()) list.sort((a, b) => a.periodEnd - b.periodEnd);
   // The settlement that swept a movement: the first payout whose cut-off came after it.
-  const sweptBy = (currency: string, at: number) =>
-    byCurrency.get(currency)?.find((s) => s.periodEnd > at)?.id ?? '';
+  const sweptBy = (currency: string, at: number): string => {
+    const list = byCurrency.get(currency) ?? [];
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (list[mid]!.periodEnd > at) hi = mid;
+      else lo = mid + 1;
+    }
+    return list[lo]?.id ?? '';
+  };
   const rows: { at: number; order: number; cells: string[] }[] = [];
   for (const m of balanceMovements(engine, account)) {
     if (!inside(m.at, window)) continue;
