@@ -10,6 +10,7 @@ import { control, startTestSandbox } from './helpers.ts';
 import {
   cashout,
   cents,
+  csvOf,
   groundTruth,
   NO_BANK_ANOMALIES,
   paidDeposit,
@@ -203,4 +204,68 @@ describe('sandbox settlements', () => {
       period_end: expect.stringMatching(/T00:00:00Z$/),
     });
   });
+});
+
+describe('sandbox settlements under generated traffic', () => {
+  it('ties every settlement and the unsettled rest to available, per currency, through the transactions report', async () => {
+    const { ManualClock } = await import('../../src/sandbox/clock.ts');
+    sb = await startTestSandbox({
+      clock: new ManualClock(MONDAY),
+      seed: 5,
+      auto: { enabled: true, minDelayMs: 1000, maxDelayMs: 6 * 3600_000 },
+      faults: { lateRejection: { cashoutRate: 0.2, refundRate: 0.2, delayMs: 30 * 3600_000 } },
+    });
+    const s = sb;
+    const created = () => {
+      const st = s.control.traffic.status() as Record<string, number>;
+      return st.deposit! + st.card! + st.cashout! + st.refund!;
+    };
+    for (let n = 0; n < 5; n++) {
+      const target = created() + 60;
+      s.control.traffic.start(100);
+      const end = Date.now() + 20_000;
+      while (created() < target && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+      s.control.traffic.stop();
+      for (let h = 0; h < 4; h++) await s.clock.advance(6 * 3600_000);
+    }
+    await s.clock.advance(3 * 86_400_000);
+    const truth = await groundTruth(s.url);
+    expect(truth.settlements.length).toBeGreaterThan(5);
+    const rows = await csvOf(`${s.url}/_sandbox/reports/transactions?account=sandbox`);
+    const movements = rows.filter((r) => !['settlement', 'fee'].includes(r.type!));
+    expect(new Set(movements.map((r) => r.type))).toEqual(new Set(['deposit', 'cashout', 'refund']));
+    // Cashouts rejected or returned after their money was swept come back in a later settlement.
+    const returned = movements.filter((r) => r.type === 'cashout' && cents(r.gross!) > 0n);
+    expect(returned.length).toBeGreaterThan(0);
+    for (const b of truth.balances) {
+      const mine = movements.filter((r) => r.currency === b.currency);
+      expect(
+        mine.reduce((sum, r) => sum + cents(r.net!), 0n),
+        b.currency,
+      ).toBe(cents(b.available!));
+      const unsettled = mine.filter((r) => r.settlement_id === '');
+      expect(
+        unsettled.reduce((sum, r) => sum + cents(r.net!), 0n),
+        b.currency,
+      ).toBe(cents(b.unsettled!));
+      const paid = truth.settlements.filter((x) => x.currency === b.currency);
+      expect(paid.reduce((sum, x) => sum + cents(x.gross), 0n)).toBe(cents(b.settled!));
+    }
+    for (const x of truth.settlements) {
+      const swept = movements.filter((r) => r.settlement_id === x.settlement_id);
+      expect(
+        swept.reduce((sum, r) => sum + cents(r.net!), 0n),
+        x.settlement_id,
+      ).toBe(cents(x.gross));
+      expect(cents(x.gross)).toBeGreaterThan(0n);
+      expect(cents(x.net) + cents(x.fees)).toBe(cents(x.gross));
+    }
+    // Every live deposit that reached the balance has its row.
+    const exported = s.control.exportEntities();
+    const listed = new Set(movements.filter((r) => r.type === 'deposit').map((r) => r.transaction_id));
+    for (const d of exported.deposits) {
+      if (d.status === 'COMPLETED' && !d.test && d.crypto === null)
+        expect(listed.has(String(d.id))).toBe(true);
+    }
+  }, 120_000);
 });
