@@ -18,7 +18,7 @@ import type { AnyRecord, DepositRecord } from './entities.ts';
 import type { Faults } from './faults.ts';
 import { balancesJson, exportEntities } from './ground-truth.ts';
 import { registerSettlementRoutes } from './settlement-routes.ts';
-import type { Settlements } from './settlements.ts';
+import { type Settlements, settlementConfigOf, timeZoneOf } from './settlements.ts';
 import type { WebhookSender } from './webhooks.ts';
 
 export interface TrafficControl {
@@ -181,6 +181,8 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
         cashout_login: a.cashoutLogin,
         notification_url: a.notificationUrl,
         pci: a.pci,
+        time_zone: timeZoneOf(a),
+        settlement: settlementConfigOf(a),
       })),
     ),
   );

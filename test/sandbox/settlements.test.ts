@@ -90,6 +90,18 @@ describe('sandbox settlements', () => {
       { cutoff: '18:00', schedule: 'weekly', weekday: 3, valueDays: 2 },
       'America/Sao_Paulo',
     );
+    const accounts = await control(s.url, '/accounts');
+    expect(accounts.json[0]).toMatchObject({
+      time_zone: 'America/Sao_Paulo',
+      settlement: {
+        cutoff: '18:00',
+        schedule: 'weekly',
+        weekday: 3,
+        valueDays: 2,
+        currency: null,
+        spreadBps: 150,
+      },
+    });
     await paidDeposit(s.url, 100.5);
     // Wednesday 2026-03-04 18:00 in São Paulo (UTC-3) is 21:00 UTC.
     await s.clock.set(Date.UTC(2026, 2, 4, 20, 59));
