@@ -1,10 +1,13 @@
 /**
  * Merchant accounts known to the sandbox. The default account is always present; more come from a
  * JSON file (`--accounts FILE`): an array of objects with the fields of `SandboxAccount` (only `name`,
- * `login`, `depositSecret`, `cashoutLogin`, `cashoutPass`, `cashoutSecret` and `readOnlyKey` required).
+ * `login`, `depositSecret`, `cashoutLogin`, `cashoutPass`, `cashoutSecret` and `readOnlyKey` required;
+ * `timeZone` and `settlement` shape the account's settlements).
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { type SettlementConfig, settlementConfigSchema } from './settlement-config.ts';
+import { isTimeZone } from './zoned-time.ts';
 
 export interface SandboxAccount {
   name: string;
@@ -19,6 +22,10 @@ export interface SandboxAccount {
   notificationUrl: string | null;
   /** May use the card-data endpoint (PCI attestation given). */
   pci: boolean;
+  /** IANA time zone of the settlement cut-offs and bank booking days (default UTC). */
+  timeZone?: string;
+  /** How the account's balance is paid out (defaults: see settlement-config.ts). */
+  settlement?: Partial<SettlementConfig>;
 }
 
 export const DEFAULT_ACCOUNT: Readonly<SandboxAccount> = Object.freeze({
@@ -45,6 +52,8 @@ export const accountSchema = z.object({
   readOnlyKey: z.string().min(1),
   notificationUrl: z.url().nullable().default(null),
   pci: z.boolean().default(true),
+  timeZone: z.string().refine(isTimeZone, 'must be an IANA time zone').default('UTC'),
+  settlement: settlementConfigSchema.default(settlementConfigSchema.parse({})),
 });
 
 export function parseAccounts(json: unknown): SandboxAccount[] {

@@ -16,6 +16,8 @@ import { Faults } from './faults.ts';
 import { registerPages } from './pages.ts';
 import { IdempotencyStore } from './protocol.ts';
 import { Rng } from './rng.ts';
+import type { SettlementConfig } from './settlement-config.ts';
+import { Settlements } from './settlements.ts';
 import { WebhookSender } from './webhooks.ts';
 
 export interface SandboxDepsOptions {
@@ -38,6 +40,10 @@ export interface SandboxDepsOptions {
   webhookTimeoutMs?: number;
   /** Where requests that failed inside the sandbox are logged (none: not logged). */
   log?: Pick<Logger, 'error'>;
+  /** Time zone and settlement settings of the default account. */
+  defaultAccountSettlement?: { timeZone?: string; settlement?: Partial<SettlementConfig> };
+  /** Bank-side settings of the settlements (see settlement-config.ts). */
+  bank?: unknown;
 }
 
 export interface SandboxDeps {
@@ -52,6 +58,8 @@ export interface SandboxDeps {
   urls: { api: string; cc: string };
   xDateWindowMs: number;
   traffic?: TrafficControl;
+  /** Payouts, bank entries and bank anomalies (started by `startSandbox`). */
+  settlements: Settlements;
   /** Every random stream by name (the durable store keeps their positions). */
   rngs: Record<string, Rng>;
   /** The durable store when running with a data directory: answers wait for `sync`. */
@@ -66,6 +74,7 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
   const defaultAccount: SandboxAccount = {
     ...DEFAULT_ACCOUNT,
     notificationUrl: options.defaultNotificationUrl ?? DEFAULT_ACCOUNT.notificationUrl,
+    ...options.defaultAccountSettlement,
   };
   const accounts = new AccountRegistry([defaultAccount, ...(options.accounts ?? [])]);
   const catalogue = options.catalogue ?? loadCatalogue();
@@ -74,6 +83,7 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
     faults: root.fork('faults'),
     auto: root.fork('auto'),
     webhooks: root.fork('webhooks'),
+    settlements: root.fork('settlements'),
   };
   const engine = new SandboxEngine({ clock, rng: rngs.engine, accounts, catalogue });
   const faults = new Faults(rngs.faults, options.faults ?? {});
@@ -86,6 +96,7 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
     notificationBaseUrl: options.notificationBaseUrl ?? null,
     ...(options.webhookTimeoutMs !== undefined ? { timeoutMs: options.webhookTimeoutMs } : {}),
   });
+  const settlements = new Settlements({ engine, clock, rng: rngs.settlements, bank: options.bank });
   engine.onChange((change) => {
     if (change.notify) webhooks.notify(change.kind, change.record);
   });
@@ -97,6 +108,7 @@ export function createSandboxDeps(options: SandboxDepsOptions = {}): SandboxDeps
     webhooks,
     clock,
     idempotency: new IdempotencyStore(),
+    settlements,
     urls: { api: 'http://127.0.0.1', cc: 'http://127.0.0.1' },
     xDateWindowMs: options.xDateWindowMs ?? 5 * 60_000,
     rngs,
@@ -143,6 +155,7 @@ export function buildSandboxApps(deps: SandboxDeps): SandboxApps {
       auto: deps.auto,
       webhooks: deps.webhooks,
       clock: deps.clock,
+      settlements: deps.settlements,
       traffic: () => deps.traffic,
     }),
   );

@@ -3,7 +3,7 @@
  * along any legal transition (generic `transition` plus named actions: customer pays, pays another
  * amount, third-party payer, expiry, bank delivers, confirms, rejects, returns a completed payout),
  * ground truth (balances, export), the webhook delivery log, fault and automatic-mode settings, the
- * clock and the traffic generator.
+ * clock and the traffic generator; the settlements, reports and bank statements (settlement-routes.ts).
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AppError, toAppError } from '../domain/errors.ts';
@@ -17,6 +17,8 @@ import type { MoveOptions, SandboxEngine } from './engine.ts';
 import type { AnyRecord, DepositRecord } from './entities.ts';
 import type { Faults } from './faults.ts';
 import { balancesJson, exportEntities } from './ground-truth.ts';
+import { registerSettlementRoutes } from './settlement-routes.ts';
+import { type Settlements, settlementConfigOf, timeZoneOf } from './settlements.ts';
 import type { WebhookSender } from './webhooks.ts';
 
 export interface TrafficControl {
@@ -32,6 +34,7 @@ export interface ControlDeps {
   auto: AutomaticMode;
   webhooks: WebhookSender;
   clock: Clock;
+  settlements: Settlements;
   traffic: () => TrafficControl | undefined;
 }
 
@@ -156,6 +159,14 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
     return sendJson(reply, e.httpStatus, { code: e.code, message: e.message, details: e.details });
   });
 
+  registerSettlementRoutes(app, {
+    engine,
+    accounts: deps.accounts,
+    settlements: deps.settlements,
+    send: sendJson,
+    body: bodyOf,
+  });
+
   app.get('/_sandbox/health', async (_req, reply) =>
     sendJson(reply, 200, { ok: true, now: engine.nowIso() }),
   );
@@ -170,6 +181,8 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
         cashout_login: a.cashoutLogin,
         notification_url: a.notificationUrl,
         pci: a.pci,
+        time_zone: timeZoneOf(a),
+        settlement: settlementConfigOf(a),
       })),
     ),
   );

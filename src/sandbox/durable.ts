@@ -12,6 +12,8 @@
  * | `webhooks` | notification counters and the notification base URL |
  * | `faults`, `auto`, `traffic` | the settings (traffic: rate, running, sequence) |
 | `pending:<key>` | a creation the traffic generator sent and has no answer for yet (no card data) |
+ * | `settlement:<id>`, `bankentry:<ref>` | a settlement; an entry of a settlement bank account |
+ * | `settlements` | per account: last cut-off and totals swept; bank accounts, anomalies, carry-overs, bank settings |
  * | `rng` | the position of each random stream |
  * | `clock` | sandbox time, so it never goes back |
  * | `meta` | format version and the number of starts |
@@ -25,6 +27,7 @@ import { type AutoSettings, autoSettingsSchema } from './automatic.ts';
 import type { AnyRecord } from './entities.ts';
 import type { Journal, JournalSource } from './journal.ts';
 import type { StoredIdempotency } from './protocol.ts';
+import type { BankEntry, SettlementRecord, SettlementsMeta } from './settlements.ts';
 import type { PendingCreation, TrafficGenerator } from './traffic.ts';
 import type { StoredDelivery } from './webhooks.ts';
 
@@ -71,6 +74,8 @@ export function restoreSandbox(deps: SandboxDeps, values: Map<string, unknown>):
     boots: 0,
   };
   const deliveries: StoredDelivery[] = [];
+  const settlements: SettlementRecord[] = [];
+  const bankEntries: BankEntry[] = [];
   for (const [key, value] of values) {
     const colon = key.indexOf(':');
     const prefix = colon < 0 ? key : key.slice(0, colon);
@@ -87,6 +92,12 @@ export function restoreSandbox(deps: SandboxDeps, values: Map<string, unknown>):
         break;
       case 'delivery':
         deliveries.push(value as StoredDelivery);
+        break;
+      case 'settlement':
+        settlements.push(value as SettlementRecord);
+        break;
+      case 'bankentry':
+        bankEntries.push(value as BankEntry);
         break;
       default:
         break;
@@ -112,6 +123,11 @@ export function restoreSandbox(deps: SandboxDeps, values: Map<string, unknown>):
     values.get('webhooks') as Parameters<typeof deps.webhooks.restore>[0],
     deliveries,
     (kind, id) => engine.get(kind, id),
+  );
+  deps.settlements.restore(
+    values.get('settlements') as SettlementsMeta | undefined,
+    settlements,
+    bankEntries,
   );
   engine.rearm();
   deps.auto.rearm();
@@ -164,12 +180,28 @@ export function attachSandbox(
           return meta;
         case 'pending':
           return traffic.pendingCreation(key.slice(colon + 1));
+        case 'settlement':
+          return deps.settlements.settlements.get(key.slice(colon + 1));
+        case 'bankentry':
+          return deps.settlements.entries.get(key.slice(colon + 1));
+        case 'settlements':
+          return deps.settlements.meta;
         default:
           return undefined;
       }
     },
     *entries() {
-      for (const k of ['meta', 'ids', 'webhooks', 'faults', 'auto', 'traffic', 'rng', 'clock']) {
+      for (const k of [
+        'meta',
+        'ids',
+        'webhooks',
+        'faults',
+        'auto',
+        'traffic',
+        'settlements',
+        'rng',
+        'clock',
+      ]) {
         yield [k, source.get(k)];
       }
       for (const d of engine.deposits.values()) yield [recordKey('deposit', d.id), d];
@@ -178,6 +210,8 @@ export function attachSandbox(
       for (const [id, v] of deps.idempotency.storedEntries()) yield [`idem:${id}`, v];
       for (const [id, v] of deps.webhooks.pending) yield [`delivery:${id}`, v];
       for (const [id, v] of traffic.pendingEntries()) yield [`pending:${id}`, v];
+      for (const [id, v] of deps.settlements.settlements) yield [`settlement:${id}`, v];
+      for (const [ref, v] of deps.settlements.entries) yield [`bankentry:${ref}`, v];
     },
   };
   journal.attach(source);
@@ -195,13 +229,14 @@ export function attachSandbox(
   deps.idempotency.onDirty = mark;
   deps.idempotency.holds = { hold: () => journal.hold(), release: (t) => journal.release(t) };
   deps.webhooks.setHooks({ onDirty: mark, beforeSend: () => journal.sync() });
+  deps.settlements.onDirty = mark;
   deps.faults.onSettings = () => mark('faults');
   deps.auto.onSettings = () => mark('auto');
   traffic.onSettings = () => mark('traffic');
   traffic.onPending = (key) => journal.mark(key);
   deps.durable = journal;
   // The start count and the settings as they are now (start-up options on a fresh directory).
-  for (const k of ['meta', 'ids', 'webhooks', 'faults', 'auto', 'traffic']) mark(k);
+  for (const k of ['meta', 'ids', 'webhooks', 'faults', 'auto', 'traffic', 'settlements']) mark(k);
   const checkpoint = setInterval(() => journal.mark('clock'), CLOCK_CHECKPOINT_MS);
   checkpoint.unref();
   return {

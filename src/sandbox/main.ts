@@ -97,6 +97,8 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
     // Attached before anything can move (timers of restored records may be due now), so every change is
     // journaled and every notification waits for the disk.
     if (opened) store = attachSandbox(deps, opened.journal, traffic, restored?.boots ?? 1);
+    // Planned after the restore and the journal (a missed cut-off runs on the clock's next turn).
+    deps.settlements.start();
     const apps = buildSandboxApps(deps);
     try {
       await apps.api.listen({ host, port: options.port ?? 0 });
