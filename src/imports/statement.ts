@@ -81,7 +81,8 @@ export type DraftLine = Omit<StatementLine, 'identity' | 'contentHash'>;
 
 /**
  * Gives the lines of one statement their identities and checks that the booked lines take the opening
- * balance to the closing one. `where` names the statement in a refusal.
+ * balance to the closing one. `where` names the statement in a refusal; `keyOf` gives a line's
+ * reference parts (the bank's entry reference by default), null for a line identified by its content.
  */
 export function finishStatement(
   file: string,
@@ -89,23 +90,26 @@ export function finishStatement(
   head: Omit<BankStatement, 'lines' | 'credits' | 'debits' | 'booked'>,
   drafts: readonly DraftLine[],
   describe: (line: DraftLine) => string,
+  keyOf: (line: DraftLine) => readonly string[] | null = (line) =>
+    line.reference === null ? null : [line.reference],
 ): ImportResult<BankStatement> {
   const lines: StatementLine[] = [];
   const occurrence = occurrenceCounter();
-  const byReference = new Map<string, DraftLine>();
+  const byKey = new Map<string, DraftLine>();
   let credits = 0n;
   let debits = 0n;
   for (const line of drafts) {
-    if (line.reference !== null) {
-      const earlier = byReference.get(line.reference);
+    const key = keyOf(line);
+    if (key !== null) {
+      const earlier = byKey.get(JSON.stringify(key));
       if (earlier !== undefined) {
         return refused(
           file,
           `${where}, ${describe(line)}`,
-          `the bank's reference repeats ${describe(earlier)}: a reference names one entry`,
+          `its reference ${key.join(' ')} repeats ${describe(earlier)}: a reference names one entry`,
         );
       }
-      byReference.set(line.reference, line);
+      byKey.set(JSON.stringify(key), line);
     }
     const content = [
       line.currency,
@@ -118,8 +122,8 @@ export function finishStatement(
       normaliseText(line.description ?? ''),
     ];
     const identity =
-      line.reference !== null
-        ? referenceIdentity(head.account, [line.reference])
+      key !== null
+        ? referenceIdentity(head.account, key)
         : contentIdentity(head.account, content, occurrence(content));
     lines.push({
       ...line,
