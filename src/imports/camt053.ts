@@ -385,7 +385,6 @@ export function parseCamt053(file: string, content: string | Uint8Array): Import
     if (err instanceof Stop) return { ok: false, refusal: err.refusal };
     return refused(file, null, `does not parse as XML: ${(err as Error).message}`);
   }
-  if (format === null) return refused(file, null, 'is empty: no camt.053 document');
   if (statements.length === 0) return refused(file, null, 'holds no statement (Stmt)');
   return accepted(statements);
 }
