@@ -16,6 +16,7 @@
 import { SaxesParser, type SaxesTagNS } from 'saxes';
 import type { Minor } from '../domain/money.ts';
 import { isCurrencyCode, parseCurrencyAmount } from './currency.ts';
+import { isCalendarDate } from './dates.ts';
 import { normaliseText } from './identity.ts';
 import { accepted, ImportRefusal, type ImportResult, quote, refused } from './refusal.ts';
 import {
@@ -387,13 +388,4 @@ export function parseCamt053(file: string, content: string | Uint8Array): Import
   }
   if (statements.length === 0) return refused(file, null, 'holds no statement (Stmt)');
   return accepted(statements);
-}
-
-/** True for a real calendar date `YYYY-MM-DD` (no 2026-02-30). */
-export function isCalendarDate(text: string): boolean {
-  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
-  if (match === null) return false;
-  const [year, month, day] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  const date = new Date(Date.UTC(year, month - 1, day));
-  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
 }

@@ -6,6 +6,7 @@
  */
 import { formatAmount, type Minor } from '../domain/money.ts';
 import { isCurrencyCode, parseCurrencyAmount } from './currency.ts';
+import { isCalendarDate } from './dates.ts';
 import { contentHash, normaliseText, referenceIdentity } from './identity.ts';
 import type {
   BankProfile,
@@ -206,7 +207,7 @@ class RowReader {
         parts[token] = match[i + 1] as string;
       });
       const iso = `${parts.YYYY}-${parts.MM}-${parts.DD}`;
-      if (isCalendarDay(iso)) return iso;
+      if (isCalendarDate(iso)) return iso;
     }
     return this.failCell(
       field,
@@ -222,7 +223,7 @@ class RowReader {
     if (value === null) return optional ? null : this.failCell(field, 'is empty');
     if (value instanceof Date) return value.toISOString();
     const text = value.trim();
-    const time = ISO_INSTANT.test(text) && isCalendarDay(text.slice(0, 10)) ? Date.parse(text) : Number.NaN;
+    const time = ISO_INSTANT.test(text) && isCalendarDate(text.slice(0, 10)) ? Date.parse(text) : Number.NaN;
     if (Number.isNaN(time)) {
       return this.failCell(field, `must be an ISO 8601 instant with an offset (got ${quote(text)})`);
     }
@@ -237,12 +238,6 @@ class RowReader {
     }
     return plain;
   }
-}
-
-function isCalendarDay(iso: string): boolean {
-  const [y, m, d] = iso.split('-').map(Number) as [number, number, number];
-  const date = new Date(Date.UTC(y, m - 1, d));
-  return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
 }
 
 function run<T>(read: () => T): ImportResult<T> {

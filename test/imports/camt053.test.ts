@@ -275,6 +275,17 @@ describe('camt.053 refusals', () => {
     ).toBe(`x.xml: ${entry}: Amt/@Ccy USD differs from the statement's currency EUR`);
   });
 
+  it('refuses a document without a statement and a statement without an account id', () => {
+    const start = V02.indexOf('<Stmt>');
+    const end = V02.indexOf('</Stmt>') + '</Stmt>'.length;
+    expect(refusal(parseCamt053('x.xml', V02.slice(0, start) + V02.slice(end)))).toBe(
+      'x.xml: holds no statement (Stmt)',
+    );
+    expect(
+      refusal(parseCamt053('x.xml', V02.replace('<IBAN>DE89370400440532013000</IBAN>', '<Prxy>x</Prxy>'))),
+    ).toBe('x.xml: statement 1 (Id STMT-20261127-1): Acct/Id has neither IBAN nor Othr/Id');
+  });
+
   it('refuses a statement without an opening or closing balance, and a repeated AcctSvcrRef', () => {
     expect(refusal(parseCamt053('x.xml', V02.replace('<Cd>PRCD</Cd>', '<Cd>ITBD</Cd>')))).toBe(
       'x.xml: statement 1 (Id STMT-20261127-1): has no opening balance (OPBD or PRCD)',
