@@ -3,6 +3,9 @@
  * bank's CSV or XLSX through a profile), a provider's transactions report and a provider's settlement
  * report (CSV or XLSX through a profile). Without a profile, the kind's built-in one (the sandbox's
  * layout) applies. All or nothing: a refusal, or every line of the file.
+ *
+ * MT940 is not read: the parsers of it on the npm registry (mt940js, mt940-js) turn amounts into floats
+ * (parseFloat) and have few releases and users; an amount that went through a float is not to be trusted.
  */
 import { parseCamt053 } from './camt053.ts';
 import {

@@ -266,6 +266,10 @@ describe('bank statements through a profile', () => {
     ]);
     const [fromDate] = value(await parseBankStatementFile('bank.xlsx', dated, { account: IBAN }));
     expect(fromDate?.lines[0]?.bookingDate).toBe('2026-11-27');
+    const named = value(parseProfile('named.json', { ...builtInProfile('bank-statement'), sheet: 'Umsatz' }));
+    expect(refusal(await parseBankStatementFile('bank.xlsx', dated, { account: IBAN, profile: named }))).toBe(
+      'bank.xlsx: has no sheet named "Umsatz"',
+    );
     expect(refusal(await parseBankStatementFile('bank.xlsx', Buffer.from('PK\x03\x04broken')))).toMatch(
       /^bank\.xlsx: does not parse as XLSX: /,
     );
