@@ -5,7 +5,7 @@
  * with its line and column, never guessed at), streaming (each entry becomes a line when its element
  * closes, so a statement of 100,000 entries never sits in memory as a document tree), that hands over
  * every value as text (amounts go from text to bigint, no parser's number conversion in between), with
- * one small dependency and already in the tree under exceljs. Elements are matched by local name inside
+ * one small dependency, the parser exceljs itself reads XLSX with. Elements are matched by local name inside
  * the camt.053 namespace, so a prefixed document reads the same as one with a default namespace.
  *
  * Entries booked (Sts BOOK, as `<Sts>BOOK</Sts>` in 001.02 or `<Sts><Cd>BOOK</Cd></Sts>` from 001.08)
