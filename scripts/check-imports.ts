@@ -8,10 +8,11 @@
  *   provider                        domain
  *   sandbox                         domain, provider
  *   db, events                      domain
+ *   imports                         domain (parsers of bank statements and provider reports)
  *   reports                         domain, db
  *   config, logger, metrics         domain
- *   producers consumers jobs web api  domain, provider, sandbox, db, events, reports, config, logger,
- *                                   metrics; never each other
+ *   producers consumers jobs web api  domain, provider, sandbox, db, events, imports, reports, config,
+ *                                   logger, metrics; never each other
  *   embedded                        nothing of the app (the app reaches it over the network)
  *   wiring (cli.ts, wiring.ts and every other file at the top of src/)
  *                                   everything; the only importers of embedded
@@ -38,6 +39,7 @@ const BELOW_ADAPTERS = [
   'sandbox',
   'db',
   'events',
+  'imports',
   'reports',
   'config',
   'logger',
@@ -62,6 +64,7 @@ const MAY_IMPORT: Record<Area, readonly Area[]> = {
   sandbox: ['domain', 'provider'],
   db: ['domain'],
   events: ['domain'],
+  imports: ['domain'],
   reports: ['domain', 'db'],
   config: ['domain'],
   logger: ['domain'],
