@@ -16,6 +16,7 @@ import { paymentPath } from '../domain/payment-path.ts';
 import { ageBucketLabel } from './exception-csv.ts';
 import { humanInstant, type Period } from './period.ts';
 import {
+  BOLD,
   type ColumnSpec,
   INT_FORMAT,
   inSnapshot,
@@ -293,11 +294,11 @@ export async function writeExceptionWorkbook(
       ...[1, 2, 3, 4, 5, 6].map(() => ({ width: 14, style: { numFmt: INT_FORMAT } })),
     ];
     const title = ws.addRow([`Exceptions · ${account ?? 'all accounts'} · ${period.from} to ${period.to}`]);
-    title.font = { bold: true, size: 13 };
+    title.font = { ...BOLD, size: 13 };
     title.commit();
     ws.addRow([`Open as of ${humanInstant(asOf, tz)}`]).commit();
     const h1 = ws.addRow(['Open exceptions by type', ...AGE_BUCKET_LABELS, 'Total open']);
-    h1.font = { bold: true };
+    h1.font = BOLD;
     // Count headers stand over their counts.
     for (let c = 2; c <= 6; c++) h1.getCell(c).alignment = { horizontal: 'right' };
     h1.commit();
@@ -331,11 +332,11 @@ export async function writeExceptionWorkbook(
         byType.map((t) => t.open.reduce((a, b) => a + b, 0)),
       ),
     ]);
-    totals.font = { bold: true };
+    totals.font = BOLD;
     totals.commit();
     ws.addRow([]).commit();
     const h2 = ws.addRow(['In the period, by type', 'Opened', 'Resolved']);
-    h2.font = { bold: true };
+    h2.font = BOLD;
     for (const c of [2, 3]) h2.getCell(c).alignment = { horizontal: 'right' };
     h2.commit();
     for (const t of byType) ws.addRow([t.type, t.openedInPeriod, t.resolvedInPeriod]).commit();

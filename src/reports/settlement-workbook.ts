@@ -20,6 +20,7 @@ import { paymentPath } from '../domain/payment-path.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
+  BOLD,
   byCurrency,
   type ColumnSpec,
   DATE_FORMAT,
@@ -280,7 +281,8 @@ export const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow
 /** Journal rows: one per posting. */
 export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
   { header: 'Entry', key: 'entry', type: 'int', width: 10, cell: (r) => Number(r.entry) },
-  { header: 'Booked at', key: 'bookedAt', type: 'date', cell: (r) => new Date(r.booked_ms) },
+  // One character wider than the time: the booking time and the account beside it do not touch.
+  { header: 'Booked at', key: 'bookedAt', type: 'date', width: 20, cell: (r) => new Date(r.booked_ms) },
   { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.merchant_account },
   { header: 'Kind', key: 'kind', type: 'text', width: 8, cell: (r) => r.entity_kind },
   {
@@ -422,10 +424,9 @@ export function summaryLabelWidth(
   labels: readonly string[],
   titles: readonly { text: string; scale: number }[],
 ): number {
-  // Bold labels (opening, closing, the proof) are up to about 15 % wider than their character count.
-  const longest = Math.ceil(Math.max(...labels.map((l) => l.length)) * 1.15);
+  const longest = Math.max(...labels.map((l) => l.length));
   const title = Math.max(0, ...titles.map((t) => Math.ceil(t.text.length * t.scale)));
-  return Math.max(longest + 2, title - 2 * SUMMARY_AMOUNT_WIDTH + 2);
+  return Math.max(longest + 3, title - 2 * SUMMARY_AMOUNT_WIDTH + 2);
 }
 
 /** The month (`YYYY-MM`) a period covers exactly, or null when it is not one whole month. */
@@ -478,12 +479,12 @@ function writeSummarySheet(
     { key: 'reserved', width: SUMMARY_AMOUNT_WIDTH, style: { numFmt: MONEY_FORMAT } },
   ];
   const title = ws.addRow([heading]);
-  title.font = { bold: true, size: 13 };
+  title.font = { ...BOLD, size: 13 };
   title.commit();
   ws.addRow([booked]).commit();
   ws.addRow([]).commit();
   const header = ws.addRow(['', 'Available', 'Reserved']);
-  header.font = { bold: true };
+  header.font = BOLD;
   header.fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFE8ECF2' } };
   for (const col of [2, 3]) header.getCell(col).alignment = { horizontal: 'right' };
   header.commit();
@@ -492,13 +493,13 @@ function writeSummarySheet(
   const exact = (...values: Minor[]) => values.every((v) => typeof minorToCell(v) === 'number');
   const openingRow = 5;
   const o = ws.addRow(['Opening balance', n(s.openingAvailable), n(s.openingReserved)]);
-  o.font = { bold: true };
+  o.font = BOLD;
   o.commit();
   for (const line of s.lines) ws.addRow([line.label, n(line.available), n(line.reserved)]).commit();
   const lastMovement = openingRow + s.lines.length;
   const closingRow = lastMovement + 1;
   const c = ws.addRow(['Closing balance', n(s.closingAvailable), n(s.closingReserved)]);
-  c.font = { bold: true };
+  c.font = BOLD;
   c.border = { top: { style: 'thin' } };
   c.commit();
   const proof = (col: string, result: Minor, parts: Minor[]) =>
@@ -518,7 +519,7 @@ function writeSummarySheet(
     proof('C', s.proofReserved, [s.openingReserved, s.closingReserved, ...s.lines.map((l) => l.reserved)]),
   ]);
   p.font = {
-    bold: true,
+    ...BOLD,
     color: { argb: s.proofAvailable === 0n && s.proofReserved === 0n ? 'FF1B5E20' : 'FFB3261E' },
   };
   p.commit();
@@ -535,7 +536,7 @@ function writeSummarySheet(
   if (signOff.length > 0) {
     ws.addRow([]).commit();
     const first = ws.addRow([signOff[0]]);
-    first.font = { bold: true };
+    first.font = BOLD;
     first.commit();
     for (const line of signOff.slice(1)) ws.addRow([line]).commit();
   }

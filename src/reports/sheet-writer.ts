@@ -14,6 +14,12 @@ import type { Kysely, Transaction } from 'kysely';
 import { formatAmount, type Minor, minorToCell } from '../domain/money.ts';
 import { excelDate } from './period.ts';
 
+/**
+ * The bold of titles, headers and totals, named in full: a font that names no face prints in
+ * LibreOffice's default face (a serif), not the workbook's.
+ */
+export const BOLD: Partial<ExcelJS.Font> = { name: 'Calibri', family: 2, size: 11, bold: true };
+
 /** Excel number formats of the workbooks. */
 export const MONEY_FORMAT = '#,##0.00';
 export const DATE_FORMAT = 'yyyy-mm-dd hh:mm:ss';
@@ -92,11 +98,8 @@ export function wrappedLines(text: string, width: number): number {
   return lines;
 }
 
-/** Bold text is about a tenth wider: a bold header line holds this share of the column's characters. */
-const BOLD_WIDTH = 0.9;
-
 /** The same alignment object for every wrapping column, so the style memo keys it without JSON. */
-const WRAP: Partial<ExcelJS.Alignment> = { wrapText: true, vertical: 'top' };
+const WRAP: Partial<ExcelJS.Alignment> = { wrapText: true };
 
 function formatOf(type: ColumnType): string | undefined {
   switch (type) {
@@ -354,18 +357,17 @@ export class TableSheet<R> {
     });
     for (const line of this.options.preamble ?? []) {
       const row = sheet.addRow([line]);
-      row.font = { bold: true };
+      row.font = BOLD;
       // A title runs across the sheet, whatever its first column wraps.
       row.getCell(1).alignment = { wrapText: false };
       row.commit();
     }
     const header = sheet.addRow(this.columns.map((c) => c.header));
-    header.font = { bold: true };
+    header.font = BOLD;
     header.fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFE8ECF2' } };
     // Headers wrap onto as many lines as the narrowest column needs, and stand over their figures.
     header.height =
-      15 *
-      Math.max(...this.columns.map((c) => wrappedLines(c.header, BOLD_WIDTH * (c.width ?? defaultWidth(c)))));
+      15 * Math.max(...this.columns.map((c) => wrappedLines(c.header, c.width ?? defaultWidth(c))));
     this.columns.forEach((c, i) => {
       header.getCell(i + 1).alignment = {
         wrapText: true,
@@ -508,7 +510,7 @@ export class TableSheet<R> {
           return { formula, result: value };
         });
         const row = this.part.sheet.addRow(cells);
-        row.font = { bold: true };
+        row.font = BOLD;
         row.commit();
       }
     }
