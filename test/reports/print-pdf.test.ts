@@ -27,7 +27,7 @@ import { localDate, type Period } from '../../src/reports/period.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import type { PrintRule } from '../../src/reports/sheet-writer.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-import { settlementRule } from './print-rules.ts';
+import { exceptionRule, settlementRule } from './print-rules.ts';
 import { seedBefore, seedCurrencies, seedPeriod } from './scenario.ts';
 
 const SOFFICE = process.env.SOFFICE ?? '/usr/bin/soffice';
@@ -236,10 +236,10 @@ describe.skipIf(missing.length > 0 && !required)('workbooks printed to PDF by Li
     expect(pngs).toHaveLength(sheets);
   });
 
-  /** The settlement sheet each page belongs to: the one whose title the page starts with. */
-  function sheetOfPages(): string[] {
-    const titles = settlement.worksheets.map((ws) => [ws.name, labelsOf(ws)[0]!] as const);
-    return pagesOf(settlementPdf).map((page, i) => {
+  /** The sheet each page of a workbook's PDF belongs to: the one whose title the page starts with. */
+  function sheetOfPages(wb: ExcelJS.Workbook = settlement, pdf = settlementPdf): string[] {
+    const titles = wb.worksheets.map((ws) => [ws.name, labelsOf(ws)[0]!] as const);
+    return pagesOf(pdf).map((page, i) => {
       const found = titles.filter(([, title]) => page.startsWith(title));
       expect(
         found.map(([name]) => name),
@@ -258,59 +258,79 @@ describe.skipIf(missing.length > 0 && !required)('workbooks printed to PDF by Li
     return out;
   }
 
+  /**
+   * Checks each sheet of a workbook's PDF against its print rule; answers the pages and the scale
+   * (percent) of each sheet.
+   */
+  function checkRules(
+    wb: ExcelJS.Workbook,
+    pdf: string,
+    ruleOf: (sheet: string) => PrintRule,
+  ): Record<string, { pages: number; scale: number }> {
+    const sheetOf = sheetOfPages(wb, pdf);
+    const pages = pagesOf(pdf);
+    expect(sheetOf.length).toBe(pages.length);
+    const full = footerHeight(wordsOf(calibrationPdf)[0]!);
+    const scales = wordsOf(pdf).map((page) => footerHeight(page) / full);
+    const summary: Record<string, { pages: number; scale: number }> = {};
+    for (const ws of wb.worksheets) {
+      const rule = ruleOf(ws.name);
+      const mine = sheetOf.flatMap((s, i) => (s === ws.name ? [i] : []));
+      expect(mine.length, `${ws.name}: pages`).toBeGreaterThan(0);
+      // A sheet's pages follow each other.
+      expect(mine.at(-1)! - mine[0]!, ws.name).toBe(mine.length - 1);
+      const scale = Math.min(...mine.map((i) => scales[i]!));
+      summary[ws.name] = { pages: mine.length, scale: Math.round(scale * 100) };
+      // LibreOffice rounds a fitted scale: 2 points of slack.
+      expect(scale * 100, `${ws.name}: scale`).toBeGreaterThanOrEqual(rule.minScale - 2);
+      expect(scale, `${ws.name}: scale`).toBeLessThanOrEqual(1.02);
+      if (rule.fit === 'page') {
+        expect(mine, `${ws.name}: one page`).toHaveLength(1);
+        continue;
+      }
+      const headerRow = (ws.views as { ySplit?: number }[])[0]?.ySplit ?? 1;
+      const headers = printedHeaders(ws, headerRow);
+      const folded = (ws.getRow(headerRow).values as unknown[]).filter(
+        (h, col) => typeof h === 'string' && ws.getColumn(col).hidden,
+      ) as string[];
+      for (const i of mine) {
+        const page = pages[i]!;
+        // One page wide: the last printed header is on every page, and no figure is cut to ###.
+        for (const word of headers.at(-1)!.split(' ')) expect(page, `${ws.name} p${i + 1}`).toContain(word);
+        expect(page, `${ws.name} p${i + 1}`).not.toContain('###');
+        for (const h of folded) expect(page, `${ws.name} p${i + 1}: folded "${h}"`).not.toContain(h);
+      }
+      // No more pages than the rows need: 15-point rows at the printed scale, below the title rows (the
+      // title and a header of up to three lines: 60 points).
+      const rows = ws.actualRowCount - headerRow;
+      const page = rule.orientation === 'portrait' ? 841.89 : 595.28;
+      const perPage = Math.floor((page - 79.2 - 60 * scale) / (15 * scale));
+      expect(mine.length, `${ws.name}: ${rows} rows, ${perPage} a page`).toBeLessThanOrEqual(
+        Math.ceil(rows / perPage),
+      );
+    }
+    return summary;
+  }
+
   it.skipIf(!twinFace && !required)(
     'prints every sheet of a busy day by its rule: pages and scale',
     async () => {
       if (!twinFace)
         throw new Error(`PAYRECON_REQUIRE_TOOLS=1 but Calibri prints as "${face}" (${FONT_HINT})`);
-      const sheetOf = sheetOfPages();
-      const pages = pagesOf(settlementPdf);
-      const boxes = wordsOf(settlementPdf);
-      const full = footerHeight(wordsOf(calibrationPdf)[0]!);
-      const scales = boxes.map((page) => footerHeight(page) / full);
-      const summary: Record<string, { pages: number; scale: number }> = {};
-      for (const ws of settlement.worksheets) {
-        const rule: PrintRule = settlementRule(ws.name);
-        const mine = sheetOf.flatMap((s, i) => (s === ws.name ? [i] : []));
-        expect(mine.length, `${ws.name}: pages`).toBeGreaterThan(0);
-        // A sheet's pages follow each other.
-        expect(mine.at(-1)! - mine[0]!, ws.name).toBe(mine.length - 1);
-        const scale = Math.min(...mine.map((i) => scales[i]!));
-        summary[ws.name] = { pages: mine.length, scale: Math.round(scale * 100) };
-        // LibreOffice rounds a fitted scale: 2 points of slack.
-        expect(scale * 100, `${ws.name}: scale`).toBeGreaterThanOrEqual(rule.minScale - 2);
-        expect(scale, `${ws.name}: scale`).toBeLessThanOrEqual(1.02);
-        if (rule.fit === 'page') {
-          expect(mine, `${ws.name}: one page`).toHaveLength(1);
-          continue;
-        }
-        const headerRow = (ws.views as { ySplit?: number }[])[0]?.ySplit ?? 1;
-        const headers = printedHeaders(ws, headerRow);
-        const folded = (ws.getRow(headerRow).values as unknown[]).filter(
-          (h, col) => typeof h === 'string' && ws.getColumn(col).hidden,
-        ) as string[];
-        for (const i of mine) {
-          const page = pages[i]!;
-          // One page wide: the last printed header is on every page, and no figure is cut to ###.
-          for (const word of headers.at(-1)!.split(' ')) expect(page, `${ws.name} p${i + 1}`).toContain(word);
-          expect(page, `${ws.name} p${i + 1}`).not.toContain('###');
-          for (const h of folded) expect(page, `${ws.name} p${i + 1}: folded "${h}"`).not.toContain(h);
-        }
-        // No more pages than the rows need: 15-point rows at the printed scale, below the title rows (the
-        // title and a header of up to three lines: 60 points).
-        const rows = ws.actualRowCount - headerRow;
-        const page = rule.orientation === 'portrait' ? 841.89 : 595.28;
-        const perPage = Math.floor((page - 79.2 - 60 * scale) / (15 * scale));
-        expect(mine.length, `${ws.name}: ${rows} rows, ${perPage} a page`).toBeLessThanOrEqual(
-          Math.ceil(rows / perPage),
-        );
-      }
-      await writeFile(join(OUT, 'pages.json'), `${JSON.stringify(summary, null, 2)}\n`);
+      const summary = checkRules(settlement, settlementPdf, settlementRule);
+      const exceptionSheets = checkRules(exceptions, exceptionPdf, exceptionRule);
+      await writeFile(
+        join(OUT, 'pages.json'),
+        `${JSON.stringify({ settlement: summary, exceptions: exceptionSheets }, null, 2)}\n`,
+      );
       // The busy day on paper: the journal on portrait pages of 60 and more postings.
       expect(summary.Journal!.pages).toBeLessThanOrEqual(
         Math.ceil(settlement.getWorksheet('Journal')!.actualRowCount / 60),
       );
-      expect(sheetOf.length).toBe(pages.length);
+      // The summaries, the books and the exception summary print at 100 %.
+      for (const [name, sheet] of Object.entries({ ...summary, ...exceptionSheets })) {
+        if (/Summary|book$/.test(name)) expect(sheet.scale, name).toBeGreaterThanOrEqual(98);
+      }
     },
   );
 
