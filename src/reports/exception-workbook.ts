@@ -16,13 +16,16 @@ import { paymentPath } from '../domain/payment-path.ts';
 import { ageBucketLabel } from './exception-csv.ts';
 import { humanInstant, type Period } from './period.ts';
 import {
+  BOLD,
   type ColumnSpec,
   INT_FORMAT,
   inSnapshot,
+  type PrintRule,
   type PrintSetup,
   prepareOutputs,
   printOptions,
   TableSheet,
+  WIDE_TABLE,
   workbookWriter,
 } from './sheet-writer.ts';
 
@@ -61,20 +64,35 @@ export interface ExceptionWorkbookResult {
   lateRejections: { currency: string; amount: Minor }[];
 }
 
+/** The summary: landscape, the whole sheet on one page, at 100 %: both tables are read together. */
+export const EXCEPTION_SUMMARY_PRINT: PrintRule = { orientation: 'landscape', fit: 'page', minScale: 100 };
+
+/**
+ * The exceptions: landscape, one page wide, at 70 % or more, the header rows on every page. A page
+ * carries what to work on: which exception, its state and owner, which payment, both sides' amounts,
+ * what the provider said, its age and when it is due. The queue's history and texts for look-ups
+ * (references, the rule, sightings, acknowledgements, resolutions, notes and comments) are folded away
+ * and not printed; the CSV has them all.
+ */
+export const EXCEPTION_DETAIL_PRINT: PrintRule = WIDE_TABLE;
+
+/** Late rejections: landscape, one page wide, at 70 % or more; every column is printed. */
+export const LATE_PRINT: PrintRule = WIDE_TABLE;
+
 /** Exception rows; ages are measured at `asOf`. */
-const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
+export const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
   { header: 'Id', key: 'id', type: 'int', width: 8, cell: (r) => Number(r.id) },
-  { header: 'Type', key: 'type', type: 'text', width: 24, cell: (r) => r.type },
+  { header: 'Type', key: 'type', type: 'text', width: 24, wrap: true, cell: (r) => r.type },
   { header: 'Severity', key: 'severity', type: 'text', width: 10, cell: (r) => r.severity },
   { header: 'State', key: 'state', type: 'text', width: 13, cell: (r) => r.state },
-  { header: 'Assignee', key: 'assignee', type: 'text', width: 14, cell: (r) => r.assignee },
-  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
-  { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
+  { header: 'Assignee', key: 'assignee', type: 'text', width: 10, wrap: true, cell: (r) => r.assignee },
+  { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.merchant_account },
+  { header: 'Kind', key: 'kind', type: 'text', width: 8, cell: (r) => r.entity_kind },
   {
     header: 'Entity id',
     key: 'entityId',
     type: 'text',
-    width: 16,
+    width: 12,
     cell: (r) => r.entity_id,
     link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
   },
@@ -83,32 +101,35 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
     key: 'externalRef',
     type: 'text',
     width: 20,
+    printed: false,
     cell: (r) => r.external_ref,
   },
   {
     header: 'Intent amount',
     key: 'intentAmount',
     type: 'money',
+    width: 14,
     cell: (r) => (r.intent_amount === null ? null : parseLedgerMinor(r.intent_amount)),
   },
   {
     header: 'Intent currency',
     key: 'intentCurrency',
     type: 'text',
-    width: 9,
+    width: 10,
     cell: (r) => r.intent_currency,
   },
   {
     header: 'Provider amount',
     key: 'providerAmount',
     type: 'money',
+    width: 14,
     cell: (r) => (r.provider_amount === null ? null : parseLedgerMinor(r.provider_amount)),
   },
   {
     header: 'Provider currency',
     key: 'providerCurrency',
     type: 'text',
-    width: 9,
+    width: 10,
     cell: (r) => r.provider_currency,
   },
   {
@@ -116,57 +137,87 @@ const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
     key: 'providerStatus',
     type: 'text',
     width: 14,
+    printed: false,
     cell: (r) => r.provider_status,
   },
-  { header: 'Status reason', key: 'statusReason', type: 'text', width: 20, cell: (r) => r.status_reason },
+  {
+    header: 'Status reason',
+    key: 'statusReason',
+    type: 'text',
+    width: 20,
+    wrap: true,
+    printed: false,
+    cell: (r) => r.status_reason,
+  },
   {
     header: 'Provider said (not applied)',
     key: 'refused',
     type: 'text',
-    width: 30,
+    width: 17,
+    wrap: true,
     cell: (r) => refusedReading(r.type, r.refused),
   },
-  { header: 'Rule', key: 'rule', type: 'text', width: 60, cell: (r) => r.rule },
+  { header: 'Rule', key: 'rule', type: 'text', width: 60, wrap: true, printed: false, cell: (r) => r.rule },
   // Not totalled: a sum of how often each exception was seen means nothing.
-  { header: 'Times seen', key: 'count', type: 'int', width: 11, cell: (r) => r.count },
-  { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
-  { header: 'Last seen', key: 'lastSeen', type: 'date', cell: (r) => r.last_seen_at },
+  { header: 'Times seen', key: 'count', type: 'int', width: 11, printed: false, cell: (r) => r.count },
+  { header: 'First seen', key: 'firstSeen', type: 'date', printed: false, cell: (r) => r.first_seen_at },
+  { header: 'Last seen', key: 'lastSeen', type: 'date', printed: false, cell: (r) => r.last_seen_at },
   {
     header: 'Age (days)',
     key: 'age',
     type: 'int',
     width: 11,
+    printed: false,
     cell: (r) => Math.floor((asOf.getTime() - r.first_seen_at.getTime()) / 86_400_000),
   },
   {
     header: 'Age bucket',
     key: 'ageBucket',
     type: 'text',
-    width: 12,
+    width: 10,
     cell: (r) => ageBucketLabel(r.first_seen_at, asOf),
   },
   { header: 'Due', key: 'due', type: 'date', cell: (r) => r.due_at },
-  { header: 'Overdue', key: 'overdue', type: 'text', width: 9, cell: (r) => (r.overdue ? 'overdue' : null) },
-  { header: 'Acknowledged by', key: 'ackBy', type: 'text', width: 16, cell: (r) => r.acknowledged_by },
-  { header: 'Acknowledged at', key: 'ackAt', type: 'date', cell: (r) => r.acknowledged_at },
-  { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14, cell: (r) => r.resolved_by },
-  { header: 'Resolved at', key: 'resolvedAt', type: 'date', cell: (r) => r.resolved_at },
-  { header: 'Note', key: 'note', type: 'text', width: 40, cell: (r) => r.note },
-  { header: 'Last comment', key: 'lastNote', type: 'text', width: 40, cell: (r) => r.last_note },
-  { header: 'Last comment by', key: 'lastNoteBy', type: 'text', width: 14, cell: (r) => r.last_note_by },
-  { header: 'Last comment at', key: 'lastNoteAt', type: 'date', cell: (r) => r.last_note_at },
-  { header: 'Reopened on', key: 'reopened', type: 'text', width: 40, cell: (r) => r.reopen_reason },
+  { header: 'Overdue', key: 'overdue', type: 'text', width: 10, cell: (r) => (r.overdue ? 'overdue' : null) },
+  // The queue's history, for look-ups: folded away, not printed.
+  ...(
+    [
+      { header: 'Acknowledged by', key: 'ackBy', type: 'text', width: 16, cell: (r) => r.acknowledged_by },
+      { header: 'Acknowledged at', key: 'ackAt', type: 'date', cell: (r) => r.acknowledged_at },
+      { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14, cell: (r) => r.resolved_by },
+      { header: 'Resolved at', key: 'resolvedAt', type: 'date', cell: (r) => r.resolved_at },
+      { header: 'Note', key: 'note', type: 'text', width: 40, wrap: true, cell: (r) => r.note },
+      {
+        header: 'Last comment',
+        key: 'lastNote',
+        type: 'text',
+        width: 40,
+        wrap: true,
+        cell: (r) => r.last_note,
+      },
+      { header: 'Last comment by', key: 'lastNoteBy', type: 'text', width: 14, cell: (r) => r.last_note_by },
+      { header: 'Last comment at', key: 'lastNoteAt', type: 'date', cell: (r) => r.last_note_at },
+      {
+        header: 'Reopened on',
+        key: 'reopened',
+        type: 'text',
+        width: 40,
+        wrap: true,
+        cell: (r) => r.reopen_reason,
+      },
+    ] satisfies ColumnSpec<ExceptionRow>[]
+  ).map((c) => ({ ...c, printed: false })),
 ];
 
 /** Late rejections: the reversal entries booked in the period. */
-const LATE_COLUMNS: ColumnSpec<LateRow>[] = [
-  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
-  { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
+export const LATE_COLUMNS: ColumnSpec<LateRow>[] = [
+  { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.merchant_account },
+  { header: 'Kind', key: 'kind', type: 'text', width: 8, cell: (r) => r.entity_kind },
   {
     header: 'Id',
     key: 'id',
     type: 'text',
-    width: 16,
+    width: 12,
     cell: (r) => r.entity_id,
     link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
   },
@@ -174,18 +225,20 @@ const LATE_COLUMNS: ColumnSpec<LateRow>[] = [
     header: 'External id / deposit',
     key: 'ref',
     type: 'text',
-    width: 22,
+    width: 16,
+    wrap: true,
     cell: (r) => (r.entity_kind === 'refund' ? r.parent_deposit_id : r.external_ref),
   },
-  { header: 'Status', key: 'status', type: 'text', width: 12, cell: (r) => r.status },
+  { header: 'Status', key: 'status', type: 'text', width: 10, cell: (r) => r.status },
   {
     header: 'Rejection',
     key: 'rejection',
     type: 'text',
-    width: 28,
+    width: 24,
+    wrap: true,
     cell: (r) => [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
   },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
   { header: 'Amount', key: 'amount', type: 'money', total: true, cell: (r) => parseLedgerMinor(r.amount) },
   { header: 'Completed at', key: 'completedAt', type: 'date', cell: (r) => r.completed_at },
   { header: 'Rejected at', key: 'rejectedAt', type: 'date', cell: (r) => r.status_since },
@@ -228,7 +281,7 @@ export async function writeExceptionWorkbook(
     };
     const ws = wb.addWorksheet('Summary', {
       views: [{ state: 'frozen', ySplit: 3 }],
-      ...printOptions(print, 3),
+      ...printOptions(print, 3, EXCEPTION_SUMMARY_PRINT),
     });
     const summaryLabels = [
       'Open exceptions by type',
@@ -241,11 +294,13 @@ export async function writeExceptionWorkbook(
       ...[1, 2, 3, 4, 5, 6].map(() => ({ width: 14, style: { numFmt: INT_FORMAT } })),
     ];
     const title = ws.addRow([`Exceptions · ${account ?? 'all accounts'} · ${period.from} to ${period.to}`]);
-    title.font = { bold: true, size: 13 };
+    title.font = { ...BOLD, size: 13 };
     title.commit();
     ws.addRow([`Open as of ${humanInstant(asOf, tz)}`]).commit();
     const h1 = ws.addRow(['Open exceptions by type', ...AGE_BUCKET_LABELS, 'Total open']);
-    h1.font = { bold: true };
+    h1.font = BOLD;
+    // Count headers stand over their counts.
+    for (let c = 2; c <= 6; c++) h1.getCell(c).alignment = { horizontal: 'right' };
     h1.commit();
     const firstTypeRow = 4;
     byType.forEach((t, i) => {
@@ -277,11 +332,12 @@ export async function writeExceptionWorkbook(
         byType.map((t) => t.open.reduce((a, b) => a + b, 0)),
       ),
     ]);
-    totals.font = { bold: true };
+    totals.font = BOLD;
     totals.commit();
     ws.addRow([]).commit();
     const h2 = ws.addRow(['In the period, by type', 'Opened', 'Resolved']);
-    h2.font = { bold: true };
+    h2.font = BOLD;
+    for (const c of [2, 3]) h2.getCell(c).alignment = { horizontal: 'right' };
     h2.commit();
     for (const t of byType) ws.addRow([t.type, t.openedInPeriod, t.resolvedInPeriod]).commit();
     ws.commit();
@@ -296,6 +352,7 @@ export async function writeExceptionWorkbook(
       linkBase: options.links,
       csvPath: exPath,
       preamble: [`Exceptions open at ${period.to} or opened or resolved in the period · times in ${tz}`],
+      rule: EXCEPTION_DETAIL_PRINT,
     });
     await forEachBatch(trx, detailQuery, 5000, async (rows) => {
       for (const r of rows) detail.add(r);
@@ -317,6 +374,7 @@ export async function writeExceptionWorkbook(
         `Cashouts and refunds REJECTED after COMPLETED, reversal booked in the period · times in ${tz}`,
       ],
       currencyKey: 'currency',
+      rule: LATE_PRINT,
     });
     await forEachBatch(trx, late, 5000, async (rows) => {
       for (const r of rows) lateSheet.add(r);

@@ -20,15 +20,18 @@ import { paymentPath } from '../domain/payment-path.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
+  BOLD,
   byCurrency,
   type ColumnSpec,
   DATE_FORMAT,
   inSnapshot,
   MONEY_FORMAT,
+  type PrintRule,
   type PrintSetup,
   prepareOutputs,
   printOptions,
   TableSheet,
+  WIDE_TABLE,
   workbookWriter,
 } from './sheet-writer.ts';
 
@@ -106,45 +109,75 @@ export const LIVE_LINES: readonly { entityKind: string; effect: string; label: s
   { entityKind: 'refund', effect: 'late_reversal', label: 'Refunds rejected late' },
 ];
 
+/**
+ * Summary sheets (one per currency): portrait, the whole sheet on one page, at 100 %: the title, every
+ * line, the closing balance and the proof are read together and signed off together.
+ */
+export const SUMMARY_PRINT: PrintRule = { orientation: 'portrait', fit: 'page', minScale: 100 };
+
+/**
+ * Deposits, cashouts and refunds: landscape, one page wide, at 70 % or more, the header rows on every
+ * page. A page carries who, which payment, its status and why, its amounts and what the period booked
+ * for it; reasons and references wrap. Columns for look-ups (when payrecon first saw the payment, and
+ * on cashouts and refunds the movement per balance, which the per-effect columns add up to) are folded
+ * away and not printed.
+ */
+export const ENTITY_PRINT: PrintRule = WIDE_TABLE;
+
+/**
+ * Journals: portrait, one page wide, at 70 % or more (about 60 postings a page), the header rows on
+ * every page: every column of a posting is printed.
+ */
+export const JOURNAL_PRINT: PrintRule = { orientation: 'portrait', fit: 'width', minScale: 70 };
+
+/** Test and crypto book balances: portrait, one page wide, at 100 %. */
+export const BOOK_PRINT: PrintRule = { orientation: 'portrait', fit: 'width', minScale: 100 };
+
 /** Deposit rows: entity facts, then the period's activity per effect on `available` (read from postings). */
-const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
-  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+export const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
+  { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.merchant_account },
   {
     header: 'Deposit id',
     key: 'id',
     type: 'text',
-    width: 16,
+    width: 12,
     cell: (r) => r.entity_id,
     link: (r) => paymentPath(r.merchant_account, 'deposit', r.entity_id),
   },
-  { header: 'Invoice id', key: 'ref', type: 'text', width: 22, cell: (r) => r.external_ref },
-  { header: 'Status', key: 'status', type: 'text', width: 16, cell: (r) => r.status },
-  { header: 'Status reason', key: 'reason', type: 'text', width: 18, cell: (r) => r.status_reason },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Invoice id', key: 'ref', type: 'text', width: 16, wrap: true, cell: (r) => r.external_ref },
+  { header: 'Status', key: 'status', type: 'text', width: 15, wrap: true, cell: (r) => r.status },
+  {
+    header: 'Status reason',
+    key: 'reason',
+    type: 'text',
+    width: 14,
+    wrap: true,
+    cell: (r) => r.status_reason,
+  },
+  { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
   { header: 'Gross', key: 'gross', type: 'money', cell: (r) => minorOrNull(r.amount) },
-  { header: 'Fee', key: 'fee', type: 'money', cell: (r) => minorOrNull(r.fee_amount) },
+  { header: 'Fee', key: 'fee', type: 'money', width: 13, cell: (r) => minorOrNull(r.fee_amount) },
   {
     header: 'Fee on payer',
     key: 'feeOnPayer',
     type: 'text',
-    width: 12,
+    width: 7,
     cell: (r) => (r.fee_on_payer ? 'yes' : 'no'),
   },
   {
     header: 'Early released',
     key: 'early',
     type: 'text',
-    width: 14,
+    width: 10,
     cell: (r) => (r.ever_early_released ? 'yes' : 'no'),
   },
-  { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
+  { header: 'First seen', key: 'firstSeen', type: 'date', printed: false, cell: (r) => r.first_seen_at },
   { header: 'Status since', key: 'statusSince', type: 'date', cell: (r) => r.status_since },
   {
     header: 'Credited in period',
     key: 'credited',
     type: 'money',
     total: true,
-    width: 18,
     cell: (r) => parseLedgerMinor(r.e_credit),
   },
   {
@@ -152,6 +185,7 @@ const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
     key: 'fees',
     type: 'money',
     total: true,
+    width: 13,
     cell: (r) => -parseLedgerMinor(r.e_fee),
   },
   {
@@ -159,7 +193,6 @@ const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
     key: 'reversed',
     type: 'money',
     total: true,
-    width: 18,
     cell: (r) => -parseLedgerMinor(r.e_reversal),
   },
   {
@@ -167,36 +200,36 @@ const DEPOSIT_COLUMNS: ColumnSpec<EntityRow>[] = [
     key: 'net',
     type: 'money',
     total: true,
-    width: 17,
     cell: (r) => parseLedgerMinor(r.available_delta),
   },
 ];
 
 /** Cashout and refund rows: entity facts, then the period's activity per effect. */
-const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => [
-  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
+export const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => [
+  { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.merchant_account },
   {
     header: kind === 'cashout' ? 'Cashout id' : 'Refund id',
     key: 'id',
     type: 'text',
-    width: 16,
+    width: 12,
     cell: (r) => r.entity_id,
     link: (r) => paymentPath(r.merchant_account, kind, r.entity_id),
   },
   kind === 'cashout'
-    ? { header: 'External id', key: 'ref', type: 'text', width: 22, cell: (r) => r.external_ref }
+    ? { header: 'External id', key: 'ref', type: 'text', width: 16, wrap: true, cell: (r) => r.external_ref }
     : { header: 'Deposit id', key: 'ref', type: 'text', width: 16, cell: (r) => r.parent_deposit_id },
-  { header: 'Status', key: 'status', type: 'text', width: 18, cell: (r) => r.status },
+  { header: 'Status', key: 'status', type: 'text', width: 12, wrap: true, cell: (r) => r.status },
   {
     header: 'Rejection',
     key: 'rejection',
     type: 'text',
-    width: 24,
+    width: 22,
+    wrap: true,
     cell: (r) => [r.rejection_code, r.rejection_reason].filter(Boolean).join(' ') || null,
   },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
   { header: 'Amount', key: 'amount', type: 'money', cell: (r) => minorOrNull(r.amount) },
-  { header: 'First seen', key: 'firstSeen', type: 'date', cell: (r) => r.first_seen_at },
+  { header: 'First seen', key: 'firstSeen', type: 'date', printed: false, cell: (r) => r.first_seen_at },
   { header: 'Status since', key: 'statusSince', type: 'date', cell: (r) => r.status_since },
   { header: 'Completed at', key: 'completedAt', type: 'date', cell: (r) => r.completed_at },
   {
@@ -204,7 +237,6 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     key: 'reserved',
     type: 'money',
     total: true,
-    width: 18,
     cell: (r) => parseLedgerMinor(r.e_reserve),
   },
   {
@@ -212,7 +244,6 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     key: 'released',
     type: 'money',
     total: true,
-    width: 18,
     cell: (r) => parseLedgerMinor(r.e_release),
   },
   {
@@ -220,7 +251,6 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     key: 'settled',
     type: 'money',
     total: true,
-    width: 18,
     cell: (r) => -parseLedgerMinor(r.e_settle),
   },
   {
@@ -228,7 +258,6 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     key: 'late',
     type: 'money',
     total: true,
-    width: 22,
     cell: (r) => parseLedgerMinor(r.e_late),
   },
   {
@@ -236,7 +265,7 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     key: 'availableDelta',
     type: 'money',
     total: true,
-    width: 19,
+    printed: false,
     cell: (r) => parseLedgerMinor(r.available_delta),
   },
   {
@@ -244,22 +273,23 @@ const PAYOUT_COLUMNS = (kind: 'cashout' | 'refund'): ColumnSpec<EntityRow>[] => 
     key: 'reservedDelta',
     type: 'money',
     total: true,
-    width: 19,
+    printed: false,
     cell: (r) => parseLedgerMinor(r.reserved_delta),
   },
 ];
 
 /** Journal rows: one per posting. */
 export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
-  { header: 'Entry', key: 'entry', type: 'int', width: 11, cell: (r) => Number(r.entry) },
-  { header: 'Booked at', key: 'bookedAt', type: 'date', cell: (r) => new Date(r.booked_ms) },
-  { header: 'Account', key: 'account', type: 'text', width: 14, cell: (r) => r.merchant_account },
-  { header: 'Kind', key: 'kind', type: 'text', width: 9, cell: (r) => r.entity_kind },
+  { header: 'Entry', key: 'entry', type: 'int', width: 10, cell: (r) => Number(r.entry) },
+  // One character wider than the time: the booking time and the account beside it do not touch.
+  { header: 'Booked at', key: 'bookedAt', type: 'date', width: 20, cell: (r) => new Date(r.booked_ms) },
+  { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.merchant_account },
+  { header: 'Kind', key: 'kind', type: 'text', width: 8, cell: (r) => r.entity_kind },
   {
     header: 'Entity id',
     key: 'entityId',
     type: 'text',
-    width: 16,
+    width: 12,
     cell: (r) => r.entity_id,
     link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
   },
@@ -268,18 +298,18 @@ export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
     header: 'Reversal',
     key: 'reversal',
     type: 'text',
-    width: 9,
+    width: 10,
     cell: (r) => (r.direction < 0 ? 'yes' : ''),
   },
-  { header: 'Ledger account', key: 'ledgerAccount', type: 'text', width: 22, cell: (r) => r.account },
-  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (r) => r.currency },
+  { header: 'Ledger account', key: 'ledgerAccount', type: 'text', width: 12, cell: (r) => r.account },
+  { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
   { header: 'Amount', key: 'amount', type: 'money', total: true, cell: (r) => parseLedgerMinor(r.amount) },
 ];
 
 /** Test and crypto book balances. */
-const BOOK_COLUMNS: ColumnSpec<BookBalance>[] = [
-  { header: 'Currency', key: 'currency', type: 'text', width: 9, cell: (b) => b.currency },
-  { header: 'Ledger account', key: 'account', type: 'text', width: 26, cell: (b) => b.account },
+export const BOOK_COLUMNS: ColumnSpec<BookBalance>[] = [
+  { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (b) => b.currency },
+  { header: 'Ledger account', key: 'account', type: 'text', width: 16, cell: (b) => b.account },
   { header: 'Opening', key: 'opening', type: 'money', total: true, cell: (b) => b.opening },
   { header: 'Movements', key: 'movement', type: 'money', total: true, cell: (b) => b.movement },
   { header: 'Closing', key: 'closing', type: 'money', total: true, cell: (b) => b.closing },
@@ -441,7 +471,7 @@ function writeSummarySheet(
   ];
   const ws = wb.addWorksheet(`Summary ${s.currency}`, {
     views: [{ state: 'frozen', ySplit: 4 }],
-    ...printOptions(settlementPrint(period, account), 4),
+    ...printOptions(settlementPrint(period, account), 4, SUMMARY_PRINT),
   });
   ws.columns = [
     { key: 'label', width: summaryLabelWidth(labels, titles) },
@@ -449,26 +479,27 @@ function writeSummarySheet(
     { key: 'reserved', width: SUMMARY_AMOUNT_WIDTH, style: { numFmt: MONEY_FORMAT } },
   ];
   const title = ws.addRow([heading]);
-  title.font = { bold: true, size: 13 };
+  title.font = { ...BOLD, size: 13 };
   title.commit();
   ws.addRow([booked]).commit();
   ws.addRow([]).commit();
   const header = ws.addRow(['', 'Available', 'Reserved']);
-  header.font = { bold: true };
+  header.font = BOLD;
   header.fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFE8ECF2' } };
+  for (const col of [2, 3]) header.getCell(col).alignment = { horizontal: 'right' };
   header.commit();
   const n = minorToCell;
   // A formula over amounts written as text would not add up: such a figure is written as its exact text.
   const exact = (...values: Minor[]) => values.every((v) => typeof minorToCell(v) === 'number');
   const openingRow = 5;
   const o = ws.addRow(['Opening balance', n(s.openingAvailable), n(s.openingReserved)]);
-  o.font = { bold: true };
+  o.font = BOLD;
   o.commit();
   for (const line of s.lines) ws.addRow([line.label, n(line.available), n(line.reserved)]).commit();
   const lastMovement = openingRow + s.lines.length;
   const closingRow = lastMovement + 1;
   const c = ws.addRow(['Closing balance', n(s.closingAvailable), n(s.closingReserved)]);
-  c.font = { bold: true };
+  c.font = BOLD;
   c.border = { top: { style: 'thin' } };
   c.commit();
   const proof = (col: string, result: Minor, parts: Minor[]) =>
@@ -488,7 +519,7 @@ function writeSummarySheet(
     proof('C', s.proofReserved, [s.openingReserved, s.closingReserved, ...s.lines.map((l) => l.reserved)]),
   ]);
   p.font = {
-    bold: true,
+    ...BOLD,
     color: { argb: s.proofAvailable === 0n && s.proofReserved === 0n ? 'FF1B5E20' : 'FFB3261E' },
   };
   p.commit();
@@ -505,7 +536,7 @@ function writeSummarySheet(
   if (signOff.length > 0) {
     ws.addRow([]).commit();
     const first = ws.addRow([signOff[0]]);
-    first.font = { bold: true };
+    first.font = BOLD;
     first.commit();
     for (const line of signOff.slice(1)) ws.addRow([line]).commit();
   }
@@ -568,7 +599,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       writeSummarySheet(wb, s, period, account, signOff);
     }
     if (summaries.length === 0) {
-      const ws = wb.addWorksheet('Summary', printOptions(settlementPrint(period, account), 1));
+      const ws = wb.addWorksheet('Summary', printOptions(settlementPrint(period, account), 1, SUMMARY_PRINT));
       ws.addRow([
         `No live activity or balances for ${account ?? 'any account'} up to ${period.to}.`,
       ]).commit();
@@ -594,6 +625,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
           csvPath: path,
           preamble: preamble(`Live ${name.toLowerCase()} with activity in the period`),
           currencyKey: 'currency',
+          rule: ENTITY_PRINT,
         });
         for (;;) {
           let n = 0;
@@ -644,6 +676,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
             `${j.book === 'test' ? 'Test' : 'Crypto'} book balances · never part of the live summary · ${period.from} to ${period.to}`,
           ],
           currencyKey: 'currency',
+          rule: BOOK_PRINT,
         });
         for (const b of rows) bookSheet.add(b);
         await bookSheet.finish();
@@ -659,6 +692,7 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
           `${j.title} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
         ],
         currencyKey: 'currency',
+        rule: JOURNAL_PRINT,
       });
       await forEachBatch(trx, queries[j.book], FETCH_SIZE, async (rows) => {
         for (const r of rows) t.add(r);

@@ -15,6 +15,12 @@ import type { Kysely, Transaction } from 'kysely';
 import { formatAmount, type Minor, minorToCell } from '../domain/money.ts';
 import { excelDate } from './period.ts';
 
+/**
+ * The bold of titles, headers and totals, named in full: a font that names no face prints in
+ * LibreOffice's default face (a serif), not the workbook's.
+ */
+export const BOLD: Partial<ExcelJS.Font> = { name: 'Calibri', family: 2, size: 11, bold: true };
+
 /** Excel number formats of the workbooks. */
 export const MONEY_FORMAT = '#,##0.00';
 export const DATE_FORMAT = 'yyyy-mm-dd hh:mm:ss';
@@ -37,6 +43,13 @@ export interface ColumnSpec<R> {
   cell: (row: R) => CellInput;
   /** A text cell's link: a path under the page (`paymentPath`), written when `linkBase` is set. */
   link?: (row: R) => string | null;
+  /** Long text (reasons, notes) wraps within the column's width instead of running into the next. */
+  wrap?: boolean;
+  /**
+   * false: a column for machines and look-ups, folded away in a column group (one click shows it) and
+   * so never on the printed page; the CSV always has it.
+   */
+  printed?: boolean;
 }
 
 /** Totals per currency ('' without a currency column) and column key: bigint for money, number for int. */
@@ -56,9 +69,9 @@ function columnLetter(index: number): string {
 function defaultWidth(col: ColumnSpec<never>): number {
   switch (col.type) {
     case 'money':
-      return 16;
+      return 15;
     case 'date':
-      return 20;
+      return 19;
     case 'day':
       return 12;
     case 'int':
@@ -67,6 +80,27 @@ function defaultWidth(col: ColumnSpec<never>): number {
       return Math.max(12, col.header.length + 2);
   }
 }
+
+/** Numbers, amounts and dates stand right in their cells, and so does their header. */
+function alignsRight(type: ColumnType): boolean {
+  return type !== 'text';
+}
+
+/** How many lines `text` takes wrapped at word breaks in a column `width` characters wide. */
+export function wrappedLines(text: string, width: number): number {
+  let lines = 1;
+  let used = 0;
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (used > 0 && used + 1 + word.length > width - 1) {
+      lines++;
+      used = word.length;
+    } else used += (used > 0 ? 1 : 0) + word.length;
+  }
+  return lines;
+}
+
+/** The same alignment object for every wrapping column, so the style memo keys it without JSON. */
+const WRAP: Partial<ExcelJS.Alignment> = { wrapText: true };
 
 function formatOf(type: ColumnType): string | undefined {
   switch (type) {
@@ -178,17 +212,18 @@ export function workbookWriter(filename: string): ExcelJS.stream.xlsx.WorkbookWr
   const ids = new Map<string, number>();
   styles.addStyleModel = (model, cellType) => {
     if (!model) return lookUp(model, cellType);
-    // Most cells' style is a number format alone (their column's): a key without JSON for those.
+    // Most cells' style is their column's: a number format, or the shared wrapping alignment. A key
+    // without JSON for those.
     let format: string | undefined = '';
     for (const k in model) {
-      if (k !== 'numFmt') {
+      if (k === 'numFmt') format = `${format}|${model.numFmt}`;
+      else if (k !== 'alignment' || model.alignment !== WRAP) {
         format = undefined;
         break;
-      }
-      format = model.numFmt;
+      } else format = `${format}|wrap`;
     }
     const key =
-      format === undefined ? `${cellType ?? ''}${JSON.stringify(model)}` : `${cellType ?? ''}|${format}`;
+      format === undefined ? `${cellType ?? ''}${JSON.stringify(model)}` : `${cellType ?? ''}${format}`;
     let id = ids.get(key);
     if (id === undefined) {
       id = lookUp(model, cellType);
@@ -213,20 +248,61 @@ function footerText(text: string): string {
 }
 
 /**
- * How every sheet of every workbook prints: landscape A4, fit to one page wide (as many pages down as
- * needed), the rows up to `headerRows` repeated on each page, and a footer with the report, the period
- * and `page n of m`. Passed to `addWorksheet` (exceljs derives `fitToPage` from these options).
+ * What a printed page of a sheet carries: A4 in `orientation`; `fit: 'page'` puts the whole sheet on
+ * one page, `fit: 'width'` every printed column on one page wide and the rows on as many pages down as
+ * they need. `minScale` (percent) is the smallest scale the sheet may print at: its printed columns'
+ * widths must fit the page at that scale (`fitScale`), and the print test reads the scale back from
+ * the PDF's text size.
  */
-export function printOptions(print: PrintSetup, headerRows: number): Partial<ExcelJS.AddWorksheetOptions> {
+export interface PrintRule {
+  orientation: 'portrait' | 'landscape';
+  fit: 'page' | 'width';
+  minScale: number;
+}
+
+/** The page margins, in inches (the footer sits in the bottom one). */
+const MARGINS = { left: 0.4, right: 0.4, top: 0.5, bottom: 0.6, header: 0.2, footer: 0.25 };
+/** A4 in points. */
+const A4 = { short: 595.28, long: 841.89 };
+
+/** The printable width of an A4 page, in points, between the side margins. */
+export function printableWidth(orientation: PrintRule['orientation']): number {
+  const page = orientation === 'portrait' ? A4.short : A4.long;
+  return page - (MARGINS.left + MARGINS.right) * 72;
+}
+
+/**
+ * The width of columns on paper at 100 %, in points: a column `w` characters wide is 7w + 5 pixels of
+ * the default 11-point font at 96 dpi, as Excel draws it.
+ */
+export function columnsWidth(widths: readonly number[]): number {
+  return widths.reduce((sum, w) => sum + (7 * w + 5) * 0.75, 0);
+}
+
+/** The scale (percent, at most 100) at which columns of these widths fill the rule's page width. */
+export function fitScale(widths: readonly number[], rule: PrintRule): number {
+  return Math.min(100, Math.floor((printableWidth(rule.orientation) / columnsWidth(widths)) * 100));
+}
+
+/**
+ * The page setup of a sheet: its rule, the rows up to `headerRows` repeated on each page, and a footer
+ * with the report, the period and `page n of m`. Passed to `addWorksheet` (exceljs derives `fitToPage`
+ * from these options).
+ */
+export function printOptions(
+  print: PrintSetup,
+  headerRows: number,
+  rule: PrintRule,
+): Partial<ExcelJS.AddWorksheetOptions> {
   return {
     pageSetup: {
-      orientation: 'landscape',
+      orientation: rule.orientation,
       paperSize: 9,
       fitToPage: true,
       fitToWidth: 1,
-      fitToHeight: 0,
+      fitToHeight: rule.fit === 'page' ? 1 : 0,
       printTitlesRow: `1:${Math.max(1, headerRows)}`,
-      margins: { left: 0.4, right: 0.4, top: 0.5, bottom: 0.6, header: 0.2, footer: 0.25 },
+      margins: MARGINS,
     },
     headerFooter: {
       differentFirst: false,
@@ -236,6 +312,11 @@ export function printOptions(print: PrintSetup, headerRows: number): Partial<Exc
   };
 }
 
+/** The widths of the columns a table prints (those not folded away). */
+export function printedWidths(columns: readonly ColumnSpec<never>[]): number[] {
+  return columns.filter((c) => c.printed !== false).map((c) => c.width ?? defaultWidth(c));
+}
+
 /**
  * Currencies in the one fixed order every sheet uses (alphabetical ISO code; a row without a currency,
  * '' , first).
@@ -243,6 +324,9 @@ export function printOptions(print: PrintSetup, headerRows: number): Partial<Exc
 export function byCurrency(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+/** A table of many columns: landscape, one page wide, never below 70 %. */
+export const WIDE_TABLE: PrintRule = { orientation: 'landscape', fit: 'width', minScale: 70 };
 
 /** Rows per worksheet before a table continues on `Name (2)`: Excel's limit is 1,048,576. */
 export const MAX_SHEET_ROWS = 1_048_000;
@@ -257,6 +341,8 @@ export interface TableOptions {
   currencyKey?: string;
   /** Footer text of the printed pages (see `printOptions`). */
   print: PrintSetup;
+  /** What a printed page carries; default `WIDE_TABLE`. */
+  rule?: PrintRule;
   /** The page's public base URL: columns with `link` become hyperlinks to it; null or absent: none. */
   linkBase?: string | null;
   maxRowsPerSheet?: number;
@@ -305,22 +391,41 @@ export class TableSheet<R> {
   }
 
   private openPart(name: string): void {
+    const folded = this.columns.some((c) => c.printed === false);
     const sheet = this.workbook.addWorksheet(name, {
       views: [{ state: 'frozen', ySplit: this.headerRow, xSplit: 0 }],
-      ...printOptions(this.options.print, this.headerRow),
+      ...printOptions(this.options.print, this.headerRow, this.options.rule ?? WIDE_TABLE),
+      ...(folded ? { properties: { outlineLevelCol: 1 } } : {}),
     });
     sheet.columns = this.columns.map((c) => {
       const numFmt = formatOf(c.type);
-      return { key: c.key, width: c.width ?? defaultWidth(c), ...(numFmt ? { style: { numFmt } } : {}) };
+      return {
+        key: c.key,
+        width: c.width ?? defaultWidth(c),
+        ...(numFmt ? { style: { numFmt } } : c.wrap ? { style: { alignment: WRAP } } : {}),
+        ...(c.printed === false ? { hidden: true, outlineLevel: 1 } : {}),
+      };
     });
     for (const line of this.options.preamble ?? []) {
       const row = sheet.addRow([line]);
-      row.font = { bold: true };
+      row.font = BOLD;
+      // A title runs across the sheet, whatever its first column wraps.
+      row.getCell(1).alignment = { wrapText: false };
       row.commit();
     }
     const header = sheet.addRow(this.columns.map((c) => c.header));
-    header.font = { bold: true };
+    header.font = BOLD;
     header.fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFE8ECF2' } };
+    // Headers wrap onto as many lines as the narrowest column needs, and stand over their figures.
+    header.height =
+      15 * Math.max(...this.columns.map((c) => wrappedLines(c.header, c.width ?? defaultWidth(c))));
+    this.columns.forEach((c, i) => {
+      header.getCell(i + 1).alignment = {
+        wrapText: true,
+        vertical: 'bottom',
+        horizontal: alignsRight(c.type) ? 'right' : 'left',
+      };
+    });
     header.commit();
     // exceljs' WorksheetWriter writes `autoFilter` when the sheet is committed.
     (sheet as unknown as { autoFilter: string }).autoFilter =
@@ -456,7 +561,7 @@ export class TableSheet<R> {
           return { formula, result: value };
         });
         const row = this.part.sheet.addRow(cells);
-        row.font = { bold: true };
+        row.font = BOLD;
         row.commit();
       }
     }

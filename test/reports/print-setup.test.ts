@@ -1,8 +1,10 @@
 /**
  * Workbooks that print: both workbooks are generated from the report scenario and read back with the
  * exceljs reader and, when python3-openpyxl is installed, with openpyxl (skipped with an install hint
- * otherwise; required under PAYRECON_REQUIRE_TOOLS=1). Every sheet is landscape, fit to one page wide,
- * repeats its header rows and has a footer with the report, the period and "page n of m"; every summary
+ * otherwise; required under PAYRECON_REQUIRE_TOOLS=1). Every sheet prints by its declared rule
+ * (orientation, one page or one page wide), repeats its header rows and has a footer with the report,
+ * the period and "page n of m"; every table's printed columns fit its page at the rule's minimum scale,
+ * columns for look-ups are folded away, number headers stand right and long texts wrap; every summary
  * label fits its column and the title lines fit the sheet's width; "times seen" has no total; the
  * title's instant is for people; currencies come in one fixed order.
  */
@@ -14,10 +16,28 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
+import {
+  DETAIL_COLUMNS,
+  EXCEPTION_DETAIL_PRINT,
+  LATE_COLUMNS,
+  LATE_PRINT,
+  writeExceptionWorkbook,
+} from '../../src/reports/exception-workbook.ts';
 import { localDate, type Period } from '../../src/reports/period.ts';
-import { TITLE_SCALE, writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
+import {
+  BOOK_COLUMNS,
+  BOOK_PRINT,
+  DEPOSIT_COLUMNS,
+  ENTITY_PRINT,
+  JOURNAL_COLUMNS,
+  JOURNAL_PRINT,
+  PAYOUT_COLUMNS,
+  TITLE_SCALE,
+  writeSettlementWorkbook,
+} from '../../src/reports/settlement-workbook.ts';
+import { type ColumnSpec, fitScale, type PrintRule, printedWidths } from '../../src/reports/sheet-writer.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { exceptionRule, settlementRule } from './print-rules.ts';
 import { seedBefore, seedPeriod } from './scenario.ts';
 
 const PYTHON = process.env.PYTHON ?? (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
@@ -51,12 +71,13 @@ function headerRowOf(ws: ExcelJS.Worksheet): number {
   return views[0]?.ySplit ?? 1;
 }
 
-function expectPrintSetup(ws: ExcelJS.Worksheet, report: RegExp): void {
+function expectPrintSetup(ws: ExcelJS.Worksheet, report: RegExp, rule: PrintRule): void {
   const p = ws.pageSetup;
-  expect(p.orientation, ws.name).toBe('landscape');
+  expect(p.orientation, ws.name).toBe(rule.orientation);
   expect(p.fitToPage, ws.name).toBe(true);
   expect(p.fitToWidth, ws.name).toBe(1);
-  expect(p.fitToHeight, ws.name).toBe(0);
+  // One page: one page tall too; one page wide: as many pages down as the rows need.
+  expect(p.fitToHeight, ws.name).toBe(rule.fit === 'page' ? 1 : 0);
   // The rows down to the header repeat on every printed page.
   expect(p.printTitlesRow, ws.name).toBe(`1:${headerRowOf(ws)}`);
   const footer = ws.headerFooter.oddFooter ?? '';
@@ -89,10 +110,68 @@ afterAll(async () => {
 });
 
 describe('settlement workbook print setup', () => {
-  it('every sheet prints landscape, one page wide, header rows repeated, with the footer', async () => {
+  it('every sheet prints by its rule, header rows repeated, with the footer', async () => {
     const wb = await read(settlementFile());
     expect(wb.worksheets.length).toBeGreaterThan(5);
-    for (const ws of wb.worksheets) expectPrintSetup(ws, /^&LSettlement · all accounts&C/);
+    for (const ws of wb.worksheets)
+      expectPrintSetup(ws, /^&LSettlement · all accounts&C/, settlementRule(ws.name));
+    // Summaries are portrait statements; entity sheets landscape; journals portrait.
+    expect(wb.getWorksheet('Summary BRL')!.pageSetup.orientation).toBe('portrait');
+    expect(wb.getWorksheet('Deposits')!.pageSetup.orientation).toBe('landscape');
+    expect(wb.getWorksheet('Journal')!.pageSetup.orientation).toBe('portrait');
+  });
+
+  it("every table's printed columns fit its page at the rule's minimum scale", () => {
+    const tables: [string, readonly ColumnSpec<never>[], PrintRule][] = [
+      ['Deposits', DEPOSIT_COLUMNS, ENTITY_PRINT],
+      ['Cashouts', PAYOUT_COLUMNS('cashout'), ENTITY_PRINT],
+      ['Refunds', PAYOUT_COLUMNS('refund'), ENTITY_PRINT],
+      ['Journal', JOURNAL_COLUMNS, JOURNAL_PRINT],
+      ['Test book', BOOK_COLUMNS, BOOK_PRINT],
+      ['Exceptions', DETAIL_COLUMNS(new Date()), EXCEPTION_DETAIL_PRINT],
+      ['Late rejections', LATE_COLUMNS, LATE_PRINT],
+    ];
+    for (const [name, columns, rule] of tables) {
+      expect(fitScale(printedWidths(columns), rule), name).toBeGreaterThanOrEqual(rule.minScale);
+      expect(rule.minScale, name).toBeGreaterThanOrEqual(70);
+    }
+    // Folding columns away is what makes the wide tables fit: all of them would not.
+    const all = DETAIL_COLUMNS(new Date()).map((c) => c.width ?? 15);
+    expect(fitScale(all, EXCEPTION_DETAIL_PRINT)).toBeLessThan(70);
+  });
+
+  it('folds look-up columns away, puts number headers over their figures and wraps long texts', async () => {
+    const wb = await read(settlementFile());
+    const deposits = wb.getWorksheet('Deposits')!;
+    const header = deposits.getRow(2);
+    const col = (name: string) => (header.values as unknown[]).indexOf(name);
+    // Folded: hidden in a column group, one click shows it; the sheet has the outline.
+    const firstSeen = deposits.getColumn(col('First seen'));
+    expect(firstSeen.hidden).toBe(true);
+    expect(firstSeen.outlineLevel).toBe(1);
+    expect(deposits.getColumn(col('Status since')).hidden).toBe(false);
+    for (const name of ['Gross', 'Fee', 'Credited in period', 'Net to available', 'Status since']) {
+      expect(header.getCell(col(name)).alignment?.horizontal, name).toBe('right');
+    }
+    for (const name of ['Account', 'Deposit id', 'Status']) {
+      expect(header.getCell(col(name)).alignment?.horizontal, name).toBe('left');
+    }
+    // The header is tall enough for its wrapped lines ("Credited in period" takes two).
+    expect(header.height).toBeGreaterThanOrEqual(30);
+    const cashouts = wb.getWorksheet('Cashouts')!;
+    const cHeader = (cashouts.getRow(2).values as unknown[]).map(String);
+    const rejection = cHeader.indexOf('Rejection');
+    const rejected = [...Array(cashouts.rowCount).keys()]
+      .map((i) => cashouts.getRow(i + 1).getCell(rejection))
+      .find((c) => String(c.value ?? '').startsWith('R03'));
+    expect(rejected?.alignment?.wrapText).toBe(true);
+    for (const name of ['Available movement', 'Reserved movement', 'First seen']) {
+      expect(cashouts.getColumn(cHeader.indexOf(name)).hidden, name).toBe(true);
+    }
+    // The summary's figure headers stand over the figures.
+    const summary = wb.getWorksheet('Summary BRL')!.getRow(4);
+    expect(summary.getCell(2).alignment?.horizontal).toBe('right');
+    expect(summary.getCell(3).alignment?.horizontal).toBe('right');
   });
 
   it('every summary label fits its column, and the title lines fit the sheet', async () => {
@@ -139,10 +218,11 @@ describe('settlement workbook print setup', () => {
 });
 
 describe('exception workbook print setup', () => {
-  it('every sheet prints landscape, one page wide, header rows repeated, with the footer', async () => {
+  it('every sheet prints by its rule, header rows repeated, with the footer', async () => {
     const wb = await read(exceptionFile());
     expect(wb.worksheets.map((w) => w.name)).toEqual(['Summary', 'Exceptions', 'Late rejections']);
-    for (const ws of wb.worksheets) expectPrintSetup(ws, /^&LExceptions · all accounts&C/);
+    for (const ws of wb.worksheets)
+      expectPrintSetup(ws, /^&LExceptions · all accounts&C/, exceptionRule(ws.name));
   });
 
   it('has no total of "times seen", a title instant for people, and labels that fit', async () => {
@@ -194,11 +274,13 @@ print(json.dumps(out))
     const sheets = JSON.parse(run.stdout) as Record<string, Record<string, unknown>>;
     expect(Object.keys(sheets).length).toBeGreaterThan(8);
     for (const [name, s] of Object.entries(sheets)) {
+      const [file, sheet = ''] = name.split(':');
+      const rule = file === 'settlement.xlsx' ? settlementRule(sheet) : exceptionRule(sheet);
       expect(s, name).toMatchObject({
-        orientation: 'landscape',
+        orientation: rule.orientation,
         fitToPage: true,
         fitToWidth: 1,
-        fitToHeight: 0,
+        fitToHeight: rule.fit === 'page' ? 1 : 0,
         center: `${period.from} to ${period.to}`,
         right: 'page &P of &N',
       });
