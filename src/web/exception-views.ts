@@ -19,7 +19,7 @@ import { refusedReading } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
 import { roleCan } from '../domain/roles.ts';
 import { ageBucketLabel } from '../reports/exception-csv.ts';
-import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
+import { codeText, formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 import { paymentHref } from './payment-views.ts';
 import { layout, type PageContext } from './views.ts';
 
@@ -34,9 +34,8 @@ main{overflow-x:visible}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 table.queue{table-layout:fixed;font-size:.9rem}
 table.queue th,table.queue td{padding:.35rem .45rem;overflow-wrap:break-word}
-.code{overflow-wrap:normal;word-break:keep-all}
 table.queue col.pick{width:2rem}table.queue col.what{width:auto}table.queue col.amount{width:8.5rem}
-table.queue col.state{width:8rem}table.queue col.when{width:12rem}table.queue col.facts{width:12rem}
+table.queue col.state{width:8rem}table.queue col.when{width:12rem}table.queue col.facts{width:15rem}
 table.queue col.act{width:14rem}
 table.queue .sev{font-size:.75rem;color:#46505f;text-transform:uppercase}
 table.queue details summary{cursor:pointer;color:#2456c7}
@@ -132,14 +131,6 @@ function amountText(amount: string | null, currency: string | null): string {
   return `${shown} ${currency ?? ''}`.trim();
 }
 
-/**
- * A provider code (AMOUNT_MISMATCH, ERROR_ACCOUNT_INCORRECT) kept whole within its parts: a narrow
- * column wraps it after an underscore, never inside a word.
- */
-function code(text: string): SafeHtml {
-  return html`<span class="code">${text.split('_').map((part, i) => html`${i ? html`_<wbr>` : ''}${part}`)}</span>`;
-}
-
 const factsOf = (e: ExceptionView) => (e.details?.facts ?? null) as ExceptionFacts | null;
 
 const canWork = (ctx: PageContext) => ctx.role !== undefined && roleCan(ctx.role, 'work-exceptions');
@@ -173,7 +164,7 @@ function factsList(e: ExceptionView, ctx: PageContext, paid: ReadonlyMap<string,
       ? html`<dl class="facts"><dt>${e.kind === 'deposit' ? 'Invoice' : e.kind === 'cashout' ? 'External id' : 'Reference'}</dt><dd>${f.externalRef ?? 'none'}</dd>
 <dt>Intent</dt><dd>${amountText(f.intentAmount, f.intentCurrency)}</dd>
 <dt>Provider</dt><dd>${amountText(f.providerAmount, f.providerCurrency)}</dd>${paidLine}
-<dt>Status</dt><dd>${code(f.status ?? 'none')}${reason ? html` (${code(reason)})` : ''}</dd>${said}</dl><div class="rule">${f.rule}</div>`
+<dt>Status</dt><dd>${codeText(f.status ?? 'none')}</dd>${reason ? html`<dt>Reason</dt><dd>${codeText(reason)}</dd>` : ''}${said}</dl><div class="rule">${f.rule}</div>`
       : html`<span class="muted">No facts recorded.</span>`
   }${
     e.reopenReason
@@ -290,7 +281,7 @@ ${
                 ? html`<td><input type="checkbox" name="ids" value="${e.id}" form="bulk" aria-label="Select ${e.type} ${e.entityId}"${e.state === 'resolved' ? raw(' disabled') : ''}></td>`
                 : ''
             }
-<td><a href="${ctx.base}/exceptions/${e.id}" class="type">${code(e.type)}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
+<td><a href="${ctx.base}/exceptions/${e.id}" class="type">${codeText(e.type)}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
 <td class="num">${amountCell(e)}</td>
 <td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span><div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
 <td><span class="age">${formatAge(p.now.getTime() - e.firstSeenAt.getTime())}</span> <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>

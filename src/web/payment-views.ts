@@ -7,7 +7,7 @@
 import type { PaymentDetail, PaymentRow } from '../db/read-models/payments.ts';
 import type { Minor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
-import { formatDateTime, formatMoney, html, type SafeHtml } from './html.ts';
+import { codeText, formatDateTime, formatMoney, html, type SafeHtml } from './html.ts';
 import { layout, type PageContext } from './views.ts';
 
 export type PaymentView = PaymentRow;
@@ -44,7 +44,8 @@ function reasonText(r: {
   rejectionCode: string | null;
   rejectionReason: string | null;
 }): string {
-  const rejection = [r.rejectionCode, r.rejectionReason].filter(Boolean).join(' ');
+  // A no-break space keeps the bank's code with the first word of its text.
+  const rejection = [r.rejectionCode, r.rejectionReason].filter(Boolean).join('\u00a0');
   const status = r.statusReason && r.statusReason !== r.rejectionReason ? r.statusReason : '';
   return [status, rejection].filter(Boolean).join(' · ');
 }
@@ -72,6 +73,8 @@ ${
 function refundsSection(ctx: PageContext, d: PaymentDetailView): SafeHtml {
   const p = d.payment;
   if (p.kind !== 'deposit') return html``;
+  const whole = (currency: string, total: Minor) =>
+    p.amount !== null && currency === p.currency && total === p.amount ? ', the whole deposit' : '';
   const completed = new Map<string, Minor>();
   for (const r of d.refunds) {
     if (r.status !== 'COMPLETED' || r.amount === null) continue;
@@ -87,7 +90,7 @@ function refundsSection(ctx: PageContext, d: PaymentDetailView): SafeHtml {
           completed.size
             ? [...completed].map(
                 ([c, total]) =>
-                  html`<tr class="total"><th colspan="3">Refunded (completed)</th><td class="num">${moneyText(total, c || null)}</td></tr>`,
+                  html`<tr class="total"><th colspan="3">Refunded (completed${whole(c, total)})</th><td class="num">${moneyText(total, c || null)}</td></tr>`,
               )
             : html`<tr class="total"><th colspan="3">Refunded (completed)</th><td class="num">none yet</td></tr>`
         }</tfoot></table>`
@@ -111,7 +114,7 @@ export function paymentPage(ctx: PageContext, d: PaymentDetailView): SafeHtml {
         : html`<p class="muted">No intent recorded.</p>`
     }</section>
 <section id="provider"><h2>The provider's latest view</h2><dl><dt>Status</dt><dd id="status">${p.status ?? 'awaiting status'}</dd>
-${reason ? html`<dt>Reason</dt><dd id="reason">${reason}</dd>` : ''}
+${reason ? html`<dt>Reason</dt><dd id="reason">${codeText(reason)}</dd>` : ''}
 <dt>Since</dt><dd>${when(p.statusSince)}</dd><dt>Amount${mismatch ? ' asked' : ''}</dt><dd>${moneyText(p.amount, p.currency)}</dd>
 ${
   mismatch || d.paid
@@ -139,7 +142,7 @@ ${refundsSection(ctx, d)}
       d.history.length
         ? d.history.map(
             (h) =>
-              html`<tr><td class="when">${when(h.observedAt)}</td><td>${h.source}</td><td>${h.fromStatus ?? ''}</td><td>${h.toStatus ?? ''}</td><td class="num">${moneyText(h.amount, h.currency)}</td><td>${reasonText(h)}</td><td>${h.stale ? html`<span class="mark">stale</span> ` : ''}${h.illegal ? html`<span class="mark">illegal</span>` : ''}</td></tr>`,
+              html`<tr><td class="when">${when(h.observedAt)}</td><td>${h.source}</td><td>${h.fromStatus ?? ''}</td><td>${h.toStatus ?? ''}</td><td class="num">${moneyText(h.amount, h.currency)}</td><td>${codeText(reasonText(h))}</td><td>${h.stale ? html`<span class="mark">stale</span> ` : ''}${h.illegal ? html`<span class="mark">illegal</span>` : ''}</td></tr>`,
           )
         : html`<tr><td colspan="7" class="muted">No observations.</td></tr>`
     }</tbody></table>

@@ -53,6 +53,8 @@ header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;col
 main{overflow-x:auto}
 .mark{display:inline-block;padding:0 .4rem;border-radius:9px;font-size:.75rem;background:#fde2e1;color:#8c1d18}
 .problem h1{font-size:1.6rem}
+.code{overflow-wrap:normal;word-break:keep-all}
+#refunds tfoot th,#refunds tfoot td{background:#eef1f5;font-weight:600;text-transform:none;letter-spacing:0;font-size:.9rem}
 ${CHART_CSS}`;
 
 export interface PageContext {
