@@ -35,11 +35,11 @@ main{overflow-x:visible}
 table.queue{table-layout:fixed;font-size:.9rem}
 table.queue th,table.queue td{padding:.35rem .45rem;overflow-wrap:break-word}
 table.queue col.pick{width:2rem}table.queue col.what{width:auto}table.queue col.amount{width:8.5rem}
-table.queue col.state{width:8rem}table.queue col.when{width:12rem}table.queue col.facts{width:15rem}
-table.queue col.act{width:14rem}
+table.queue col.state{width:8rem}table.queue col.when{width:11rem}table.queue col.facts{width:17rem}
+table.queue col.act{width:13rem}
 table.queue .sev{font-size:.75rem;color:#46505f;text-transform:uppercase}
 table.queue details summary{cursor:pointer;color:#2456c7}
-table.queue .facts{min-width:0}table.queue .rule{min-width:0}
+table.queue dl.facts{min-width:0}table.queue .rule{min-width:0}
 .due,.age{white-space:nowrap}
 .rowact{display:flex;flex-direction:column;gap:.3rem}
 .rowact input{width:100%}

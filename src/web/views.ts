@@ -47,7 +47,7 @@ header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;col
 .sides section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .sides dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
 .sides dt{color:#46505f;font-size:.85rem}.sides dd{margin:0}
-.facts{display:grid;grid-template-columns:auto 1fr;gap:.1rem .6rem;margin:0 0 .3rem;min-width:16rem}
+dl.facts{display:grid;grid-template-columns:auto 1fr;gap:.1rem .6rem;margin:0 0 .3rem;min-width:16rem}
 .facts dt{color:#46505f;font-size:.85rem}.facts dd{margin:0}
 .rule{font-size:.85rem;color:#46505f;min-width:16rem}
 main{overflow-x:auto}
