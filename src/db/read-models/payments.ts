@@ -288,9 +288,10 @@ export const paidKey = (merchantAccount: string, kind: string, entityId: string)
   `${merchantAccount}|${kind}|${entityId}`;
 
 /**
- * What the customer paid, per payment, where the provider's answer said it (`paid_amount`, kept in the
- * status history's details; the provider sends it beside an AMOUNT_MISMATCH, where the requested
- * `amount` is not what arrived): the latest reading that has it. Keyed by `paidKey`.
+ * What the customer paid, per payment, where a deposit answer said it (`paid_amount` beside an
+ * AMOUNT_MISMATCH, where the `amount` asked is not what arrived; kept as decimal text in the status
+ * history's details): the latest reading that has it. Keyed by `paidKey`. A payment no answer said it
+ * for is left out.
  */
 export async function paidAmounts(
   db: Db,
