@@ -162,6 +162,16 @@ export function formatAmount(minor: Minor): string {
  */
 export const MAX_EXACT_CELL_MINOR = 10n ** 15n - 1n;
 
+/** True when the text is a valid provider amount (non-negative, 18 integer digits, 2 decimals). */
+export function isAmountText(text: string): boolean {
+  try {
+    parseAmount(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * An amount as a spreadsheet cell value: a number when a double gives back its exact decimal text, else
  * the exact decimal text itself (18 integer digits and 2 decimals fit no double). Never throws, never

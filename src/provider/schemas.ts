@@ -510,6 +510,8 @@ export const depositSchema = z.looseObject({
   created_at: text().nullish(),
   expiration_date: text().nullish(),
   crypto: cryptoViewSchema.nullish(),
+  /** Not in 2.1: what the customer paid beside an AMOUNT_MISMATCH; read when present, kept as text. */
+  paid_amount: decimalText().nullish(),
 });
 export type Deposit = z.output<typeof depositSchema>;
 

@@ -72,6 +72,7 @@ const DEPOSIT_DETAIL_KEYS = [
   'created_at',
   'expiration_date',
   'subscription_id',
+  'paid_amount',
 ] as const;
 
 /** A deposit status answer (GET /v3/deposits/{id}). */

@@ -32,6 +32,10 @@ export function depositView(d: DepositRecord, catalogue: CatalogueIndex): Record
     status: d.status,
   };
   if (d.status === 'CANCELLED' && d.statusReason) view.status_reason = d.statusReason;
+  // What arrived when it is not the amount asked: the merchant's finance desk reconciles against it.
+  if (d.status === 'CANCELLED' && d.statusReason === 'AMOUNT_MISMATCH' && d.paidAmount !== null) {
+    view.paid_amount = d.paidAmount;
+  }
   view.payer = d.payer;
   view.fee_amount = d.feeAmount;
   view.fee_currency = d.currency;

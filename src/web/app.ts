@@ -29,14 +29,11 @@ import { type CloseServices, closeRoutes } from './close-routes.ts';
 import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
+import { type PaymentDetailView, type PaymentView, paymentPage, paymentSearchPage } from './payment-views.ts';
 import {
   errorPage,
   loginPage,
   type PageContext,
-  type PaymentDetailView,
-  type PaymentView,
-  paymentPage,
-  paymentSearchPage,
   type ReportForm,
   type ReportKind,
   type ReportRunView,
@@ -92,6 +89,8 @@ export interface WebOptions {
 const SESSION_COOKIE = 'payrecon_session';
 const PRELOGIN_COOKIE = 'payrecon_prelogin';
 const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
+/** Where sign-in and the root lead: the balances, the page a finance desk opens the day with. */
+const LANDING = '/balances';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -267,7 +266,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   };
 
   app.get('/login', async (request, reply) => {
-    if (request.session) return reply.redirect(`${base}/reports`, 303);
+    if (request.session) return reply.redirect(`${base}${LANDING}`, 303);
     return renderLogin(reply, null);
   });
 
@@ -286,7 +285,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       maxAge: Math.floor(ttl / 1000),
     });
     options.logger?.info({ username: user.username }, 'web sign-in');
-    return reply.redirect(`${base}/reports`, 303);
+    return reply.redirect(`${base}${LANDING}`, 303);
   });
 
   app.post('/logout', async (request, reply) => {
@@ -297,7 +296,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     return reply.redirect(`${base}/login`, 303);
   });
 
-  app.get('/', async (_request, reply) => reply.redirect(`${base}/reports`, 303));
+  app.get('/', async (_request, reply) => reply.redirect(`${base}${LANDING}`, 303));
 
   const reportsView = async (
     request: FastifyRequest,

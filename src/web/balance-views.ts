@@ -62,7 +62,8 @@ const KIND_LABEL: Record<EntityKind, string> = {
 
 /**
  * Volume segments: each final status its own (in the order people read an outcome), the statuses still
- * moving together as "in progress", and entities the provider has given no status for.
+ * moving together as "in progress", and entities awaiting the provider's first status (known from the
+ * merchant's intent only).
  */
 const STATUS_GROUPS: readonly { name: string; color: string; statuses: readonly string[] | null }[] = [
   { name: 'completed', color: '#009e73', statuses: ['COMPLETED'] },
@@ -72,7 +73,7 @@ const STATUS_GROUPS: readonly { name: string; color: string; statuses: readonly 
   { name: 'expired', color: '#e69f00', statuses: ['EXPIRED'] },
   { name: 'declined', color: '#6b4e00', statuses: ['DECLINED'] },
   { name: 'rejected', color: '#d55e00', statuses: ['REJECTED'] },
-  { name: 'no status', color: '#cc79a7', statuses: [NO_STATUS] },
+  { name: 'awaiting status', color: '#cc79a7', statuses: [NO_STATUS] },
 ];
 
 function statusGroup(status: string): string {
@@ -139,21 +140,111 @@ function flows(movements: readonly BalanceMovementRow[]) {
   return map;
 }
 
+/** The books in the order the page shows them: the real money first. */
+const BOOK_ORDER = ['live', 'test'];
+const bookRank = (book: string) => {
+  const i = BOOK_ORDER.indexOf(book);
+  return i < 0 ? BOOK_ORDER.length : i;
+};
+const BOOK_TITLE: Record<string, string> = { live: 'Live book', test: 'Test book (no real money)' };
+
+/**
+ * The balances grouped by book (live, then test), then currency, then account, each book and currency
+ * with its total when it has several accounts: amounts add up only within one currency, and a single
+ * account's row is its own total.
+ */
+function groupBalances(balances: readonly BalanceView[]) {
+  const sorted = [...balances].sort(
+    (a, b) =>
+      bookRank(a.book) - bookRank(b.book) ||
+      a.book.localeCompare(b.book) ||
+      a.currency.localeCompare(b.currency) ||
+      a.account.localeCompare(b.account),
+  );
+  const books: { book: string; currencies: { currency: string; rows: BalanceView[] }[] }[] = [];
+  for (const b of sorted) {
+    let book = books[books.length - 1];
+    if (book?.book !== b.book) {
+      book = { book: b.book, currencies: [] };
+      books.push(book);
+    }
+    let cur = book.currencies[book.currencies.length - 1];
+    if (cur?.currency !== b.currency) {
+      cur = { currency: b.currency, rows: [] };
+      book.currencies.push(cur);
+    }
+    cur.rows.push(b);
+  }
+  return books;
+}
+
+const addFlow = (a: Flow, b: Flow | undefined): Flow => ({
+  in: a.in + (b?.in ?? 0n),
+  out: a.out + (b?.out ?? 0n),
+});
+
 function balancesTable(ctx: PageContext, data: BalancesPageData): SafeHtml {
   const byBalance = flows(data.movements);
+  const flowOf = (b: BalanceView) => byBalance.get(balanceKey(b.account, b.currency, b.book));
+  const cells = (
+    name: string,
+    available: Minor,
+    reserved: Minor,
+    f: { available: { today: Flow; month: Flow }; reserved: { today: Flow; month: Flow } } | undefined,
+    cashouts: number,
+    refunds: number,
+  ) =>
+    html`${balanceCell(available)}${flowCell(f?.available.today ?? emptyFlow(), `${name} available today`)}${flowCell(f?.available.month ?? emptyFlow(), `${name} available this month`)}${balanceCell(reserved)}${flowCell(f?.reserved.today ?? emptyFlow(), `${name} reserved today`)}${flowCell(f?.reserved.month ?? emptyFlow(), `${name} reserved this month`)}<td class="num">${cashouts}</td><td class="num">${refunds}</td>`;
+  const books = groupBalances(data.balances);
   return html`<table id="balances"><thead>
-<tr><th rowspan="2">Account</th><th rowspan="2">Currency</th><th rowspan="2">Book</th><th colspan="3" class="group">Available</th><th colspan="3" class="group">Reserved</th><th rowspan="2" class="num wrap">Cashouts in flight</th><th rowspan="2" class="num wrap">Refunds in flight</th></tr>
-<tr><th class="num">Balance</th><th class="num">Today</th><th class="num">This month</th><th class="num">Balance</th><th class="num">Today</th><th class="num">This month</th></tr></thead>
-<tbody>${
-    data.balances.length
-      ? data.balances.map((b) => {
-          const f = byBalance.get(balanceKey(b.account, b.currency, b.book));
-          const name = `${b.account} ${b.currency} ${b.book}`;
-          return html`<tr data-balance="${balanceKey(b.account, b.currency, b.book)}"><td>${b.account}</td><td>${b.currency}</td><td>${b.book}</td>${balanceCell(b.available)}${flowCell(f?.available.today ?? emptyFlow(), `${name} available today`)}${flowCell(f?.available.month ?? emptyFlow(), `${name} available this month`)}${balanceCell(b.reserved)}${flowCell(f?.reserved.today ?? emptyFlow(), `${name} reserved today`)}${flowCell(f?.reserved.month ?? emptyFlow(), `${name} reserved this month`)}<td class="num">${b.inFlightCashouts}</td><td class="num">${b.inFlightRefunds}</td></tr>`;
-        })
-      : html`<tr><td colspan="11" class="muted">No balances yet.</td></tr>`
-  }</tbody></table>
-<p class="muted">Today and this month run from local midnight in ${ctx.timeZone}; each shows the net change, and beneath it what went in and out.</p>`;
+<tr><th rowspan="2">Account</th><th rowspan="2">Currency</th><th rowspan="2">Book</th><th colspan="3" class="group">Available (amount)</th><th colspan="3" class="group">Reserved (amount)</th><th colspan="2" class="group">In flight (count)</th></tr>
+<tr><th class="num">Balance</th><th class="num">Today</th><th class="num">This month</th><th class="num">Balance</th><th class="num">Today</th><th class="num">This month</th><th class="num">Cashouts</th><th class="num">Refunds</th></tr></thead>
+${
+  books.length
+    ? books.map(
+        (book) =>
+          html`<tbody data-book="${book.book}"><tr class="book"><th colspan="11" scope="rowgroup">${BOOK_TITLE[book.book] ?? `${book.book} book`}</th></tr>${book.currencies.map(
+            (cur) => {
+              const rows = cur.rows.map((b) => {
+                const name = `${b.account} ${b.currency} ${b.book}`;
+                return html`<tr data-balance="${balanceKey(b.account, b.currency, b.book)}"><td>${b.account}</td><td>${b.currency}</td><td>${b.book}</td>${cells(name, b.available, b.reserved, flowOf(b), b.inFlightCashouts, b.inFlightRefunds)}</tr>`;
+              });
+              if (cur.rows.length < 2) return rows;
+              const sum = (pick: (b: BalanceView) => Minor) => cur.rows.reduce((t, b) => t + pick(b), 0n);
+              const total = cur.rows.reduce(
+                (t, b) => {
+                  const f = flowOf(b);
+                  return {
+                    available: {
+                      today: addFlow(t.available.today, f?.available.today),
+                      month: addFlow(t.available.month, f?.available.month),
+                    },
+                    reserved: {
+                      today: addFlow(t.reserved.today, f?.reserved.today),
+                      month: addFlow(t.reserved.month, f?.reserved.month),
+                    },
+                  };
+                },
+                {
+                  available: { today: emptyFlow(), month: emptyFlow() },
+                  reserved: { today: emptyFlow(), month: emptyFlow() },
+                },
+              );
+              const name = `total ${cur.currency} ${book.book}`;
+              return html`${rows}<tr class="total" data-total="${cur.currency}|${book.book}"><th colspan="3" scope="row">Total ${cur.currency}, ${book.book} (${cur.rows.length} accounts)</th>${cells(
+                name,
+                sum((b) => b.available),
+                sum((b) => b.reserved),
+                total,
+                cur.rows.reduce((n, b) => n + b.inFlightCashouts, 0),
+                cur.rows.reduce((n, b) => n + b.inFlightRefunds, 0),
+              )}</tr>`;
+            },
+          )}</tbody>`,
+      )
+    : html`<tbody><tr><td colspan="11" class="muted">No balances yet.</td></tr></tbody>`
+}</table>
+<p class="muted">Live rows first, then the test book; within a book by currency, with a total per currency where several accounts hold it (amounts in different currencies are never added). Today and this month run from local midnight in ${ctx.timeZone}; each shows the net change, and beneath it what went in and out. In flight counts the cashouts and refunds not yet final.</p>`;
 }
 
 /** The movements behind the table, by effect (a reversal on its own line). */

@@ -43,6 +43,11 @@ table.chart-table caption{text-align:left;font-weight:600;padding:.3rem 0}
 td.move{font-size:.9rem}td.move .muted{font-size:.75rem;white-space:nowrap}
 th.group{text-align:center;border-left:1px solid #d5dae2}
 th.num.wrap{white-space:normal;min-width:5.5rem}
+#balances tr.book th{background:#1d2a44;color:#fff;text-transform:none;letter-spacing:0;font-size:.9rem}
+#balances tbody[data-book=test] tr.book th{background:#6b7483}
+#balances tbody[data-book=test] td{color:#46505f}
+#balances tr.total th,#balances tr.total td{background:#eef1f5;font-weight:600;border-top:2px solid #b9c0cc}
+#balances tr.total th{text-transform:none;letter-spacing:0;font-size:.9rem;color:#1d2430}
 `;
 
 /** Colour-blind-safe palette (Okabe-Ito, with blue first). */

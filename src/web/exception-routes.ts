@@ -13,6 +13,7 @@ import type {
   QueueEvent,
   QueueFilter,
 } from '../db/exceptions/queue.ts';
+import type { PaidAmount } from '../db/read-models/payments.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { parseAmount } from '../domain/money.ts';
 import { queueCsvName } from '../reports/exception-csv.ts';
@@ -53,6 +54,11 @@ export interface ExceptionServices {
   ): Promise<BulkResult>;
   /** The filtered queue as the API's CSV export. */
   csv(filter: QueueFilter, now: Date): Promise<Buffer>;
+  /**
+   * What the customer paid, for the rows whose facts need it (a PROVIDER_AMOUNT_MISMATCH), keyed by
+   * `paidKey` (src/db/read-models/payments.ts); absent: the facts say it is not known.
+   */
+  paid?(rows: readonly ExceptionView[]): Promise<ReadonlyMap<string, PaidAmount>>;
   /**
    * An operator's decision on an ILLEGAL_TRANSITION (src/db/decisions.ts): accept the provider's status
    * (the ledger books to match) or keep the ledger's. Throws NOT_FOUND, CONFLICT or VALIDATION_FAILED.
@@ -183,8 +189,10 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
     ]);
     const pageRows = rows.slice(0, PAGE_SIZE);
     const last = pageRows[pageRows.length - 1];
+    const paid = (await services.paid?.(pageRows)) ?? new Map<string, PaidAmount>();
     const page = exceptionsPage(ctx(request), {
       rows: pageRows,
+      paid,
       ageCounts,
       types,
       accounts,
@@ -249,9 +257,10 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
       const item = await services.get(request.params.id, at);
       if (!item)
         return problem(request, reply, 404, 'Exception not found', 'There is no exception with this id.');
+      const paid = (await services.paid?.([item.exception])) ?? new Map<string, PaidAmount>();
       return send(
         reply,
-        exceptionPage(ctx(request), item.exception, item.events, kit.users, at, notice(request.query)),
+        exceptionPage(ctx(request), item.exception, item.events, kit.users, at, notice(request.query), paid),
       );
     },
   );

@@ -8,6 +8,7 @@
  */
 import type { QueueEvent, QueueRow } from '../db/exceptions/queue.ts';
 import type { ExceptionFacts } from '../db/exceptions/raise.ts';
+import { type PaidAmount, paidKey } from '../db/read-models/payments.ts';
 import {
   AGE_BUCKETS,
   type AgeBucketKey,
@@ -19,8 +20,9 @@ import { DECIDED_TYPES, refusedReading } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
 import { roleCan } from '../domain/roles.ts';
 import { ageBucketLabel } from '../reports/exception-csv.ts';
-import { formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
-import { layout, type PageContext, paymentHref } from './views.ts';
+import { codeText, formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
+import { paymentHref } from './payment-views.ts';
+import { layout, type PageContext } from './views.ts';
 
 export type { AgeBucketKey, ExceptionState };
 export { AGE_BUCKETS, EXCEPTION_STATES };
@@ -32,13 +34,13 @@ export const EXCEPTION_CSS = `
 main{overflow-x:visible}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 table.queue{table-layout:fixed;font-size:.9rem}
-table.queue th,table.queue td{padding:.35rem .45rem;overflow-wrap:anywhere}
+table.queue th,table.queue td{padding:.35rem .45rem;overflow-wrap:break-word}
 table.queue col.pick{width:2rem}table.queue col.what{width:auto}table.queue col.amount{width:8.5rem}
-table.queue col.state{width:8rem}table.queue col.when{width:12rem}table.queue col.facts{width:12rem}
-table.queue col.act{width:14rem}
+table.queue col.state{width:8rem}table.queue col.when{width:11rem}table.queue col.facts{width:17rem}
+table.queue col.act{width:13rem}
 table.queue .sev{font-size:.75rem;color:#46505f;text-transform:uppercase}
 table.queue details summary{cursor:pointer;color:#2456c7}
-table.queue .facts{min-width:0}table.queue .rule{min-width:0}
+table.queue dl.facts{min-width:0}table.queue .rule{min-width:0}
 .due,.age{white-space:nowrap}
 .rowact{display:flex;flex-direction:column;gap:.3rem}
 .rowact input{width:100%}
@@ -101,6 +103,8 @@ export function queueQuery(form: QueueForm, extra: Record<string, string> = {}):
 
 export interface QueueListPage {
   rows: readonly ExceptionView[];
+  /** What the customer paid, for the rows that need it, keyed by `paidKey`. */
+  paid: ReadonlyMap<string, PaidAmount>;
   /** Exceptions matching the filter per age bucket (the form's age left out). */
   ageCounts: Record<AgeBucketKey, number>;
   types: readonly string[];
@@ -132,24 +136,36 @@ const factsOf = (e: ExceptionView) => (e.details?.facts ?? null) as ExceptionFac
 
 const canWork = (ctx: PageContext) => ctx.role !== undefined && roleCan(ctx.role, 'work-exceptions');
 
-/** The facts: ids, intent and provider amounts, status and reason, the rule in one sentence. */
-function factsList(e: ExceptionView, ctx: PageContext): SafeHtml {
+/**
+ * The facts: ids, intent and provider amounts (and, when the customer paid another amount, what was
+ * paid), status and reason, the rule in one sentence.
+ */
+function factsList(e: ExceptionView, ctx: PageContext, paid: ReadonlyMap<string, PaidAmount>): SafeHtml {
   const f = factsOf(e);
   const reason = f
     ? [f.statusReason, f.rejectionCode && `${f.rejectionCode} ${f.rejectionReason ?? ''}`.trim()]
-        .filter(Boolean)
+        .filter((r): r is string => Boolean(r))
         .join(', ')
     : '';
+  const customerPaid = paid.get(paidKey(e.merchantAccount, e.kind, e.entityId));
+  const paidLine =
+    e.type === 'PROVIDER_AMOUNT_MISMATCH'
+      ? html`<dt>Paid</dt><dd class="paid">${
+          customerPaid
+            ? `${formatMoney(customerPaid.amount)} ${customerPaid.currency ?? f?.providerCurrency ?? ''}`.trim()
+            : "not in the provider's answer"
+        }</dd>`
+      : '';
   const refused = refusedReading(e.type, e.details);
   const said = refused
     ? html`<dt>${e.type === 'FACTS_CHANGED' ? 'Changed' : 'Provider said'}</dt><dd class="refused">${refused}</dd>`
     : '';
   return html`${
     f
-      ? html`<dl class="facts"><dt>Reference</dt><dd>${f.externalRef ?? 'none'}</dd>
+      ? html`<dl class="facts"><dt>${e.kind === 'deposit' ? 'Invoice' : e.kind === 'cashout' ? 'External id' : 'Reference'}</dt><dd>${f.externalRef ?? 'none'}</dd>
 <dt>Intent</dt><dd>${amountText(f.intentAmount, f.intentCurrency)}</dd>
-<dt>Provider</dt><dd>${amountText(f.providerAmount, f.providerCurrency)}</dd>
-<dt>Status</dt><dd>${f.status ?? 'none'}${reason ? ` (${reason})` : ''}</dd>${said}</dl><div class="rule">${f.rule}</div>`
+<dt>Provider</dt><dd>${amountText(f.providerAmount, f.providerCurrency)}</dd>${paidLine}
+<dt>Status</dt><dd>${codeText(f.status ?? 'none')}</dd>${reason ? html`<dt>Reason</dt><dd>${codeText(reason)}</dd>` : ''}${said}</dl><div class="rule">${f.rule}</div>`
       : html`<span class="muted">No facts recorded.</span>`
   }${
     e.reopenReason
@@ -266,11 +282,11 @@ ${
                 ? html`<td><input type="checkbox" name="ids" value="${e.id}" form="bulk" aria-label="Select ${e.type} ${e.entityId}"${e.state === 'resolved' ? raw(' disabled') : ''}></td>`
                 : ''
             }
-<td><a href="${ctx.base}/exceptions/${e.id}" class="type">${e.type}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
+<td><a href="${ctx.base}/exceptions/${e.id}" class="type">${codeText(e.type)}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
 <td class="num">${amountCell(e)}</td>
 <td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span><div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
 <td><span class="age">${formatAge(p.now.getTime() - e.firstSeenAt.getTime())}</span> <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>
-<td><details><summary>Facts${e.count > 1 ? ` · seen ${e.count}×` : ''}</summary>${factsList(e, ctx)}</details>${
+<td><details><summary>Facts${e.count > 1 ? ` · seen ${e.count}×` : ''}</summary>${factsList(e, ctx, p.paid)}</details>${
               e.lastNote
                 ? html`<div class="note">${e.lastNote.note}<div class="muted">${e.lastNote.actor}, ${formatDateTime(e.lastNote.at, ctx.timeZone)}</div></div>`
                 : ''
@@ -303,6 +319,7 @@ export function exceptionPage(
   users: readonly string[],
   now: Date,
   notice: string | null,
+  paid: ReadonlyMap<string, PaidAmount> = new Map(),
 ): SafeHtml {
   const work = canWork(ctx) && e.state !== 'resolved';
   const back = `${ctx.base}/exceptions/${e.id}`;
@@ -326,7 +343,7 @@ ${
   e.state === 'resolved'
     ? html`<dt>Resolved</dt><dd id="resolution">by <strong>${e.resolvedBy ?? 'unknown'}</strong>${e.resolvedAt ? html`, ${when(e.resolvedAt)}` : ''}: ${e.resolutionNote ?? ''}</dd>`
     : ''
-}</dl><h3>Facts</h3>${factsList(e, ctx)}</section>
+}</dl><h3>Facts</h3>${factsList(e, ctx, paid)}</section>
 <section><h2>Work it</h2>${
       work
         ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}

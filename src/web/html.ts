@@ -100,3 +100,12 @@ export function formatAge(ms: number): string {
   if (hours < 24) return `${hours} h`;
   return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
+
+/**
+ * A provider code or a text of codes (`AMOUNT_MISMATCH`, `800 ERROR_ACCOUNT_INCORRECT`) that a narrow
+ * column may wrap only after an underscore or at a space, never inside a word (the `.code` rule of the
+ * style sheet keeps the words whole).
+ */
+export function codeText(text: string): SafeHtml {
+  return html`<span class="code">${text.split('_').map((part, i) => html`${i ? html`_<wbr>` : ''}${part}`)}</span>`;
+}

@@ -13,7 +13,7 @@ import {
   queueAgeCounts,
 } from '../db/exceptions/queue.ts';
 import { exceptionTypes } from '../db/exceptions/raise.ts';
-import { getPayment, lookupPayments } from '../db/read-models/payments.ts';
+import { getPayment, lookupPayments, paidAmounts } from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
@@ -99,6 +99,11 @@ export function ledgerWebServices(
           now,
         ),
       csv: async (filter, now) => queueCsv(await listQueue(db, filter, now, sla, 100_000, null), now),
+      paid: (rows) =>
+        paidAmounts(
+          db,
+          rows.filter((r) => r.type === 'PROVIDER_AMOUNT_MISMATCH'),
+        ),
       decide: async (id, decision, note, username, now) => {
         await decideException(db, { id, decision, note, by: username, now });
       },

@@ -3,12 +3,9 @@
  * plain view models (amounts as bigint minor units, instants as Date) and return `SafeHtml`.
  */
 
-import type { PaymentDetail, PaymentRow } from '../db/read-models/payments.ts';
-import type { Minor } from '../domain/money.ts';
-import { paymentPath } from '../domain/payment-path.ts';
 import type { WebRole } from '../domain/roles.ts';
 import { CHART_CSS } from './charts.ts';
-import { formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
+import { formatDateTime, html, raw, type SafeHtml } from './html.ts';
 
 export const STYLE_CSS = `
 *{box-sizing:border-box}
@@ -50,12 +47,14 @@ header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;col
 .sides section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .sides dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
 .sides dt{color:#46505f;font-size:.85rem}.sides dd{margin:0}
-.facts{display:grid;grid-template-columns:auto 1fr;gap:.1rem .6rem;margin:0 0 .3rem;min-width:16rem}
+dl.facts{display:grid;grid-template-columns:auto 1fr;gap:.1rem .6rem;margin:0 0 .3rem;min-width:16rem}
 .facts dt{color:#46505f;font-size:.85rem}.facts dd{margin:0}
 .rule{font-size:.85rem;color:#46505f;min-width:16rem}
 main{overflow-x:auto}
 .mark{display:inline-block;padding:0 .4rem;border-radius:9px;font-size:.75rem;background:#fde2e1;color:#8c1d18}
 .problem h1{font-size:1.6rem}
+.code{overflow-wrap:normal;word-break:keep-all}
+#refunds tfoot th,#refunds tfoot td{background:#eef1f5;font-weight:600;text-transform:none;letter-spacing:0;font-size:.9rem}
 ${CHART_CSS}`;
 
 export interface PageContext {
@@ -90,10 +89,6 @@ export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: S
       : ''
   }
 <main>${body}</main></body></html>`;
-}
-
-function money(minor: Minor): SafeHtml {
-  return html`<td class="num${minor < 0n ? ' neg' : ''}">${formatMoney(minor)}</td>`;
 }
 
 export function loginPage(ctx: PageContext, error: string | null, username = ''): SafeHtml {
@@ -234,89 +229,5 @@ ${
 }
 <p><a href="${ctx.base}/reports">Back to reports</a></p>`,
     refresh,
-  );
-}
-
-// ------------------------------------------------------------------------------------------ payments
-
-export type PaymentView = PaymentRow;
-export type PaymentDetailView = PaymentDetail;
-
-/** The link to a payment's page. */
-export function paymentHref(ctx: PageContext, account: string, kind: string, entityId: string): string {
-  return `${ctx.base}${paymentPath(account, kind, entityId)}`;
-}
-
-const moneyText = (amount: Minor | null, currency: string | null) =>
-  amount === null ? 'not reported' : `${formatMoney(amount)} ${currency ?? ''}`.trim();
-
-export function paymentSearchPage(ctx: PageContext, q: string, rows: readonly PaymentView[]): SafeHtml {
-  return layout(
-    ctx,
-    'Find a payment',
-    html`<h1>Find a payment</h1>
-<form class="inline" method="get" action="${ctx.base}/payments"><label>Any id (deposit, invoice, cashout, external, refund, intent, bank reference)<input name="q" value="${q}" required></label><button type="submit">Find</button></form>
-${
-  q && rows.length === 0
-    ? html`<div class="notice error" role="alert">No payment has the id ${q}.</div>`
-    : rows.length
-      ? html`<table><thead><tr><th>Account</th><th>Kind</th><th>Id</th><th>Reference</th><th>Status</th><th class="num">Amount</th></tr></thead><tbody>${rows.map(
-          (r) =>
-            html`<tr><td>${r.merchantAccount}</td><td>${r.kind}</td><td><a href="${paymentHref(ctx, r.merchantAccount, r.kind, r.entityId)}">${r.entityId}</a></td><td>${r.externalRef ?? ''}</td><td>${r.status ?? ''}</td><td class="num">${moneyText(r.amount, r.currency)}</td></tr>`,
-        )}</tbody></table>`
-      : ''
-}`,
-  );
-}
-
-export function paymentPage(ctx: PageContext, d: PaymentDetailView): SafeHtml {
-  const p = d.payment;
-  const when = (date: Date | null) => formatDateTime(date, ctx.timeZone);
-  return layout(
-    ctx,
-    `${p.kind} ${p.entityId}`,
-    html`<h1>${p.kind === 'deposit' ? 'Deposit' : p.kind === 'cashout' ? 'Cashout' : 'Refund'} ${p.entityId} <span class="muted">${p.merchantAccount}${p.test ? ' · test' : ''}${p.crypto ? ' · crypto' : ''}</span></h1>
-<div class="sides">
-<section id="intent"><h2>The merchant's intent</h2>${
-      d.intent
-        ? html`<dl><dt>Intent</dt><dd>${d.intent.intentId}</dd><dt>Operation</dt><dd>${d.intent.operation}</dd><dt>Amount</dt><dd>${moneyText(d.intent.amount, d.intent.currency)}</dd><dt>Outcome</dt><dd>${d.intent.outcome}</dd><dt>Created</dt><dd>${when(d.intent.createdAt)}</dd></dl>`
-        : html`<p class="muted">No intent recorded.</p>`
-    }</section>
-<section id="provider"><h2>The provider's latest view</h2><dl><dt>Status</dt><dd>${p.status ?? 'none'}${p.statusReason ? ` (${p.statusReason})` : ''}</dd>
-<dt>Since</dt><dd>${when(p.statusSince)}</dd><dt>Amount</dt><dd>${moneyText(p.amount, p.currency)}</dd>
-${p.feeAmount !== null ? html`<dt>Fee</dt><dd>${moneyText(p.feeAmount, p.feeCurrency)}</dd>` : ''}
-<dt>Reference</dt><dd>${p.externalRef ?? 'none'}</dd>${p.kind === 'cashout' || p.bankReference ? html`<dt>Bank reference</dt><dd id="bank-reference">${p.bankReference ?? 'none yet'}</dd>` : ''}${p.parentDepositId ? html`<dt>Deposit</dt><dd><a href="${paymentHref(ctx, p.merchantAccount, 'deposit', p.parentDepositId)}">${p.parentDepositId}</a></dd>` : ''}
-<dt>Last seen</dt><dd>${when(p.lastSeenAt)}</dd></dl></section>
-<section id="ledger"><h2>The ledger</h2>${
-      d.entries.length
-        ? html`<table class="narrow"><thead><tr><th>Effect</th><th>Book</th><th>Posting</th><th class="num">Amount</th></tr></thead><tbody>${d.entries.map(
-            (e) =>
-              html`${e.postings.map(
-                (post, i) =>
-                  html`<tr>${i === 0 ? html`<td rowspan="${e.postings.length}">${e.effect}${e.direction < 0 ? ' (reversal)' : ''}<div class="muted">${when(e.bookedAt)}</div>${e.decision ? html`<div class="decision">decided by ${e.decision.by} (exception <a href="${ctx.base}/exceptions/${e.decision.exceptionId}">#${e.decision.exceptionId}</a>, ${e.decision.decision}): ${e.decision.note}</div>` : ''}</td><td rowspan="${e.postings.length}">${e.book}</td>` : ''}<td>${post.account}</td>${money(post.amount)}</tr>`,
-              )}`,
-          )}</tbody></table>`
-        : html`<p class="muted">Nothing booked.</p>`
-    }</section>
-</div>
-<h2>Status history</h2>
-<table><thead><tr><th>Observed</th><th>Source</th><th>From</th><th>To</th><th class="num">Amount</th><th>Reason</th><th>Marks</th></tr></thead><tbody>${
-      d.history.length
-        ? d.history.map(
-            (h) =>
-              html`<tr><td class="when">${when(h.observedAt)}</td><td>${h.source}</td><td>${h.fromStatus ?? ''}</td><td>${h.toStatus ?? ''}</td><td class="num">${moneyText(h.amount, h.currency)}</td><td>${h.statusReason ?? ''}</td><td>${h.stale ? html`<span class="mark">stale</span> ` : ''}${h.illegal ? html`<span class="mark">illegal</span>` : ''}</td></tr>`,
-          )
-        : html`<tr><td colspan="7" class="muted">No observations.</td></tr>`
-    }</tbody></table>
-<h2>Exceptions</h2>${
-      d.exceptions.length
-        ? html`<ul>${d.exceptions.map((e) => html`<li>${e.type} · ${e.severity} · <span class="badge ${e.state}">${e.state}</span></li>`)}</ul>`
-        : html`<p class="muted">None.</p>`
-    }
-<h2>Alerts</h2>${
-      d.alerts.length
-        ? html`<ul>${d.alerts.map((a) => html`<li>${a.type} · ${a.severity} · raised ${when(a.raisedAt)}${a.deliveredTo.length ? ` · sent to ${a.deliveredTo.join(', ')}` : ''}</li>`)}</ul>`
-        : html`<p class="muted">None.</p>`
-    }`,
   );
 }

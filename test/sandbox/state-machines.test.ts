@@ -229,6 +229,7 @@ describe('named provider-side moves', () => {
     expect(await pay({ amount: '90.00' })).toMatchObject({
       status: 'CANCELLED',
       status_reason: 'AMOUNT_MISMATCH',
+      paid_amount: 90,
     });
     expect(await pay({ third_party: true })).toMatchObject({
       status: 'CANCELLED',

@@ -393,7 +393,7 @@ describe('mounted in a larger server', () => {
         }).toString(),
       });
       expect(res.statusCode).toBe(303);
-      expect(res.headers.location).toBe('/finance/reports');
+      expect(res.headers.location).toBe('/finance/balances');
       const session = res.cookies.find((c) => c.name === 'payrecon_session')!;
       const page = await server.inject({
         url: '/finance/balances',

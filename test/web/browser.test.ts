@@ -87,6 +87,8 @@ describe.skipIf(!haveChromium)('finance page in Chromium', () => {
     );
     await page.fill('input[name=password]', 's3cret pass phrase');
     await page.click('button[type=submit]');
+    await page.waitForURL(`${base}/balances`);
+    await page.click('header a:text-is("Reports")');
     await page.waitForURL(`${base}/reports`);
 
     const today = localDate(new Date(), TZ);

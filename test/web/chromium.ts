@@ -34,11 +34,11 @@ export function launchChromium(): Promise<Browser> {
   });
 }
 
-/** Signs in through the login form and waits for the reports page. */
+/** Signs in through the login form and waits for the landing page (the balances). */
 export async function signIn(page: Page, base: string, username: string, password: string): Promise<void> {
   await page.goto(`${base}/login`);
   await page.fill('input[name=username]', username);
   await page.fill('input[name=password]', password);
   await page.click('button[type=submit]');
-  await page.waitForURL(`${base}/reports`);
+  await page.waitForURL(`${base}/balances`);
 }

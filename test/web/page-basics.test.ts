@@ -78,6 +78,7 @@ describe.skipIf(!haveChromium)('page basics in Chromium', () => {
     const context = await browser.newContext();
     const page = await context.newPage();
     await signIn(page, base);
+    await page.goto(`${base}/reports`);
     const today = localDate(new Date(), TZ);
     expect(await page.inputValue('input[name=from]')).toBe(`${today.slice(0, 8)}01`);
     expect(await page.inputValue('input[name=to]')).toBe(today);

@@ -4,7 +4,14 @@
  * minor units; keyset cursors carry the sort key as text so no microsecond is lost.
  */
 import { sql } from 'kysely';
-import { LEDGER_NUMERIC, type Minor, parseLedgerMinor, parseMinorOrNull } from '../../domain/money.ts';
+import {
+  isAmountText,
+  LEDGER_NUMERIC,
+  type Minor,
+  parseAmount,
+  parseLedgerMinor,
+  parseMinorOrNull,
+} from '../../domain/money.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
 import type { Db } from '../schema.ts';
 
@@ -36,6 +43,9 @@ export interface PaymentRow {
   status: string | null;
   statusSince: Date | null;
   statusReason: string | null;
+  /** The bank's rejection of a cashout: code (800-826) and text, as the provider gave them. */
+  rejectionCode: string | null;
+  rejectionReason: string | null;
   currency: string | null;
   amount: Minor | null;
   feeCurrency: string | null;
@@ -60,6 +70,8 @@ interface MirrorRow {
   status: string | null;
   status_since: Date | null;
   status_reason: string | null;
+  rejection_code: string | null;
+  rejection_reason: string | null;
   currency: string | null;
   amount: string | null;
   fee_currency: string | null;
@@ -74,7 +86,7 @@ interface MirrorRow {
 }
 
 const MIRROR_COLUMNS = sql`m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.bank_reference, m.intent_id, m.status,
-  m.status_since, m.status_reason, m.currency, m.amount::text AS amount, m.fee_currency, m.fee_amount::text AS fee_amount,
+  m.status_since, m.status_reason, m.rejection_code, m.rejection_reason, m.currency, m.amount::text AS amount, m.fee_currency, m.fee_amount::text AS fee_amount,
   m.test, m.crypto, m.parent_deposit_id, m.first_seen_at, m.last_seen_at, m.created_at,
   to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created_key`;
 
@@ -89,6 +101,8 @@ function paymentOf(r: MirrorRow): PaymentRow {
     status: r.status,
     statusSince: r.status_since,
     statusReason: r.status_reason,
+    rejectionCode: r.rejection_code,
+    rejectionReason: r.rejection_reason,
     currency: r.currency,
     amount: toMinorOrNull(r.amount),
     feeCurrency: r.fee_currency,
@@ -209,6 +223,8 @@ export interface HistoryRow {
   currency: string | null;
   amount: Minor | null;
   statusReason: string | null;
+  rejectionCode: string | null;
+  rejectionReason: string | null;
 }
 
 export interface EntryRow {
@@ -236,6 +252,10 @@ export interface PaymentDetail {
     createdAt: Date;
   } | null;
   history: HistoryRow[];
+  /** A deposit's refunds, oldest first (empty for a cashout or a refund). */
+  refunds: RefundRow[];
+  /** What the customer paid when the provider says it differs from what was asked (AMOUNT_MISMATCH), else null. */
+  paid: PaidAmount | null;
   entries: EntryRow[];
   exceptions: { id: string; type: string; severity: string; state: string }[];
   alerts: {
@@ -247,6 +267,61 @@ export interface PaymentDetail {
     /** Sinks that took it (log, slack, webhook), in delivery order. */
     deliveredTo: string[];
   }[];
+}
+
+export interface RefundRow {
+  entityId: string;
+  status: string | null;
+  statusSince: Date | null;
+  currency: string | null;
+  amount: Minor | null;
+}
+
+/** An amount the customer paid, in the currency the provider reported with it. */
+export interface PaidAmount {
+  amount: Minor;
+  currency: string | null;
+}
+
+/** The key `paidAmounts` answers under. */
+export const paidKey = (merchantAccount: string, kind: string, entityId: string): string =>
+  `${merchantAccount}|${kind}|${entityId}`;
+
+/**
+ * What the customer paid, per payment, where a deposit answer said it (`paid_amount` beside an
+ * AMOUNT_MISMATCH, where the `amount` asked is not what arrived; kept as decimal text in the status
+ * history's details): the latest reading that has it. Keyed by `paidKey`. A payment no answer said it
+ * for is left out.
+ */
+export async function paidAmounts(
+  db: Db,
+  payments: readonly { merchantAccount: string; kind: string; entityId: string }[],
+): Promise<Map<string, PaidAmount>> {
+  const out = new Map<string, PaidAmount>();
+  if (payments.length === 0) return out;
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_kind: string;
+    entity_id: string;
+    paid: string | null;
+    currency: string | null;
+  }>`
+    SELECT k.merchant_account, k.entity_kind, k.entity_id, h.paid, h.currency
+      FROM unnest(${payments.map((p) => p.merchantAccount)}::text[], ${payments.map((p) => p.kind)}::text[],
+                  ${payments.map((p) => p.entityId)}::text[]) AS k(merchant_account, entity_kind, entity_id)
+      JOIN LATERAL (
+        SELECT x.details->>'paid_amount' AS paid, x.currency FROM status_history x
+         WHERE x.merchant_account = k.merchant_account AND x.entity_kind = k.entity_kind
+           AND x.entity_id = k.entity_id AND x.details ? 'paid_amount'
+         ORDER BY x.observed_at DESC, x.id DESC LIMIT 1) h ON true`.execute(db);
+  for (const r of rows) {
+    if (r.paid === null || !isAmountText(r.paid)) continue;
+    out.set(paidKey(r.merchant_account, r.entity_kind, r.entity_id), {
+      amount: parseAmount(r.paid),
+      currency: r.currency,
+    });
+  }
+  return out;
 }
 
 /** The operator's decision an entry's memo records (src/db/exceptions/decisions.ts), or null. */
@@ -275,7 +350,7 @@ export async function getPayment(
   const row = rows[0];
   if (!row) return null;
   const payment = paymentOf(row);
-  const [intent, history, entries, postings, exceptions] = await Promise.all([
+  const [intent, history, entries, postings, exceptions, refunds, paid] = await Promise.all([
     payment.intentId
       ? db
           .selectFrom('intents')
@@ -297,6 +372,8 @@ export async function getPayment(
         'currency',
         'amount',
         'status_reason',
+        'rejection_code',
+        'rejection_reason',
       ])
       .where('merchant_account', '=', merchantAccount)
       .where('entity_kind', '=', kind)
@@ -335,6 +412,16 @@ export async function getPayment(
       .where('entity_id', '=', entityId)
       .orderBy('id')
       .execute(),
+    kind === 'deposit'
+      ? sql<MirrorRow>`
+          SELECT ${MIRROR_COLUMNS} FROM mirrors m
+           WHERE m.merchant_account = ${merchantAccount} AND m.entity_kind = 'refund'
+             AND m.parent_deposit_id = ${entityId}
+           ORDER BY m.created_at, m.entity_id`.execute(db)
+      : { rows: [] as MirrorRow[] },
+    kind === 'deposit'
+      ? paidAmounts(db, [{ merchantAccount, kind, entityId }])
+      : new Map<string, PaidAmount>(),
   ]);
   const { rows: alerts } = await sql<{
     alert_id: string;
@@ -380,7 +467,17 @@ export async function getPayment(
       currency: h.currency,
       amount: toMinorOrNull(h.amount),
       statusReason: h.status_reason,
+      rejectionCode: h.rejection_code,
+      rejectionReason: h.rejection_reason,
     })),
+    refunds: refunds.rows.map((r) => ({
+      entityId: r.entity_id,
+      status: r.status,
+      statusSince: r.status_since,
+      currency: r.currency,
+      amount: toMinorOrNull(r.amount),
+    })),
+    paid: paid.get(paidKey(merchantAccount, kind, entityId)) ?? null,
     entries: entries.map((e) => ({
       id: String(e.id),
       effect: e.effect,
