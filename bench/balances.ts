@@ -1,6 +1,6 @@
 /**
- * bench:balances — the balance reads of issue 21 point 1 at a year's size of postings (a part of the
- * issue's bench:scale: the ledger's journal only, no mirrors, history or exceptions). It books
+ * bench:balances — the balance reads at a year's size of postings (the journal part of bench:scale
+ * only: no mirrors, history or exceptions). It books
  * `BALANCE_ENTRIES` entries (default 2,000,000: deposits' credits and fees, 4,000,000 postings) spread
  * evenly over the last 365 days, over 5 merchant accounts x 2 currencies x 3 ledger accounts, straight in
  * PostgreSQL with generate_series (the postings' triggers check balance and keep the running balances),
@@ -12,7 +12,7 @@
  *   every posting up to it;
  * - the incremental verification of the last day, and once the full verification (FULL=0 skips it).
  *
- * Targets (issue 21, at 10,000,000 payments): balances under 20 ms; incremental verification under 30 s.
+ * Targets (at 10,000,000 payments): balances under 20 ms; incremental verification under 30 s.
  *
  *   BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_KEEP=1 keeps the database
  */

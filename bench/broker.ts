@@ -7,7 +7,7 @@
  *   3. end-to-end latency at 1,000 messages/s for BENCH_BROKER_LATENCY_S (default 10) seconds;
  *   4. broker RSS: sampled throughout, and its kernel-reported peak (VmHWM) with the whole log stored.
  *
- * Targets (issue 5): >= 50,000 msg/s each way, p99 < 50 ms, broker memory < 200 MB.
+ * Targets: >= 50,000 msg/s each way, p99 < 50 ms, broker memory < 200 MB.
  */
 
 import { type ChildProcess, spawn } from 'node:child_process';

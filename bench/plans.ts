@@ -1,5 +1,5 @@
 /**
- * bench:plans — issue 21 point 2, "no interactive query scans a table whose size grows with history",
+ * bench:plans — "no interactive query scans a table whose size grows with history",
  * checked on a year's database: every route of the page (src/web/*routes.ts, src/web/app.ts) and of the API
  * (src/api/app.ts) and the reads of the jobs and of `/metrics` run once against a database kept by
  * `BENCH_KEEP=1 npm run bench:scale`, each statement they send is recorded (Kysely's query log), then

@@ -152,7 +152,7 @@ export const providerAccountSchema = z.object({
   webhookSignatureMode: z
     .enum(WEBHOOK_SIGNATURE_MODES, required('one of off, warn, enforce'))
     .default('warn'),
-  /** Allowed distance of a webhook's X-Date from now, in seconds (provider-facts: default 5 minutes). */
+  /** Allowed distance of a webhook's X-Date from now, in seconds (docs/provider.md: default 5 minutes). */
   xDateWindowSeconds: intText(1, 86_400).default(300),
 });
 export type ProviderAccount = z.output<typeof providerAccountSchema>;

@@ -1,5 +1,5 @@
 /**
- * `/api/v1`: the JSON API other back-office services use (issue 19 point 1). `apiRoutes` is an
+ * `/api/v1`: the JSON API other back-office services use. `apiRoutes` is an
  * encapsulated fastify plugin (its own auth hook, error handler and not-found handler) that the single
  * server mounts under `/api/v1`; `buildApiApp` wraps it in a stand-alone app for tests. Each route is
  * declared once in `apiRouteTable` and becomes both a fastify route and an OpenAPI operation, served at

@@ -1,5 +1,5 @@
 /**
- * The month close's document (issue 18 point 3): the figures of one merchant account, currency and month
+ * The month close's document: the figures of one merchant account, currency and month
  * as plain JSON whose amounts are decimal strings (`"-12.50"`), written canonically (object keys sorted,
  * no spaces) so the same figures always give the same text and the same SHA-256. A signed close stores
  * exactly this text and its hash; the page, the API and the workbook read figures back from it.

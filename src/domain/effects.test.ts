@@ -28,7 +28,7 @@ function state(kind: EntityKind, status: AnyStatus | null, extra: Partial<Effect
 
 const item = historyItem;
 
-// One row per line of ARCHITECTURE.md's effect table.
+// One row per line of docs/architecture.md's effect table.
 const TABLE: Array<[string, EffectState, string[]]> = [
   ['deposit (live) COMPLETED', state('deposit', 'COMPLETED', { everCompleted: true }), ['credit', 'fee']],
   [

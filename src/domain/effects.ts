@@ -1,5 +1,5 @@
 /**
- * The balance-effect rules of the ledger (ARCHITECTURE.md, "The ledger"), as pure functions.
+ * The balance-effect rules of the ledger (docs/architecture.md, "The ledger"), as pure functions.
  *
  * An entity's state is a pure function of its whole observation history: sort by observed_at (ties by
  * lifecycle order, then event id), walk it, and accept an observation when its status is reachable
@@ -195,7 +195,7 @@ const SETTLED: readonly Effect[] = Object.freeze(['reserve', 'settle']);
 const LATE_REVERSED: readonly Effect[] = Object.freeze(['reserve', 'settle', 'late_reversal']);
 
 /**
- * The effect table of ARCHITECTURE.md: the effects an entity must have, from its current status and
+ * The effect table of docs/architecture.md: the effects an entity must have, from its current status and
  * whether it ever reached COMPLETED or EARLY_RELEASED. Test deposits follow the live rules in the test
  * book; crypto deposits have their own two effects.
  */

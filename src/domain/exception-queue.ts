@@ -1,5 +1,5 @@
 /**
- * The exception queue's vocabulary (issue 18 point 2): the states an exception is worked through and the
+ * The exception queue's vocabulary: the states an exception is worked through and the
  * age buckets it is filtered and reported by. The database CHECK (`exceptions_state_ck`), the page,
  * the API's zod enums and the workbook derive from these lists.
  */

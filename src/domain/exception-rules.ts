@@ -1,5 +1,5 @@
 /**
- * Exception rules of ARCHITECTURE.md ("Exceptions"), pure. The service raises the immediate ones while
+ * Exception rules of docs/architecture.md ("Exceptions"), pure. The service raises the immediate ones while
  * applying observations (they depend only on what was just seen); the ones that need time to pass
  * (STUCK, MISSED_NOTIFICATION, UNKNOWN_TRANSACTION, OUTCOME_UNKNOWN) are raised by `sweepExceptions`, which
  * the jobs call.

@@ -1,5 +1,5 @@
 /**
- * The exception queue's service levels (issue 18 point 2): how long an unresolved exception may wait
+ * The exception queue's service levels: how long an unresolved exception may wait
  * before it is overdue. A table of rules, each naming any of an exception type, a severity, and a
  * currency with an amount threshold (the entity's amount at or above it), and the minutes allowed. An
  * exception is held to the strictest (shortest) service level among the rules it matches; matching none,

@@ -1,5 +1,5 @@
 /**
- * Facts of an entity that cannot change (ARCHITECTURE.md, "The ledger follows the provider"): whether a
+ * Facts of an entity that cannot change (docs/architecture.md, "The ledger"): whether a
  * deposit is a test or a crypto deposit, the currency, the amount once the payment completed, and the
  * deposit a refund belongs to. When two readings of one entity disagree on one of them (a provider that
  * reuses ids after losing its memory, a bug), no booking can be right: the entity keeps its last

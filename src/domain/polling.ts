@@ -3,7 +3,7 @@
  * to every six hours, while the status is not final; COMPLETED cashouts and refunds are re-checked on a
  * schedule that starts dense (1 h, 4 h, 12 h after the last reading, then daily) through the
  * late-rejection window, so a late rejection whose notification was lost is found within hours; a
- * CANCELLED deposit (the provider may still complete it by hand: a late payment, provider-facts.md) is
+ * CANCELLED deposit (the provider may still complete it by hand: a late payment, docs/provider.md) is
  * re-checked on the same schedule through the late-completion window, so a late completion whose
  * notification was lost is found too (an EXPIRED one is not final and keeps its back-off); other final
  * statuses never.
@@ -24,7 +24,7 @@ export interface PollingRules {
   lateRejectionWindowMs: number;
   /**
    * How long after it turned CANCELLED a deposit may still be completed by the provider's hand. The
-   * provider publishes no limit (provider-facts.md); inferred, configurable.
+   * provider publishes no limit (docs/provider.md); inferred, configurable.
    */
   lateCompletionWindowMs: number;
 }

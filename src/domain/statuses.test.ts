@@ -13,7 +13,7 @@ import {
   transition,
 } from './statuses.ts';
 
-// The rows of the spec's section 3 (and provider-facts.md), one allowed and one refused move each.
+// The rows of the spec's section 3 (and docs/provider.md), one allowed and one refused move each.
 const MOVES: [kind: EntityKind, from: string, allowed: string, refused: string][] = [
   ['deposit', 'PENDING_AUTHENTICATION', 'COMPLETED', 'APPROVED'],
   ['deposit', 'APPROVED', 'COMPLETED', 'PENDING'],

@@ -29,10 +29,10 @@ export type DepositStatus = (typeof DEPOSIT_STATUSES)[number];
  * Direct deposit moves. The spec shows only the 3DS, crypto and expiry rows; the rest follow the
  * provider's documented lifecycle: a created deposit waits for payment (PENDING), may go to manual
  * review, may be released early for trusted payers, and ends COMPLETED, DECLINED, CANCELLED or
- * EXPIRED. An EXPIRED deposit becomes CANCELLED seven days later (provider-facts.md). An early
+ * EXPIRED. An EXPIRED deposit becomes CANCELLED seven days later (docs/provider.md). An early
  * released deposit can still fail (the reversal case of the effect table). An EXPIRED or CANCELLED
  * deposit can still turn COMPLETED by the provider's manual action, a payment that arrived late and was
- * matched by hand (provider-facts.md): a legal move, booked like any completion (LATE_COMPLETION).
+ * matched by hand (docs/provider.md): a legal move, booked like any completion (LATE_COMPLETION).
  */
 export const DEPOSIT_TRANSITIONS: Readonly<Record<DepositStatus, readonly DepositStatus[]>> = {
   CREATED: [
@@ -102,7 +102,7 @@ export const CASHOUT_INITIAL: readonly CashoutStatus[] = ['PENDING', 'ON_HOLD', 
 /** COMPLETED is final except for the late-rejection corner case, which the poller watches. */
 export const CASHOUT_FINAL: readonly CashoutStatus[] = ['CANCELLED', 'REJECTED', 'DECLINED'];
 
-/** Numeric `cashout_status` codes (spec 2.9 and provider-facts.md). DECLINED is never stored. */
+/** Numeric `cashout_status` codes (spec 2.9 and docs/provider.md). DECLINED is never stored. */
 export const CASHOUT_STATUS_CODES = {
   PENDING: 0,
   COMPLETED: 1,

@@ -1,5 +1,5 @@
 /**
- * Webhook ingress: the provider's notifications (provider-facts.md, "Notifications") in, one
+ * Webhook ingress: the provider's notifications (docs/provider.md, "Notifications") in, one
  * `NotificationReceived` event per notification out on `provider.notification.received.v1`. The route
  * only verifies, records and acknowledges; the status fetcher does the work.
  *
@@ -193,7 +193,7 @@ function header(req: FastifyRequest, name: string): string | undefined {
   return s === undefined || s.trim() === '' ? undefined : s.trim();
 }
 
-/** The deposit/refund check: X-Date, X-Login and Authorization like a request (provider-facts). */
+/** The deposit/refund check: X-Date, X-Login and Authorization like a request (docs/provider.md). */
 function checkDepositHeaders(
   req: FastifyRequest,
   raw: Buffer,

@@ -11,7 +11,7 @@ import {
 import { CARD_REJECTION_CODES } from './schemas.ts';
 
 describe('provider error registry', () => {
-  it('holds every code of section 7 and provider-facts.md', () => {
+  it('holds every code of section 7 and docs/provider.md', () => {
     expect(Object.keys(PROVIDER_ERRORS).map(Number)).toEqual([
       100, 101, 102, 103, 104, 105, 208, 300, 302, 303, 401, 402, 502, 508, 509, 510, 511, 514, 526, 533, 702,
       802,

@@ -1,5 +1,5 @@
 /**
- * The provider's error codes in one registry (spec section 7 and provider-facts.md), and the typed
+ * The provider's error codes in one registry (spec section 7 and docs/provider.md), and the typed
  * errors of the provider client:
  *
  * - `ProviderError`: the call reached the provider (or tried to) and failed: an error answer (HTTP
@@ -37,7 +37,7 @@ export const PROVIDER_ERRORS = {
   },
   105: { name: 'EMPTY_HEADER_VALUE', message: 'Empty header value', http: 400, scope: 'headers' },
   208: { name: 'RESOURCE_NOT_FOUND', message: 'Resource not found', http: 404, scope: 'refund' },
-  // Cashout codes: HTTP 401 for credentials, 400 for KYC, 412 for validation and state (provider-facts).
+  // Cashout codes: HTTP 401 for credentials, 400 for KYC, 412 for validation and state (docs/provider.md).
   300: { name: 'INVALID_PARAMETERS', message: 'Invalid parameters', http: 412, scope: 'cashout' },
   302: { name: 'INVALID_CONTROL_STRING', message: 'Invalid control string', http: 412, scope: 'cashout' },
   303: { name: 'INVALID_BANK_CODE', message: 'Invalid bank code', http: 412, scope: 'cashout' },

@@ -65,7 +65,7 @@ const long = (n: number, ch = 'a') => ch.repeat(n);
 const url = (n: number) => `https://e.example.com/${long(n - 22)}`;
 const IDS = long(128, 'A');
 
-// One accepted and one rejected value per rule of sections 2.3-2.8 and 8 (and provider-facts.md).
+// One accepted and one rejected value per rule of sections 2.3-2.8 and 8 (and docs/provider.md).
 const RULES: Row[] = [
   // amounts (2.3, 2.8, 8): 18 integer digits, 2 decimals, positive
   [
@@ -206,7 +206,7 @@ const RULES: Row[] = [
   ['card', 'credit_card.expiration_year', '31', '2031', 'at most 2 characters'],
   ['card', 'credit_card.expiration_year', '29', '3', 'must be the last two digits of the year'],
   ['card', 'credit_card.holder_name', long(256), long(257), 'at most 256 characters'],
-  // cashouts (provider-facts.md, 4.4-4.6, 8)
+  // cashouts (docs/provider.md, 4.4-4.6, 8)
   ['cashout', 'login', long(32), long(33), 'at most 32 characters'],
   ['cashout', 'pass', long(32), long(33), 'at most 32 characters'],
   ['cashout', 'external_id', long(100), long(101), 'at most 100 characters'],
@@ -222,7 +222,7 @@ const RULES: Row[] = [
   ['cashoutStatus', 'cashout_id', '8405147', 'abc', 'must be an integer'],
   ['cashoutUpdate', 'status', 'PENDING', 'CANCELLED', 'must be one of ON_HOLD, PENDING'],
   ['cashoutUpdate', 'cashout_id', 8405147, undefined, 'is required'],
-  // refunds (provider-facts.md)
+  // refunds (docs/provider.md)
   ['refund', 'amount', undefined, '1.001', 'at most 2 decimals allowed'],
   ['refund', 'deposit_id', '1', undefined, 'is required'],
   ['refund', 'notification_url', 'https://m.example.com/r', 'http://m.example.com/r', 'must be an HTTPS URL'],

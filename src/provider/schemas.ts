@@ -1,6 +1,6 @@
 /**
  * The Payment Service API v3 contract as zod schemas: every request, response, error and notification
- * body of the spec (sections 2, 4, 7) and of provider-facts.md (cashout and refund creation,
+ * body of the spec (sections 2, 4, 7) and of docs/provider.md (cashout and refund creation,
  * notifications). Every field limit and format of sections 2.3-2.8 and 8 is a rule here, and each
  * rule's message is the text that `validationMessages()` prints (`payer.email: must be a valid e-mail
  * address`).
@@ -577,13 +577,13 @@ export const cardDepositResponseSchema = z.looseObject({
 });
 export type CardDepositResponse = z.output<typeof cardDepositResponseSchema>;
 
-// ---------------------------------------------------------------- cashouts (2.9, 4.4-4.6, provider-facts)
+// ---------------------------------------------------------------- cashouts (2.9, 4.4-4.6, docs/provider.md)
 
 const login = text(32, 1);
 const pass = text(32, 1);
 const externalId = text(100, 1);
 
-/** POST /v3/cashout body (provider-facts.md). */
+/** POST /v3/cashout body (docs/provider.md). */
 export const cashoutCreateRequestSchema = z
   .object({
     login,
@@ -694,7 +694,7 @@ export const cashoutUpdateResponseSchema = z.looseObject({
 });
 export type CashoutUpdateResponse = z.output<typeof cashoutUpdateResponseSchema>;
 
-/** DELETE /v3/cashout/cancel body (4.6): both ids as documented, or either alone (provider-facts). */
+/** DELETE /v3/cashout/cancel body (4.6): both ids as documented, or either alone (docs/provider.md). */
 export const cashoutCancelRequestSchema = z
   .object({ login, pass, cashout_id: id().optional(), external_id: externalId.optional() })
   .superRefine(requireAnId, ALWAYS);
@@ -707,7 +707,7 @@ export const cashoutCancelResponseSchema = z.looseObject({
 });
 export type CashoutCancelResponse = z.output<typeof cashoutCancelResponseSchema>;
 
-// ---------------------------------------------------------------- refunds (2.10, provider-facts)
+// ---------------------------------------------------------------- refunds (2.10, docs/provider.md)
 
 export const refundBankAccountSchema = z.object({
   beneficiary: text(255, 1).optional(),
@@ -717,7 +717,7 @@ export const refundBankAccountSchema = z.object({
   account_type: text(45).optional(),
 });
 
-/** POST /v3/refunds body (provider-facts.md). No amount: full refund. */
+/** POST /v3/refunds body (docs/provider.md). No amount: full refund. */
 export const refundCreateRequestSchema = z.object({
   deposit_id: id(),
   invoice_id: invoiceIdSchema.optional(),
@@ -795,7 +795,7 @@ export const cashoutErrorSchema = z.looseObject({
 });
 export type CashoutError = z.output<typeof cashoutErrorSchema>;
 
-// ---------------------------------------------------------------- notifications (provider-facts)
+// ---------------------------------------------------------------- notifications (docs/provider.md)
 
 /** Deposit webhook: `{"deposit_id": 3000000001}`, no status. */
 export const depositNotificationSchema = z.looseObject({ deposit_id: id() });

@@ -11,7 +11,7 @@ import {
   verifyPayloadSignature,
 } from './signing.ts';
 
-// Test vectors of provider-facts.md (computed with openssl dgst -sha256 -hmac KEY).
+// Test vectors of docs/provider.md (computed with openssl dgst -sha256 -hmac KEY).
 const X_DATE = '2020-06-21T12:33:20Z';
 const DEPOSIT_BODY = '{"invoice_id":"inv-1","amount":100.5,"country":"BR","currency":"BRL"}';
 const CASHOUT_BODY = '{"login":"cashLogin","pass":"cashPass","cashout_id":8405147}';

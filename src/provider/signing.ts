@@ -1,5 +1,5 @@
 /**
- * The provider's signatures (provider-facts.md, "Signatures"):
+ * The provider's signatures (docs/provider.md, "Signatures"):
  *
  * - deposits and refunds: `Authorization: D24 <hex HMAC-SHA256(X-Date + X-Login + body)>` with the
  *   deposit secret; a GET signs `X-Date + X-Login`.

@@ -1,5 +1,5 @@
 /**
- * The exception queue as CSV (issue 18 point 2): the same columns for the API's export
+ * The exception queue as CSV: the same columns for the API's export
  * (`GET /api/v1/exceptions/export`) and the page's (`/exceptions/export`), over the rows `listQueue`
  * (src/db/exception-queue.ts) returns for the same filter. Instants in UTC (ISO 8601), amounts as
  * decimal text, formula-looking text defused (csvField).

@@ -437,7 +437,7 @@ function wholeMonth(period: Period): string | null {
 }
 
 /**
- * The month close's sign-off lines of a summary (issue 18 point 3): who prepared and signed, who
+ * The month close's sign-off lines of a summary: who prepared and signed, who
  * approved, when, and the SHA-256 of the signed figures, per close of the month; none for a period
  * that is not a whole month.
  */

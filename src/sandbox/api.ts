@@ -1,5 +1,5 @@
 /**
- * The merchant-facing routes of the Payment Service API v3 (section 4 and provider-facts.md), on two
+ * The merchant-facing routes of the Payment Service API v3 (section 4 and docs/provider.md), on two
  * fastify apps: the main API and the card-data API. Bodies are read raw (the signatures cover the exact
  * bytes) and parsed losslessly. Each route has an endpoint name for the fault settings.
  */

@@ -41,7 +41,7 @@ export const autoSettingsSchema = z.object({
   refundIncorrectDetailsRate: z.number().min(0).max(1).default(0.05),
   /**
    * Probability that a deposit which turned EXPIRED or CANCELLED is completed later by the provider's
-   * manual action (a late payment matched by hand; provider-facts.md). 0 by default.
+   * manual action (a late payment matched by hand; docs/provider.md). 0 by default.
    */
   lateCompletionRate: z.number().min(0).max(1).default(0),
   /** Which deposits may be completed late: EXPIRED ones, CANCELLED ones (not through EXPIRED), or both. */
@@ -54,7 +54,7 @@ export const autoSettingsSchema = z.object({
 export type AutoSettings = z.infer<typeof autoSettingsSchema>;
 
 /**
- * Bank rejection codes of a cashout that never completed: 800-825 (provider-facts.md); a few with
+ * Bank rejection codes of a cashout that never completed: 800-825 (docs/provider.md); a few with
  * names. 826 is the late rejection of a completed cashout (`LATE_REJECTION_CODE`).
  */
 export const BANK_REJECTIONS: readonly [number, string][] = [

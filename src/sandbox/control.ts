@@ -93,7 +93,7 @@ const DEPOSIT_ACTIONS: Record<string, Action> = {
   expire: () => ['EXPIRED', { reason: 'expiration passed' }],
   authenticate: () => ['COMPLETED', { reason: '3DS authentication passed' }],
   'fail-authentication': () => ['DECLINED', { reason: '3DS authentication failed' }],
-  // The provider completes an EXPIRED or CANCELLED deposit by hand (a late payment, provider-facts.md).
+  // The provider completes an EXPIRED or CANCELLED deposit by hand (a late payment, docs/provider.md).
   'late-payment': () => ['COMPLETED', { reason: 'late payment matched by the provider' }],
 };
 

@@ -50,7 +50,7 @@ export interface EngineOptions {
   rng: Rng;
   accounts: AccountRegistry;
   catalogue: CatalogueIndex;
-  /** Sandbox milliseconds from EXPIRED to CANCELLED (provider-facts: 7 days). */
+  /** Sandbox milliseconds from EXPIRED to CANCELLED (docs/provider.md: 7 days). */
   expiredToCancelledMs?: number;
 }
 

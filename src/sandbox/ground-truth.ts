@@ -1,6 +1,6 @@
 /**
  * Ground truth for reconciliation tests: balances per account and currency computed from the entity
- * states alone, with the effect table of ARCHITECTURE.md (deliberately a separate, simple model: it does
+ * states alone, with the effect table of docs/architecture.md (deliberately a separate, simple model: it does
  * not import the ledger it is there to check), and an export of every entity with its full history.
  */
 import { formatAmount, type Minor } from '../domain/money.ts';

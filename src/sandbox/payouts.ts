@@ -1,6 +1,6 @@
 /**
- * Cashouts (provider-facts.md creation; spec 4.4-4.6 status, hold/release, cancel) and refunds
- * (provider-facts.md creation; 4.7 status) as the merchant's API sees them.
+ * Cashouts (docs/provider.md creation; spec 4.4-4.6 status, hold/release, cancel) and refunds
+ * (docs/provider.md creation; 4.7 status) as the merchant's API sees them.
  */
 import type { CashoutStatus } from '../domain/statuses.ts';
 import {
@@ -145,7 +145,7 @@ export function cancelCashout(engine: SandboxEngine, account: SandboxAccount, bo
   if (!parsed.success) return CASHOUT_ERRORS.invalidParameters(issueLines(parsed.error));
   const c = findCashout(engine, account, parsed.data.cashout_id, parsed.data.external_id);
   if (!c) return CASHOUT_ERRORS.notFound();
-  // PENDING, and ON_HOLD (the specific row of 3.2 wins, provider-facts.md); DELIVERED and later: 510.
+  // PENDING, and ON_HOLD (the specific row of 3.2 wins, docs/provider.md); DELIVERED and later: 510.
   if (c.status !== 'PENDING' && c.status !== 'ON_HOLD') return CASHOUT_ERRORS.invalidTransition();
   engine.moveCashout(c, 'CANCELLED', { trigger: 'api' });
   return statusAnswer(c);

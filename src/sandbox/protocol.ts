@@ -186,7 +186,7 @@ export interface StoredIdempotency {
 }
 
 /**
- * Idempotency keys of POST calls (provider-facts.md): the same key with the same body gives the first
+ * Idempotency keys of POST calls (docs/provider.md): the same key with the same body gives the first
  * answer again; the same key with another body answers code 104.
  */
 export class IdempotencyStore {

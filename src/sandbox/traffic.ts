@@ -45,7 +45,7 @@ const MIX = { deposit: 50, card: 25, cashout: 15, refund: 10 } as const;
 /** How many of the newest deposits a refund looks through for one it can refund. */
 const REFUND_LOOKBACK = 20_000;
 /**
- * The bank_code forms a merchant sends for a Brazilian cashout (provider-facts.md): the code with its
+ * The bank_code forms a merchant sends for a Brazilian cashout (docs/provider.md): the code with its
  * leading zeros, without them, and as a number, for the bank listed as 1 and others.
  */
 const CASHOUT_BANK_CODES: readonly (string | number)[] = ['001', '1', 1, '341', '033', '33', 237];

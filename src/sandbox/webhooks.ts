@@ -1,5 +1,5 @@
 /**
- * Notification sender (provider-facts.md, "Notifications"): deposits `{"deposit_id": N}` and refunds
+ * Notification sender (docs/provider.md, "Notifications"): deposits `{"deposit_id": N}` and refunds
  * `{"refund_id": N}` as JSON signed with X-Date, X-Login and Authorization like a request; cashouts as a
  * form with `control`. Sent to the entity's notification_url or the account's default; any non-2xx is
  * retried up to 5 more times after 5, 25, 125, 625 and 3125 minutes of sandbox time. Faults (drop,

@@ -1,5 +1,5 @@
 /**
- * The balances page's routes (issue 18 point 4): `/balances` (balances and their movements) and
+ * The balances page's routes: `/balances` (balances and their movements) and
  * `/balances/charts` (balances over time, daily volumes, open exceptions by age), registered by `webRoutes` (src/web/app.ts) on its own
  * encapsulated instance: sign-in, CSRF and the error pages apply as to every page. The periods are the
  * page's: today and this month from local midnight in the page's time zone, the balance chart's days at

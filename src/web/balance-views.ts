@@ -1,5 +1,5 @@
 /**
- * The balances page (issue 18 point 4): each balance with today's and this month's movements beside it and
+ * The balances page: each balance with today's and this month's movements beside it and
  * the movements by effect; and its charts page (`/balances/charts`, off the balances page's path: the
  * volumes read 30 to 90 days of mirrors), charts that answer at a glance (available and reserved over time, daily
  * volumes by kind and status, open exceptions by age). Routes in src/web/balance-routes.ts; the SVG

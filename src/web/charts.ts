@@ -1,5 +1,5 @@
 /**
- * Charts rendered on the server as inline SVG (issue 18 point 4): no chart service, no script, no
+ * Charts rendered on the server as inline SVG: no chart service, no script, no
  * front-end build. Values are bigint (minor units of money, or counts) and every figure shown as text
  * (axis ticks, tooltips, the table fallback) is computed in bigint and formatted by the caller's exact
  * formatter; only the mapping to pixels converts to numbers. Every piece of text goes through `html`,

@@ -1,5 +1,5 @@
 /**
- * The month close's routes on the page (issue 18 point 3), registered by `webRoutes` (src/web/app.ts):
+ * The month close's routes on the page, registered by `webRoutes` (src/web/app.ts):
  * sign-in, CSRF and the error pages apply as to every page. Everyone signed in sees the closes; only a
  * controller prepares, signs and approves, and never their own close.
  */

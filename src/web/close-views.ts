@@ -1,5 +1,5 @@
 /**
- * The month close's markup (issue 18 point 3): the list of months per merchant account and currency,
+ * The month close's markup: the list of months per merchant account and currency,
  * and one close's page with its sign-off, proof, movements, in-flight payouts, open exceptions and
  * adjustments. Figures come as the close's document (src/domain/close.ts, amounts as decimal strings),
  * the same whether read from a signed close or computed now.

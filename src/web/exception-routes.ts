@@ -1,5 +1,5 @@
 /**
- * The exception queue's routes on the page (issue 18 point 2), registered by `webRoutes` (src/web/app.ts)
+ * The exception queue's routes on the page, registered by `webRoutes` (src/web/app.ts)
  * on its own encapsulated instance: sign-in, CSRF and the error pages apply as to every page. Every read
  * and write goes through the queue's functions in src/db (the ones the API uses), so a filter, a due
  * time, a state change or an export means the same on the page and in `/api/v1`. Viewers read; moves

@@ -1,5 +1,5 @@
 /**
- * The exception queue's pages (issue 18 point 2): the list (filters that keep their input, counts per age
+ * The exception queue's pages: the list (filters that keep their input, counts per age
  * bucket, due time and overdue mark per row, a row's quick moves, bulk acknowledge or resolve with one
  * note, CSV export of the filtered list, a page at a time) and one exception with its audit trail
  * (assign, take, comment, state changes). Fits a 1280px window: a row's facts fold into a details

@@ -31,7 +31,7 @@ describe('chaos soak (CI size)', () => {
     expect(f.webhooks.reordered).toBeGreaterThan(0);
     expect(f.lateRejections.atProvider).toBeGreaterThan(0);
     expect(f.lateCompletions.atProvider).toBeGreaterThan(0);
-    // The provider's other documented moves (issue 17) are in the traffic.
+    // The provider's other documented moves are in the traffic.
     expect(f.lateCompletions.fromExpired).toBeGreaterThan(0);
     expect(f.lateCompletions.fromCancelled).toBeGreaterThan(0);
     expect(f.moves.expiredToCancelled).toBeGreaterThan(0);

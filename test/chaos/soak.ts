@@ -1,5 +1,5 @@
 /**
- * The chaos soak (issue 8): the sandbox generates mixed traffic while faults are injected — provider 5xx,
+ * The chaos soak: the sandbox generates mixed traffic while faults are injected — provider 5xx,
  * hanging calls and bursts of 429 on every endpoint; webhooks duplicated, reordered and dropped; late
  * rejections; the reconciler (`payrecon reconcile`, its own process) killed with SIGKILL; the broker
  * (`payrecon broker`, its own process) stopped and started again on its data; PostgreSQL (embedded, so the
@@ -63,7 +63,7 @@ export interface FaultPlan {
   webhooks: { dropRate: number; duplicateRate: number; reorderRate: number; reorderDelayMs: number };
   lateRejection: { cashoutRate: number; refundRate: number; delayMs: number };
   /**
-   * The provider's late payments (issue 17): this share of the deposits that turn EXPIRED, or CANCELLED
+   * The provider's late payments: this share of the deposits that turn EXPIRED, or CANCELLED
    * without expiring first (a cancelled AMOUNT_MISMATCH or THIRD_PARTY_PAYER payment, a cancelled early
    * release), is completed by hand `delayMs` later (uniform); an EXPIRED one still EXPIRED (before the
    * 7-day cancellation). A CANCELLED deposit is final, so its late completion whose notification was
@@ -217,7 +217,7 @@ export interface SoakFigures {
     /** From the provider's late completion to the ledger's credit, for those first read by a poll. */
     learntByPolling: LatencyFigures;
   };
-  /** The provider's other documented moves that the traffic made (issue 17). */
+  /** The provider's other documented moves that the traffic made. */
   moves: {
     /** EXPIRED deposits that turned CANCELLED 7 provider days later. */
     expiredToCancelled: number;

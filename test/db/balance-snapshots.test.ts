@@ -1,5 +1,5 @@
 /**
- * Daily balance snapshots (issue 21 point 1): postings spread over past days (booked with their instants
+ * Daily balance snapshots: postings spread over past days (booked with their instants
  * by hand: the service stamps now), snapshots taken, then the balance at many instants (each posting's,
  * a millisecond either side, each midnight) equals the sum of the postings up to it; taking snapshots
  * again writes nothing; verification names a snapshot changed by hand.

@@ -1,5 +1,5 @@
 /**
- * The provider's bank reference of a cashout (issue 18 point 1): kept on the mirror from the reading that
+ * The provider's bank reference of a cashout: kept on the mirror from the reading that
  * names it, not lost when a later reading names none, found by `lookupPayments` as its own id kind and
  * among "any id", shown by `getPayment`.
  */

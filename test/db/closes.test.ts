@@ -1,5 +1,5 @@
 /**
- * The month close (issue 18 point 3) on the real database: figures of September 2026 (opening from the
+ * The month close on the real database: figures of September 2026 (opening from the
  * daily snapshots, movements by effect, closing, the proof, a cashout in flight at the cut-off, an
  * exception open at it), signing (canonical text and its SHA-256, checked by the database too), the
  * freeze (no update of figures, no delete), the refused self-approval (the service's 403 and the

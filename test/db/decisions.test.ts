@@ -1,5 +1,5 @@
 /**
- * An operator's decision on an ILLEGAL_TRANSITION (issue 17 point 4): accepting the provider's status books
+ * An operator's decision on an ILLEGAL_TRANSITION: accepting the provider's status books
  * the ledger to match with who and why on the entries; keeping the ledger's books nothing; both resolve
  * the exception, stay in its history, and the same refused move read again does not reopen it.
  */

@@ -1,5 +1,5 @@
 /**
- * The exception queue's service levels and bulk moves on the real PostgreSQL (issue 18 point 2): each
+ * The exception queue's service levels and bulk moves on the real PostgreSQL: each
  * exception's due time is first seen plus the strictest matching rule of the table (type, severity, a
  * currency's amount threshold) or the default; overdue is unresolved and past it, in the list, its
  * filter, the age-bucket counts and the metrics; a bulk acknowledge or resolve changes every selected

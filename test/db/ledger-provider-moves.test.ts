@@ -1,5 +1,5 @@
 /**
- * The ledger follows the provider (issue 17 points 2 and 3): the provider's documented late moves are
+ * The ledger follows the provider: the provider's documented late moves are
  * legal and booked (late completion of an expired or cancelled deposit, EXPIRED to CANCELLED, a late
  * rejection with code 826), and facts that cannot change freeze the entity with FACTS_CHANGED while every
  * invariant stays true.

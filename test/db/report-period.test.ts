@@ -1,5 +1,5 @@
 /**
- * Workbooks read only their period (issue 21 point 2): `ledgerTotals` (the settlement workbook's opening,
+ * Workbooks read only their period: `ledgerTotals` (the settlement workbook's opening,
  * closing and movements) and `balancesBefore` (the balances page) on postings spread over a week, with
  * the daily snapshots taken. Opening and closing equal the sum of every posting before the instant, for
  * periods on and off midnight, one ending in the future; the movements are the period's postings; a

@@ -1,5 +1,5 @@
 /**
- * Running balances (issue 21 point 1): the postings' trigger keeps one balance row per ledger account in
+ * Running balances: the postings' trigger keeps one balance row per ledger account in
  * the transaction that posts; two reconcilers posting to the same accounts at once (no deadlock retry
  * allowed) leave running balances equal to the postings, and every later batch keeps them so;
  * `verifyLedger` names an account whose running balance was corrupted by hand.

@@ -467,7 +467,7 @@ describe('cashouts', () => {
       '{"login":"cashLogin","pass":"cashPass","cashout_id":8405147}',
       '{"login":"cashLogin","pass":"cashPass","external_id":"ext-42"}',
     ]);
-    // The first body is the provider-facts.md vector, so its signature is the published one.
+    // The first body is the docs/provider.md vector, so its signature is the published one.
     expect(seen[0]!.headers['payload-signature']).toBe(
       'c219e4e3db2bd8e86e376029c86ef67d2090a39a853fca0e319e1e34dda3f919',
     );

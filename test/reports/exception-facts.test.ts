@@ -1,5 +1,5 @@
 /**
- * Every exception type the ledger raises carries its facts (issue 17 point 5), as an operator reads them
+ * Every exception type the ledger raises carries its facts, as an operator reads them
  * in the exception workbook and in the alert: entity, invoice or external id, intent amount and currency,
  * provider amount and currency (where the provider reports one), provider status and reason (a cashout's
  * rejection code), and the rule in one sentence; no alert without an amount where one is known; the

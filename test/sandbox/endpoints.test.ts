@@ -262,7 +262,7 @@ describe('POST {cc}/v3/deposits (4.3): the test-card table', () => {
   });
 });
 
-describe('cashouts (provider-facts creation, 4.4-4.6)', () => {
+describe('cashouts (docs/provider.md creation, 4.4-4.6)', () => {
   it('creates, finds by either id, holds, releases and cancels', async () => {
     const body = cashoutBody();
     const created = await cashoutCall(sb.url, '/v3/cashout', body);
@@ -331,7 +331,7 @@ describe('cashouts (provider-facts creation, 4.4-4.6)', () => {
   });
 });
 
-describe('refunds (provider-facts creation, 4.7 status)', () => {
+describe('refunds (docs/provider.md creation, 4.7 status)', () => {
   async function completedDeposit(card = false): Promise<number> {
     if (card) return (await signed(sb.ccUrl, '/v3/deposits', { body: cardBody() })).json.deposit_id;
     const c = await signed(sb.url, '/v3/deposits', { body: oneShotBody() });

@@ -1,6 +1,6 @@
 /**
  * Test helpers: an in-process sandbox on 127.0.0.1 port 0 and raw signed requests, built by hand from
- * provider-facts.md (so the suite checks the sandbox against the contract, not against itself).
+ * docs/provider.md (so the suite checks the sandbox against the contract, not against itself).
  */
 import { createHmac } from 'node:crypto';
 import { request } from 'undici';
@@ -56,7 +56,7 @@ export interface SignedOptions {
   idempotencyKey?: string;
 }
 
-/** A deposit-style request signed as provider-facts.md says: D24 hex HMAC(X-Date + X-Login + body). */
+/** A deposit-style request signed as docs/provider.md says: D24 hex HMAC(X-Date + X-Login + body). */
 export async function signed(base: string, path: string, options: SignedOptions = {}): Promise<Res> {
   const body =
     options.body === undefined

@@ -40,7 +40,7 @@ const DEPOSIT_ALLOWED: Record<string, string[]> = {
   EARLY_RELEASED: ['COMPLETED', 'DECLINED', 'CANCELLED', 'EXPIRED'],
   COMPLETED: [],
   DECLINED: [],
-  // The provider's manual completion of a late payment (provider-facts.md).
+  // The provider's manual completion of a late payment (docs/provider.md).
   CANCELLED: ['COMPLETED'],
   EXPIRED: ['CANCELLED', 'COMPLETED'],
 };

@@ -339,7 +339,7 @@ const CASHOUT_RULES: Row[] = [
   ['notification_url', undefined, 'https://x.example/h'],
 ];
 
-describe('cashout creation field rules (provider-facts.md): rejected with 300, accepted', () => {
+describe('cashout creation field rules (docs/provider.md): rejected with 300, accepted', () => {
   let n = 0;
   const base = () => ({
     external_id: `cv-${++n}`,

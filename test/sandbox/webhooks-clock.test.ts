@@ -47,7 +47,7 @@ const settle = () =>
     return ![...sb.control.deps.webhooks.pending.values()].some((d) => d.dueAt <= now);
   });
 
-describe('notifications (provider-facts.md)', () => {
+describe('notifications (docs/provider.md)', () => {
   it('deposit: {"deposit_id"} to notification_url mapped onto the local base, signed like a request', async () => {
     const c = await signed(sb.url, '/v3/deposits', {
       body: oneShotBody({ notification_url: 'https://merchant.example/hooks/deposit?src=psp' }),
@@ -279,7 +279,7 @@ describe('endpoint faults', () => {
       to: 'REJECTED',
       trigger: 'late_rejection',
     });
-    // A completed cashout returned by the bank: code 826, "Withdrawal reversed" (provider-facts.md).
+    // A completed cashout returned by the bank: code 826, "Withdrawal reversed" (docs/provider.md).
     const status = await cashoutCall(sb.url, '/v3/cashout/status', { cashout_id: id });
     expect(status.json).toMatchObject({ rejection_code: 826, rejection_reason: 'Withdrawal reversed' });
     expect((await signed(sb.url, `/v3/refunds/${r}`)).json.status).toBe('REJECTED');

@@ -1,5 +1,5 @@
 /**
- * The balances page's charts in Chromium at 1280x900 (issue 18 point 4): traffic fed through the ledger
+ * The balances page's charts in Chromium at 1280x900: traffic fed through the ledger
  * service (the report scenario plus a few dozen deposits and cashouts), then spread over the last twelve
  * days by back-dating its entries, postings and sightings (the immutability triggers lifted for that one
  * update in this throwaway database, the movements summed again) and the daily snapshots taken. The

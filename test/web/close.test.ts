@@ -1,5 +1,5 @@
 /**
- * The month close in Chromium (issue 18 point 3): controller ana prepares and signs September 2026 for
+ * The month close in Chromium: controller ana prepares and signs September 2026 for
  * acme BRL; her own approval is refused on a page in the page's style (403); an operator sees the close
  * but is offered no action and a posted one is refused; controller bob approves; an entry booked in
  * October with an effect date in September then shows as a post-close adjustment on September's page

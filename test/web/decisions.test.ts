@@ -1,5 +1,5 @@
 /**
- * An operator's decisions in Chromium (issue 17 point 4): an ILLEGAL_TRANSITION (a deposit read COMPLETED,
+ * An operator's decisions in Chromium: an ILLEGAL_TRANSITION (a deposit read COMPLETED,
  * then PENDING) and a FACTS_CHANGED (a deposit completed in BRL, then read completed in MXN for another
  * amount) are each decided from their page, once by accepting the provider's status or facts and once by
  * keeping the ledger's, with a note. Afterwards the page shows the state, who and why, in its resolution

@@ -1,5 +1,5 @@
 /**
- * The exception page (issue 17 points 4 and 5) over a real ledger database: each exception shows its
+ * The exception page over a real ledger database: each exception shows its
  * facts and the rule; an ILLEGAL_TRANSITION is decided from the page (accept the provider's status or keep
  * the ledger's, a note required); a resolved exception reopened by a new fact says what changed and keeps
  * the earlier note and resolver visible.

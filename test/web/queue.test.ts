@@ -1,5 +1,5 @@
 /**
- * The exception queue in Chromium (issue 18 point 2), as an operator works it: the queue fits a 1280px
+ * The exception queue in Chromium, as an operator works it: the queue fits a 1280px
  * window with due times, overdue marks and counts per age bucket; an exception is assigned, taken, put in
  * review and commented, each step in its audit trail; the filters (assignee, currency, amount range,
  * overdue) narrow the list and keep what was typed after an error; two rows are resolved in bulk with one

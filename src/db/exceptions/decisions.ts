@@ -1,5 +1,5 @@
 /**
- * An operator's decision on an ILLEGAL_TRANSITION or a FACTS_CHANGED exception (issue 17 points 2 and 4).
+ * An operator's decision on an ILLEGAL_TRANSITION or a FACTS_CHANGED exception.
  *
  * FACTS_CHANGED: readings of one entity disagree on a fact that cannot change (currency, amount, test,
  * crypto, a refund's deposit); the entity is frozen on its last consistent bookings. Someone who knows what

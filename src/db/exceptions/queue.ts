@@ -1,5 +1,5 @@
 /**
- * The exception queue people work in (issue 18 point 2), read and written by the page (src/web) and the
+ * The exception queue people work in, read and written by the page (src/web) and the
  * API (src/api) alike: the list with its filters (type, state, assignee, account, currency, age bucket,
  * amount range, overdue), a page at a time by exception id (keyset), counts per age bucket, one
  * exception with its audit trail, and the queue's one write (`changeQueueItem`: a state change, an

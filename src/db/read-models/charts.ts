@@ -1,5 +1,5 @@
 /**
- * The reads behind the balances page's charts and movements (issue 18 point 4). Each is bounded by its
+ * The reads behind the balances page's charts and movements. Each is bounded by its
  * period through an index, so its cost follows the period, not the history: balances over time read
  * the daily snapshots (src/db/ledger/balance-snapshots.ts) by their primary key, movements read the per-day and
  * per-hour sums of `ledger_movements` (and at most an hour's entries at either end), volumes read mirrors by the day first seen

@@ -1,6 +1,6 @@
 /**
  * Request and response declarations for every API and version the broker advertises (see
- * `/work/shared/design/kafka-broker.md`). Field lists follow Kafka's `clients/src/main/resources/common/
+ * docs/embedded.md). Field lists follow Kafka's `clients/src/main/resources/common/
  * message/*.json`, restricted to the non-flexible versions; a field's `[min, max]` is its version range.
  */
 import type { Fields } from './codec.ts';

@@ -1,7 +1,7 @@
 /**
  * A Confluent-compatible schema registry for one machine: the REST subset that
  * `@kafkajs/confluent-schema-registry` and the Confluent serialisers use (see
- * `../shared/design/kafka-broker.md`), Avro only, state durable in an append-only log (`store.ts`).
+ * docs/embedded.md), Avro only, state durable in an append-only log (`store.ts`).
  * It never imports the app: the pipeline talks to it over HTTP exactly as to a real registry.
  *
  * Errors answer `{error_code, message}` with Confluent's codes: 40401 subject not found, 40402

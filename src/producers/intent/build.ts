@@ -142,7 +142,7 @@ export function intentFromCardDepositCreation(
   };
 }
 
-/** POST /v3/cashout (provider-facts): credentials (login, pass) are never copied. */
+/** POST /v3/cashout (docs/provider.md): credentials (login, pass) are never copied. */
 export function intentFromCashoutCreation(
   account: string,
   request: NewCashout | Record<string, unknown>,
@@ -188,7 +188,7 @@ export function intentFromCashoutCreation(
 }
 
 /**
- * POST /v3/refunds (provider-facts). A refund request names no currency: give the refunded deposit's
+ * POST /v3/refunds (docs/provider.md). A refund request names no currency: give the refunded deposit's
  * (`currency`) unless the response's `refund_info` carries it. Without an amount (a full refund) the
  * amount comes from `refund_info` or `fullAmount`. Without an answer, a refund with an amount is
  * referenced by `refundWriteAheadRef` (its deposit and amount), which the ledger can match.
