@@ -30,6 +30,7 @@ import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
 import {
+  type BackLink,
   errorPage,
   loginPage,
   type PageContext,
@@ -169,13 +170,25 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   const roleOf = (request: FastifyRequest): WebRole =>
     (request.session && roles.get(request.session.username)) || 'viewer';
   /** Refuses (403, the page's own style) a signed-in user whose role lacks the permission. */
-  const refuseUnless = (request: FastifyRequest, reply: FastifyReply, permission: WebPermission) => {
+  const refuseUnless = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    permission: WebPermission,
+    back?: BackLink,
+  ) => {
     if (roleCan(roleOf(request), permission)) return null;
     options.logger?.warn(
       { username: request.session?.username, role: roleOf(request), permission },
       'web action refused by role',
     );
-    return problem(request, reply, 403, 'Not allowed', `Your role (${roleOf(request)}) cannot do this.`);
+    return problem(
+      request,
+      reply,
+      403,
+      'Not allowed',
+      `Your role (${roleOf(request)}) cannot do this.`,
+      back,
+    );
   };
 
   const ctx = (request: FastifyRequest): PageContext => ({
@@ -203,11 +216,12 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     status: number,
     title: string,
     message: string,
+    back?: BackLink,
   ) => {
     if (!wantsHtml(request)) {
       return reply.code(status).header('content-type', 'text/plain; charset=utf-8').send(message);
     }
-    return send(reply, errorPage(ctx(request), status, title, message), status);
+    return send(reply, errorPage(ctx(request), status, title, message, back), status);
   };
 
   const isPublic = (url: string): boolean => {

@@ -110,14 +110,26 @@ ${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
   );
 }
 
-/** A 404 or an error in the page's own style, with a way back. */
-export function errorPage(ctx: PageContext, status: number, title: string, message: string): SafeHtml {
+/** Where an error page leads back to: the page the refused action came from. */
+export interface BackLink {
+  href: string;
+  label: string;
+}
+
+/** A 404 or an error in the page's own style, with a way back (default: the reports). */
+export function errorPage(
+  ctx: PageContext,
+  status: number,
+  title: string,
+  message: string,
+  back: BackLink = { href: `${ctx.base}/reports`, label: 'Back to the reports' },
+): SafeHtml {
   return layout(
     ctx,
     title,
     html`<section class="problem" data-status="${status}"><h1>${title}</h1>
 <div class="notice error" role="alert">${message}</div>
-<p><a href="${ctx.base}/reports">Back to the reports</a>${ctx.username ? '' : html` · <a href="${ctx.base}/login">Sign in</a>`}</p></section>`,
+<p><a href="${back.href}">${back.label}</a>${ctx.username ? '' : html` · <a href="${ctx.base}/login">Sign in</a>`}</p></section>`,
   );
 }
 
