@@ -13,9 +13,6 @@ import { monthOfInstant } from '../reports/period.ts';
 import type { CloseServices } from './close-routes.ts';
 import type { CloseListRow } from './close-views.ts';
 
-/** At most this many months per account and currency, the latest ones (older closes keep their pages). */
-const LIST_MONTHS = 24;
-
 export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): CloseServices {
   const scope = (account: string, currency: string, period: string) =>
     closeScope(account, currency, period, timeZone, cutoff);
@@ -30,7 +27,7 @@ export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): C
         const months: string[] = [];
         if (l.firstPostingAt !== null) {
           const first = monthOf(l.firstPostingAt);
-          for (let m = lastComplete; m >= first && months.length < LIST_MONTHS; m = previousPeriod(m)) {
+          for (let m = lastComplete; m >= first; m = previousPeriod(m)) {
             months.push(m);
           }
         }
