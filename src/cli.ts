@@ -4,7 +4,8 @@
  * import both the app and `src/embedded/`.
  */
 import { Command, CommanderError } from 'commander';
-import { reportFailure, verboseRequested } from './cli-errors.ts';
+import { reportFailure, UsageError, verboseRequested } from './cli-errors.ts';
+import { requireFile, requireFolderOrParent } from './cli-inputs.ts';
 import { requestedLogLevel } from './config.ts';
 import { PART_INFO, PART_NAMES } from './parts.ts';
 
@@ -99,7 +100,10 @@ program
   .option('--users <file>', 'JSON {user: password}: require HTTP basic auth')
   .option('--tls-cert <file>', 'PEM certificate (chain): serve HTTPS (with --tls-key)')
   .option('--tls-key <file>', 'PEM private key of --tls-cert')
-  .action(async (opts) => (await import('./embedded/registry/main.ts')).runRegistryCli(opts));
+  .action(async (opts, command: Command) => {
+    checkInputs(command, { users: '--users', tlsCert: '--tls-cert', tlsKey: '--tls-key' });
+    await (await import('./embedded/registry/main.ts')).runRegistryCli(opts);
+  });
 
 program
   .command('broker')
@@ -116,7 +120,15 @@ program
   .option('--tls-cert <file>', 'PEM certificate (chain): serve TLS on the port (with --tls-key)')
   .option('--tls-key <file>', 'PEM private key of --tls-cert')
   .option('--tls-client-ca <file>', 'PEM CA: require client certificates it signed (mutual TLS)')
-  .action(async (opts) => (await import('./embedded/kafka/main.ts')).runBrokerCli(opts));
+  .action(async (opts, command: Command) => {
+    checkInputs(command, {
+      saslUsers: '--sasl-users',
+      tlsCert: '--tls-cert',
+      tlsKey: '--tls-key',
+      tlsClientCa: '--tls-client-ca',
+    });
+    await (await import('./embedded/kafka/main.ts')).runBrokerCli(opts);
+  });
 
 program
   .command('sandbox')
@@ -133,7 +145,21 @@ program
   .option('--notification-url <url>', "default account's notification URL (http allowed)")
   .option('--faults <file>', 'JSON file with fault settings')
   .option('--data-dir <dir>', 'keep the state in this directory across restarts (default: in memory)')
-  .action(async (opts) => (await import('./sandbox/main.ts')).runSandboxCli(opts));
+  .action(async (opts, command: Command) => {
+    checkInputs(command, { accounts: '--accounts', faults: '--faults' });
+    await (await import('./sandbox/main.ts')).runSandboxCli(opts);
+  });
+
+/**
+ * The files and folders of a command's options, checked before it starts anything: each input file
+ * named in `files` must be there, and a `--data-dir` given on the command line must be a folder or the
+ * new child of one (the defaults, under the working directory, are created as needed).
+ */
+function checkInputs(command: Command, files: Record<string, string>): void {
+  const opts = command.opts() as Record<string, string | undefined>;
+  for (const [key, option] of Object.entries(files)) requireFile(option, opts[key]);
+  if (command.getOptionValueSource('dataDir') === 'cli') requireFolderOrParent('--data-dir', opts.dataDir);
+}
 
 /** The connection of the commands that only publish (intent, backfill), opened when the command asks. */
 async function publisherConnection(): Promise<import('./producers/connect.ts').ConnectPublisher> {
@@ -189,7 +215,7 @@ const db = program.command('db').description('Ledger database: migrations and ve
 for (const [name, description] of [
   ['migrate', 'Apply pending migrations (DATABASE_URL, else the embedded PostgreSQL under .payrecon/pg)'],
   ['verify', 'Check every ledger invariant; exits non-zero naming each failure'],
-  ['rollback', 'Revert the latest migration'],
+  ['rollback', 'Revert the latest migration (never the baseline: it is every table)'],
   ['snapshot', 'Write the missing daily balance snapshots (the hourly verification job does it too)'],
 ] as const) {
   const command = db
@@ -351,27 +377,43 @@ intent
   .command('record')
   .description('Publish intents from a JSON file (one or an array); nothing is published if one is invalid')
   .requiredOption('--file <file>', 'JSON file with the intent(s)')
-  .action(async (opts) =>
-    (await import('./producers/intent/cli.ts')).runIntentRecordCli(opts, await publisherConnection()),
-  );
+  .action(async (opts) => {
+    requireFile('--file', opts.file);
+    await (await import('./producers/intent/cli.ts')).runIntentRecordCli(opts, await publisherConnection());
+  });
 
 const backfill = program.command('backfill').description('Import intents, re-poll entities after the fact');
 backfill
   .command('intents')
   .description('Import intents from a CSV file with a header row (columns in src/producers/backfill.ts)')
   .requiredOption('--csv <file>', 'CSV file of intents')
-  .action(async (opts) =>
-    (await import('./producers/backfill.ts')).runBackfillIntentsCli(opts, await publisherConnection()),
-  );
+  .action(async (opts) => {
+    requireFile('--csv', opts.csv);
+    await (await import('./producers/backfill.ts')).runBackfillIntentsCli(opts, await publisherConnection());
+  });
 backfill
   .command('poll')
   .description('Read again the status of every entity first seen in a date range (source backfill)')
   .requiredOption('--from <date>', 'start, YYYY-MM-DD (UTC) or ISO 8601')
   .requiredOption('--to <date>', 'end, YYYY-MM-DD (that day included) or ISO 8601')
   .option('--account <name>', 'only this provider account')
-  .action(async (opts) =>
-    (await import('./producers/backfill.ts')).runBackfillPollCli(opts, await publisherConnection()),
-  );
+  .action(async (opts) => {
+    const backfill = await import('./producers/backfill.ts');
+    // The period and a configured account are checked before anything connects.
+    if (
+      backfill.parseRangeDate(opts.to, '--to', true) <= backfill.parseRangeDate(opts.from, '--from', false)
+    ) {
+      throw new UsageError('--to', 'must be after --from');
+    }
+    const { accounts } = (await import('./config.ts')).loadConfig();
+    if (opts.account !== undefined && accounts.length > 0 && !accounts.some((a) => a.name === opts.account)) {
+      throw new UsageError(
+        '--account',
+        `no provider account ${opts.account} in PAYRECON_ACCOUNTS (known: ${accounts.map((a) => a.name).join(', ')})`,
+      );
+    }
+    await backfill.runBackfillPollCli(opts, await publisherConnection());
+  });
 
 // <commands>
 

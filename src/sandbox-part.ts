@@ -94,6 +94,8 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     // The sandbox signs its notifications like a request; check them as production would.
     webhookSignatureMode: 'enforce' as const,
   };
+  // Aborted as the sandbox stops: traffic in flight then fails quietly instead of retrying into it.
+  const stopping = new AbortController();
   const control = `${sandbox.url}/_sandbox`;
   const put = async (path: string, body: unknown, method = 'PUT') => {
     const res = await fetch(`${control}${path}`, {
@@ -113,6 +115,7 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
       const client = createProviderClient(account, {
         retries: options.clientRetries ?? 1,
         logger: options.logger,
+        signal: stopping.signal,
       });
       sandbox.control.traffic.useClient(
         recordingClient(client, recordIntent, {
@@ -124,6 +127,9 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
       const rate = options.trafficRate ?? 2;
       if (rate > 0) await put('/traffic', { rate }, 'POST');
     },
-    stop: () => sandbox.close(),
+    stop: () => {
+      stopping.abort();
+      return sandbox.close();
+    },
   };
 }

@@ -30,7 +30,9 @@ export function startPoller(
   loop = true,
 ) {
   const { config, metrics } = infra;
-  const clients = pollingClients(accounts, services.providerOptions);
+  // Aborted at stop: a call failing then is not retried (the round ends, nothing logged as retried).
+  const stopping = new AbortController();
+  const clients = pollingClients(accounts, { ...services.providerOptions, signal: stopping.signal });
   const poller = startStatusPoller(
     {
       db: infra.db,
@@ -53,6 +55,7 @@ export function startPoller(
   return {
     pollOnce: () => poller.pollOnce(),
     async stop() {
+      stopping.abort();
       await poller.stop();
       await clients.close();
     },

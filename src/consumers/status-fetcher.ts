@@ -156,10 +156,13 @@ export interface RunStatusFetcherOptions {
  */
 export async function runStatusFetcher(options: RunStatusFetcherOptions) {
   const publisher = await createPublisher(options.kafka, options.serde);
+  // Aborted at stop: a status read failing then is not retried (nor logged as retried).
+  const stopping = new AbortController();
   const fetcher = createStatusFetcher({
     clientFor: clientsFor(options.accounts, {
       logger: options.logger ?? rootLogger,
       ...options.providerOptions,
+      signal: stopping.signal,
     }),
     publisher,
     ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
@@ -184,6 +187,7 @@ export async function runStatusFetcher(options: RunStatusFetcherOptions) {
     ready: consumer.ready,
     consumer: consumer.consumer,
     async stop() {
+      stopping.abort();
       await consumer.stop();
       await publisher.disconnect();
     },

@@ -6,14 +6,15 @@
 import { loadConfig, localUser } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { EXCEPTION_STATES, type ExceptionState } from '../domain/exception-queue.ts';
-import { refusedReading } from '../domain/exception-rules.ts';
+import { EXCEPTION_TYPES, refusedReading } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
-import { createDb, migrateDown, migrateToLatest } from './connection.ts';
+import { createDb, MIGRATIONS, migrateDown, migrateToLatest, pendingMigrations } from './connection.ts';
 import { decideException } from './exceptions/decisions.ts';
 import { listQueue, type QueueFilter } from './exceptions/queue.ts';
 import type { ExceptionFacts } from './exceptions/raise.ts';
 import { takeBalanceSnapshots } from './ledger/balance-snapshots.ts';
 import { verifyLedger } from './ledger/verify.ts';
+import { merchantAccounts } from './read-models/reports.ts';
 
 /** The command's database (chosen by the CLI: option, environment, running instance, embedded). */
 export type OpenDatabase = () => Promise<{ url: string; stop(): Promise<void> }>;
@@ -85,6 +86,17 @@ export async function runDbCli(
       const lines = await migrateToLatest(db);
       process.stdout.write(lines.length ? `${lines.join('\n')}\n` : 'database is up to date\n');
     } else if (action === 'rollback') {
+      const pending = new Set(await pendingMigrations(db));
+      const latest = Object.keys(MIGRATIONS)
+        .filter((name) => !pending.has(name))
+        .at(-1);
+      const baseline = Object.keys(MIGRATIONS)[0];
+      if (latest === baseline) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `db rollback: the latest migration is the baseline ${baseline}; reverting it would drop every table, so it is never rolled back`,
+        );
+      }
       const lines = await migrateDown(db);
       process.stdout.write(lines.length ? `${lines.join('\n')}\n` : 'nothing to roll back\n');
     } else if (action === 'snapshot') {
@@ -163,8 +175,16 @@ export interface ExceptionListOptions {
  */
 export async function runExceptionListCli(opts: ExceptionListOptions, open: OpenDatabase): Promise<void> {
   const filter: QueueFilter = {};
-  if (opts.type) filter.type = opts.type;
-  if (opts.account) filter.merchantAccount = opts.account;
+  if (opts.type !== undefined) {
+    if (!(EXCEPTION_TYPES as readonly string[]).includes(opts.type)) {
+      throw new AppError(
+        'VALIDATION_FAILED',
+        `--type: no exception type ${opts.type} (known: ${EXCEPTION_TYPES.join(', ')})`,
+      );
+    }
+    filter.type = opts.type;
+  }
+  if (opts.account !== undefined) filter.merchantAccount = opts.account;
   if (opts.state !== undefined) {
     if (!(EXCEPTION_STATES as readonly string[]).includes(opts.state)) {
       throw new AppError('VALIDATION_FAILED', `--state: must be one of ${EXCEPTION_STATES.join(', ')}`);
@@ -179,6 +199,15 @@ export async function runExceptionListCli(opts: ExceptionListOptions, open: Open
   const database = await open();
   const db = createDb(database.url, 2);
   try {
+    if (opts.account !== undefined) {
+      const known = await merchantAccounts(db);
+      if (!known.includes(opts.account)) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `--account: no merchant account ${opts.account} in the ledger (${known.length ? `known: ${known.join(', ')}` : 'it has none yet'})`,
+        );
+      }
+    }
     const rows = await listQueue(db, filter, new Date(), sla, limit + 1, null);
     for (const x of rows.slice(0, limit)) {
       const f = (x.details?.facts ?? null) as ExceptionFacts | null;

@@ -104,6 +104,11 @@ export interface ProviderClientOptions {
   dispatcher?: Dispatcher;
   /** Told of every HTTP exchange, retries included (metrics). */
   onCall?: (call: ProviderCallRecord) => void;
+  /**
+   * Aborted when the client's owner stops: a failed call is then not tried again (nor logged as
+   * retried), and a back-off under way ends, so a clean shutdown is quiet and quick.
+   */
+  signal?: AbortSignal;
 }
 
 /** How one HTTP exchange with the provider ended. */
@@ -444,10 +449,11 @@ export function createProviderClient(
         (call.retry === 'free' ||
           call.retry === 'idempotent' ||
           (call.retry === 'rate-limit-only' && failure.status === 429));
-      const giveUp = !allowed || (retryAfterMs !== null && retryAfterMs > maxRetryAfterMs);
+      const stopping = options.signal?.aborted === true;
+      const giveUp = stopping || !allowed || (retryAfterMs !== null && retryAfterMs > maxRetryAfterMs);
       if (giveUp) {
         // Out of retries after an ambiguous failure: still tell the caller what exists, if anything.
-        if (onAmbiguous && isRetryableFailure(failure)) {
+        if (onAmbiguous && !stopping && isRetryableFailure(failure)) {
           const found = await onAmbiguous(failure, attempt);
           if (found !== undefined) return found;
         }
@@ -464,7 +470,12 @@ export function createProviderClient(
         },
         'retrying provider call',
       );
-      await sleep(delay);
+      try {
+        await sleep(delay, undefined, options.signal ? { signal: options.signal } : undefined);
+      } catch {
+        // Stopped during the back-off: the failure stands, not retried.
+        throw failure;
+      }
       if (onAmbiguous) {
         const found = await onAmbiguous(failure, attempt);
         if (found !== undefined) return found;

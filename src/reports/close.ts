@@ -6,8 +6,9 @@
 import type { OpenDatabase } from '../db/cli.ts';
 import { type CloseScope, closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import { approveClose, type CloseRecord, getCloseRecord, prepareClose } from '../db/closes/records.ts';
+import { type CloseLedger, closeLedgers } from '../db/closes/scopes.ts';
 import { createDb } from '../db/connection.ts';
-import type { CloseDocument } from '../domain/close.ts';
+import { CLOSE_PERIOD_RE, type CloseDocument } from '../domain/close.ts';
 import { AppError } from '../domain/errors.ts';
 import { monthOfInstant, monthPeriod } from './period.ts';
 
@@ -58,11 +59,34 @@ export function describeClose(doc: CloseDocument, record: CloseRecord | null, po
   ];
 }
 
+/** The ledger of the account and currency asked for; a usage error naming the ones there are when none. */
+function knownLedger(ledgers: readonly CloseLedger[], account: string, currency: string): CloseLedger {
+  const accounts = [...new Set(ledgers.map((l) => l.merchantAccount))];
+  if (!accounts.includes(account)) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `--account: no merchant account ${account} in the ledger (${accounts.length ? `known: ${accounts.join(', ')}` : 'it has none yet'})`,
+    );
+  }
+  const mine = ledgers.filter((l) => l.merchantAccount === account);
+  const ledger = mine.find((l) => l.currency === currency);
+  if (!ledger) {
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `--currency: ${account} has no ledger in ${currency} (known: ${mine.map((l) => l.currency).join(', ')})`,
+    );
+  }
+  return ledger;
+}
+
 export async function runCloseCli(
   action: 'prepare' | 'approve' | 'show',
   opts: CloseCliOptions,
   open: OpenDatabase,
 ): Promise<void> {
+  if (!CLOSE_PERIOD_RE.test(opts.period)) {
+    throw new AppError('VALIDATION_FAILED', `--period: must be a month YYYY-MM (got ${opts.period})`);
+  }
   const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff);
   const by = opts.user ?? '';
   if (action !== 'show' && !by) {
@@ -71,6 +95,7 @@ export async function runCloseCli(
   const database = await open();
   const db = createDb(database.url, 4);
   try {
+    const ledger = knownLedger(await closeLedgers(db), opts.account, opts.currency);
     const now = new Date();
     if (action === 'prepare') await prepareClose(db, scope, by, now);
     if (action === 'approve') {
@@ -84,7 +109,16 @@ export async function runCloseCli(
     const record = await getCloseRecord(db, opts.account, opts.currency, opts.period);
     const doc = record ? record.document : await closeDocument(db, scope);
     const late = await postCloseAdjustments(db, scope);
-    process.stdout.write(`${describeClose(doc, record, late.length).join('\n')}\n`);
+    const lines = describeClose(doc, record, late.length);
+    const first = ledger.firstPostingAt;
+    if (!record && (first === null || first.getTime() >= scope.end.getTime())) {
+      lines.push(
+        `nothing to close: ${opts.account} ${opts.currency} has ${first === null ? 'no entries yet' : `no entries before ${scope.monthOf(first)}`}`,
+      );
+    } else if (doc.movements.length === 0) {
+      lines.push('no entries booked in the month: the closing balances are the opening ones');
+    }
+    process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     await db.destroy();
     await database.stop();

@@ -3,15 +3,16 @@
  * generates a workbook now, with a progress bar on the terminal, and records it as a report run.
  * The database: `--database-url`, DATABASE_URL, the running `payrecon up`'s, else the embedded one (the
  * CLI chooses). Strict as the page: an unknown account is an error, existing files are not overwritten
- * without `--force`, and a schema behind the code is an error (a report never migrates).
+ * without `--force`, the folders written into must exist, and a schema behind the code is an error (a
+ * report never migrates). The CSVs beside the workbook are named after it (`--out nov.xlsx`: `nov-*.csv`).
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
 import { loadConfig, localUser } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { isIsoDate } from './period.ts';
-import { type ReportKind, type ReportRunner, reportStem } from './runs.ts';
+import { csvPrefixOf, type ReportKind, type ReportRunner } from './runs.ts';
 
 export interface ReportCliOptions {
   from: string;
@@ -48,7 +49,17 @@ function validTimeZone(zone: string): boolean {
   }
 }
 
-/** Files of this report that already exist (the workbook, and CSVs named for its kind, account, period). */
+/** A folder the command writes into: it must exist (the command creates none). */
+function existingFolder(option: string, folder: string): void {
+  if (!existsSync(folder)) {
+    throw new AppError('VALIDATION_FAILED', `${option}: the folder ${folder} does not exist`);
+  }
+  if (!statSync(folder).isDirectory()) {
+    throw new AppError('VALIDATION_FAILED', `${option}: ${folder} is not a folder`);
+  }
+}
+
+/** Files of this report that already exist (the workbook, and the CSVs named after it). */
 function existingOutputs(out: string, csvDir: string | null, stem: string): string[] {
   const found = existsSync(out) ? [out] : [];
   if (csvDir && existsSync(csvDir)) {
@@ -89,8 +100,10 @@ export async function runReportCli(
   }
   if (!opts.out.endsWith('.xlsx')) throw new AppError('VALIDATION_FAILED', '--out: must name an .xlsx file');
   const out = resolve(opts.out);
+  existingFolder('--out', dirname(out));
   const csvDir = opts.csv === false ? null : resolve(opts.csvDir ?? dirname(out));
-  const stem = reportStem({ kind, account: opts.account ?? null, from: opts.from, to: opts.to });
+  if (csvDir !== null && opts.csvDir !== undefined) existingFolder('--csv-dir', csvDir);
+  const stem = csvPrefixOf(out);
   const existing = existingOutputs(out, csvDir, stem);
   if (existing.length > 0 && !opts.force) {
     throw new AppError(

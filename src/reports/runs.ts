@@ -127,12 +127,20 @@ function toRun(r: RunRow): ReportRun {
   };
 }
 
-/** SHA-256 of a file, streamed. */
 /** The start of a run's file names: kind, account and period (`settlement-all-2026-11-01_2026-11-30`). */
 export function reportStem(params: Pick<ReportParams, 'kind' | 'account' | 'from' | 'to'>): string {
   return `${params.kind}-${params.account ?? 'all'}-${params.from}_${params.to}`.replace(/[^\w.-]/g, '_');
 }
 
+/**
+ * The start of the CSV names beside a workbook written to a path of its own (`--out nov.xlsx`:
+ * `nov-deposits.csv`), so two reports given two names never share a CSV.
+ */
+export function csvPrefixOf(out: string): string {
+  return basename(out).replace(/\.xlsx$/i, '');
+}
+
+/** SHA-256 of a file, streamed. */
 export async function sha256File(path: string): Promise<string> {
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
@@ -213,9 +221,9 @@ export class ReportRunner {
   ): Promise<RunOutcome> {
     const onProgress = options.onProgress;
     const log = this.logger?.child({ report: params.kind, run: id });
-    const stem = reportStem(params);
     const runDir = join(this.dir, `run-${id}`);
-    const out = options.out ? resolve(options.out) : join(runDir, `${stem}.xlsx`);
+    const out = options.out ? resolve(options.out) : join(runDir, `${reportStem(params)}.xlsx`);
+    const stem = csvPrefixOf(out);
     const csvDir =
       options.csvDir !== undefined ? options.csvDir : this.csv ? (options.out ? dirname(out) : runDir) : null;
     let lastWrite = 0;

@@ -27,10 +27,12 @@ import {
 import { type BalanceServices, balanceRoutes } from './balance-routes.ts';
 import { type CloseServices, closeRoutes } from './close-routes.ts';
 import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
+import { FAVICON_SVG } from './favicon.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
 import { type PaymentDetailView, type PaymentView, paymentPage, paymentSearchPage } from './payment-views.ts';
 import {
+  type BackLink,
   errorPage,
   loginPage,
   type PageContext,
@@ -168,13 +170,25 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   const roleOf = (request: FastifyRequest): WebRole =>
     (request.session && roles.get(request.session.username)) || 'viewer';
   /** Refuses (403, the page's own style) a signed-in user whose role lacks the permission. */
-  const refuseUnless = (request: FastifyRequest, reply: FastifyReply, permission: WebPermission) => {
+  const refuseUnless = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    permission: WebPermission,
+    back?: BackLink,
+  ) => {
     if (roleCan(roleOf(request), permission)) return null;
     options.logger?.warn(
       { username: request.session?.username, role: roleOf(request), permission },
       'web action refused by role',
     );
-    return problem(request, reply, 403, 'Not allowed', `Your role (${roleOf(request)}) cannot do this.`);
+    return problem(
+      request,
+      reply,
+      403,
+      'Not allowed',
+      `Your role (${roleOf(request)}) cannot do this.`,
+      back,
+    );
   };
 
   const ctx = (request: FastifyRequest): PageContext => ({
@@ -202,16 +216,17 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     status: number,
     title: string,
     message: string,
+    back?: BackLink,
   ) => {
     if (!wantsHtml(request)) {
       return reply.code(status).header('content-type', 'text/plain; charset=utf-8').send(message);
     }
-    return send(reply, errorPage(ctx(request), status, title, message), status);
+    return send(reply, errorPage(ctx(request), status, title, message, back), status);
   };
 
   const isPublic = (url: string): boolean => {
     const path = url.split('?')[0] ?? '';
-    return path === `${base}/login` || path.startsWith(`${base}/static/`);
+    return path === `${base}/login` || path === `${base}/favicon.ico` || path.startsWith(`${base}/static/`);
   };
 
   app.addHook('onRequest', async (request, reply) => {
@@ -247,6 +262,10 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
       .header('content-type', 'text/css; charset=utf-8')
       .header('cache-control', 'max-age=3600')
       .send(STYLE_CSS),
+  );
+
+  app.get('/favicon.ico', async (_request, reply) =>
+    reply.header('content-type', 'image/svg+xml').header('cache-control', 'max-age=86400').send(FAVICON_SVG),
   );
 
   const users = options.users.map((u) => u.username);
@@ -356,13 +375,16 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     if (!path) return problem(request, reply, 404, 'File not found', 'This report has no such file.');
     const info = await stat(path).catch(() => null);
     if (!info) {
-      return problem(
-        request,
-        reply,
+      // A page whatever the request accepts: a browser following a download link may ask for any type.
+      const report = `${base}/reports/${encodeURIComponent(request.params.id)}`;
+      const page = errorPage(
+        ctx(request),
         410,
         'File no longer kept',
         'This file is no longer kept; generate the report again.',
+        { href: report, label: 'Back to the report' },
       );
+      return send(reply, page, 410);
     }
     const type = path.endsWith('.csv')
       ? 'text/csv; charset=utf-8'

@@ -8,17 +8,21 @@ import { CLOSE_PERIOD_RE } from '../domain/close.ts';
 import { AppError } from '../domain/errors.ts';
 import {
   CLOSE_CSS,
-  type CloseListRow,
+  type CloseList,
   type ClosePageView,
   closePage,
+  closePath,
   closesListPage,
 } from './close-views.ts';
 import type { PageKit } from './page-kit.ts';
 
 /** What the close pages read and do; implemented over the ledger database by src/web/close-services.ts. */
 export interface CloseServices {
-  /** The months to show per merchant account and currency, newest first, with their closes. */
-  list(now: Date): Promise<CloseListRow[]>;
+  /**
+   * Per merchant account and currency, the months from its first posting's to the last complete one,
+   * newest first, with their closes; and the ledgers with no such month yet.
+   */
+  list(now: Date): Promise<CloseList>;
   /** One month's close page, or null when the account and currency have no ledger. */
   page(account: string, currency: string, period: string, now: Date): Promise<ClosePageView | null>;
   /** Prepares and signs; throws CONFLICT (not over, already signed, proof not zero). */
@@ -74,18 +78,20 @@ export function closeRoutes(app: FastifyInstance, kit: PageKit, services: CloseS
 
   for (const action of ['prepare', 'approve'] as const) {
     app.post<{ Params: Params }>(`/closes/:account/:currency/:period/${action}`, async (request, reply) => {
-      const refused = refuseUnless(request, reply, 'sign-close');
-      if (refused) return refused;
       const { account, currency, period } = request.params;
       if (!CLOSE_PERIOD_RE.test(period)) return notAMonth(request, reply);
+      // A refusal leads back to the close it was asked from.
+      const back = { href: closePath(ctx(request), account, currency, period), label: 'Back to the close' };
+      const refused = refuseUnless(request, reply, 'sign-close', back);
+      if (refused) return refused;
       const username = request.session?.username ?? 'unknown';
       try {
         await services[action](account, currency, period, username, now());
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
-        if (err.code === 'FORBIDDEN') return problem(request, reply, 403, 'Not allowed', err.message);
+        if (err.code === 'FORBIDDEN') return problem(request, reply, 403, 'Not allowed', err.message, back);
         if (err.code === 'CONFLICT' || err.code === 'NOT_FOUND') {
-          return problem(request, reply, 409, 'Not done', err.message);
+          return problem(request, reply, 409, 'Not done', err.message, back);
         }
         throw err;
       }

@@ -1,63 +1,74 @@
 /**
- * The close pages' services over the ledger database (src/db/closes.ts); no SQL here. Months are read
- * in the report time zone and cut-off, like the settlement workbook's periods.
+ * The close pages' services over the ledger database (src/db/closes/); no SQL here. Months are read in
+ * the report time zone and cut-off, like the settlement workbook's periods.
  */
 
 import { closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
-import {
-  approveClose,
-  closeScopes,
-  closesOfPeriods,
-  getCloseRecord,
-  prepareClose,
-} from '../db/closes/records.ts';
+import { approveClose, closesOfPeriods, getCloseRecord, prepareClose } from '../db/closes/records.ts';
+import { closeLedgers } from '../db/closes/scopes.ts';
 import type { Db } from '../db/schema.ts';
 import { previousPeriod } from '../domain/close.ts';
 import { closeScope } from '../reports/close.ts';
-import { monthOfInstant, monthPeriod } from '../reports/period.ts';
+import { monthOfInstant } from '../reports/period.ts';
 import type { CloseServices } from './close-routes.ts';
 import type { CloseListRow } from './close-views.ts';
-
-/** How many months the list shows per account and currency (the current one and the ones before). */
-const LIST_MONTHS = 6;
 
 export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): CloseServices {
   const scope = (account: string, currency: string, period: string) =>
     closeScope(account, currency, period, timeZone, cutoff);
+  const monthOf = (instant: Date) => monthOfInstant(instant, timeZone, cutoff);
   return {
     list: async (now) => {
-      const months = [monthOfInstant(now, timeZone, cutoff)];
-      while (months.length < LIST_MONTHS) months.push(previousPeriod(months[months.length - 1]!));
-      const [scopes, closes] = await Promise.all([closeScopes(db), closesOfPeriods(db, months)]);
+      const lastComplete = previousPeriod(monthOf(now));
+      const ledgers = await closeLedgers(db);
+      // Per ledger, its first posting's month to the last complete month, newest first.
+      const monthsOf = new Map<string, string[]>();
+      for (const l of ledgers) {
+        const months: string[] = [];
+        if (l.firstPostingAt !== null) {
+          const first = monthOf(l.firstPostingAt);
+          for (let m = lastComplete; m >= first; m = previousPeriod(m)) {
+            months.push(m);
+          }
+        }
+        monthsOf.set(`${l.merchantAccount}|${l.currency}`, months);
+      }
+      const periods = [...new Set([...monthsOf.values()].flat())];
+      const closes = await closesOfPeriods(db, periods);
       const signed = new Map(closes.map((c) => [`${c.merchantAccount}|${c.currency}|${c.period}`, c]));
       const rows: CloseListRow[] = [];
-      for (const period of months) {
-        const over = monthPeriod(period, timeZone, cutoff).end.getTime() <= now.getTime();
-        for (const s of scopes) {
-          const c = signed.get(`${s.merchantAccount}|${s.currency}|${period}`);
+      for (const period of [...periods].sort().reverse()) {
+        for (const l of ledgers) {
+          if (!monthsOf.get(`${l.merchantAccount}|${l.currency}`)?.includes(period)) continue;
+          const c = signed.get(`${l.merchantAccount}|${l.currency}|${period}`);
           rows.push({
-            merchantAccount: s.merchantAccount,
-            currency: s.currency,
+            merchantAccount: l.merchantAccount,
+            currency: l.currency,
             period,
             status: c?.status ?? null,
             preparedBy: c?.preparedBy ?? null,
             approvedBy: c?.approvedBy ?? null,
-            over,
           });
         }
       }
-      return rows;
+      const waiting = ledgers
+        .filter((l) => !monthsOf.get(`${l.merchantAccount}|${l.currency}`)?.length)
+        .map((l) => ({
+          merchantAccount: l.merchantAccount,
+          currency: l.currency,
+          firstMonth: l.firstPostingAt === null ? null : monthOf(l.firstPostingAt),
+        }));
+      return { rows, waiting, lastComplete };
     },
     page: async (account, currency, period, now) => {
-      const known = (await closeScopes(db)).some(
-        (s) => s.merchantAccount === account && s.currency === currency,
-      );
-      if (!known) return null;
+      const [ledger] = await closeLedgers(db, { merchantAccount: account, currency });
+      if (!ledger) return null;
       const s = scope(account, currency, period);
       const [record, postClose] = await Promise.all([
         getCloseRecord(db, account, currency, period),
         postCloseAdjustments(db, s),
       ]);
+      const first = ledger.firstPostingAt;
       return {
         merchantAccount: account,
         currency,
@@ -66,6 +77,8 @@ export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): C
         document: record ? record.document : await closeDocument(db, s),
         postClose,
         over: s.end.getTime() <= now.getTime(),
+        firstMonth: first === null ? null : monthOf(first),
+        beforeFirstPosting: first === null || first.getTime() >= s.end.getTime(),
       };
     },
     prepare: async (account, currency, period, by, now) => {

@@ -38,8 +38,15 @@ export interface CloseListRow {
   status: CloseStatus | null;
   preparedBy: string | null;
   approvedBy: string | null;
-  /** The month is over (it can be prepared). */
-  over: boolean;
+}
+
+/** The close list: its months, and the ledgers with no complete month since their first posting. */
+export interface CloseList {
+  rows: CloseListRow[];
+  /** A ledger with no month to close yet; `firstMonth` null: no entries at all. */
+  waiting: { merchantAccount: string; currency: string; firstMonth: string | null }[];
+  /** The latest month that is over (`YYYY-MM`). */
+  lastComplete: string;
 }
 
 /** One close's page. */
@@ -62,6 +69,10 @@ export interface ClosePageView {
   postClose: CloseAdjustmentLine[];
   /** The period is over (it can be prepared). */
   over: boolean;
+  /** The month of the ledger's first posting (`YYYY-MM`); null: none yet. */
+  firstMonth: string | null;
+  /** The month ends before the first posting: it has no figures, and nothing to sign. */
+  beforeFirstPosting: boolean;
 }
 
 const HEAD = (ctx: PageContext) => html`<link rel="stylesheet" href="${ctx.base}/static/close.css">`;
@@ -103,18 +114,31 @@ function statusBadge(status: CloseStatus | null): SafeHtml {
     : html`<span class="badge ${status}">${status === 'prepared' ? 'prepared and signed' : 'approved'}</span>`;
 }
 
-export function closesListPage(ctx: PageContext, rows: readonly CloseListRow[]): SafeHtml {
+export function closesListPage(ctx: PageContext, list: CloseList): SafeHtml {
+  const { rows, waiting } = list;
   return layout(
     { ...ctx, active: 'closes' },
     'Month close',
     html`<h1>Month close</h1>
-<p class="muted">One close per month, merchant account and currency. A controller prepares and signs it; a different controller approves it. Months run in ${ctx.timeZone}.</p>
-<table><thead><tr><th>Month</th><th>Account</th><th>Currency</th><th>Status</th><th>Prepared by</th><th>Approved by</th></tr></thead><tbody>
+<p class="muted">One close per month, merchant account and currency, from the month of its first entry to the last complete month (${monthName(list.lastComplete)}). A controller prepares and signs it; a different controller approves it. Months run in ${ctx.timeZone}.</p>
+${
+  rows.length
+    ? html`<table id="closes"><thead><tr><th>Month</th><th>Account</th><th>Currency</th><th>Status</th><th>Prepared by</th><th>Approved by</th></tr></thead><tbody>
 ${rows.map(
   (r) =>
-    html`<tr><td><a href="${closePath(ctx, r.merchantAccount, r.currency, r.period)}">${monthName(r.period)}</a></td><td>${r.merchantAccount}</td><td>${r.currency}</td><td>${statusBadge(r.status)}${r.over || r.status ? '' : html` <span class="muted">month not over</span>`}</td><td>${r.preparedBy ?? ''}</td><td>${r.approvedBy ?? ''}</td></tr>`,
+    html`<tr><td><a href="${closePath(ctx, r.merchantAccount, r.currency, r.period)}">${monthName(r.period)}</a></td><td>${r.merchantAccount}</td><td>${r.currency}</td><td>${statusBadge(r.status)}</td><td>${r.preparedBy ?? ''}</td><td>${r.approvedBy ?? ''}</td></tr>`,
 )}
-</tbody></table>${rows.length === 0 ? html`<p class="muted">No ledger accounts yet.</p>` : ''}`,
+</tbody></table>`
+    : html`<p id="no-closes">No month to close yet.</p>`
+}
+${
+  waiting.length
+    ? html`<ul id="waiting" class="muted">${waiting.map(
+        (w) =>
+          html`<li>${w.merchantAccount} ${w.currency}: ${w.firstMonth === null ? 'no entries booked yet' : html`first entries in ${monthName(w.firstMonth)}, which is not over yet`}; nothing to close.</li>`,
+      )}</ul>`
+    : ''
+}`,
     HEAD(ctx),
   );
 }
@@ -145,13 +169,25 @@ export function closePage(ctx: PageContext, v: ClosePageView, notice: string | n
   const canSign = ctx.role !== undefined && roleCan(ctx.role, 'sign-close');
   const form = (action: 'prepare' | 'approve', label: string) =>
     html`<form class="actions" method="post" action="${closePath(ctx, v.merchantAccount, v.currency, v.period)}/${action}"><input type="hidden" name="_csrf" value="${ctx.csrf}"><button type="submit" name="action" value="${action}">${label}</button></form>`;
+  const scopeName = `${v.merchantAccount} ${v.currency}`;
+  // A month without figures says so before anything else, whoever reads it.
+  let data: SafeHtml | string = '';
+  if (!s && v.beforeFirstPosting) {
+    data = html`<div class="notice" id="no-data" role="status">Nothing to close: ${scopeName} has ${v.firstMonth === null ? 'no entries yet' : `no entries before ${monthName(v.firstMonth)}`}, so ${monthName(v.period)} has no figures to sign.</div>`;
+  } else if (d.movements.length === 0) {
+    data = html`<div class="notice" id="no-data" role="status">No entries were booked for ${scopeName} in ${monthName(v.period)}: its closing balances are its opening ones${s ? '' : ', and signing it attests that nothing moved'}.</div>`;
+  }
   let actions: SafeHtml | string = '';
   if (!canSign) {
     actions = html`<p class="muted">Only a controller can prepare or approve a close (your role: ${ctx.role ?? 'viewer'}).</p>`;
+  } else if (!s && v.beforeFirstPosting) {
+    actions = '';
   } else if (!s && !v.over) {
     actions = html`<p class="muted">This month is not over yet: it can be prepared from ${formatDateTime(new Date(d.end), ctx.timeZone)}.</p>`;
   } else if (!s) {
     actions = form('prepare', 'Prepare and sign');
+  } else if (s.status === 'prepared' && s.preparedBy === ctx.username) {
+    actions = html`<p class="muted" id="awaiting-approval">You prepared and signed this close: a different controller must approve it.</p>`;
   } else if (s.status === 'prepared') {
     actions = html`${form('approve', 'Approve')}<p class="muted">A different controller than ${s.preparedBy} must approve.</p>`;
   }
@@ -166,6 +202,7 @@ export function closePage(ctx: PageContext, v: ClosePageView, notice: string | n
     html`<h1>Close of ${monthName(v.period)} · ${v.merchantAccount} · ${v.currency} ${statusBadge(s?.status ?? null)}</h1>
 <div class="pager"><a href="${closePath(ctx, v.merchantAccount, v.currency, prev)}">← ${monthName(prev)}</a><a href="${ctx.base}/closes">All closes</a><a href="${closePath(ctx, v.merchantAccount, v.currency, next)}">${monthName(next)} →</a></div>
 ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
+${data}
 <dl class="signoff" id="signoff">
 <dt>Period</dt><dd>${formatDateTime(new Date(d.start), ctx.timeZone)} to ${formatDateTime(new Date(d.end), ctx.timeZone)} (${d.timeZone}); the cut-off is the end</dd>
 ${

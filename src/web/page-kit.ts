@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { WebPermission } from '../domain/roles.ts';
 import type { Logger } from '../logger.ts';
 import type { SafeHtml } from './html.ts';
-import type { PageContext } from './views.ts';
+import type { BackLink, PageContext } from './views.ts';
 
 export interface PageKit {
   /** The mount prefix without a trailing slash ('' at the root). */
@@ -19,16 +19,25 @@ export interface PageKit {
   users: readonly string[];
   ctx(request: FastifyRequest): PageContext;
   send(reply: FastifyReply, page: SafeHtml, status?: number): FastifyReply;
-  /** An error as the page's own styled page for a browser, plain text for anything else. */
+  /**
+   * An error as the page's own styled page for a browser (leading `back`, default the reports), plain
+   * text for anything else.
+   */
   problem(
     request: FastifyRequest,
     reply: FastifyReply,
     status: number,
     title: string,
     message: string,
+    back?: BackLink,
   ): FastifyReply;
   /** Refuses (403) a signed-in user whose role lacks the permission; null when allowed. */
-  refuseUnless(request: FastifyRequest, reply: FastifyReply, permission: WebPermission): FastifyReply | null;
+  refuseUnless(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    permission: WebPermission,
+    back?: BackLink,
+  ): FastifyReply | null;
 }
 
 type FormBody = Record<string, string | string[] | undefined>;

@@ -74,7 +74,7 @@ export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: S
     html`<a href="${ctx.base}/${key}" class="${ctx.active === key ? 'on' : ''}">${label}</a>`;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${title} · payrecon</title><link rel="stylesheet" href="${ctx.base}/static/style.css">${head}</head>
+<title>${title} · payrecon</title><link rel="icon" href="${ctx.base}/favicon.ico" type="image/svg+xml"><link rel="stylesheet" href="${ctx.base}/static/style.css">${head}</head>
 <body>${
     ctx.username
       ? html`<header><strong>payrecon</strong>${nav('reports', 'Reports')}${nav('exceptions', 'Exceptions')}${nav(
@@ -105,14 +105,26 @@ ${error ? html`<div class="notice error" role="alert">${error}</div>` : ''}
   );
 }
 
-/** A 404 or an error in the page's own style, with a way back. */
-export function errorPage(ctx: PageContext, status: number, title: string, message: string): SafeHtml {
+/** Where an error page leads back to: the page the refused action came from. */
+export interface BackLink {
+  href: string;
+  label: string;
+}
+
+/** A 404 or an error in the page's own style, with a way back (default: the reports). */
+export function errorPage(
+  ctx: PageContext,
+  status: number,
+  title: string,
+  message: string,
+  back: BackLink = { href: `${ctx.base}/reports`, label: 'Back to the reports' },
+): SafeHtml {
   return layout(
     ctx,
     title,
     html`<section class="problem" data-status="${status}"><h1>${title}</h1>
 <div class="notice error" role="alert">${message}</div>
-<p><a href="${ctx.base}/reports">Back to the reports</a>${ctx.username ? '' : html` · <a href="${ctx.base}/login">Sign in</a>`}</p></section>`,
+<p><a href="${back.href}">${back.label}</a>${ctx.username ? '' : html` · <a href="${ctx.base}/login">Sign in</a>`}</p></section>`,
   );
 }
 
@@ -216,8 +228,7 @@ ${run.error ? html`<div class="notice error" role="alert">${run.error}</div>` : 
 ${
   run.status === 'succeeded'
     ? html`<h2>Files</h2><ul>${run.files.map(
-        (f) =>
-          html`<li><a href="${ctx.base}/reports/${run.id}/download/${f.name}" download>${f.label}</a></li>`,
+        (f) => html`<li><a href="${ctx.base}/reports/${run.id}/download/${f.name}">${f.label}</a></li>`,
       )}</ul>
 <p class="muted">SHA-256 of the workbook: <code>${run.sha256}</code>${run.finishedAt ? html` · finished ${formatDateTime(run.finishedAt, ctx.timeZone)}` : ''}</p>
 <h2>Rows</h2><table class="narrow"><thead><tr><th>Sheet</th><th class="num">Rows</th></tr></thead><tbody>${Object.entries(

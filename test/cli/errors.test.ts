@@ -5,22 +5,14 @@
  * cause>` on stderr, no stack, and exits 2 for usage errors and 1 otherwise; `--verbose` and
  * LOG_LEVEL=debug add the stack.
  */
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
-
-const BIN = resolve(import.meta.dirname, '../../bin/payrecon.mjs');
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { type Result, payrecon as run } from './payrecon.ts';
 
 let dir = '';
 let busy: Server;
@@ -29,32 +21,9 @@ let closedPort = 0;
 let migrated: TestDatabase;
 let unmigrated: TestDatabase;
 
-/** Runs the bin with a clean environment: no addresses, a data directory of its own. */
+/** Runs the bin in the test's folder with a clean environment. */
 function payrecon(args: string[], env: Record<string, string> = {}, stdin = ''): Promise<Result> {
-  const base: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined) continue;
-    if (/^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k)) continue;
-    base[k] = v;
-  }
-  return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: dir,
-      env: { ...base, PAYRECON_DATA_DIR: join(dir, 'data'), ...env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => {
-      stdout += c;
-    });
-    child.stderr.on('data', (c) => {
-      stderr += c;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolveRun({ code, stdout, stderr }));
-    child.stdin.end(stdin);
-  });
+  return run(dir, args, env, stdin);
 }
 
 function freePort(): Promise<number> {
@@ -259,16 +228,16 @@ const CASES: Case[] = [
     () => ['intent', 'record', '--file', 'nosuch.json'],
     {},
     '',
-    1,
-    /^payrecon: nosuch\.json: /,
+    2,
+    /^payrecon: --file: nosuch\.json: no such file$/,
   ],
   [
     'missing CSV file',
     () => ['backfill', 'intents', '--csv', 'nosuch.csv'],
     {},
     '',
-    1,
-    /^payrecon: nosuch\.csv: cannot be read \(ENOENT\)$/,
+    2,
+    /^payrecon: --csv: nosuch\.csv: no such file$/,
   ],
   [
     'port in use (registry)',

@@ -1,7 +1,8 @@
 /**
  * `payrecon close prepare | approve | show` as a process: prepare signs September 2026 of acme BRL, the
  * preparer's own approval fails in one line with exit code 1, another user approves, and show prints the
- * signed figures with the hash matching.
+ * signed figures with the hash matching. A month before the first entry has nothing to close (show says
+ * so, prepare refuses); a month without entries says so.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -31,7 +32,14 @@ afterAll(async () => {
 });
 
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const scope = ['--account', 'acme', '--currency', 'BRL', '--period', '2026-09', '--database-url', t.url];
+  return cliOf('2026-09', ...args);
+}
+
+async function cliOf(
+  period: string,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const scope = ['--account', 'acme', '--currency', 'BRL', '--period', period, '--database-url', t.url];
   try {
     const r = await run('node', ['bin/payrecon.mjs', 'close', ...args, ...scope], {
       env: { ...process.env, LOG_LEVEL: 'silent', PAYRECON_TIMEZONE: 'UTC' },
@@ -61,5 +69,22 @@ describe('payrecon close', () => {
     const shown = await cli('show');
     expect(shown.stdout).toMatch(/approved by bob at .*; sha256 [0-9a-f]{64} matches the stored figures/);
     expect(shown.stdout).toContain('proof 0.00');
+  });
+
+  it('says a month before the first entry has nothing to close, and refuses to sign it in one line', async () => {
+    const shown = await cliOf('2026-08', 'show');
+    expect(shown.code).toBe(0);
+    expect(shown.stdout.trim().split('\n').at(-1)).toBe(
+      'nothing to close: acme BRL has no entries before 2026-09',
+    );
+    const prepared = await cliOf('2026-08', 'prepare', '--user', 'ana');
+    expect(prepared.code).toBe(1);
+    expect(prepared.stderr).toBe(
+      'payrecon: acme BRL has no entries before 2026-09: 2026-08 has no figures to sign\n',
+    );
+    const quiet = await cliOf('2026-10', 'show');
+    expect(quiet.stdout.trim().split('\n').at(-1)).toBe(
+      'no entries booked in the month: the closing balances are the opening ones',
+    );
   });
 });

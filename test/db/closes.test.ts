@@ -14,6 +14,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CloseScope, closeDocument, postCloseAdjustments } from '../../src/db/closes/document.ts';
 import { approveClose, getCloseRecord, prepareClose } from '../../src/db/closes/records.ts';
+import { closeLedgers } from '../../src/db/closes/scopes.ts';
 import { takeBalanceSnapshots } from '../../src/db/ledger/balance-snapshots.ts';
 import { canonicalJson, sha256Hex } from '../../src/domain/close.ts';
 import { monthOfInstant, monthPeriod, periodOf } from '../../src/reports/period.ts';
@@ -315,6 +316,18 @@ describe('month close', () => {
   });
 
   it('refuses to sign a period whose proof is not zero', async () => {
+    // USD has an entry in August, so September has figures to sign.
+    await entry(
+      'deposit',
+      'u1',
+      'credit',
+      [
+        ['available', '5.00'],
+        ['deposits', '-5.00'],
+      ],
+      '2026-08-20T10:00Z',
+      'USD',
+    );
     // A snapshot written by hand on 15 September that disagrees with the postings before it.
     await sql`INSERT INTO ledger_balance_snapshots (merchant_account, currency, book, account, at, balance)
       VALUES ('acme', 'USD', 'live', 'available', '2026-09-01T00:00Z', 0), ('acme', 'USD', 'live', 'available', '2026-10-01T00:00Z', 7)`.execute(
@@ -325,6 +338,30 @@ describe('month close', () => {
     await expect(prepareClose(t.db, scope('2026-09', 'USD'), 'ana', new Date())).rejects.toMatchObject({
       code: 'CONFLICT',
       message: expect.stringMatching(/proof .* is not zero/),
+    });
+  });
+
+  it('knows the first posting of each ledger and refuses to sign a month before it', async () => {
+    const ledgers = await closeLedgers(t.db);
+    expect(ledgers).toEqual([
+      { merchantAccount: 'acme', currency: 'BRL', firstPostingAt: new Date('2026-08-10T12:00Z') },
+      { merchantAccount: 'acme', currency: 'USD', firstPostingAt: new Date('2026-08-20T10:00Z') },
+    ]);
+    await expect(prepareClose(t.db, scope('2026-07'), 'ana', new Date())).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: 'acme BRL has no entries before 2026-08: 2026-07 has no figures to sign',
+    });
+    expect(await getCloseRecord(t.db, 'acme', 'BRL', '2026-07')).toBeNull();
+    await sql`INSERT INTO ledger_accounts (merchant_account, currency, book, name) VALUES ('acme', 'EUR', 'live', 'available')`.execute(
+      t.db,
+    );
+    await expect(prepareClose(t.db, scope('2026-07', 'EUR'), 'ana', new Date())).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: 'acme EUR has no entries yet: 2026-07 has no figures to sign',
+    });
+    await expect(prepareClose(t.db, scope('2026-07', 'XXX'), 'ana', new Date())).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      message: 'acme has no ledger in XXX',
     });
   });
 });

@@ -1,5 +1,6 @@
 /**
- * `payrecon db migrate | verify | rollback` as a process: exit codes and named failures; `verify --since`
+ * `payrecon db migrate | verify | rollback` as a process: exit codes and named failures; rollback never
+ * reverts the baseline (every table); `verify --since`
  * reads only its period (an old snapshot changed by hand is for the full verification) and refuses a bad
  * value in one line naming the flag and the rule, with exit code 2, before opening any database.
  */
@@ -58,9 +59,15 @@ describe('payrecon db', () => {
     expect(bad.stderr).toContain(
       'reserved differs from in-flight cashouts and refunds: acme BRL: reserved 0, in flight 5.00',
     );
+    // The baseline is the whole schema: reverting it would drop every table, so it is refused.
     const rolled = await cli('rollback');
-    expect(rolled.code).toBe(0);
-    expect(rolled.stdout).toMatch(/^Down /);
+    expect(rolled).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `payrecon: db rollback: the latest migration is the baseline ${Object.keys(MIGRATIONS)[0]}; reverting it would drop every table, so it is never rolled back\n`,
+    });
+    const kept = await sql<{ n: number }>`SELECT count(*)::int AS n FROM journal_entries`.execute(t.db);
+    expect(kept.rows[0]?.n).toBeGreaterThan(0);
   }, 60_000);
 
   it('verify --since checks only its period', async () => {

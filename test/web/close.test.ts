@@ -1,6 +1,7 @@
 /**
- * The month close in Chromium: controller ana prepares and signs September 2026 for
- * acme BRL; her own approval is refused on a page in the page's style (403); an operator sees the close
+ * The month close in Chromium: controller ana prepares and signs September 2026 for acme BRL; she is
+ * offered no Approve, and her own approval posted all the same is refused on a page in the page's style
+ * (403) leading back to the close; an operator sees the close
  * but is offered no action and a posted one is refused; controller bob approves; an entry booked in
  * October with an effect date in September then shows as a post-close adjustment on September's page
  * (whose signed figures and hash stay) and on October's. A screenshot per step under test-output/web/close.
@@ -180,13 +181,29 @@ describe.skipIf(!haveChromium)('month close in Chromium', () => {
     expect(signoff).toMatch(/Prepared and signed\s*ana/);
     expect(signoff).toMatch(/[0-9a-f]{64}\s*matches the stored figures/);
     await shot(ana, '3-prepared-by-ana');
-    await ana.click('button:text("Approve")');
+    // The preparer is offered no Approve; a posted approval is refused on a page leading back to the close.
+    await expect(ana.locator('button:text("Approve")').count()).resolves.toBe(0);
+    const csrf = (await ana.locator('header input[name=_csrf]').getAttribute('value')) ?? '';
+    await ana.evaluate(`(() => {
+      const form = document.createElement('form');
+      form.method = 'post';
+      form.action = ${JSON.stringify(`${base}${SEPTEMBER}/approve`)};
+      const input = document.createElement('input');
+      input.type = 'hidden';
+      input.name = '_csrf';
+      input.value = ${JSON.stringify(csrf)};
+      form.append(input);
+      document.body.append(form);
+      form.submit();
+    })()`);
+    await ana.waitForURL(`${base}${SEPTEMBER}/approve`);
     await ana.waitForLoadState('load');
     await expect(ana.locator('section.problem').getAttribute('data-status')).resolves.toBe('403');
     await expect(ana.locator('h1').textContent()).resolves.toBe('Not allowed');
     await expect(ana.locator('[role=alert]').textContent()).resolves.toContain(
       'a different controller must approve it',
     );
+    await expect(ana.locator('section.problem a').getAttribute('href')).resolves.toBe(SEPTEMBER);
     await shot(ana, '4-self-approval-refused');
   });
 

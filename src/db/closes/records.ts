@@ -8,6 +8,7 @@ import { AppError } from '../../domain/errors.ts';
 import { parseLedgerMinor } from '../../domain/money.ts';
 import type { ClosesTable, Db } from '../schema.ts';
 import { type CloseScope, closeDocument } from './document.ts';
+import { closeLedgers } from './scopes.ts';
 
 const iso = (d: Date): string => d.toISOString();
 
@@ -84,6 +85,15 @@ export async function getCloseRecord(
 export async function prepareClose(db: Db, s: CloseScope, by: string, now: Date): Promise<CloseRecord> {
   if (s.end.getTime() > now.getTime()) {
     throw new AppError('CONFLICT', `${s.period} is not over yet: it can be closed from ${iso(s.end)}`);
+  }
+  const [ledger] = await closeLedgers(db, { merchantAccount: s.merchantAccount, currency: s.currency });
+  if (!ledger) throw new AppError('NOT_FOUND', `${s.merchantAccount} has no ledger in ${s.currency}`);
+  const first = ledger.firstPostingAt;
+  if (first === null || first.getTime() >= s.end.getTime()) {
+    throw new AppError(
+      'CONFLICT',
+      `${s.merchantAccount} ${s.currency} has no entries ${first === null ? 'yet' : `before ${s.monthOf(first)}`}: ${s.period} has no figures to sign`,
+    );
   }
   const existing = await getCloseRecord(db, s.merchantAccount, s.currency, s.period);
   if (existing) {
@@ -231,19 +241,6 @@ export async function closesOfPeriods(
     approvedAt: r.approved_at,
     sha256: r.sha256,
   }));
-}
-
-/** The (merchant account, currency) pairs with a live ledger, the rows of the close list. */
-export async function closeScopes(db: Db): Promise<{ merchantAccount: string; currency: string }[]> {
-  const rows = await db
-    .selectFrom('ledger_accounts')
-    .select(['merchant_account', 'currency'])
-    .where('book', '=', 'live')
-    .distinct()
-    .orderBy('merchant_account')
-    .orderBy('currency')
-    .execute();
-  return rows.map((r) => ({ merchantAccount: r.merchant_account, currency: r.currency }));
 }
 
 export interface CloseRow {
