@@ -24,7 +24,7 @@ const RETRYABLE_UNIQUE_KEYS = new Set([
 ]);
 
 /** Serialization failures and deadlocks, and a unique key taken by a concurrent batch (above). */
-function isRetryable(err: unknown): boolean {
+function isTransactionConflict(err: unknown): boolean {
   const { code, constraint } = err as { code?: unknown; constraint?: unknown };
   return (
     typeof code === 'string' &&
@@ -36,8 +36,11 @@ function isRetryable(err: unknown): boolean {
 export interface RetryOptions {
   maxAttempts?: number;
   isolation?: 'read committed' | 'repeatable read' | 'serializable';
-  /** Where each retry after a conflict is logged; none: not logged. */
-  logger?: Pick<Logger, 'warn'>;
+  /**
+   * Where conflicts are logged: each retry at debug (concurrent batches conflict in normal running and
+   * the retry succeeds), retries exhausted as a warning; none: not logged.
+   */
+  logger?: Pick<Logger, 'warn' | 'debug'>;
 }
 
 /**
@@ -58,12 +61,16 @@ export async function withLedgerTransaction<T>(
       return await builder.execute(fn);
     } catch (err) {
       const code = (err as { code?: unknown }).code;
-      if (isRetryable(err) && attempt < max) {
-        options.logger?.warn({ module: 'ledger', code, attempt }, 'ledger transaction conflict, retrying');
+      if (isTransactionConflict(err) && attempt < max) {
+        options.logger?.debug({ module: 'ledger', code, attempt }, 'ledger transaction conflict, retrying');
         await new Promise((r) => setTimeout(r, 5 * attempt + Math.floor(Math.random() * 20)));
         continue;
       }
-      if (isRetryable(err)) {
+      if (isTransactionConflict(err)) {
+        options.logger?.warn(
+          { module: 'ledger', code, attempts: attempt },
+          'ledger transaction conflict, retries exhausted',
+        );
         throw new AppError('SERIALIZATION_CONFLICT', `ledger transaction failed after ${attempt} attempts`, {
           cause: err,
         });

@@ -79,11 +79,14 @@ function claimHeld(db: Kysely<Database>, ref: EntityRef, read: MirrorState) {
 /** The retries `withLedgerTransaction` logged, by PostgreSQL code. */
 function retries() {
   const codes: unknown[] = [];
-  return { codes, logger: { warn: (o: { code?: unknown }) => codes.push(o.code) } };
+  return {
+    codes,
+    logger: { debug: (o: { code?: unknown }) => codes.push(o.code), warn: () => undefined },
+  };
 }
 
 /** The late rejection (826) of cashout `id`, applied as the reconciler applies a batch (retried on a conflict). */
-function rejectLate(db: Kysely<Database>, id: string, logger: { warn: (o: { code?: unknown }) => void }) {
+function rejectLate(db: Kysely<Database>, id: string, logger: ReturnType<typeof retries>['logger']) {
   return withLedgerTransaction(
     db,
     (trx) =>
