@@ -23,7 +23,8 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb, migrateToLatest } from '../src/db/connection.ts';
 import { minorToCell } from '../src/domain/money.ts';
-import { excelDate, localDate, type Period } from '../src/reports/period.ts';
+import { localDate } from '../src/domain/zoned-time.ts';
+import { excelDate, type Period } from '../src/reports/period.ts';
 import { JOURNAL_COLUMNS, writeSettlementWorkbook } from '../src/reports/settlement-workbook.ts';
 import { drainWorksheet, TableSheet, workbookWriter } from '../src/reports/sheet-writer.ts';
 

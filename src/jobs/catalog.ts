@@ -14,8 +14,10 @@
  * | ledger-verify | hourly | `ledger-verify:<hour>` | yes |
  * | report-retention | 04:15 daily | `report-retention:<day>` | yes |
  */
+
+import { localDate } from '../domain/zoned-time.ts';
 import type { Logger } from '../logger.ts';
-import { lastClosedBusinessDay, localDate } from '../reports/period.ts';
+import { lastClosedBusinessDay } from '../reports/period.ts';
 import type { ReportRunner } from '../reports/runs.ts';
 import type { DueRun, JobDefinition } from './scheduler.ts';
 

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from 'node:path';
 import cliProgress from 'cli-progress';
 import { loadConfig, localUser } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
-import { isIsoDate } from './period.ts';
+import { isIsoDate } from '../domain/zoned-time.ts';
 import { csvPrefixOf, type ReportKind, type ReportRunner } from './runs.ts';
 
 export interface ReportCliOptions {

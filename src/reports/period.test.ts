@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  businessDayEnd,
-  excelDate,
-  isIsoDate,
-  lastClosedBusinessDay,
-  periodOf,
-  zonedTimeToInstant,
-  zoneOffsetMs,
-} from './period.ts';
+import { isIsoDate, zonedTimeToInstant, zoneOffsetMs } from '../domain/zoned-time.ts';
+import { businessDayEnd, excelDate, lastClosedBusinessDay, periodOf } from './period.ts';
 
 describe('periods in a time zone', () => {
   it.each([

@@ -6,86 +6,15 @@
  * No date library: offsets come from `Intl.DateTimeFormat`, so daylight-saving changes are honoured.
  */
 import { AppError } from '../domain/errors.ts';
-
-const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
-const TIME_RE = /^([01]\d|2[0-3]):([0-5]\d)$/;
-
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatter(timeZone: string): Intl.DateTimeFormat {
-  let f = formatters.get(timeZone);
-  if (!f) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-      hour: '2-digit',
-      minute: '2-digit',
-      second: '2-digit',
-    });
-    formatters.set(timeZone, f);
-  }
-  return f;
-}
-
-/** Local wall-clock fields of an instant in a time zone. */
-export function zonedParts(
-  instant: Date,
-  timeZone: string,
-): { year: number; month: number; day: number; hour: number; minute: number; second: number } {
-  const parts = formatter(timeZone).formatToParts(instant);
-  const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value ?? 0);
-  return {
-    year: get('year'),
-    month: get('month'),
-    day: get('day'),
-    hour: get('hour') % 24,
-    minute: get('minute'),
-    second: get('second'),
-  };
-}
-
-// Offsets change only at transitions, which fall on whole quarter hours in every zone; caching per
-// quarter hour keeps Intl out of the per-row path of a million-row workbook.
-const QUARTER_HOUR = 900_000;
-const offsetCache = new Map<string, number>();
-
-/** Offset of the time zone from UTC at an instant, in milliseconds (local minus UTC). */
-let lastZone = '';
-let lastBucket = Number.NaN;
-let lastOffset = 0;
-
-export function zoneOffsetMs(instant: Date, timeZone: string): number {
-  const bucket = Math.floor(instant.getTime() / QUARTER_HOUR);
-  if (bucket === lastBucket && timeZone === lastZone) return lastOffset;
-  const key = `${timeZone}|${bucket}`;
-  let offset = offsetCache.get(key);
-  if (offset === undefined) {
-    const at = new Date(bucket * QUARTER_HOUR);
-    const p = zonedParts(at, timeZone);
-    offset = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - at.getTime();
-    if (offsetCache.size > 50_000) offsetCache.clear();
-    offsetCache.set(key, offset);
-  }
-  lastZone = timeZone;
-  lastBucket = bucket;
-  lastOffset = offset;
-  return offset;
-}
-
-/** The instant at which the local wall clock in `timeZone` shows the given date and time. */
-export function zonedTimeToInstant(date: string, time: string, timeZone: string): Date {
-  const d = DATE_RE.exec(date);
-  const t = TIME_RE.exec(time);
-  if (!d || !t) throw new AppError('VALIDATION_FAILED', `invalid date or time: ${date} ${time}`);
-  const wall = Date.UTC(Number(d[1]), Number(d[2]) - 1, Number(d[3]), Number(t[1]), Number(t[2]));
-  let instant = wall - zoneOffsetMs(new Date(wall), timeZone);
-  const second = wall - zoneOffsetMs(new Date(instant), timeZone);
-  if (second !== instant) instant = second;
-  return new Date(instant);
-}
+import {
+  addDays,
+  isIsoDate,
+  isWallTime,
+  localDate,
+  zonedParts,
+  zonedTimeToInstant,
+  zoneOffsetMs,
+} from '../domain/zoned-time.ts';
 
 /**
  * An Excel cell date showing the instant's local wall time in `timeZone`. Excel dates carry no zone;
@@ -102,27 +31,6 @@ export function humanInstant(instant: Date, timeZone: string, withZone = true): 
   const p = zonedParts(instant, timeZone);
   const hm = `${String(p.hour).padStart(2, '0')}:${String(p.minute).padStart(2, '0')}`;
   return `${p.day} ${MONTHS[p.month - 1]} ${p.year}, ${hm}${withZone ? ` (${timeZone})` : ''}`;
-}
-
-/** `YYYY-MM-DD` of an instant in a time zone. */
-export function localDate(instant: Date, timeZone: string): string {
-  const p = zonedParts(instant, timeZone);
-  return `${p.year}-${String(p.month).padStart(2, '0')}-${String(p.day).padStart(2, '0')}`;
-}
-
-/** Adds days to a `YYYY-MM-DD` date. */
-export function addDays(date: string, days: number): string {
-  const d = DATE_RE.exec(date);
-  if (!d) throw new AppError('VALIDATION_FAILED', `invalid date: ${date}`);
-  const t = new Date(Date.UTC(Number(d[1]), Number(d[2]) - 1, Number(d[3]) + days));
-  return t.toISOString().slice(0, 10);
-}
-
-export function isIsoDate(text: string): boolean {
-  const d = DATE_RE.exec(text);
-  if (!d) return false;
-  const t = new Date(Date.UTC(Number(d[1]), Number(d[2]) - 1, Number(d[3])));
-  return t.toISOString().slice(0, 10) === text;
 }
 
 /** End of business day `date`: the first cut-off after its local midnight. */
@@ -149,7 +57,7 @@ export function periodOf(from: string, to: string, timeZone: string, cutoff = '0
     throw new AppError('VALIDATION_FAILED', `period dates must be YYYY-MM-DD (got ${from}, ${to})`);
   }
   if (from > to) throw new AppError('VALIDATION_FAILED', `period start ${from} is after its end ${to}`);
-  if (!TIME_RE.test(cutoff)) throw new AppError('VALIDATION_FAILED', `cut-off must be HH:MM (got ${cutoff})`);
+  if (!isWallTime(cutoff)) throw new AppError('VALIDATION_FAILED', `cut-off must be HH:MM (got ${cutoff})`);
   return {
     from,
     to,

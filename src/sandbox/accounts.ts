@@ -6,8 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { isTimeZone } from '../domain/zoned-time.ts';
 import { type SettlementConfig, settlementConfigSchema } from './settlement-config.ts';
-import { isTimeZone } from './zoned-time.ts';
 
 export interface SandboxAccount {
   name: string;

@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, parseAmount } from '../domain/money.ts';
+import { addDays, localDate, zonedTimeToInstant } from '../domain/zoned-time.ts';
 import type { AccountRegistry, SandboxAccount } from './accounts.ts';
 import { bankCsv, CAMT_VERSIONS, type CamtVersion, camt053, dayStatement } from './bank-statement.ts';
 import type { SandboxEngine } from './engine.ts';
@@ -20,7 +21,6 @@ import {
   type Window,
 } from './provider-reports.ts';
 import { type Settlements, timeZoneOf } from './settlements.ts';
-import { addDays, localDate, zonedInstant } from './zoned-time.ts';
 
 export interface SettlementRouteDeps {
   engine: SandboxEngine;
@@ -44,7 +44,7 @@ function windowOf(account: SandboxAccount, from: string | undefined, to: string 
   const tz = timeZoneOf(account);
   const bound = (field: string, text: string | undefined, endOfDay: boolean): number | undefined => {
     if (text === undefined || text === '') return undefined;
-    if (DATE.test(text)) return zonedInstant(endOfDay ? addDays(text, 1) : text, '00:00', tz);
+    if (DATE.test(text)) return zonedTimeToInstant(endOfDay ? addDays(text, 1) : text, '00:00', tz).getTime();
     const ms = Date.parse(text);
     if (Number.isNaN(ms))
       throw new AppError('VALIDATION_FAILED', `${field}: must be YYYY-MM-DD or an ISO 8601 instant`);
@@ -199,10 +199,10 @@ export function registerSettlementRoutes(app: FastifyInstance, deps: SettlementR
       }
       const tz = timeZoneOf(account);
       const now = deps.engine.clock.now();
-      if (zonedInstant(addDays(date, 1), '00:00', tz) > now) {
+      if (zonedTimeToInstant(addDays(date, 1), '00:00', tz).getTime() > now) {
         throw new AppError(
           'CONFLICT',
-          `date: the bank has not closed ${date} yet (sandbox day ${localDate(now, tz)} in ${tz})`,
+          `date: the bank has not closed ${date} yet (sandbox day ${localDate(new Date(now), tz)} in ${tz})`,
         );
       }
       const statements = Object.values(settlements.meta.bankAccounts)

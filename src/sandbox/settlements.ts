@@ -17,6 +17,7 @@
  */
 import { createHash } from 'node:crypto';
 import { type Minor, parseAmount } from '../domain/money.ts';
+import { addDays, isoWeekday, localDate, zonedTimeToInstant } from '../domain/zoned-time.ts';
 import type { SandboxAccount } from './accounts.ts';
 import type { Clock } from './clock.ts';
 import type { SandboxEngine } from './engine.ts';
@@ -29,7 +30,6 @@ import {
   type SettlementConfig,
   settlementConfigSchema,
 } from './settlement-config.ts';
-import { addDays, isoWeekday, localDate, zonedInstant } from './zoned-time.ts';
 
 export interface SettlementRecord {
   id: string;
@@ -187,11 +187,11 @@ export const timeZoneOf = (account: SandboxAccount): string => account.timeZone 
 
 /** The first cut-off of the schedule strictly after `after`. */
 export function nextCutoff(after: number, config: SettlementConfig, timeZone: string): number {
-  const start = localDate(after, timeZone);
+  const start = localDate(new Date(after), timeZone);
   for (let i = -1; i < 16; i++) {
     const day = addDays(start, i);
     if (config.schedule === 'weekly' && isoWeekday(day) !== config.weekday) continue;
-    const at = zonedInstant(day, config.cutoff, timeZone);
+    const at = zonedTimeToInstant(day, config.cutoff, timeZone).getTime();
     if (at > after) return at;
   }
   throw new Error('no cut-off within 16 days');
@@ -299,7 +299,7 @@ export class Settlements {
       available.set(m.currency, (available.get(m.currency) ?? 0n) + movementNet(m));
     }
     const currencies = [...new Set([...available.keys(), ...Object.keys(state.settled)])].sort();
-    const valueDate = addDays(localDate(cutoff - 1, tz), config.valueDays);
+    const valueDate = addDays(localDate(new Date(cutoff - 1), tz), config.valueDays);
     const fixedFee = parseAmount(config.fee.fixed);
     for (const currency of currencies) {
       const avail = available.get(currency) ?? 0n;
@@ -369,7 +369,7 @@ export class Settlements {
         id,
         account: account.name,
         currency,
-        opened: localDate(this.clock.now(), timeZoneOf(account)),
+        opened: localDate(new Date(this.clock.now()), timeZoneOf(account)),
         opening: BigInt(this.rng.int(500_000, 5_000_000)),
       };
       this.meta.bankAccounts[id] = info;
@@ -379,7 +379,7 @@ export class Settlements {
 
   /** A booking date never in a day the bank has already closed. */
   private bookingDay(account: SandboxAccount, date: string): string {
-    const today = localDate(this.clock.now(), timeZoneOf(account));
+    const today = localDate(new Date(this.clock.now()), timeZoneOf(account));
     return date < today ? today : date;
   }
 

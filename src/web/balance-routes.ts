@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/read-models/charts.ts';
-import { addDays, localDate, zonedTimeToInstant } from '../reports/period.ts';
+import { addDays, localDate, zonedTimeToInstant } from '../domain/zoned-time.ts';
 import { type BalanceView, balanceChartsPage, balancesPage, CHART_DAYS } from './balance-views.ts';
 import type { PageKit } from './page-kit.ts';
 

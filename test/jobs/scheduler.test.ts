@@ -11,6 +11,7 @@ import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimRun, databaseCreatedAt, finishRun, listRuns } from '../../src/db/runs/job-runs.ts';
+import { addDays, localDate } from '../../src/domain/zoned-time.ts';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import {
   type CronTimer,
@@ -19,7 +20,6 @@ import {
   type JobDefinition,
   JobScheduler,
 } from '../../src/jobs/scheduler.ts';
-import { addDays, localDate } from '../../src/reports/period.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';

@@ -17,7 +17,8 @@ import { applyObservations } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { formatAmount, minorToCell } from '../../src/domain/money.ts';
 import { NO_FACTS, type Observation } from '../../src/domain/observation.ts';
-import { localDate, type Period } from '../../src/reports/period.ts';
+import { localDate } from '../../src/domain/zoned-time.ts';
+import type { Period } from '../../src/reports/period.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 

@@ -22,9 +22,10 @@ import { EXCEPTION_RULE_TEXT, type ExceptionType } from '../../src/domain/except
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import { formatAmount } from '../../src/domain/money.ts';
 import type { Intent, Observation } from '../../src/domain/observation.ts';
+import { addDays, localDate } from '../../src/domain/zoned-time.ts';
 import { alertFromOutbox } from '../../src/producers/outbox-relay.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
-import { addDays, localDate, periodOf } from '../../src/reports/period.ts';
+import { periodOf } from '../../src/reports/period.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 

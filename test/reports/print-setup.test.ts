@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localDate } from '../../src/domain/zoned-time.ts';
 import {
   DETAIL_COLUMNS,
   EXCEPTION_DETAIL_PRINT,
@@ -23,7 +24,7 @@ import {
   LATE_PRINT,
   writeExceptionWorkbook,
 } from '../../src/reports/exception-workbook.ts';
-import { localDate, type Period } from '../../src/reports/period.ts';
+import type { Period } from '../../src/reports/period.ts';
 import {
   BOOK_COLUMNS,
   BOOK_PRINT,

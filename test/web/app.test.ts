@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyObservations } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { parseAmount } from '../../src/domain/money.ts';
-import { localDate } from '../../src/reports/period.ts';
+import { localDate } from '../../src/domain/zoned-time.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp, webRoutes } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';

@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localDate } from '../../src/reports/period.ts';
+import { localDate } from '../../src/domain/zoned-time.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';

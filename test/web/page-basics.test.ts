@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localDate } from '../../src/reports/period.ts';
+import { localDate } from '../../src/domain/zoned-time.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword, type WebUser } from '../../src/web/auth.ts';
