@@ -230,7 +230,24 @@ export async function closesOfPeriods(
     .where('period', 'in', [...periods]);
   if (merchantAccount !== null) q = q.where('merchant_account', '=', merchantAccount);
   const rows = await q.orderBy('period', 'desc').orderBy('merchant_account').orderBy('currency').execute();
-  return rows.map((r) => ({
+  return rows.map(summaryOf);
+}
+
+function summaryOf(
+  r: Pick<
+    Selectable<ClosesTable>,
+    | 'merchant_account'
+    | 'currency'
+    | 'period'
+    | 'status'
+    | 'prepared_by'
+    | 'prepared_at'
+    | 'approved_by'
+    | 'approved_at'
+    | 'sha256'
+  >,
+): CloseSummary {
+  return {
     merchantAccount: r.merchant_account,
     currency: r.currency,
     period: r.period,
@@ -240,7 +257,7 @@ export async function closesOfPeriods(
     approvedBy: r.approved_by,
     approvedAt: r.approved_at,
     sha256: r.sha256,
-  }));
+  };
 }
 
 export interface CloseRow {
@@ -258,19 +275,7 @@ export interface CloseRow {
 }
 
 function closeOf(r: Selectable<ClosesTable>): CloseRow {
-  return {
-    id: String(r.id),
-    merchantAccount: r.merchant_account,
-    currency: r.currency,
-    period: r.period,
-    status: r.status,
-    preparedBy: r.prepared_by,
-    preparedAt: r.prepared_at,
-    approvedBy: r.approved_by,
-    approvedAt: r.approved_at,
-    sha256: r.sha256,
-    figures: r.figures,
-  };
+  return { id: String(r.id), ...summaryOf(r), figures: r.figures };
 }
 
 /** Month closes, newest period first. */
