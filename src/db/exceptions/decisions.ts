@@ -24,14 +24,14 @@
  * move). One transaction, the exception row locked.
  */
 
-import { sql } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import { AppError } from '../../domain/errors.ts';
 import { DECIDED_TYPES, type ExceptionRules } from '../../domain/exception-rules.ts';
 import { FACTS_ACCEPTED_PREFIX } from '../../domain/immutable-facts.ts';
 import { parseMinorOrNull } from '../../domain/money.ts';
 import type { LedgerObservation } from '../../domain/observation.ts';
 import { applyObservations } from '../ledger/service.ts';
-import type { Db } from '../schema.ts';
+import type { Db, StatusHistoryTable } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
 
 export const DECISIONS = ['accept-provider', 'keep-ledger'] as const;
@@ -62,26 +62,18 @@ export interface DecisionResult {
   summary: string;
 }
 
-type HistoryRow = {
-  id: string;
-  event_id: string;
-  to_status: string;
-  from_status: string | null;
-  observed_at: Date;
-  external_ref: string | null;
-  currency: string | null;
-  amount: string | null;
-  fee_currency: string | null;
-  fee_amount: string | null;
-  fee_on_payer: boolean | null;
-  test: boolean;
-  crypto: boolean;
-  status_reason: string | null;
-  payer_verification: string | null;
-  rejection_code: string | null;
-  rejection_reason: string | null;
-  parent_deposit_id: string | null;
-};
+/** A history row as the decision reads it: the reading's facts, not its bookkeeping columns. */
+type HistoryRow = Omit<
+  Selectable<StatusHistoryTable>,
+  | 'merchant_account'
+  | 'entity_kind'
+  | 'entity_id'
+  | 'source'
+  | 'recorded_at'
+  | 'stale'
+  | 'illegal'
+  | 'details'
+> & { to_status: string };
 
 /**
  * Applies an operator's decision on an ILLEGAL_TRANSITION or FACTS_CHANGED exception; throws NOT_FOUND or
