@@ -15,7 +15,13 @@ import {
 } from './effects.ts';
 import type { Minor } from './money.ts';
 import { DEFAULT_POLLING_RULES, type PollingRules } from './polling.ts';
-import { DEPOSIT_LATE_COMPLETION_FROM, type EntityKind } from './statuses.ts';
+import {
+  type AnyStatus,
+  DEPOSIT_FINAL,
+  DEPOSIT_LATE_COMPLETION_FROM,
+  DEPOSIT_STATUSES,
+  type EntityKind,
+} from './statuses.ts';
 
 export const EXCEPTION_TYPES = [
   'AMOUNT_MISMATCH',
@@ -420,27 +426,24 @@ export interface StuckInput {
   expiresAt: Date | null;
 }
 
+/**
+ * The statuses in which an entity can become STUCK: a deposit not yet final (EXPIRED excepted: it becomes
+ * CANCELLED by itself seven days later), a cashout or refund waiting on the provider or the bank.
+ */
+export const STUCK_STATUSES: { readonly [K in EntityKind]: readonly AnyStatus[] } = {
+  deposit: DEPOSIT_STATUSES.filter((s) => !DEPOSIT_FINAL.includes(s) && s !== 'EXPIRED'),
+  cashout: ['PENDING', 'ON_HOLD', 'DELIVERED'],
+  refund: ['PENDING', 'INCORRECT_DETAILS', 'DELIVERED'],
+};
+
 /** When a non-final entity becomes STUCK; null when its status cannot be stuck. */
 export function stuckDeadline(input: StuckInput, rules: ExceptionRules): Date | null {
   const { kind, status, statusSince } = input;
   if (status === null || statusSince === null) return null;
+  if (!(STUCK_STATUSES[kind] as readonly string[]).includes(status)) return null;
   const s = rules.stuck;
   const after = (ms: number) => new Date(statusSince.getTime() + ms);
   if (kind === 'deposit') {
-    if (
-      ![
-        'CREATED',
-        'PENDING',
-        'PENDING_AUTHENTICATION',
-        'FOR_REVIEW',
-        'APPROVED',
-        'EARLY_RELEASED',
-        'EXPIRED',
-      ].includes(status)
-    ) {
-      return null;
-    }
-    if (status === 'EXPIRED') return null; // becomes CANCELLED by itself seven days later
     if (input.expiresAt) return new Date(input.expiresAt.getTime() + s.depositAfterExpiryMs);
     return after(s.depositNoExpiryMs);
   }

@@ -4,11 +4,21 @@
  */
 
 import { sql } from 'kysely';
-import { DEFAULT_EXCEPTION_RULES, type ExceptionRules, stuckDeadline } from '../../domain/exception-rules.ts';
+import {
+  DEFAULT_EXCEPTION_RULES,
+  type ExceptionRules,
+  STUCK_STATUSES,
+  stuckDeadline,
+} from '../../domain/exception-rules.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
 import { UNANSWERED_INTENT } from '../polling/unanswered-intents.ts';
 import type { Db } from '../schema.ts';
 import { type ExceptionToRaise, keyOf, raiseExceptions } from './raise.ts';
+
+/** The statuses of `kind` that can become STUCK, as SQL literals (literals keep the partial index usable). */
+function stuckLiterals(kind: EntityKind) {
+  return sql.join(STUCK_STATUSES[kind].map((s) => sql.lit(s)));
+}
 
 export interface SweepResult {
   stuck: number;
@@ -76,12 +86,9 @@ export async function sweepExceptions(
     -- The open mirrors (mirror_watches_open_ix), of them the unfinished ones.
     FROM mirror_watches w
     JOIN mirrors m ON m.entity_id = w.entity_id AND m.entity_kind = w.entity_kind AND m.merchant_account = w.merchant_account
-    WHERE w.watch = 'open' AND ((m.entity_kind = 'deposit' AND m.status IN ('CREATED', 'PENDING', 'PENDING_AUTHENTICATION',
-        'FOR_REVIEW', 'APPROVED', 'EARLY_RELEASED'))
-       OR (m.entity_kind = 'cashout' AND m.status IN ('PENDING', 'ON_HOLD', 'DELIVERED'))
-       OR (m.entity_kind = 'refund' AND m.status IN ('PENDING', 'INCORRECT_DETAILS', 'DELIVERED')))`.execute(
-    db,
-  );
+    WHERE w.watch = 'open' AND ((m.entity_kind = 'deposit' AND m.status IN (${stuckLiterals('deposit')}))
+       OR (m.entity_kind = 'cashout' AND m.status IN (${stuckLiterals('cashout')}))
+       OR (m.entity_kind = 'refund' AND m.status IN (${stuckLiterals('refund')})))`.execute(db);
   let stuck = 0;
   for (const c of candidates) {
     const deadline = stuckDeadline(
