@@ -13,13 +13,13 @@ import type { z } from 'zod';
 import { getClose, listCloses } from '../db/closes/records.ts';
 import { decideException } from '../db/exceptions/decisions.ts';
 import {
-  changeQueueItem,
   getQueueItem,
   listQueue,
   type QueueChange,
   type QueueFilter,
   type QueueRow,
 } from '../db/exceptions/queue.ts';
+import { changeQueueItem } from '../db/exceptions/queue-service.ts';
 import { balances, movements } from '../db/read-models/balances.ts';
 import {
   getPayment,

@@ -5,8 +5,9 @@
  */
 import type { OpenDatabase } from '../db/cli.ts';
 import { type CloseScope, closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
-import { approveClose, type CloseRecord, getCloseRecord, prepareClose } from '../db/closes/records.ts';
+import { type CloseRecord, getCloseRecord } from '../db/closes/records.ts';
 import { type CloseLedger, closeLedgers } from '../db/closes/scopes.ts';
+import { approveClose, prepareClose } from '../db/closes/service.ts';
 import { createDb } from '../db/connection.ts';
 import { CLOSE_PERIOD_RE, type CloseDocument } from '../domain/close.ts';
 import { AppError } from '../domain/errors.ts';

@@ -4,8 +4,9 @@
  */
 
 import { closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
-import { approveClose, closesOfPeriods, getCloseRecord, prepareClose } from '../db/closes/records.ts';
+import { closesOfPeriods, getCloseRecord } from '../db/closes/records.ts';
 import { closeLedgers } from '../db/closes/scopes.ts';
+import { approveClose, prepareClose } from '../db/closes/service.ts';
 import type { Db } from '../db/schema.ts';
 import { previousPeriod } from '../domain/close.ts';
 import { closeScope } from '../reports/close.ts';

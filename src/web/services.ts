@@ -5,13 +5,8 @@
  */
 
 import { decideException } from '../db/exceptions/decisions.ts';
-import {
-  bulkChangeState,
-  changeQueueItem,
-  getQueueItem,
-  listQueue,
-  queueAgeCounts,
-} from '../db/exceptions/queue.ts';
+import { getQueueItem, listQueue, queueAgeCounts } from '../db/exceptions/queue.ts';
+import { bulkChangeState, changeQueueItem } from '../db/exceptions/queue-service.ts';
 import { exceptionTypes } from '../db/exceptions/raise.ts';
 import { getPayment, lookupPayments, paidAmounts } from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';

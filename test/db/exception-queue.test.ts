@@ -8,13 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import {
-  bulkChangeState,
-  getQueueItem,
-  listQueue,
-  type QueueRow,
-  queueAgeCounts,
-} from '../../src/db/exceptions/queue.ts';
+import { getQueueItem, listQueue, type QueueRow, queueAgeCounts } from '../../src/db/exceptions/queue.ts';
+import { bulkChangeState } from '../../src/db/exceptions/queue-service.ts';
 import { exceptionFigures } from '../../src/db/read-models/metrics.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../../src/domain/exception-sla.ts';
 import { queueCsv } from '../../src/reports/exception-csv.ts';

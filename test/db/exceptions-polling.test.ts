@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeQueueItem, listQueue } from '../../src/db/exceptions/queue.ts';
+import { listQueue } from '../../src/db/exceptions/queue.ts';
+import { changeQueueItem } from '../../src/db/exceptions/queue-service.ts';
 import { sweepExceptions } from '../../src/db/exceptions/sweep.ts';
 import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { entitiesDueForPolling } from '../../src/db/polling/schedule.ts';

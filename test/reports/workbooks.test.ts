@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeQueueItem } from '../../src/db/exceptions/queue.ts';
+import { changeQueueItem } from '../../src/db/exceptions/queue-service.ts';
 import { parseAmount } from '../../src/domain/money.ts';
 import { localDate, zoneOffsetMs } from '../../src/domain/zoned-time.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';

@@ -6,7 +6,7 @@
  */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeQueueItem } from '../../src/db/exceptions/queue.ts';
+import { changeQueueItem } from '../../src/db/exceptions/queue-service.ts';
 import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';

@@ -1,16 +1,10 @@
 /**
- * The signed, frozen record of a month close (`closes`): preparing signs the figures of
- * `closeDocument` with their SHA-256, a second controller approves, and every read checks the hash.
+ * The signed, frozen record of a month close (`closes`), read back with its hash checked; preparing and
+ * approving are in `service.ts`.
  */
 import { type Selectable, sql } from 'kysely';
 import { type CloseDocument, type CloseStatus, canonicalJson, sha256Hex } from '../../domain/close.ts';
-import { AppError } from '../../domain/errors.ts';
-import { parseLedgerMinor } from '../../domain/money.ts';
 import type { ClosesTable, Db } from '../schema.ts';
-import { type CloseScope, closeDocument } from './document.ts';
-import { closeLedgers } from './scopes.ts';
-
-const iso = (d: Date): string => d.toISOString();
 
 export interface CloseRecord {
   id: string;
@@ -76,123 +70,6 @@ export async function getCloseRecord(
     document: (canonical ? JSON.parse(canonical) : r.figures) as CloseDocument,
     verified: canonical !== '' && verifyClose({ canonical, sha256, figures: r.figures }),
   };
-}
-
-/**
- * Prepares and signs a close: computes the figures, refuses a period not over yet or a proof that is
- * not zero, and stores the canonical text with its SHA-256. One close per account, currency and month.
- */
-export async function prepareClose(db: Db, s: CloseScope, by: string, now: Date): Promise<CloseRecord> {
-  if (s.end.getTime() > now.getTime()) {
-    throw new AppError('CONFLICT', `${s.period} is not over yet: it can be closed from ${iso(s.end)}`);
-  }
-  const [ledger] = await closeLedgers(db, { merchantAccount: s.merchantAccount, currency: s.currency });
-  if (!ledger) throw new AppError('NOT_FOUND', `${s.merchantAccount} has no ledger in ${s.currency}`);
-  const first = ledger.firstPostingAt;
-  if (first === null || first.getTime() >= s.end.getTime()) {
-    throw new AppError(
-      'CONFLICT',
-      `${s.merchantAccount} ${s.currency} has no entries ${first === null ? 'yet' : `before ${s.monthOf(first)}`}: ${s.period} has no figures to sign`,
-    );
-  }
-  const existing = await getCloseRecord(db, s.merchantAccount, s.currency, s.period);
-  if (existing) {
-    throw new AppError(
-      'CONFLICT',
-      `${s.period} of ${s.merchantAccount} ${s.currency} is already signed by ${existing.preparedBy}`,
-    );
-  }
-  const document = await db.transaction().execute(async (trx) => {
-    // One snapshot of the ledger for every figure, so the proof is computed over one state.
-    await sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`.execute(trx);
-    return closeDocument(trx, s);
-  });
-  if (parseLedgerMinor(document.proof) !== 0n) {
-    throw new AppError(
-      'CONFLICT',
-      `the proof of ${s.period} is not zero (${document.proof}): opening + movements - closing must be 0 on every account`,
-    );
-  }
-  const canonical = canonicalJson(document);
-  const inserted = await db
-    .insertInto('closes')
-    .values({
-      merchant_account: s.merchantAccount,
-      currency: s.currency,
-      period: s.period,
-      status: 'prepared',
-      prepared_by: by,
-      prepared_at: now,
-      figures: sql<Record<string, unknown>>`${canonical}::jsonb`,
-      canonical,
-      sha256: sha256Hex(canonical),
-      period_start: s.start,
-      period_end: s.end,
-      time_zone: s.timeZone,
-    })
-    .onConflict((oc) => oc.constraint('closes_period_uq').doNothing())
-    .returning('id')
-    .executeTakeFirst();
-  if (!inserted) {
-    throw new AppError(
-      'CONFLICT',
-      `${s.period} of ${s.merchantAccount} ${s.currency} was just signed by someone else`,
-    );
-  }
-  const record = await getCloseRecord(db, s.merchantAccount, s.currency, s.period);
-  if (!record) throw new AppError('INTERNAL', 'close vanished after insert');
-  return record;
-}
-
-/**
- * Approves a prepared close. The preparer cannot approve their own close (403, and the database's
- * CHECK `closes_approver_ck` refuses it too); a close whose stored hash no longer matches is refused.
- */
-export async function approveClose(
-  db: Db,
-  key: { merchantAccount: string; currency: string; period: string },
-  by: string,
-  now: Date,
-): Promise<CloseRecord> {
-  const { merchantAccount, currency, period } = key;
-  await db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('closes')
-      .select(['id', 'status', 'prepared_by', 'approved_by', 'canonical', 'sha256', 'figures'])
-      .where('merchant_account', '=', merchantAccount)
-      .where('currency', '=', currency)
-      .where('period', '=', period)
-      .forUpdate()
-      .executeTakeFirst();
-    if (!row)
-      throw new AppError('NOT_FOUND', `${period} of ${merchantAccount} ${currency} is not prepared yet`);
-    if (row.status === 'approved') {
-      throw new AppError(
-        'CONFLICT',
-        `${period} of ${merchantAccount} ${currency} is already approved by ${row.approved_by}`,
-      );
-    }
-    if (row.prepared_by === by) {
-      throw new AppError(
-        'FORBIDDEN',
-        `You prepared and signed ${period} of ${merchantAccount} ${currency}, so a different controller must approve it.`,
-      );
-    }
-    if (!verifyClose({ canonical: row.canonical ?? '', sha256: row.sha256 ?? '', figures: row.figures })) {
-      throw new AppError(
-        'CONFLICT',
-        `the stored figures of ${period} no longer match their SHA-256; not approved`,
-      );
-    }
-    await trx
-      .updateTable('closes')
-      .set({ status: 'approved', approved_by: by, approved_at: now })
-      .where('id', '=', row.id)
-      .execute();
-  });
-  const record = await getCloseRecord(db, merchantAccount, currency, period);
-  if (!record) throw new AppError('INTERNAL', 'close vanished after approval');
-  return record;
 }
 
 export interface CloseSummary {
