@@ -176,7 +176,7 @@ function summary(entries: BankEntry[]): XmlElement {
 export function camt053(statements: DayStatement[], options: CamtOptions): string {
   const v08 = options.version === 'camt.053.001.08';
   const created = `${new Date(options.createdAt).toISOString().slice(0, 19)}Z`;
-  const bic = options.bic ?? 'SBOXNL2AXXX';
+  const bic = options.bic ?? 'SBOXNL2A';
   const first = statements[0];
   const msgId = `STMT-${first ? first.date.replaceAll('-', '') : 'EMPTY'}-${options.createdAt}`;
   const stmts = statements.map((s) => {
