@@ -15,7 +15,7 @@ import {
 import type { ImportResult } from '../../src/imports/refusal.ts';
 import type { BankStatement } from '../../src/imports/statement.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
-import { control, signed, startTestSandbox } from '../sandbox/helpers.ts';
+import { control, oneShotBody, signed, startTestSandbox } from '../sandbox/helpers.ts';
 import { cashout, cents, groundTruth, paidDeposit } from '../sandbox/settlement-helpers.ts';
 
 const MONDAY = Date.UTC(2026, 2, 2, 10, 0, 0);
@@ -41,10 +41,22 @@ afterEach(async () => {
 
 const bankAccount = { beneficiary: 'Ana Silva', bank_code: '341', branch: '0001', account_number: '1234-5' };
 
-/** Several days of money: deposits, a refund, cashouts of which one is rejected after it was settled. */
+/**
+ * Several days of money: deposits, a refund, cashouts of which one is rejected after it was settled, and
+ * an early-released deposit that expires after it was settled (its money and its fee go back).
+ */
 async function runDays(s: Sandbox, days: number, hour: number): Promise<void> {
   let rejectNext: number | null = null;
   for (let n = 0; n < days; n++) {
+    if (n % 4 === 0) {
+      // Released early, never paid in full: it expires on the clock, after it was settled.
+      const early = await signed(s.url, '/v3/deposits', {
+        body: oneShotBody({ amount: 70.1, early_release: true }),
+      });
+      expect(early.status).toBe(200);
+      const id = early.json.deposit_id as number;
+      expect((await control(s.url, `/deposits/${id}/pay`, {})).status).toBe(200);
+    }
     const deposit = await paidDeposit(s.url, Number(((15000 + n * 1337) / 100).toFixed(2)));
     await paidDeposit(s.url, 80.05);
     if (rejectNext !== null) {
@@ -96,15 +108,29 @@ async function checkSandbox(s: Sandbox): Promise<{ credits: number; converted: b
   expect(txXlsx!.map((r) => [r.identity, r.contentHash])).toEqual(
     txCsv!.map((r) => [r.identity, r.contentHash]),
   );
-  // A rejected cashout is two rows of one transaction: out, then back.
+  // A rejected cashout is two rows of one transaction: out, then back; so is an expired early release.
   const twice = txCsv!.filter((r) => r.type === 'cashout' && r.gross > 0n);
   expect(twice.length).toBeGreaterThan(0);
+  const undone = txCsv!.filter((r) => r.type === 'deposit' && r.gross < 0n);
+  expect(undone.length).toBeGreaterThan(0);
+  // Its fee comes back on a row of its own: a fee column is never negative.
+  for (const row of undone) {
+    const fee = txCsv!.find(
+      (r) => r.type === 'fee' && r.transactionId === row.transactionId && r.updatedAt === row.updatedAt,
+    );
+    expect(fee?.gross).toBeGreaterThan(0n);
+    expect(row.fee).toBe(0n);
+  }
   // Each settlement's row in the transactions report sweeps the settlement's gross.
   for (const st of truth.settlements) {
     const row = txCsv!.find((r) => r.type === 'settlement' && r.transactionId === st.settlement_id);
     expect(row?.gross).toBe(-cents(st.gross));
+    // (The settlement's own fee row is charged in the settlement currency, not swept.)
     const swept = txCsv!.filter(
-      (r) => r.settlementId === st.settlement_id && r.type !== 'settlement' && r.type !== 'fee',
+      (r) =>
+        r.settlementId === st.settlement_id &&
+        r.type !== 'settlement' &&
+        r.transactionId !== `FEE-${st.settlement_id}`,
     );
     expect(swept.reduce((sum, r) => sum + r.net, 0n)).toBe(cents(st.gross));
   }
