@@ -180,6 +180,13 @@ describe('payrecon import', () => {
     lines[2] = lines[2]!.replace(/,(-?\d+\.\d{2}),/, ',12.3.4,');
     await writeFile(join(dir, 'bad-row.csv'), lines.join('\n'));
     await writeFile(join(dir, 'profile.json'), JSON.stringify({ kind: 'bank-statement', name: 'x' }));
+    const builtIn = JSON.parse(
+      await readFile(
+        resolve(import.meta.dirname, '../../src/imports/profiles/sandbox-bank-csv.json'),
+        'utf8',
+      ),
+    );
+    await writeFile(join(dir, 'bank-profile.json'), JSON.stringify({ ...builtIn, name: 'bank' }));
     const before = await counts();
     const cases: [string[], Record<string, string>, RegExp][] = [
       [
@@ -211,6 +218,11 @@ describe('payrecon import', () => {
         /^payrecon: profile\.json: field \S+: .+\n$/,
       ],
       [['bank-statement', 'missing.xml'], {}, /^payrecon: missing\.xml: cannot be read \(ENOENT\)\n$/],
+      [
+        ['bank-statement', 'statement.xml', '--profile', 'bank-profile.json'],
+        {},
+        /^payrecon: statement\.xml: is camt\.053 XML: the profile bank reads CSV or XLSX files\n$/,
+      ],
       [
         ['payouts', 'statement.xml'],
         {},
