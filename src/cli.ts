@@ -415,6 +415,32 @@ backfill
     await backfill.runBackfillPollCli(opts, await publisherConnection());
   });
 
+program
+  .command('import <kind> <file>')
+  .description(
+    'Import a bank statement (camt.053, CSV, XLSX) or a provider transactions or settlement report: kind bank-statement, provider-transactions or provider-settlements; each line once',
+  )
+  .option(
+    '--profile <file>',
+    "mapping profile (JSON) of a CSV or XLSX file (default: the kind's built-in one)",
+  )
+  .option('--account <id>', 'the bank account of a CSV or XLSX statement without an account column')
+  .option('--dry-run', 'read and check the file only; no database')
+  .option('--json', 'print the result as JSON')
+  .option('--user <name>', 'who imports (default: the system user)')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (kind, file, opts) =>
+    (await import('./imports-cli.ts')).runImportCli(
+      kind,
+      file,
+      opts,
+      databaseOpener('payrecon import', opts.databaseUrl),
+    ),
+  );
+
 // <commands>
 
 try {

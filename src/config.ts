@@ -315,6 +315,23 @@ const webUserSchema = z.object({
   role: z.enum(WEB_ROLES, required('viewer, operator or controller')).optional(),
 });
 
+/**
+ * A bank account whose statements are imported (PAYRECON_BANK_ACCOUNTS): `id` as the statements name it
+ * (an IBAN or another id), its currency, the merchant account (a provider account's name) it belongs to.
+ */
+const bankAccountSchema = z.object({
+  id: z
+    .string(required('the account id as statements name it'))
+    .trim()
+    .min(1, 'must not be empty')
+    .max(34, 'at most 34 characters'),
+  currency: z
+    .string(required('an ISO 4217 code'))
+    .regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as EUR'),
+  account: nonEmpty('the merchant account name'),
+  name: nonEmpty('a name'),
+});
+
 const brokersText = z
   .string(required('a comma-separated list of host:port'))
   .transform((s) =>
@@ -393,6 +410,14 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(LOG_LEVELS, required(`one of ${LOG_LEVELS.join(', ')}`)).default('info'),
   PAYRECON_DATA_DIR: nonEmpty('a directory path').default('.payrecon'),
   PAYRECON_ACCOUNTS: jsonText(accountsSchema).optional(),
+  PAYRECON_BANK_ACCOUNTS: jsonText(
+    z
+      .array(bankAccountSchema, required('a JSON array of {id, currency, account, name}'))
+      .refine(
+        (list) => new Set(list.map((b) => b.id)).size === list.length,
+        'must name each bank account id once',
+      ),
+  ).optional(),
 
   DATABASE_URL: postgresUrl.optional(),
   KAFKA_BROKERS: brokersText.optional(),
@@ -561,6 +586,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
     logLevel: env.LOG_LEVEL,
     dataDir: env.PAYRECON_DATA_DIR,
     accounts: env.PAYRECON_ACCOUNTS ?? [],
+    /** The bank accounts whose statements may be imported; none: every statement is refused. */
+    bankAccounts: env.PAYRECON_BANK_ACCOUNTS ?? [],
     /** null: start embedded PostgreSQL under dataDir. */
     database: {
       url: databaseUrlWithCa(env.DATABASE_URL, env.DATABASE_SSL_CA_FILE),

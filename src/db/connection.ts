@@ -8,6 +8,7 @@ import { AppError } from '../domain/errors.ts';
 import { namingPool } from './ledger/statements.ts';
 import * as m20261128T205022Z from './migrations/20261128T205022Z_baseline.ts';
 import * as m20261128T210451Z from './migrations/20261128T210451Z_mirror_version.ts';
+import * as m20261128T215836Z from './migrations/20261128T215836Z_imports.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -21,6 +22,7 @@ import type { Database, Db } from './schema.ts';
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T205022Z_baseline': m20261128T205022Z,
   '20261128T210451Z_mirror_version': m20261128T210451Z,
+  '20261128T215836Z_imports': m20261128T215836Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -23,14 +23,13 @@ import {
   type BankStatement,
   type DraftLine,
   finishStatement,
+  NOT_PROVIDED,
   type StatementFormat,
   type TransactionDetails,
 } from './statement.ts';
 
 const NAMESPACE = /^urn:iso:std:iso:20022:tech:xsd:camt\.053\.001\.0([2-8])$/;
 const DATE = /^(\d{4})-(\d{2})-(\d{2})/;
-/** A reference's placeholder meaning "none was given" (ISO 20022 usage rule for EndToEndId). */
-const NOT_PROVIDED = 'NOTPROVIDED';
 
 interface XmlNode {
   name: string;

@@ -69,7 +69,16 @@ export async function parseBankStatementFile(
   content: string | Uint8Array,
   options: BankStatementOptions = {},
 ): Promise<ImportResult<BankStatement[]>> {
-  if (isXml(content)) return parseCamt053(file, content);
+  if (isXml(content)) {
+    if (options.profile !== undefined) {
+      return refused(
+        file,
+        null,
+        `is camt.053 XML: the profile ${options.profile.name} reads CSV or XLSX files`,
+      );
+    }
+    return parseCamt053(file, content);
+  }
   const read = await tableFor<BankProfile>(file, content, 'bank-statement', options.profile);
   if (!read.ok) return read;
   return readBankRows(file, read.value.table, read.value.profile, options.account ?? null);

@@ -17,7 +17,7 @@ import type {
 } from './profile.ts';
 import { TRANSACTION_TYPES } from './profile.ts';
 import { accepted, ImportRefusal, type ImportResult, quote } from './refusal.ts';
-import { type BankStatement, type DraftLine, finishStatement } from './statement.ts';
+import { type BankStatement, type DraftLine, finishStatement, NOT_PROVIDED } from './statement.ts';
 import type { Cell, Table, TableRow } from './table.ts';
 
 export interface ProviderTransaction {
@@ -317,7 +317,19 @@ export function readBankRows(
         group.balance = after;
       }
       const reference = reader.text('reference');
-      const endToEndId = reader.text('endToEndId');
+      const endToEndCell = reader.text('endToEndId');
+      const endToEndIds = [
+        ...new Set(
+          (endToEndCell === null
+            ? []
+            : profile.endToEndIdSeparator === undefined
+              ? [endToEndCell]
+              : endToEndCell.split(profile.endToEndIdSeparator)
+          )
+            .map((id) => id.trim())
+            .filter((id) => id !== '' && id !== NOT_PROVIDED),
+        ),
+      ];
       const counterparty = reader.text('counterparty');
       const description = reader.text('description');
       const identityValues = profile.identity.map((field) => reader.text(field));
@@ -329,8 +341,8 @@ export function readBankRows(
         amount,
         currency,
         reversal: false,
-        endToEndIds: endToEndId === null ? [] : [endToEndId],
-        references: [reference, endToEndId].filter((r): r is string => r !== null),
+        endToEndIds,
+        references: [...(reference === null ? [] : [reference]), ...endToEndIds],
         counterparty: counterparty === null ? null : normaliseText(counterparty),
         description: description === null ? null : normaliseText(description),
         transactions: [],

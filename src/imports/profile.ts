@@ -90,6 +90,8 @@ const bankProfile = z.strictObject({
     balanceAfter: column.optional(),
     account: column.optional(),
   }),
+  /** The character that joins the end-to-end ids of a batch entry in one cell; one id per cell when absent. */
+  endToEndIdSeparator: z.string().length(1, 'must be one character').optional(),
   identity: z.array(z.enum(bankFields)).min(1, 'must name at least one field'),
 });
 

@@ -13,6 +13,9 @@ import {
 } from './identity.ts';
 import { accepted, type ImportResult, refused } from './refusal.ts';
 
+/** A reference's placeholder meaning "none was given" (ISO 20022 usage rule for EndToEndId). */
+export const NOT_PROVIDED = 'NOTPROVIDED';
+
 export type StatementFormat =
   | 'camt.053.001.02'
   | 'camt.053.001.03'

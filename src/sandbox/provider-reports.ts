@@ -5,11 +5,11 @@
  * so amounts are exact.
  */
 import ExcelJS from 'exceljs';
-import { formatAmount } from '../domain/money.ts';
+import { formatAmount, type Minor } from '../domain/money.ts';
 import { csvText } from './bank-statement.ts';
 import type { SandboxEngine } from './engine.ts';
 import type { DepositRecord } from './entities.ts';
-import { balanceMovements, movementNet } from './movements.ts';
+import { balanceMovements } from './movements.ts';
 import type { SettlementRecord } from './settlements.ts';
 
 export const TRANSACTION_COLUMNS = [
@@ -87,28 +87,34 @@ export function transactionRows(
     if (!inside(m.at, window)) continue;
     const r = m.record;
     const invoice = r.kind === 'deposit' ? r.invoiceId : r.kind === 'refund' ? r.invoiceId : '';
-    rows.push({
-      at: m.at,
-      order: 0,
-      cells: [
-        String(r.id),
-        m.type,
-        r.status,
-        r.kind === 'cashout'
-          ? r.externalId
-          : r.kind === 'deposit'
-            ? ((r as DepositRecord).merchantExternalReference ?? '')
-            : '',
-        invoice,
-        m.currency,
-        formatAmount(m.gross),
-        formatAmount(m.fee),
-        formatAmount(movementNet(m)),
-        instantText(r.createdAt),
-        instantText(m.at),
-        sweptBy(m.currency, m.at),
-      ],
-    });
+    const external =
+      r.kind === 'cashout'
+        ? r.externalId
+        : r.kind === 'deposit'
+          ? ((r as DepositRecord).merchantExternalReference ?? '')
+          : '';
+    const row = (type: string, gross: Minor, fee: Minor) => [
+      String(r.id),
+      type,
+      r.status,
+      external,
+      invoice,
+      m.currency,
+      formatAmount(gross),
+      formatAmount(fee),
+      formatAmount(gross - fee),
+      instantText(r.createdAt),
+      instantText(m.at),
+      sweptBy(m.currency, m.at),
+    ];
+    if (m.fee < 0n) {
+      // A credit undone gives its fee back: the fee column holds the fee charged (never negative), so
+      // the return of the money and the return of the fee are two rows, whose nets sum to the movement's.
+      rows.push({ at: m.at, order: 0, cells: row(m.type, m.gross, 0n) });
+      rows.push({ at: m.at, order: 0, cells: row('fee', -m.fee, 0n) });
+    } else {
+      rows.push({ at: m.at, order: 0, cells: row(m.type, m.gross, m.fee) });
+    }
   }
   for (const s of settlements) {
     if (s.account !== account || !inside(s.periodEnd, window)) continue;

@@ -281,10 +281,10 @@ const TX_HEADER =
 const TX_CSV = [
   TX_HEADER,
   'D-1,deposit,COMPLETED,ext-1,inv-1,EUR,98765432109876543.21,2.50,98765432109876540.71,2026-11-27T10:00:00Z,2026-11-27T10:05:00Z,S1',
-  'C-1,cashout,COMPLETED,ext-2,,EUR,-40.00,1.00,-41.00,2026-11-27T11:00:00Z,,S1',
-  'R-1,refund,COMPLETED,ext-3,,EUR,-10.00,0.00,-10.00,2026-11-27T12:00:00+01:00,,',
-  'D-1,fee,COMPLETED,,,EUR,-5.00,0.00,-5.00,2026-11-27T13:00:00Z,,S1',
-  'S1,settlement,SETTLED,,,EUR,-41.50,0.00,-41.50,2026-11-28T00:00:00Z,,S1',
+  'C-1,cashout,COMPLETED,ext-2,,EUR,-40.00,1.00,-41.00,2026-11-27T11:00:00Z,2026-11-27T11:00:00Z,S1',
+  'R-1,refund,COMPLETED,ext-3,,EUR,-10.00,0.00,-10.00,2026-11-27T12:00:00+01:00,2026-11-27T12:00:00+01:00,',
+  'D-1,fee,COMPLETED,,,EUR,-5.00,0.00,-5.00,2026-11-27T13:00:00Z,2026-11-27T13:00:00Z,S1',
+  'S1,settlement,SETTLED,,,EUR,-41.50,0.00,-41.50,2026-11-28T00:00:00Z,2026-11-28T00:00:00Z,S1',
 ].join('\n');
 
 describe('provider transactions report', () => {
@@ -344,8 +344,19 @@ describe('provider transactions report', () => {
       't.csv: row 4: "type" must be one of deposit, cashout, refund, fee, settlement (got "chargeback")',
     );
     expect(
-      refusal(await parseProviderTransactionsFile('t.csv', TX_CSV.replace('C-1,cashout', 'D-1,deposit'))),
-    ).toBe('t.csv: row 3: its identity (transactionId, type) repeats row 2');
+      refusal(
+        await parseProviderTransactionsFile(
+          't.csv',
+          TX_CSV.replace(
+            'C-1,cashout,COMPLETED,ext-2,,EUR,-40.00,1.00,-41.00,2026-11-27T11:00:00Z,2026-11-27T11:00:00Z',
+            'D-1,deposit,COMPLETED,ext-2,,EUR,98765432109876543.21,1.00,98765432109876542.21,2026-11-27T11:00:00Z,2026-11-27T10:05:00Z',
+          ),
+        ),
+      ),
+    ).toBe('t.csv: row 3: its identity (transactionId, type, updatedAt, gross) repeats row 2');
+    // A cashout returned after it was paid out is a second row of the same transaction, gross +.
+    const returned = `${TX_CSV}\nC-1,cashout,REJECTED,ext-2,,EUR,40.00,0.00,40.00,2026-11-27T11:00:00Z,2026-11-28T09:00:00Z,`;
+    expect(value(await parseProviderTransactionsFile('t.csv', returned))).toHaveLength(6);
     expect(
       refusal(
         await parseProviderTransactionsFile(

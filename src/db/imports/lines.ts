@@ -1,0 +1,145 @@
+/**
+ * The import tables' statements: an import's record, a statement's balances and counts, and the lines,
+ * each inserted once under its identity (a line already stored is left as it is: the import that first
+ * brought it keeps it). Plain functions over a database or a transaction; the service owns the transaction.
+ */
+import { sql } from 'kysely';
+import type {
+  BankLineRecord,
+  ImportKind,
+  ImportsDb,
+  SettlementRowRecord,
+  StatementRecord,
+  TransactionRowRecord,
+} from './tables.ts';
+
+/** Rows per INSERT: far under PostgreSQL's 65,535 parameters at 15 columns a row. */
+const CHUNK = 1000;
+
+function chunks<T>(rows: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < rows.length; i += CHUNK) out.push(rows.slice(i, i + CHUNK));
+  return out;
+}
+
+export async function insertImport(
+  db: ImportsDb,
+  values: {
+    kind: ImportKind;
+    fileName: string;
+    sha256: string;
+    profile: string | null;
+    importedBy: string;
+    lines: number;
+    skipped: number;
+  },
+): Promise<{ id: string; importedAt: Date }> {
+  const row = await db
+    .insertInto('imports')
+    .values({
+      kind: values.kind,
+      file_name: values.fileName,
+      sha256: values.sha256,
+      profile: values.profile,
+      imported_by: values.importedBy,
+      lines: values.lines,
+      new_lines: 0,
+      skipped: values.skipped,
+    })
+    .returning(['id', 'imported_at'])
+    .executeTakeFirstOrThrow();
+  return { id: row.id, importedAt: row.imported_at };
+}
+
+export async function setImportNewLines(db: ImportsDb, importId: string, newLines: number): Promise<void> {
+  await db.updateTable('imports').set({ new_lines: newLines }).where('id', '=', importId).execute();
+}
+
+export async function insertStatement(
+  db: ImportsDb,
+  importId: string,
+  position: number,
+  statement: Omit<StatementRecord, 'lines'>,
+  newLines: number,
+): Promise<void> {
+  await db
+    .insertInto('import_statements')
+    .values({
+      import_id: importId,
+      position,
+      statement_id: statement.statementId,
+      format: statement.format,
+      bank_account: statement.bankAccount,
+      currency: statement.currency,
+      opening: statement.opening,
+      closing: statement.closing,
+      credits: statement.credits,
+      debits: statement.debits,
+      booked: statement.booked,
+      pending: statement.pending,
+      new_lines: newLines,
+    })
+    .execute();
+}
+
+/** Inserts the lines not stored yet; returns how many were new. */
+export async function insertBankLines(
+  db: ImportsDb,
+  importId: string,
+  lines: readonly BankLineRecord[],
+): Promise<number> {
+  let inserted = 0;
+  for (const part of chunks(lines)) {
+    const rows = await db
+      .insertInto('bank_statement_lines')
+      .values(
+        part.map((line) => ({
+          ...line,
+          import_id: importId,
+          end_to_end_ids: sql<string[]>`${line.end_to_end_ids}::text[]`,
+          transactions: JSON.stringify(line.transactions),
+        })),
+      )
+      .onConflict((oc) => oc.column('identity').doNothing())
+      .returning('identity')
+      .execute();
+    inserted += rows.length;
+  }
+  return inserted;
+}
+
+export async function insertTransactionRows(
+  db: ImportsDb,
+  importId: string,
+  rows: readonly TransactionRowRecord[],
+): Promise<number> {
+  let inserted = 0;
+  for (const part of chunks(rows)) {
+    const done = await db
+      .insertInto('provider_transaction_rows')
+      .values(part.map((row) => ({ ...row, import_id: importId })))
+      .onConflict((oc) => oc.column('identity').doNothing())
+      .returning('identity')
+      .execute();
+    inserted += done.length;
+  }
+  return inserted;
+}
+
+export async function insertSettlementRows(
+  db: ImportsDb,
+  importId: string,
+  rows: readonly SettlementRowRecord[],
+): Promise<number> {
+  let inserted = 0;
+  for (const part of chunks(rows)) {
+    const done = await db
+      .insertInto('provider_settlement_rows')
+      .values(part.map((row) => ({ ...row, import_id: importId })))
+      .onConflict((oc) => oc.column('identity').doNothing())
+      .returning('identity')
+      .execute();
+    inserted += done.length;
+  }
+  return inserted;
+}

@@ -1,0 +1,62 @@
+/**
+ * Records one imported file in one transaction, all or nothing: the import (who, when, the file's
+ * SHA-256, the counts), a bank statement's balances and counts, and every line not stored before. A
+ * line is stored once under its identity, so importing a file again or a statement that overlaps another
+ * adds only the lines never seen (`new`); a failure leaves no trace of the file.
+ */
+import type { Db } from '../schema.ts';
+import {
+  insertBankLines,
+  insertImport,
+  insertSettlementRows,
+  insertStatement,
+  insertTransactionRows,
+  setImportNewLines,
+} from './lines.ts';
+import { type ImportFile, importTables } from './tables.ts';
+
+export interface RecordedImport {
+  id: string;
+  importedAt: Date;
+  lines: number;
+  new: number;
+  /** Per statement of a bank statement file, in file order: its new lines. */
+  statements: { new: number }[];
+}
+
+export async function recordImport(db: Db, file: ImportFile): Promise<RecordedImport> {
+  return db.transaction().execute(async (trx) => {
+    const tx = importTables(trx);
+    const lines =
+      file.kind === 'bank-statement'
+        ? file.statements.reduce((sum, s) => sum + s.lines.length, 0)
+        : file.rows.length;
+    const skipped =
+      file.kind === 'bank-statement' ? file.statements.reduce((sum, s) => sum + s.pending, 0) : 0;
+    const { id, importedAt } = await insertImport(tx, {
+      kind: file.kind,
+      fileName: file.fileName,
+      sha256: file.sha256,
+      profile: file.profile,
+      importedBy: file.importedBy,
+      lines,
+      skipped,
+    });
+    const statements: { new: number }[] = [];
+    let fresh = 0;
+    if (file.kind === 'bank-statement') {
+      for (const [i, { lines: statementLines, ...statement }] of file.statements.entries()) {
+        const added = await insertBankLines(tx, id, statementLines);
+        await insertStatement(tx, id, i + 1, { ...statement }, added);
+        statements.push({ new: added });
+        fresh += added;
+      }
+    } else if (file.kind === 'provider-transactions') {
+      fresh = await insertTransactionRows(tx, id, file.rows);
+    } else {
+      fresh = await insertSettlementRows(tx, id, file.rows);
+    }
+    await setImportNewLines(tx, id, fresh);
+    return { id, importedAt, lines, new: fresh, statements };
+  });
+}

@@ -1,0 +1,245 @@
+/**
+ * `payrecon import` run as a user runs it (the real bin) on files a settled sandbox wrote: a dry run
+ * touches no database, an import records each line once (again: 0 new, the same day's bank CSV: 0 new),
+ * and every refusal is one line naming the file, where and the rule, exit code 2, nothing imported.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importTables } from '../../src/db/imports/tables.ts';
+import { ManualClock } from '../../src/sandbox/clock.ts';
+import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { control, startTestSandbox } from '../sandbox/helpers.ts';
+import { NO_BANK_ANOMALIES, paidDeposit } from '../sandbox/settlement-helpers.ts';
+
+const BIN = resolve(import.meta.dirname, '../../bin/payrecon.mjs');
+const MONDAY = Date.UTC(2026, 2, 2, 10, 0, 0);
+const dayStart = (n: number) => Date.UTC(2026, 2, 2 + n, 0, 0, 1);
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+let dir = '';
+let t: TestDatabase;
+let bankId = '';
+let bankAccounts = '';
+/** The day whose statement holds a settlement's credit. */
+const DAY = '2026-03-04';
+
+function payrecon(args: string[], env: Record<string, string> = {}): Promise<Result> {
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined) continue;
+    if (/^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k)) continue;
+    base[k] = v;
+  }
+  return new Promise((done, reject) => {
+    const child = spawn(process.execPath, [BIN, 'import', ...args], {
+      cwd: dir,
+      env: { ...base, PAYRECON_DATA_DIR: join(dir, 'data'), PAYRECON_BANK_ACCOUNTS: bankAccounts, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => {
+      stdout += c;
+    });
+    child.stderr.on('data', (c) => {
+      stderr += c;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+const withDb = (args: string[], env: Record<string, string> = {}) =>
+  payrecon(args, { DATABASE_URL: t.url, ...env });
+
+async function counts() {
+  const db = importTables(t.db);
+  const n = async (
+    table: 'imports' | 'bank_statement_lines' | 'provider_transaction_rows' | 'provider_settlement_rows',
+  ) =>
+    Number(
+      (
+        await db
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+  return {
+    imports: await n('imports'),
+    bank: await n('bank_statement_lines'),
+    transactions: await n('provider_transaction_rows'),
+    settlements: await n('provider_settlement_rows'),
+  };
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'payrecon-import-'));
+  t = await createTestDatabase();
+  const s = await startTestSandbox({ clock: new ManualClock(MONDAY), seed: 5, bank: NO_BANK_ANOMALIES });
+  try {
+    for (let n = 0; n < 4; n++) {
+      await paidDeposit(s.url, 100 + n);
+      await paidDeposit(s.url, 55.55);
+      await s.clock.set(dayStart(n + 1) + 3600_000);
+    }
+    const accounts = (await control(s.url, '/bank-accounts')).json as { id: string; currency: string }[];
+    bankId = accounts[0]!.id;
+    bankAccounts = JSON.stringify([
+      { id: bankId, currency: accounts[0]!.currency, account: 'sandbox', name: 'Settlement account' },
+    ]);
+    const files: [string, string][] = [
+      ['statement.xml', `bank-statements?account=sandbox&date=${DAY}&format=camt.053.001.08`],
+      ['statement-02.xml', `bank-statements?account=sandbox&date=${DAY}&format=camt.053.001.02`],
+      ['statement.csv', `bank-statements?account=sandbox&date=${DAY}&format=csv`],
+      ['transactions.csv', 'reports/transactions?account=sandbox&format=csv'],
+      ['transactions.xlsx', 'reports/transactions?account=sandbox&format=xlsx'],
+      ['settlements.csv', 'reports/settlements?account=sandbox&format=csv'],
+    ];
+    for (const [name, path] of files) {
+      const res = await fetch(`${s.url}/_sandbox/${path}`);
+      expect(res.status, path).toBe(200);
+      await writeFile(join(dir, name), new Uint8Array(await res.arrayBuffer()));
+    }
+  } finally {
+    await s.close();
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await t?.drop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('payrecon import', () => {
+  it('checks a file without a database on --dry-run', async () => {
+    const dry = await payrecon(['bank-statement', 'statement.xml', '--dry-run', '--json'], {
+      DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+    });
+    expect(dry.stderr).toBe('');
+    expect(dry.code).toBe(0);
+    const out = JSON.parse(dry.stdout) as { statements: Record<string, unknown>[] };
+    expect(out.statements).toHaveLength(1);
+    expect(out.statements[0]).toMatchObject({ account: bankId, currency: 'BRL', pending: 0, new: null });
+    expect(out.statements[0]!.booked).toBeGreaterThan(0);
+    expect(typeof out.statements[0]!.closing).toBe('string');
+    expect((await counts()).imports).toBe(0);
+  }, 60_000);
+
+  it('imports each line once: again, or the same day in another format, adds nothing', async () => {
+    const first = await withDb(['bank-statement', 'statement.xml', '--json', '--user', 'ana']);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    const [statement] = (JSON.parse(first.stdout) as { statements: Record<string, number>[] }).statements;
+    expect(statement!.new).toBe(statement!.booked);
+    const again = await withDb(['bank-statement', 'statement.xml', '--json']);
+    expect(JSON.parse(again.stdout).statements[0].new).toBe(0);
+    const older = await withDb(['bank-statement', 'statement-02.xml', '--json']);
+    expect(JSON.parse(older.stdout).statements[0].new).toBe(0);
+    const csv = await withDb(['bank-statement', 'statement.csv', '--account', bankId]);
+    expect(csv.code).toBe(0);
+    expect(csv.stdout).toMatch(/, 0 new\n$/);
+    expect(await counts()).toMatchObject({ imports: 4, bank: statement!.booked });
+
+    const tx = await withDb(['provider-transactions', 'transactions.csv', '--json']);
+    const txOut = JSON.parse(tx.stdout) as { rows: number; new: number };
+    expect(txOut.rows).toBeGreaterThan(8);
+    expect(txOut.new).toBe(txOut.rows);
+    const txXlsx = await withDb(['provider-transactions', 'transactions.xlsx', '--json']);
+    expect(JSON.parse(txXlsx.stdout)).toEqual({ kind: 'provider-transactions', rows: txOut.rows, new: 0 });
+    const st = await withDb(['provider-settlements', 'settlements.csv']);
+    expect(st.stdout).toMatch(/^settlements\.csv: \d+ rows, \d+ new\n$/);
+    const st2 = await withDb(['provider-settlements', 'settlements.csv']);
+    expect(st2.stdout).toMatch(/, 0 new\n$/);
+    const who = await importTables(t.db)
+      .selectFrom('imports')
+      .select(['imported_by', 'file_name'])
+      .orderBy('id')
+      .executeTakeFirstOrThrow();
+    expect(who).toEqual({ imported_by: 'ana', file_name: 'statement.xml' });
+  }, 120_000);
+
+  it('refuses with one line, exit 2 and nothing imported', async () => {
+    const xml = await readFile(join(dir, 'statement.xml'), 'utf8');
+    const closing = /<Cd>CLBD<\/Cd>[\s\S]*?<Amt Ccy="BRL">([\d.]+)<\/Amt>/.exec(xml)!;
+    await writeFile(
+      join(dir, 'unbalanced.xml'),
+      xml.replace(closing[0], closing[0].replace(`>${closing[1]}<`, '>1.00<')),
+    );
+    await writeFile(join(dir, 'broken.xml'), xml.replace('</BkToCstmrStmt>', ''));
+    const csv = await readFile(join(dir, 'transactions.csv'), 'utf8');
+    const lines = csv.split('\n');
+    lines[2] = lines[2]!.replace(/,(-?\d+\.\d{2}),/, ',12.3.4,');
+    await writeFile(join(dir, 'bad-row.csv'), lines.join('\n'));
+    await writeFile(join(dir, 'profile.json'), JSON.stringify({ kind: 'bank-statement', name: 'x' }));
+    const builtIn = JSON.parse(
+      await readFile(
+        resolve(import.meta.dirname, '../../src/imports/profiles/sandbox-bank-csv.json'),
+        'utf8',
+      ),
+    );
+    await writeFile(join(dir, 'bank-profile.json'), JSON.stringify({ ...builtIn, name: 'bank' }));
+    const before = await counts();
+    const cases: [string[], Record<string, string>, RegExp][] = [
+      [
+        ['bank-statement', 'unbalanced.xml'],
+        {},
+        /^payrecon: unbalanced\.xml: statement 1 \(Id [^)]+\), account \S+: the booked entries take the opening balance [\d.-]+ to [\d.-]+, not to the closing balance 1\.00\n$/,
+      ],
+      [['bank-statement', 'broken.xml'], {}, /^payrecon: broken\.xml: does not parse as XML: .*\d+:\d+.*\n$/],
+      [
+        ['bank-statement', 'statement.xml'],
+        { PAYRECON_BANK_ACCOUNTS: '[]' },
+        new RegExp(
+          `^payrecon: statement\\.xml: statement 1 \\(Id [^)]+\\): the bank account "${bankId}" is not one of PAYRECON_BANK_ACCOUNTS\\n$`,
+        ),
+      ],
+      [
+        ['bank-statement', 'statement.csv', '--account', 'NL91ABNA0417164300'],
+        {},
+        /^payrecon: statement\.csv: statement 1: the bank account "NL91ABNA0417164300" is not one of PAYRECON_BANK_ACCOUNTS\n$/,
+      ],
+      [
+        ['provider-transactions', 'bad-row.csv'],
+        {},
+        /^payrecon: bad-row\.csv: row 3: "(gross|fee|net)" must be a number written as 1234\.56 \(got "12\.3\.4"\)\n$/,
+      ],
+      [
+        ['provider-transactions', 'transactions.csv', '--profile', 'profile.json'],
+        {},
+        /^payrecon: profile\.json: field \S+: .+\n$/,
+      ],
+      [['bank-statement', 'missing.xml'], {}, /^payrecon: missing\.xml: cannot be read \(ENOENT\)\n$/],
+      [
+        ['bank-statement', 'statement.xml', '--profile', 'bank-profile.json'],
+        {},
+        /^payrecon: statement\.xml: is camt\.053 XML: the profile bank reads CSV or XLSX files\n$/,
+      ],
+      [
+        ['payouts', 'statement.xml'],
+        {},
+        /^payrecon: kind: must be one of bank-statement, provider-transactions, provider-settlements\n$/,
+      ],
+      [
+        ['bank-statement', 'statement.xml'],
+        { PAYRECON_BANK_ACCOUNTS: '[{"id":"X"}]' },
+        /^payrecon: PAYRECON_BANK_ACCOUNTS\[0\]\.currency: .+\n$/,
+      ],
+    ];
+    for (const [args, env, message] of cases) {
+      const run = await withDb(args, env);
+      expect(run.stderr, args.join(' ')).toMatch(message);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(run.stdout).toBe('');
+    }
+    expect(await counts()).toEqual(before);
+  }, 180_000);
+});
