@@ -13,13 +13,14 @@ import { UsageError } from './cli-errors.ts';
 import { loadConfig } from './config.ts';
 import { recordImport } from './db/imports/service.ts';
 import type { ImportFile } from './db/imports/tables.ts';
+import { IMPORT_KINDS, type ImportKind } from './domain/imports.ts';
 import { checkBankAccounts, type KnownBankAccount } from './imports/bank-accounts.ts';
 import {
   parseBankStatementFile,
   parseProviderSettlementsFile,
   parseProviderTransactionsFile,
 } from './imports/files.ts';
-import { IMPORT_KINDS, type ImportKind, type Profile, readProfileFile } from './imports/profile.ts';
+import { type Profile, readProfileFile } from './imports/profile.ts';
 import { settlementRowRecord, statementRecord, transactionRowRecord } from './imports/records.ts';
 import { type ImportResult, refused } from './imports/refusal.ts';
 import { type OpenDatabase, openDatabaseInfrastructure } from './infrastructure.ts';

@@ -7,6 +7,7 @@
  */
 import type { ColumnType, Generated, GeneratedAlways, Kysely } from 'kysely';
 import type { ExceptionState } from '../domain/exception-queue.ts';
+import type { ImportKind } from '../domain/imports.ts';
 
 /** A numeric column: decimal text in major units, e.g. `'123.45'` or `'-0.50'`. */
 export type Numeric = string;
@@ -428,4 +429,93 @@ export interface Database {
   alert_deliveries: AlertDeliveriesTable;
   exception_events: ExceptionEventsTable;
   closes: ClosesTable;
+  /** Imported files, their bank statements, and the lines and report rows they brought (each once). */
+  imports: ImportsTable;
+  import_statements: ImportStatementsTable;
+  bank_statement_lines: BankStatementLinesTable;
+  provider_transaction_rows: ProviderTransactionRowsTable;
+  provider_settlement_rows: ProviderSettlementRowsTable;
+}
+
+/** One imported file: a bank statement or a provider report, recorded once per upload. */
+export interface ImportsTable {
+  id: Generated<string>;
+  kind: ImportKind;
+  file_name: string;
+  sha256: string;
+  profile: string | null;
+  imported_by: string;
+  imported_at: Generated<Date>;
+  lines: number;
+  new_lines: number;
+  skipped: Generated<number>;
+}
+
+export interface ImportStatementsTable {
+  import_id: string;
+  position: number;
+  statement_id: string | null;
+  format: string;
+  bank_account: string;
+  currency: string;
+  opening: Numeric | null;
+  closing: Numeric | null;
+  credits: Numeric;
+  debits: Numeric;
+  booked: number;
+  pending: number;
+  new_lines: number;
+}
+
+export interface BankStatementLinesTable {
+  identity: string;
+  import_id: string;
+  content_hash: string;
+  bank_account: string;
+  currency: string;
+  reference: string | null;
+  booking_date: string;
+  value_date: string | null;
+  amount: Numeric;
+  reversal: boolean;
+  end_to_end_ids: string[];
+  counterparty: string | null;
+  description: string | null;
+  transactions: Json;
+}
+
+export interface ProviderTransactionRowsTable {
+  identity: string;
+  import_id: string;
+  content_hash: string;
+  transaction_id: string;
+  type: string;
+  status: string;
+  external_id: string | null;
+  invoice_id: string | null;
+  currency: string;
+  gross: Numeric;
+  fee: Numeric;
+  net: Numeric;
+  created_at: Timestamp;
+  updated_at: Timestamp | null;
+  settlement_id: string | null;
+}
+
+export interface ProviderSettlementRowsTable {
+  identity: string;
+  import_id: string;
+  content_hash: string;
+  settlement_id: string;
+  account: string | null;
+  period_start: Timestamp | null;
+  period_end: Timestamp | null;
+  currency: string;
+  gross: Numeric;
+  fees: Numeric;
+  settlement_currency: string;
+  rate: Numeric;
+  net: Numeric;
+  value_date: string;
+  bank_reference: string | null;
 }

@@ -7,11 +7,11 @@
  * MT940 is not read: the parsers of it on the npm registry (mt940js, mt940-js) turn amounts into floats
  * (parseFloat) and have few releases and users; an amount that went through a float is not to be trusted.
  */
+import type { ImportKind } from '../domain/imports.ts';
 import { parseCamt053 } from './camt053.ts';
 import {
   type BankProfile,
   builtInProfile,
-  type ImportKind,
   type Profile,
   type SettlementsProfile,
   type TransactionsProfile,

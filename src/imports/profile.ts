@@ -8,10 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
+import type { ImportKind } from '../domain/imports.ts';
 import { accepted, type ImportResult, refused } from './refusal.ts';
-
-export const IMPORT_KINDS = ['bank-statement', 'provider-transactions', 'provider-settlements'] as const;
-export type ImportKind = (typeof IMPORT_KINDS)[number];
 
 export const TRANSACTION_TYPES = ['deposit', 'cashout', 'refund', 'fee', 'settlement'] as const;
 export type TransactionType = (typeof TRANSACTION_TYPES)[number];

@@ -8,7 +8,6 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importTables } from '../../src/db/imports/tables.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { control, startTestSandbox } from '../sandbox/helpers.ts';
@@ -61,7 +60,7 @@ const withDb = (args: string[], env: Record<string, string> = {}) =>
   payrecon(args, { DATABASE_URL: t.url, ...env });
 
 async function counts() {
-  const db = importTables(t.db);
+  const db = t.db;
   const n = async (
     table: 'imports' | 'bank_statement_lines' | 'provider_transaction_rows' | 'provider_settlement_rows',
   ) =>
@@ -159,7 +158,7 @@ describe('payrecon import', () => {
     expect(st.stdout).toMatch(/^settlements\.csv: \d+ rows, \d+ new\n$/);
     const st2 = await withDb(['provider-settlements', 'settlements.csv']);
     expect(st2.stdout).toMatch(/, 0 new\n$/);
-    const who = await importTables(t.db)
+    const who = await t.db
       .selectFrom('imports')
       .select(['imported_by', 'file_name'])
       .orderBy('id')

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordImport } from '../../src/db/imports/service.ts';
-import { type ImportFile, importTables } from '../../src/db/imports/tables.ts';
+import type { ImportFile } from '../../src/db/imports/tables.ts';
 import {
   parseBankStatementFile,
   parseProviderSettlementsFile,
@@ -51,7 +51,7 @@ const count = async (
 ) =>
   Number(
     (
-      await importTables(t.db)
+      await t.db
         .selectFrom(table)
         .select((eb) => eb.fn.countAll().as('n'))
         .executeTakeFirstOrThrow()
@@ -81,7 +81,7 @@ describe('recording imports', () => {
     expect(second.id).not.toBe(first.id);
     expect(await count('bank_statement_lines')).toBe(booked);
 
-    const db = importTables(t.db);
+    const db = t.db;
     const imports = await db
       .selectFrom('imports')
       .selectAll()
@@ -112,7 +112,7 @@ describe('recording imports', () => {
     expect([a.new, b.new]).toEqual([3, 1]);
     expect(b.statements).toEqual([{ new: 1 }]);
     expect(await count('bank_statement_lines')).toBe(before + 4);
-    const line = await importTables(t.db)
+    const line = await t.db
       .selectFrom('bank_statement_lines')
       .select(['amount', 'end_to_end_ids', 'transactions'])
       .where('reference', '=', 'B-3')
@@ -160,7 +160,7 @@ describe('recording imports', () => {
     expect((await recordImport(t.db, stFile)).new).toBe(0);
 
     // All or nothing: a row the table refuses (a negative rate) rolls back the import and its rows.
-    const importsBefore = await importTables(t.db)
+    const importsBefore = await t.db
       .selectFrom('imports')
       .select((eb) => eb.fn.countAll().as('n'))
       .executeTakeFirstOrThrow();
@@ -173,7 +173,7 @@ describe('recording imports', () => {
     };
     await expect(recordImport(t.db, bad)).rejects.toThrow(/provider_settlement_rows_rate_check/);
     expect(await count('provider_settlement_rows')).toBe(1);
-    const importsAfter = await importTables(t.db)
+    const importsAfter = await t.db
       .selectFrom('imports')
       .select((eb) => eb.fn.countAll().as('n'))
       .executeTakeFirstOrThrow();

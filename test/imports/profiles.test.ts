@@ -8,13 +8,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { IMPORT_KINDS } from '../../src/domain/imports.ts';
 import { parseCamt053 } from '../../src/imports/camt053.ts';
 import {
   parseBankStatementFile,
   parseProviderSettlementsFile,
   parseProviderTransactionsFile,
 } from '../../src/imports/files.ts';
-import { builtInProfile, IMPORT_KINDS, parseProfile, readProfileFile } from '../../src/imports/profile.ts';
+import { builtInProfile, parseProfile, readProfileFile } from '../../src/imports/profile.ts';
 import { netMatchesRate } from '../../src/imports/profile-rows.ts';
 import type { ImportResult } from '../../src/imports/refusal.ts';
 

@@ -4,14 +4,9 @@
  * brought it keeps it). Plain functions over a database or a transaction; the service owns the transaction.
  */
 import { sql } from 'kysely';
-import type {
-  BankLineRecord,
-  ImportKind,
-  ImportsDb,
-  SettlementRowRecord,
-  StatementRecord,
-  TransactionRowRecord,
-} from './tables.ts';
+import type { ImportKind } from '../../domain/imports.ts';
+import type { Db } from '../schema.ts';
+import type { BankLineRecord, SettlementRowRecord, StatementRecord, TransactionRowRecord } from './tables.ts';
 
 /** Rows per INSERT: far under PostgreSQL's 65,535 parameters at 15 columns a row. */
 const CHUNK = 1000;
@@ -23,7 +18,7 @@ function chunks<T>(rows: readonly T[]): T[][] {
 }
 
 export async function insertImport(
-  db: ImportsDb,
+  db: Db,
   values: {
     kind: ImportKind;
     fileName: string;
@@ -51,12 +46,12 @@ export async function insertImport(
   return { id: row.id, importedAt: row.imported_at };
 }
 
-export async function setImportNewLines(db: ImportsDb, importId: string, newLines: number): Promise<void> {
+export async function setImportNewLines(db: Db, importId: string, newLines: number): Promise<void> {
   await db.updateTable('imports').set({ new_lines: newLines }).where('id', '=', importId).execute();
 }
 
 export async function insertStatement(
-  db: ImportsDb,
+  db: Db,
   importId: string,
   position: number,
   statement: Omit<StatementRecord, 'lines'>,
@@ -84,7 +79,7 @@ export async function insertStatement(
 
 /** Inserts the lines not stored yet; returns how many were new. */
 export async function insertBankLines(
-  db: ImportsDb,
+  db: Db,
   importId: string,
   lines: readonly BankLineRecord[],
 ): Promise<number> {
@@ -109,7 +104,7 @@ export async function insertBankLines(
 }
 
 export async function insertTransactionRows(
-  db: ImportsDb,
+  db: Db,
   importId: string,
   rows: readonly TransactionRowRecord[],
 ): Promise<number> {
@@ -127,7 +122,7 @@ export async function insertTransactionRows(
 }
 
 export async function insertSettlementRows(
-  db: ImportsDb,
+  db: Db,
   importId: string,
   rows: readonly SettlementRowRecord[],
 ): Promise<number> {

@@ -13,7 +13,7 @@ import {
   insertTransactionRows,
   setImportNewLines,
 } from './lines.ts';
-import { type ImportFile, importTables } from './tables.ts';
+import type { ImportFile } from './tables.ts';
 
 export interface RecordedImport {
   id: string;
@@ -25,8 +25,7 @@ export interface RecordedImport {
 }
 
 export async function recordImport(db: Db, file: ImportFile): Promise<RecordedImport> {
-  return db.transaction().execute(async (trx) => {
-    const tx = importTables(trx);
+  return db.transaction().execute(async (tx) => {
     const lines =
       file.kind === 'bank-statement'
         ? file.statements.reduce((sum, s) => sum + s.lines.length, 0)
