@@ -18,7 +18,7 @@ import type { Minor } from '../domain/money.ts';
 import { isCurrencyCode, parseCurrencyAmount } from './currency.ts';
 import { isCalendarDate } from './dates.ts';
 import { normaliseText } from './identity.ts';
-import { accepted, ImportRefusal, type ImportResult, quote, refused } from './refusal.ts';
+import { accepted, ImportRefusal, type ImportResult, quote, refused, utf8Text } from './refusal.ts';
 import {
   type BankStatement,
   type DraftLine,
@@ -77,15 +77,9 @@ interface StatementState {
  * refusal. All or nothing: any refusal and no statement at all.
  */
 export function parseCamt053(file: string, content: string | Uint8Array): ImportResult<BankStatement[]> {
-  let text: string;
-  if (typeof content === 'string') text = content;
-  else {
-    try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(content);
-    } catch {
-      return refused(file, null, 'is not UTF-8 text');
-    }
-  }
+  const decoded = utf8Text(file, content);
+  if (!decoded.ok) return decoded;
+  let text = decoded.value;
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
 
   const fail = (where: string | null, rule: string): never => {

@@ -34,6 +34,16 @@ export function refused<T>(file: string, where: string | null, rule: string): Im
   return { ok: false, refusal: new ImportRefusal(file, where, rule) };
 }
 
+/** The file's text: given as text, or bytes that must be UTF-8 (refused otherwise). */
+export function utf8Text(file: string, content: string | Uint8Array): ImportResult<string> {
+  if (typeof content === 'string') return accepted(content);
+  try {
+    return accepted(new TextDecoder('utf-8', { fatal: true }).decode(content));
+  } catch {
+    return refused(file, null, 'is not UTF-8 text');
+  }
+}
+
 /** A value quoted in a rule: JSON-quoted, cut to 60 characters, so a hostile cell cannot break the line. */
 export function quote(value: string): string {
   return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);

@@ -7,7 +7,7 @@
  */
 import { parse } from 'csv-parse/sync';
 import ExcelJS from 'exceljs';
-import { accepted, type ImportResult, quote, refused } from './refusal.ts';
+import { accepted, type ImportResult, quote, refused, utf8Text } from './refusal.ts';
 
 export type Cell = string | Date;
 
@@ -51,15 +51,9 @@ export async function readTable(
 }
 
 function readCsv(file: string, content: string | Uint8Array, options: TableOptions): ImportResult<Table> {
-  let text: string;
-  if (typeof content === 'string') text = content;
-  else {
-    try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(content);
-    } catch {
-      return refused(file, null, 'is not UTF-8 text');
-    }
-  }
+  const decoded = utf8Text(file, content);
+  if (!decoded.ok) return decoded;
+  const text = decoded.value;
   let records: { record: string[]; info: { lines: number } }[];
   try {
     records = parse(text, {
