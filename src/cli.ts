@@ -432,14 +432,15 @@ program
     '--database-url <url>',
     'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
   )
-  .action(async (kind, file, opts) =>
-    (await import('./imports-cli.ts')).runImportCli(
+  .action(async (kind, file, opts) => {
+    requireFile('FILE', file);
+    await (await import('./imports-cli.ts')).runImportCli(
       kind,
       file,
       opts,
       databaseOpener('payrecon import', opts.databaseUrl),
-    ),
-  );
+    );
+  });
 
 // <commands>
 

@@ -216,7 +216,7 @@ describe('payrecon import', () => {
         {},
         /^payrecon: profile\.json: field \S+: .+\n$/,
       ],
-      [['bank-statement', 'missing.xml'], {}, /^payrecon: missing\.xml: cannot be read \(ENOENT\)\n$/],
+      [['bank-statement', 'missing.xml'], {}, /^payrecon: FILE: missing\.xml: no such file\n$/],
       [
         ['bank-statement', 'statement.xml', '--profile', 'bank-profile.json'],
         {},
