@@ -1,11 +1,12 @@
 /**
  * Prometheus metrics of one payrecon process, served at `/metrics`. Every name starts with `payrecon_`
  * once (the process and Node.js defaults included: `payrecon_process_cpu_seconds_total`), durations
- * are `_seconds`, counters `_total`; the README's "Operations" section lists them all.
+ * are `_seconds`, counters `_total`; docs/operations.md lists them all.
  *
  * Nothing in the domain imports this module: the parts take hooks (`kafkaHooks` for every topic
  * published and consumed, `providerCall` for the provider client, `jobRun` for the scheduler, ...)
- * that `src/wiring.ts` fills from here. Gauges that describe shared state are read when scraped: from
+ * that the composition (`src/infrastructure.ts`, `src/services.ts`) fills from here. Gauges that
+ * describe shared state are read when scraped: from
  * the ledger database (balances, exceptions, poll backlog; cached `cacheMs`, 30 s by default, so a busy
  * scraper does not sum the ledger on every scrape) and from Kafka (DLQ sizes and the lag of the consumer
  * groups this process runs, cached 5 s). A source that fails keeps its last figures and counts
