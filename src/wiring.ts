@@ -276,7 +276,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       if (config.web.users.length === 0) {
         const [operator, ...controllers] = SANDBOX_WEB_USERS;
         print(
-          `  sign in as ${operator.username} / ${operator.password} (${operator.role}), or ${controllers.map((u) => `${u.username} / ${u.password}`).join(' and ')} (controllers: one prepares a month close, the other approves; sandbox only, see README)`,
+          `  sign in as ${operator.username} / ${operator.password} (${operator.role}), or ${controllers.map((u) => `${u.username} / ${u.password}`).join(' and ')} (controllers: one prepares a month close, the other approves; sandbox only, see docs/operations.md)`,
         );
       }
     }

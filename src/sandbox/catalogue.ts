@@ -1,6 +1,6 @@
 /**
  * The sandbox's catalogue of countries, currencies, payment methods, banks and test cards, loaded once
- * from `catalogue.json` (one data file, documented in README.md).
+ * from `catalogue.json` (one data file, documented in src/sandbox/README.md).
  */
 import { readFileSync } from 'node:fs';
 

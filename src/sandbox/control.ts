@@ -1,5 +1,5 @@
 /**
- * The control API under `/_sandbox/` (documented in README.md): provider-side moves of any entity
+ * The control API under `/_sandbox/` (documented in src/sandbox/README.md): provider-side moves of any entity
  * along any legal transition (generic `transition` plus named actions: customer pays, pays another
  * amount, third-party payer, expiry, bank delivers, confirms, rejects, returns a completed payout),
  * ground truth (balances, export), the webhook delivery log, fault and automatic-mode settings, the
