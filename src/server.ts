@@ -58,6 +58,7 @@ export async function buildServer(
         accounts: parts.accounts,
         publisher,
         defaultAccount: parts.defaultAccount ?? null,
+        limits: config.webhooks,
         logger,
         onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
         onAccepted: (kind) => parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' }),

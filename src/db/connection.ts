@@ -6,6 +6,7 @@ import { Kysely, type Migration, type MigrationResultSet, Migrator, PostgresDial
 import pg from 'pg';
 import { AppError } from '../domain/errors.ts';
 import * as m20261128T205022Z from './migrations/20261128T205022Z_baseline.ts';
+import * as m20261128T214014Z from './migrations/20261128T214014Z_api_tokens.ts';
 import { namingPool } from './prepared.ts';
 import type { Database, Db } from './schema.ts';
 
@@ -19,6 +20,7 @@ import type { Database, Db } from './schema.ts';
  */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T205022Z_baseline': m20261128T205022Z,
+  '20261128T214014Z_api_tokens': m20261128T214014Z,
 };
 
 export interface OpenDatabaseOptions {
