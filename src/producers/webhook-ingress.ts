@@ -34,12 +34,7 @@ import type {
   FastifyReply,
   FastifyRequest,
 } from 'fastify';
-import {
-  DEFAULT_WEBHOOK_LIMITS,
-  type ProviderAccount,
-  type WebhookLimits,
-  type WebhookSignatureMode,
-} from '../config.ts';
+import type { ProviderAccount, WebhookLimits, WebhookSignatureMode } from '../config.ts';
 import { AppError, type ErrorCode, toAppError } from '../domain/errors.ts';
 import { isSecretKey } from '../domain/secrets.ts';
 import type { EntityKind } from '../domain/statuses.ts';
@@ -110,8 +105,11 @@ export interface WebhookIngressDeps {
   /** Called once per notification published (metrics). */
   onAccepted?: (kind: EntityKind, authenticity: Authenticity) => void;
   logger?: Logger;
-  /** Rates and the dedupe window (config.webhooks); defaults: DEFAULT_WEBHOOK_LIMITS. */
-  limits?: Partial<WebhookLimits>;
+  /**
+   * Rates and the dedupe window (config.webhooks, whose defaults are DEFAULT_WEBHOOK_LIMITS; the server
+   * always passes them). None: no limit and no folding, for tests that drive the parsers at full speed.
+   */
+  limits?: WebhookLimits;
   /** Milliseconds clock of the rates and the dedupe window (default Date.now). */
   clock?: () => number;
   /** Called once per notification folded into one published within the dedupe window (metrics). */
@@ -332,11 +330,12 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
   const bodyLimit = deps.bodyLimit ?? DEFAULT_WEBHOOK_BODY_LIMIT;
   const now = deps.now ?? (() => new Date());
   const log = (deps.logger ?? rootLogger).child({ module: 'webhook-ingress' });
-  const limits: WebhookLimits = { ...DEFAULT_WEBHOOK_LIMITS, ...deps.limits };
+  const limits: WebhookLimits | null = deps.limits ?? null;
   // Rates and the window run on the process clock; `now` is the signature check's (tests move it).
   const clock = deps.clock ?? Date.now;
-  const senders = new SenderBuckets(limits.perSenderPerSecond);
-  const overall = new TokenBucket(limits.totalPerSecond, limits.totalPerSecond * 2, clock());
+  const senders = limits && new SenderBuckets(limits.perSenderPerSecond);
+  const overall = limits && new TokenBucket(limits.totalPerSecond, limits.totalPerSecond * 2, clock());
+  const dedupeMs = (limits?.dedupeSeconds ?? 0) * 1000;
   const recent: Record<EntityKind, RecentlyPublished> = {
     deposit: new RecentlyPublished(),
     refund: new RecentlyPublished(),
@@ -352,6 +351,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
 
   /** 0 when the sender and the whole may send one more, else the milliseconds to wait. */
   const admit = (sender: string): number => {
+    if (!senders || !overall) return 0;
     const at = clock();
     const own = senders.take(sender, at);
     if (own > 0) return own;
@@ -385,7 +385,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         .send({
           error: 'rate_limited',
           field: 'sender',
-          rule: `must send at most ${limits.perSenderPerSecond} notifications a second (${limits.totalPerSecond} from all senders)`,
+          rule: `must send at most ${limits?.perSenderPerSecond} notifications a second (${limits?.totalPerSecond} from all senders)`,
           message: `too many notifications; retry in ${seconds} s`,
         });
     }
@@ -465,7 +465,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
 
       const bodySha256 = createHash('sha256').update(raw).digest('hex');
       const foldKey = `${account.name}\u0000${entityId}\u0000${header(req, 'x-date') ?? ''}\u0000${bodySha256}`;
-      if (limits.dedupeSeconds > 0 && recent[kind].has(foldKey, clock())) {
+      if (dedupeMs > 0 && recent[kind].has(foldKey, clock())) {
         deps.onFolded?.(kind);
         log.debug({ ...context, entityId }, 'notification folded into the same one published before');
         return reply.code(200).send({ received: true, duplicate: true });
@@ -500,7 +500,7 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
           .header('retry-after', '5')
           .send({ error: 'unavailable', message: failed.message });
       }
-      if (limits.dedupeSeconds > 0) recent[kind].add(foldKey, clock() + limits.dedupeSeconds * 1000);
+      if (dedupeMs > 0) recent[kind].add(foldKey, clock() + dedupeMs);
       deps.onAccepted?.(kind, authenticity);
       log.debug(
         { ...context, entityId, notificationId: event.notificationId, authenticity },
