@@ -24,7 +24,8 @@
  * nothing the notification says reaches the ledger, a reference or a link. So a forged or replayed one
  * that gets through costs at most a status read, and the limits below bound those: a token bucket per
  * sender (remote address) and one overall, and the same notification again within the dedupe window
- * (same account, kind, id and bytes, X-Date included) answers 200 without a second event.
+ * (same account, kind, id and bytes, X-Date included) answers 200 without a second event (but for one
+ * trailing event when it comes within `FOLD_SETTLE_MS` of the first, see there).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type {
@@ -173,24 +174,40 @@ class SenderBuckets {
   }
 }
 
+/**
+ * How long after a notification is published the same bytes again may still be a different notification
+ * from the provider: X-Date and the cashout `date` count whole seconds, so two changes of one entity in the
+ * same second are notified with the same bytes, and the status read for the first may have been made
+ * before the second change. Such a duplicate is folded into one more event at the end of this time (one
+ * read after both changes); a duplicate later in the window is a replay and folds into nothing.
+ */
+export const FOLD_SETTLE_MS = 2_000;
+
+interface Published {
+  /** When the event was published (the window's start) and until when the window lasts. */
+  at: number;
+  until: number;
+  /** A trailing event was planned (at most one per window). */
+  trailing: boolean;
+}
+
 /** Recently published notifications of one kind, by key, oldest first; bounded. */
 class RecentlyPublished {
-  private readonly until = new Map<string, number>();
+  private readonly byKey = new Map<string, Published>();
 
   constructor(private readonly max = 50_000) {}
 
-  has(key: string, now: number): boolean {
-    const t = this.until.get(key);
-    if (t === undefined) return false;
-    if (t > now) return true;
-    this.until.delete(key);
-    return false;
+  get(key: string, now: number): Published | undefined {
+    const p = this.byKey.get(key);
+    if (p === undefined || p.until > now) return p;
+    this.byKey.delete(key);
+    return undefined;
   }
 
-  add(key: string, until: number): void {
-    this.until.delete(key);
-    this.until.set(key, until);
-    while (this.until.size > this.max) this.until.delete(this.until.keys().next().value as string);
+  add(key: string, at: number, until: number): void {
+    this.byKey.delete(key);
+    this.byKey.set(key, { at, until, trailing: false });
+    while (this.byKey.size > this.max) this.byKey.delete(this.byKey.keys().next().value as string);
   }
 }
 
@@ -349,6 +366,31 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
     );
   }
 
+  // Trailing events not yet published; dropped at close (the poller reads those entities in time).
+  const trailing = new Set<NodeJS.Timeout>();
+  const planTrailing = (event: NotificationReceived, delayMs: number) => {
+    const timer = setTimeout(
+      () => {
+        trailing.delete(timer);
+        const again: NotificationReceived = { ...event, notificationId: randomUUID(), receivedAt: now() };
+        deps.publisher.publish(NOTIFICATION_TOPIC, [{ value: again }]).then(
+          () => deps.onAccepted?.(event.kind, event.authenticity),
+          (err: unknown) =>
+            log.warn(
+              { err, kind: event.kind, entityId: event.entityId },
+              'folded notification not published again; the poller reads the entity',
+            ),
+        );
+      },
+      Math.max(0, delayMs),
+    );
+    timer.unref();
+    trailing.add(timer);
+  };
+
+  let refusedSinceWarned = 0;
+  let warnedAt = Number.NEGATIVE_INFINITY;
+
   /** 0 when the sender and the whole may send one more, else the milliseconds to wait. */
   const admit = (sender: string): number => {
     if (!senders || !overall) return 0;
@@ -377,7 +419,17 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
     const wait = admit(sender);
     if (wait > 0) {
       deps.onRejected?.('rate_limited');
-      log.warn({ ...context, sender }, 'notification refused: over the rate');
+      // One line per ten seconds at most: a flood must not become a flood of log lines.
+      refusedSinceWarned++;
+      const at = clock();
+      if (at - warnedAt >= 10_000) {
+        log.warn(
+          { ...context, sender, refused: refusedSinceWarned },
+          'notifications refused over the rate (429); the count is since the last such line',
+        );
+        warnedAt = at;
+        refusedSinceWarned = 0;
+      }
       const seconds = Math.max(1, Math.ceil(wait / 1000));
       return reply
         .code(429)
@@ -465,12 +517,6 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
 
       const bodySha256 = createHash('sha256').update(raw).digest('hex');
       const foldKey = `${account.name}\u0000${entityId}\u0000${header(req, 'x-date') ?? ''}\u0000${bodySha256}`;
-      if (dedupeMs > 0 && recent[kind].has(foldKey, clock())) {
-        deps.onFolded?.(kind);
-        log.debug({ ...context, entityId }, 'notification folded into the same one published before');
-        return reply.code(200).send({ received: true, duplicate: true });
-      }
-
       const event: NotificationReceived = {
         notificationId: randomUUID(),
         kind,
@@ -484,6 +530,17 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         authenticity,
         fields,
       };
+      const published = dedupeMs > 0 ? recent[kind].get(foldKey, clock()) : undefined;
+      if (published !== undefined) {
+        deps.onFolded?.(kind);
+        if (!published.trailing && clock() - published.at < FOLD_SETTLE_MS) {
+          published.trailing = true;
+          planTrailing(event, published.at + FOLD_SETTLE_MS - clock());
+        }
+        log.debug({ ...context, entityId }, 'notification folded into the same one published before');
+        return reply.code(200).send({ received: true, duplicate: true });
+      }
+
       try {
         await deps.publisher.publish(NOTIFICATION_TOPIC, [{ value: event }]);
       } catch (err) {
@@ -500,7 +557,10 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
           .header('retry-after', '5')
           .send({ error: 'unavailable', message: failed.message });
       }
-      if (dedupeMs > 0) recent[kind].add(foldKey, clock() + dedupeMs);
+      if (dedupeMs > 0) {
+        const at = clock();
+        recent[kind].add(foldKey, at, at + dedupeMs);
+      }
       deps.onAccepted?.(kind, authenticity);
       log.debug(
         { ...context, entityId, notificationId: event.notificationId, authenticity },
@@ -514,6 +574,10 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
   }
 
   return async (app: FastifyInstance) => {
+    app.addHook('onClose', async () => {
+      for (const t of trailing) clearTimeout(t);
+      trailing.clear();
+    });
     // The signature is over the exact bytes: keep them, parse them ourselves.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));

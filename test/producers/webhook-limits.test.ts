@@ -8,7 +8,12 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProviderAccount } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
-import { type WebhookRejection, webhookIngressPlugin } from '../../src/producers/webhook-ingress.ts';
+import {
+  FOLD_SETTLE_MS,
+  type WebhookRejection,
+  webhookIngressPlugin,
+} from '../../src/producers/webhook-ingress.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { quiet, sandboxAccount } from './helpers.ts';
 
 const URLS = { url: 'http://127.0.0.1:1', ccUrl: 'http://127.0.0.1:2' };
@@ -82,6 +87,21 @@ describe('webhook limits', () => {
     w.advance(60_001);
     expect((await w.send(42)).json()).toMatchObject({ received: true, notification_id: expect.any(String) });
     expect(w.published).toHaveLength(3);
+  });
+
+  it('a duplicate within the settle time makes one trailing event; a later one (a replay) none', async () => {
+    const w = await start({ perSenderPerSecond: 100, totalPerSecond: 100, dedupeSeconds: 60 });
+    // 77: replayed after the settle time: folded into nothing.
+    expect((await w.send(77)).statusCode).toBe(200);
+    w.advance(FOLD_SETTLE_MS + 1);
+    for (let i = 0; i < 5; i++) expect((await w.send(77)).json()).toMatchObject({ duplicate: true });
+    // 78: the same bytes again at once, as two changes in one second are notified: one more event.
+    expect((await w.send(78)).statusCode).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await w.send(78)).json()).toMatchObject({ duplicate: true });
+    expect(w.published).toHaveLength(2);
+    await waitFor('the trailing event', () => w.published.length === 3);
+    const ids = w.published.map((m) => (m as { value: { entityId: string } }).value.entityId);
+    expect(ids).toEqual(['77', '78', '78']);
   });
 
   it('say once at start which accounts do not enforce signatures', async () => {
