@@ -300,14 +300,52 @@ web
   .action(async () => (await import('./web/main.ts')).runHashPasswordCli());
 
 const api = program.command('api').description('The JSON API under /api/v1');
-api
+const apiToken = api
   .command('token')
-  .description('API bearer tokens')
+  .description('API bearer tokens, kept in the database (only their hash)');
+apiToken
   .command('create')
-  .description('Make a token: print it once, and the hashed entry to add to PAYRECON_API_TOKENS')
+  .description('Make a token: record its hash in the database and print the token once')
   .requiredOption('--name <name>', 'who uses it (shown as the actor of its changes)')
   .requiredOption('--scopes <list>', 'comma-separated: read, exceptions:write, reports:write, intents:write')
-  .action(async (opts) => (await import('./api/cli.ts')).runApiTokenCreateCli(opts));
+  .option('--expires <when>', 'YYYY-MM-DD, an ISO instant, or a number of days such as 90d (default: never)')
+  .option('--by <name>', 'who makes it (default: $USER)')
+  .option('--print-entry', 'write nothing: print the hashed entry to add to PAYRECON_API_TOKENS instead')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (opts) =>
+    (await import('./api/cli.ts')).runApiTokenCreateCli(
+      opts,
+      opts.printEntry ? null : databaseOpener('payrecon api token create', opts.databaseUrl),
+    ),
+  );
+apiToken
+  .command('list')
+  .description('The tokens in the database: id, name, scopes, state, created, expires, last used')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (opts) =>
+    (await import('./api/cli.ts')).runApiTokenListCli(
+      databaseOpener('payrecon api token list', opts.databaseUrl),
+    ),
+  );
+apiToken
+  .command('revoke <id>')
+  .description('Revoke a token of the database by its id; the running instance refuses it within a second')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (id, opts) =>
+    (await import('./api/cli.ts')).runApiTokenRevokeCli(
+      id,
+      databaseOpener('payrecon api token revoke', opts.databaseUrl),
+    ),
+  );
 
 const report = program.command('report').description('Generate a workbook now, recorded as a report run');
 for (const kind of ['settlement', 'exceptions'] as const) {

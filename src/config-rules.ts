@@ -40,6 +40,7 @@ export function exceptionRulesFrom(config: Config): ExceptionRules {
       completedRecheckScheduleMs: config.poller.completedRecheckScheduleSeconds.map((s) => s * 1000),
       lateRejectionWindowMs: d.lateRejectionWatchDays * 24 * hour,
       lateCompletionWindowMs: d.lateCompletionWatchDays * 24 * hour,
+      notFoundAttempts: config.poller.notFoundAttempts,
     },
   };
 }

@@ -52,7 +52,8 @@ describe('loadConfig', () => {
     });
     expect(config.accounts[0]).toMatchObject({
       name: 'main',
-      webhookSignatureMode: 'warn',
+      // The keys are configured (an account cannot lack them): signatures are enforced by default.
+      webhookSignatureMode: 'enforce',
       xDateWindowSeconds: 300,
     });
     expect(config.kafka.brokers).toEqual(['127.0.0.1:9092', 'kafka:29092']);

@@ -118,6 +118,22 @@ function timeZone() {
 export const WEBHOOK_SIGNATURE_MODES = ['off', 'warn', 'enforce'] as const;
 export type WebhookSignatureMode = (typeof WEBHOOK_SIGNATURE_MODES)[number];
 
+/** The webhook routes' limits (PAYRECON_WEBHOOK_*). */
+export interface WebhookLimits {
+  /** Notifications per second one sender (remote address) may send; its bucket holds twice that. */
+  perSenderPerSecond: number;
+  /** Notifications per second all senders together may send; the bucket holds twice that. */
+  totalPerSecond: number;
+  /** Seconds within which the same notification again is folded into the first (0: never). */
+  dedupeSeconds: number;
+}
+
+export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
+  perSenderPerSecond: 200,
+  totalPerSecond: 1000,
+  dedupeSeconds: 60,
+};
+
 /**
  * One merchant account at the provider. Secrets (deposit secret, cashout pass and secret, read-only
  * key) are redacted by the logger under these names.
@@ -148,10 +164,13 @@ export const providerAccountSchema = z.object({
   readOnlyKey: nonEmpty(),
   /** Default notification_url of deposits, refunds and cashouts created through payrecon. */
   notificationUrl: httpUrl().optional(),
-  /** Checking deposit and refund webhook signatures: off, warn (log and accept) or enforce (reject). */
+  /**
+   * Checking webhook signatures (the account's deposit secret and cashout secret are its keys): enforce
+   * (refuse a forged or replayed notification), warn (log and accept; said once at start) or off.
+   */
   webhookSignatureMode: z
     .enum(WEBHOOK_SIGNATURE_MODES, required('one of off, warn, enforce'))
-    .default('warn'),
+    .default('enforce'),
   /** Allowed distance of a webhook's X-Date from now, in seconds (docs/provider.md: default 5 minutes). */
   xDateWindowSeconds: intText(1, 86_400).default(300),
 });
@@ -463,6 +482,12 @@ const envSchema = z.object({
   PAYRECON_API_TOKENS: jsonText(
     z.array(apiTokenSchema, required('a JSON array of {id, name, scopes, hash}')),
   ).optional(),
+  /** Webhook notifications one sender (remote address) may send per second (its burst: twice that). */
+  PAYRECON_WEBHOOK_RATE_PER_SENDER: intText(1, 100_000).default(DEFAULT_WEBHOOK_LIMITS.perSenderPerSecond),
+  /** Webhook notifications all senders together may send per second (burst: twice that). */
+  PAYRECON_WEBHOOK_RATE_TOTAL: intText(1, 1_000_000).default(DEFAULT_WEBHOOK_LIMITS.totalPerSecond),
+  /** Seconds within which the same notification again is acknowledged without a second event (0: never). */
+  PAYRECON_WEBHOOK_DEDUPE_SECONDS: intText(0, 3_600).default(DEFAULT_WEBHOOK_LIMITS.dedupeSeconds),
   PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
   /** The page's address as users reach it; workbook entity ids link to their payment page under it. */
   PAYRECON_PUBLIC_URL: httpUrl().optional(),
@@ -512,6 +537,8 @@ const envSchema = z.object({
         .map(Number),
     )
     .default(DEFAULT_POLLING_RULES.completedRecheckScheduleMs.map((ms) => ms / 1000)),
+  /** Readings that found nothing after which an entity the provider does not know is no longer polled. */
+  PAYRECON_POLL_NOT_FOUND_ATTEMPTS: intText(1, 100).default(DEFAULT_POLLING_RULES.notFoundAttempts),
   /** Status calls the fetcher makes at once for each partition's batch of notifications. */
   PAYRECON_FETCH_CONCURRENCY: intText(1, 256).default(32),
   PAYRECON_PROVIDER_TIMEOUT_MS: intText(100, 120_000).default(10_000),
@@ -676,6 +703,13 @@ function buildConfig(env: z.output<typeof envSchema>) {
       maxDelaySeconds: env.PAYRECON_POLL_MAX_DELAY_SECONDS,
       completedRecheckSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SECONDS,
       completedRecheckScheduleSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS,
+      notFoundAttempts: env.PAYRECON_POLL_NOT_FOUND_ATTEMPTS,
+    },
+    /** Shape of `WebhookLimits` (src/producers/webhook-ingress.ts). */
+    webhooks: {
+      perSenderPerSecond: env.PAYRECON_WEBHOOK_RATE_PER_SENDER,
+      totalPerSecond: env.PAYRECON_WEBHOOK_RATE_TOTAL,
+      dedupeSeconds: env.PAYRECON_WEBHOOK_DEDUPE_SECONDS,
     },
     fetcher: { concurrency: env.PAYRECON_FETCH_CONCURRENCY },
     provider: {

@@ -5,6 +5,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { API_PREFIX, apiRoutes } from './api/app.ts';
+import { databaseTokenSource } from './api/token-source.ts';
 import type { ProviderAccount } from './config.ts';
 import { TokenVerifier } from './domain/api-tokens.ts';
 import type { Publisher } from './events/kafka.ts';
@@ -58,6 +59,7 @@ export async function buildServer(
         accounts: parts.accounts,
         publisher,
         defaultAccount: parts.defaultAccount ?? null,
+        limits: config.webhooks,
         logger,
         onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
         onAccepted: (kind) => parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' }),
@@ -68,7 +70,7 @@ export async function buildServer(
     await app.register(
       intentsPlugin({
         publisher,
-        tokens: new TokenVerifier(config.web.apiTokens),
+        tokens: new TokenVerifier(config.web.apiTokens, Date.now, databaseTokenSource(db, logger)),
         // Outside the sandbox POST /intents always needs a token with the scope intents:write.
         open: parts.sandboxUsers === true && config.web.apiTokens.length === 0,
         accounts: parts.accounts.map((a) => a.name),

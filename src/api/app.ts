@@ -71,6 +71,7 @@ import {
   Report as ReportSchema,
   StateChangeBody,
 } from './schemas.ts';
+import { databaseTokenSource } from './token-source.ts';
 
 export const API_PREFIX = '/api/v1';
 export const API_VERSION = '1.0.0';
@@ -92,7 +93,7 @@ export interface ApiOptions {
   reports: ApiReports;
   /** The exception queue's service levels (config.exceptions.sla); default DEFAULT_SLA_TABLE. */
   exceptionSla?: SlaTable;
-  /** Configured tokens (hashed); none: every request is refused with 401. */
+  /** Configured tokens (hashed, PAYRECON_API_TOKENS), checked before those in the database. */
   tokens: readonly ApiTokenEntry[];
   now?: () => Date;
   logger?: Logger;
@@ -744,9 +745,12 @@ export async function apiRoutes(app: FastifyInstance, options: ApiOptions): Prom
   const base = app.prefix.replace(/\/$/, '') || API_PREFIX;
   const routes = apiRouteTable(options, base);
   const document = JSON.stringify(openApiDocument(routes, base, { version: API_VERSION }));
-  const verifier = new TokenVerifier(options.tokens);
-  if (verifier.size === 0)
-    options.logger?.warn('PAYRECON_API_TOKENS is empty: every /api/v1 request is refused');
+  // Configured tokens first, then the database's (`payrecon api token create` while this runs).
+  const verifier = new TokenVerifier(
+    options.tokens,
+    Date.now,
+    databaseTokenSource(options.db, options.logger),
+  );
   app.get('/openapi.json', async (_request, reply) =>
     reply.header('content-type', 'application/json; charset=utf-8').send(document),
   );

@@ -50,6 +50,9 @@ export interface HandlerInput<P, Q, B> {
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
+/** The query of a route that takes none. */
+const NO_QUERY: AnyObject = z.object({});
+
 export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType> {
   method: 'GET' | 'POST';
   /** OpenAPI path template relative to the prefix, e.g. `/exceptions/{id}`. */
@@ -108,7 +111,8 @@ const TITLES: Record<number, string> = {
 
 /** Every status a route may answer with a problem, in the order the document lists them. */
 export function problemStatuses(r: Route): number[] {
-  const input = r.params || r.query || r.body ? [400] : [];
+  // Every route refuses unknown query parameters with a 400.
+  const input = [400];
   const body = r.body ? [413, 415] : [];
   return [...new Set([...input, 401, 403, ...body, ...r.problems, 500])].sort((a, b) => a - b);
 }
@@ -189,6 +193,9 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
 
   for (const r of options.routes) {
     const url = r.path.replace(/\{(\w+)\}/g, ':$1');
+    // A parameter the route does not know is refused, never ignored: `?q=` on a list that has no `q`
+    // would otherwise answer the unfiltered list, which a client can take for a match.
+    const querySchema = (r.query ?? NO_QUERY).strict();
     app.route({
       method: r.method,
       url,
@@ -241,7 +248,7 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
           return undefined;
         };
         const params = parse(r.params, request.params, 'path');
-        const query = parse(r.query, request.query, 'query');
+        const query = parse(querySchema, request.query, 'query');
         const body = parse(r.body, request.body, 'body');
         if (errors.length > 0) {
           const detail = errors.map((e) => `${e.field}: ${e.rule}`).join('; ');

@@ -9,10 +9,13 @@
  * `src/provider/to-observation.ts`, and publishes the whole batch's observations in one acknowledged
  * send before it resolves, so the runner commits offsets only after they are safe.
  *
- * - A cashout notification's `bank_reference_id` fills the observation's bank reference when the status
- *   answer gives none (the status answer's `provider_external_reference` wins).
+ * - A notification is only a hint: the entity to read is its kind, account and id, nothing else. Its
+ *   `external_id` and `bank_reference_id` are not used: anyone may send a notification (forged ones
+ *   too, where signatures are not enforced, and the cashout `control` signs only the external id), so
+ *   the reference, the bank reference and the link to an intent come from the provider's answer alone.
  * - "Not found" (404, code 208, code 509) becomes an observation with `status: null`: the ledger raises
- *   MISSING_AT_PROVIDER.
+ *   MISSING_AT_PROVIDER where an intent names the entity, and polls it a bounded number of times
+ *   (`PollingRules.notFoundAttempts`) before it stops.
  * - Transient provider errors (timeouts, network, 5xx, 429) are thrown retryable: the runner retries
  *   the batch with back-off. On the batch's last try (`lastAttempt`, the topic's retry attempts) the
  *   entities the provider still would not answer for are handed to the poller (`handOver`: their next
@@ -32,12 +35,7 @@ import type { NotificationReceived } from '../events/payloads.ts';
 import { NOTIFICATION_TOPIC, OBSERVATION_TOPIC, TOPICS } from '../events/topics.ts';
 import { type Logger, logger as rootLogger } from '../logger.ts';
 import { clientsFor, type ProviderClientOptions } from '../provider/client.ts';
-import {
-  bankReferenceOf,
-  type EntityToRead,
-  readStatus,
-  type StatusReader,
-} from '../provider/to-observation.ts';
+import { type EntityToRead, readStatus, type StatusReader } from '../provider/to-observation.ts';
 
 export interface StatusFetcherDeps {
   /** The provider client of an account; undefined when the account is not configured. */
@@ -78,26 +76,15 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
       const last = handOver !== undefined && (context?.attempt ?? 1) >= (deps.lastAttempt ?? 1);
       // One read per entity per batch: duplicates and bursts collapse.
       const entities = new Map<string, EntityToRead>();
-      const bankReferences = new Map<string, string>();
       for (const m of messages) {
         const n = m.value;
         const key = `${n.kind}:${n.account}:${n.entityId}`;
-        const bankReference = bankReferenceOf(n.fields.bank_reference_id);
-        if (bankReference !== null) bankReferences.set(key, bankReference);
-        const known = entities.get(key);
-        if (known === undefined) {
-          entities.set(key, {
-            kind: n.kind,
-            account: n.account,
-            entityId: n.entityId,
-            externalRef: n.externalId,
-          });
-        } else if (known.externalRef === null && n.externalId !== null) {
-          known.externalRef = n.externalId;
+        if (!entities.has(key)) {
+          entities.set(key, { kind: n.kind, account: n.account, entityId: n.entityId, externalRef: null });
         }
       }
       const unanswered: EntityToRead[] = [];
-      const read = await mapBounded([...entities.entries()], concurrency, async ([key, entity]) => {
+      const read = await mapBounded([...entities.values()], concurrency, async (entity) => {
         const client = deps.clientFor(entity.account);
         if (!client) {
           throw new AppError(
@@ -110,10 +97,7 @@ export function createStatusFetcher(deps: StatusFetcherDeps): StatusFetcher {
           );
         }
         try {
-          const o = await readStatus(client, entity, 'webhook', now);
-          return o.bankReference === null && bankReferences.has(key)
-            ? { ...o, bankReference: bankReferences.get(key)! }
-            : o;
+          return await readStatus(client, entity, 'webhook', now);
         } catch (err) {
           if (!last || !isRetryableAppError(err)) throw err;
           unanswered.push(entity);

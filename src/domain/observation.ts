@@ -56,8 +56,9 @@ export interface Observation {
   /** For refunds: the deposit refunded. */
   parentDepositId: string | null;
   /**
-   * The provider's bank-side id of a cashout (`provider_external_reference` of the status answer,
-   * `bank_reference_id` of the notification; in Brazil the instant payment's end-to-end id).
+   * The provider's bank-side id of a cashout (`provider_external_reference` of the status answer, never
+   * the notification's `bank_reference_id`, which anyone can send; in Brazil the instant payment's
+   * end-to-end id).
    */
   bankReference: string | null;
   /** Provider fields kept for the mirror (no card data, no credentials). */

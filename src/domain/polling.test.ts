@@ -72,4 +72,19 @@ describe('polling schedule', () => {
     expect(next(5, new Date(t0.getTime() + 9 * day))?.getTime()).toBe(t0.getTime() + 10 * day);
     expect(next(5, new Date(t0.getTime() + 9.5 * day))).toBeNull();
   });
+
+  it('asks about an entity the provider does not know notFoundAttempts times, on the back-off, then no more', () => {
+    const rules = { ...DEFAULT_POLLING_RULES, notFoundAttempts: 3 };
+    const next = (attempts: number) =>
+      nextPollAt({ kind: 'cashout', status: null, attempts, from: t0, completedAt: null }, rules);
+    expect([0, 1, 2].map((n) => (next(n)?.getTime() ?? 0) - t0.getTime())).toEqual([
+      60_000, 120_000, 240_000,
+    ]);
+    expect(next(3)).toBeNull();
+    expect(next(40)).toBeNull();
+    // A status, even after many readings, keeps its own schedule.
+    expect(
+      nextPollAt({ kind: 'cashout', status: 'PENDING', attempts: 40, from: t0, completedAt: null }, rules),
+    ).not.toBeNull();
+  });
 });

@@ -6,7 +6,10 @@
  * CANCELLED deposit (the provider may still complete it by hand: a late payment, docs/provider.md) is
  * re-checked on the same schedule through the late-completion window, so a late completion whose
  * notification was lost is found too (an EXPIRED one is not final and keeps its back-off); other final
- * statuses never.
+ * statuses never. An entity the provider does not know (every reading "not found") is asked again
+ * `notFoundAttempts` times on the same back-off, then no more: anyone can name an id in a notification,
+ * and ids nobody knows must not eat the provider's rate limit that real polling needs. A notification of
+ * it later makes the status fetcher ask once more.
  */
 import { type EntityKind, type EntityStatus, isFinal, isStatus } from './statuses.ts';
 
@@ -27,6 +30,8 @@ export interface PollingRules {
    * provider publishes no limit (docs/provider.md); inferred, configurable.
    */
   lateCompletionWindowMs: number;
+  /** Readings that found nothing after which an entity with no status is no longer polled. */
+  notFoundAttempts: number;
 }
 
 export const DEFAULT_POLLING_RULES: PollingRules = {
@@ -36,6 +41,7 @@ export const DEFAULT_POLLING_RULES: PollingRules = {
   completedRecheckScheduleMs: [3_600_000, 4 * 3_600_000, 12 * 3_600_000],
   lateRejectionWindowMs: 30 * 24 * 3_600_000,
   lateCompletionWindowMs: 30 * 24 * 3_600_000,
+  notFoundAttempts: 5,
 };
 
 /** Delay before the next poll after `attempts` polls that saw no change (0: the status just changed). */
@@ -61,6 +67,7 @@ export interface PollInput {
   kind: EntityKind;
   /** Null: known only from an intent, or not found yet. */
   status: string | null;
+  /** Readings since the status last changed (with no status: readings that found nothing). */
   attempts: number;
   /** Time the schedule counts from (the latest observation). */
   from: Date;
@@ -86,6 +93,8 @@ export function nextPollAt(input: PollInput, rules: PollingRules = DEFAULT_POLLI
       return watched(input, rules, input.statusSince ?? from, rules.lateCompletionWindowMs);
     }
     if (isFinal(kind, status as EntityStatus<typeof kind>)) return null;
+  } else if (status === null && input.attempts >= rules.notFoundAttempts) {
+    return null;
   }
   return new Date(from.getTime() + backoffDelayMs(input.attempts, rules));
 }

@@ -305,7 +305,7 @@ export function startStatusPoller(deps: StatusPollerDeps, options: { loop?: bool
             account: intent.account,
             source,
             observedAt: now(),
-            externalId: intent.externalRef,
+            askedByExternalId: intent.externalRef,
           }),
         );
       } catch (err) {

@@ -15,9 +15,17 @@
  *
  * Answers: 200 only once Kafka acknowledged the event (acks all); 503 when publishing failed, so the
  * provider retries and nothing is lost; 400 malformed, 401 forged or replayed (enforce mode), 404 unknown
- * account, 413 body over the limit, 415 content type neither JSON nor form. Every 4xx names the field and
- * the rule and publishes nothing. The signature, the `control` value and the body never reach the event
- * or a log: the event carries a SHA-256 of the raw body and the outcome of the check.
+ * account, 413 body over the limit, 415 content type neither JSON nor form, 429 over the rate (per sender
+ * and overall, with Retry-After). Every 4xx names the field and the rule and publishes nothing. The
+ * signature, the `control` value and the body never reach the event or a log: the event carries a
+ * SHA-256 of the raw body and the outcome of the check.
+ *
+ * A notification is only a hint to ask the provider: the status fetcher reads the entity's status and
+ * nothing the notification says reaches the ledger, a reference or a link. So a forged or replayed one
+ * that gets through costs at most a status read, and the limits below bound those: a token bucket per
+ * sender (remote address) and one overall, and the same notification again within the dedupe window
+ * (same account, kind, id and bytes, X-Date included) answers 200 without a second event (but for one
+ * trailing event when it comes within `FOLD_SETTLE_MS` of the first, see there).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type {
@@ -27,7 +35,7 @@ import type {
   FastifyReply,
   FastifyRequest,
 } from 'fastify';
-import type { ProviderAccount, WebhookSignatureMode } from '../config.ts';
+import type { ProviderAccount, WebhookLimits, WebhookSignatureMode } from '../config.ts';
 import { AppError, type ErrorCode, toAppError } from '../domain/errors.ts';
 import { isSecretKey } from '../domain/secrets.ts';
 import type { EntityKind } from '../domain/statuses.ts';
@@ -51,6 +59,7 @@ import {
 
 /** Why a notification was turned away (the label of the rejection counter). */
 export const WEBHOOK_REJECTIONS = [
+  'rate_limited',
   'malformed',
   'forged',
   'replayed',
@@ -62,7 +71,7 @@ export const WEBHOOK_REJECTIONS = [
 export type WebhookRejection = (typeof WEBHOOK_REJECTIONS)[number];
 
 /** The AppError code of each reason; the HTTP status comes from the code (`ERROR_CODES`). */
-const REJECTION_CODES: Record<WebhookRejection, ErrorCode> = {
+const REJECTION_CODES: Record<Exclude<WebhookRejection, 'rate_limited'>, ErrorCode> = {
   malformed: 'VALIDATION_FAILED',
   forged: 'INVALID_SIGNATURE',
   replayed: 'REPLAYED',
@@ -73,13 +82,13 @@ const REJECTION_CODES: Record<WebhookRejection, ErrorCode> = {
 };
 
 /** A turned-away notification: an AppError naming the field and the rule. */
-function rejection(reason: WebhookRejection, field: string, rule: string): AppError {
+function rejection(reason: Exclude<WebhookRejection, 'rate_limited'>, field: string, rule: string): AppError {
   return new AppError(REJECTION_CODES[reason], `${field}: ${rule}`, { details: { field, rule } });
 }
 
 /** The reason an error turned a notification away, or null when it is not a rejection (a failure). */
 function reasonOf(err: AppError): WebhookRejection | null {
-  return WEBHOOK_REJECTIONS.find((r) => REJECTION_CODES[r] === err.code) ?? null;
+  return WEBHOOK_REJECTIONS.find((r) => r !== 'rate_limited' && REJECTION_CODES[r] === err.code) ?? null;
 }
 
 const MEDIA_RULE = 'must be application/json or application/x-www-form-urlencoded';
@@ -97,9 +106,110 @@ export interface WebhookIngressDeps {
   /** Called once per notification published (metrics). */
   onAccepted?: (kind: EntityKind, authenticity: Authenticity) => void;
   logger?: Logger;
+  /**
+   * Rates and the dedupe window (config.webhooks, whose defaults are DEFAULT_WEBHOOK_LIMITS; the server
+   * always passes them). None: no limit and no folding, for tests that drive the parsers at full speed.
+   */
+  limits?: WebhookLimits;
+  /** Milliseconds clock of the rates and the dedupe window (default Date.now). */
+  clock?: () => number;
+  /** Called once per notification folded into one published within the dedupe window (metrics). */
+  onFolded?: (kind: EntityKind) => void;
 }
 
 export const DEFAULT_WEBHOOK_BODY_LIMIT = 64 * 1024;
+
+/** A token bucket: `take()` answers 0 when a token was taken, else the milliseconds until one is due. */
+export class TokenBucket {
+  private tokens: number;
+  private at: number;
+
+  constructor(
+    private readonly perSecond: number,
+    private readonly capacity: number,
+    now: number,
+  ) {
+    this.tokens = capacity;
+    this.at = now;
+  }
+
+  take(now: number): number {
+    this.tokens = Math.min(this.capacity, this.tokens + ((now - this.at) * this.perSecond) / 1000);
+    this.at = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - this.tokens) * 1000) / this.perSecond);
+  }
+
+  /** Full again at `now` (a sender idle that long needs no bucket of its own). */
+  fullAt(now: number): boolean {
+    return this.tokens + ((now - this.at) * this.perSecond) / 1000 >= this.capacity;
+  }
+}
+
+/** Buckets per sender, bounded: idle senders' full buckets are dropped, the oldest first past the cap. */
+class SenderBuckets {
+  private readonly buckets = new Map<string, TokenBucket>();
+
+  constructor(
+    private readonly perSecond: number,
+    private readonly max = 10_000,
+  ) {}
+
+  take(sender: string, now: number): number {
+    let bucket = this.buckets.get(sender);
+    if (bucket === undefined) {
+      if (this.buckets.size >= this.max) {
+        for (const [k, b] of this.buckets) if (b.fullAt(now)) this.buckets.delete(k);
+        if (this.buckets.size >= this.max) this.buckets.delete(this.buckets.keys().next().value as string);
+      }
+      bucket = new TokenBucket(this.perSecond, this.perSecond * 2, now);
+    } else {
+      this.buckets.delete(sender);
+    }
+    this.buckets.set(sender, bucket);
+    return bucket.take(now);
+  }
+}
+
+/**
+ * How long after a notification is published the same bytes again may still be a different notification
+ * from the provider: X-Date and the cashout `date` count whole seconds, so two changes of one entity in the
+ * same second are notified with the same bytes, and the status read for the first may have been made
+ * before the second change. Such a duplicate is folded into one more event at the end of this time (one
+ * read after both changes); a duplicate later in the window is a replay and folds into nothing.
+ */
+export const FOLD_SETTLE_MS = 2_000;
+
+interface Published {
+  /** When the event was published (the window's start) and until when the window lasts. */
+  at: number;
+  until: number;
+  /** A trailing event was planned (at most one per window). */
+  trailing: boolean;
+}
+
+/** Recently published notifications of one kind, by key, oldest first; bounded. */
+class RecentlyPublished {
+  private readonly byKey = new Map<string, Published>();
+
+  constructor(private readonly max = 50_000) {}
+
+  get(key: string, now: number): Published | undefined {
+    const p = this.byKey.get(key);
+    if (p === undefined || p.until > now) return p;
+    this.byKey.delete(key);
+    return undefined;
+  }
+
+  add(key: string, at: number, until: number): void {
+    this.byKey.delete(key);
+    this.byKey.set(key, { at, until, trailing: false });
+    while (this.byKey.size > this.max) this.byKey.delete(this.byKey.keys().next().value as string);
+  }
+}
 
 const ROUTE_KINDS: Record<string, EntityKind> = {
   deposits: 'deposit',
@@ -237,6 +347,58 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
   const bodyLimit = deps.bodyLimit ?? DEFAULT_WEBHOOK_BODY_LIMIT;
   const now = deps.now ?? (() => new Date());
   const log = (deps.logger ?? rootLogger).child({ module: 'webhook-ingress' });
+  const limits: WebhookLimits | null = deps.limits ?? null;
+  // Rates and the window run on the process clock; `now` is the signature check's (tests move it).
+  const clock = deps.clock ?? Date.now;
+  const senders = limits && new SenderBuckets(limits.perSenderPerSecond);
+  const overall = limits && new TokenBucket(limits.totalPerSecond, limits.totalPerSecond * 2, clock());
+  const dedupeMs = (limits?.dedupeSeconds ?? 0) * 1000;
+  const recent: Record<EntityKind, RecentlyPublished> = {
+    deposit: new RecentlyPublished(),
+    refund: new RecentlyPublished(),
+    cashout: new RecentlyPublished(),
+  };
+  const lenient = deps.accounts.filter((a) => a.webhookSignatureMode !== 'enforce');
+  if (lenient.length > 0) {
+    log.warn(
+      { accounts: lenient.map((a) => `${a.name}=${a.webhookSignatureMode}`) },
+      'webhook signatures are not enforced for these accounts: forged notifications are accepted (each costs a status read; nothing in them is booked)',
+    );
+  }
+
+  // Trailing events not yet published; dropped at close (the poller reads those entities in time).
+  const trailing = new Set<NodeJS.Timeout>();
+  const planTrailing = (event: NotificationReceived, delayMs: number) => {
+    const timer = setTimeout(
+      () => {
+        trailing.delete(timer);
+        const again: NotificationReceived = { ...event, notificationId: randomUUID(), receivedAt: now() };
+        deps.publisher.publish(NOTIFICATION_TOPIC, [{ value: again }]).then(
+          () => deps.onAccepted?.(event.kind, event.authenticity),
+          (err: unknown) =>
+            log.warn(
+              { err, kind: event.kind, entityId: event.entityId },
+              'folded notification not published again; the poller reads the entity',
+            ),
+        );
+      },
+      Math.max(0, delayMs),
+    );
+    timer.unref();
+    trailing.add(timer);
+  };
+
+  let refusedSinceWarned = 0;
+  let warnedAt = Number.NEGATIVE_INFINITY;
+
+  /** 0 when the sender and the whole may send one more, else the milliseconds to wait. */
+  const admit = (sender: string): number => {
+    if (!senders || !overall) return 0;
+    const at = clock();
+    const own = senders.take(sender, at);
+    if (own > 0) return own;
+    return overall.take(at);
+  };
 
   const reject = (reply: FastifyReply, r: AppError, context: Record<string, unknown> = {}) => {
     const reason = reasonOf(r) ?? 'malformed';
@@ -253,6 +415,32 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
     routeKind: EntityKind | null,
   ): Promise<FastifyReply> {
     const context: Record<string, unknown> = { account: accountName, route: routeKind };
+    const sender = req.ip ?? 'unknown';
+    const wait = admit(sender);
+    if (wait > 0) {
+      deps.onRejected?.('rate_limited');
+      // One line per ten seconds at most: a flood must not become a flood of log lines.
+      refusedSinceWarned++;
+      const at = clock();
+      if (at - warnedAt >= 10_000) {
+        log.warn(
+          { ...context, sender, refused: refusedSinceWarned },
+          'notifications refused over the rate (429); the count is since the last such line',
+        );
+        warnedAt = at;
+        refusedSinceWarned = 0;
+      }
+      const seconds = Math.max(1, Math.ceil(wait / 1000));
+      return reply
+        .code(429)
+        .header('retry-after', String(seconds))
+        .send({
+          error: 'rate_limited',
+          field: 'sender',
+          rule: `must send at most ${limits?.perSenderPerSecond} notifications a second (${limits?.totalPerSecond} from all senders)`,
+          message: `too many notifications; retry in ${seconds} s`,
+        });
+    }
     try {
       const account = accountName === null ? undefined : accounts.get(accountName);
       if (!account) {
@@ -290,6 +478,10 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         externalId = parsed.data.external_id;
         notificationDate = providerDate(parsed.data.date);
         fields = publicFields(body, ['cashout_id', 'external_id']);
+        // The provider's `control` signs the external id alone, so a captured notification verifies again
+        // with any date, comment or bank reference, and again later. That is why nothing in it is trusted:
+        // a replay only makes the status fetcher read the cashout's status again, and the same bytes again
+        // within the dedupe window are folded before Kafka (at most one read per window).
         if (mode !== 'off') {
           const control = typeof present.control === 'string' ? present.control : undefined;
           if (control === undefined) problem = rejection('forged', 'control', 'is required');
@@ -323,6 +515,8 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         );
       }
 
+      const bodySha256 = createHash('sha256').update(raw).digest('hex');
+      const foldKey = `${account.name}\u0000${entityId}\u0000${header(req, 'x-date') ?? ''}\u0000${bodySha256}`;
       const event: NotificationReceived = {
         notificationId: randomUUID(),
         kind,
@@ -331,11 +525,22 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
         externalId,
         notificationDate,
         receivedAt,
-        bodySha256: createHash('sha256').update(raw).digest('hex'),
+        bodySha256,
         sourceIp: req.ip ?? null,
         authenticity,
         fields,
       };
+      const published = dedupeMs > 0 ? recent[kind].get(foldKey, clock()) : undefined;
+      if (published !== undefined) {
+        deps.onFolded?.(kind);
+        if (!published.trailing && clock() - published.at < FOLD_SETTLE_MS) {
+          published.trailing = true;
+          planTrailing(event, published.at + FOLD_SETTLE_MS - clock());
+        }
+        log.debug({ ...context, entityId }, 'notification folded into the same one published before');
+        return reply.code(200).send({ received: true, duplicate: true });
+      }
+
       try {
         await deps.publisher.publish(NOTIFICATION_TOPIC, [{ value: event }]);
       } catch (err) {
@@ -352,6 +557,10 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
           .header('retry-after', '5')
           .send({ error: 'unavailable', message: failed.message });
       }
+      if (dedupeMs > 0) {
+        const at = clock();
+        recent[kind].add(foldKey, at, at + dedupeMs);
+      }
       deps.onAccepted?.(kind, authenticity);
       log.debug(
         { ...context, entityId, notificationId: event.notificationId, authenticity },
@@ -365,6 +574,10 @@ export function webhookIngressPlugin(deps: WebhookIngressDeps): FastifyPluginAsy
   }
 
   return async (app: FastifyInstance) => {
+    app.addHook('onClose', async () => {
+      for (const t of trailing) clearTimeout(t);
+      trailing.clear();
+    });
     // The signature is over the exact bytes: keep them, parse them ourselves.
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));

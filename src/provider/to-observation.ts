@@ -9,8 +9,11 @@
  *   has none; a sandbox that adds one is not trusted for money). They carry the bank's reference
  *   (`provider_external_reference`) when the provider gives one.
  * - Refunds carry their amount and the deposit refunded.
- * - "Not found" (HTTP 404, code 208, code 509) is an observation with `status: null`, which the ledger
- *   raises as MISSING_AT_PROVIDER.
+ * - "Not found" (HTTP 404, code 208, code 509) is an observation with `status: null` and no reference,
+ *   which the ledger raises as MISSING_AT_PROVIDER where an intent names the entity.
+ * - References (`externalRef`, `bankReference`) come from the provider's answer only, never from what
+ *   the caller was told (a notification may be forged): a cashout's external id is the answer's, or the
+ *   one the provider was asked by and found.
  *
  * `details` keeps non-secret provider fields for the mirror: never card data (no masked card, holder
  * or expiry), never payer identity, never credentials.
@@ -115,11 +118,12 @@ export function depositObservation(deposit: Deposit, ctx: ReadingContext): Obser
 
 /**
  * A cashout status answer (POST /v3/cashout/status). `entityId` is the cashout id the caller asked
- * about, used when the answer leaves `cashout_id` out.
+ * about, used when the answer leaves `cashout_id` out; `askedByExternalId` the external id the provider
+ * was asked by (its answer is that cashout's), used when the answer leaves `external_id` out.
  */
 export function cashoutObservation(
   answer: CashoutStatusResponse,
-  ctx: ReadingContext & { entityId?: string | null; externalId?: string | null },
+  ctx: ReadingContext & { entityId?: string | null; askedByExternalId?: string | null },
 ): Observation {
   const entityId =
     answer.cashout_id !== null && answer.cashout_id !== undefined
@@ -140,7 +144,7 @@ export function cashoutObservation(
   if (bank) details.bank = pick(bank as Record<string, unknown>, ['code', 'name', 'branch']);
   return {
     ...base(ctx, 'cashout', entityId),
-    externalRef: answer.external_id ?? ctx.externalId ?? null,
+    externalRef: answer.external_id ?? ctx.askedByExternalId ?? null,
     status: cashoutStatusFromCode(answer.cashout_status),
     currency: answer.currency ?? null,
     rejectionCode:
@@ -175,15 +179,18 @@ export function refundObservation(refund: Refund, ctx: ReadingContext & { entity
   };
 }
 
-/** The provider does not know the entity: the ledger raises MISSING_AT_PROVIDER. */
+/**
+ * The provider does not know the entity: the ledger raises MISSING_AT_PROVIDER where an intent names it.
+ * No reference: the provider gave none, and one from elsewhere could link the entity to an intent.
+ */
 export function notFoundObservation(
   kind: EntityKind,
   entityId: string,
-  ctx: ReadingContext & { externalRef?: string | null; reason?: string },
+  ctx: ReadingContext & { reason?: string },
 ): Observation {
   return {
     ...base(ctx, kind, entityId),
-    externalRef: ctx.externalRef ?? null,
+    externalRef: null,
     status: null,
     details: ctx.reason === undefined ? {} : { not_found: ctx.reason },
   };
@@ -207,7 +214,10 @@ export interface EntityToRead {
   kind: EntityKind;
   account: string;
   entityId: string;
-  /** external_id of a cashout (used when there is no cashout id), invoice_id of a deposit. */
+  /**
+   * A trusted reference (the ledger's, never a notification's): the external_id a cashout without a
+   * cashout id is asked by. Not copied into the observation unless the provider found the cashout by it.
+   */
   externalRef: string | null;
 }
 
@@ -265,7 +275,7 @@ export async function readStatus(
           source,
           observedAt: now(),
           entityId,
-          externalId: entity.externalRef,
+          askedByExternalId: 'external_id' in ref ? ref.external_id : null,
         });
       }
     }
@@ -275,7 +285,6 @@ export async function readStatus(
         account,
         source,
         observedAt: now(),
-        externalRef: entity.externalRef,
         reason: notFoundReason(err),
       });
     }

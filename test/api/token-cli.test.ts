@@ -7,10 +7,14 @@ import { parseScopes, runApiTokenCreateCli } from '../../src/api/cli.ts';
 import { loadConfig } from '../../src/config.ts';
 import { TokenVerifier } from '../../src/domain/api-tokens.ts';
 
-describe('payrecon api token create', () => {
+describe('payrecon api token create --print-entry', () => {
   it('prints a token once and the hashed entry the configuration accepts', async () => {
     const lines: string[] = [];
-    await runApiTokenCreateCli({ name: 'erp', scopes: 'read, exceptions:write,read' }, (l) => lines.push(l));
+    await runApiTokenCreateCli(
+      { name: 'erp', scopes: 'read, exceptions:write,read', printEntry: true },
+      null,
+      (l) => lines.push(l),
+    );
     const token = /: (prk_\S+)$/.exec(lines[0] ?? '')?.[1] ?? '';
     const entry = JSON.parse(/: (\{.*\})$/.exec(lines[1] ?? '')?.[1] ?? '{}');
     expect(entry).toMatchObject({ name: 'erp', scopes: ['read', 'exceptions:write'] });
@@ -29,9 +33,9 @@ describe('payrecon api token create', () => {
       /^--scopes: must be a comma-separated list of .*unknown: admin/,
     );
     expect(() => parseScopes(' , ')).toThrow(/^--scopes:/);
-    await expect(runApiTokenCreateCli({ name: 'a b', scopes: 'read' }, () => undefined)).rejects.toThrow(
-      /^--name:/,
-    );
+    await expect(
+      runApiTokenCreateCli({ name: 'a b', scopes: 'read' }, null, () => undefined),
+    ).rejects.toThrow(/^--name:/);
   });
 
   it('refuses a configured entry with an unknown scope, naming the variable', () => {

@@ -197,7 +197,8 @@ describe('status fetcher, running as a consumer', () => {
       expect(missing!.status).toBeNull();
       expect(missing!.amount).toBeNull();
     }
-    expect(observationOf('cashout', '987654321')!.externalRef).toBe('ext-nobody');
+    // The notification named an external id; the provider knows no such cashout, so no reference.
+    expect(observationOf('cashout', '987654321')!.externalRef).toBeNull();
   }, 60_000);
 
   it('a notification delivered by the sandbox reaches the ingress, the topic and the fetcher', async () => {
@@ -233,7 +234,7 @@ describe('status fetcher, called directly', () => {
     expect(values.slice(before).filter((o) => o.entityId === deposit.id)).toHaveLength(1);
   }, 30_000);
 
-  it('takes the bank reference of a cashout notification when the status answer gives none', async () => {
+  it("never takes a cashout notification's bank reference: only the status answer's counts", async () => {
     const pending = await newCashout(14_00n);
     const delivered = await newCashout(15_00n);
     await move(sandbox.url, 'cashout', delivered.id, 'DELIVERED');
@@ -248,9 +249,10 @@ describe('status fetcher, called directly', () => {
     ]);
     const values = (await observed.drain()).slice(before);
     const of = (id: string) => values.find((o) => o.entityId === id);
-    // PENDING: the status answer has no reference yet; the notification's, trimmed, is kept.
-    expect(of(pending.id)?.bankReference).toBe('E2E-FROM-WEBHOOK');
-    // DELIVERED: the status answer's own reference wins.
+    // PENDING: the status answer has no reference yet; the notification's is not trusted.
+    expect(of(pending.id)?.bankReference).toBeNull();
+    expect(of(pending.id)?.externalRef).toBe(pending.externalId);
+    // DELIVERED: the status answer's own reference.
     expect(of(delivered.id)?.bankReference).toMatch(new RegExp(`^E[0-9A-F]{8}${delivered.id}$`));
   }, 30_000);
 
@@ -306,7 +308,8 @@ describe('status fetcher, called directly', () => {
       sandbox.control.deps.faults.set({});
     }
     expect(handedOver).toEqual([
-      [{ kind: 'cashout', account: 'main', entityId: cashout.id, externalRef: cashout.externalId }],
+      // The notification's external id is not handed on: the poller asks by the cashout id.
+      [{ kind: 'cashout', account: 'main', entityId: cashout.id, externalRef: null }],
     ]);
     const values = (await observed.drain()).slice(before);
     expect(values.map((o) => [o.kind, o.entityId])).toEqual([['deposit', answered.id]]);
