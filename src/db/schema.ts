@@ -173,7 +173,7 @@ export interface MirrorsTable {
   parent_deposit_id: string | null;
   /** Deposit expiration_date when the provider reported it. */
   expires_at: Timestamp | null;
-  /** The provider's bank-side id of a cashout (provider_external_reference, bank_reference_id). */
+  /** The provider's bank-side id of a cashout, from the provider's status answer (never a notification). */
   bank_reference: string | null;
   details: Json;
   intent_id: string | null;
@@ -435,6 +435,22 @@ export interface Database {
   bank_statement_lines: BankStatementLinesTable;
   provider_transaction_rows: ProviderTransactionRowsTable;
   provider_settlement_rows: ProviderSettlementRowsTable;
+  /** API bearer tokens made with `payrecon api token create`: the scrypt hash only. */
+  api_tokens: ApiTokensTable;
+}
+
+/** An API token kept in the database; a revoked one keeps its row. */
+export interface ApiTokensTable {
+  id: string;
+  name: string;
+  scopes: string[];
+  /** `scrypt$...` of the token; the token itself is never stored. */
+  hash: string;
+  created_at: GeneratedTimestamp;
+  created_by: string;
+  expires_at: Timestamp | null;
+  revoked_at: Timestamp | null;
+  last_used_at: Timestamp | null;
 }
 
 /** One imported file: a bank statement or a provider report, recorded once per upload. */
