@@ -27,6 +27,7 @@ import { buildServer } from '../../src/server.ts';
 import { createServices } from '../../src/services.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
+import { postAt } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -45,7 +46,7 @@ const account = sandboxAccount(
 const EXCLUDED = (path: string): boolean =>
   path === '/login' ||
   path.startsWith('/static/') ||
-  ['/healthz', '/readyz', '/metrics', '/intents'].includes(path) ||
+  ['/healthz', '/readyz', '/metrics', '/intents', '/favicon.ico'].includes(path) ||
   path.startsWith('/api/v1/') ||
   path === '/webhooks' ||
   path.startsWith('/webhooks/');
@@ -318,6 +319,8 @@ describe('forms', () => {
     lastMonth.setUTCDate(1);
     lastMonth.setUTCMonth(lastMonth.getUTCMonth() - 1);
     const month = lastMonth.toISOString().slice(0, 7);
+    // A month is signed only with entries in it: one deposit booked in the middle of last month.
+    await postAt(infra.db, 'access-last-month', 10_000n, new Date(lastMonth.getTime() + 14 * 86_400_000));
     const forms: Record<string, Record<string, string>> = {
       '/reports': { kind: 'settlement', from: today, to: today, account: '' },
       '/exceptions/:id': { action: 'acknowledge', note: 'checked' },

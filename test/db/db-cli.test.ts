@@ -59,6 +59,11 @@ describe('payrecon db', () => {
     expect(bad.stderr).toContain(
       'reserved differs from in-flight cashouts and refunds: acme BRL: reserved 0, in flight 5.00',
     );
+    // Every migration after the baseline rolls back, newest first, and migrates again.
+    const later = Object.keys(MIGRATIONS).slice(1).reverse();
+    for (const name of later) {
+      expect(await cli('rollback')).toEqual({ code: 0, stdout: `Down ${name}: Success\n`, stderr: '' });
+    }
     // The baseline is the whole schema: reverting it would drop every table, so it is refused.
     const rolled = await cli('rollback');
     expect(rolled).toEqual({
@@ -68,7 +73,10 @@ describe('payrecon db', () => {
     });
     const kept = await sql<{ n: number }>`SELECT count(*)::int AS n FROM journal_entries`.execute(t.db);
     expect(kept.rows[0]?.n).toBeGreaterThan(0);
-  }, 60_000);
+    const again = await cli('migrate');
+    expect(again.code).toBe(0);
+    for (const name of later) expect(again.stdout).toContain(`${name}: Success`);
+  }, 90_000);
 
   it('verify --since checks only its period', async () => {
     const DAY = 86_400_000;
