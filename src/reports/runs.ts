@@ -168,6 +168,7 @@ export class ReportRunner {
   readonly maxDays: number;
   private running = 0;
   private readonly waiting: (() => void)[] = [];
+  private readonly starting = new Set<Promise<unknown>>();
 
   constructor(options: ReportRunnerOptions) {
     this.db = options.db;
@@ -217,8 +218,9 @@ export class ReportRunner {
   }
 
   /**
-   * Inserts the run row (claiming `runKey`) and starts generating in the background. Returns null
-   * when a run with this key already exists (another instance or an earlier tick made it).
+   * Waits for a slot (the runs ahead of it first), then inserts the run row (claiming `runKey`) and
+   * starts generating in the background. Returns null when a run with this key already exists
+   * (another instance or an earlier tick made it). A period over the limit is refused at once.
    */
   async start(
     params: ReportParams,
@@ -228,6 +230,19 @@ export class ReportRunner {
     const runKey = options.runKey ?? `demand:${randomUUID()}`;
     // The row's statuses are running, succeeded and failed: a run waiting for a slot has no row yet, so
     // `running` on the page always means generating.
+    const starting = this.claim(runKey, params, period, options);
+    // Until it has a slot and a row, the run is `starting`: idle() waits for it as for a running one.
+    this.starting.add(starting);
+    starting.catch(() => undefined).finally(() => this.starting.delete(starting));
+    return starting;
+  }
+
+  private async claim(
+    runKey: string,
+    params: ReportParams,
+    period: Period,
+    options: StartOptions,
+  ): Promise<{ id: string; done: Promise<RunOutcome> } | null> {
     await this.acquire();
     let id: string | null;
     try {
@@ -266,9 +281,13 @@ export class ReportRunner {
     return started ? started.done : null;
   }
 
-  /** Waits for every run this process started (for shutdown and tests). */
+  /** Waits for every run this process started or queued (for shutdown and tests). */
   async idle(): Promise<void> {
-    await Promise.allSettled([...this.active.values()]);
+    // A waiting run starts when another ends: wait until neither kind is left.
+    while (this.active.size > 0 || this.starting.size > 0) {
+      await Promise.allSettled([...this.active.values(), ...this.starting]);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 
   private async generate(
