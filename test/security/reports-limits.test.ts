@@ -10,15 +10,18 @@ import { join } from 'node:path';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/api/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { namingPool } from '../../src/db/ledger/statements.ts';
 import type { Database } from '../../src/db/schema.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
+import { createApiToken } from '../../src/domain/api-tokens.ts';
 import { type Intent, NO_FACTS, type Observation } from '../../src/domain/observation.ts';
 import { type DatabaseInfrastructure, openDatabaseInfrastructure } from '../../src/infrastructure.ts';
 import { logger } from '../../src/logger.ts';
 import type { ReportRunner } from '../../src/reports/runs.ts';
+import { buildServer } from '../../src/server.ts';
 import { createServices } from '../../src/services.ts';
 import { payrecon } from '../cli/payrecon.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
@@ -266,4 +269,45 @@ describe('report runs under load', () => {
     );
     expect(after[0]!.n).toBe(before[0]!.n);
   }, 120_000);
+
+  it('refuses a longer period on the API with a 400 naming the limit, writing nothing', async () => {
+    const { token, entry } = await createApiToken('reports', ['reports:write']);
+    const config = loadConfig({
+      DATABASE_URL: t.url,
+      PAYRECON_DATA_DIR: dir,
+      PAYRECON_TIMEZONE: 'UTC',
+      PAYRECON_API_TOKENS: JSON.stringify([entry]),
+    });
+    const quiet = logger.child({}, { level: 'silent' });
+    const app = await buildServer(
+      { config, logger: quiet, dataDir: dir, db: infra.db },
+      createServices(infra),
+      {
+        accounts: [],
+        metrics: infra.metrics,
+        page: true,
+        webhooks: false,
+        intents: false,
+      },
+    );
+    try {
+      const { rows: before } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM report_runs`.execute(
+        t.db,
+      );
+      const res = await app.inject({
+        method: 'POST',
+        url: `${API_PREFIX}/reports`,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({ kind: 'settlement', from: '2000-01-01', to: '2030-12-31' }),
+      });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(JSON.parse(res.body).detail).toMatch(/period: at most 366 days \(PAYRECON_REPORT_MAX_DAYS\)/);
+      const { rows: after } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM report_runs`.execute(
+        t.db,
+      );
+      expect(after[0]!.n).toBe(before[0]!.n);
+    } finally {
+      await app.close();
+    }
+  }, 60_000);
 });
