@@ -150,6 +150,7 @@ export async function runPart(
       const ops = await startOpsServer({
         metrics: infra.metrics,
         checks: services.readiness,
+        metricsToken: config.metrics.token,
         host: config.metrics.host,
         port: config.metrics.port,
       });

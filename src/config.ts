@@ -556,6 +556,16 @@ const envSchema = z.object({
   PAYRECON_METRICS_PORT: intText(0, 65_535).default(9464),
   /** Service level of an unresolved exception no PAYRECON_EXCEPTION_SLA rule matches. */
   PAYRECON_EXCEPTION_SLA_MINUTES: intText(1, 525_600).default(1440),
+
+  /** Reports generate on a pool of their own, this many at once; the others wait their turn. */
+  PAYRECON_REPORT_CONCURRENCY: intText(1, 32).default(2),
+  PAYRECON_REPORT_MAX_DAYS: intText(1, 36_600).default(366),
+  /** Bearer token `/metrics` asks for (balances per account are not for whoever reaches the port). */
+  PAYRECON_METRICS_TOKEN: nonEmpty('a token').optional(),
+  /** `host:port`: `/metrics` answers there only, not on the web listener. */
+  PAYRECON_METRICS_LISTEN: nonEmpty('host:port')
+    .regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
+    .optional(),
 });
 
 /** Rules that tie variables together; the issue names the variable to fix. */
@@ -722,6 +732,12 @@ function buildConfig(env: z.output<typeof envSchema>) {
       host: env.PAYRECON_METRICS_HOST,
       port: env.PAYRECON_METRICS_PORT,
       exceptionSlaMinutes: env.PAYRECON_EXCEPTION_SLA_MINUTES,
+      token: env.PAYRECON_METRICS_TOKEN ?? null,
+      listen: env.PAYRECON_METRICS_LISTEN ?? null,
+    },
+    reports: {
+      concurrency: env.PAYRECON_REPORT_CONCURRENCY,
+      maxDays: env.PAYRECON_REPORT_MAX_DAYS,
     },
   };
 }

@@ -73,6 +73,8 @@ export interface DatabaseInfrastructure {
   logger: Logger;
   dataDir: string;
   db: Db;
+  /** The report runs' own pool, so a long workbook never takes a connection the ledger waits for. */
+  reportsDb?: Db;
   lifecycle: Lifecycle;
   /** The process's metrics; under `startInfrastructure`, `kafka` reports every topic and group too. */
   metrics: Metrics;
@@ -206,6 +208,8 @@ export async function startInfrastructure(
     }
     const db = createDb(databaseUrl, 12);
     lifecycle.add('database pool', () => db.destroy());
+    const reportsDb = createDb(databaseUrl, config.reports.concurrency + 1);
+    lifecycle.add('reports pool', () => reportsDb.destroy());
     const migrated = await migrateWhenReady(db, {
       onWait: (err, attempt, wait) =>
         log.warn({ err, attempt, wait }, 'database unavailable at start-up, waiting'),
@@ -251,6 +255,7 @@ export async function startInfrastructure(
       logger,
       dataDir,
       db,
+      reportsDb,
       databaseUrl,
       kafka,
       admin,
@@ -287,6 +292,8 @@ export async function openDatabaseInfrastructure(
     lifecycle.add('database', () => database.stop());
     const db = createDb(database.url, options.poolSize);
     lifecycle.add('database pool', () => db.destroy());
+    const reportsDb = createDb(database.url, config.reports.concurrency + 1);
+    lifecycle.add('reports pool', () => reportsDb.destroy());
     if (options.schema === 'migrate') await migrateToLatest(db);
     else await requireCurrentSchema(db);
     return {
@@ -294,6 +301,7 @@ export async function openDatabaseInfrastructure(
       logger,
       dataDir: resolve(config.dataDir),
       db,
+      reportsDb,
       lifecycle,
       metrics: ledgerMetrics(db, config),
     };

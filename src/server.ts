@@ -17,7 +17,7 @@ import { SANDBOX_WEB_USERS } from './sandbox-part.ts';
 import type { Services } from './services.ts';
 import { webRoutes } from './web/app.ts';
 import { hashPassword } from './web/auth.ts';
-import { opsRoutes } from './web/ops.ts';
+import { opsRoutes, startMetricsListener } from './web/ops.ts';
 import { resolveSessionSecret } from './web/session-secret.ts';
 
 /** What the server runs on: the database, and the publisher when it takes webhooks or intents. */
@@ -48,7 +48,21 @@ export async function buildServer(
 ): Promise<FastifyInstance> {
   const { config, db, logger } = infra;
   const app = Fastify({ logger: false, trustProxy: false });
-  await app.register(opsRoutes, { metrics: parts.metrics, checks: services.readiness });
+  const metricsToken = config.metrics.token;
+  await app.register(opsRoutes, {
+    metrics: parts.metrics,
+    checks: services.readiness,
+    metricsToken,
+    serveMetrics: config.metrics.listen === null,
+  });
+  if (config.metrics.listen !== null) {
+    const listener = await startMetricsListener(config.metrics.listen, {
+      metrics: parts.metrics,
+      metricsToken,
+    });
+    logger.info({ url: listener.url }, 'metrics listener started');
+    app.addHook('onClose', () => listener.close());
+  }
   const { publisher } = infra;
   if ((parts.webhooks || parts.intents) && !publisher) {
     throw new Error('webhooks and intents: the server needs a publisher (Kafka)');

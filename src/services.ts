@@ -45,7 +45,9 @@ export function createServices(
   const { config, db, logger, metrics } = infra;
   const rules = { ...exceptionRulesFrom(config), ...overrides.rules };
   const reports = new ReportRunner({
-    db,
+    db: infra.reportsDb ?? db,
+    concurrency: config.reports.concurrency,
+    maxDays: config.reports.maxDays,
     dir: join(infra.dataDir, 'reports'),
     timeZone: config.jobs.timeZone,
     cutoff: config.jobs.settlementCutoff,

@@ -23,6 +23,7 @@ import {
   setRunProgress,
 } from '../db/runs/report-runs.ts';
 import type { Db } from '../db/schema.ts';
+import { AppError } from '../domain/errors.ts';
 import type { SlaTable } from '../domain/exception-sla.ts';
 import type { Logger } from '../logger.ts';
 import { writeExceptionWorkbook } from './exception-workbook.ts';
@@ -77,6 +78,10 @@ export interface ReportRunnerOptions {
   publicUrl?: string | null;
   /** The exception queue's service levels (config.exceptions.sla): due times in the exception workbook. */
   exceptionSla?: SlaTable;
+  /** Runs generating at once; the others wait in request order (default 2). */
+  concurrency?: number;
+  /** Longest period in days a report may cover (default 366). */
+  maxDays?: number;
   now?: () => Date;
   logger?: Logger;
 }
@@ -159,6 +164,11 @@ export class ReportRunner {
   private readonly now: () => Date;
   private readonly logger: Logger | undefined;
   private readonly active = new Map<string, Promise<RunOutcome>>();
+  readonly concurrency: number;
+  readonly maxDays: number;
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+  private readonly starting = new Set<Promise<unknown>>();
 
   constructor(options: ReportRunnerOptions) {
     this.db = options.db;
@@ -170,15 +180,47 @@ export class ReportRunner {
     this.exceptionSla = options.exceptionSla;
     this.now = options.now ?? (() => new Date());
     this.logger = options.logger;
+    this.concurrency = options.concurrency ?? 2;
+    this.maxDays = options.maxDays ?? 366;
   }
 
   period(params: ReportParams): Period {
-    return periodOf(params.from, params.to, this.timeZone, this.cutoff);
+    const period = periodOf(params.from, params.to, this.timeZone, this.cutoff);
+    const days =
+      (Date.parse(`${params.to}T00:00:00Z`) - Date.parse(`${params.from}T00:00:00Z`)) / 86_400_000 + 1;
+    if (days > this.maxDays) {
+      throw new AppError(
+        'VALIDATION_FAILED',
+        `period: at most ${this.maxDays} days (PAYRECON_REPORT_MAX_DAYS), got ${days} (${params.from} to ${params.to})`,
+      );
+    }
+    return period;
+  }
+
+  /** Runs generating now, and runs waiting for a slot (for the metrics and tests). */
+  load(): { running: number; queued: number } {
+    return { running: this.running, queued: this.waiting.length };
+  }
+
+  private async acquire(): Promise<void> {
+    if (this.running < this.concurrency) {
+      this.running++;
+      return;
+    }
+    // The slot is handed over by release(), so a later request never overtakes a waiting one.
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.running--;
   }
 
   /**
-   * Inserts the run row (claiming `runKey`) and starts generating in the background. Returns null
-   * when a run with this key already exists (another instance or an earlier tick made it).
+   * Waits for a slot (the runs ahead of it first), then inserts the run row (claiming `runKey`) and
+   * starts generating in the background. Returns null when a run with this key already exists
+   * (another instance or an earlier tick made it). A period over the limit is refused at once.
    */
   async start(
     params: ReportParams,
@@ -186,20 +228,51 @@ export class ReportRunner {
   ): Promise<{ id: string; done: Promise<RunOutcome> } | null> {
     const period = this.period(params);
     const runKey = options.runKey ?? `demand:${randomUUID()}`;
-    const id = await insertRun(this.db, {
-      runKey,
-      report: params.kind,
-      account: params.account,
-      period,
-      parameters: { ...params, timeZone: this.timeZone, cutoff: this.cutoff, csv: this.csv },
-      requestedBy: options.requestedBy ?? null,
-      trigger: options.trigger ?? 'demand',
-    });
-    if (!id) return null;
-    const done = this.generate(id, params, period, options);
-    this.active.set(id, done);
-    done.catch(() => undefined).finally(() => this.active.delete(id));
-    return { id, done };
+    // The row's statuses are running, succeeded and failed: a run waiting for a slot has no row yet, so
+    // `running` on the page always means generating.
+    const starting = this.claim(runKey, params, period, options);
+    // Until it has a slot and a row, the run is `starting`: idle() waits for it as for a running one.
+    this.starting.add(starting);
+    starting.catch(() => undefined).finally(() => this.starting.delete(starting));
+    return starting;
+  }
+
+  private async claim(
+    runKey: string,
+    params: ReportParams,
+    period: Period,
+    options: StartOptions,
+  ): Promise<{ id: string; done: Promise<RunOutcome> } | null> {
+    await this.acquire();
+    let id: string | null;
+    try {
+      id = await insertRun(this.db, {
+        runKey,
+        report: params.kind,
+        account: params.account,
+        period,
+        parameters: { ...params, timeZone: this.timeZone, cutoff: this.cutoff, csv: this.csv },
+        requestedBy: options.requestedBy ?? null,
+        trigger: options.trigger ?? 'demand',
+      });
+    } catch (err) {
+      this.release();
+      throw err;
+    }
+    if (!id) {
+      this.release();
+      return null;
+    }
+    const runId = id;
+    const done = this.generate(runId, params, period, options);
+    this.active.set(runId, done);
+    done
+      .catch(() => undefined)
+      .finally(() => {
+        this.active.delete(runId);
+        this.release();
+      });
+    return { id: runId, done };
   }
 
   /** Starts and waits; throws when the generation fails. */
@@ -208,9 +281,13 @@ export class ReportRunner {
     return started ? started.done : null;
   }
 
-  /** Waits for every run this process started (for shutdown and tests). */
+  /** Waits for every run this process started or queued (for shutdown and tests). */
   async idle(): Promise<void> {
-    await Promise.allSettled([...this.active.values()]);
+    // A waiting run starts when another ends: wait until neither kind is left.
+    while (this.active.size > 0 || this.starting.size > 0) {
+      await Promise.allSettled([...this.active.values(), ...this.starting]);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 
   private async generate(

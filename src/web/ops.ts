@@ -2,6 +2,7 @@
  * Operations routes: `/healthz` (the process answers), `/readyz` (every dependency answers: database,
  * Kafka, schema registry, each with its own time limit) and `/metrics` (Prometheus text format).
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Metrics } from '../metrics.ts';
 
@@ -16,6 +17,20 @@ export interface OpsOptions {
   checks: readonly ReadinessCheck[];
   /** Per-check time limit, ms (default 2 s). */
   timeoutMs?: number;
+  /** `/metrics` answers only to `Authorization: Bearer <token>` (PAYRECON_METRICS_TOKEN). */
+  metricsToken?: string | null;
+  /** false: `/metrics` is served elsewhere (PAYRECON_METRICS_LISTEN), not by these routes. */
+  serveMetrics?: boolean;
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+/** Hashing both sides first makes the comparison's time independent of the lengths too. */
+export function bearerMatches(header: string | undefined, token: string): boolean {
+  const match = /^Bearer (.+)$/.exec(header ?? '');
+  return match !== null && timingSafeEqual(digest(match[1]!), digest(token));
 }
 
 function withTimeout(p: Promise<void>, ms: number): Promise<void> {
@@ -56,10 +71,42 @@ export async function opsRoutes(app: FastifyInstance, options: OpsOptions): Prom
       .send({ status: ready ? 'ready' : 'not ready', checks: Object.fromEntries(results) });
   });
 
-  app.get('/metrics', async (_req, reply) => {
+  if (options.serveMetrics !== false) await metricsRoute(app, options);
+}
+
+export async function metricsRoute(
+  app: FastifyInstance,
+  options: Pick<OpsOptions, 'metrics' | 'metricsToken'>,
+): Promise<void> {
+  const token = options.metricsToken ?? null;
+  app.get('/metrics', async (req, reply) => {
+    if (token !== null && !bearerMatches(req.headers.authorization, token)) {
+      return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized' });
+    }
     const text = await options.metrics.registry.metrics();
     return reply.header('content-type', options.metrics.registry.contentType).send(text);
   });
+}
+
+export interface MetricsListener {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** `/metrics` alone on its own `host:port` (PAYRECON_METRICS_LISTEN), away from the provider's webhooks. */
+export async function startMetricsListener(
+  listen: string,
+  options: Pick<OpsOptions, 'metrics' | 'metricsToken'>,
+): Promise<MetricsListener> {
+  const at = listen.lastIndexOf(':');
+  const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+  const port = Number(listen.slice(at + 1));
+  const app = Fastify({ logger: false });
+  await app.register(metricsRoute, options);
+  await app.listen({ host, port });
+  const address = app.server.address();
+  const actual = typeof address === 'object' && address ? address.port : port;
+  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${actual}`, close: () => app.close() };
 }
 
 export interface OpsServerOptions extends OpsOptions {
