@@ -3,9 +3,9 @@
  * each inserted once under its identity (a line already stored is left as it is: the import that first
  * brought it keeps it). Plain functions over a database or a transaction; the service owns the transaction.
  */
-import { sql } from 'kysely';
+import { type InsertObject, sql } from 'kysely';
 import type { ImportKind } from '../../domain/imports.ts';
-import type { Db } from '../schema.ts';
+import type { Database, Db } from '../schema.ts';
 import type { BankLineRecord, SettlementRowRecord, StatementRecord, TransactionRowRecord } from './tables.ts';
 
 /** Rows per INSERT: far under PostgreSQL's 65,535 parameters at 15 columns a row. */
@@ -77,64 +77,62 @@ export async function insertStatement(
     .execute();
 }
 
-/** Inserts the lines not stored yet; returns how many were new. */
-export async function insertBankLines(
+/** The tables whose rows are stored once under their `identity`. */
+type IdentityTable = 'bank_statement_lines' | 'provider_transaction_rows' | 'provider_settlement_rows';
+
+/** Inserts the rows not stored yet under their identity, in chunks; returns how many were new. */
+async function insertNew<T extends IdentityTable>(
   db: Db,
-  importId: string,
-  lines: readonly BankLineRecord[],
+  table: T,
+  rows: readonly InsertObject<Database, T>[],
 ): Promise<number> {
   let inserted = 0;
-  for (const part of chunks(lines)) {
-    const rows = await db
-      .insertInto('bank_statement_lines')
-      .values(
-        part.map((line) => ({
-          ...line,
-          import_id: importId,
-          end_to_end_ids: sql<string[]>`${line.end_to_end_ids}::text[]`,
-          transactions: JSON.stringify(line.transactions),
-        })),
-      )
+  for (const part of chunks(rows)) {
+    const done = await db
+      .insertInto(table as IdentityTable)
+      .values(part as InsertObject<Database, IdentityTable>[])
       .onConflict((oc) => oc.column('identity').doNothing())
       .returning('identity')
       .execute();
-    inserted += rows.length;
+    inserted += done.length;
   }
   return inserted;
 }
 
-export async function insertTransactionRows(
+/** Inserts the lines not stored yet; returns how many were new. */
+export function insertBankLines(db: Db, importId: string, lines: readonly BankLineRecord[]): Promise<number> {
+  return insertNew(
+    db,
+    'bank_statement_lines',
+    lines.map((line) => ({
+      ...line,
+      import_id: importId,
+      end_to_end_ids: sql<string[]>`${line.end_to_end_ids}::text[]`,
+      transactions: JSON.stringify(line.transactions),
+    })),
+  );
+}
+
+export function insertTransactionRows(
   db: Db,
   importId: string,
   rows: readonly TransactionRowRecord[],
 ): Promise<number> {
-  let inserted = 0;
-  for (const part of chunks(rows)) {
-    const done = await db
-      .insertInto('provider_transaction_rows')
-      .values(part.map((row) => ({ ...row, import_id: importId })))
-      .onConflict((oc) => oc.column('identity').doNothing())
-      .returning('identity')
-      .execute();
-    inserted += done.length;
-  }
-  return inserted;
+  return insertNew(
+    db,
+    'provider_transaction_rows',
+    rows.map((row) => ({ ...row, import_id: importId })),
+  );
 }
 
-export async function insertSettlementRows(
+export function insertSettlementRows(
   db: Db,
   importId: string,
   rows: readonly SettlementRowRecord[],
 ): Promise<number> {
-  let inserted = 0;
-  for (const part of chunks(rows)) {
-    const done = await db
-      .insertInto('provider_settlement_rows')
-      .values(part.map((row) => ({ ...row, import_id: importId })))
-      .onConflict((oc) => oc.column('identity').doNothing())
-      .returning('identity')
-      .execute();
-    inserted += done.length;
-  }
-  return inserted;
+  return insertNew(
+    db,
+    'provider_settlement_rows',
+    rows.map((row) => ({ ...row, import_id: importId })),
+  );
 }
