@@ -3,7 +3,6 @@
  * touches no database, an import records each line once (again: 0 new, the same day's bank CSV: 0 new),
  * and every refusal is one line naming the file, where and the rule, exit code 2, nothing imported.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,16 +11,10 @@ import { ManualClock } from '../../src/sandbox/clock.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { control, startTestSandbox } from '../sandbox/helpers.ts';
 import { NO_BANK_ANOMALIES, paidDeposit } from '../sandbox/settlement-helpers.ts';
+import { type Result, payrecon as runPayrecon } from './payrecon.ts';
 
-const BIN = resolve(import.meta.dirname, '../../bin/payrecon.mjs');
 const MONDAY = Date.UTC(2026, 2, 2, 10, 0, 0);
 const dayStart = (n: number) => Date.UTC(2026, 2, 2 + n, 0, 0, 1);
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 let dir = '';
 let t: TestDatabase;
@@ -30,31 +23,9 @@ let bankAccounts = '';
 /** The day whose statement holds a settlement's credit. */
 const DAY = '2026-03-04';
 
-function payrecon(args: string[], env: Record<string, string> = {}): Promise<Result> {
-  const base: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined) continue;
-    if (/^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k)) continue;
-    base[k] = v;
-  }
-  return new Promise((done, reject) => {
-    const child = spawn(process.execPath, [BIN, 'import', ...args], {
-      cwd: dir,
-      env: { ...base, PAYRECON_DATA_DIR: join(dir, 'data'), PAYRECON_BANK_ACCOUNTS: bankAccounts, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => {
-      stdout += c;
-    });
-    child.stderr.on('data', (c) => {
-      stderr += c;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
-}
+/** The real bin's `import`, with this test's bank accounts. */
+const payrecon = (args: string[], env: Record<string, string> = {}): Promise<Result> =>
+  runPayrecon(dir, ['import', ...args], { PAYRECON_BANK_ACCOUNTS: bankAccounts, ...env });
 
 const withDb = (args: string[], env: Record<string, string> = {}) =>
   payrecon(args, { DATABASE_URL: t.url, ...env });
