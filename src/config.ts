@@ -489,6 +489,12 @@ const envSchema = z.object({
   /** Seconds within which the same notification again is acknowledged without a second event (0: never). */
   PAYRECON_WEBHOOK_DEDUPE_SECONDS: intText(0, 3_600).default(DEFAULT_WEBHOOK_LIMITS.dedupeSeconds),
   PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
+  /** Failed sign-ins of one typed user name within the window, after which sign-in answers 429. */
+  PAYRECON_WEB_SIGN_IN_FAILURES_PER_USER: intText(1, 1_000).default(5),
+  /** Failed sign-ins from one client address within the window, after which sign-in answers 429. */
+  PAYRECON_WEB_SIGN_IN_FAILURES_PER_ADDRESS: intText(1, 100_000).default(20),
+  /** The window, in seconds, over which failed sign-ins are counted. */
+  PAYRECON_WEB_SIGN_IN_WINDOW_SECONDS: intText(1, 86_400).default(900),
   /** The page's address as users reach it; workbook entity ids link to their payment page under it. */
   PAYRECON_PUBLIC_URL: httpUrl().optional(),
 
@@ -673,8 +679,14 @@ function buildConfig(env: z.output<typeof envSchema>) {
       users: env.PAYRECON_WEB_USERS ?? [],
       /** null: a random secret kept under dataDir (src/web/session-secret.ts), so sessions survive a restart. */
       sessionSecret: env.PAYRECON_SESSION_SECRET ?? null,
-      /** null: workbooks carry no links. */
+      /** null: workbooks carry no links. An https URL marks the page's cookies Secure. */
       publicUrl: env.PAYRECON_PUBLIC_URL ?? null,
+      /** Shape of `SignInLimits` (src/web/sessions.ts). */
+      signIn: {
+        perUser: env.PAYRECON_WEB_SIGN_IN_FAILURES_PER_USER,
+        perAddress: env.PAYRECON_WEB_SIGN_IN_FAILURES_PER_ADDRESS,
+        windowMs: env.PAYRECON_WEB_SIGN_IN_WINDOW_SECONDS * 1000,
+      },
       /** /api/v1 and POST /intents tokens (hashed); none: the API refuses every request. */
       apiTokens: env.PAYRECON_API_TOKENS ?? [],
     },

@@ -125,6 +125,9 @@ export async function buildServer(
         users,
         sessionSecret: await resolveSessionSecret(config.web.sessionSecret, infra.dataDir),
         timeZone: config.jobs.timeZone,
+        // Behind an https public URL the browser must never send the session cookie over plain http.
+        secureCookies: config.web.publicUrl !== null && new URL(config.web.publicUrl).protocol === 'https:',
+        signInLimits: config.web.signIn,
         services: services.web,
         logger,
         ...parts.pageOptions,

@@ -437,6 +437,33 @@ export interface Database {
   provider_settlement_rows: ProviderSettlementRowsTable;
   /** API bearer tokens made with `payrecon api token create`: the scrypt hash only. */
   api_tokens: ApiTokensTable;
+  /** The page's sessions: a row per sign-in, named by the SHA-256 of the cookie's token. */
+  web_sessions: WebSessionsTable;
+  /** The page's failed sign-ins, counted per typed user name and per address (both as HMACs). */
+  web_sign_in_failures: WebSignInFailuresTable;
+}
+
+/** A session of the page; an ended one keeps its row (when and why) until it has long expired. */
+export interface WebSessionsTable {
+  /** SHA-256 (hex) of the session token; the token itself is only in the cookie. */
+  id: string;
+  username: string;
+  /** SHA-256 (hex) of the user's configured password hash at sign-in: another hash ends the session. */
+  password_fingerprint: string;
+  role: string;
+  created_at: Timestamp;
+  last_seen_at: Timestamp;
+  expires_at: Timestamp;
+  ended_at: Timestamp | null;
+  /** 'signed-out', 'user-removed' or 'password-changed'. */
+  ended_reason: string | null;
+}
+
+/** One failed (or running) sign-in attempt under one subject: `user:<hmac>` or `address:<hmac>`. */
+export interface WebSignInFailuresTable {
+  id: Generated<string>;
+  subject: string;
+  failed_at: Timestamp;
 }
 
 /** An API token kept in the database; a revoked one keeps its row. */

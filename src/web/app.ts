@@ -13,17 +13,7 @@ import { toAppError } from '../domain/errors.ts';
 import { DEFAULT_WEB_ROLE, roleCan, type WebPermission, type WebRole } from '../domain/roles.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
-import {
-  authenticate,
-  checkCsrf,
-  csrfToken,
-  decodeSession,
-  encodeSession,
-  newSession,
-  randomId,
-  type Session,
-  type WebUser,
-} from './auth.ts';
+import { authenticate, checkCsrf, csrfToken, randomId, type Session, type WebUser } from './auth.ts';
 import { type BalanceServices, balanceRoutes } from './balance-routes.ts';
 import { type CloseServices, closeRoutes } from './close-routes.ts';
 import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
@@ -31,6 +21,14 @@ import { FAVICON_SVG } from './favicon.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
 import { type PaymentDetailView, type PaymentView, paymentPage, paymentSearchPage } from './payment-views.ts';
+import {
+  DEFAULT_SIGN_IN_LIMITS,
+  SignInGuard,
+  type SignInLimits,
+  Slots,
+  type WebSessionStore,
+  WebSessions,
+} from './sessions.ts';
 import {
   type BackLink,
   errorPage,
@@ -71,6 +69,8 @@ export interface WebServices {
   /** The month close (src/web/close-routes.ts); absent: no close pages. */
   closes?: CloseServices;
   balances: BalanceServices;
+  /** Sessions and failed sign-ins, kept server side (src/web/sessions.ts). */
+  sessions: WebSessionStore;
 }
 
 export interface WebOptions {
@@ -81,8 +81,10 @@ export interface WebOptions {
   sessionTtlMs?: number;
   /** IANA time zone for dates on the page (the report time zone). */
   timeZone: string;
-  /** Mark cookies Secure (behind TLS). Default false: the page listens on 127.0.0.1. */
+  /** Mark cookies Secure: the page is reached over https (PAYRECON_PUBLIC_URL). Default false. */
   secureCookies?: boolean;
+  /** Failed sign-ins allowed per typed user name and per address within a window (default 5, 20, 15 min). */
+  signInLimits?: SignInLimits;
   services: WebServices;
   now?: () => Date;
   logger?: Logger;
@@ -93,6 +95,11 @@ const PRELOGIN_COOKIE = 'payrecon_prelogin';
 const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
 /** Where sign-in and the root lead: the balances, the page a finance desk opens the day with. */
 const LANDING = '/balances';
+/**
+ * Password checks (scrypt) of the process's sign-ins: two at once, sixteen waiting; more answer 503, so
+ * parallel guesses cannot take libuv's thread pool from the rest of the process.
+ */
+const PASSWORD_CHECKS = new Slots(2, 16);
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -154,9 +161,14 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     return problem(request, reply, 404, 'Page not found', 'There is no page at this address.');
   });
 
-  // Signed-out sessions (id -> expiry), refused until they would have expired anyway: the signed cookie
-  // alone cannot be recalled, so sign-out must be remembered on the server.
-  const signedOut = new Map<string, number>();
+  // Sessions live in the database: sign-out, a removed user and a changed password end them everywhere.
+  const sessions = new WebSessions(services.sessions, options.users, ttl, now, options.logger);
+  const guard = new SignInGuard(
+    services.sessions,
+    secret,
+    options.signInLimits ?? DEFAULT_SIGN_IN_LIMITS,
+    now,
+  );
 
   const cookieOptions = {
     path: cookiePath,
@@ -233,8 +245,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     const cookie = request.cookies[SESSION_COOKIE];
     if (cookie) {
       const unsigned = signer.unsign(cookie);
-      request.session = unsigned.valid && unsigned.value ? decodeSession(unsigned.value, now()) : null;
-      if (request.session && signedOut.has(request.session.sid)) request.session = null;
+      request.session = unsigned.valid && unsigned.value ? await sessions.resolve(unsigned.value) : null;
     }
     // An unknown path answers 404 (the not-found handler) signed in or not.
     if (request.session || request.is404 || isPublic(request.url)) return;
@@ -292,14 +303,41 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   app.post('/login', async (request, reply) => {
     const username = (field(request.body, 'username') ?? '').trim();
     const password = field(request.body, 'password') ?? '';
-    const user = username && password ? await authenticate(options.users, username, password) : null;
-    if (!user) {
-      options.logger?.warn({ username }, 'web sign-in refused');
+    // The typed name is never logged (people type passwords there): the address, and whether it names a user.
+    const address = request.ip;
+    const knownUser = options.users.some((u) => u.username === username);
+    if (!username || !password) {
+      options.logger?.warn({ address, knownUser }, 'web sign-in refused');
       return renderLogin(reply, 'Wrong user name or password.', username, 401);
     }
-    const session = newSession(user.username, ttl, now());
+    const gate = await guard.begin(username, address);
+    if (!gate.ok) {
+      options.logger?.warn({ address, knownUser }, 'web sign-in refused: too many failures');
+      const minutes = Math.ceil(gate.retryAfterSeconds / 60);
+      reply.header('retry-after', String(gate.retryAfterSeconds));
+      return renderLogin(
+        reply,
+        `Too many failed sign-ins. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`,
+        username,
+        429,
+      );
+    }
+    const checked = await PASSWORD_CHECKS.run(() => authenticate(options.users, username, password));
+    if (!checked) {
+      await services.sessions.forgetAttempts(gate.attempt.ids);
+      options.logger?.warn({ address }, 'web sign-in refused: password checks busy');
+      reply.header('retry-after', '1');
+      return renderLogin(reply, 'Too many sign-ins at once. Try again in a moment.', username, 503);
+    }
+    const user = checked.value;
+    if (!user) {
+      options.logger?.warn({ address, knownUser }, 'web sign-in refused');
+      return renderLogin(reply, 'Wrong user name or password.', username, 401);
+    }
+    await guard.succeeded(gate.attempt);
+    const { token } = await sessions.start(user);
     reply.clearCookie(PRELOGIN_COOKIE, cookieOptions);
-    reply.setCookie(SESSION_COOKIE, signer.sign(encodeSession(session)), {
+    reply.setCookie(SESSION_COOKIE, signer.sign(token), {
       ...cookieOptions,
       maxAge: Math.floor(ttl / 1000),
     });
@@ -308,9 +346,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   });
 
   app.post('/logout', async (request, reply) => {
-    const at = now().getTime();
-    for (const [sid, exp] of signedOut) if (exp <= at) signedOut.delete(sid);
-    if (request.session) signedOut.set(request.session.sid, request.session.exp);
+    if (request.session) await sessions.end(request.session.sid, 'signed-out');
     reply.clearCookie(SESSION_COOKIE, cookieOptions);
     return reply.redirect(`${base}/login`, 303);
   });

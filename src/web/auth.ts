@@ -1,7 +1,7 @@
 /**
- * Sign-in pieces: scrypt password hashes (node:crypto), the session carried in a signed cookie with an
- * expiry checked on the server, and CSRF tokens derived from the session id (synchronizer token: a form
- * posted without the token of the session that rendered it is refused). Nothing here logs or stores a
+ * Sign-in pieces: scrypt password hashes (node:crypto), the session of a signed-in request, and CSRF
+ * tokens derived from the session id (synchronizer token: a form posted without the token of the session
+ * that rendered it is refused). Sessions themselves live server side (src/web/sessions.ts). Nothing here logs or stores a
  * password; only the hash lives in configuration.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -39,35 +39,13 @@ export async function authenticate(
   return (await verifyPassword(password, user.passwordHash)) ? user : null;
 }
 
-/** What the session cookie carries (signed, so it cannot be forged or altered). */
+/** A signed-in request's session (its row is kept server side, src/web/sessions.ts). */
 export interface Session {
-  /** Random id; the CSRF token is derived from it. */
+  /** The session row's id (SHA-256 of the cookie's token); the CSRF token is derived from it. */
   sid: string;
   username: string;
-  /** Expiry, epoch milliseconds, checked on every request. */
+  /** Expiry, epoch milliseconds. */
   exp: number;
-}
-
-export function newSession(username: string, ttlMs: number, now: Date): Session {
-  return { sid: randomBytes(18).toString('base64url'), username, exp: now.getTime() + ttlMs };
-}
-
-export function encodeSession(session: Session): string {
-  return Buffer.from(JSON.stringify(session)).toString('base64url');
-}
-
-/** Decodes an (already signature-checked) cookie value; null when malformed or expired. */
-export function decodeSession(value: string, now: Date): Session | null {
-  try {
-    const data = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Partial<Session>;
-    if (typeof data.sid !== 'string' || typeof data.username !== 'string' || typeof data.exp !== 'number') {
-      return null;
-    }
-    if (data.exp <= now.getTime()) return null;
-    return { sid: data.sid, username: data.username, exp: data.exp };
-  } catch {
-    return null;
-  }
 }
 
 /** The CSRF token of a session (or of a pre-sign-in nonce): HMAC of its id under the server secret. */

@@ -1,7 +1,7 @@
 /**
  * The page's services over the ledger database's repositories (src/db) and the report runner; no SQL
- * here. The only writes are the exception queue's (src/db/exception-queue.ts) and an ILLEGAL_TRANSITION's or FACTS_CHANGED's
- * decision (src/db/decisions.ts).
+ * here. The only writes are the exception queue's (src/db/exception-queue.ts), an ILLEGAL_TRANSITION's or FACTS_CHANGED's
+ * decision (src/db/decisions.ts), and the page's sessions and failed sign-ins (src/db/web-sessions.ts).
  */
 
 import { decideException } from '../db/exceptions/decisions.ts';
@@ -10,6 +10,17 @@ import { bulkChangeState, changeQueueItem } from '../db/exceptions/queue-service
 import { exceptionTypes } from '../db/exceptions/raise.ts';
 import { getPayment, lookupPayments, paidAmounts } from '../db/read-models/payments.ts';
 import type { Db } from '../db/schema.ts';
+import {
+  clearSignInFailures,
+  endWebSession,
+  findWebSession,
+  forgetSignInAttempts,
+  insertWebSession,
+  pruneSignInFailures,
+  pruneWebSessions,
+  recordSignInAttempt,
+  touchWebSession,
+} from '../db/web-sessions.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { queueCsv } from '../reports/exception-csv.ts';
@@ -105,5 +116,17 @@ export function ledgerWebServices(
     },
 
     balances: ledgerBalanceServices(db),
+
+    sessions: {
+      insert: (session) => insertWebSession(db, session),
+      find: (id) => findWebSession(db, id),
+      end: (id, at, reason) => endWebSession(db, id, at, reason),
+      touch: (id, at) => touchWebSession(db, id, at),
+      prune: (before) => pruneWebSessions(db, before),
+      recordAttempt: (subjects, at, since) => recordSignInAttempt(db, subjects, at, since),
+      forgetAttempts: (ids) => forgetSignInAttempts(db, ids),
+      clearFailures: (subject) => clearSignInFailures(db, subject),
+      pruneFailures: (before) => pruneSignInFailures(db, before),
+    },
   };
 }
