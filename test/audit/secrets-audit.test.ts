@@ -53,6 +53,8 @@ stream.write = (line: string) => {
 
 /** Authorization and Payload-Signature values sent by any undici client in this process. */
 const wire = new Set<string>();
+/** The page's session tokens (the cookie's, without its signature): only their SHA-256 may be stored. */
+const sessionTokens = new Set<string>();
 let wireRequests = 0;
 const onHeaders = (message: unknown) => {
   const { headers } = message as { headers: string | string[] };
@@ -159,6 +161,7 @@ describe('the secrets audit', () => {
       ...catalogue.testCards.map((c) => ({ label: `test card ${c.number}`, value: c.number })),
       { label: 'cvv 123', value: '123', kind: 'cvv' as const },
       ...[...wire].map((value, i) => ({ label: `wire signature #${i}`, value })),
+      ...[...sessionTokens].map((value, i) => ({ label: `session token #${i}`, value })),
       ...exported.cashouts.map((c) => ({
         label: `cashout ${c.id} control`,
         value: cashoutControl(c.externalId, account.cashoutSecret),
@@ -202,6 +205,8 @@ describe('the secrets audit', () => {
     page = await wrong.text();
     const ok = await form('/login', { _csrf: csrfOf(page), username: WEB_USER, password: WEB_PASSWORD });
     expect(ok.status).toBe(303);
+    const session = decodeURIComponent(jar.get('payrecon_session') ?? '');
+    sessionTokens.add(session.slice(0, session.lastIndexOf('.')));
     const reports = await fetch(`${base}/reports`, {
       headers: { cookie: cookieHeader(), accept: 'text/html' },
     });
