@@ -3,6 +3,7 @@
  * health and metrics. `payrecon up` mounts everything on it; `ingest` the webhooks and intents; `web`
  * the page and the API.
  */
+import { createHash } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { API_PREFIX, apiRoutes } from './api/app.ts';
 import { databaseTokenSource } from './api/token-source.ts';
@@ -108,11 +109,21 @@ export async function buildServer(
       passwordHash: u.passwordHash,
       ...(u.role ? { role: u.role } : {}),
     }));
+    const secret = () => resolveSessionSecret(config.web.sessionSecret, infra.dataDir);
     if (users.length === 0 && parts.sandboxUsers) {
+      const sessionSecret = await secret();
+      // Salted from the kept session secret, the hashes come out the same at every start, so the
+      // sandbox users' sessions (which keep a fingerprint of the hash) survive a restart.
       users = await Promise.all(
         SANDBOX_WEB_USERS.map(async (u) => ({
           username: u.username,
-          passwordHash: await hashPassword(u.password),
+          passwordHash: await hashPassword(
+            u.password,
+            createHash('sha256')
+              .update(`sandbox-user:${u.username}:${sessionSecret}`)
+              .digest()
+              .subarray(0, 16),
+          ),
           role: u.role,
         })),
       );
@@ -123,7 +134,7 @@ export async function buildServer(
       await app.register(webRoutes, {
         prefix: '/',
         users,
-        sessionSecret: await resolveSessionSecret(config.web.sessionSecret, infra.dataDir),
+        sessionSecret: await secret(),
         timeZone: config.jobs.timeZone,
         // Behind an https public URL the browser must never send the session cookie over plain http.
         secureCookies: config.web.publicUrl !== null && new URL(config.web.publicUrl).protocol === 'https:',

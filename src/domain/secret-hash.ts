@@ -17,9 +17,11 @@ function scrypt(password: string, salt: Buffer, n: number, r: number, p: number)
   });
 }
 
-/** Hashes a password or token as `scrypt$N$r$p$<salt base64>$<key base64>` (the form config accepts). */
-export async function hashSecret(password: string): Promise<string> {
-  const salt = randomBytes(16);
+/**
+ * Hashes a password or token as `scrypt$N$r$p$<salt base64>$<key base64>` (the form config accepts).
+ * The salt is random unless given (a hash that must come out the same at every start).
+ */
+export async function hashSecret(password: string, salt: Buffer = randomBytes(16)): Promise<string> {
   const key = await scrypt(password, salt, SCRYPT_N, SCRYPT_R, SCRYPT_P);
   return ['scrypt', SCRYPT_N, SCRYPT_R, SCRYPT_P, salt.toString('base64'), key.toString('base64')].join('$');
 }

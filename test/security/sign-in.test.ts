@@ -43,7 +43,10 @@ function usersJson(names: readonly Name[], override: Partial<Record<Name, string
 }
 
 /** The one server with the page, as `payrecon web` builds it, listening on 127.0.0.1. */
-async function startServer(env: Record<string, string>): Promise<{ app: FastifyInstance; base: string }> {
+async function startServer(
+  env: Record<string, string>,
+  sandboxUsers = false,
+): Promise<{ app: FastifyInstance; base: string }> {
   const config = loadConfig({ DATABASE_URL: t.url, PAYRECON_DATA_DIR: dir, ...env });
   const stream = new Writable({
     write(chunk, _enc, done) {
@@ -62,6 +65,7 @@ async function startServer(env: Record<string, string>): Promise<{ app: FastifyI
     webhooks: false,
     intents: false,
     metrics: infra.metrics,
+    sandboxUsers,
   });
   running.push(app);
   return { app, base: await app.listen({ host: '127.0.0.1', port: 0 }) };
@@ -384,6 +388,23 @@ describe('sessions kept server side', () => {
       expect(await endedReason(bob)).toBe('password-changed');
       const { answer } = await trySignIn(second.base, 'bob', 'bob has a new pass phrase');
       expect(answer.status).toBe(303);
+    } finally {
+      await stopServer(second.app);
+    }
+  }, 60_000);
+});
+
+describe('the sandbox users', () => {
+  it('keep their sessions across a restart (their hashes come out the same)', async () => {
+    const first = await startServer({}, true);
+    const { jar, answer } = await trySignIn(first.base, 'finance', 'sandbox');
+    expect(answer.status).toBe(303);
+    expect(await balances(first.base, jar)).toBe(200);
+    await stopServer(first.app);
+    const second = await startServer({}, true);
+    try {
+      expect(await balances(second.base, jar)).toBe(200);
+      expect(await endedReason(jar)).toBeNull();
     } finally {
       await stopServer(second.app);
     }
