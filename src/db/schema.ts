@@ -450,6 +450,7 @@ export interface WebSessionsTable {
   username: string;
   /** SHA-256 (hex) of the user's configured password hash at sign-in: another hash ends the session. */
   password_fingerprint: string;
+  /** The user's role at sign-in (the page applies the configured one). */
   role: string;
   created_at: Timestamp;
   last_seen_at: Timestamp;

@@ -443,3 +443,15 @@ describe('cookie flags', () => {
     }
   }, 60_000);
 });
+
+describe('the back-off settings', () => {
+  it('refuse a value out of range, naming the variable and the rule', () => {
+    expect(() => loadConfig({ PAYRECON_WEB_SIGN_IN_FAILURES_PER_USER: '0' })).toThrow(
+      /PAYRECON_WEB_SIGN_IN_FAILURES_PER_USER.*integer from 1 to 1000/,
+    );
+    expect(() => loadConfig({ PAYRECON_WEB_SIGN_IN_WINDOW_SECONDS: 'soon' })).toThrow(
+      /PAYRECON_WEB_SIGN_IN_WINDOW_SECONDS/,
+    );
+    expect(loadConfig({}).web.signIn).toEqual({ perUser: 5, perAddress: 20, windowMs: 900_000 });
+  });
+});
