@@ -324,7 +324,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     }
     const checked = await PASSWORD_CHECKS.run(() => authenticate(options.users, username, password));
     if (!checked) {
-      await services.sessions.forgetAttempts(gate.attempt.ids);
+      await guard.withdraw(gate.attempt);
       options.logger?.warn({ address }, 'web sign-in refused: password checks busy');
       reply.header('retry-after', '1');
       return renderLogin(reply, 'Too many sign-ins at once. Try again in a moment.', username, 503);

@@ -212,6 +212,11 @@ export class SignInGuard {
     return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((until - at.getTime()) / 1000)) };
   }
 
+  /** An attempt whose password was never checked (the checks were busy) does not count. */
+  async withdraw(attempt: SignInAttempt): Promise<void> {
+    await this.store.forgetAttempts(attempt.ids);
+  }
+
   /** A right password: the attempt is not a failure, and the user's earlier failures are forgotten. */
   async succeeded(attempt: SignInAttempt): Promise<void> {
     await this.store.forgetAttempts(attempt.ids);
