@@ -489,6 +489,11 @@ const envSchema = z.object({
   /** Seconds within which the same notification again is acknowledged without a second event (0: never). */
   PAYRECON_WEBHOOK_DEDUPE_SECONDS: intText(0, 3_600).default(DEFAULT_WEBHOOK_LIMITS.dedupeSeconds),
   PAYRECON_SESSION_SECRET: z.string(required('text')).min(32, 'at least 32 characters').optional(),
+  /**
+   * The password of the PAYRECON_WEB_USERS user a command acts as (`close prepare|approve`,
+   * `exception decide|approve|reject`, `import --user`); read by those commands only, never logged.
+   */
+  PAYRECON_PASSWORD: z.string(required('text')).optional(),
   /** The page's address as users reach it; workbook entity ids link to their payment page under it. */
   PAYRECON_PUBLIC_URL: httpUrl().optional(),
 
@@ -667,6 +672,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
       password: env.SCHEMA_REGISTRY_PASSWORD ?? null,
       caFile: env.SCHEMA_REGISTRY_CA_FILE ?? null,
     },
+    /** The password a command acting as a page user authenticates it with (src/cli-auth.ts); null: ask. */
+    cli: { password: env.PAYRECON_PASSWORD ?? null },
     web: {
       host: env.PAYRECON_WEB_HOST,
       port: env.PAYRECON_WEB_PORT,
