@@ -230,7 +230,13 @@ export const PaymentDetailResponse = z.object({
       bookedAt: Instant,
       postings: z.array(z.object({ account: z.string(), amount: Amount })),
       decision: z
-        .object({ decision: z.string(), by: z.string(), note: z.string(), exceptionId: z.string() })
+        .object({
+          decision: z.string(),
+          by: z.string(),
+          proposedBy: z.string().nullable().meta({ description: 'Who proposed it, when `by` approved it' }),
+          note: z.string(),
+          exceptionId: z.string(),
+        })
         .nullable()
         .meta({
           description:
