@@ -323,7 +323,7 @@ function proposalSection(ctx: PageContext, e: ExceptionView, hidden: SafeHtml): 
   const controller = ctx.role !== undefined && roleCan(ctx.role, 'approve-booking');
   const own = p.by === ctx.username;
   return html`<section class="proposal" id="proposal"><h2>Waiting for approval</h2>
-<p><strong>${p.by ?? '?'}</strong> proposed, ${formatDateTime(p.at ? new Date(p.at) : null, ctx.timeZone)}: ${p.summary ?? ''}: ${p.note ?? ''}</p>
+<p><strong>${p.by ?? '?'}</strong> proposed to ${p.summary ?? ''}, ${formatDateTime(p.at ? new Date(p.at) : null, ctx.timeZone)}: ${p.note ?? ''}</p>
 <p class="muted">Nothing is booked until a controller who did not propose it approves.</p>${
     controller
       ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}

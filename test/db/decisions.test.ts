@@ -320,7 +320,7 @@ describe('payrecon exception decide', () => {
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
     expect(ok.stdout).toBe(
-      `exception ${ex.id} proposed: accepted the provider's status PENDING (ledger had COMPLETED); nothing booked until a controller who did not propose it approves (payrecon exception approve ${ex.id})\n`,
+      `exception ${ex.id} proposed to accept the provider's status PENDING (ledger has COMPLETED); nothing booked until a controller who did not propose it approves (payrecon exception approve ${ex.id})\n`,
     );
     const approved = await payrecon(['exception', 'approve', ex.id, '--user', 'cli-controller']);
     expect([approved.code, approved.stderr]).toEqual([0, '']);

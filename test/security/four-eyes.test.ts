@@ -243,7 +243,9 @@ describe('a decision that re-books the ledger', () => {
 
     const proposed = await decide('otto');
     expect([proposed.code, proposed.stderr]).toEqual([0, '']);
-    expect(proposed.stdout).toMatch(/^exception \d+ proposed: .*nothing booked until a controller/);
+    expect(proposed.stdout).toMatch(
+      /^exception \d+ proposed to accept the provider's status PENDING \(ledger has COMPLETED\); nothing booked until a controller/,
+    );
     expect([await available(), await entries()]).toEqual([before, entriesBefore]);
 
     const approve = (user: string) => run(['exception', 'approve', ex.id, '--user', user], password);

@@ -162,6 +162,14 @@ async function situation(trx: Db, ex: LockedException) {
   return { facts, moved, ledgerStatus: mirror?.status ?? null };
 }
 
+/** What accepting the provider's would do, in words (a proposal's). */
+function proposalText(ex: LockedException, toStatus: string, ledgerStatus: string | null): string {
+  const changes = String((ex.details as { summary?: unknown } | null)?.summary ?? 'facts');
+  return ex.type === 'FACTS_CHANGED'
+    ? `accept the provider's facts (${changes})`
+    : `accept the provider's status ${toStatus} (ledger has ${ledgerStatus ?? 'none'})`;
+}
+
 /** What a decision decides, in words (the resolution note's start). */
 function decisionText(
   ex: LockedException,
@@ -241,17 +249,18 @@ export async function decideException(db: Db, input: DecisionInput): Promise<Dec
         `exception ${ex.id}: ${waiting.by} already proposed to accept the provider's ${ex.type === 'FACTS_CHANGED' ? 'facts' : 'status'} at ${waiting.at}; a controller approves or rejects it`,
       );
     }
+    const plan = proposalText(ex, moved.to_status, ledgerStatus);
     const proposal: Proposal = {
       decision: 'accept-provider',
       by,
       note,
       at: now.toISOString(),
       reading: moved.event_id,
-      summary: what,
+      summary: plan,
     };
     await sql`UPDATE exceptions SET proposal = ${JSON.stringify(proposal)}::jsonb, updated_at = now()
       WHERE id = ${ex.id}`.execute(trx);
-    await addEvent(trx, ex.id, now, by, 'propose', `proposed: ${what}: ${note}`);
+    await addEvent(trx, ex.id, now, by, 'propose', `proposed to ${plan}: ${note}`);
     return {
       outcome: 'proposed',
       decision: 'accept-provider',
@@ -259,7 +268,7 @@ export async function decideException(db: Db, input: DecisionInput): Promise<Dec
       providerStatus: moved.to_status,
       ledgerStatus,
       entriesBooked: 0,
-      summary: `proposed: ${what}`,
+      summary: `proposed to ${plan}`,
     };
   });
 }
