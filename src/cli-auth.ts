@@ -62,11 +62,12 @@ function passwordFromFile(path: string): string {
 function promptPassword(prompt: string): Promise<string> {
   const stdin = process.stdin;
   return new Promise((resolve, reject) => {
-    process.stderr.write(prompt);
     let typed = '';
+    // Echo off before the prompt shows, so nothing typed after it is echoed.
     stdin.setRawMode(true);
     stdin.resume();
     stdin.setEncoding('utf8');
+    process.stderr.write(prompt);
     const done = (err: Error | null) => {
       stdin.setRawMode(false);
       stdin.pause();

@@ -7,6 +7,8 @@
  * re-books the ledger, proposed by an operator, books nothing until a different controller approves it;
  * the proposer cannot approve their own; the audit trail names both.
  */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyObservations } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { payrecon, type Result } from '../cli/payrecon.ts';
+import { BIN, payrecon, type Result } from '../cli/payrecon.ts';
 import { CLI_PASSWORD, webUsersJson } from '../cli/web-users.ts';
 import { bookEntry, closeLedger } from '../db/close-fixtures.ts';
 import { obs } from '../db/fixtures.ts';
@@ -185,6 +187,55 @@ describe('a month close from the command line', () => {
     expect(signed.stdout).toMatch(/^close 2026-09 acme BRL: prepared; prepared and signed by carla/);
   }, 60_000);
 
+  it.skipIf(!existsSync('/usr/bin/script'))(
+    'asks for the password at a terminal without echoing it',
+    async () => {
+      /** The bin under a pseudo-terminal (util-linux `script`); the password typed once the prompt shows. */
+      const atTerminal = (typed: string) =>
+        new Promise<{ code: number | null; out: string }>((done, reject) => {
+          const env: Record<string, string> = {};
+          for (const [k, v] of Object.entries(process.env)) {
+            if (v !== undefined && !/^(PAYRECON_|DATABASE_URL|LOG_LEVEL)/.test(k)) env[k] = v;
+          }
+          const command = [process.execPath, BIN, ...close('prepare', 'carla', ['acme', 'BRL', '2026-08'])]
+            .map((a) => `'${a}'`)
+            .join(' ');
+          const child = spawn('script', ['-qec', command, '/dev/null'], {
+            cwd: dir,
+            env: {
+              ...env,
+              DATABASE_URL: t.url,
+              PAYRECON_TIMEZONE: 'UTC',
+              PAYRECON_WEB_USERS: users,
+              PAYRECON_DATA_DIR: join(dir, 'data'),
+            },
+            stdio: ['pipe', 'pipe', 'pipe'],
+          });
+          let out = '';
+          let sent = false;
+          child.stdout.on('data', (c) => {
+            out += c;
+            if (!sent && out.includes('password of carla: ')) {
+              sent = true;
+              child.stdin.write(`${typed}\r`);
+            }
+          });
+          child.on('error', reject);
+          child.on('close', (code) => done({ code, out }));
+        });
+      const closes = await closeCount();
+      const wrong = await atTerminal('not-her-password');
+      expect(wrong.out).toContain('payrecon: --user: carla: wrong password');
+      expect(wrong.out).not.toContain('not-her-password');
+      // The right password passes; the month before the first entry is then refused on its own merits.
+      const right = await atTerminal(CLI_PASSWORD);
+      expect(right.out).not.toContain(CLI_PASSWORD);
+      expect(right.out).toContain('acme BRL has no entries before 2026-09: 2026-08 has no figures to sign');
+      expect(await closeCount()).toBe(closes);
+    },
+    60_000,
+  );
+
   it('lets a different controller approve, never the preparer', async () => {
     const own = await run(close('approve', 'carla'), password);
     expect([own.code, own.stderr]).toEqual([
@@ -326,6 +377,38 @@ describe('a decision that re-books the ledger', () => {
       ['dora', 'propose'],
       ['carla', 'reject'],
     ]);
+    // Proposed again, then an operator keeps the ledger's: resolved at once, the proposal ended and said.
+    expect(
+      (
+        await run(
+          ['exception', 'decide', ex.id, '--accept-provider', '--note', 'again', '--user', 'dora'],
+          password,
+        )
+      ).code,
+    ).toBe(0);
+    const kept = await run(
+      [
+        'exception',
+        'decide',
+        ex.id,
+        '--keep-ledger',
+        '--note',
+        'statement shows no reversal',
+        '--user',
+        'otto',
+      ],
+      password,
+    );
+    expect([kept.code, kept.stderr]).toEqual([0, '']);
+    const resolved = await t.db
+      .selectFrom('exceptions')
+      .select(['state', 'proposal', 'resolution_note'])
+      .where('id', '=', ex.id)
+      .executeTakeFirstOrThrow();
+    expect(resolved).toMatchObject({ state: 'resolved', proposal: null });
+    expect(resolved.resolution_note).toContain(
+      "statement shows no reversal (ends dora's proposal to accept the provider's status PENDING",
+    );
     expect(
       (
         await sql<{

@@ -230,10 +230,12 @@ export async function decideException(db: Db, input: DecisionInput): Promise<Dec
     const what = decisionText(ex, input.decision, moved.to_status, ledgerStatus);
     const waiting = proposalOf(ex.proposal);
     if (input.decision === 'keep-ledger') {
+      // Keeping the ledger's ends a proposal still waiting; the trail says whose.
+      const ends = waiting ? ` (ends ${waiting.by}'s proposal to ${waiting.summary})` : '';
       return resolve(trx, ex, {
         decision: 'keep-ledger',
         by,
-        note,
+        note: `${note}${ends}`,
         now,
         what,
         moved,
