@@ -286,7 +286,7 @@ ${
             }
 <td><a href="${ctx.base}/exceptions/${e.id}" class="type">${codeText(e.type)}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
 <td class="num">${amountCell(e)}</td>
-<td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span><div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
+<td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span>${e.proposal && e.state !== 'resolved' ? html`<div class="muted proposed">decision waiting for approval</div>` : ''}<div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
 <td><span class="age">${formatAge(p.now.getTime() - e.firstSeenAt.getTime())}</span> <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>
 <td><details><summary>Facts${e.count > 1 ? ` · seen ${e.count}×` : ''}</summary>${factsList(e, ctx, p.paid)}</details>${
               e.lastNote
@@ -359,7 +359,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <section><h2>The exception</h2><dl>
 <dt>Entity</dt><dd>${e.kind} ${entityLink(ctx, e)} · ${e.merchantAccount}</dd>
 <dt>Amount</dt><dd>${amountCell(e)}</dd>
-<dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span></dd>
+<dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span>${e.proposal && e.state !== 'resolved' ? html` <span class="muted">· decision waiting for approval</span>` : ''}</dd>
 <dt>Assignee</dt><dd id="assignee">${e.assignee ?? 'unassigned'}${e.assignedAt ? html` <span class="muted">since ${when(e.assignedAt)}</span>` : ''}</dd>
 <dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>
 <dt>Due</dt><dd id="due">${dueCell(e, ctx)}</dd>

@@ -127,6 +127,7 @@ describe('the exception page', () => {
       t.db.selectFrom('exceptions').selectAll().where('id', '=', ex.id).executeTakeFirstOrThrow();
     // Proposed by an operator: nothing booked, and an operator cannot approve.
     expect(await row0()).toMatchObject({ state: 'open', proposal: { by: 'finance' } });
+    expect(rowOf((await get('/exceptions')).body, ex.id)).toContain('decision waiting for approval');
     const waiting = await get(`/exceptions/${ex.id}`);
     expect(waiting.body).toContain('Waiting for approval');
     expect(waiting.body).not.toContain('value="approve"');
