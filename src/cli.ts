@@ -265,7 +265,7 @@ for (const [name, description] of [
 }
 
 const exception = program.command('exception').description('Work the exception queue from the command line');
-exception
+const decide = exception
   .command('decide <id>')
   .description(
     "Decide an ILLEGAL_TRANSITION or FACTS_CHANGED: keep the ledger's (resolved at once) or propose accepting the provider's status or facts (booked once a controller approves)",
@@ -280,14 +280,13 @@ exception
     '--database-url <url>',
     'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
   );
-userOptions(exception.commands.at(-1) as Command, 'who decides (an operator or a controller)').action(
-  async (id, opts) =>
-    (await import('./db/cli.ts')).runDecideCli(
-      id,
-      opts,
-      async () => actAs(opts, 'work-exceptions', 'exception decide'),
-      databaseOpener('payrecon exception decide', opts.databaseUrl),
-    ),
+userOptions(decide, 'who decides (an operator or a controller)').action(async (id, opts) =>
+  (await import('./db/cli.ts')).runDecideCli(
+    id,
+    opts,
+    async () => actAs(opts, 'work-exceptions', 'exception decide'),
+    databaseOpener('payrecon exception decide', opts.databaseUrl),
+  ),
 );
 
 for (const [action, description] of [
