@@ -161,6 +161,29 @@ function checkInputs(command: Command, files: Record<string, string>): void {
   if (command.getOptionValueSource('dataDir') === 'cli') requireFolderOrParent('--data-dir', opts.dataDir);
 }
 
+/**
+ * `--user` and `--password-file` of a command that acts as a page user (src/cli-auth.ts): the user is
+ * authenticated with `--password-file`, PAYRECON_PASSWORD or a prompt, and its role checked.
+ */
+function userOptions(command: Command, who: string): Command {
+  return command
+    .option('--user <name>', `${who}: a user of PAYRECON_WEB_USERS (default: $USER)`)
+    .option(
+      '--password-file <file>',
+      "a file (mode 0600) holding the user's password (else PAYRECON_PASSWORD, else asked at a terminal)",
+    );
+}
+
+/** The configured user a command acts as, authenticated, with the role `permission` needs. */
+async function actAs(
+  opts: import('./cli-auth.ts').CliUserOptions,
+  permission: import('./domain/roles.ts').WebPermission,
+  what: string,
+): Promise<string> {
+  const { loadConfig } = await import('./config.ts');
+  return (await (await import('./cli-auth.ts')).actingUser(loadConfig(), opts, permission, what)).username;
+}
+
 /** The connection of the commands that only publish (intent, backfill), opened when the command asks. */
 async function publisherConnection(): Promise<import('./producers/connect.ts').ConnectPublisher> {
   const { connectPublisher } = await import('./infrastructure.ts');
@@ -242,26 +265,55 @@ for (const [name, description] of [
 }
 
 const exception = program.command('exception').description('Work the exception queue from the command line');
-exception
+const decide = exception
   .command('decide <id>')
   .description(
-    "Resolve an ILLEGAL_TRANSITION or FACTS_CHANGED: accept the provider's status or facts (the ledger books to match) or keep the ledger's",
+    "Decide an ILLEGAL_TRANSITION or FACTS_CHANGED: keep the ledger's (resolved at once) or propose accepting the provider's status or facts (booked once a controller approves)",
   )
-  .option('--accept-provider', "the provider's status (or new facts) is right: book the ledger to match")
+  .option(
+    '--accept-provider',
+    "the provider's status (or new facts) is right: propose booking the ledger to match",
+  )
   .option('--keep-ledger', "the ledger's status (or facts) is right: book nothing")
   .requiredOption('--note <text>', 'why (kept on the exception, its history and the entries booked)')
-  .option('--by <name>', 'who decides (default: $USER)')
   .option(
     '--database-url <url>',
     'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
-  )
-  .action(async (id, opts) =>
-    (await import('./db/cli.ts')).runDecideCli(
+  );
+userOptions(decide, 'who decides (an operator or a controller)').action(async (id, opts) =>
+  (await import('./db/cli.ts')).runDecideCli(
+    id,
+    opts,
+    async () => actAs(opts, 'work-exceptions', 'exception decide'),
+    databaseOpener('payrecon exception decide', opts.databaseUrl),
+  ),
+);
+
+for (const [action, description] of [
+  [
+    'approve',
+    'Approve the decision proposed on an exception: the ledger books it now (a controller, never the proposer)',
+  ],
+  ['reject', 'Reject the decision proposed on an exception: nothing is booked (a controller)'],
+] as const) {
+  const command = exception
+    .command(`${action} <id>`)
+    .description(description)
+    .option('--note <text>', action === 'reject' ? 'why (required)' : 'a note on the approval')
+    .option(
+      '--database-url <url>',
+      'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+    );
+  userOptions(command, 'the controller who answers').action(async (id, opts) =>
+    (await import('./db/cli.ts')).runApprovalCli(
+      action,
       id,
       opts,
-      databaseOpener('payrecon exception decide', opts.databaseUrl),
+      async () => actAs(opts, 'approve-booking', `exception ${action}`),
+      databaseOpener(`payrecon exception ${action}`, opts.databaseUrl),
     ),
   );
+}
 
 exception
   .command('list')
@@ -307,7 +359,10 @@ apiToken
   .command('create')
   .description('Make a token: record its hash in the database and print the token once')
   .requiredOption('--name <name>', 'who uses it (shown as the actor of its changes)')
-  .requiredOption('--scopes <list>', 'comma-separated: read, exceptions:write, reports:write, intents:write')
+  .requiredOption(
+    '--scopes <list>',
+    'comma-separated: read, exceptions:write, exceptions:approve, reports:write, intents:write',
+  )
   .option('--expires <when>', 'YYYY-MM-DD, an ISO instant, or a number of days such as 90d (default: never)')
   .option('--by <name>', 'who makes it (default: $USER)')
   .option('--print-entry', 'write nothing: print the hashed entry to add to PAYRECON_API_TOKENS instead')
@@ -385,7 +440,7 @@ for (const [action, description] of [
   ['approve', 'Approve a prepared close (never by the user who prepared it)'],
   ['show', 'Print the close (signed figures, or figures computed now) and whether its hash matches'],
 ] as const) {
-  close
+  const command = close
     .command(action)
     .description(description)
     .requiredOption('--account <name>', 'merchant account')
@@ -394,20 +449,26 @@ for (const [action, description] of [
       '--period <YYYY-MM>',
       'the month (in PAYRECON_TIMEZONE, cut-off PAYRECON_SETTLEMENT_CUTOFF)',
     )
-    .option('--user <name>', 'who prepares or approves (default: $USER)')
     .option(
       '--database-url <url>',
       'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
-    )
-    .action(async (opts) => {
-      const { loadConfig, localUser } = await import('./config.ts');
-      const { jobs } = loadConfig();
-      await (await import('./reports/close.ts')).runCloseCli(
-        action,
-        { ...opts, user: opts.user ?? localUser(), timeZone: jobs.timeZone, cutoff: jobs.settlementCutoff },
-        databaseOpener(`payrecon close ${action}`, opts.databaseUrl),
-      );
-    });
+    );
+  if (action !== 'show') userOptions(command, 'the controller who prepares or approves');
+  command.action(async (opts) => {
+    const { loadConfig } = await import('./config.ts');
+    const config = loadConfig();
+    const { jobs } = config;
+    await (await import('./reports/close.ts')).runCloseCli(
+      action,
+      {
+        ...opts,
+        actingUser: () => actAs(opts, 'sign-close', `close ${action}`),
+        timeZone: jobs.timeZone,
+        cutoff: jobs.settlementCutoff,
+      },
+      databaseOpener(`payrecon close ${action}`, opts.databaseUrl),
+    );
+  });
 }
 
 const intent = program.command('intent').description("Record the merchant's own creations (intents)");
@@ -465,7 +526,14 @@ program
   .option('--account <id>', 'the bank account of a CSV or XLSX statement without an account column')
   .option('--dry-run', 'read and check the file only; no database')
   .option('--json', 'print the result as JSON')
-  .option('--user <name>', 'who imports (default: the system user)')
+  .option(
+    '--user <name>',
+    'who imports: a user of PAYRECON_WEB_USERS, authenticated (default: cli:<system user>)',
+  )
+  .option(
+    '--password-file <file>',
+    "a file (mode 0600) holding --user's password (else PAYRECON_PASSWORD, else asked at a terminal)",
+  )
   .option(
     '--database-url <url>',
     'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',

@@ -495,6 +495,11 @@ const envSchema = z.object({
   PAYRECON_WEB_SIGN_IN_FAILURES_PER_ADDRESS: intText(1, 100_000).default(20),
   /** The window, in seconds, over which failed sign-ins are counted. */
   PAYRECON_WEB_SIGN_IN_WINDOW_SECONDS: intText(1, 86_400).default(900),
+  /**
+   * The password of the PAYRECON_WEB_USERS user a command acts as (`close prepare|approve`,
+   * `exception decide|approve|reject`, `import --user`); read by those commands only, never logged.
+   */
+  PAYRECON_PASSWORD: z.string(required('text')).optional(),
   /** The page's address as users reach it; workbook entity ids link to their payment page under it. */
   PAYRECON_PUBLIC_URL: httpUrl().optional(),
 
@@ -673,6 +678,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
       password: env.SCHEMA_REGISTRY_PASSWORD ?? null,
       caFile: env.SCHEMA_REGISTRY_CA_FILE ?? null,
     },
+    /** The password a command acting as a page user authenticates it with (src/cli-auth.ts); null: ask. */
+    cli: { password: env.PAYRECON_PASSWORD ?? null },
     web: {
       host: env.PAYRECON_WEB_HOST,
       port: env.PAYRECON_WEB_PORT,

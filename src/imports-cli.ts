@@ -3,14 +3,15 @@
  * camt.053 statement, or CSV or XLSX through a profile, the kind's built-in one by default), checks it,
  * then records it in one transaction (src/db/imports/service.ts), each line once. A refusal is one line
  * naming the file, the row or entry and the rule, exit code 2, and nothing is imported. `--dry-run` reads
- * and checks without a database.
+ * and checks without a database. The import records who made it: an authenticated `--user`, else
+ * `cli:<system user>`.
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { userInfo } from 'node:os';
 import { basename } from 'node:path';
+import { actingUser, systemIdentity } from './cli-auth.ts';
 import { UsageError } from './cli-errors.ts';
-import { loadConfig } from './config.ts';
+import { type Config, loadConfig } from './config.ts';
 import { recordImport } from './db/imports/service.ts';
 import type { ImportFile } from './db/imports/tables.ts';
 import { IMPORT_KINDS, type ImportKind } from './domain/imports.ts';
@@ -32,6 +33,7 @@ export interface ImportCliOptions {
   dryRun?: boolean;
   json?: boolean;
   user?: string;
+  passwordFile?: string;
 }
 
 function unwrap<T>(result: ImportResult<T>): T {
@@ -39,16 +41,13 @@ function unwrap<T>(result: ImportResult<T>): T {
   return result.value;
 }
 
-function whoImports(option: string | undefined): string {
-  if (option !== undefined) {
-    if (option.trim() === '') throw new UsageError('--user', 'must not be empty');
-    return option.trim();
-  }
-  try {
-    return userInfo().username;
-  } catch {
-    throw new UsageError('--user', 'is required: the system names no user');
-  }
+/**
+ * Who imports, as the import records it: the configured user `--user` names, authenticated and able to
+ * work the queue (an operator or a controller, src/cli-auth.ts); without `--user`, `cli:<system user>`.
+ */
+async function whoImports(config: Config, opts: ImportCliOptions): Promise<string> {
+  if (opts.user === undefined) return systemIdentity();
+  return (await actingUser(config, opts, 'work-exceptions', 'import')).username;
 }
 
 /** The file read and checked, as the database records it (without who imports it). */
@@ -143,7 +142,7 @@ export async function runImportCli(
   }
   // A bad setting is named before the file is read.
   const config = loadConfig();
-  const importedBy = whoImports(opts.user);
+  const importedBy = await whoImports(config, opts);
   const file = await readImport(kind as ImportKind, path, opts, importedBy, config.bankAccounts);
   if (opts.dryRun) {
     const statements = file.kind === 'bank-statement' ? file.statements.map(() => null) : [];

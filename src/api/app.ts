@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { z } from 'zod';
 import { getClose, listCloses } from '../db/closes/records.ts';
-import { decideException } from '../db/exceptions/decisions.ts';
+import { approveDecision, decideException, rejectDecision } from '../db/exceptions/decisions.ts';
 import {
   getQueueItem,
   listQueue,
@@ -38,6 +38,7 @@ import { queueCsv, queueCsvName } from '../reports/exception-csv.ts';
 import type { ReportKind, ReportRun } from '../reports/runs.ts';
 import { ApiProblem, FileReply, mountRoutes, openApiDocument, type Route, route } from './http.ts';
 import {
+  ApprovalBody,
   AssignBody,
   BalancesQuery,
   BalancesResponse,
@@ -63,6 +64,7 @@ import {
   PaymentLookupQuery,
   PaymentLookupResponse,
   PaymentParams,
+  RejectionResponse,
   ReportFileParams,
   ReportListQuery,
   ReportListResponse,
@@ -184,6 +186,7 @@ function exceptionOut(x: QueueRow, now: Date): z.input<typeof ExceptionListRespo
     reopenReason: x.reopenReason,
     previous: x.previous,
     decision: x.decision,
+    proposal: x.proposal,
     updatedAt: iso(x.updatedAt),
   };
 }
@@ -573,7 +576,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       path: '/exceptions/{id}/decision',
       operationId: 'decideIllegalTransition',
       summary:
-        "Resolve an ILLEGAL_TRANSITION or FACTS_CHANGED: accept the provider's status or facts (the ledger books to match) or keep the ledger's",
+        "Decide an ILLEGAL_TRANSITION or FACTS_CHANGED: keep the ledger's (resolved at once) or propose accepting the provider's status or facts (booked once another token with exceptions:approve approves it)",
       tag: 'exceptions',
       scope: 'exceptions:write',
       params: ExceptionParams,
@@ -602,6 +605,72 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         if (!item) throw notFound(`no exception ${params.id}`);
         return {
           ...result,
+          exception: exceptionOut(item.exception, at),
+          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/{id}/decision/approve',
+      operationId: 'approveDecision',
+      summary:
+        'Approve the decision proposed on an exception: the ledger books it now (never by the token that proposed it)',
+      tag: 'exceptions',
+      scope: 'exceptions:approve',
+      params: ExceptionParams,
+      body: ApprovalBody,
+      status: 200,
+      response: DecisionResponse,
+      problems: [404, 409],
+      handle: async ({ params, body, token }) => {
+        const at = now();
+        const result = await approveDecision(db, {
+          id: params.id,
+          by: token.name,
+          ...(body.note !== undefined ? { note: body.note } : {}),
+          now: at,
+        }).catch((err: unknown) => {
+          if (err instanceof AppError && err.code === 'FORBIDDEN')
+            throw new ApiProblem('FORBIDDEN', err.message);
+          throw err;
+        });
+        const item = await getQueueItem(db, params.id, at, sla);
+        if (!item) throw notFound(`no exception ${params.id}`);
+        return {
+          ...result,
+          exception: exceptionOut(item.exception, at),
+          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/{id}/decision/reject',
+      operationId: 'rejectDecision',
+      summary: 'Reject the decision proposed on an exception: nothing is booked, the exception stays open',
+      tag: 'exceptions',
+      scope: 'exceptions:approve',
+      params: ExceptionParams,
+      body: ApprovalBody,
+      status: 200,
+      response: RejectionResponse,
+      problems: [404, 409],
+      handle: async ({ params, body, token }) => {
+        const at = now();
+        await rejectDecision(db, { id: params.id, by: token.name, note: body.note ?? '', now: at }).catch(
+          (err: unknown) => {
+            if (err instanceof AppError && err.code === 'VALIDATION_FAILED') {
+              throw new ApiProblem('VALIDATION_FAILED', err.message, [
+                { in: 'body', field: 'note', rule: 'required' },
+              ]);
+            }
+            throw err;
+          },
+        );
+        const item = await getQueueItem(db, params.id, at, sla);
+        if (!item) throw notFound(`no exception ${params.id}`);
+        return {
           exception: exceptionOut(item.exception, at),
           events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
         };

@@ -230,7 +230,13 @@ export const PaymentDetailResponse = z.object({
       bookedAt: Instant,
       postings: z.array(z.object({ account: z.string(), amount: Amount })),
       decision: z
-        .object({ decision: z.string(), by: z.string(), note: z.string(), exceptionId: z.string() })
+        .object({
+          decision: z.string(),
+          by: z.string(),
+          proposedBy: z.string().nullable().meta({ description: 'Who proposed it, when `by` approved it' }),
+          note: z.string(),
+          exceptionId: z.string(),
+        })
         .nullable()
         .meta({
           description:
@@ -307,10 +313,13 @@ export const Exception = z.object({
     .record(z.string(), z.unknown())
     .nullable()
     .meta({ description: 'The fact, details, note and resolver before it reopened' }),
-  decision: z
-    .record(z.string(), z.unknown())
-    .nullable()
-    .meta({ description: "An operator's decision on an ILLEGAL_TRANSITION" }),
+  decision: z.record(z.string(), z.unknown()).nullable().meta({
+    description: 'The decision on an ILLEGAL_TRANSITION or FACTS_CHANGED (who proposed and who approved it)',
+  }),
+  proposal: z.record(z.string(), z.unknown()).nullable().meta({
+    description:
+      'A decision that re-books the ledger, proposed and waiting for approval: decision, by, note, at',
+  }),
   updatedAt: Instant,
 });
 
@@ -325,7 +334,10 @@ export const ExceptionEvent = z.object({
   id: z.string(),
   at: Instant,
   actor: z.string(),
-  action: z.enum(['state', 'assign', 'comment']),
+  action: z.enum(['state', 'assign', 'comment', 'propose', 'approve', 'reject']).meta({
+    description:
+      'propose, approve, reject: the steps of a decision that re-books the ledger (proposed, then approved or rejected by a controller who did not propose it)',
+  }),
   fromState: z.string().nullable(),
   toState: z.string().nullable(),
   fromAssignee: z.string().nullable(),
@@ -372,7 +384,17 @@ export const DecisionBody = z.strictObject({
   }),
   note: Text(2000).meta({ description: 'Why (required: it is what the next person reads)' }),
 });
+export const ApprovalBody = z.strictObject({
+  note: Text(2000)
+    .optional()
+    .meta({ description: 'Why (required to reject: it is what the proposer reads)' }),
+});
+export const RejectionResponse = z.object({ exception: Exception, events: z.array(ExceptionEvent) });
 export const DecisionResponse = z.object({
+  outcome: z.enum(['decided', 'proposed']).meta({
+    description:
+      "decided: the exception is resolved (keep-ledger, or an approval); proposed: accept-provider is recorded, nothing booked, until a token with exceptions:approve other than the proposer's approves it",
+  }),
   decision: z.enum(DECISIONS),
   status: z.string().nullable().meta({ description: "The entity's status in the ledger afterwards" }),
   providerStatus: z.string(),

@@ -3,13 +3,13 @@
  * running `payrecon up`'s, else the embedded PostgreSQL under `<data dir>/pg`; see src/endpoints.ts).
  * `verify` exits non-zero and names each failed invariant.
  */
-import { loadConfig, localUser } from '../config.ts';
+import { loadConfig } from '../config.ts';
 import { AppError } from '../domain/errors.ts';
 import { EXCEPTION_STATES, type ExceptionState } from '../domain/exception-queue.ts';
 import { EXCEPTION_TYPES, refusedReading } from '../domain/exception-rules.ts';
 import { formatAmount } from '../domain/money.ts';
 import { createDb, MIGRATIONS, migrateDown, migrateToLatest, pendingMigrations } from './connection.ts';
-import { decideException } from './exceptions/decisions.ts';
+import { approveDecision, decideException, rejectDecision } from './exceptions/decisions.ts';
 import { listQueue, type QueueFilter } from './exceptions/queue.ts';
 import type { ExceptionFacts } from './exceptions/raise.ts';
 import { takeBalanceSnapshots } from './ledger/balance-snapshots.ts';
@@ -125,21 +125,27 @@ export interface DecideOptions {
   acceptProvider?: boolean;
   keepLedger?: boolean;
   note?: string;
-  by?: string;
 }
 
 /**
- * `payrecon exception decide <id> --accept-provider|--keep-ledger --note TEXT --by NAME`: an operator's
- * decision on an ILLEGAL_TRANSITION or FACTS_CHANGED (src/db/exceptions/decisions.ts), printed as one line.
+ * `payrecon exception decide <id> --accept-provider|--keep-ledger --note TEXT --user NAME`: a decision
+ * on an ILLEGAL_TRANSITION or FACTS_CHANGED (src/db/exceptions/decisions.ts), printed as one line:
+ * keeping the ledger's resolves it; accepting the provider's is proposed for a controller to approve.
+ * `actingUser` authenticates who decides (the CLI's), after the arguments are checked.
  */
-export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDatabase): Promise<void> {
+export async function runDecideCli(
+  id: string,
+  opts: DecideOptions,
+  actingUser: () => Promise<string>,
+  open: OpenDatabase,
+): Promise<void> {
   if (Boolean(opts.acceptProvider) === Boolean(opts.keepLedger)) {
     throw new AppError(
       'VALIDATION_FAILED',
       'exception decide: give exactly one of --accept-provider or --keep-ledger',
     );
   }
-  const by = opts.by ?? localUser() ?? '';
+  const by = await actingUser();
   const database = await open();
   const db = createDb(database.url, 2);
   try {
@@ -150,10 +156,43 @@ export async function runDecideCli(id: string, opts: DecideOptions, open: OpenDa
       note: opts.note ?? '',
     });
     process.stdout.write(
-      r.decision === 'accept-provider'
-        ? `exception ${id} resolved: ${r.summary}, ${r.entriesBooked} entries booked\n`
+      r.outcome === 'proposed'
+        ? `exception ${id} ${r.summary}; nothing booked until a controller who did not propose it approves (payrecon exception approve ${id})\n`
         : `exception ${id} resolved: ${r.summary}\n`,
     );
+  } finally {
+    await db.destroy();
+    await database.stop();
+  }
+}
+
+/**
+ * `payrecon exception approve|reject <id> [--note TEXT] --user NAME`: a controller answers the decision
+ * proposed on an exception: approved, the ledger books it (never by its proposer); rejected, nothing is
+ * booked.
+ */
+export async function runApprovalCli(
+  action: 'approve' | 'reject',
+  id: string,
+  opts: { note?: string },
+  actingUser: () => Promise<string>,
+  open: OpenDatabase,
+): Promise<void> {
+  if (action === 'reject' && !opts.note?.trim()) {
+    throw new AppError('VALIDATION_FAILED', '--note: required to reject (why the proposal is wrong)');
+  }
+  const by = await actingUser();
+  const database = await open();
+  const db = createDb(database.url, 2);
+  try {
+    const input = { id, by, ...(opts.note !== undefined ? { note: opts.note } : {}) };
+    if (action === 'approve') {
+      const r = await approveDecision(db, input);
+      process.stdout.write(`exception ${id} resolved: ${r.summary}, ${r.entriesBooked} entries booked\n`);
+    } else {
+      const p = await rejectDecision(db, input);
+      process.stdout.write(`exception ${id}: ${p.by}'s proposal rejected, nothing booked\n`);
+    }
   } finally {
     await db.destroy();
     await database.stop();

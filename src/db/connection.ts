@@ -11,6 +11,7 @@ import * as m20261128T210451Z from './migrations/20261128T210451Z_mirror_version
 import * as m20261128T215836Z from './migrations/20261128T215836Z_imports.ts';
 import * as m20261128T222439Z from './migrations/20261128T222439Z_api_tokens.ts';
 import * as m20261128T234806Z from './migrations/20261128T234806Z_web_sessions.ts';
+import * as m20261128T234940Z from './migrations/20261128T234940Z_decision_approvals.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -27,6 +28,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T215836Z_imports': m20261128T215836Z,
   '20261128T222439Z_api_tokens': m20261128T222439Z,
   '20261128T234806Z_web_sessions': m20261128T234806Z,
+  '20261128T234940Z_decision_approvals': m20261128T234940Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -290,11 +290,19 @@ export interface ExceptionsTable {
   previous: NullableJson;
   /** An operator's decision on an ILLEGAL_TRANSITION: accept the provider's status or keep the ledger's. */
   decision: NullableJson;
+  /**
+   * A decision that re-books the ledger, proposed and waiting for a controller's approval (who, what,
+   * why, when, the reading it accepts); null: none pending.
+   */
+  proposal: NullableJson;
   /** Who works it; null: nobody. */
   assignee: string | null;
   assigned_at: Timestamp | null;
   updated_at: GeneratedTimestamp;
 }
+
+/** What an audit event of an exception records; `propose`, `approve`, `reject`: the steps of a decision. */
+export type ExceptionEventAction = 'state' | 'assign' | 'comment' | 'propose' | 'approve' | 'reject';
 
 /** Append-only audit trail of an exception: state changes, assignments, comments (who, when, what). */
 export interface ExceptionEventsTable {
@@ -302,7 +310,7 @@ export interface ExceptionEventsTable {
   exception_id: string;
   at: GeneratedTimestamp;
   actor: string;
-  action: 'state' | 'assign' | 'comment';
+  action: ExceptionEventAction;
   from_state: string | null;
   to_state: string | null;
   from_assignee: string | null;

@@ -6,7 +6,7 @@
 import type { OpenDatabase } from '../db/cli.ts';
 import { type CloseScope, closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import { type CloseRecord, getCloseRecord } from '../db/closes/records.ts';
-import { type CloseLedger, closeLedgers } from '../db/closes/scopes.ts';
+import { closeLedgerOf } from '../db/closes/scopes.ts';
 import { approveClose, prepareClose } from '../db/closes/service.ts';
 import { createDb } from '../db/connection.ts';
 import { CLOSE_PERIOD_RE, type CloseDocument } from '../domain/close.ts';
@@ -37,8 +37,11 @@ export interface CloseCliOptions {
   account: string;
   currency: string;
   period: string;
-  /** Who prepares or approves (the CLI passes --user, else $USER). */
-  user: string | null;
+  /**
+   * Who prepares or approves: the configured user the command authenticated (src/cli-auth.ts), asked
+   * once the arguments are checked and before the database is opened; it throws to refuse.
+   */
+  actingUser: () => Promise<string>;
   /** The report time zone and settlement cut-off (PAYRECON_TIMEZONE, PAYRECON_SETTLEMENT_CUTOFF). */
   timeZone: string;
   cutoff: string;
@@ -60,26 +63,6 @@ export function describeClose(doc: CloseDocument, record: CloseRecord | null, po
   ];
 }
 
-/** The ledger of the account and currency asked for; a usage error naming the ones there are when none. */
-function knownLedger(ledgers: readonly CloseLedger[], account: string, currency: string): CloseLedger {
-  const accounts = [...new Set(ledgers.map((l) => l.merchantAccount))];
-  if (!accounts.includes(account)) {
-    throw new AppError(
-      'VALIDATION_FAILED',
-      `--account: no merchant account ${account} in the ledger (${accounts.length ? `known: ${accounts.join(', ')}` : 'it has none yet'})`,
-    );
-  }
-  const mine = ledgers.filter((l) => l.merchantAccount === account);
-  const ledger = mine.find((l) => l.currency === currency);
-  if (!ledger) {
-    throw new AppError(
-      'VALIDATION_FAILED',
-      `--currency: ${account} has no ledger in ${currency} (known: ${mine.map((l) => l.currency).join(', ')})`,
-    );
-  }
-  return ledger;
-}
-
 export async function runCloseCli(
   action: 'prepare' | 'approve' | 'show',
   opts: CloseCliOptions,
@@ -89,14 +72,18 @@ export async function runCloseCli(
     throw new AppError('VALIDATION_FAILED', `--period: must be a month YYYY-MM (got ${opts.period})`);
   }
   const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff);
-  const by = opts.user ?? '';
-  if (action !== 'show' && !by) {
-    throw new AppError('VALIDATION_FAILED', `close ${action}: give --user (no USER in the environment)`);
-  }
+  const by = action === 'show' ? '' : await opts.actingUser();
   const database = await open();
   const db = createDb(database.url, 4);
   try {
-    const ledger = knownLedger(await closeLedgers(db), opts.account, opts.currency);
+    // The one check of account and currency (src/db/closes/scopes.ts), before anything is written.
+    const ledger = await closeLedgerOf(db, opts.account, opts.currency).catch((err: unknown) => {
+      const field = err instanceof AppError ? err.details?.field : undefined;
+      if (err instanceof AppError && err.code === 'NOT_FOUND' && typeof field === 'string') {
+        throw new AppError('VALIDATION_FAILED', `--${field}: ${err.message}`);
+      }
+      throw err;
+    });
     const now = new Date();
     if (action === 'prepare') await prepareClose(db, scope, by, now);
     if (action === 'approve') {

@@ -5,10 +5,11 @@
 
 import { closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import { closesOfPeriods, getCloseRecord } from '../db/closes/records.ts';
-import { closeLedgers } from '../db/closes/scopes.ts';
+import { closeLedgerOf, closeLedgers } from '../db/closes/scopes.ts';
 import { approveClose, prepareClose } from '../db/closes/service.ts';
 import type { Db } from '../db/schema.ts';
 import { previousPeriod } from '../domain/close.ts';
+import { AppError } from '../domain/errors.ts';
 import { closeScope } from '../reports/close.ts';
 import { monthOfInstant } from '../reports/period.ts';
 import type { CloseServices } from './close-routes.ts';
@@ -62,7 +63,11 @@ export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): C
       return { rows, waiting, lastComplete };
     },
     page: async (account, currency, period, now) => {
-      const [ledger] = await closeLedgers(db, { merchantAccount: account, currency });
+      // The one check of account and currency (src/db/closes/scopes.ts): none, the page answers 404.
+      const ledger = await closeLedgerOf(db, account, currency).catch((err: unknown) => {
+        if (err instanceof AppError && err.code === 'NOT_FOUND') return null;
+        throw err;
+      });
       if (!ledger) return null;
       const s = scope(account, currency, period);
       const [record, postClose] = await Promise.all([

@@ -3,7 +3,8 @@
  * on its own encapsulated instance: sign-in, CSRF and the error pages apply as to every page. Every read
  * and write goes through the queue's functions in src/db (the ones the API uses), so a filter, a due
  * time, a state change or an export means the same on the page and in `/api/v1`. Viewers read; moves
- * need the operator role (`work-exceptions`).
+ * need the operator role (`work-exceptions`); accepting the provider's status or facts is proposed, and
+ * only a controller who did not propose it approves or rejects it (`approve-booking`).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type {
@@ -60,8 +61,9 @@ export interface ExceptionServices {
    */
   paid?(rows: readonly ExceptionView[]): Promise<ReadonlyMap<string, PaidAmount>>;
   /**
-   * An operator's decision on an ILLEGAL_TRANSITION (src/db/decisions.ts): accept the provider's status
-   * (the ledger books to match) or keep the ledger's. Throws NOT_FOUND, CONFLICT or VALIDATION_FAILED.
+   * A decision on an ILLEGAL_TRANSITION or FACTS_CHANGED (src/db/exceptions/decisions.ts): keeping the
+   * ledger's resolves at once; accepting the provider's is proposed (nothing booked) for a controller to
+   * approve. Throws NOT_FOUND, CONFLICT or VALIDATION_FAILED.
    */
   decide?(
     id: string,
@@ -69,7 +71,11 @@ export interface ExceptionServices {
     note: string,
     username: string,
     now: Date,
-  ): Promise<void>;
+  ): Promise<'decided' | 'proposed'>;
+  /** A controller approves the proposed decision (booked now); FORBIDDEN for the proposer. */
+  approve?(id: string, note: string | null, username: string, now: Date): Promise<void>;
+  /** A controller rejects the proposed decision (nothing booked). */
+  reject?(id: string, note: string, username: string, now: Date): Promise<void>;
 }
 
 const PAGE_SIZE = 50;
@@ -141,6 +147,9 @@ const DONE: Record<string, string> = {
   comment: 'Comment added.',
   'accept-provider':
     "Exception resolved: the provider's status or facts are accepted and the ledger booked to match.",
+  proposed: 'Decision proposed: nothing is booked until a controller who did not propose it approves it.',
+  approve: "Decision approved: the provider's status or facts are accepted and the ledger booked to match.",
+  reject: 'Proposal rejected: nothing was booked; the exception stays open.',
   'keep-ledger': "Exception resolved: the ledger's status and bookings are kept.",
 };
 
@@ -282,8 +291,9 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
           'A note is required: say why the decision is right.',
         );
       }
+      let outcome: 'decided' | 'proposed';
       try {
-        await services.decide(id, action, note, username, now());
+        outcome = await services.decide(id, action, note, username, now());
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (code === 'NOT_FOUND' || code === 'CONFLICT') {
@@ -291,7 +301,34 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
         }
         throw err;
       }
-      kit.logger?.info({ exception: id, action, username }, 'exception decided from the page');
+      kit.logger?.info({ exception: id, action, username, outcome }, 'exception decided from the page');
+      return reply.redirect(backTo(request, { done: outcome === 'proposed' ? 'proposed' : action }), 303);
+    }
+    if (action === 'approve' || action === 'reject') {
+      // Approving or rejecting a decision that re-books the ledger is a controller's.
+      const denied = refuseUnless(request, reply, 'approve-booking');
+      if (denied) return denied;
+      if (action === 'reject' && !note) {
+        return problem(
+          request,
+          reply,
+          400,
+          'Note required',
+          'A note is required: say why the proposal is wrong.',
+        );
+      }
+      try {
+        if (action === 'approve') await services.approve?.(id, note, username, now());
+        else await services.reject?.(id, note ?? '', username, now());
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code === 'FORBIDDEN') return problem(request, reply, 403, 'Not allowed', (err as Error).message);
+        if (code === 'NOT_FOUND' || code === 'CONFLICT') {
+          return problem(request, reply, 409, 'Not done', (err as Error).message);
+        }
+        throw err;
+      }
+      kit.logger?.info({ exception: id, action, username }, 'proposed decision answered from the page');
       return reply.redirect(backTo(request, { done: action }), 303);
     }
     let change: QueueChange;

@@ -201,13 +201,15 @@ function moveButtons(e: ExceptionView, ctx: PageContext): SafeHtml {
 ${(MOVE_FROM.in_review as readonly string[]).includes(e.state) ? html`<button class="secondary" name="action" value="review">In review</button>` : ''}
 ${(MOVE_FROM.acknowledged as readonly string[]).includes(e.state) ? html`<button class="secondary" name="action" value="acknowledge">Acknowledge</button>` : ''}
 ${
-  e.type === 'ILLEGAL_TRANSITION'
-    ? html`<button name="action" value="accept-provider">Accept the provider's status</button>
+  e.proposal
+    ? html`<button class="secondary" name="action" value="keep-ledger">Keep the ledger's ${e.type === 'FACTS_CHANGED' ? 'facts' : 'status'}</button>`
+    : e.type === 'ILLEGAL_TRANSITION'
+      ? html`<button name="action" value="accept-provider">Accept the provider's status</button>
 <button class="secondary" name="action" value="keep-ledger">Keep the ledger's status</button>`
-    : e.type === 'FACTS_CHANGED'
-      ? html`<button name="action" value="accept-provider">Accept the provider's facts</button>
+      : e.type === 'FACTS_CHANGED'
+        ? html`<button name="action" value="accept-provider">Accept the provider's facts</button>
 <button class="secondary" name="action" value="keep-ledger">Keep the ledger's facts</button>`
-      : html`<button name="action" value="resolve">Resolve</button>`
+        : html`<button name="action" value="resolve">Resolve</button>`
 }`;
 }
 
@@ -284,7 +286,7 @@ ${
             }
 <td><a href="${ctx.base}/exceptions/${e.id}" class="type">${codeText(e.type)}</a> <span class="sev">${e.severity}</span><div>${e.kind} ${entityLink(ctx, e)}</div><div class="muted">${e.merchantAccount}</div></td>
 <td class="num">${amountCell(e)}</td>
-<td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span><div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
+<td><span class="badge ${e.state}">${e.state.replace('_', ' ')}</span>${e.proposal && e.state !== 'resolved' ? html`<div class="muted proposed">decision waiting for approval</div>` : ''}<div class="muted assignee">${e.assignee ? `@${e.assignee}` : 'unassigned'}</div></td>
 <td><span class="age">${formatAge(p.now.getTime() - e.firstSeenAt.getTime())}</span> <span class="muted">(${ageBucketLabel(e.firstSeenAt, p.now)})</span><div class="due">due ${dueCell(e, ctx)}</div></td>
 <td><details><summary>Facts${e.count > 1 ? ` · seen ${e.count}×` : ''}</summary>${factsList(e, ctx, p.paid)}</details>${
               e.lastNote
@@ -308,7 +310,30 @@ ${
 function eventText(e: QueueEvent): string {
   if (e.action === 'state') return `${e.fromState ?? '?'} → ${e.toState ?? '?'}`;
   if (e.action === 'assign') return `assignee ${e.fromAssignee ?? 'none'} → ${e.toAssignee ?? 'none'}`;
+  if (e.action === 'propose') return 'decision proposed';
+  if (e.action === 'approve') return 'decision approved';
+  if (e.action === 'reject') return 'proposal rejected';
   return 'comment';
+}
+
+/** A decision waiting for a controller: who proposed what, and (for a controller) approve or reject. */
+function proposalSection(ctx: PageContext, e: ExceptionView, hidden: SafeHtml): SafeHtml {
+  const p = e.proposal as { by?: string; at?: string; note?: string; summary?: string } | null;
+  if (!p || e.state === 'resolved') return html``;
+  const controller = ctx.role !== undefined && roleCan(ctx.role, 'approve-booking');
+  const own = p.by === ctx.username;
+  return html`<section class="proposal" id="proposal"><h2>Waiting for approval</h2>
+<p><strong>${p.by ?? '?'}</strong> proposed to ${p.summary ?? ''}, ${formatDateTime(p.at ? new Date(p.at) : null, ctx.timeZone)}: ${p.note ?? ''}</p>
+<p class="muted">Nothing is booked until a controller who did not propose it approves.</p>${
+    controller
+      ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}
+<label>Note (required to reject)<input name="note" maxlength="1000"></label>${
+          own
+            ? html`<span class="muted">You proposed it: another controller approves it.</span>`
+            : html`<button name="action" value="approve">Approve and book</button>`
+        }<button class="secondary" name="action" value="reject">Reject</button></form>`
+      : html`<p class="muted">A controller approves or rejects it.</p>`
+  }</section>`;
 }
 
 /** One exception: what it is about, its due time, the moves, and its audit trail (oldest first). */
@@ -334,7 +359,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <section><h2>The exception</h2><dl>
 <dt>Entity</dt><dd>${e.kind} ${entityLink(ctx, e)} · ${e.merchantAccount}</dd>
 <dt>Amount</dt><dd>${amountCell(e)}</dd>
-<dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span></dd>
+<dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span>${e.proposal && e.state !== 'resolved' ? html` <span class="muted">· decision waiting for approval</span>` : ''}</dd>
 <dt>Assignee</dt><dd id="assignee">${e.assignee ?? 'unassigned'}${e.assignedAt ? html` <span class="muted">since ${when(e.assignedAt)}</span>` : ''}</dd>
 <dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>
 <dt>Due</dt><dd id="due">${dueCell(e, ctx)}</dd>
@@ -344,6 +369,7 @@ ${
     ? html`<dt>Resolved</dt><dd id="resolution">by <strong>${e.resolvedBy ?? 'unknown'}</strong>${e.resolvedAt ? html`, ${when(e.resolvedAt)}` : ''}: ${e.resolutionNote ?? ''}</dd>`
     : ''
 }</dl><h3>Facts</h3>${factsList(e, ctx, paid)}</section>
+${proposalSection(ctx, e, hidden)}
 <section><h2>Work it</h2>${
       work
         ? html`<form method="post" action="${ctx.base}/exceptions/${e.id}" class="inline">${hidden}

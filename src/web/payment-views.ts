@@ -130,7 +130,7 @@ ${p.feeAmount !== null ? html`<dt>Fee</dt><dd>${moneyText(p.feeAmount, p.feeCurr
             (e) =>
               html`${e.postings.map(
                 (post, i) =>
-                  html`<tr>${i === 0 ? html`<td rowspan="${e.postings.length}">${e.effect}${e.direction < 0 ? ' (reversal)' : ''}<div class="muted">${when(e.bookedAt)}</div>${e.decision ? html`<div class="decision">decided by ${e.decision.by} (exception <a href="${ctx.base}/exceptions/${e.decision.exceptionId}">#${e.decision.exceptionId}</a>, ${e.decision.decision}): ${e.decision.note}</div>` : ''}</td><td rowspan="${e.postings.length}">${e.book}</td>` : ''}<td>${post.account}</td>${money(post.amount)}</tr>`,
+                  html`<tr>${i === 0 ? html`<td rowspan="${e.postings.length}">${e.effect}${e.direction < 0 ? ' (reversal)' : ''}<div class="muted">${when(e.bookedAt)}</div>${e.decision ? html`<div class="decision">decided by ${e.decision.by}${e.decision.proposedBy ? ` on ${e.decision.proposedBy}'s proposal` : ''} (exception <a href="${ctx.base}/exceptions/${e.decision.exceptionId}">#${e.decision.exceptionId}</a>, ${e.decision.decision}): ${e.decision.note}</div>` : ''}</td><td rowspan="${e.postings.length}">${e.book}</td>` : ''}<td>${post.account}</td>${money(post.amount)}</tr>`,
               )}`,
           )}</tbody></table>`
         : html`<p class="muted">Nothing booked.</p>`

@@ -4,7 +4,7 @@
  * decision (src/db/decisions.ts), and the page's sessions and failed sign-ins (src/db/web-sessions.ts).
  */
 
-import { decideException } from '../db/exceptions/decisions.ts';
+import { approveDecision, decideException, rejectDecision } from '../db/exceptions/decisions.ts';
 import { getQueueItem, listQueue, queueAgeCounts } from '../db/exceptions/queue.ts';
 import { bulkChangeState, changeQueueItem } from '../db/exceptions/queue-service.ts';
 import { exceptionTypes } from '../db/exceptions/raise.ts';
@@ -110,8 +110,13 @@ export function ledgerWebServices(
           db,
           rows.filter((r) => r.type === 'PROVIDER_AMOUNT_MISMATCH'),
         ),
-      decide: async (id, decision, note, username, now) => {
-        await decideException(db, { id, decision, note, by: username, now });
+      decide: async (id, decision, note, username, now) =>
+        (await decideException(db, { id, decision, note, by: username, now })).outcome,
+      approve: async (id, note, username, now) => {
+        await approveDecision(db, { id, by: username, ...(note ? { note } : {}), now });
+      },
+      reject: async (id, note, username, now) => {
+        await rejectDecision(db, { id, by: username, note, now });
       },
     },
 

@@ -96,7 +96,14 @@ beforeAll(async () => {
   t = await createTestDatabase();
   dir = await mkdtemp(join(tmpdir(), 'payrecon-api-'));
   runner = new ReportRunner({ db: t.db, dir, timeZone: 'UTC' });
-  await makeToken('all', ['read', 'exceptions:write', 'reports:write', 'intents:write']);
+  await makeToken('all', [
+    'read',
+    'exceptions:write',
+    'exceptions:approve',
+    'reports:write',
+    'intents:write',
+  ]);
+  await makeToken('controller', ['read', 'exceptions:approve']);
   await makeToken('reader', ['read']);
   await makeToken('intents-only', ['intents:write']);
   const logger = pino(
@@ -175,6 +182,8 @@ describe('the OpenAPI document', () => {
         'changeExceptionState',
         'changeExceptionStates',
         'decideIllegalTransition',
+        'approveDecision',
+        'rejectDecision',
         'commentException',
         'downloadReportFile',
         'exportExceptions',
@@ -227,12 +236,13 @@ describe('authentication and scopes', () => {
       ['reader', 'POST', `/exceptions/${exceptionId}/state`, { state: 'in_review' }],
       ['reader', 'POST', `/exceptions/${exceptionId}/assignee`, { assignee: 'ana' }],
       ['reader', 'POST', `/exceptions/${exceptionId}/comments`, { note: 'hi' }],
+      ['reader', 'POST', `/exceptions/${exceptionId}/decision/reject`, { note: 'no' }],
       ['reader', 'POST', '/reports', { kind: 'settlement', from: '2026-11-01', to: '2026-11-01' }],
     ];
     for (const [who, method, path, body] of cases) {
       const res = await call(method, path, { token: tokens[who] ?? null, ...(body ? { body } : {}) });
       const p = expectProblem(res, 403, 'authorization');
-      expect(String(p.detail)).toMatch(/scope (read|exceptions:write|reports:write)/);
+      expect(String(p.detail)).toMatch(/scope (read|exceptions:write|exceptions:approve|reports:write)/);
       expect(res.headers['www-authenticate']).toMatch(/insufficient_scope/);
     }
   });
@@ -516,6 +526,55 @@ describe('the exception queue', () => {
     );
   });
 
+  it('rejects a proposed decision: nothing booked, the exception stays open, the trail says who', async () => {
+    const a = 'illegal-reject';
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [
+        { ...obs('deposit', 'y1', 'COMPLETED', 1), account: a },
+        { ...obs('deposit', 'y1', 'PENDING', 2), account: a },
+      ]),
+    );
+    const list = json<{ items: { id: string }[] }>(
+      await call('GET', `/exceptions?account=${a}&type=ILLEGAL_TRANSITION`),
+    );
+    const id = list.items[0]?.id ?? '';
+    await call('POST', `/exceptions/${id}/decision`, {
+      body: { decision: 'accept-provider', note: 'looks like a chargeback' },
+    });
+    const controller = tokens.controller ?? null;
+    expectProblem(
+      await call('POST', `/exceptions/${id}/decision/reject`, { token: controller, body: {} }),
+      400,
+      'note',
+    );
+    const res = json<{
+      exception: { state: string; proposal: unknown };
+      events: { actor: string; action: string; note: string }[];
+    }>(
+      await call('POST', `/exceptions/${id}/decision/reject`, {
+        token: controller,
+        body: { note: 'no chargeback on the statement' },
+      }),
+    );
+    expect(res.exception).toMatchObject({ state: 'open', proposal: null });
+    expect(res.events.map((e) => [e.actor, e.action])).toEqual([
+      ['all', 'propose'],
+      ['controller', 'reject'],
+    ]);
+    expectProblem(
+      await call('POST', `/exceptions/${id}/decision/approve`, { token: controller, body: {} }),
+      409,
+    );
+    const bal = json<{ balances: { account: string; balance: string }[] }>(
+      await call('GET', `/balances?account=${a}`),
+    );
+    expect(bal.balances.find((b) => b.account === 'available')?.balance).toBe('100.00');
+    expectProblem(
+      await call('POST', '/exceptions/999999/decision/reject', { token: controller, body: { note: 'n' } }),
+      404,
+    );
+  });
+
   it("resolves an illegal transition by accepting the provider's status, in the ledger and the trail", async () => {
     const a = 'illegal-acct';
     await withLedgerTransaction(t.db, (trx) =>
@@ -544,21 +603,49 @@ describe('the exception queue', () => {
       }),
     );
     expect(bulk.results).toEqual([{ id, outcome: 'needs_decision' }]);
-    const res = json<{
+    type Answer = {
+      outcome: string;
       status: string;
       entriesBooked: number;
-      exception: { state: string; decision: { decision: string } };
-      events: { actor: string; toState: string }[];
-    }>(
+      exception: { state: string; decision: { decision: string; by: string; proposedBy: string } };
+      events: { actor: string; action: string; toState: string }[];
+    };
+    // Accepting the provider re-books the ledger: proposed, nothing booked until another approves.
+    const proposed = json<Answer>(
       await call('POST', `/exceptions/${id}/decision`, {
         body: { decision: 'accept-provider', note: 'the provider reopened it after a chargeback' },
       }),
     );
+    expect(proposed).toMatchObject({ outcome: 'proposed', status: 'COMPLETED', entriesBooked: 0 });
+    expect(proposed.exception.state).toBe('open');
+    expect(proposed.events.at(-1)).toMatchObject({ actor: 'all', action: 'propose' });
+    // The proposer cannot approve its own; a token without exceptions:approve cannot approve at all.
+    expectProblem(await call('POST', `/exceptions/${id}/decision/approve`, { body: {} }), 403);
+    expectProblem(
+      await call('POST', `/exceptions/${id}/decision/approve`, { token: tokens.reader ?? null, body: {} }),
+      403,
+      'authorization',
+    );
+    const res = json<Answer>(
+      await call('POST', `/exceptions/${id}/decision/approve`, {
+        token: tokens.controller ?? null,
+        body: { note: 'checked with the provider' },
+      }),
+    );
+    expect(res.outcome).toBe('decided');
     expect(res.status).toBe('PENDING');
     expect(res.entriesBooked).toBeGreaterThan(0);
     expect(res.exception.state).toBe('resolved');
-    expect(res.exception.decision.decision).toBe('accept-provider');
-    expect(res.events.at(-1)).toMatchObject({ actor: 'all', toState: 'resolved' });
+    expect(res.exception.decision).toMatchObject({
+      decision: 'accept-provider',
+      by: 'controller',
+      proposedBy: 'all',
+    });
+    expect(res.events.slice(-3).map((e) => [e.actor, e.action])).toEqual([
+      ['all', 'propose'],
+      ['controller', 'approve'],
+      ['controller', 'state'],
+    ]);
     const bal = json<{ balances: { account: string; balance: string }[] }>(
       await call('GET', `/balances?account=${a}`),
     );

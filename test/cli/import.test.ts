@@ -12,6 +12,7 @@ import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { control, startTestSandbox } from '../sandbox/helpers.ts';
 import { NO_BANK_ANOMALIES, paidDeposit } from '../sandbox/settlement-helpers.ts';
 import { type Result, payrecon as runPayrecon } from './payrecon.ts';
+import { actingEnv } from './web-users.ts';
 
 const MONDAY = Date.UTC(2026, 2, 2, 10, 0, 0);
 const dayStart = (n: number) => Date.UTC(2026, 2, 2 + n, 0, 0, 1);
@@ -105,7 +106,11 @@ describe('payrecon import', () => {
   }, 60_000);
 
   it('imports each line once: again, or the same day in another format, adds nothing', async () => {
-    const first = await withDb(['bank-statement', 'statement.xml', '--json', '--user', 'ana']);
+    // As a configured user, authenticated; the other imports name the system user (cli:<user>).
+    const first = await withDb(
+      ['bank-statement', 'statement.xml', '--json', '--user', 'ana'],
+      await actingEnv({ ana: 'operator' }),
+    );
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
     const [statement] = (JSON.parse(first.stdout) as { statements: Record<string, number>[] }).statements;
@@ -129,12 +134,9 @@ describe('payrecon import', () => {
     expect(st.stdout).toMatch(/^settlements\.csv: \d+ rows, \d+ new\n$/);
     const st2 = await withDb(['provider-settlements', 'settlements.csv']);
     expect(st2.stdout).toMatch(/, 0 new\n$/);
-    const who = await t.db
-      .selectFrom('imports')
-      .select(['imported_by', 'file_name'])
-      .orderBy('id')
-      .executeTakeFirstOrThrow();
-    expect(who).toEqual({ imported_by: 'ana', file_name: 'statement.xml' });
+    const who = await t.db.selectFrom('imports').select(['imported_by', 'file_name']).orderBy('id').execute();
+    expect(who[0]).toEqual({ imported_by: 'ana', file_name: 'statement.xml' });
+    expect(who[1]!.imported_by).toMatch(/^cli:./);
   }, 120_000);
 
   it('refuses with one line, exit 2 and nothing imported', async () => {

@@ -14,13 +14,17 @@ import { EXCEPTION_TYPES } from '../../src/domain/exception-rules.ts';
 import { closeLedger } from '../db/close-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { payrecon } from './payrecon.ts';
+import { actingEnv } from './web-users.ts';
 
 let dir = '';
 let t: TestDatabase;
 /** A folder that does not exist, under the test's own. */
 let missing = '';
+/** The environment of a command acting as `ana`, a configured controller with her password. */
+let controller: Record<string, string> = {};
 
 beforeAll(async () => {
+  controller = await actingEnv({ ana: 'controller' });
   dir = await mkdtemp(join(tmpdir(), 'payrecon-cli-unknowns-'));
   missing = join(dir, 'missing');
   t = await createTestDatabase();
@@ -69,8 +73,7 @@ const close = (action: string, account: string, currency: string, period: string
   currency,
   '--period',
   period,
-  '--user',
-  'ana',
+  ...(action === 'show' ? [] : ['--user', 'ana']),
   ...db(),
 ];
 const noFolder = () =>
@@ -192,21 +195,21 @@ const CASES: Case[] = [
       `close ${action}`,
       'account',
       () => close(action, 'nosuch', 'BRL', '2026-09'),
-      none,
+      () => controller,
       () => /^--account: no merchant account nosuch in the ledger \(known: acme\)$/,
     ],
     [
       `close ${action}`,
       'currency',
       () => close(action, 'acme', 'XXX', '2026-09'),
-      none,
+      () => controller,
       () => /^--currency: acme has no ledger in XXX \(known: BRL, USD\)$/,
     ],
     [
       `close ${action}`,
       'period',
       () => close(action, 'acme', 'BRL', '2026-13'),
-      none,
+      () => controller,
       () => /^--period: must be a month YYYY-MM \(got 2026-13\)$/,
     ],
   ]),

@@ -1,5 +1,5 @@
 /**
- * `payrecon close prepare | approve | show` as a process: prepare signs September 2026 of acme BRL, the
+ * `payrecon close prepare | approve | show` as a process, as configured controllers: prepare signs September 2026 of acme BRL, the
  * preparer's own approval fails in one line with exit code 1, another user approves, and show prints the
  * signed figures with the hash matching. A month before the first entry has nothing to close (show says
  * so, prepare refuses); a month without entries says so.
@@ -7,13 +7,16 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { actingEnv } from '../cli/web-users.ts';
 import { bookEntry, closeLedger } from './close-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 const run = promisify(execFile);
 let t: TestDatabase;
+let users: Record<string, string>;
 beforeAll(async () => {
   t = await createTestDatabase();
+  users = await actingEnv({ ana: 'controller', bob: 'controller' });
   await closeLedger(t.db);
   await bookEntry(
     t.db,
@@ -42,7 +45,7 @@ async function cliOf(
   const scope = ['--account', 'acme', '--currency', 'BRL', '--period', period, '--database-url', t.url];
   try {
     const r = await run('node', ['bin/payrecon.mjs', 'close', ...args, ...scope], {
-      env: { ...process.env, LOG_LEVEL: 'silent', PAYRECON_TIMEZONE: 'UTC' },
+      env: { ...process.env, ...users, LOG_LEVEL: 'silent', PAYRECON_TIMEZONE: 'UTC' },
     });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (err) {

@@ -1,19 +1,21 @@
 /**
- * An operator's decision on an ILLEGAL_TRANSITION: accepting the provider's status books
- * the ledger to match with who and why on the entries; keeping the ledger's books nothing; both resolve
- * the exception, stay in its history, and the same refused move read again does not reopen it.
+ * Decisions on an ILLEGAL_TRANSITION or FACTS_CHANGED: accepting the provider's status is proposed
+ * (nothing booked) and booked once another person approves it, with who proposed, who approved and why
+ * on the entries; keeping the ledger's books nothing at once; both resolve the exception, stay in its
+ * history, and the same refused move read again does not reopen it.
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decideException } from '../../src/db/exceptions/decisions.ts';
+import { approveDecision, decideException } from '../../src/db/exceptions/decisions.ts';
 import { applyObservations } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
+import { actingEnv } from '../cli/web-users.ts';
 import { mirrorsWithPolls, obs } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
@@ -58,13 +60,26 @@ describe('deciding an illegal transition', () => {
     await apply([dep(a, 'COMPLETED', 1), dep(a, 'PENDING', 2)]);
     expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
     const ex = await illegalOf(a);
-    const result = await decideException(t.db, {
+    const proposed = await decideException(t.db, {
       id: ex.id,
       decision: 'accept-provider',
       by: 'ana',
       note: 'the provider reopened the payment after a chargeback',
     });
-    expect(result).toMatchObject({ status: 'PENDING', ledgerStatus: 'COMPLETED', providerStatus: 'PENDING' });
+    expect(proposed).toMatchObject({ outcome: 'proposed', status: 'COMPLETED', entriesBooked: 0 });
+    // Proposed: nothing booked, the exception open with its proposal; the proposer cannot approve it.
+    expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
+    expect(await illegalOf(a)).toMatchObject({ state: 'open', proposal: { by: 'ana' } });
+    await expect(approveDecision(t.db, { id: ex.id, by: 'ana' })).rejects.toMatchObject({
+      code: 'FORBIDDEN',
+    });
+    const result = await approveDecision(t.db, { id: ex.id, by: 'bob' });
+    expect(result).toMatchObject({
+      outcome: 'decided',
+      status: 'PENDING',
+      ledgerStatus: 'COMPLETED',
+      providerStatus: 'PENDING',
+    });
     expect(result.entriesBooked).toBeGreaterThan(0);
     expect(await balanceMap(a)).toEqual({});
     const m = await t.db
@@ -81,14 +96,21 @@ describe('deciding an illegal transition', () => {
       .execute();
     expect(entries.length).toBeGreaterThan(0);
     for (const e of entries) {
-      expect(e.memo).toMatchObject({ decision: 'accept-provider', by: 'ana', exceptionId: ex.id });
+      expect(e.memo).toMatchObject({
+        decision: 'accept-provider',
+        by: 'bob',
+        proposedBy: 'ana',
+        exceptionId: ex.id,
+      });
     }
     const after = await illegalOf(a);
-    expect([after.state, after.resolved_by]).toEqual(['resolved', 'ana']);
+    expect([after.state, after.resolved_by, after.proposal]).toEqual(['resolved', 'bob', null]);
     expect(after.resolution_note).toMatch(/accepted the provider's status PENDING.*chargeback/);
-    expect(after.decision).toMatchObject({ decision: 'accept-provider', by: 'ana' });
+    expect(after.decision).toMatchObject({ decision: 'accept-provider', by: 'bob', proposedBy: 'ana' });
     expect((await eventsOf(ex.id)).map((e) => [e.actor, e.action, e.from_state, e.to_state])).toEqual([
-      ['ana', 'state', 'open', 'resolved'],
+      ['ana', 'propose', null, null],
+      ['bob', 'approve', null, null],
+      ['bob', 'state', 'open', 'resolved'],
     ]);
     // Readings after the decision follow the accepted status: a later COMPLETED is a legal move again.
     await apply([dep(a, 'COMPLETED', 10)]);
@@ -162,12 +184,14 @@ describe('deciding a FACTS_CHANGED exception', () => {
     await apply([{ ...dep(a, 'COMPLETED', 2), currency: 'MXN', amount: 25_000n }]);
     expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
     const ex = await factsOf(a);
-    const result = await decideException(t.db, {
+    await decideException(t.db, {
       id: ex.id,
       decision: 'accept-provider',
       by: 'ana',
       note: 'the provider corrected the currency; confirmed by its support',
     });
+    expect(await balanceMap(a)).toEqual({ 'available/BRL': '10000', 'deposits/BRL': '-10000' });
+    const result = await approveDecision(t.db, { id: ex.id, by: 'bob' });
     expect(result.entriesBooked).toBeGreaterThan(0);
     // The BRL booking reversed, the MXN one booked; the ledger verifies.
     expect(await balanceMap(a)).toEqual({ 'available/MXN': '25000', 'deposits/MXN': '-25000' });
@@ -180,10 +204,15 @@ describe('deciding a FACTS_CHANGED exception', () => {
       .execute();
     expect(entries.length).toBeGreaterThan(0);
     for (const e of entries) {
-      expect(e.memo).toMatchObject({ decision: 'accept-provider', by: 'ana', exceptionId: ex.id });
+      expect(e.memo).toMatchObject({
+        decision: 'accept-provider',
+        by: 'bob',
+        proposedBy: 'ana',
+        exceptionId: ex.id,
+      });
     }
     const resolved = await factsOf(a);
-    expect(resolved).toMatchObject({ state: 'resolved', resolved_by: 'ana' });
+    expect(resolved).toMatchObject({ state: 'resolved', resolved_by: 'bob' });
     expect(resolved.resolution_note).toContain("accepted the provider's facts");
     expect((await eventsOf(ex.id)).map((e) => e.to_state)).toContain('resolved');
     // Polling resumes; the same MXN reading again changes nothing and raises nothing.
@@ -226,6 +255,7 @@ describe('deciding a FACTS_CHANGED exception', () => {
 
 /** The real bin, with a clean environment and the test database. */
 async function payrecon(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const users = await actingEnv({ 'cli-user': 'operator', 'cli-controller': 'controller', u: 'operator' });
   const dir = await mkdtemp(join(tmpdir(), 'payrecon-decide-'));
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
@@ -239,7 +269,7 @@ async function payrecon(args: string[]): Promise<{ code: number | null; stdout: 
         [resolve(import.meta.dirname, '../../bin/payrecon.mjs'), ...args],
         {
           cwd: dir,
-          env: { ...env, PAYRECON_DATA_DIR: join(dir, 'data'), DATABASE_URL: t.url },
+          env: { ...env, ...users, PAYRECON_DATA_DIR: join(dir, 'data'), DATABASE_URL: t.url },
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       );
@@ -284,16 +314,34 @@ describe('payrecon exception decide', () => {
       '--accept-provider',
       '--note',
       'chargeback',
-      '--by',
+      '--user',
       'cli-user',
     ]);
     expect(ok.stderr).toBe('');
     expect(ok.code).toBe(0);
     expect(ok.stdout).toBe(
+      `exception ${ex.id} proposed to accept the provider's status PENDING (ledger has COMPLETED); nothing booked until a controller who did not propose it approves (payrecon exception approve ${ex.id})\n`,
+    );
+    const approved = await payrecon(['exception', 'approve', ex.id, '--user', 'cli-controller']);
+    expect([approved.code, approved.stderr]).toEqual([0, '']);
+    expect(approved.stdout).toBe(
       `exception ${ex.id} resolved: accepted the provider's status PENDING (ledger had COMPLETED), 1 entries booked\n`,
     );
-    expect((await illegalOf(a)).decision).toMatchObject({ decision: 'accept-provider', by: 'cli-user' });
-    const again = await payrecon(['exception', 'decide', ex.id, '--keep-ledger', '--note', 'x', '--by', 'u']);
+    expect((await illegalOf(a)).decision).toMatchObject({
+      decision: 'accept-provider',
+      by: 'cli-controller',
+      proposedBy: 'cli-user',
+    });
+    const again = await payrecon([
+      'exception',
+      'decide',
+      ex.id,
+      '--keep-ledger',
+      '--note',
+      'x',
+      '--user',
+      'u',
+    ]);
     expect([again.code, again.stderr.trim()]).toEqual([1, `payrecon: exception ${ex.id}: already resolved`]);
   }, 60_000);
 
@@ -310,7 +358,7 @@ describe('payrecon exception decide', () => {
       '--keep-ledger',
       '--note',
       'provider bug, ticket 4411',
-      '--by',
+      '--user',
       'cli-user',
     ]);
     expect([kept.code, kept.stderr]).toEqual([0, '']);
@@ -349,7 +397,7 @@ describe('payrecon exception decide', () => {
       '--accept-provider',
       '--note',
       'x',
-      '--by',
+      '--user',
       'u',
     ]);
     expect([refused.code, refused.stderr.trim()]).toEqual([
@@ -363,7 +411,7 @@ describe('payrecon exception decide', () => {
       '--keep-ledger',
       '--note',
       'x',
-      '--by',
+      '--user',
       'u',
     ]);
     expect([unknown.code, unknown.stderr.trim()]).toEqual([

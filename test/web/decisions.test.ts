@@ -1,5 +1,6 @@
 /**
- * An operator's decisions in Chromium: an ILLEGAL_TRANSITION (a deposit read COMPLETED,
+ * An operator's decisions in Chromium (accepting the provider's is proposed by the operator and
+ * approved by a controller on her own page): an ILLEGAL_TRANSITION (a deposit read COMPLETED,
  * then PENDING) and a FACTS_CHANGED (a deposit completed in BRL, then read completed in MXN for another
  * amount) are each decided from their page, once by accepting the provider's status or facts and once by
  * keeping the ledger's, with a note. Afterwards the page shows the state, who and why, in its resolution
@@ -40,6 +41,8 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
   let browser: Browser;
   let base: string;
   let page: Page;
+  /** The controller's page (carla), who approves what finance proposes. */
+  let controllerPage: Page;
   const shot = (name: string) => page.screenshot({ path: join(OUT, `${name}.png`), fullPage: true });
   const apply = (o: Observation[]) => withLedgerTransaction(t.db, (trx) => applyObservations(trx, o));
 
@@ -90,14 +93,29 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     expect((await verifyLedger(t.db)).failures).toEqual([]);
   }
 
-  /** Opens the exception's page, writes the note and clicks the decision; the page it lands on. */
+  /**
+   * Opens the exception's page, writes the note and clicks the decision; the page it lands on. Accepting
+   * the provider's is proposed by the operator, then approved by the controller on her own page.
+   */
   async function decide(id: string, decision: 'accept-provider' | 'keep-ledger', note: string, name: string) {
     await page.goto(`${base}/exceptions/${id}`);
     await page.fill(`form:has(button[value="${decision}"]) input[name=note]`, note);
     await shot(`${name}-1-before`);
     await page.click(`button[value="${decision}"]`);
-    await page.waitForURL(new RegExp(`/exceptions/${id}\\?done=${decision}$`));
-    await shot(`${name}-2-after`);
+    if (decision === 'keep-ledger') {
+      await page.waitForURL(new RegExp(`/exceptions/${id}\\?done=${decision}$`));
+      await shot(`${name}-2-after`);
+      return;
+    }
+    await page.waitForURL(new RegExp(`/exceptions/${id}\\?done=proposed$`));
+    await expect(page.locator('#proposal').textContent()).resolves.toContain('finance');
+    expect(await page.locator('button[value=approve]').count()).toBe(0);
+    await shot(`${name}-2-proposed`);
+    await controllerPage.goto(`${base}/exceptions/${id}`);
+    await controllerPage.click('button[value="approve"]');
+    await controllerPage.waitForURL(new RegExp(`/exceptions/${id}\\?done=approve$`));
+    await controllerPage.screenshot({ path: join(OUT, `${name}-3-approved.png`), fullPage: true });
+    await page.goto(`${base}/exceptions/${id}`);
   }
 
   /** What the page says afterwards: state, resolution (who and why), and the audit trail. */
@@ -108,11 +126,21 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     expect(resolution).toMatch(words);
     expect(resolution).toContain(note);
     const trail = await page.locator('table.trail tbody tr').allTextContents();
-    expect(trail).toHaveLength(1);
-    expect(trail[0]).toContain(by);
-    expect(trail[0]).toContain('open → resolved');
-    expect(trail[0]).toMatch(words);
-    expect(trail[0]).toContain(note);
+    // An approved decision: proposed by finance, approved by the controller, then resolved.
+    if (by === 'carla') {
+      expect(trail).toHaveLength(3);
+      expect(trail[0]).toContain('finance');
+      expect(trail[0]).toContain('decision proposed');
+      expect(trail[1]).toContain('carla');
+      expect(trail[1]).toContain('decision approved');
+    } else {
+      expect(trail).toHaveLength(1);
+    }
+    const last = trail.at(-1) ?? '';
+    expect(last).toContain(by);
+    expect(last).toContain('open → resolved');
+    expect(last).toMatch(words);
+    expect(last).toContain(note);
     // Nothing left to do: no decision button stays.
     expect(await page.locator('button[value=accept-provider], button[value=keep-ledger]').count()).toBe(0);
     // The queue's resolved list shows it with its note.
@@ -143,7 +171,10 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     dir = await mkdtemp(join(tmpdir(), 'payrecon-decisions-'));
     runner = new ReportRunner({ db: t.db, dir, timeZone: 'UTC' });
     app = await buildWebApp({
-      users: [{ username: 'finance', passwordHash: await hashPassword(PASSWORD) }],
+      users: [
+        { username: 'finance', passwordHash: await hashPassword(PASSWORD) },
+        { username: 'carla', passwordHash: await hashPassword(PASSWORD), role: 'controller' },
+      ],
       sessionSecret: 'decisions-test-secret-0123456789-abcdefghij',
       timeZone: 'UTC',
       services: ledgerWebServices(t.db, runner),
@@ -152,6 +183,8 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
     await signIn(page, base, 'finance', PASSWORD);
+    controllerPage = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+    await signIn(controllerPage, base, 'carla', PASSWORD);
   });
 
   afterAll(async () => {
@@ -201,12 +234,9 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     const ex = await exceptionOf(a, 'ILLEGAL_TRANSITION');
     const note = 'the provider reopened the payment after a chargeback';
     await decide(ex.id, 'accept-provider', note, 'illegal-accept');
-    await expect(page.locator('.notice').textContent()).resolves.toContain(
-      "the provider's status or facts are accepted",
-    );
     await expectResolvedPage(
       ex.id,
-      'finance',
+      'carla',
       /accepted the provider's status PENDING \(ledger had COMPLETED\)/,
       note,
     );
@@ -217,12 +247,19 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     expect(memos.length).toBeGreaterThan(0);
     for (const m of memos) {
       expect(m.direction).toBe(-1);
-      expect(m.memo).toMatchObject({ decision: 'accept-provider', by: 'finance', note, exceptionId: ex.id });
+      expect(m.memo).toMatchObject({
+        decision: 'accept-provider',
+        by: 'carla',
+        proposedBy: 'finance',
+        note,
+        exceptionId: ex.id,
+      });
     }
     const stored = await exceptionOf(a, 'ILLEGAL_TRANSITION');
     expect(stored.decision).toMatchObject({
       decision: 'accept-provider',
-      by: 'finance',
+      by: 'carla',
+      proposedBy: 'finance',
       note,
       providerStatus: 'PENDING',
       ledgerStatus: 'COMPLETED',
@@ -233,7 +270,9 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     await page.goto(`${base}/payments/${a}/deposit/101`);
     const ledger = (await page.locator('#ledger').textContent()) ?? '';
     expect(ledger).toContain('(reversal)');
-    expect(ledger).toContain(`decided by finance (exception #${ex.id}, accept-provider): ${note}`);
+    expect(ledger).toContain(
+      `decided by carla on finance's proposal (exception #${ex.id}, accept-provider): ${note}`,
+    );
     await shot('illegal-accept-3-payment');
   });
 
@@ -291,7 +330,7 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     );
     const note = 'the provider corrected the currency; its support confirmed';
     await decide(ex.id, 'accept-provider', note, 'facts-accept');
-    await expectResolvedPage(ex.id, 'finance', /accepted the provider's facts \(currency BRL -> MXN/, note);
+    await expectResolvedPage(ex.id, 'carla', /accepted the provider's facts \(currency BRL -> MXN/, note);
     expect(await balanceMap(a)).toEqual({ 'available/MXN': '25000', 'deposits/MXN': '-25000' });
     const memos = await memosOf(a);
     expect(memos.map((m) => [m.currency, m.direction])).toEqual(
@@ -301,7 +340,7 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
       ]),
     );
     for (const m of memos) {
-      expect(m.memo).toMatchObject({ decision: 'accept-provider', by: 'finance', note, exceptionId: ex.id });
+      expect(m.memo).toMatchObject({ decision: 'accept-provider', by: 'carla', note, exceptionId: ex.id });
     }
     await expectVerified();
     // The same MXN reading again: nothing more booked, nothing raised.
@@ -310,7 +349,9 @@ describe.skipIf(!haveChromium)("an operator's decisions in Chromium", () => {
     expect((await exceptionOf(a, 'FACTS_CHANGED')).state).toBe('resolved');
     await page.goto(`${base}/payments/${a}/deposit/201`);
     const ledger = (await page.locator('#ledger').textContent()) ?? '';
-    expect(ledger).toContain(`decided by finance (exception #${ex.id}, accept-provider): ${note}`);
+    expect(ledger).toContain(
+      `decided by carla on finance's proposal (exception #${ex.id}, accept-provider): ${note}`,
+    );
     await shot('facts-accept-3-payment');
     await expectVerified();
   });

@@ -1,7 +1,7 @@
 /**
  * The exception page over a real ledger database: each exception shows its
- * facts and the rule; an ILLEGAL_TRANSITION is decided from the page (accept the provider's status or keep
- * the ledger's, a note required); a resolved exception reopened by a new fact says what changed and keeps
+ * facts and the rule; an ILLEGAL_TRANSITION is decided from the page (accepting the provider's status is
+ * proposed by an operator and approved by a controller, a note required); a resolved exception reopened by a new fact says what changed and keeps
  * the earlier note and resolver visible.
  */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
@@ -20,6 +20,8 @@ import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 let t: TestDatabase;
 let app: FastifyInstance;
 let cookie = '';
+let financeCookie = '';
+const PASSWORD = 'correct horse battery';
 
 const apply = (o: Observation[]) => withLedgerTransaction(t.db, (trx) => applyObservations(trx, o));
 const csrfOf = (body: string): string => /name="_csrf" value="([^"]+)"/.exec(body)?.[1] ?? '';
@@ -56,21 +58,27 @@ beforeAll(async () => {
   t = await createTestDatabase();
   app = Fastify();
   await app.register(webRoutes, {
-    users: [{ username: 'finance', passwordHash: await hashPassword('correct horse battery') }],
+    users: [
+      { username: 'finance', passwordHash: await hashPassword(PASSWORD) },
+      { username: 'carla', passwordHash: await hashPassword(PASSWORD), role: 'controller' },
+    ],
     sessionSecret: 'a-test-session-secret-of-enough-length-0123456789',
     sessionTtlMs: 3_600_000,
     timeZone: 'UTC',
     services: ledgerWebServices(t.db, new ReportRunner({ db: t.db, dir: '/nonexistent', timeZone: 'UTC' })),
     prefix: '',
   });
-  const login = await get('/login');
-  const res = await post('/login', {
-    _csrf: csrfOf(login.body),
-    username: 'finance',
-    password: 'correct horse battery',
-  });
-  expect(res.statusCode).toBe(303);
+  financeCookie = await signIn('finance');
 });
+
+/** Signs in as `username` (a fresh cookie jar); the jar's cookies. */
+async function signIn(username: string): Promise<string> {
+  cookie = '';
+  const login = await get('/login');
+  const res = await post('/login', { _csrf: csrfOf(login.body), username, password: PASSWORD });
+  expect(res.statusCode).toBe(303);
+  return cookie;
+}
 
 afterAll(async () => {
   await app?.close();
@@ -114,13 +122,27 @@ describe('the exception page', () => {
       note: 'chargeback reopened it',
     });
     expect(done.statusCode).toBe(303);
-    const after = await t.db
-      .selectFrom('exceptions')
-      .selectAll()
-      .where('id', '=', ex.id)
-      .executeTakeFirstOrThrow();
-    expect([after.state, after.resolved_by]).toEqual(['resolved', 'finance']);
-    expect(after.decision).toMatchObject({ decision: 'accept-provider', by: 'finance' });
+    expect(done.headers.location).toContain('done=proposed');
+    const row0 = () =>
+      t.db.selectFrom('exceptions').selectAll().where('id', '=', ex.id).executeTakeFirstOrThrow();
+    // Proposed by an operator: nothing booked, and an operator cannot approve.
+    expect(await row0()).toMatchObject({ state: 'open', proposal: { by: 'finance' } });
+    expect(rowOf((await get('/exceptions')).body, ex.id)).toContain('decision waiting for approval');
+    const waiting = await get(`/exceptions/${ex.id}`);
+    expect(waiting.body).toContain('Waiting for approval');
+    expect(waiting.body).not.toContain('value="approve"');
+    const refused = await post(`/exceptions/${ex.id}`, { _csrf: csrfOf(waiting.body), action: 'approve' });
+    expect(refused.statusCode).toBe(403);
+    // A controller approves: booked now, in both names.
+    await signIn('carla');
+    const toApprove = await get(`/exceptions/${ex.id}`);
+    expect(toApprove.body).toContain('value="approve"');
+    const approved = await post(`/exceptions/${ex.id}`, { _csrf: csrfOf(toApprove.body), action: 'approve' });
+    expect(approved.statusCode).toBe(303);
+    cookie = financeCookie;
+    const after = await row0();
+    expect([after.state, after.resolved_by]).toEqual(['resolved', 'carla']);
+    expect(after.decision).toMatchObject({ decision: 'accept-provider', by: 'carla', proposedBy: 'finance' });
     const resolved = await get('/exceptions?state=resolved');
     expect(rowOf(resolved.body, ex.id)).toContain('chargeback reopened it');
     // Deciding again is refused.

@@ -4,6 +4,7 @@
  * nor signed.
  */
 import { sql } from 'kysely';
+import { AppError } from '../../domain/errors.ts';
 import type { Db } from '../schema.ts';
 
 export interface CloseLedger {
@@ -39,4 +40,38 @@ export async function closeLedgers(
     currency: r.currency,
     firstPostingAt: r.first === null ? null : new Date(r.first),
   }));
+}
+
+/**
+ * The one check of a close's account and currency against the ledger (the command line, the page and
+ * the services that sign): the live ledger of the pair, or NOT_FOUND naming the field (`account` or
+ * `currency`, in `details.field`) and the ones the ledger has.
+ */
+export async function closeLedgerOf(db: Db, merchantAccount: string, currency: string): Promise<CloseLedger> {
+  const [ledger] = await closeLedgers(db, { merchantAccount, currency });
+  if (ledger) return ledger;
+  const pairs = await db
+    .selectFrom('ledger_accounts')
+    .select(['merchant_account', 'currency'])
+    .distinct()
+    .where('book', '=', 'live')
+    .orderBy('merchant_account')
+    .orderBy('currency')
+    .execute();
+  const accounts = [...new Set(pairs.map((p) => p.merchant_account))];
+  if (!accounts.includes(merchantAccount)) {
+    throw new AppError(
+      'NOT_FOUND',
+      `no merchant account ${merchantAccount} in the ledger (${accounts.length ? `known: ${accounts.join(', ')}` : 'it has none yet'})`,
+      { details: { field: 'account' } },
+    );
+  }
+  const mine = pairs.filter((p) => p.merchant_account === merchantAccount).map((p) => p.currency);
+  throw new AppError(
+    'NOT_FOUND',
+    `${merchantAccount} has no ledger in ${currency} (known: ${mine.join(', ')})`,
+    {
+      details: { field: 'currency' },
+    },
+  );
 }

@@ -9,7 +9,7 @@ import { parseLedgerMinor } from '../../domain/money.ts';
 import type { Db } from '../schema.ts';
 import { type CloseScope, closeDocument } from './document.ts';
 import { type CloseRecord, getCloseRecord, verifyClose } from './records.ts';
-import { closeLedgers } from './scopes.ts';
+import { closeLedgerOf } from './scopes.ts';
 
 const iso = (d: Date): string => d.toISOString();
 
@@ -21,8 +21,7 @@ export async function prepareClose(db: Db, s: CloseScope, by: string, now: Date)
   if (s.end.getTime() > now.getTime()) {
     throw new AppError('CONFLICT', `${s.period} is not over yet: it can be closed from ${iso(s.end)}`);
   }
-  const [ledger] = await closeLedgers(db, { merchantAccount: s.merchantAccount, currency: s.currency });
-  if (!ledger) throw new AppError('NOT_FOUND', `${s.merchantAccount} has no ledger in ${s.currency}`);
+  const ledger = await closeLedgerOf(db, s.merchantAccount, s.currency);
   const first = ledger.firstPostingAt;
   if (first === null || first.getTime() >= s.end.getTime()) {
     throw new AppError(
@@ -90,6 +89,7 @@ export async function approveClose(
   now: Date,
 ): Promise<CloseRecord> {
   const { merchantAccount, currency, period } = key;
+  await closeLedgerOf(db, merchantAccount, currency);
   await db.transaction().execute(async (trx) => {
     const row = await trx
       .selectFrom('closes')

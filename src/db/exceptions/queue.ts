@@ -12,7 +12,7 @@ import { DECIDED_TYPES } from '../../domain/exception-rules.ts';
 import type { SlaTable } from '../../domain/exception-sla.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../../domain/money.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
-import type { Database, Db } from '../schema.ts';
+import type { Database, Db, ExceptionEventAction } from '../schema.ts';
 import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql, UNRESOLVED_LITERALS } from './sla.ts';
 
 const DAY_MS = 86_400_000;
@@ -74,6 +74,8 @@ export interface QueueRow {
   previous: Record<string, unknown> | null;
   /** An operator's decision on an ILLEGAL_TRANSITION. */
   decision: Record<string, unknown> | null;
+  /** A decision that re-books the ledger, waiting for a controller's approval (src/db/exceptions/decisions.ts). */
+  proposal: Record<string, unknown> | null;
   lastNote: QueueNote | null;
   updatedAt: Date;
 }
@@ -106,6 +108,7 @@ interface QueueDbRow {
   reopen_reason: string | null;
   previous: Record<string, unknown> | null;
   decision: Record<string, unknown> | null;
+  proposal: Record<string, unknown> | null;
   note_at: Date | null;
   note_actor: string | null;
   note: string | null;
@@ -118,7 +121,7 @@ function queueSelect(sla: SlaTable, at: Date): RawBuilder<QueueDbRow> {
          x.first_seen_at, x.last_seen_at, ${dueAtSql(sla)} AS due_at, ${overdueSql(sla, at)} AS overdue,
          x.assignee, x.assigned_at, m.currency, m.amount::text AS amount, x.details,
          x.acknowledged_by, x.acknowledged_at, x.acknowledgement_note,
-         x.resolved_by, x.resolved_at, x.resolution_note, x.reopened_at, x.reopen_reason, x.previous, x.decision,
+         x.resolved_by, x.resolved_at, x.resolution_note, x.reopened_at, x.reopen_reason, x.previous, x.decision, x.proposal,
          n.at AS note_at, n.actor AS note_actor, n.note, x.updated_at
     FROM exceptions x
     ${MIRROR_OF_EXCEPTION}
@@ -156,6 +159,7 @@ function queueRowOf(r: QueueDbRow): QueueRow {
     reopenReason: r.reopen_reason,
     previous: r.previous,
     decision: r.decision,
+    proposal: r.proposal,
     lastNote:
       r.note !== null && r.note_at !== null
         ? { at: r.note_at, actor: r.note_actor ?? '', note: r.note }
@@ -232,7 +236,7 @@ export interface QueueEvent {
   id: string;
   at: Date;
   actor: string;
-  action: 'state' | 'assign' | 'comment';
+  action: ExceptionEventAction;
   fromState: string | null;
   toState: string | null;
   fromAssignee: string | null;

@@ -238,7 +238,14 @@ export interface EntryRow {
   bookedAt: Date;
   postings: { account: string; amount: Minor }[];
   /** An entry booked by an operator's decision (src/db/exceptions/decisions.ts): who, why, which exception; else null. */
-  decision: { decision: string; by: string; note: string; exceptionId: string } | null;
+  decision: {
+    decision: string;
+    by: string;
+    /** Who proposed it, when another approved it (a decision that re-books the ledger); else null. */
+    proposedBy: string | null;
+    note: string;
+    exceptionId: string;
+  } | null;
 }
 
 export interface PaymentDetail {
@@ -330,6 +337,7 @@ function decisionOf(memo: Record<string, unknown> | null): EntryRow['decision'] 
   return {
     decision: String(memo.decision ?? ''),
     by: memo.by,
+    proposedBy: typeof memo.proposedBy === 'string' ? memo.proposedBy : null,
     note: String(memo.note ?? ''),
     exceptionId: String(memo.exceptionId ?? ''),
   };
