@@ -12,10 +12,13 @@ import { recordImport } from '../../src/db/imports/service.ts';
 import type { ImportFile } from '../../src/db/imports/tables.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { getPayment } from '../../src/db/read-models/payments.ts';
 import { ledgerAvailable, settlementsOfPeriod } from '../../src/db/read-models/settlements.ts';
 import type { BankMatchBooking } from '../../src/domain/cash-leg.ts';
-import { parseProviderSettlementsFile } from '../../src/imports/files.ts';
-import { settlementRowRecord } from '../../src/imports/records.ts';
+import { parseProviderSettlementsFile, parseProviderTransactionsFile } from '../../src/imports/files.ts';
+import { settlementRowRecord, transactionRowRecord } from '../../src/imports/records.ts';
+import { paymentPage } from '../../src/web/payment-views.ts';
+import { seedBefore } from '../reports/scenario.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -252,5 +255,45 @@ describe('the cash leg', () => {
       ['STL-3', null, false, 1_000n],
       ['STL-4', 'acme', true, 4_950n],
     ]);
+  });
+
+  it('names the settlement a payment went out in on its page, from the transactions report', async () => {
+    await seedBefore(t.db);
+    const tx = [
+      'transaction_id,type,status,external_id,invoice_id,currency,gross,fee,net,created_at,updated_at,settlement_id',
+      '1001,deposit,COMPLETED,,ref-1001,BRL,100.00,1.50,98.50,2026-03-01T10:00:00Z,2026-03-01T10:05:00Z,STL-1',
+    ].join('\n');
+    const parsed = await parseProviderTransactionsFile('tx.csv', tx);
+    if (!parsed.ok) throw new Error(parsed.refusal.message);
+    await recordImport(t.db, {
+      kind: 'provider-transactions',
+      fileName: 'tx.csv',
+      sha256: createHash('sha256').update(tx).digest('hex'),
+      profile: null,
+      importedBy: 'ana',
+      rows: parsed.value.map(transactionRowRecord),
+    });
+    const detail = await getPayment(t.db, 'acme', 'deposit', '1001');
+    expect(detail?.settlements).toEqual([
+      {
+        settlementId: 'STL-1',
+        status: 'COMPLETED',
+        net: 9_850n,
+        currency: 'BRL',
+        settlement: expect.objectContaining({
+          valueDate: '2026-03-03',
+          bankReference: 'REF-1',
+          booked: true,
+        }),
+      },
+    ]);
+    const page = paymentPage({ base: '', username: 'finance', csrf: 'x', timeZone: 'UTC' }, detail!).value;
+    expect(page).toContain('<tr data-settlement="STL-1"><td>STL-1</td><td>COMPLETED</td>');
+    expect(page).toContain('<td>2026-03-03</td><td>REF-1</td>');
+    const cashout = await getPayment(t.db, 'acme', 'cashout', '2001');
+    expect(cashout?.settlements).toEqual([]);
+    expect(
+      paymentPage({ base: '', username: 'finance', csrf: 'x', timeZone: 'UTC' }, cashout!).value,
+    ).toContain('In no imported transactions report with a settlement.');
   });
 });
