@@ -17,6 +17,7 @@ import { ledgerAvailable, settlementsOfPeriod } from '../../src/db/read-models/s
 import type { BankMatchBooking } from '../../src/domain/cash-leg.ts';
 import { parseProviderSettlementsFile, parseProviderTransactionsFile } from '../../src/imports/files.ts';
 import { settlementRowRecord, transactionRowRecord } from '../../src/imports/records.ts';
+import { ledgerBalanceServices } from '../../src/web/balance-services.ts';
 import { paymentPage } from '../../src/web/payment-views.ts';
 import { seedBefore } from '../reports/scenario.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
@@ -248,6 +249,27 @@ describe('the cash leg', () => {
     ]);
     const before = await ledgerAvailable(t.db, { at: new Date('2026-01-01T00:00:00Z') });
     expect(before.every((b) => b.available === 0n)).toBe(true);
+    // The balances page's cash leg, per account and currency.
+    expect(await ledgerBalanceServices(t.db).cashLeg(new Date())).toEqual([
+      {
+        account: 'acme',
+        currency: 'EUR',
+        inTransit: 0n,
+        settlementFees: 450n,
+        fxConversion: -112_635n,
+        banks: [{ id: IBAN, balance: 212_235n + 4_950n }],
+        bankFees: 0n,
+      },
+      {
+        account: 'acme',
+        currency: 'USD',
+        inTransit: 0n,
+        settlementFees: 0n,
+        fxConversion: 123_456n,
+        banks: [],
+        bankFees: 0n,
+      },
+    ]);
     const rows = await settlementsOfPeriod(t.db, '2026-03-01', '2026-03-31', null);
     expect(rows.map((r) => [r.settlementId, r.account, r.booked, r.net])).toEqual([
       ['STL-1', 'acme', true, 99_850n],
