@@ -242,9 +242,32 @@ describe('the cash leg', () => {
     await verified();
   });
 
+  it('books a match once when two book it at the same time, and a settlement once when two imports race', async () => {
+    const booking: BankMatchBooking = {
+      ...MATCH,
+      matchId: 'M-race',
+      credited: 100n,
+      bankLineIdentity: 'line-race',
+      settlements: [{ settlementId: 'STL-race', currency: 'EUR', net: 100n }],
+    };
+    const results = await Promise.all([bookBankMatch(t.db, booking), bookBankMatch(t.db, booking)]);
+    expect(results.map((r) => r.status).sort()).toEqual(['already', 'booked']);
+    const reversed = await Promise.all([reverseBankMatch(t.db, 'M-race'), reverseBankMatch(t.db, 'M-race')]);
+    expect(reversed.map((r) => r.status).sort()).toEqual(['not-booked', 'reversed']);
+    const file = await reportFile(
+      [HEADER, 'STL-5,acme,,,EUR,20.00,0.00,EUR,1,20.00,2026-03-05,REF-5'].join('\n'),
+    );
+    const imports = await Promise.all([recordImport(t.db, file), recordImport(t.db, file)]);
+    expect(imports.map((r) => r.settlements!.booked).sort()).toEqual([0, 1]);
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM journal_entries WHERE entity_id IN ('STL-5', 'M-race')`.execute(t.db);
+    expect(rows[0]!.n).toBe(3);
+    await verified();
+  });
+
   it('reads the ledger available at an instant and the period settlements with their booking', async () => {
     expect(await ledgerAvailable(t.db, { merchantAccount: 'acme' })).toEqual([
-      { merchantAccount: 'acme', currency: 'EUR', available: -105_000n },
+      { merchantAccount: 'acme', currency: 'EUR', available: -107_000n },
       { merchantAccount: 'acme', currency: 'USD', available: -123_456n },
     ]);
     const before = await ledgerAvailable(t.db, { at: new Date('2026-01-01T00:00:00Z') });
@@ -254,7 +277,7 @@ describe('the cash leg', () => {
       {
         account: 'acme',
         currency: 'EUR',
-        inTransit: 0n,
+        inTransit: 2_000n,
         settlementFees: 450n,
         fxConversion: -112_635n,
         banks: [{ id: IBAN, balance: 212_235n + 4_950n }],
@@ -276,6 +299,7 @@ describe('the cash leg', () => {
       ['STL-2', 'acme', true, 112_385n],
       ['STL-3', null, false, 1_000n],
       ['STL-4', 'acme', true, 4_950n],
+      ['STL-5', 'acme', true, 2_000n],
     ]);
   });
 
