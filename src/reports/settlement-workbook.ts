@@ -323,13 +323,15 @@ export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
 /**
  * The provider's settlements whose value date lies in the period, one row each as its report gives it:
  * the gross in the balance currency, fees and net in the settlement currency (totals per settlement
- * currency), the rate, and whether the ledger booked it.
+ * currency), the rate, whether the ledger booked it, and the bank line matched to it (its reference and
+ * booking date; empty while no standing match names it).
  */
 export const SETTLEMENT_COLUMNS: ColumnSpec<SettlementReportRow>[] = [
   { header: 'Settlement id', key: 'settlementId', type: 'text', width: 16, cell: (r) => r.settlementId },
   { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.account ?? '' },
-  { header: 'Period from', key: 'periodStart', type: 'date', cell: (r) => r.periodStart },
-  { header: 'Period to', key: 'periodEnd', type: 'date', cell: (r) => r.periodEnd },
+  // The cut-offs, for look-ups: folded away, not printed (the value date is).
+  { header: 'Period from', key: 'periodStart', type: 'date', printed: false, cell: (r) => r.periodStart },
+  { header: 'Period to', key: 'periodEnd', type: 'date', printed: false, cell: (r) => r.periodEnd },
   { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
   { header: 'Gross', key: 'gross', type: 'money', cell: (r) => r.gross },
   { header: 'Rate', key: 'rate', type: 'text', width: 14, cell: (r) => r.rate },
@@ -351,6 +353,21 @@ export const SETTLEMENT_COLUMNS: ColumnSpec<SettlementReportRow>[] = [
     cell: (r) => r.bankReference ?? '',
   },
   { header: 'Booked', key: 'booked', type: 'text', width: 8, cell: (r) => (r.booked ? 'yes' : 'no') },
+  {
+    header: 'Bank line',
+    key: 'bankLine',
+    type: 'text',
+    width: 16,
+    wrap: true,
+    cell: (r) => (r.bankLine ? (r.bankLine.reference ?? 'no reference') : ''),
+  },
+  {
+    header: 'Credited on',
+    key: 'creditedOn',
+    type: 'text',
+    width: 12,
+    cell: (r) => r.bankLine?.bookingDate ?? '',
+  },
 ];
 
 /** Settlements: landscape, one page wide, the header rows on every page. */

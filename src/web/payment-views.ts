@@ -72,17 +72,21 @@ ${
 /**
  * The settlements the payment's money went in or out in, as the provider's transactions report names them
  * (a move after a settlement is in the next one), each with its report row when imported: value date,
- * bank reference, what it paid out and whether the ledger booked it.
+ * bank reference, what it paid out, whether the ledger booked it and the bank line matched to it.
  */
 function settlementsSection(d: PaymentDetailView): SafeHtml {
   return html`<h2>Settlement</h2>${
     d.settlements.length
-      ? html`<table class="narrow" id="settlements"><thead><tr><th>Settlement</th><th>Reported as</th><th class="num">Net in it</th><th>Value date</th><th>Bank reference</th><th class="num">Settlement net</th><th>Booked</th></tr></thead><tbody>${d.settlements.map(
+      ? html`<table class="narrow" id="settlements"><thead><tr><th>Settlement</th><th>Reported as</th><th class="num">Net in it</th><th>Value date</th><th>Bank reference</th><th class="num">Settlement net</th><th>Booked</th><th>Bank line</th></tr></thead><tbody>${d.settlements.map(
           (s) =>
             html`<tr data-settlement="${s.settlementId}"><td>${s.settlementId}</td><td>${s.status}</td><td class="num">${moneyText(s.net, s.currency)}</td>${
               s.settlement
-                ? html`<td>${s.settlement.valueDate}</td><td>${s.settlement.bankReference ?? ''}</td><td class="num">${moneyText(s.settlement.net, s.settlement.settlementCurrency)}</td><td>${s.settlement.booked ? 'yes' : 'no'}</td>`
-                : html`<td colspan="4" class="muted">not in an imported settlement report</td>`
+                ? html`<td>${s.settlement.valueDate}</td><td>${s.settlement.bankReference ?? ''}</td><td class="num">${moneyText(s.settlement.net, s.settlement.settlementCurrency)}</td><td>${s.settlement.booked ? 'yes' : 'no'}</td><td>${
+                    s.settlement.bankLine
+                      ? `${s.settlement.bankLine.bookingDate} ${s.settlement.bankLine.reference ?? ''}`.trim()
+                      : html`<span class="muted">not matched</span>`
+                  }</td>`
+                : html`<td colspan="5" class="muted">not in an imported settlement report</td>`
             }</tr>`,
         )}</tbody></table>`
       : html`<p class="muted" id="settlements">In no imported transactions report with a settlement.</p>`

@@ -11,6 +11,7 @@ import { bookBankMatch, reverseBankMatch } from '../../src/db/cash-leg/service.t
 import { recordImport } from '../../src/db/imports/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { settlementsOfPeriod } from '../../src/db/read-models/settlements.ts';
 import { parseBankStatementFile, parseProviderSettlementsFile } from '../../src/imports/files.ts';
 import { settlementRowRecord, statementRecord } from '../../src/imports/records.ts';
 import type { ImportResult } from '../../src/imports/refusal.ts';
@@ -195,10 +196,25 @@ describe('the cash leg from the sandbox files', () => {
       .execute()
       .then((r) => ({ rows: r }));
     const withFee = rows[0]!;
+    // Each matched settlement names its bank line (the settlement workbook's and the payment page's read).
+    const period = await settlementsOfPeriod(t.db, dateOf(0), dateOf(DAYS + 2), 'sandbox');
+    expect(
+      period
+        .filter((s) => s.bankLine !== null)
+        .map((s) => s.settlementId)
+        .sort(),
+    ).toEqual([...matched].sort());
+    const lineOf = (id: string) => period.find((s) => s.settlementId === id)!.bankLine;
+    const unmatched = truth.bankAnomalies.find(
+      (a) => a.kind === 'BANK_FEE' && a.settlementIds.every((id) => matched.has(id)),
+    )!;
+    expect(lineOf(unmatched.settlementIds[0]!)).toMatchObject({ reference: unmatched.bankRef });
     expect(await reverseBankMatch(t.db, withFee.entity_id)).toEqual({ status: 'reversed' });
     const after = await ledger();
     expect(after['USD/bank_fees']).toBe(fees - cents(withFee.fee_amount!));
     expect(after[bankAccount]).toBe(credited - cents(withFee.amount));
+    const unmatchedNow = await settlementsOfPeriod(t.db, dateOf(0), dateOf(DAYS + 2), 'sandbox');
+    expect(unmatchedNow.filter((s) => s.bankLine !== null).length).toBeLessThan(matched.size);
     await verified();
   });
 });

@@ -336,6 +336,8 @@ describe('the cash leg', () => {
     const page = paymentPage({ base: '', username: 'finance', csrf: 'x', timeZone: 'UTC' }, detail!).value;
     expect(page).toContain('<tr data-settlement="STL-1"><td>STL-1</td><td>COMPLETED</td>');
     expect(page).toContain('<td>2026-03-03</td><td>REF-1</td>');
+    // Its match names a bank line never imported here: not matched to a line.
+    expect(page).toContain('<td>yes</td><td><span class="muted">not matched</span></td>');
     const cashout = await getPayment(t.db, 'acme', 'cashout', '2001');
     expect(cashout?.settlements).toEqual([]);
     expect(

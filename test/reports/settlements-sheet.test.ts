@@ -83,6 +83,8 @@ describe('the Settlements sheet', () => {
       'Value date',
       'Bank reference',
       'Booked',
+      'Bank line',
+      'Credited on',
     ]);
     const col = (name: string) => header.indexOf(name) + 1;
     const row = (n: number) => ws.getRow(n);
@@ -93,6 +95,8 @@ describe('the Settlements sheet', () => {
     expect(row(3).getCell(col('Value date')).value).toBe('2026-03-03');
     expect(row(3).getCell(col('Bank reference')).value).toBe('REF-A');
     expect(row(3).getCell(col('Booked')).value).toBe('yes');
+    // No bank line is matched to it yet.
+    expect(row(3).getCell(col('Bank line')).value).toBeNull();
     expect(row(3).getCell(col('Period to')).value).toBeInstanceOf(Date);
     expect(row(4).getCell(col('Settlement id')).value).toBe('STL-B');
     expect(row(4).getCell(col('Currency')).value).toBe('USD');

@@ -2,7 +2,7 @@
  * The cash leg of the ledger: the live book gains `settlements_in_transit`, `settlement_fees`,
  * `fx_conversion`, `bank_fees` and one `bank:<bank account id>` account per bank account; journal entries
  * gain the kinds `settlement` and `bank_match`, their effects, and the rate a converted settlement was
- * booked at (on both of its entries). Settlement rows are looked up by settlement id, transaction rows by
+ * booked at (on both of its entries), and an index of the bank matches. Settlement rows are looked up by settlement id, transaction rows by
  * the provider's transaction id (a payment's settlement). The widened checks are added NOT VALID and then
  * validated, which scans the entries without blocking the writers. Imports nothing of the app.
  */
@@ -52,6 +52,10 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     ALTER TABLE journal_entries ADD COLUMN rate numeric
       CONSTRAINT journal_entries_rate_ck CHECK (rate IS NULL OR rate > 0)`.execute(db);
+  // The bank matches' applications by merchant account (a few a day): what matched a settlement is read
+  // from them, never from the whole journal.
+  await sql`CREATE INDEX journal_entries_bank_match_ix ON journal_entries (merchant_account)
+    WHERE entity_kind = 'bank_match' AND direction = 1`.execute(db);
   await sql`CREATE INDEX IF NOT EXISTS provider_settlement_rows_settlement_id_idx
     ON provider_settlement_rows (settlement_id)`.execute(db);
   await sql`CREATE INDEX IF NOT EXISTS provider_transaction_rows_transaction_id_idx
@@ -61,6 +65,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`DROP INDEX IF EXISTS provider_transaction_rows_transaction_id_idx`.execute(db);
   await sql`DROP INDEX IF EXISTS provider_settlement_rows_settlement_id_idx`.execute(db);
+  await sql`DROP INDEX journal_entries_bank_match_ix`.execute(db);
   await sql`ALTER TABLE journal_entries DROP COLUMN rate`.execute(db);
   await checks(db, false);
 }

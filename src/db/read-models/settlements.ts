@@ -45,6 +45,8 @@ export interface SettlementReportRow {
   bankReference: string | null;
   /** True when the ledger holds the settlement's entries. */
   booked: boolean;
+  /** The bank line of the standing bank match that names the settlement (`bookBankMatch`), if any. */
+  bankLine: { reference: string | null; bookingDate: string; amount: Minor } | null;
 }
 
 interface SettlementSqlRow {
@@ -61,6 +63,9 @@ interface SettlementSqlRow {
   value_date: string;
   bank_reference: string | null;
   booked: boolean;
+  line_reference?: string | null;
+  line_date?: string | null;
+  line_amount?: string | null;
 }
 
 const amount = (text: string) => parseMinor(text, LEDGER_NUMERIC);
@@ -80,6 +85,13 @@ function reportRow(r: SettlementSqlRow): SettlementReportRow {
     valueDate: r.value_date,
     bankReference: r.bank_reference,
     booked: r.booked,
+    bankLine:
+      r.line_date === null ||
+      r.line_date === undefined ||
+      r.line_amount === null ||
+      r.line_amount === undefined
+        ? null
+        : { reference: r.line_reference ?? null, bookingDate: r.line_date, amount: amount(r.line_amount) },
   };
 }
 
@@ -91,8 +103,23 @@ const COLUMNS = sql`s.settlement_id, s.account, s.period_start, s.period_end, s.
   s.fees::text, s.settlement_currency, s.rate::text, s.net::text, s.value_date::text, s.bank_reference`;
 
 /**
+ * The bank line of the standing bank match naming settlement row `s`: the matches' applications of its
+ * merchant account (`journal_entries_bank_match_ix`) that name it in their memo and have no reversal (the
+ * reversal of application n is reversal n), the latest, and its line by identity.
+ */
+const MATCHED_LINE = sql`LEFT JOIN LATERAL (
+    SELECT l.reference AS line_reference, l.booking_date::text AS line_date, l.amount::text AS line_amount
+    FROM journal_entries m JOIN bank_statement_lines l ON l.identity = m.memo->>'bankLine'
+    WHERE m.entity_kind = 'bank_match' AND m.direction = 1 AND m.merchant_account = s.account
+      AND m.memo->'settlements' @> jsonb_build_array(s.settlement_id)
+      AND NOT EXISTS (SELECT 1 FROM journal_entries r WHERE r.entity_id = m.entity_id
+        AND r.entity_kind = 'bank_match' AND r.merchant_account = m.merchant_account AND r.direction = -1
+        AND r.seq = m.seq)
+    ORDER BY m.id DESC LIMIT 1) b ON true`;
+
+/**
  * The settlements whose value date lies in [from, to] (local dates `YYYY-MM-DD`), of one merchant account
- * or all, each once (by value date, then id).
+ * or all, each once (by value date, then id), with whether they are booked and the bank line matched.
  */
 export async function settlementsOfPeriod(
   db: Db,
@@ -101,8 +128,8 @@ export async function settlementsOfPeriod(
   account: string | null,
 ): Promise<SettlementReportRow[]> {
   const { rows } = await sql<SettlementSqlRow>`
-    SELECT ${COLUMNS}, ${BOOKED} AS booked
-    FROM provider_settlement_rows s
+    SELECT ${COLUMNS}, ${BOOKED} AS booked, b.line_reference, b.line_date, b.line_amount
+    FROM provider_settlement_rows s ${MATCHED_LINE}
     WHERE s.value_date >= ${from}::date AND s.value_date <= ${to}::date
       AND (${account}::text IS NULL OR s.account = ${account})
     ORDER BY s.value_date, s.settlement_id, s.identity`.execute(db);
@@ -122,7 +149,7 @@ export interface PaymentSettlement {
 /**
  * The settlements a payment's money went in or out in, as the provider's transactions report names them
  * (a move after a settlement falls into the next one, so a payment may have several), with each
- * settlement's report row when imported. Read by key (the transaction rows by transaction id, the
+ * settlement's report row when imported and the bank line matched to it. Read by key (the transaction rows by transaction id, the
  * settlement rows by settlement id).
  */
 export async function paymentSettlements(
@@ -137,10 +164,12 @@ export async function paymentSettlements(
     }
   >`
     SELECT t.settlement_id AS t_settlement_id, t.status AS t_status, t.net::text AS t_net, t.currency AS t_currency,
-      ${COLUMNS}, CASE WHEN s.settlement_id IS NULL THEN NULL ELSE ${BOOKED} END AS booked
+      ${COLUMNS}, CASE WHEN s.settlement_id IS NULL THEN NULL ELSE ${BOOKED} END AS booked,
+      b.line_reference, b.line_date, b.line_amount
     FROM provider_transaction_rows t
     LEFT JOIN LATERAL (SELECT * FROM provider_settlement_rows s WHERE s.settlement_id = t.settlement_id
       AND (s.account IS NULL OR s.account = ${merchantAccount}) ORDER BY s.identity LIMIT 1) s ON true
+    ${MATCHED_LINE}
     WHERE t.transaction_id = ${entityId} AND t.type = ${kind} AND t.settlement_id IS NOT NULL
     ORDER BY t.created_at, t.settlement_id`.execute(db);
   const seen = new Set<string>();
