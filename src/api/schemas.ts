@@ -96,7 +96,10 @@ export const BalancesResponse = z.object({
       merchantAccount: z.string(),
       currency: z.string(),
       book: Book,
-      account: z.string().meta({ description: 'Ledger account, e.g. available, reserved' }),
+      account: z.string().meta({
+        description:
+          'Ledger account, e.g. available, reserved, settlements_in_transit, settlement_fees, fx_conversion, bank_fees, bank:<bank account id>',
+      }),
       balance: Amount,
     }),
   ),

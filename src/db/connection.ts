@@ -12,6 +12,7 @@ import * as m20261128T215836Z from './migrations/20261128T215836Z_imports.ts';
 import * as m20261128T222439Z from './migrations/20261128T222439Z_api_tokens.ts';
 import * as m20261128T234806Z from './migrations/20261128T234806Z_web_sessions.ts';
 import * as m20261128T234940Z from './migrations/20261128T234940Z_decision_approvals.ts';
+import * as m20261128T234945Z from './migrations/20261128T234945Z_cash_leg.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -29,6 +30,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T222439Z_api_tokens': m20261128T222439Z,
   '20261128T234806Z_web_sessions': m20261128T234806Z,
   '20261128T234940Z_decision_approvals': m20261128T234940Z,
+  '20261128T234945Z_cash_leg': m20261128T234945Z,
 };
 
 export interface OpenDatabaseOptions {

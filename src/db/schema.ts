@@ -80,9 +80,13 @@ export interface JournalEntriesTable {
   id: Generated<string>;
   idempotency_key: string;
   merchant_account: string;
-  entity_kind: 'deposit' | 'cashout' | 'refund';
+  /** A payment's kind, or the cash leg's `settlement` and `bank_match` (src/domain/cash-leg.ts). */
+  entity_kind: 'deposit' | 'cashout' | 'refund' | 'settlement' | 'bank_match';
   entity_id: string;
-  /** credit, fee, early_release_reversal, crypto_approved, crypto_delivered, reserve, release, settle, late_reversal */
+  /**
+   * credit, fee, early_release_reversal, crypto_approved, crypto_delivered, reserve, release, settle,
+   * late_reversal; the cash leg's settlement, settlement_fx_source, settlement_fx_target, bank_match.
+   */
   effect: string;
   direction: 1 | -1;
   seq: number;
@@ -97,6 +101,8 @@ export interface JournalEntriesTable {
   created_at: GeneratedTimestamp;
   /** Who booked it and why, for entries an operator's decision caused (null for the provider's readings). */
   memo: ColumnType<Record<string, unknown> | null, string | null | undefined, never>;
+  /** The rate a converted settlement was booked at, on both of its entries (decimal text); else null. */
+  rate: ColumnType<string | null, string | null | undefined, never>;
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   openBatches,
   tuneForReport,
 } from '../db/read-models/reports.ts';
+import { type SettlementReportRow, settlementsOfPeriod } from '../db/read-models/settlements.ts';
 import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
@@ -107,6 +108,15 @@ export const LIVE_LINES: readonly { entityKind: string; effect: string; label: s
   { entityKind: 'refund', effect: 'release', label: 'Refunds released' },
   { entityKind: 'refund', effect: 'settle', label: 'Refunds settled' },
   { entityKind: 'refund', effect: 'late_reversal', label: 'Refunds rejected late' },
+];
+
+/**
+ * The cash leg's lines (src/domain/cash-leg.ts), after the payments' lines when the period has them: the
+ * settlements sweep `available`, gross (a converted one through its source currency's entry).
+ */
+export const CASH_LEG_LINES: readonly { entityKind: string; effect: string; label: string }[] = [
+  { entityKind: 'settlement', effect: 'settlement', label: 'Settlements paid out, gross' },
+  { entityKind: 'settlement', effect: 'settlement_fx_source', label: 'Settlements converted, gross' },
 ];
 
 /**
@@ -291,7 +301,11 @@ export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
     type: 'text',
     width: 12,
     cell: (r) => r.entity_id,
-    link: (r) => paymentPath(r.merchant_account, r.entity_kind, r.entity_id),
+    // Payments link to their page; the cash leg's settlements and bank matches have none.
+    link: (r) =>
+      (ENTITY_KINDS as readonly string[]).includes(r.entity_kind)
+        ? paymentPath(r.merchant_account, r.entity_kind, r.entity_id)
+        : null,
   },
   { header: 'Effect', key: 'effect', type: 'text', width: 22, cell: (r) => r.effect },
   {
@@ -305,6 +319,59 @@ export const JOURNAL_COLUMNS: ColumnSpec<JournalRow>[] = [
   { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
   { header: 'Amount', key: 'amount', type: 'money', total: true, cell: (r) => parseLedgerMinor(r.amount) },
 ];
+
+/**
+ * The provider's settlements whose value date lies in the period, one row each as its report gives it:
+ * the gross in the balance currency, fees and net in the settlement currency (totals per settlement
+ * currency), the rate, whether the ledger booked it, and the bank line matched to it (its reference and
+ * booking date; empty while no standing match names it).
+ */
+export const SETTLEMENT_COLUMNS: ColumnSpec<SettlementReportRow>[] = [
+  { header: 'Settlement id', key: 'settlementId', type: 'text', width: 16, cell: (r) => r.settlementId },
+  { header: 'Account', key: 'account', type: 'text', width: 12, wrap: true, cell: (r) => r.account ?? '' },
+  // The cut-offs, for look-ups: folded away, not printed (the value date is).
+  { header: 'Period from', key: 'periodStart', type: 'date', printed: false, cell: (r) => r.periodStart },
+  { header: 'Period to', key: 'periodEnd', type: 'date', printed: false, cell: (r) => r.periodEnd },
+  { header: 'Currency', key: 'currency', type: 'text', width: 10, cell: (r) => r.currency },
+  { header: 'Gross', key: 'gross', type: 'money', cell: (r) => r.gross },
+  { header: 'Rate', key: 'rate', type: 'text', width: 14, cell: (r) => r.rate },
+  {
+    header: 'Settlement currency',
+    key: 'settlementCurrency',
+    type: 'text',
+    width: 12,
+    cell: (r) => r.settlementCurrency,
+  },
+  { header: 'Fees', key: 'fees', type: 'money', total: true, cell: (r) => r.fees },
+  { header: 'Net', key: 'net', type: 'money', total: true, cell: (r) => r.net },
+  { header: 'Value date', key: 'valueDate', type: 'text', width: 12, cell: (r) => r.valueDate },
+  {
+    header: 'Bank reference',
+    key: 'bankReference',
+    type: 'text',
+    width: 18,
+    cell: (r) => r.bankReference ?? '',
+  },
+  { header: 'Booked', key: 'booked', type: 'text', width: 8, cell: (r) => (r.booked ? 'yes' : 'no') },
+  {
+    header: 'Bank line',
+    key: 'bankLine',
+    type: 'text',
+    width: 16,
+    wrap: true,
+    cell: (r) => (r.bankLine ? (r.bankLine.reference ?? 'no reference') : ''),
+  },
+  {
+    header: 'Credited on',
+    key: 'creditedOn',
+    type: 'text',
+    width: 12,
+    cell: (r) => r.bankLine?.bookingDate ?? '',
+  },
+];
+
+/** Settlements: landscape, one page wide, the header rows on every page. */
+export const SETTLEMENTS_PRINT: PrintRule = WIDE_TABLE;
 
 /** Test and crypto book balances. */
 export const BOOK_COLUMNS: ColumnSpec<BookBalance>[] = [
@@ -344,9 +411,19 @@ function summarize(
         reserved: rows.filter((m) => m.account === 'reserved').reduce((s, m) => s + m.amount, 0n),
       };
     };
-    const lines = LIVE_LINES.map((l) => lineOf(l.entityKind, l.effect, l.label));
-    const known = new Set(LIVE_LINES.map((l) => `${l.entityKind}:${l.effect}`));
-    const others = new Set(mine.map((m) => `${m.entityKind}:${m.effect}`).filter((k) => !known.has(k)));
+    const present = new Set(mine.map((m) => `${m.entityKind}:${m.effect}`));
+    const lines = [
+      ...LIVE_LINES,
+      ...CASH_LEG_LINES.filter((l) => present.has(`${l.entityKind}:${l.effect}`)),
+    ].map((l) => lineOf(l.entityKind, l.effect, l.label));
+    const known = new Set([...LIVE_LINES, ...CASH_LEG_LINES].map((l) => `${l.entityKind}:${l.effect}`));
+    // Other effects that move available or reserved (the cash leg's other entries move neither).
+    const others = new Set(
+      mine
+        .filter((m) => m.account === 'available' || m.account === 'reserved')
+        .map((m) => `${m.entityKind}:${m.effect}`)
+        .filter((k) => !known.has(k)),
+    );
     for (const key of [...others].sort()) {
       const [entityKind = '', effect = ''] = key.split(':');
       lines.push(lineOf(entityKind, effect, `Other: ${entityKind} ${effect}`));
@@ -575,8 +652,13 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       await entityBatches.close().catch(() => undefined);
       throw err;
     });
+    // The provider's settlements with a value date in the period (one row per settlement: a few a day).
+    const settlements = await settlementsOfPeriod(trx, period.from, period.to, account);
     // Progress total: journal lines from the movements already at hand, entity rows from that first batch.
-    const total = movements.reduce((n, m) => n + m.lines, 0) + Number(entityBatch[0]?.result_rows ?? 0);
+    const total =
+      movements.reduce((n, m) => n + m.lines, 0) +
+      Number(entityBatch[0]?.result_rows ?? 0) +
+      settlements.length;
     let done = 0;
     const progress = (k: number) => {
       done += k;
@@ -649,6 +731,24 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
       await entityBatches.close();
     } finally {
       if (entitiesOpen) await entityBatches.close().catch(() => undefined);
+    }
+
+    // The settlements sheet, as the provider's report gives them, with whether the ledger booked each.
+    {
+      const path = csvPath('settlements');
+      const t = new TableSheet(wb, 'Settlements', SETTLEMENT_COLUMNS, {
+        timeZone: tz,
+        print,
+        csvPath: path,
+        preamble: preamble('Settlements the provider reported with a value date in the period'),
+        currencyKey: 'settlementCurrency',
+        rule: SETTLEMENTS_PRINT,
+      });
+      for (const r of settlements) t.add(r);
+      progress(settlements.length);
+      await t.finish();
+      rowCounts.Settlements = t.rowCount;
+      if (path) files.push(path);
     }
 
     const journals = [

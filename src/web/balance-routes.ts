@@ -8,13 +8,21 @@
 import type { FastifyInstance } from 'fastify';
 import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/read-models/charts.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../domain/zoned-time.ts';
-import { type BalanceView, balanceChartsPage, balancesPage, CHART_DAYS } from './balance-views.ts';
+import {
+  type BalanceView,
+  balanceChartsPage,
+  balancesPage,
+  type CashLegView,
+  CHART_DAYS,
+} from './balance-views.ts';
 import type { PageKit } from './page-kit.ts';
 
 /** What the balances page reads; implemented over the ledger database by src/web/balance-services.ts. */
 export interface BalanceServices {
   /** Available and reserved per account, currency and book as of `at`, with in-flight counts. */
   list(at: Date): Promise<BalanceView[]>;
+  /** The cash leg's balances per account and currency as of `at` (settlements in transit, bank ...). */
+  cashLeg(at: Date): Promise<CashLegView[]>;
   /** Postings in and out of each balance in [monthStart, at), by effect, with the part since todayStart. */
   movements(monthStart: Date, todayStart: Date, at: Date): Promise<BalanceMovementRow[]>;
   /** Daily snapshots of the balances at the UTC midnights in [from, to]. */
@@ -44,11 +52,12 @@ export function balanceRoutes(app: FastifyInstance, kit: PageKit, services: Bala
     const ctx = kit.ctx(request);
     const at = kit.now();
     const { todayStart, monthStart } = periods(at, ctx.timeZone);
-    const [balances, movements] = await Promise.all([
+    const [balances, cashLeg, movements] = await Promise.all([
       services.list(at),
+      services.cashLeg(at),
       services.movements(monthStart, todayStart, at),
     ]);
-    return kit.send(reply, balancesPage(ctx, { at, balances, movements }));
+    return kit.send(reply, balancesPage(ctx, { at, balances, cashLeg, movements }));
   });
 
   app.get<{ Querystring: { days?: string; currency?: string } }>(

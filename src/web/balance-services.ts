@@ -13,8 +13,9 @@ import {
   openExceptionsByAge,
 } from '../db/read-models/charts.ts';
 import type { Db } from '../db/schema.ts';
+import { bankAccountOf, isCashLegAccount } from '../domain/cash-leg.ts';
 import type { BalanceServices } from './balance-routes.ts';
-import type { BalanceView } from './balance-views.ts';
+import type { BalanceView, CashLegView } from './balance-views.ts';
 
 export function ledgerBalanceServices(db: Db): BalanceServices {
   return {
@@ -61,6 +62,35 @@ export function ledgerBalanceServices(db: Db): BalanceServices {
           a.currency.localeCompare(b.currency) ||
           a.book.localeCompare(b.book),
       );
+    },
+    cashLeg: async (at) => {
+      const rows = (
+        Date.now() - at.getTime() < 1_000 ? await balances(db) : await balances(db, { at })
+      ).filter((b) => b.book === 'live' && isCashLegAccount(b.account));
+      const views = new Map<string, CashLegView & { banks: { id: string; balance: bigint }[] }>();
+      for (const b of rows) {
+        const key = `${b.merchantAccount}|${b.currency}`;
+        let v = views.get(key);
+        if (!v) {
+          v = {
+            account: b.merchantAccount,
+            currency: b.currency,
+            inTransit: 0n,
+            settlementFees: 0n,
+            fxConversion: 0n,
+            banks: [],
+            bankFees: 0n,
+          };
+          views.set(key, v);
+        }
+        const bank = bankAccountOf(b.account);
+        if (bank !== null) v.banks.push({ id: bank, balance: b.balance });
+        else if (b.account === 'settlements_in_transit') v.inTransit = b.balance;
+        else if (b.account === 'settlement_fees') v.settlementFees = b.balance;
+        else if (b.account === 'fx_conversion') v.fxConversion = b.balance;
+        else if (b.account === 'bank_fees') v.bankFees = b.balance;
+      }
+      return [...views.values()];
     },
     // Now (as for the balances above): the open hour's movements are read whole from its hour row.
     movements: (monthStart, todayStart, at) =>

@@ -53,6 +53,36 @@ function chartsData(over: Partial<BalanceChartsData>): BalanceChartsData {
 }
 
 describe('balances page', () => {
+  it('shows the cash leg per account and currency, each bank account by its id, only once it has balances', () => {
+    expect(balancesPage(ctx, data({ balances: [row(100n)] })).value).not.toContain('id="cash-leg"');
+    const page = balancesPage(
+      ctx,
+      data({
+        balances: [row(100n)],
+        cashLeg: [
+          {
+            account: 'acme',
+            currency: 'EUR',
+            inTransit: 99_850n,
+            settlementFees: 150n,
+            fxConversion: -112_635n,
+            banks: [{ id: 'NL91ABNA0417164300', balance: 212_035n }],
+            bankFees: 200n,
+          },
+        ],
+      }),
+    ).value;
+    expect(page).toContain('<h2>Settlements and bank</h2>');
+    const line = page.slice(page.indexOf('<tr data-cash-leg="acme|EUR">'));
+    expect(line).toMatch(
+      /^<tr data-cash-leg="acme\|EUR"><td>acme<\/td><td>EUR<\/td><td class="num">998\.50<\/td>/,
+    );
+    expect(line).toContain('<td class="num neg">-1,126.35</td>');
+    expect(line).toContain(
+      '<div data-bank="NL91ABNA0417164300">2,120.35 <span class="muted">NL91ABNA0417164300</span></div>',
+    );
+  });
+
   it('explains in one line why an available is negative, only when one is', () => {
     const negative = balancesPage(ctx, data({ balances: [row(-1_250n)] })).value;
     expect(negative).toContain('id="negative-available"');

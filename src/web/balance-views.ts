@@ -24,10 +24,27 @@ export interface BalanceView {
   inFlightRefunds: number;
 }
 
+/**
+ * The cash leg of one merchant account and currency (live book): settlements paid out and not yet in the
+ * bank, settlement fees, the currency's conversion account, each bank account and the bank's fees.
+ */
+export interface CashLegView {
+  account: string;
+  currency: string;
+  inTransit: Minor;
+  settlementFees: Minor;
+  fxConversion: Minor;
+  /** Each bank account (its id as statements name it) holding this currency. */
+  banks: readonly { id: string; balance: Minor }[];
+  bankFees: Minor;
+}
+
 /** What the balances page shows, read by the route (src/web/balance-routes.ts). */
 export interface BalancesPageData {
   at: Date;
   balances: readonly BalanceView[];
+  /** The cash leg's balances (none before a settlement is booked). */
+  cashLeg?: readonly CashLegView[];
   /** Postings in and out of each balance account since the month's and today's local midnight. */
   movements: readonly BalanceMovementRow[];
 }
@@ -247,6 +264,25 @@ ${
 <p class="muted">Live rows first, then the test book; within a book by currency, with a total per currency where several accounts hold it (amounts in different currencies are never added). Today and this month run from local midnight in ${ctx.timeZone}; each shows the net change, and beneath it what went in and out. In flight counts the cashouts and refunds not yet final.</p>`;
 }
 
+/** The cash leg: where the provider's settlements are between `available` and the bank account. */
+function cashLegTable(data: BalancesPageData): SafeHtml {
+  const rows = data.cashLeg ?? [];
+  if (rows.length === 0) return html``;
+  return html`<h2>Settlements and bank</h2>
+<table id="cash-leg"><thead><tr><th>Account</th><th>Currency</th><th class="num">Settlements in transit</th><th class="num">Settlement fees</th><th class="num">FX conversion</th><th class="num">Bank</th><th class="num">Bank fees</th></tr></thead><tbody>${rows.map(
+    (r) =>
+      html`<tr data-cash-leg="${r.account}|${r.currency}"><td>${r.account}</td><td>${r.currency}</td>${balanceCell(r.inTransit)}${balanceCell(r.settlementFees)}${balanceCell(r.fxConversion)}<td class="num${r.banks.some((b) => b.balance < 0n) ? ' neg' : ''}">${
+        r.banks.length
+          ? r.banks.map(
+              (b) =>
+                html`<div data-bank="${b.id}">${formatMoney(b.balance)} <span class="muted">${b.id}</span></div>`,
+            )
+          : formatMoney(0n)
+      }</td>${balanceCell(r.bankFees)}</tr>`,
+  )}</tbody></table>
+<p class="muted">Live book. A settlement the provider reported moves its gross out of available: its net into settlements in transit and its fee into settlement fees (a converted settlement through FX conversion, which holds the source currency's gross and, negated, the amount converted). A bank credit matched to settlements moves their nets from in transit to the bank account; what the bank kept is in bank fees.</p>`;
+}
+
 /** The movements behind the table, by effect (a reversal on its own line). */
 function movementsTable(data: BalancesPageData): SafeHtml {
   const net = (a: Minor, b: Minor) => a + b;
@@ -374,6 +410,7 @@ export function balancesPage(ctx: PageContext, data: BalancesPageData): SafeHtml
         : ''
     }
 ${balancesTable(ctx, data)}
+${cashLegTable(data)}
 ${movementsTable(data)}
 <p id="charts-link"><a href="${ctx.base}/balances/charts">Charts</a>: available and reserved over time, daily volumes by kind and status, open exceptions by age.</p>`,
   );

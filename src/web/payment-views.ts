@@ -1,8 +1,8 @@
 /**
  * The payment pages: the search box's answer and one payment with the merchant's intent, the provider's
  * latest view (with the reason of a rejection or cancellation and, for a deposit paid with another
- * amount, what the customer paid), the ledger's postings, a deposit's refunds, the status history, its
- * exceptions and alerts. Routes in src/web/app.ts; the layout in views.ts.
+ * amount, what the customer paid), the ledger's postings, the settlements its money went in or out in, a
+ * deposit's refunds, the status history, its exceptions and alerts. Routes in src/web/app.ts; the layout in views.ts.
  */
 import type { PaymentDetail, PaymentRow } from '../db/read-models/payments.ts';
 import type { Minor } from '../domain/money.ts';
@@ -67,6 +67,30 @@ ${
       : ''
 }`,
   );
+}
+
+/**
+ * The settlements the payment's money went in or out in, as the provider's transactions report names them
+ * (a move after a settlement is in the next one), each with its report row when imported: value date,
+ * bank reference, what it paid out, whether the ledger booked it and the bank line matched to it.
+ */
+function settlementsSection(d: PaymentDetailView): SafeHtml {
+  return html`<h2>Settlement</h2>${
+    d.settlements.length
+      ? html`<table class="narrow" id="settlements"><thead><tr><th>Settlement</th><th>Reported as</th><th class="num">Net in it</th><th>Value date</th><th>Bank reference</th><th class="num">Settlement net</th><th>Booked</th><th>Bank line</th></tr></thead><tbody>${d.settlements.map(
+          (s) =>
+            html`<tr data-settlement="${s.settlementId}"><td>${s.settlementId}</td><td>${s.status}</td><td class="num">${moneyText(s.net, s.currency)}</td>${
+              s.settlement
+                ? html`<td>${s.settlement.valueDate}</td><td>${s.settlement.bankReference ?? ''}</td><td class="num">${moneyText(s.settlement.net, s.settlement.settlementCurrency)}</td><td>${s.settlement.booked ? 'yes' : 'no'}</td><td>${
+                    s.settlement.bankLine
+                      ? `${s.settlement.bankLine.bookingDate} ${s.settlement.bankLine.reference ?? ''}`.trim()
+                      : html`<span class="muted">not matched</span>`
+                  }</td>`
+                : html`<td colspan="5" class="muted">not in an imported settlement report</td>`
+            }</tr>`,
+        )}</tbody></table>`
+      : html`<p class="muted" id="settlements">In no imported transactions report with a settlement.</p>`
+  }`;
 }
 
 /** A deposit's refunds with links, and the total of those completed per currency. */
@@ -136,6 +160,7 @@ ${p.feeAmount !== null ? html`<dt>Fee</dt><dd>${moneyText(p.feeAmount, p.feeCurr
         : html`<p class="muted">Nothing booked.</p>`
     }</section>
 </div>
+${settlementsSection(d)}
 ${refundsSection(ctx, d)}
 <h2>Status history</h2>
 <table><thead><tr><th>Observed</th><th>Source</th><th>From</th><th>To</th><th class="num">Amount</th><th>Reason</th><th>Marks</th></tr></thead><tbody>${

@@ -10,6 +10,7 @@ import {
   BOOK_PRINT,
   ENTITY_PRINT,
   JOURNAL_PRINT,
+  SETTLEMENTS_PRINT,
   SUMMARY_PRINT,
 } from '../../src/reports/settlement-workbook.ts';
 import type { PrintRule } from '../../src/reports/sheet-writer.ts';
@@ -18,6 +19,7 @@ import type { PrintRule } from '../../src/reports/sheet-writer.ts';
 export function settlementRule(sheet: string): PrintRule {
   if (sheet === 'Summary' || sheet.startsWith('Summary ')) return SUMMARY_PRINT;
   if (/^(Deposits|Cashouts|Refunds)( \(\d+\))?$/.test(sheet)) return ENTITY_PRINT;
+  if (/^Settlements( \(\d+\))?$/.test(sheet)) return SETTLEMENTS_PRINT;
   if (/journal/i.test(sheet)) return JOURNAL_PRINT;
   if (/ book$/.test(sheet)) return BOOK_PRINT;
   throw new Error(`no print rule for settlement sheet "${sheet}"`);

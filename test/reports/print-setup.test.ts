@@ -33,6 +33,8 @@ import {
   JOURNAL_COLUMNS,
   JOURNAL_PRINT,
   PAYOUT_COLUMNS,
+  SETTLEMENT_COLUMNS,
+  SETTLEMENTS_PRINT,
   TITLE_SCALE,
   writeSettlementWorkbook,
 } from '../../src/reports/settlement-workbook.ts';
@@ -128,6 +130,7 @@ describe('settlement workbook print setup', () => {
       ['Cashouts', PAYOUT_COLUMNS('cashout'), ENTITY_PRINT],
       ['Refunds', PAYOUT_COLUMNS('refund'), ENTITY_PRINT],
       ['Journal', JOURNAL_COLUMNS, JOURNAL_PRINT],
+      ['Settlements', SETTLEMENT_COLUMNS, SETTLEMENTS_PRINT],
       ['Test book', BOOK_COLUMNS, BOOK_PRINT],
       ['Exceptions', DETAIL_COLUMNS(new Date()), EXCEPTION_DETAIL_PRINT],
       ['Late rejections', LATE_COLUMNS, LATE_PRINT],

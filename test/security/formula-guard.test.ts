@@ -13,6 +13,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listQueue } from '../../src/db/exceptions/queue.ts';
 import { changeQueueItem } from '../../src/db/exceptions/queue-service.ts';
+import { recordImport } from '../../src/db/imports/service.ts';
 import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
@@ -302,6 +303,31 @@ describe('formula payloads through the report writers', () => {
       await changeQueueItem(t.db, r.id, { kind: 'assign', assignee: p, note: null }, p, new Date());
       await changeQueueItem(t.db, r.id, { kind: 'comment', note: p }, p, new Date());
     }
+    // A settlement per payload, the payload its id and its bank reference, booked by its import.
+    const valueDate = localDate(new Date(), 'UTC');
+    await recordImport(t.db, {
+      kind: 'provider-settlements',
+      fileName: 'settlements.csv',
+      sha256: '0'.repeat(64),
+      profile: null,
+      importedBy: 'guard',
+      rows: PAYLOADS.map((p, i) => ({
+        identity: `guard-${i}`,
+        content_hash: `guard-${i}`,
+        settlement_id: p,
+        account: 'acme',
+        period_start: null,
+        period_end: null,
+        currency: 'BRL',
+        gross: '10.00',
+        fees: '0.50',
+        settlement_currency: 'BRL',
+        rate: '1',
+        net: '9.50',
+        value_date: valueDate,
+        bank_reference: p,
+      })),
+    });
     const end = (await sql<{ now: Date }>`SELECT clock_timestamp() AS now`.execute(t.db)).rows[0]!.now;
     const today = localDate(end, 'UTC');
     period = { from: today, to: today, start, end, timeZone: 'UTC', cutoff: '00:00' };
@@ -342,6 +368,7 @@ describe('formula payloads through the report writers', () => {
         'deposits.csv',
         'journal.csv',
         'refunds.csv',
+        'settlements.csv',
         'test-journal.csv',
       ].sort(),
     );
@@ -351,6 +378,7 @@ describe('formula payloads through the report writers', () => {
     expect(all).toContain('-12.50');
     expectPayloadsNeutralised(csvs.get('cashouts.csv')!.flat(), PAYLOADS, 'cashouts.csv');
     expectPayloadsNeutralised(csvs.get('deposits.csv')!.flat(), PAYLOADS, 'deposits.csv');
+    expectPayloadsNeutralised(csvs.get('settlements.csv')!.flat(), PAYLOADS, 'settlements.csv');
   });
 
   it('exception workbook and its CSVs', async () => {

@@ -218,7 +218,7 @@ describe('signed in', () => {
     expect(stored?.rowCounts.Deposits).toBeGreaterThan(0);
     expect(stored?.account).toBe('acme');
     expect(stored?.requestedBy).toBe('finance');
-    expect(stored?.files.length).toBe(7);
+    expect(stored?.files.length).toBe(8);
     expect((await readFile(stored!.files[1]!.path, 'utf8')).split('\r\n')[0]).toContain('Deposit id');
     // Names outside the run's file list are not served.
     expect((await get(jar, `/reports/${id}/download/..%2F..%2Fetc%2Fpasswd`, '*/*')).statusCode).toBe(404);

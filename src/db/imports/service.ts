@@ -2,8 +2,11 @@
  * Records one imported file in one transaction, all or nothing: the import (who, when, the file's
  * SHA-256, the counts), a bank statement's balances and counts, and every line not stored before. A
  * line is stored once under its identity, so importing a file again or a statement that overlaps another
- * adds only the lines never seen (`new`); a failure leaves no trace of the file.
+ * adds only the lines never seen (`new`); a failure leaves no trace of the file. A settlement report's
+ * settlements are booked to the ledger's cash leg in the same transaction (src/db/cash-leg/service.ts),
+ * each once.
  */
+import { bookSettlementRows, type SettlementsBooked } from '../cash-leg/service.ts';
 import type { Db } from '../schema.ts';
 import {
   insertBankLines,
@@ -22,6 +25,8 @@ export interface RecordedImport {
   new: number;
   /** Per statement of a bank statement file, in file order: its new lines. */
   statements: { new: number }[];
+  /** A settlement report's rows booked to the ledger's cash leg (null for other kinds). */
+  settlements: SettlementsBooked | null;
 }
 
 export async function recordImport(db: Db, file: ImportFile): Promise<RecordedImport> {
@@ -43,6 +48,7 @@ export async function recordImport(db: Db, file: ImportFile): Promise<RecordedIm
     });
     const statements: { new: number }[] = [];
     let fresh = 0;
+    let settlements: SettlementsBooked | null = null;
     if (file.kind === 'bank-statement') {
       for (const [i, { lines: statementLines, ...statement }] of file.statements.entries()) {
         const added = await insertBankLines(tx, id, statementLines);
@@ -54,8 +60,13 @@ export async function recordImport(db: Db, file: ImportFile): Promise<RecordedIm
       fresh = await insertTransactionRows(tx, id, file.rows);
     } else {
       fresh = await insertSettlementRows(tx, id, file.rows);
+      // Each settlement of the file is booked once, as stored (the rows stored before included).
+      settlements = await bookSettlementRows(
+        tx,
+        file.rows.map((r) => r.identity),
+      );
     }
     await setImportNewLines(tx, id, fresh);
-    return { id, importedAt, lines, new: fresh, statements };
+    return { id, importedAt, lines, new: fresh, statements, settlements };
   });
 }

@@ -14,6 +14,7 @@ import {
 } from '../../domain/money.ts';
 import type { EntityKind } from '../../domain/statuses.ts';
 import type { Db } from '../schema.ts';
+import { type PaymentSettlement, paymentSettlements } from './settlements.ts';
 
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
 
@@ -264,6 +265,8 @@ export interface PaymentDetail {
   /** What the customer paid when the provider says it differs from what was asked (AMOUNT_MISMATCH), else null. */
   paid: PaidAmount | null;
   entries: EntryRow[];
+  /** The settlements the provider's transactions report puts the payment in (src/db/read-models/settlements.ts). */
+  settlements: PaymentSettlement[];
   exceptions: { id: string; type: string; severity: string; state: string }[];
   alerts: {
     alertId: string;
@@ -431,6 +434,7 @@ export async function getPayment(
       ? paidAmounts(db, [{ merchantAccount, kind, entityId }])
       : new Map<string, PaidAmount>(),
   ]);
+  const settlements = await paymentSettlements(db, merchantAccount, kind, entityId);
   const { rows: alerts } = await sql<{
     alert_id: string;
     type: string | null;
@@ -453,6 +457,7 @@ export async function getPayment(
   }
   return {
     payment,
+    settlements,
     intent: intent
       ? {
           intentId: intent.intent_id,

@@ -1,0 +1,268 @@
+/**
+ * Books the cash leg (src/domain/cash-leg.ts): a settlement from its report row, a bank credit matched to
+ * settlements, and the reversal of such a match (an unmatch). Every function is idempotent: a settlement
+ * is booked once under its keys whatever the number of imports that bring it, a match once under its match
+ * id while it stands, an unmatch reverses it once. Each runs in the caller's transaction when given one,
+ * else in its own; entries go through the cash leg's write path (src/db/ledger/cash-write.ts).
+ */
+import { sql } from 'kysely';
+import {
+  type BankMatchBooking,
+  bankMatchEntry,
+  type CashEntry,
+  type CashPosting,
+  cashEntryKey,
+  reversalOf,
+  settlementEntries,
+  settlementFactsOf,
+} from '../../domain/cash-leg.ts';
+import { AppError } from '../../domain/errors.ts';
+import { parseLedgerMinor } from '../../domain/money.ts';
+import { writeCashEntries } from '../ledger/cash-write.ts';
+import type { Db } from '../schema.ts';
+import { withLedgerTransaction } from '../transaction.ts';
+
+/** A stored settlement report row (`provider_settlement_rows`), as far as booking needs it. */
+export interface SettlementRow {
+  settlement_id: string;
+  account: string | null;
+  period_end: Date | null;
+  currency: string;
+  gross: string;
+  fees: string;
+  settlement_currency: string;
+  rate: string;
+  net: string;
+  value_date: string | Date;
+}
+
+export type SettlementBooking =
+  /** Entries booked now (`entries` of them). */
+  | { status: 'booked'; entries: number }
+  /** Booked before: nothing added. */
+  | { status: 'already' }
+  /** The report names no merchant account for it: nothing can be booked. */
+  | { status: 'no-account' }
+  /** Nothing to book (gross, fee and net all zero). */
+  | { status: 'empty' };
+
+async function inTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
+  return db.isTransaction ? fn(db) : withLedgerTransaction(db, fn);
+}
+
+/** A date column (`YYYY-MM-DD` or a Date at local midnight as pg gives it) as that day's UTC midnight. */
+function utcDay(value: string | Date): Date {
+  if (typeof value === 'string') return new Date(`${value.slice(0, 10)}T00:00:00Z`);
+  return new Date(Date.UTC(value.getFullYear(), value.getMonth(), value.getDate()));
+}
+
+/**
+ * Books a settlement from its report row: its entries (one, or two when converted) under keys of its
+ * merchant account and settlement id, effective at its cut-off (else its value date). Booking it again
+ * adds nothing.
+ */
+export async function bookSettlement(db: Db, row: SettlementRow): Promise<SettlementBooking> {
+  if (row.account === null || row.account === '') return { status: 'no-account' };
+  const entries = settlementEntries(settlementFactsOf({ ...row, account: row.account }));
+  if (entries.length === 0) return { status: 'empty' };
+  const effectiveAt = row.period_end ?? utcDay(row.value_date);
+  const booked = await writeCashEntries(
+    db,
+    entries.map((entry) => ({ entry, effectiveAt })),
+  );
+  return booked === 0 ? { status: 'already' } : { status: 'booked', entries: booked };
+}
+
+const SETTLEMENT_COLUMNS = [
+  'settlement_id',
+  'account',
+  'period_end',
+  'currency',
+  'gross',
+  'fees',
+  'settlement_currency',
+  'rate',
+  'net',
+  'value_date',
+] as const;
+
+export interface SettlementsBooked {
+  /** Settlements booked now. */
+  booked: number;
+  /** Settlements booked before. */
+  already: number;
+  /** Rows that name no merchant account (not booked). */
+  noAccount: number;
+}
+
+/**
+ * Books the stored settlement rows of the given identities (an import's rows): each one not booked yet is
+ * booked, the others add nothing. The rows are read as stored (the first import of a settlement keeps it).
+ */
+export async function bookSettlementRows(db: Db, identities: readonly string[]): Promise<SettlementsBooked> {
+  const out: SettlementsBooked = { booked: 0, already: 0, noAccount: 0 };
+  if (identities.length === 0) return out;
+  return inTransaction(db, async (trx) => {
+    const rows = await trx
+      .selectFrom('provider_settlement_rows')
+      .select(SETTLEMENT_COLUMNS)
+      .where('identity', '=', sql<string>`ANY(${[...identities]}::text[])`)
+      .orderBy('settlement_id')
+      .execute();
+    for (const row of rows) {
+      const r = await bookSettlement(trx, row as SettlementRow);
+      if (r.status === 'booked') out.booked += 1;
+      else if (r.status === 'no-account') out.noAccount += 1;
+      else out.already += 1;
+    }
+    return out;
+  });
+}
+
+/** Books the stored report rows of these settlements of the merchant account that are not booked yet. */
+async function bookSettlementsById(db: Db, account: string, settlementIds: readonly string[]): Promise<void> {
+  if (settlementIds.length === 0) return;
+  const rows = await db
+    .selectFrom('provider_settlement_rows')
+    .select(SETTLEMENT_COLUMNS)
+    .where('settlement_id', '=', sql<string>`ANY(${[...settlementIds]}::text[])`)
+    .where('account', '=', account)
+    .orderBy('settlement_id')
+    .execute();
+  for (const row of rows) await bookSettlement(db, row as SettlementRow);
+}
+
+interface BookedEntry {
+  id: string;
+  direction: number;
+  seq: number;
+  merchant_account: string;
+  currency: string;
+  amount: string;
+  fee_amount: string | null;
+}
+
+/** The entries of a bank match, oldest first. */
+async function matchEntries(db: Db, matchId: string): Promise<BookedEntry[]> {
+  const { rows } = await sql<BookedEntry>`
+    SELECT id::text, direction, seq, merchant_account, currency, amount::text, fee_amount::text
+    FROM journal_entries
+    WHERE entity_id = ${matchId} AND entity_kind = 'bank_match'
+    ORDER BY id`.execute(db);
+  return rows;
+}
+
+/** One match id at a time: its entries are read, then written, under this lock. */
+async function lockMatch(db: Db, matchId: string): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`bank_match:${matchId}`}, 0))`.execute(db);
+}
+
+function liveOf(entries: readonly BookedEntry[]) {
+  const applications = entries.filter((e) => e.direction === 1);
+  const reversals = entries.length - applications.length;
+  const live = applications.length - reversals === 1 ? applications[applications.length - 1]! : null;
+  return { applications: applications.length, reversals, live };
+}
+
+async function postingsOf(db: Db, entryId: string): Promise<CashPosting[]> {
+  const { rows } = await sql<{ account: string; currency: string; amount: string }>`
+    SELECT account, currency, amount::text FROM postings WHERE entry_id = ${entryId} ORDER BY id`.execute(db);
+  return rows.map((r) => ({ account: r.account, currency: r.currency, amount: parseLedgerMinor(r.amount) }));
+}
+
+/** The day a bank line was booked (the match's effective date), or null when the line is not stored. */
+async function bankLineDay(db: Db, identity: string): Promise<Date | null> {
+  const row = await db
+    .selectFrom('bank_statement_lines')
+    .select(sql<string>`booking_date::text`.as('day'))
+    .where('identity', '=', identity)
+    .executeTakeFirst();
+  return row ? utcDay(row.day) : null;
+}
+
+export type BankMatchResult = { status: 'booked' } | { status: 'already' };
+
+/**
+ * Books a bank credit matched to settlements: settlements in transit less their nets, the bank account
+ * plus the credit, bank fees plus the difference. Booking the same match again adds nothing; a match id
+ * booked with other amounts or settlements while it stands is refused (CONFLICT); after its reversal the
+ * same id may be booked again (its next application).
+ */
+export async function bookBankMatch(db: Db, booking: BankMatchBooking): Promise<BankMatchResult> {
+  return inTransaction(db, async (trx) => {
+    await lockMatch(trx, booking.matchId);
+    const booked = await matchEntries(trx, booking.matchId);
+    const { applications, live } = liveOf(booked);
+    const entry = bankMatchEntry(booking, applications + 1);
+    if (live !== null) {
+      const same =
+        live.merchant_account === entry.account &&
+        live.currency === entry.currency &&
+        parseLedgerMinor(live.amount) === entry.amount &&
+        (live.fee_amount === null ? null : parseLedgerMinor(live.fee_amount)) === entry.feeAmount &&
+        samePostings(await postingsOf(trx, live.id), entry.postings);
+      if (same) return { status: 'already' };
+      throw new AppError('CONFLICT', `bank match ${booking.matchId} is booked with other amounts`, {
+        details: { matchId: booking.matchId },
+      });
+    }
+    // The settlements' own entries first, from their stored report rows (nothing when booked already).
+    await bookSettlementsById(
+      trx,
+      booking.account,
+      booking.settlements.map((s) => s.settlementId),
+    );
+    const effectiveAt = (await bankLineDay(trx, booking.bankLineIdentity)) ?? new Date();
+    await writeCashEntries(trx, [
+      {
+        entry,
+        effectiveAt,
+        memo: {
+          bankAccount: booking.bankAccount,
+          bankLine: booking.bankLineIdentity,
+          settlements: booking.settlements.map((s) => s.settlementId),
+        },
+      },
+    ]);
+    return { status: 'booked' };
+  });
+}
+
+function samePostings(a: readonly CashPosting[], b: readonly CashPosting[]): boolean {
+  const key = (p: CashPosting) => `${p.account}\u0000${p.currency}\u0000${p.amount}`;
+  const x = a.map(key).sort();
+  const y = b.map(key).sort();
+  return x.length === y.length && x.every((k, i) => k === y[i]);
+}
+
+export type ReverseResult = { status: 'reversed' } | { status: 'not-booked' };
+
+/**
+ * Reverses a bank match (an unmatch): the mirror image of its standing entry under its reversal key. A
+ * match not standing (never booked, or reversed already) books nothing.
+ */
+export async function reverseBankMatch(db: Db, matchId: string): Promise<ReverseResult> {
+  return inTransaction(db, async (trx) => {
+    await lockMatch(trx, matchId);
+    const booked = await matchEntries(trx, matchId);
+    const { reversals, live } = liveOf(booked);
+    if (live === null) return { status: 'not-booked' };
+    const postings = await postingsOf(trx, live.id);
+    const applied: CashEntry = {
+      idempotencyKey: cashEntryKey('bank_match', live.merchant_account, matchId, 'bank_match', 1, live.seq),
+      kind: 'bank_match',
+      account: live.merchant_account,
+      entityId: matchId,
+      effect: 'bank_match',
+      direction: 1,
+      seq: live.seq,
+      currency: live.currency,
+      amount: parseLedgerMinor(live.amount),
+      feeAmount: live.fee_amount === null ? null : parseLedgerMinor(live.fee_amount),
+      rate: null,
+      postings,
+    };
+    await writeCashEntries(trx, [{ entry: reversalOf(applied, reversals + 1), effectiveAt: new Date() }]);
+    return { status: 'reversed' };
+  });
+}
