@@ -33,6 +33,12 @@ export interface RegistryOptions {
   users?: Readonly<Record<string, string>>;
   /** Serve HTTPS with this PEM certificate (chain) and key. */
   tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+  /** Largest accepted request body; a larger one is answered 413 (default 4 MiB). */
+  maxBodyBytes?: number;
+  /** Connections served at once; more are closed as they arrive (default 256). */
+  maxConnections?: number;
+  /** Time a request has to arrive whole, headers and body (default 30 s). */
+  requestTimeoutMs?: number;
 }
 
 /** Whether an Authorization header carries basic credentials of one of `users`. */
@@ -60,7 +66,6 @@ export interface RunningRegistry {
 }
 
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 class HttpError extends Error {
   constructor(
@@ -82,13 +87,20 @@ const invalidSchema = (why: string) => new HttpError(422, 42201, `Invalid schema
 export async function startRegistry(options: RegistryOptions): Promise<RunningRegistry> {
   const host = options.host ?? '127.0.0.1';
   const store = RegistryStore.open(options.dataDir);
-  const api = new RegistryApi(store);
+  const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
+  const api = new RegistryApi(store, maxBodyBytes);
   const users = options.users;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     if (users && !basicAuthAccepts(users, req.headers.authorization)) {
-      req.resume();
+      // Nothing of an unauthenticated request is read: the connection closes after the answer.
       res.setHeader('www-authenticate', 'Basic realm="schema-registry"');
+      res.setHeader('connection', 'close');
       send(res, 401, { error_code: 40101, message: 'Unauthorized' });
+      return;
+    }
+    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
+      res.setHeader('connection', 'close');
+      send(res, 413, { error_code: 413, message: 'Request body too large' });
       return;
     }
     api.handle(req, res).catch((err: unknown) => {
@@ -100,6 +112,9 @@ export async function startRegistry(options: RegistryOptions): Promise<RunningRe
     ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener)
     : createServer(listener);
   server.keepAliveTimeout = 5_000;
+  server.maxConnections = options.maxConnections ?? 256;
+  server.requestTimeout = options.requestTimeoutMs ?? 30_000;
+  server.headersTimeout = Math.min(server.requestTimeout, 10_000);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 8081, host, () => {
@@ -128,12 +143,12 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, 413, 'Request body too large');
+    if (size > maxBytes) throw new HttpError(413, 413, 'Request body too large');
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -155,7 +170,10 @@ class RegistryApi {
   /** Parsed types by id, so compatibility checks do not re-parse on every request. */
   private readonly parsed = new Map<number, AvroType>();
 
-  constructor(private readonly store: RegistryStore) {}
+  constructor(
+    private readonly store: RegistryStore,
+    private readonly maxBodyBytes: number,
+  ) {}
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://registry');
@@ -165,11 +183,13 @@ class RegistryApi {
       .map((p) => decodeURIComponent(p));
     const method = req.method ?? 'GET';
     try {
-      const body = method === 'POST' || method === 'PUT' ? await readJson(req) : undefined;
+      const body = method === 'POST' || method === 'PUT' ? await readJson(req, this.maxBodyBytes) : undefined;
       const [status, answer] = this.route(method, parts, url.searchParams, body);
       send(res, status, answer);
     } catch (err) {
       if (err instanceof HttpError) {
+        // The rest of a body too large is not read: the connection closes after the answer.
+        if (err.status === 413) res.setHeader('connection', 'close');
         send(res, err.status, { error_code: err.errorCode, message: err.message });
         return;
       }
