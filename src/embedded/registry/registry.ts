@@ -108,13 +108,18 @@ export async function startRegistry(options: RegistryOptions): Promise<RunningRe
       else res.destroy();
     });
   };
+  // A request has this long to arrive whole, its headers 10 s at most.
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const timeouts = {
+    requestTimeout,
+    headersTimeout: Math.min(requestTimeout, 10_000),
+    keepAliveTimeout: 5_000,
+    connectionsCheckingInterval: Math.min(1_000, requestTimeout),
+  };
   const server = options.tls
-    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener)
-    : createServer(listener);
-  server.keepAliveTimeout = 5_000;
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key, ...timeouts }, listener)
+    : createServer(timeouts, listener);
   server.maxConnections = options.maxConnections ?? 256;
-  server.requestTimeout = options.requestTimeoutMs ?? 30_000;
-  server.headersTimeout = Math.min(server.requestTimeout, 10_000);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 8081, host, () => {
