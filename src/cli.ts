@@ -76,7 +76,7 @@ async function embeddedStarters(): Promise<import('./infrastructure.ts').Embedde
         onNotice: (line) => process.stderr.write(`payrecon: ${line}\n`),
       }),
     // Both ask for the data directory's generated credentials: no other process on the host gets in.
-    broker: async ({ dataDir, users }) => {
+    broker: async ({ dataDir, users, logger }) => {
       const { SaslUsers } = await import('./embedded/kafka/sasl.ts');
       const broker = await (await import('./embedded/kafka/broker.ts')).startBroker({
         host: '127.0.0.1',
@@ -84,6 +84,8 @@ async function embeddedStarters(): Promise<import('./infrastructure.ts').Embedde
         dataDir,
         defaultPartitions: 3,
         sasl: new SaslUsers(users),
+        // Refusals (a client without the credentials) are warnings; the broker's routine, debug.
+        log: (level, msg, fields) => logger[level === 'info' ? 'debug' : level](fields ?? {}, msg),
       });
       return { host: broker.host, port: broker.port, secured: true, close: () => broker.close() };
     },

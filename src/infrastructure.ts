@@ -53,6 +53,7 @@ export interface EmbeddedStarters {
   broker?(options: {
     dataDir: string;
     users: Readonly<Record<string, string>>;
+    logger: Logger;
   }): Promise<{ host: string; port: number; secured?: boolean; close(): Promise<void> }>;
   registry?(options: {
     dataDir: string;
@@ -256,6 +257,7 @@ export async function startInfrastructure(
       const broker = await embedded.broker({
         dataDir: join(dataDir, 'kafka'),
         users: { [credentials.username]: credentials.password },
+        logger: logger.child({ module: 'broker' }),
       });
       lifecycle.add('embedded broker', () => broker.close());
       brokers = [`${broker.host}:${broker.port}`];

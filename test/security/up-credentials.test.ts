@@ -7,7 +7,8 @@
  * - a wrong SCRAM password is refused (SCRAM-SHA-256 and -512); the right one is taken by both;
  * - the registry answers 401 without basic auth and with a wrong password;
  * - the CLI still works against the running instance (`payrecon intent record`), its intent on the topic;
- * - the credentials file is 0600 and no password reaches the logs (of `up` at debug, and of the CLI);
+ * - the credentials file is 0600 and no password reaches the logs (of `up` at debug, and of the CLI),
+ *   where the refusals are warnings;
  * - a restart keeps the same credentials, and closes a file made readable meanwhile again;
  * - with PAYRECON_WEBHOOK_LISTEN, the webhook routes (where the sandbox delivers) are on that listener
  *   alone, named in the banner and the endpoints file, and 404 on the web port.
@@ -308,6 +309,35 @@ describe('payrecon up: the embedded broker and registry ask for generated creden
     expect(intents.some((m) => m.value?.includes(Buffer.from(externalRef)))).toBe(true);
   }, 120_000);
 
+  it('a single part started beside it connects with the credentials and stops cleanly', async () => {
+    const child = spawn(process.execPath, ['bin/payrecon.mjs', 'alerts'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...cleanEnv(), PAYRECON_DATA_DIR: data, PAYRECON_METRICS_PORT: '0', LOG_LEVEL: 'debug' },
+    });
+    let out = '';
+    child.stdout!.on('data', (c) => {
+      out += c;
+    });
+    child.stderr!.on('data', (c) => {
+      out += c;
+    });
+    const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
+    try {
+      await waitFor(
+        () => `payrecon alerts to run:\n${out.slice(-3000)}`,
+        () => /"msg":"running"/.test(out) || child.exitCode !== null,
+        { ms: 60_000, every: 100 },
+      );
+      expect(out).toMatch(/"msg":"running"/);
+    } finally {
+      child.kill('SIGTERM');
+      logs += out;
+    }
+    expect(await exited).toBe(0);
+    expect(out).not.toMatch(/SASL[^\n]*fail|40101|Unauthorized/i);
+  }, 90_000);
+
   it('serves the webhook routes on their own listener alone; the web port answers 404 for them', async () => {
     const e = endpoints();
     const hooks = `http://127.0.0.1:${webhookPort}`;
@@ -356,6 +386,9 @@ describe('payrecon up: the embedded broker and registry ask for generated creden
     const c = credentials();
     // The debug lines (pino's level 20) were captured: there was something to leak into.
     expect(logs).toMatch(/"level":20/);
+    // The refusals are in up's log, as warnings, for whoever watches it.
+    expect(logs).toMatch(/"level":40[^\n]*"module":"broker"[^\n]*request before SASL authentication/);
+    expect(logs).toMatch(/"level":40[^\n]*SASL authentication failed/);
     for (const secret of [c.kafka.password, c.registry.password]) expect(logs).not.toContain(secret);
   });
 });
