@@ -180,7 +180,13 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
       defaultAccount,
       sandboxUsers,
     });
-    await server.listen({ host: config.web.host, port: config.web.port });
+    try {
+      await server.listen({ host: config.web.host, port: config.web.port });
+    } catch (err) {
+      // The listeners of its own (webhooks, metrics) already listen: closed with it.
+      await server.close();
+      throw err;
+    }
     const address = server.server.address();
     const port = typeof address === 'object' && address ? address.port : config.web.port;
     const url = `http://${config.web.host}:${port}`;
