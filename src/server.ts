@@ -41,14 +41,24 @@ export interface WebServerParts {
   pageOptions?: { now?: () => Date; sessionTtlMs?: number };
 }
 
-const WEBHOOK_LISTENERS = new WeakMap<FastifyInstance, string>();
+/** The listeners of their own a server started, by what they serve. */
+const OWN_LISTENERS = new WeakMap<FastifyInstance, { webhooks?: string; metrics?: string }>();
+
+function remember(app: FastifyInstance, serves: 'webhooks' | 'metrics', url: string): void {
+  OWN_LISTENERS.set(app, { ...OWN_LISTENERS.get(app), [serves]: url });
+}
 
 /**
  * The base URL of the provider's webhook routes of a server `buildServer` built: its own listener
  * (PAYRECON_WEBHOOK_LISTEN), else `url`, the server's own.
  */
 export function webhooksBaseUrl(app: FastifyInstance, url: string): string {
-  return WEBHOOK_LISTENERS.get(app) ?? url;
+  return OWN_LISTENERS.get(app)?.webhooks ?? url;
+}
+
+/** The base URL of `/metrics` of a server `buildServer` built: PAYRECON_METRICS_LISTEN's, else `url`. */
+export function metricsBaseUrl(app: FastifyInstance, url: string): string {
+  return OWN_LISTENERS.get(app)?.metrics ?? url;
 }
 
 /** The one HTTP server: page, webhooks, health and metrics. */
@@ -72,6 +82,7 @@ export async function buildServer(
       metricsToken,
     });
     logger.info({ url: listener.url }, 'metrics listener started');
+    remember(app, 'metrics', listener.url);
     app.addHook('onClose', () => listener.close());
   }
   const { publisher } = infra;
@@ -96,7 +107,7 @@ export async function buildServer(
         await own.register(webhooks);
       });
       logger.info({ url: listener.url }, 'webhook listener started');
-      WEBHOOK_LISTENERS.set(app, listener.url);
+      remember(app, 'webhooks', listener.url);
       app.addHook('onClose', () => listener.close());
     }
   }

@@ -19,7 +19,7 @@ import { PART_NAMES, type PartName } from './parts.ts';
 import { startOutboxRelay } from './producers/outbox-relay.ts';
 import { pollingClients, type StatusPollerDeps, startStatusPoller } from './producers/status-poller.ts';
 import { SANDBOX_ACCOUNT_NAME, SANDBOX_WEB_USERS, type SandboxRun } from './sandbox-part.ts';
-import { buildServer, webhooksBaseUrl } from './server.ts';
+import { buildServer, metricsBaseUrl, webhooksBaseUrl } from './server.ts';
 import { createServices, type Services } from './services.ts';
 
 /** The status poller over every account, with the configuration's concurrency and batch size. */
@@ -280,7 +280,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       `  api       ${url}${API_PREFIX} (${url}${API_PREFIX}/openapi.json; tokens: payrecon api token create)`,
     );
     print(`  health    ${url}/healthz  ${url}/readyz`);
-    print(`  metrics   ${url}/metrics`);
+    print(`  metrics   ${metricsBaseUrl(ingest.server, url)}/metrics`);
     print(`  database  ${redactUrl(infra.databaseUrl)}`);
     // Where the embedded services' passwords are kept, never the passwords themselves.
     const secrets = embeddedCredentialsFile(infra.dataDir);

@@ -11,7 +11,8 @@
  *   where the refusals are warnings;
  * - a restart keeps the same credentials, and closes a file made readable meanwhile again;
  * - with PAYRECON_WEBHOOK_LISTEN, the webhook routes (where the sandbox delivers) are on that listener
- *   alone, named in the banner and the endpoints file, and 404 on the web port.
+ *   alone, named in the banner and the endpoints file, and 404 on the web port (and PAYRECON_METRICS_LISTEN's
+ *   address is the banner's metrics line).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -36,6 +37,7 @@ let tdb: TestDatabase;
 let dir: string;
 let data: string;
 let webhookPort: number;
+let metricsPort: number;
 let running: Up | null = null;
 /** Everything every process printed: `up` (at debug) and the CLI commands. */
 let logs = '';
@@ -75,6 +77,7 @@ async function startUp(): Promise<Up> {
       PAYRECON_DATA_DIR: data,
       PAYRECON_WEB_PORT: '0',
       PAYRECON_WEBHOOK_LISTEN: `127.0.0.1:${webhookPort}`,
+      PAYRECON_METRICS_LISTEN: `127.0.0.1:${metricsPort}`,
       LOG_LEVEL: 'debug',
     },
   });
@@ -160,6 +163,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'payrecon-up-credentials-'));
   data = join(dir, 'data');
   webhookPort = await freePort();
+  metricsPort = await freePort();
   await startUp();
 }, 180_000);
 
@@ -354,11 +358,15 @@ describe('payrecon up: the embedded broker and registry ask for generated creden
     for (const path of ['/', '/signin', '/api/v1/payments', '/metrics', '/healthz', '/readyz']) {
       expect((await fetch(`${hooks}${path}`)).status, path).toBe(404);
     }
-    // The sandbox delivers its notifications there, and they are taken.
+    // `/metrics` is on a listener of its own too, and the banner says where.
+    const metrics = `http://127.0.0.1:${metricsPort}/metrics`;
+    expect(running!.out()).toContain(`  metrics   ${metrics}\n`);
+    expect((await fetch(`${e.web}/metrics`)).status).toBe(404);
+    // The sandbox delivers its notifications to the webhook listener, and they are taken.
     await waitFor(
       'a sandbox notification accepted on the webhook listener',
       async () => {
-        const text = await (await fetch(`${e.web}/metrics`)).text();
+        const text = await (await fetch(metrics)).text();
         return /payrecon_webhook_requests_total\{[^}]*outcome="accepted"[^}]*\} [1-9]/.test(text);
       },
       { ms: 90_000, every: 500 },
