@@ -12,7 +12,7 @@
  * With `users` every request needs HTTP basic auth (as Confluent Cloud's registry); with `tls` it
  * serves HTTPS.
  */
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -41,7 +41,13 @@ export interface RegistryOptions {
   requestTimeoutMs?: number;
 }
 
-/** Whether an Authorization header carries basic credentials of one of `users`. */
+const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * Whether an Authorization header carries basic credentials of one of `users`. Both passwords are hashed
+ * before the constant-time comparison, so its time says nothing of their lengths, and an unknown user
+ * costs the same as a wrong password.
+ */
 export function basicAuthAccepts(
   users: Readonly<Record<string, string>>,
   header: string | undefined,
@@ -52,9 +58,8 @@ export function basicAuthAccepts(
   const colon = text.indexOf(':');
   if (colon < 0) return false;
   const user = text.slice(0, colon);
-  const given = Buffer.from(text.slice(colon + 1), 'utf8');
-  const known = Object.hasOwn(users, user) ? Buffer.from(users[user]!, 'utf8') : null;
-  const same = given.length === (known ?? given).length && timingSafeEqual(known ?? given, given);
+  const known = Object.hasOwn(users, user) ? users[user]! : null;
+  const same = timingSafeEqual(digest(text.slice(colon + 1)), digest(known ?? ''));
   return known !== null && same;
 }
 
