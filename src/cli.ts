@@ -75,19 +75,29 @@ async function embeddedStarters(): Promise<import('./infrastructure.ts').Embedde
         dataDir,
         onNotice: (line) => process.stderr.write(`payrecon: ${line}\n`),
       }),
-    broker: async ({ dataDir }) =>
-      (await import('./embedded/kafka/broker.ts')).startBroker({
+    // Both ask for the data directory's generated credentials: no other process on the host gets in.
+    broker: async ({ dataDir, users, logger }) => {
+      const { SaslUsers } = await import('./embedded/kafka/sasl.ts');
+      const broker = await (await import('./embedded/kafka/broker.ts')).startBroker({
         host: '127.0.0.1',
         port: 0,
         dataDir,
         defaultPartitions: 3,
-      }),
-    registry: async ({ dataDir }) =>
-      (await import('./embedded/registry/registry.ts')).startRegistry({
+        sasl: new SaslUsers(users),
+        // Refusals (a client without the credentials) are warnings; the broker's routine, debug.
+        log: (level, msg, fields) => logger[level === 'info' ? 'debug' : level](fields ?? {}, msg),
+      });
+      return { host: broker.host, port: broker.port, secured: true, close: () => broker.close() };
+    },
+    registry: async ({ dataDir, users }) => {
+      const registry = await (await import('./embedded/registry/registry.ts')).startRegistry({
         host: '127.0.0.1',
         port: 0,
         dataDir,
-      }),
+        users,
+      });
+      return { url: registry.url, secured: true, close: () => registry.close() };
+    },
   };
 }
 

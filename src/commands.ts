@@ -93,12 +93,15 @@ export async function runUp(
     startedAt: new Date().toISOString(),
     databaseUrl: infra.databaseUrl,
     brokers: infra.brokers,
+    ...(infra.embeddedAuth.kafka ? { kafkaSasl: infra.embeddedAuth.kafka } : {}),
     registryUrl: infra.registryUrl,
+    ...(infra.embeddedAuth.registry ? { registryAuth: infra.embeddedAuth.registry } : {}),
     web: pipeline.url,
+    webhooks: pipeline.webhooksUrl,
     ...(pipeline.sandbox ? { sandbox: pipeline.sandbox.urls } : {}),
   });
   process.stdout.write(
-    `  endpoints ${file} (every payrecon command finds this instance there; database password included, mode 0600)\n`,
+    `  endpoints ${file} (every payrecon command finds this instance there; passwords included, mode 0600)\n`,
   );
   const signal = await signalled;
   process.stdout.write(`payrecon: ${signal}, stopping\n`);

@@ -35,6 +35,9 @@ function required(what: string) {
 }
 
 const nonEmpty = (what = 'a non-empty text') => z.string(required(what)).trim().min(1, 'must not be empty');
+/** `host:port` of a listener of its own (an IPv6 address in brackets). */
+const hostPort = () =>
+  nonEmpty('host:port').regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port');
 
 function httpUrl(what = 'an http(s) URL') {
   return z
@@ -574,9 +577,9 @@ const envSchema = z.object({
   /** Bearer token `/metrics` asks for (balances per account are not for whoever reaches the port). */
   PAYRECON_METRICS_TOKEN: nonEmpty('a token').optional(),
   /** `host:port`: `/metrics` answers there only, not on the web listener. */
-  PAYRECON_METRICS_LISTEN: nonEmpty('host:port')
-    .regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port')
-    .optional(),
+  PAYRECON_METRICS_LISTEN: hostPort().optional(),
+  /** `host:port`: the provider's webhook routes answer there only, not on the web listener. */
+  PAYRECON_WEBHOOK_LISTEN: hostPort().optional(),
 });
 
 /** Rules that tie variables together; the issue names the variable to fix. */
@@ -734,11 +737,13 @@ function buildConfig(env: z.output<typeof envSchema>) {
       completedRecheckScheduleSeconds: env.PAYRECON_POLL_COMPLETED_RECHECK_SCHEDULE_SECONDS,
       notFoundAttempts: env.PAYRECON_POLL_NOT_FOUND_ATTEMPTS,
     },
-    /** Shape of `WebhookLimits` (src/producers/webhook-ingress.ts). */
+    /** `WebhookLimits` (src/producers/webhook-ingress.ts) and where the routes listen. */
     webhooks: {
       perSenderPerSecond: env.PAYRECON_WEBHOOK_RATE_PER_SENDER,
       totalPerSecond: env.PAYRECON_WEBHOOK_RATE_TOTAL,
       dedupeSeconds: env.PAYRECON_WEBHOOK_DEDUPE_SECONDS,
+      /** The webhook routes' own listener (`host:port`), or null: they are on the web listener. */
+      listen: env.PAYRECON_WEBHOOK_LISTEN ?? null,
     },
     fetcher: { concurrency: env.PAYRECON_FETCH_CONCURRENCY },
     provider: {

@@ -1,13 +1,14 @@
 /**
  * The running instance's endpoints: `payrecon up` writes what it listens on (database URL with its
- * password, broker, registry, sandbox, web) to `<data dir>/endpoints.json`, mode 0600, and removes it on
- * stop. Every other command takes each address from the environment first, then from this file, then
+ * password, broker and registry with the credentials of the embedded ones, sandbox, web, webhooks) to
+ * `<data dir>/endpoints.json`, mode 0600, and removes it on stop. Every other command takes each address from the environment first, then from this file, then
  * (the database only) from the embedded PostgreSQL it starts itself. A file whose process is gone is
  * stale: it is removed, with one line saying so.
  */
 import { chmodSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AppError } from './domain/errors.ts';
+import type { BrokerCredentials, RegistryCredentials } from './embedded-credentials.ts';
 
 export interface Endpoints {
   /** The `payrecon up` process. */
@@ -15,10 +16,23 @@ export interface Endpoints {
   startedAt: string;
   databaseUrl: string;
   brokers: string[];
+  /** The SCRAM credentials the embedded broker asks for (absent: it asks for none). */
+  kafkaSasl?: BrokerCredentials;
   registryUrl: string;
+  /** The basic-auth credentials the embedded registry asks for (absent: it asks for none). */
+  registryAuth?: RegistryCredentials;
   web: string;
+  /** Base URL of the provider's webhook routes (`web` unless they have their own listener). */
+  webhooks?: string;
   sandbox?: Record<string, string>;
 }
+
+const credentialsPair = (v: unknown): boolean =>
+  v === undefined ||
+  (typeof v === 'object' &&
+    v !== null &&
+    typeof (v as { username?: unknown }).username === 'string' &&
+    typeof (v as { password?: unknown }).password === 'string');
 
 export function endpointsFile(dataDir: string): string {
   return join(dataDir, 'endpoints.json');
@@ -80,7 +94,9 @@ export function runningEndpoints(dataDir: string, onStale?: (line: string) => vo
     typeof parsed.databaseUrl !== 'string' ||
     !Array.isArray(parsed.brokers) ||
     typeof parsed.registryUrl !== 'string' ||
-    typeof parsed.web !== 'string'
+    typeof parsed.web !== 'string' ||
+    !credentialsPair(parsed.kafkaSasl) ||
+    !credentialsPair(parsed.registryAuth)
   ) {
     onStale?.(`${file}: incomplete, ignored`);
     return null;

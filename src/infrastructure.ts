@@ -15,6 +15,11 @@ import { balances } from './db/read-models/balances.ts';
 import { exceptionFigures, pollBacklog } from './db/read-models/metrics.ts';
 import type { Db } from './db/schema.ts';
 import { AppError } from './domain/errors.ts';
+import {
+  type BrokerCredentials,
+  embeddedCredentials,
+  type RegistryCredentials,
+} from './embedded-credentials.ts';
 import { runningEndpoints } from './endpoints.ts';
 import { connectAdmin } from './events/connect.ts';
 import {
@@ -37,12 +42,23 @@ import { type Logger, logger as rootLogger, setLogLevel } from './logger.ts';
 import { createMetrics, type MetricSources, type Metrics } from './metrics.ts';
 import type { Connected } from './producers/connect.ts';
 
-/** Starters of the embedded services, given by the CLI. */
+/**
+ * Starters of the embedded services, given by the CLI. The broker and the registry are handed the data
+ * directory's credentials (`src/embedded-credentials.ts`) as `users` (user name to password); one that
+ * asks clients for them answers `secured: true`, and payrecon's clients then present them.
+ */
 export interface EmbeddedStarters {
   postgres(options: { dataDir: string; logger: Logger }): Promise<{ url: string; stop(): Promise<void> }>;
   /** Absent for a single-part command: Kafka and the registry come from the environment or `up`. */
-  broker?(options: { dataDir: string }): Promise<{ host: string; port: number; close(): Promise<void> }>;
-  registry?(options: { dataDir: string }): Promise<{ url: string; close(): Promise<void> }>;
+  broker?(options: {
+    dataDir: string;
+    users: Readonly<Record<string, string>>;
+    logger: Logger;
+  }): Promise<{ host: string; port: number; secured?: boolean; close(): Promise<void> }>;
+  registry?(options: {
+    dataDir: string;
+    users: Readonly<Record<string, string>>;
+  }): Promise<{ url: string; secured?: boolean; close(): Promise<void> }>;
 }
 
 type Stopper = { name: string; stop: () => Promise<unknown> };
@@ -86,6 +102,11 @@ export interface Infrastructure extends DatabaseInfrastructure {
   admin: Admin;
   brokers: string[];
   registryUrl: string;
+  /**
+   * The credentials of the embedded broker and registry this process started and that ask for them
+   * (`payrecon up` writes them into its endpoints file), each null otherwise.
+   */
+  embeddedAuth: { kafka: BrokerCredentials | null; registry: RegistryCredentials | null };
   serde: Serde;
   publisher: Publisher;
 }
@@ -106,18 +127,23 @@ function ledgerMetrics(
 }
 
 /**
- * TLS and SASL are for a configured Kafka; the embedded broker (this process's or a running `payrecon
- * up`'s) is plaintext on 127.0.0.1.
+ * TLS and SASL settings are for a configured Kafka; the embedded broker (this process's or a running
+ * `payrecon up`'s) is plaintext on 127.0.0.1, with the SCRAM credentials it was started with, if any.
  */
-function kafkaSecurity(config: Config): KafkaSecuritySettings {
-  return config.kafka.brokers ? config.kafka.security : PLAINTEXT;
+function kafkaSecurity(config: Config, embedded: BrokerCredentials | null): KafkaSecuritySettings {
+  if (config.kafka.brokers) return config.kafka.security;
+  return embedded ? { ...PLAINTEXT, sasl: { ...embedded } } : PLAINTEXT;
 }
 
-/** The registry's credentials are for a configured registry; the embedded one has none. */
-function registrySettings(config: Config, url: string): RegistryClientSettings {
+/** The registry's settings are for a configured registry; the embedded one has its own credentials. */
+function registrySettings(
+  config: Config,
+  url: string,
+  embedded: RegistryCredentials | null,
+): RegistryClientSettings {
   return config.schemaRegistry.url
     ? { ...config.schemaRegistry, url }
-    : { url, username: null, password: null, caFile: null };
+    : { url, username: embedded?.username ?? null, password: embedded?.password ?? null, caFile: null };
 }
 
 /**
@@ -138,8 +164,10 @@ export async function connectPublisher(config: Config, clientId: string): Promis
       'SCHEMA_REGISTRY_URL: must be set for this command (http://host:port)',
     );
   }
-  const serde = await registerSchemas(createRegistryClient(registrySettings(config, registryUrl)));
-  const security = kafkaSecurity(config);
+  const serde = await registerSchemas(
+    createRegistryClient(registrySettings(config, registryUrl, running?.registryAuth ?? null)),
+  );
+  const security = kafkaSecurity(config, running?.kafkaSasl ?? null);
   const kafka = createKafka({
     brokers: [...brokers],
     clientId: `${config.kafka.clientId}-${clientId}`,
@@ -217,26 +245,43 @@ export async function startInfrastructure(
     for (const line of migrated) log.debug(line);
     if (migrated.length > 0) log.info({ migrations: migrated.length }, 'database migrated');
 
+    // The credentials of a running `up` (its endpoints file), else of the embedded services started here.
+    const embeddedAuth = {
+      kafka: config.kafka.brokers ? null : (running?.kafkaSasl ?? null),
+      registry: config.schemaRegistry.url ? null : (running?.registryAuth ?? null),
+    };
     let brokers = config.kafka.brokers ? [...config.kafka.brokers] : (running?.brokers ?? null);
     if (!brokers) {
       if (!embedded?.broker) throw missing('KAFKA_BROKERS');
-      const broker = await embedded.broker({ dataDir: join(dataDir, 'kafka') });
+      const { kafka: credentials } = await embeddedCredentials(dataDir);
+      const broker = await embedded.broker({
+        dataDir: join(dataDir, 'kafka'),
+        users: { [credentials.username]: credentials.password },
+        logger: logger.child({ module: 'broker' }),
+      });
       lifecycle.add('embedded broker', () => broker.close());
       brokers = [`${broker.host}:${broker.port}`];
-      log.info({ brokers }, 'embedded Kafka-compatible broker started');
+      embeddedAuth.kafka = broker.secured ? credentials : null;
+      log.info({ brokers, sasl: broker.secured === true }, 'embedded Kafka-compatible broker started');
     }
     let registryUrl = config.schemaRegistry.url ?? running?.registryUrl ?? null;
     if (!registryUrl) {
       if (!embedded?.registry) throw missing('SCHEMA_REGISTRY_URL');
+      const { registry: credentials } = await embeddedCredentials(dataDir);
       const registry = await embedded.registry({
         dataDir: join(dataDir, 'registry'),
+        users: { [credentials.username]: credentials.password },
       });
       lifecycle.add('embedded registry', () => registry.close());
       registryUrl = registry.url;
-      log.info({ url: registryUrl }, 'embedded schema registry started');
+      embeddedAuth.registry = registry.secured ? credentials : null;
+      log.info(
+        { url: registryUrl, basicAuth: registry.secured === true },
+        'embedded schema registry started',
+      );
     }
 
-    const security = kafkaSecurity(config);
+    const security = kafkaSecurity(config, embeddedAuth.kafka);
     const bareKafka = createKafka({ brokers, clientId: config.kafka.clientId, security, logger });
     const admin = await connectAdmin(bareKafka, brokers, security);
     lifecycle.add('kafka admin', () => admin.disconnect());
@@ -247,7 +292,9 @@ export async function startInfrastructure(
     const kafka = instrumentKafka(bareKafka, metrics.kafkaHooks);
     const created = await ensureTopics(admin, logger, config.kafka.topics);
     if (created.length > 0) log.info({ topics: created }, 'topics created');
-    const serde = await registerSchemas(createRegistryClient(registrySettings(config, registryUrl)));
+    const serde = await registerSchemas(
+      createRegistryClient(registrySettings(config, registryUrl, embeddedAuth.registry)),
+    );
     const publisher = await createPublisher(kafka, serde);
     lifecycle.add('publisher', () => publisher.disconnect());
     return {
@@ -261,6 +308,7 @@ export async function startInfrastructure(
       admin,
       brokers,
       registryUrl,
+      embeddedAuth,
       serde,
       publisher,
       lifecycle,

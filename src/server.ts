@@ -1,7 +1,8 @@
 /**
  * The one HTTP server: the finance page and the JSON API beside it, the webhook and intent routes, and
  * health and metrics. `payrecon up` mounts everything on it; `ingest` the webhooks and intents; `web`
- * the page and the API.
+ * the page and the API. PAYRECON_WEBHOOK_LISTEN and PAYRECON_METRICS_LISTEN move the webhook routes
+ * and `/metrics` to listeners of their own, closed with the server.
  */
 import { createHash } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -18,7 +19,7 @@ import { SANDBOX_WEB_USERS } from './sandbox-part.ts';
 import type { Services } from './services.ts';
 import { webRoutes } from './web/app.ts';
 import { hashPassword } from './web/auth.ts';
-import { opsRoutes, startMetricsListener } from './web/ops.ts';
+import { opsRoutes, startMetricsListener, startOwnListener } from './web/ops.ts';
 import { resolveSessionSecret } from './web/session-secret.ts';
 
 /** What the server runs on: the database, and the publisher when it takes webhooks or intents. */
@@ -39,6 +40,26 @@ export interface WebServerParts {
   sandboxUsers?: boolean;
   /** The page's clock and session lifetime (default: the wall clock and 8 hours). */
   pageOptions?: { now?: () => Date; sessionTtlMs?: number };
+}
+
+/** The listeners of their own a server started, by what they serve. */
+const OWN_LISTENERS = new WeakMap<FastifyInstance, { webhooks?: string; metrics?: string }>();
+
+function remember(app: FastifyInstance, serves: 'webhooks' | 'metrics', url: string): void {
+  OWN_LISTENERS.set(app, { ...OWN_LISTENERS.get(app), [serves]: url });
+}
+
+/**
+ * The base URL of the provider's webhook routes of a server `buildServer` built: its own listener
+ * (PAYRECON_WEBHOOK_LISTEN), else `url`, the server's own.
+ */
+export function webhooksBaseUrl(app: FastifyInstance, url: string): string {
+  return OWN_LISTENERS.get(app)?.webhooks ?? url;
+}
+
+/** The base URL of `/metrics` of a server `buildServer` built: PAYRECON_METRICS_LISTEN's, else `url`. */
+export function metricsBaseUrl(app: FastifyInstance, url: string): string {
+  return OWN_LISTENERS.get(app)?.metrics ?? url;
 }
 
 /** The one HTTP server: page, webhooks, health and metrics. */
@@ -62,6 +83,7 @@ export async function buildServer(
       metricsToken,
     });
     logger.info({ url: listener.url }, 'metrics listener started');
+    remember(app, 'metrics', listener.url);
     app.addHook('onClose', () => listener.close());
   }
   const { publisher } = infra;
@@ -69,17 +91,26 @@ export async function buildServer(
     throw new Error('webhooks and intents: the server needs a publisher (Kafka)');
   }
   if (parts.webhooks && publisher) {
-    await app.register(
-      webhookIngressPlugin({
-        accounts: parts.accounts,
-        publisher,
-        defaultAccount: parts.defaultAccount ?? null,
-        limits: config.webhooks,
-        logger,
-        onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
-        onAccepted: (kind) => parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' }),
-      }),
-    );
+    const webhooks = webhookIngressPlugin({
+      accounts: parts.accounts,
+      publisher,
+      defaultAccount: parts.defaultAccount ?? null,
+      limits: config.webhooks,
+      logger,
+      onRejected: (reason) => parts.metrics.webhookRejections.inc({ reason }),
+      onAccepted: (kind) => parts.metrics.webhookRequests.inc({ kind, outcome: 'accepted' }),
+    });
+    if (config.webhooks.listen === null) {
+      await app.register(webhooks);
+    } else {
+      // The provider reaches this listener alone: no page, no API, no health, no metrics there.
+      const listener = await startOwnListener(config.webhooks.listen, async (own) => {
+        await own.register(webhooks);
+      });
+      logger.info({ url: listener.url }, 'webhook listener started');
+      remember(app, 'webhooks', listener.url);
+      app.addHook('onClose', () => listener.close());
+    }
   }
   if (parts.intents && publisher) {
     await app.register(

@@ -11,6 +11,7 @@ import { startAlertConsumer } from './consumers/alert-dispatcher.ts';
 import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
+import { embeddedCredentialsFile } from './embedded-credentials.ts';
 import { INTENT_TOPIC } from './events/topics.ts';
 import { type EmbeddedStarters, type Infrastructure, startInfrastructure } from './infrastructure.ts';
 import type { Logger } from './logger.ts';
@@ -18,7 +19,7 @@ import { PART_NAMES, type PartName } from './parts.ts';
 import { startOutboxRelay } from './producers/outbox-relay.ts';
 import { pollingClients, type StatusPollerDeps, startStatusPoller } from './producers/status-poller.ts';
 import { SANDBOX_ACCOUNT_NAME, SANDBOX_WEB_USERS, type SandboxRun } from './sandbox-part.ts';
-import { buildServer } from './server.ts';
+import { buildServer, metricsBaseUrl, webhooksBaseUrl } from './server.ts';
 import { createServices, type Services } from './services.ts';
 
 /** The status poller over every account, with the configuration's concurrency and batch size. */
@@ -78,6 +79,8 @@ export interface RunningPipeline {
   infra: Infrastructure;
   services: Services;
   url: string;
+  /** Base URL of the provider's webhook routes (`url` unless PAYRECON_WEBHOOK_LISTEN). */
+  webhooksUrl: string;
   server: FastifyInstance;
   sandbox: SandboxRun | null;
   stop(): Promise<void>;
@@ -108,6 +111,8 @@ export interface RunningPart {
   /** The HTTP server, for the part that listens. */
   server?: FastifyInstance;
   url?: string;
+  /** Base URL of the provider's webhook routes: `url`, or their own listener (PAYRECON_WEBHOOK_LISTEN). */
+  webhooksUrl?: string;
   /** One poll round now (the poller). */
   pollOnce?: () => Promise<unknown>;
 }
@@ -175,10 +180,17 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
       defaultAccount,
       sandboxUsers,
     });
-    await server.listen({ host: config.web.host, port: config.web.port });
+    try {
+      await server.listen({ host: config.web.host, port: config.web.port });
+    } catch (err) {
+      // The listeners of its own (webhooks, metrics) already listen: closed with it.
+      await server.close();
+      throw err;
+    }
     const address = server.server.address();
     const port = typeof address === 'object' && address ? address.port : config.web.port;
-    return { stop: () => server.close(), server, url: `http://${config.web.host}:${port}` };
+    const url = `http://${config.web.host}:${port}`;
+    return { stop: () => server.close(), server, url, webhooksUrl: webhooksBaseUrl(server, url) };
   },
   jobs: async ({ infra, services, accounts, together, retentionDays }) => {
     // Under `up` the looping poller picks up what the jobs make due; alone, the jobs poll on their
@@ -248,11 +260,12 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       started.set(part.name, running);
       lifecycle.add(part.name, () => running.stop());
       // Notifications go to the pipeline's own webhook routes once they listen.
-      if (running.url && sandbox) await sandbox.deliverTo(running.url);
+      if (running.webhooksUrl && sandbox) await sandbox.deliverTo(running.webhooksUrl);
     }
     const ingest = started.get('ingest');
     if (!ingest?.server || !ingest.url) throw new Error('ingest: the server did not start');
     const url = ingest.url;
+    const webhooksUrl = ingest.webhooksUrl ?? url;
 
     await Promise.all([...started.values()].map((p) => p.ready));
     if (sandbox) {
@@ -262,15 +275,22 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     }
 
     print(`payrecon is up: ${url}/ (finance page)`);
-    print(`  webhooks  ${url}/webhooks/<account>/{deposits,refunds,cashouts}`);
+    print(`  webhooks  ${webhooksUrl}/webhooks/<account>/{deposits,refunds,cashouts}`);
     print(
       `  api       ${url}${API_PREFIX} (${url}${API_PREFIX}/openapi.json; tokens: payrecon api token create)`,
     );
     print(`  health    ${url}/healthz  ${url}/readyz`);
-    print(`  metrics   ${url}/metrics`);
+    print(`  metrics   ${metricsBaseUrl(ingest.server, url)}/metrics`);
     print(`  database  ${redactUrl(infra.databaseUrl)}`);
-    print(`  kafka     ${infra.brokers.join(',')}`);
-    print(`  registry  ${infra.registryUrl}`);
+    // Where the embedded services' passwords are kept, never the passwords themselves.
+    const secrets = embeddedCredentialsFile(infra.dataDir);
+    const { kafka: sasl, registry: basic } = infra.embeddedAuth;
+    print(
+      `  kafka     ${infra.brokers.join(',')}${sasl ? ` (SASL SCRAM-SHA-256/512, user ${sasl.username}, password in ${secrets})` : ''}`,
+    );
+    print(
+      `  registry  ${infra.registryUrl}${basic ? ` (basic auth, user ${basic.username}, password in ${secrets})` : ''}`,
+    );
     if (sandbox) {
       for (const [name, u] of Object.entries(sandbox.urls)) print(`  sandbox   ${name} ${u}`);
       if (config.web.users.length === 0) {
@@ -284,6 +304,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       infra,
       services,
       url,
+      webhooksUrl,
       server: ingest.server,
       sandbox,
       stop: () => lifecycle.stopAll(),

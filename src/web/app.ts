@@ -256,9 +256,10 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
     return reply.code(401).header('content-type', 'text/plain; charset=utf-8').send('sign-in required');
   });
 
-  // Every form post carries the token of the session (or pre-sign-in nonce) that rendered it.
+  // Every form post carries the token of the session (or pre-sign-in nonce) that rendered it; a post to
+  // an unknown path changes nothing and answers 404 (the not-found handler).
   app.addHook('preHandler', async (request, reply) => {
-    if (request.method !== 'POST') return;
+    if (request.method !== 'POST' || request.is404) return;
     const token = field(request.body, '_csrf');
     const id = request.session ? request.session.sid : request.cookies[PRELOGIN_COOKIE];
     if (id && checkCsrf(secret, id, token)) return;

@@ -88,25 +88,38 @@ export async function metricsRoute(
   });
 }
 
-export interface MetricsListener {
+export interface OwnListener {
+  /** `http://host:port` as listening (the port chosen when 0 was asked). */
   url: string;
   close(): Promise<void>;
 }
 
-/** `/metrics` alone on its own `host:port` (PAYRECON_METRICS_LISTEN), away from the provider's webhooks. */
-export async function startMetricsListener(
+/**
+ * A listener of its own on `listen` (`host:port`, an IPv6 address in brackets) serving only what
+ * `routes` registers: `/metrics` (PAYRECON_METRICS_LISTEN), the provider's webhooks
+ * (PAYRECON_WEBHOOK_LISTEN).
+ */
+export async function startOwnListener(
   listen: string,
-  options: Pick<OpsOptions, 'metrics' | 'metricsToken'>,
-): Promise<MetricsListener> {
+  routes: (app: FastifyInstance) => Promise<void>,
+): Promise<OwnListener> {
   const at = listen.lastIndexOf(':');
   const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
   const port = Number(listen.slice(at + 1));
   const app = Fastify({ logger: false });
-  await app.register(metricsRoute, options);
+  await app.register(routes);
   await app.listen({ host, port });
   const address = app.server.address();
   const actual = typeof address === 'object' && address ? address.port : port;
   return { url: `http://${host.includes(':') ? `[${host}]` : host}:${actual}`, close: () => app.close() };
+}
+
+/** `/metrics` alone on its own `host:port` (PAYRECON_METRICS_LISTEN), away from the provider's webhooks. */
+export function startMetricsListener(
+  listen: string,
+  options: Pick<OpsOptions, 'metrics' | 'metricsToken'>,
+): Promise<OwnListener> {
+  return startOwnListener(listen, (app) => metricsRoute(app, options));
 }
 
 export interface OpsServerOptions extends OpsOptions {

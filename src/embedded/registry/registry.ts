@@ -12,7 +12,7 @@
  * With `users` every request needs HTTP basic auth (as Confluent Cloud's registry); with `tls` it
  * serves HTTPS.
  */
-import { timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -33,9 +33,21 @@ export interface RegistryOptions {
   users?: Readonly<Record<string, string>>;
   /** Serve HTTPS with this PEM certificate (chain) and key. */
   tls?: { readonly cert: string | Buffer; readonly key: string | Buffer };
+  /** Largest accepted request body; a larger one is answered 413 (default 4 MiB). */
+  maxBodyBytes?: number;
+  /** Connections served at once; more are closed as they arrive (default 256). */
+  maxConnections?: number;
+  /** Time a request has to arrive whole, headers and body (default 30 s). */
+  requestTimeoutMs?: number;
 }
 
-/** Whether an Authorization header carries basic credentials of one of `users`. */
+const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * Whether an Authorization header carries basic credentials of one of `users`. Both passwords are hashed
+ * before the constant-time comparison, so its time says nothing of their lengths, and an unknown user
+ * costs the same as a wrong password.
+ */
 export function basicAuthAccepts(
   users: Readonly<Record<string, string>>,
   header: string | undefined,
@@ -46,9 +58,8 @@ export function basicAuthAccepts(
   const colon = text.indexOf(':');
   if (colon < 0) return false;
   const user = text.slice(0, colon);
-  const given = Buffer.from(text.slice(colon + 1), 'utf8');
-  const known = Object.hasOwn(users, user) ? Buffer.from(users[user]!, 'utf8') : null;
-  const same = given.length === (known ?? given).length && timingSafeEqual(known ?? given, given);
+  const known = Object.hasOwn(users, user) ? users[user]! : null;
+  const same = timingSafeEqual(digest(text.slice(colon + 1)), digest(known ?? ''));
   return known !== null && same;
 }
 
@@ -60,7 +71,6 @@ export interface RunningRegistry {
 }
 
 const CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 class HttpError extends Error {
   constructor(
@@ -82,13 +92,20 @@ const invalidSchema = (why: string) => new HttpError(422, 42201, `Invalid schema
 export async function startRegistry(options: RegistryOptions): Promise<RunningRegistry> {
   const host = options.host ?? '127.0.0.1';
   const store = RegistryStore.open(options.dataDir);
-  const api = new RegistryApi(store);
+  const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
+  const api = new RegistryApi(store, maxBodyBytes);
   const users = options.users;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     if (users && !basicAuthAccepts(users, req.headers.authorization)) {
-      req.resume();
+      // Nothing of an unauthenticated request is read: the connection closes after the answer.
       res.setHeader('www-authenticate', 'Basic realm="schema-registry"');
+      res.setHeader('connection', 'close');
       send(res, 401, { error_code: 40101, message: 'Unauthorized' });
+      return;
+    }
+    if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
+      res.setHeader('connection', 'close');
+      send(res, 413, { error_code: 413, message: 'Request body too large' });
       return;
     }
     api.handle(req, res).catch((err: unknown) => {
@@ -96,10 +113,18 @@ export async function startRegistry(options: RegistryOptions): Promise<RunningRe
       else res.destroy();
     });
   };
+  // A request has this long to arrive whole, its headers 10 s at most.
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const timeouts = {
+    requestTimeout,
+    headersTimeout: Math.min(requestTimeout, 10_000),
+    keepAliveTimeout: 5_000,
+    connectionsCheckingInterval: Math.min(1_000, requestTimeout),
+  };
   const server = options.tls
-    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener)
-    : createServer(listener);
-  server.keepAliveTimeout = 5_000;
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key, ...timeouts }, listener)
+    : createServer(timeouts, listener);
+  server.maxConnections = options.maxConnections ?? 256;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 8081, host, () => {
@@ -128,12 +153,12 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, 413, 'Request body too large');
+    if (size > maxBytes) throw new HttpError(413, 413, 'Request body too large');
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -155,7 +180,10 @@ class RegistryApi {
   /** Parsed types by id, so compatibility checks do not re-parse on every request. */
   private readonly parsed = new Map<number, AvroType>();
 
-  constructor(private readonly store: RegistryStore) {}
+  constructor(
+    private readonly store: RegistryStore,
+    private readonly maxBodyBytes: number,
+  ) {}
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://registry');
@@ -165,11 +193,13 @@ class RegistryApi {
       .map((p) => decodeURIComponent(p));
     const method = req.method ?? 'GET';
     try {
-      const body = method === 'POST' || method === 'PUT' ? await readJson(req) : undefined;
+      const body = method === 'POST' || method === 'PUT' ? await readJson(req, this.maxBodyBytes) : undefined;
       const [status, answer] = this.route(method, parts, url.searchParams, body);
       send(res, status, answer);
     } catch (err) {
       if (err instanceof HttpError) {
+        // The rest of a body too large is not read: the connection closes after the answer.
+        if (err.status === 413) res.setHeader('connection', 'close');
         send(res, err.status, { error_code: err.errorCode, message: err.message });
         return;
       }
