@@ -10,6 +10,7 @@ import * as m20261128T205022Z from './migrations/20261128T205022Z_baseline.ts';
 import * as m20261128T210451Z from './migrations/20261128T210451Z_mirror_version.ts';
 import * as m20261128T215836Z from './migrations/20261128T215836Z_imports.ts';
 import * as m20261128T222439Z from './migrations/20261128T222439Z_api_tokens.ts';
+import * as m20261128T235205Z from './migrations/20261128T235205Z_matches.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -25,6 +26,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T210451Z_mirror_version': m20261128T210451Z,
   '20261128T215836Z_imports': m20261128T215836Z,
   '20261128T222439Z_api_tokens': m20261128T222439Z,
+  '20261128T235205Z_matches': m20261128T235205Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -266,7 +266,7 @@ export interface ExceptionsTable {
   id: Generated<string>;
   type: string;
   merchant_account: string;
-  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_kind: 'deposit' | 'cashout' | 'refund' | 'bank_line' | 'settlement';
   entity_id: string;
   severity: 'info' | 'low' | 'medium' | 'high' | 'critical';
   state: ColumnType<ExceptionState, ExceptionState | undefined>;
@@ -437,6 +437,31 @@ export interface Database {
   provider_settlement_rows: ProviderSettlementRowsTable;
   /** API bearer tokens made with `payrecon api token create`: the scrypt hash only. */
   api_tokens: ApiTokensTable;
+  /** Matches of imported lines (rule or manual; ended, never deleted) and their members. */
+  matches: MatchesTable;
+  match_members: MatchMembersTable;
+}
+
+export interface MatchesTable {
+  id: Generated<string>;
+  pair: 'bank-settlement' | 'provider-ledger';
+  /** The rule's name, or 'manual'. */
+  rule: string;
+  /** Sum of the left side minus sum of the right side, major units. */
+  difference: Generated<Numeric>;
+  created_at: Generated<Timestamp>;
+  created_by: string;
+  note: string | null;
+  ended_at: Timestamp | null;
+  ended_by: string | null;
+  end_note: string | null;
+}
+
+export interface MatchMembersTable {
+  match_id: string;
+  side: 'bank_line' | 'settlement' | 'provider_row' | 'ledger_payment';
+  identity: string;
+  live: Generated<boolean>;
 }
 
 /** An API token kept in the database; a revoked one keeps its row. */

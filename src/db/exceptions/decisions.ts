@@ -30,6 +30,7 @@ import { DECIDED_TYPES, type ExceptionRules } from '../../domain/exception-rules
 import { FACTS_ACCEPTED_PREFIX } from '../../domain/immutable-facts.ts';
 import { parseMinorOrNull } from '../../domain/money.ts';
 import type { LedgerObservation } from '../../domain/observation.ts';
+import type { EntityKind } from '../../domain/statuses.ts';
 import { applyObservations } from '../ledger/service.ts';
 import type { Db, StatusHistoryTable } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
@@ -97,13 +98,15 @@ export async function decideException(db: Db, input: DecisionInput): Promise<Dec
   }
   const now = input.now ?? new Date();
   return withLedgerTransaction(db, async (trx) => {
-    const ex = await trx
+    const row = await trx
       .selectFrom('exceptions')
       .select(['id', 'type', 'state', 'merchant_account', 'entity_kind', 'entity_id', 'details'])
       .where('id', '=', input.id)
       .forUpdate()
       .executeTakeFirst();
-    if (!ex) throw new AppError('NOT_FOUND', `exception ${input.id}: no such exception`);
+    if (!row) throw new AppError('NOT_FOUND', `exception ${input.id}: no such exception`);
+    // The decided types are about payments only.
+    const ex = { ...row, entity_kind: row.entity_kind as EntityKind };
     if (!(DECIDED_TYPES as readonly string[]).includes(ex.type)) {
       throw new AppError(
         'CONFLICT',
