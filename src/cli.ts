@@ -480,6 +480,23 @@ program
     );
   });
 
+program
+  .command('match')
+  .description(
+    'Match the imported lines not matched yet with the configured rules (PAYRECON_MATCH_RULES) and raise or resolve the reconciliation exceptions',
+  )
+  .option('--json', 'print the result as JSON')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (opts) => {
+    await (await import('./matching-cli.ts')).runMatchCli(
+      opts,
+      databaseOpener('payrecon match', opts.databaseUrl),
+    );
+  });
+
 // <commands>
 
 try {

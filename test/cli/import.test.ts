@@ -126,9 +126,26 @@ describe('payrecon import', () => {
     const txXlsx = await withDb(['provider-transactions', 'transactions.xlsx', '--json']);
     expect(JSON.parse(txXlsx.stdout)).toEqual({ kind: 'provider-transactions', rows: txOut.rows, new: 0 });
     const st = await withDb(['provider-settlements', 'settlements.csv']);
-    expect(st.stdout).toMatch(/^settlements\.csv: \d+ rows, \d+ new\n$/);
+    // New lines are matched at once: the day's credit to its settlement, by its end-to-end id.
+    expect(st.stdout).toMatch(
+      /^settlements\.csv: \d+ rows, \d+ new\nsettlements\.csv: matched: bank-reference 1(, transaction-id \d+)?; unmatched: /,
+    );
     const st2 = await withDb(['provider-settlements', 'settlements.csv']);
     expect(st2.stdout).toMatch(/, 0 new\n$/);
+    // Nothing is left to match: a run adds nothing; one line and exit 2 on a bad rule list.
+    const match = await runPayrecon(dir, ['match', '--json'], {
+      PAYRECON_BANK_ACCOUNTS: bankAccounts,
+      DATABASE_URL: t.url,
+    });
+    expect(match.stderr).toBe('');
+    expect(JSON.parse(match.stdout)).toMatchObject({ matched: {}, unmatched: { bankLines: 0 } });
+    const bad = await runPayrecon(dir, ['match'], {
+      DATABASE_URL: t.url,
+      PAYRECON_MATCH_RULES: '[{"name":"x","pair":"bank-settlement","cardinality":"all"}]',
+    });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.stderr).toMatch(/PAYRECON_MATCH_RULES/);
     const who = await t.db
       .selectFrom('imports')
       .select(['imported_by', 'file_name'])
