@@ -213,10 +213,12 @@ function applyRule(
 ): { one: MatchItem; many: MatchItem[] }[] {
   const out: { one: MatchItem; many: MatchItem[] }[] = [];
   const keyed = oneKeys.length > 0;
-  // Index of the many side: by key (group and the key pair's value), or by group in date order.
+  // Index of the many side still unmatched: by key (group and the key pair's value), or by group in
+  // date order (a window is then a range found by bisection).
   const byKey = new Map<string, MatchItem[]>();
   const byGroup = new Map<string, MatchItem[]>();
   for (const m of manys) {
+    if (taken.has(m.identity)) continue;
     if (keyed) {
       manyKeys.forEach((name, i) => {
         for (const v of m.keys[name] ?? []) {
@@ -251,7 +253,7 @@ function applyRule(
       });
       candidates = [...found.values()].sort(byIdentity);
     } else {
-      candidates = byGroup.get(one.group) ?? [];
+      candidates = inWindow(byGroup.get(one.group) ?? [], one.date, r.windowDays);
     }
     candidates = candidates.filter((m) => !taken.has(m.identity) && withinWindow(one, m, r.windowDays));
     if (candidates.length === 0) continue;
@@ -294,6 +296,27 @@ function applyRule(
     }
   }
   return out;
+}
+
+/** The items (in date order) whose date lies within `windowDays` of `date`; all when no window. */
+function inWindow(items: readonly MatchItem[], date: string | null, windowDays: number | null): MatchItem[] {
+  if (windowDays === null) return [...items];
+  if (date === null) return [];
+  const at = Date.parse(`${date}T00:00:00Z`);
+  const from = new Date(at - windowDays * 86_400_000).toISOString().slice(0, 10);
+  const to = new Date(at + windowDays * 86_400_000).toISOString().slice(0, 10);
+  const first = (bound: string, strict: boolean) => {
+    let lo = 0;
+    let hi = items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const d = items[mid]!.date ?? '';
+      if (strict ? d <= bound : d < bound) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  return items.slice(first(from, false), first(to, true));
 }
 
 /** Calls `visit` with every subset of `items` of 1 to `max` members, in a fixed order. */

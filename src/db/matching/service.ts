@@ -53,7 +53,7 @@ export interface RunMatchingOptions {
   exceptionRules?: ExceptionRules;
   /** The merchant account the report rows' exceptions are raised under (the reports name none). */
   reportAccount?: string;
-  /** Report rows per page (default 50,000). */
+  /** Report rows per page (default 10,000). */
   pageSize?: number;
 }
 
@@ -86,7 +86,7 @@ export async function runMatching(
   const graceDays = options.settlementGraceDays ?? 2;
   const exceptionRules = options.exceptionRules ?? DEFAULT_EXCEPTION_RULES;
   const reportAccount = options.reportAccount ?? '-';
-  const pageSize = options.pageSize ?? 50_000;
+  const pageSize = options.pageSize ?? 10_000;
   return db.transaction().execute(async (tx) => {
     await LOCK.execute(tx);
     const byRule: Record<string, number> = {};
