@@ -13,7 +13,7 @@
  * timed: the ledger's side is given); one in a thousand payments has another status than its row. Bank
  * lines: 96 % name their settlement by end-to-end id, 2 % carry a bank fee of 2.50, 1 % pay two
  * settlements in one credit, 1 % name nothing (matched by amount and date); settlements over 30 value
- * dates, one merchant account and currency. Files: report rows 100,000 a file, one statement per day.
+ * dates, one merchant account and currency. Files: report rows 50,000 a file, one statement per day.
  *
  * Peak RSS is the process's maximum so far (`process.resourceUsage().maxRSS`), so the small size runs
  * first and its peak is its own.
@@ -31,7 +31,7 @@ import { formatAmount } from '../src/domain/money.ts';
 
 const SIZES = (process.env.SIZES ?? '100000,1000000').split(',').map((s) => Number(s.trim()));
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const FILE_ROWS = 100_000;
+const FILE_ROWS = 50_000;
 const DAYS = 30;
 const BANK = 'BENCH-EUR-001';
 
@@ -217,6 +217,9 @@ async function runSize(rows: number): Promise<SizeResult> {
       now: new Date(Date.UTC(2026, 1, 15)),
       bankAccounts: [{ id: BANK, account: 'bench', currency: 'EUR' }],
       reportAccount: 'bench',
+      trace: (step, ms) => {
+        if (process.env.BENCH_TRACE === '1') console.log(`  ${step}: ${(ms / 1000).toFixed(2)} s`);
+      },
     });
     const matched = performance.now();
     return {

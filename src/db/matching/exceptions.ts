@@ -168,26 +168,36 @@ export async function raiseMatchingExceptions(
  * naming the match and its rule; returns how many.
  */
 export async function resolveMatchedExceptions(db: Db, now: Date): Promise<number> {
+  // One branch per type, each an index probe per open exception (an OR across them read every member).
   const { rows } = await sql<{ id: string }>`
-    WITH covered AS (
-      SELECT e.id, e.state, 'matched: match ' || mm.match_id || ' (' || mt.rule || ')' AS note
-      FROM exceptions e
-      CROSS JOIN LATERAL (
-        SELECT x.match_id FROM match_members x
-        WHERE x.live AND (
-          (e.type = 'BANK_LINE_UNMATCHED' AND x.side = 'bank_line' AND x.identity = e.entity_id)
-          OR (e.type = 'SETTLEMENT_NOT_RECEIVED' AND x.side = 'settlement' AND x.identity IN (
-            SELECT s.identity FROM provider_settlement_rows s WHERE s.settlement_id = e.entity_id))
-          OR (e.type = 'PROVIDER_REPORT_UNMATCHED' AND x.side = 'provider_row' AND x.identity IN (
-            SELECT r.identity FROM provider_transaction_rows r
-            WHERE r.transaction_id = e.entity_id AND r.type = e.entity_kind))
-          OR (e.type = 'LEDGER_NOT_IN_REPORT' AND x.side = 'ledger_payment'
-            AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id))
-        LIMIT 1) mm
-      JOIN matches mt ON mt.id = mm.match_id
+    WITH open AS (
+      SELECT e.id, e.type, e.state, e.merchant_account, e.entity_kind, e.entity_id FROM exceptions e
       WHERE e.state IN ('open', 'in_review', 'acknowledged')
         AND e.type IN ('BANK_LINE_UNMATCHED', 'SETTLEMENT_NOT_RECEIVED', 'PROVIDER_REPORT_UNMATCHED',
           'LEDGER_NOT_IN_REPORT')),
+    found AS (
+      SELECT o.id, o.state, x.match_id FROM open o
+        JOIN match_members x ON x.side = 'bank_line' AND x.identity = o.entity_id AND x.live
+        WHERE o.type = 'BANK_LINE_UNMATCHED'
+      UNION ALL
+      SELECT o.id, o.state, x.match_id FROM open o
+        JOIN provider_settlement_rows s ON s.settlement_id = o.entity_id
+        JOIN match_members x ON x.side = 'settlement' AND x.identity = s.identity AND x.live
+        WHERE o.type = 'SETTLEMENT_NOT_RECEIVED'
+      UNION ALL
+      SELECT o.id, o.state, x.match_id FROM open o
+        JOIN provider_transaction_rows r ON r.transaction_id = o.entity_id AND r.type = o.entity_kind
+        JOIN match_members x ON x.side = 'provider_row' AND x.identity = r.identity AND x.live
+        WHERE o.type = 'PROVIDER_REPORT_UNMATCHED'
+      UNION ALL
+      SELECT o.id, o.state, x.match_id FROM open o
+        JOIN match_members x ON x.side = 'ledger_payment' AND x.live
+          AND x.identity = o.entity_kind || ':' || o.merchant_account || ':' || o.entity_id
+        WHERE o.type = 'LEDGER_NOT_IN_REPORT'),
+    covered AS (
+      SELECT DISTINCT ON (f.id) f.id, f.state, 'matched: match ' || f.match_id || ' (' || mt.rule || ')' AS note
+      FROM found f JOIN matches mt ON mt.id = f.match_id
+      ORDER BY f.id, f.match_id),
     done AS (
       UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
         resolution_note = c.note, updated_at = now()

@@ -168,10 +168,12 @@ export async function unmatchedReportRows(
   after: string | null,
   limit: number,
 ): Promise<{ rows: ReportRowItem[]; last: string | null }> {
+  // The lower bound as its own condition (not `$1 IS NULL OR ...`), so each page is an index range.
+  const from = after === null ? sql`true` : sql`r.transaction_id > ${after}`;
   const { rows: page } = await sql<{ last: string | null }>`
     SELECT max(p.transaction_id) AS last FROM (
       SELECT r.transaction_id FROM provider_transaction_rows r
-      WHERE r.type IN (${sql.join(PAYMENT_TYPES)}) AND (${after}::text IS NULL OR r.transaction_id > ${after})
+      WHERE ${from} AND r.type IN (${sql.join(PAYMENT_TYPES)})
       ORDER BY r.transaction_id LIMIT ${limit}) p`.execute(db);
   const last = page[0]?.last ?? null;
   if (last === null) return { rows: [], last: null };
@@ -191,7 +193,7 @@ export async function unmatchedReportRows(
       to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
     FROM provider_transaction_rows r
     WHERE r.type IN (${sql.join(PAYMENT_TYPES)})
-      AND (${after}::text IS NULL OR r.transaction_id > ${after}) AND r.transaction_id <= ${last}
+      AND ${from} AND r.transaction_id <= ${last}
       AND NOT EXISTS (
         SELECT 1 FROM match_members m WHERE m.side = 'provider_row' AND m.identity = r.identity AND m.live)`.execute(
     db,
@@ -239,9 +241,13 @@ export async function ledgerPayments(
       m.merchant_account, m.entity_kind, m.entity_id, m.external_ref, m.status, m.currency,
       round(m.amount * 100)::text AS amount, round(m.fee_amount * 100)::text AS fee,
       coalesce(m.first_seen_at, m.created_at)::date::text AS first_seen
-    FROM mirrors m
-    WHERE m.entity_id = ANY(${[...entityIds]}::text[])
-      OR (m.external_ref IS NOT NULL AND m.external_ref = ANY(${[...externalRefs]}::text[]))
+    FROM (
+      -- Two index look-ups (by id, by the merchant's reference), not one OR that scans the mirrors.
+      SELECT x.* FROM unnest(${[...entityIds]}::text[]) AS k(id)
+        CROSS JOIN LATERAL (SELECT * FROM mirrors y WHERE y.entity_id = k.id OFFSET 0) x
+      UNION ALL
+      SELECT x.* FROM unnest(${[...externalRefs]}::text[]) AS k(ref)
+        CROSS JOIN LATERAL (SELECT * FROM mirrors y WHERE y.external_ref = k.ref OFFSET 0) x) m
     ORDER BY m.entity_id, m.entity_kind, m.merchant_account`.execute(db);
   return rows.map((r) => ({
     identity: ledgerPaymentIdentity(r.entity_kind, r.merchant_account, r.entity_id),

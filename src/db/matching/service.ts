@@ -55,6 +55,8 @@ export interface RunMatchingOptions {
   reportAccount?: string;
   /** Report rows per page (default 10,000). */
   pageSize?: number;
+  /** Told the milliseconds of each step, summed over pages (the bench prints them). */
+  trace?: (step: string, ms: number) => void;
 }
 
 /** A new match of a bank line to settlements: what the cash leg books. */
@@ -87,6 +89,13 @@ export async function runMatching(
   const exceptionRules = options.exceptionRules ?? DEFAULT_EXCEPTION_RULES;
   const reportAccount = options.reportAccount ?? '-';
   const pageSize = options.pageSize ?? 10_000;
+  const spent = new Map<string, number>();
+  let mark = performance.now();
+  const step = (name: string) => {
+    const at = performance.now();
+    spent.set(name, (spent.get(name) ?? 0) + at - mark);
+    mark = at;
+  };
   return db.transaction().execute(async (tx) => {
     await LOCK.execute(tx);
     const byRule: Record<string, number> = {};
@@ -98,6 +107,7 @@ export async function runMatching(
     // Bank lines against settlements.
     const lines = await unmatchedBankLines(tx, bankAccounts);
     const settlements = await unmatchedSettlements(tx, bankAccounts);
+    step('load bank lines and settlements');
     const result = matchItems(rules, 'bank-settlement', {
       left: lines.filter((l) => l.credit && l.endedMatch === null),
       right: settlements.filter((s) => s.amount > 0n && s.endedMatch === null),
@@ -114,7 +124,9 @@ export async function runMatching(
         ...m.right.map((identity) => ({ side: 'settlement' as const, identity })),
       ],
     }));
+    step('match bank lines');
     const ids = await insertMatches(tx, toWrite, now);
+    step('write matches');
     const bankMatches = result.matches.map((m, i) => {
       count(m.rule);
       return {
@@ -147,13 +159,16 @@ export async function runMatching(
       if (page.last === null) break;
       anyRows = true;
       after = page.last;
+      step('load report rows');
       if (page.rows.length === 0) continue;
       const payments = await ledgerPayments(
         tx,
         [...new Set(page.rows.map((r) => r.transactionId))],
         [...new Set(page.rows.flatMap((r) => r.keys.externalId ?? []))],
       );
+      step('load ledger payments');
       const found = matchItems(rules, 'provider-ledger', { left: page.rows, right: payments });
+      step('match report rows');
       const rowOf = new Map(page.rows.map((r) => [r.identity, r]));
       const paymentOf = new Map<string, LedgerPaymentItem>(payments.map((p) => [p.identity, p]));
       await insertMatches(
@@ -171,6 +186,7 @@ export async function runMatching(
         })),
         now,
       );
+      step('write matches');
       for (const m of found.matches) {
         count(m.rule);
         const mismatch = reportMismatch(
@@ -190,10 +206,14 @@ export async function runMatching(
       unmatchedRows += found.unmatchedLeft.length;
       for (const rows of byTransaction.values()) raised.push(reportRowException(reportAccount, rows));
     }
+    step('match report rows');
     if (anyRows) raised.push(...(await ledgerNotInReport(tx)));
-
+    step('find payments not in the report');
     const raisedByType = await raiseMatchingExceptions(tx, raised, now, exceptionRules);
+    step('raise exceptions');
     const resolved = await resolveMatchedExceptions(tx, now);
+    step('resolve exceptions');
+    if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
     return {
       bankMatches,
       byRule,

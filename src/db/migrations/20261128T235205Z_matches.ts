@@ -35,12 +35,16 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       side text NOT NULL CONSTRAINT match_members_side_check
         CHECK (side IN ('bank_line', 'settlement', 'provider_row', 'ledger_payment')),
       identity text NOT NULL,
-      live boolean NOT NULL DEFAULT true,
-      CONSTRAINT match_members_pkey PRIMARY KEY (match_id, side, identity)
+      live boolean NOT NULL DEFAULT true
     )`.execute(db);
+  await sql`CREATE INDEX match_members_match_idx ON match_members (match_id)`.execute(db);
   await sql`
     CREATE UNIQUE INDEX match_members_live_uq ON match_members (side, identity)
     WHERE live AND side <> 'ledger_payment'`.execute(db);
+  // The exceptions of a settlement name it by its id.
+  await sql`CREATE INDEX provider_settlement_rows_settlement_idx ON provider_settlement_rows (settlement_id)`.execute(
+    db,
+  );
   // Matching pages through the report rows by transaction id.
   await sql`CREATE INDEX provider_transaction_rows_transaction_idx ON provider_transaction_rows (transaction_id)`.execute(
     db,
@@ -73,6 +77,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`DROP INDEX provider_transaction_rows_transaction_idx`.execute(db);
+  await sql`DROP INDEX provider_settlement_rows_settlement_idx`.execute(db);
   await sql`DROP TABLE match_members`.execute(db);
   await sql`DROP TABLE matches`.execute(db);
   await sql`DROP FUNCTION matches_end_only()`.execute(db);
