@@ -17,7 +17,7 @@
  *
  * Peak RSS is the process's maximum so far (`process.resourceUsage().maxRSS`), so the small size runs
  * first and its peak is its own. The script runs node with `--max-semi-space-size=2` (as `payrecon
- * report`) and `--max-old-space-size=448`: with V8's defaults the heap grew to 1.5 GB of garbage at
+ * report`) and `--max-old-space-size=384`: with V8's defaults the heap grew to 1.5 GB of garbage at
  * 1,000,000 rows before a full collection, though what is live stays near 200 MB. BENCH_TRACE=1 prints
  * the time of each step of the matching run.
  */
