@@ -137,6 +137,19 @@ describe('matchItems', () => {
     expect(result.matches).toEqual([{ rule: 'split', left: ['b1', 'b2'], right: ['s-1'], difference: 0n }]);
   });
 
+  it('takes the percent of the right amount in a many-to-one match too', () => {
+    const r = [
+      rule({ name: 'split', cardinality: 'many-to-one', tolerance: { absoluteMinor: 0n, percentBps: 100 } }),
+    ];
+    const at = (right: bigint) =>
+      matchItems(r, 'bank-settlement', {
+        left: [bank('b1', 5_000n, '2026-03-05'), bank('b2', 4_900n, '2026-03-05')],
+        right: [settlement('1', right, '2026-03-05')],
+      }).matches.length;
+    // 9,900 in all: against 10,000 a difference of 100, 1 %; against 9,802 98 within 98.02; against 9,801 99 over 98.01.
+    expect([at(10_000n), at(9_802n), at(9_801n)]).toEqual([1, 1, 0]);
+  });
+
   it('matches report rows to a ledger payment by transaction id, amounts not compared', () => {
     const row = (identity: string, id: string, amount: bigint): MatchItem => ({
       identity,

@@ -210,6 +210,7 @@ function applyRule(
   manyKeys: readonly string[],
   several: boolean,
   taken: Set<string>,
+  oneIsRight = false,
 ): { one: MatchItem; many: MatchItem[] }[] {
   const out: { one: MatchItem; many: MatchItem[] }[] = [];
   const keyed = oneKeys.length > 0;
@@ -261,7 +262,11 @@ function applyRule(
     let bestRank: [bigint, number, string] | null = null;
     const consider = (members: MatchItem[]) => {
       const sum = members.reduce((s, m) => s + m.amount, 0n);
-      if (!withinTolerance(one.amount, sum, r.tolerance)) return;
+      // The percent is of the right side's amount, whichever side `one` is.
+      const fits = oneIsRight
+        ? withinTolerance(sum, one.amount, r.tolerance)
+        : withinTolerance(one.amount, sum, r.tolerance);
+      if (!fits) return;
       const rk = rank(one, members);
       if (better(rk, bestRank)) {
         best = members;
@@ -348,7 +353,7 @@ export function matchItems(rules: readonly MatchRule[], pair: MatchPair, input: 
     const lk = r.keys.map((k) => k.left);
     const rk = r.keys.map((k) => k.right);
     if (r.cardinality === 'many-to-one') {
-      for (const { one, many } of applyRule(r, right, left, rk, lk, true, taken)) {
+      for (const { one, many } of applyRule(r, right, left, rk, lk, true, taken, true)) {
         // Amounts compared from the right's side: the difference stays left minus right.
         matches.push(makeMatch(r.name, many, [one]));
       }
