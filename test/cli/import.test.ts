@@ -139,6 +139,52 @@ describe('payrecon import', () => {
     });
     expect(match.stderr).toBe('');
     expect(JSON.parse(match.stdout)).toMatchObject({ matched: {}, unmatched: { bankLines: 0 } });
+    // By hand: the rule's match ended with a note, then the same lines matched by a person.
+    const made = await t.db
+      .selectFrom('matches')
+      .innerJoin('match_members', 'match_members.match_id', 'matches.id')
+      .select(['matches.id', 'match_members.side', 'match_members.identity'])
+      .where('matches.rule', '=', 'bank-reference')
+      .execute();
+    const matchId = made[0]!.id;
+    const side = (name: string) => made.filter((m) => m.side === name).map((m) => m.identity);
+    const env = { PAYRECON_BANK_ACCOUNTS: bankAccounts, DATABASE_URL: t.url };
+    const noNote = await runPayrecon(dir, ['match', '--undo', matchId], env);
+    expect([noNote.code, noNote.stderr]).toEqual([2, 'payrecon: --note: is required: say why\n']);
+    const undone = await runPayrecon(
+      dir,
+      ['match', '--undo', matchId, '--note', 'checking', '--user', 'bo'],
+      env,
+    );
+    expect(undone.stdout).toBe(`match ${matchId} (bank-reference): ended by bo, 2 lines unmatched\n`);
+    const redo = await runPayrecon(
+      dir,
+      [
+        'match',
+        '--line',
+        ...side('bank_line'),
+        '--with',
+        ...side('settlement'),
+        '--note',
+        'checked',
+        '--json',
+      ],
+      { ...env, USER: 'ana' },
+    );
+    expect(redo.stderr).toBe('');
+    const { matchId: manualId } = JSON.parse(redo.stdout) as { matchId: string };
+    const manual = await t.db
+      .selectFrom('matches')
+      .selectAll()
+      .where('id', '=', manualId)
+      .executeTakeFirstOrThrow();
+    expect(manual).toMatchObject({ rule: 'manual', note: 'checked' });
+    const ended = await t.db
+      .selectFrom('matches')
+      .selectAll()
+      .where('id', '=', matchId)
+      .executeTakeFirstOrThrow();
+    expect(ended).toMatchObject({ ended_by: 'bo', end_note: 'checking' });
     const bad = await runPayrecon(dir, ['match'], {
       DATABASE_URL: t.url,
       PAYRECON_MATCH_RULES: '[{"name":"x","pair":"bank-settlement","cardinality":"all"}]',
