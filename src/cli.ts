@@ -558,6 +558,32 @@ program
     );
   });
 
+program
+  .command('match')
+  .description(
+    'Match the imported lines not matched yet with the configured rules (PAYRECON_MATCH_RULES) and raise or resolve the reconciliation exceptions',
+  )
+  .option('--json', 'print the result as JSON')
+  .option('--line <identity...>', 'match by hand: the bank lines (or report rows) by identity')
+  .option(
+    '--with <identity...>',
+    'match by hand: the settlements (or ledger payments kind:account:id) by identity',
+  )
+  .option('--pair <pair>', 'bank-settlement (default) or provider-ledger, with --line')
+  .option('--undo <match>', 'end a match (unmatch) by its id')
+  .option('--note <text>', 'why: required with --line or --undo')
+  .option('--user <name>', 'who matches or unmatches (default: the system user)')
+  .option(
+    '--database-url <url>',
+    'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
+  )
+  .action(async (opts) => {
+    await (await import('./matching-cli.ts')).runMatchCli(
+      opts,
+      databaseOpener('payrecon match', opts.databaseUrl),
+    );
+  });
+
 // <commands>
 
 try {

@@ -75,3 +75,20 @@ export function jobCronFrom(config: Config): Partial<Record<JobName, string>> {
 export function providerOptionsFrom(config: Config): ProviderClientOptions {
   return { timeoutMs: config.provider.timeoutMs, retries: config.provider.retries };
 }
+
+/**
+ * Matching's settings from the configuration: the rules (PAYRECON_MATCH_RULES), the bank accounts, the
+ * settlement grace (PAYRECON_SETTLEMENT_GRACE_DAYS), the exception rules, and the merchant account the
+ * transactions report's exceptions are raised under (the report names none): the one provider account,
+ * else `sandbox` when none is configured (`payrecon up` runs the sandbox's), else `-`.
+ */
+export function matchingOptionsFrom(config: Config) {
+  const accounts = config.accounts;
+  return {
+    rules: config.matching.rules,
+    bankAccounts: config.bankAccounts,
+    settlementGraceDays: config.matching.settlementGraceDays,
+    exceptionRules: exceptionRulesFrom(config),
+    reportAccount: accounts.length === 1 ? accounts[0]!.name : accounts.length === 0 ? 'sandbox' : '-',
+  };
+}

@@ -28,6 +28,57 @@ function errorOf(env: Record<string, string>): string {
 }
 
 describe('loadConfig', () => {
+  it('reads the match rules as JSON or from a file, and names a bad one in one line', () => {
+    expect(loadConfig({}).matching).toMatchObject({ settlementGraceDays: 2 });
+    expect(loadConfig({}).matching.rules.map((r) => r.name)).toContain('bank-reference');
+    const rules = [
+      {
+        name: 'ref',
+        pair: 'bank-settlement',
+        keys: [{ left: 'endToEndId', right: 'bankReference' }],
+        tolerance: { absoluteMinor: 250, percent: '0.5' },
+        windowDays: 4,
+        cardinality: 'one-to-many',
+      },
+      { name: 'amount', pair: 'bank-settlement' },
+    ];
+    const fromJson = loadConfig({ PAYRECON_MATCH_RULES: JSON.stringify(rules) }).matching.rules;
+    expect(fromJson[0]).toEqual({
+      name: 'ref',
+      pair: 'bank-settlement',
+      keys: [{ left: 'endToEndId', right: 'bankReference' }],
+      tolerance: { absoluteMinor: 250n, percentBps: 50 },
+      windowDays: 4,
+      cardinality: 'one-to-many',
+      maxCandidates: 12,
+      maxGroup: 4,
+    });
+    expect(fromJson[1]).toMatchObject({
+      keys: [],
+      tolerance: null,
+      windowDays: null,
+      cardinality: 'one-to-one',
+    });
+    const file = join(mkdtempSync(join(tmpdir(), 'payrecon-rules-')), 'rules.json');
+    writeFileSync(file, JSON.stringify(rules));
+    expect(loadConfig({ PAYRECON_MATCH_RULES: file }).matching.rules).toEqual(fromJson);
+    expect(errorOf({ PAYRECON_MATCH_RULES: '/nowhere/rules.json' })).toMatch(
+      /^PAYRECON_MATCH_RULES: must be a JSON list or a readable file \(ENOENT\)$/,
+    );
+    expect(errorOf({ PAYRECON_MATCH_RULES: JSON.stringify([rules[0], rules[0]]) })).toMatch(
+      /^PAYRECON_MATCH_RULES: names rule "ref" twice$/,
+    );
+    expect(
+      errorOf({ PAYRECON_MATCH_RULES: JSON.stringify([{ ...rules[0], tolerance: { percent: '0.125' } }]) }),
+    ).toMatch(/^PAYRECON_MATCH_RULES\[0\]\.tolerance\.percent: must be a percent/);
+    expect(
+      errorOf({
+        PAYRECON_MATCH_RULES: JSON.stringify([{ ...rules[0], keys: [{ left: 'iban', right: 'x' }] }]),
+      }),
+    ).toMatch(/^PAYRECON_MATCH_RULES: rule ref: left key must be one of/);
+    expect(errorOf({ PAYRECON_SETTLEMENT_GRACE_DAYS: '61' })).toMatch(/^PAYRECON_SETTLEMENT_GRACE_DAYS: /);
+  });
+
   it('gives the embedded defaults for an empty environment', () => {
     const config = loadConfig({});
     expect(config.accounts).toEqual([]);

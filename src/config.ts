@@ -22,6 +22,13 @@ import {
   type Severity,
 } from './domain/exception-rules.ts';
 import { DEFAULT_SLA_RULES, type SlaRule } from './domain/exception-sla.ts';
+import {
+  checkMatchRules,
+  DEFAULT_MATCH_RULES,
+  MATCH_CARDINALITIES,
+  MATCH_PAIRS,
+  type MatchRule,
+} from './domain/matching.ts';
 import { parseAmount } from './domain/money.ts';
 import { DEFAULT_POLLING_RULES } from './domain/polling.ts';
 import { WEB_ROLES } from './domain/roles.ts';
@@ -338,6 +345,96 @@ const webUserSchema = z.object({
 });
 
 /**
+ * One match rule (PAYRECON_MATCH_RULES, a JSON list in priority order, or the path of a file holding it):
+ * see `MatchRule` in src/domain/matching.ts. `tolerance.absoluteMinor` is in minor units,
+ * `tolerance.percent` a percent of the expected amount with at most two decimals; no tolerance: amounts
+ * are not compared; no `windowDays`: dates are not compared.
+ */
+const matchRuleSchema = z
+  .object({
+    name: nonEmpty('a rule name'),
+    pair: z.enum(MATCH_PAIRS, required(MATCH_PAIRS.join(' or '))),
+    keys: z
+      .array(
+        z.object({ left: nonEmpty('a key name'), right: nonEmpty('a key name') }),
+        required('a list of {left, right}'),
+      )
+      .default([]),
+    tolerance: z
+      .object({
+        absoluteMinor: intText(0, 1_000_000_000).default(0),
+        percent: z
+          .union([z.string(), z.number()], required('a percent such as 0.5'))
+          .transform((v, ctx) => {
+            const t = String(v).trim();
+            const m = /^(\d{1,3})(?:\.(\d{1,2}))?$/.exec(t);
+            if (!m || Number(m[1]) > 100) {
+              ctx.addIssue({
+                code: 'custom',
+                message: 'must be a percent from 0 to 100 with at most two decimals',
+              });
+              return z.NEVER;
+            }
+            return Number(m[1]) * 100 + Number((m[2] ?? '').padEnd(2, '0'));
+          })
+          .default(0),
+      })
+      .nullable()
+      .default(null),
+    windowDays: intText(0, 366).nullable().default(null),
+    cardinality: z.enum(MATCH_CARDINALITIES, required(MATCH_CARDINALITIES.join(', '))).default('one-to-one'),
+    maxCandidates: intText(1, 24).default(12),
+    maxGroup: intText(2, 8).default(4),
+  })
+  .strict()
+  .transform(
+    (r): MatchRule => ({
+      name: r.name,
+      pair: r.pair,
+      keys: r.keys,
+      tolerance:
+        r.tolerance === null
+          ? null
+          : { absoluteMinor: BigInt(r.tolerance.absoluteMinor), percentBps: r.tolerance.percent },
+      windowDays: r.windowDays,
+      cardinality: r.cardinality,
+      maxCandidates: r.maxCandidates,
+      maxGroup: r.maxGroup,
+    }),
+  );
+
+/** PAYRECON_MATCH_RULES: the JSON list itself, or the path of a file holding it. */
+const matchRulesText = z
+  .string(required('a JSON list of match rules or a file path'))
+  .transform((s, ctx): unknown => {
+    let text = s.trim();
+    if (!text.startsWith('[')) {
+      try {
+        text = readFileSync(text, 'utf8');
+      } catch (err) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be a JSON list or a readable file (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+        });
+        return z.NEVER;
+      }
+    }
+    try {
+      return JSON.parse(text);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be valid JSON' });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z.array(matchRuleSchema, required('a JSON list of match rules')).min(1, 'must name at least one rule'),
+  )
+  .superRefine((rules, ctx) => {
+    const why = checkMatchRules(rules);
+    if (why !== null) ctx.addIssue({ code: 'custom', message: why });
+  });
+
+/**
  * A bank account whose statements are imported (PAYRECON_BANK_ACCOUNTS): `id` as the statements name it
  * (an IBAN or another id), its currency, the merchant account (a provider account's name) it belongs to.
  */
@@ -526,6 +623,9 @@ const envSchema = z.object({
   PAYRECON_ALERT_TIMEOUT_MS: intText(100, 60_000).default(5_000),
 
   PAYRECON_EXCEPTION_DEADLINES: jsonText(deadlinesSchema).optional(),
+  PAYRECON_MATCH_RULES: matchRulesText.optional(),
+  /** Days past a settlement's value date before SETTLEMENT_NOT_RECEIVED. */
+  PAYRECON_SETTLEMENT_GRACE_DAYS: intText(0, 60).default(2),
   PAYRECON_EXCEPTION_SEVERITIES: jsonText(severitiesSchema).optional(),
   PAYRECON_EXCEPTION_SLA: jsonText(slaRulesSchema).optional(),
 
@@ -639,6 +739,11 @@ function buildConfig(env: z.output<typeof envSchema>) {
     accounts: env.PAYRECON_ACCOUNTS ?? [],
     /** The bank accounts whose statements may be imported; none: every statement is refused. */
     bankAccounts: env.PAYRECON_BANK_ACCOUNTS ?? [],
+    /** Matching (src/domain/matching.ts): the rules in priority order and the grace of a settlement. */
+    matching: {
+      rules: env.PAYRECON_MATCH_RULES ?? [...DEFAULT_MATCH_RULES],
+      settlementGraceDays: env.PAYRECON_SETTLEMENT_GRACE_DAYS,
+    },
     /** null: start embedded PostgreSQL under dataDir. */
     database: {
       url: databaseUrlWithCa(env.DATABASE_URL, env.DATABASE_SSL_CA_FILE),

@@ -26,6 +26,7 @@ import { settlementRowRecord, statementRecord, transactionRowRecord } from './im
 import { type ImportResult, refused } from './imports/refusal.ts';
 import { type OpenDatabase, openDatabaseInfrastructure } from './infrastructure.ts';
 import { logger as rootLogger } from './logger.ts';
+import { matchWithConfig, printMatchRun } from './matching-cli.ts';
 
 export interface ImportCliOptions {
   profile?: string;
@@ -157,11 +158,14 @@ export async function runImportCli(
   });
   try {
     const recorded = await recordImport(infra.db, file);
+    // New lines are matched at once (the JSON output stays the import's alone).
+    const matched = recorded.new > 0 ? await matchWithConfig(infra.db, config) : null;
     print(
       file,
       { lines: recorded.new, statements: recorded.statements.map((s) => s.new) },
       opts.json === true,
     );
+    if (matched !== null && opts.json !== true) printMatchRun(matched, false, `${file.fileName}: `);
   } finally {
     await infra.lifecycle.stopAll();
   }

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { DECISIONS } from '../db/exceptions/decisions.ts';
 import { PAYMENT_ID_KINDS } from '../db/read-models/payments.ts';
 import { AGE_BUCKET_KEYS, EXCEPTION_STATES } from '../domain/exception-queue.ts';
+import { EXCEPTION_ENTITY_KINDS } from '../domain/exception-rules.ts';
 import { type Minor, parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { REPORT_KINDS } from '../reports/runs.ts';
@@ -291,7 +292,9 @@ export const Exception = z.object({
   severity: z.string(),
   state: ExceptionStateEnum,
   merchantAccount: z.string(),
-  kind: EntityKind,
+  kind: z.enum(EXCEPTION_ENTITY_KINDS).meta({
+    description: 'A payment kind, or bank_line (a bank statement line) or settlement (a provider settlement)',
+  }),
   entityId: z.string(),
   count: z.number().int(),
   firstSeenAt: Instant,

@@ -13,6 +13,7 @@ import * as m20261128T222439Z from './migrations/20261128T222439Z_api_tokens.ts'
 import * as m20261128T234806Z from './migrations/20261128T234806Z_web_sessions.ts';
 import * as m20261128T234940Z from './migrations/20261128T234940Z_decision_approvals.ts';
 import * as m20261128T234945Z from './migrations/20261128T234945Z_cash_leg.ts';
+import * as m20261128T235205Z from './migrations/20261128T235205Z_matches.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -31,6 +32,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T234806Z_web_sessions': m20261128T234806Z,
   '20261128T234940Z_decision_approvals': m20261128T234940Z,
   '20261128T234945Z_cash_leg': m20261128T234945Z,
+  '20261128T235205Z_matches': m20261128T235205Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -272,7 +272,7 @@ export interface ExceptionsTable {
   id: Generated<string>;
   type: string;
   merchant_account: string;
-  entity_kind: 'deposit' | 'cashout' | 'refund';
+  entity_kind: 'deposit' | 'cashout' | 'refund' | 'bank_line' | 'settlement';
   entity_id: string;
   severity: 'info' | 'low' | 'medium' | 'high' | 'critical';
   state: ColumnType<ExceptionState, ExceptionState | undefined>;
@@ -455,6 +455,9 @@ export interface Database {
   web_sessions: WebSessionsTable;
   /** The page's failed sign-ins, counted per typed user name and per address (both as HMACs). */
   web_sign_in_failures: WebSignInFailuresTable;
+  /** Matches of imported lines (rule or manual; ended, never deleted) and their members. */
+  matches: MatchesTable;
+  match_members: MatchMembersTable;
 }
 
 /** A session of the page; an ended one keeps its row (when and why) until it has long expired. */
@@ -479,6 +482,28 @@ export interface WebSignInFailuresTable {
   id: Generated<string>;
   subject: string;
   failed_at: Timestamp;
+}
+
+export interface MatchesTable {
+  id: Generated<string>;
+  pair: 'bank-settlement' | 'provider-ledger';
+  /** The rule's name, or 'manual'. */
+  rule: string;
+  /** Sum of the left side minus sum of the right side, major units. */
+  difference: Generated<Numeric>;
+  created_at: Generated<Timestamp>;
+  created_by: string;
+  note: string | null;
+  ended_at: Timestamp | null;
+  ended_by: string | null;
+  end_note: string | null;
+}
+
+export interface MatchMembersTable {
+  match_id: string;
+  side: 'bank_line' | 'settlement' | 'provider_row' | 'ledger_payment';
+  identity: string;
+  live: Generated<boolean>;
 }
 
 /** An API token kept in the database; a revoked one keeps its row. */

@@ -20,6 +20,7 @@ import {
   DEPOSIT_FINAL,
   DEPOSIT_LATE_COMPLETION_FROM,
   DEPOSIT_STATUSES,
+  ENTITY_KINDS,
   type EntityKind,
 } from './statuses.ts';
 
@@ -42,8 +43,20 @@ export const EXCEPTION_TYPES = [
   'DUPLICATE_INVOICE',
   'FEE_MISMATCH',
   'OUTCOME_UNKNOWN',
+  'BANK_LINE_UNMATCHED',
+  'SETTLEMENT_NOT_RECEIVED',
+  'PROVIDER_REPORT_UNMATCHED',
+  'LEDGER_NOT_IN_REPORT',
+  'PROVIDER_REPORT_MISMATCH',
 ] as const;
 export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
+
+/**
+ * What an exception is about: a payment (its kind), or for the cash leg's exceptions a bank statement
+ * line (entity id: the line's identity) or a provider settlement (entity id: the settlement id).
+ */
+export const EXCEPTION_ENTITY_KINDS = [...ENTITY_KINDS, 'bank_line', 'settlement'] as const;
+export type ExceptionEntityKind = (typeof EXCEPTION_ENTITY_KINDS)[number];
 
 export const SEVERITIES = ['info', 'low', 'medium', 'high', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
@@ -117,6 +130,11 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
     DUPLICATE_INVOICE: 'medium',
     FEE_MISMATCH: 'low',
     OUTCOME_UNKNOWN: 'high',
+    BANK_LINE_UNMATCHED: 'medium',
+    SETTLEMENT_NOT_RECEIVED: 'high',
+    PROVIDER_REPORT_UNMATCHED: 'high',
+    LEDGER_NOT_IN_REPORT: 'medium',
+    PROVIDER_REPORT_MISMATCH: 'high',
   },
   alertMinSeverity: 'high',
   unknownTransactionGraceMs: 15 * 60_000,
@@ -172,6 +190,16 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   FEE_MISMATCH: 'The fee the provider charged differs from the expected fee.',
   OUTCOME_UNKNOWN:
     "The merchant's creation got no answer from the provider and the provider has reported nothing under its reference since; the provider may hold this payment: look it up in its back office.",
+  BANK_LINE_UNMATCHED:
+    'A bank statement line matches no settlement under any match rule; match it by hand or explain it.',
+  SETTLEMENT_NOT_RECEIVED:
+    'A settlement the provider reported has no matching bank credit past its value date plus the grace.',
+  PROVIDER_REPORT_UNMATCHED:
+    "A row of the provider's transactions report names a payment the ledger does not hold.",
+  LEDGER_NOT_IN_REPORT:
+    "A payment the ledger holds is missing from the provider's transactions report for the period it covers.",
+  PROVIDER_REPORT_MISMATCH:
+    "The provider's transactions report gives this payment another status, amount or fee than the ledger holds.",
 };
 
 /**
@@ -233,7 +261,7 @@ export function alertId(
  */
 export function alertIdStem(
   type: ExceptionType,
-  kind: EntityKind,
+  kind: ExceptionEntityKind,
   account: string,
   entityId: string,
 ): { stem: string; counted: boolean } {

@@ -19,6 +19,7 @@ import {
 import { DECIDED_TYPES, refusedReading } from '../domain/exception-rules.ts';
 import { parseAmount } from '../domain/money.ts';
 import { roleCan } from '../domain/roles.ts';
+import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { ageBucketLabel } from '../reports/exception-csv.ts';
 import { codeText, formatAge, formatDateTime, formatMoney, html, raw, type SafeHtml } from './html.ts';
 import { paymentHref } from './payment-views.ts';
@@ -184,7 +185,8 @@ function dueCell(e: ExceptionView, ctx: PageContext): SafeHtml {
 }
 
 function entityLink(ctx: PageContext, e: ExceptionView): SafeHtml {
-  return ctx.search
+  // A bank line or a settlement has no payment page.
+  return ctx.search && (ENTITY_KINDS as readonly string[]).includes(e.kind)
     ? html`<a href="${paymentHref(ctx, e.merchantAccount, e.kind, e.entityId)}">${e.entityId}</a>`
     : html`${e.entityId}`;
 }

@@ -489,6 +489,41 @@ describe('the exception queue', () => {
     expect(unassigned.items.every((i) => i.assignee === null)).toBe(true);
   });
 
+  it('serves the exceptions of a bank line and a settlement under their kinds', async () => {
+    await raiseExceptions(
+      t.db,
+      [
+        {
+          type: 'BANK_LINE_UNMATCHED',
+          account: 'acme',
+          kind: 'bank_line',
+          entityId: 'f'.repeat(64),
+          details: { amount: '12.30' },
+          facts: { providerAmount: '12.30', providerCurrency: 'EUR' },
+        },
+        { type: 'SETTLEMENT_NOT_RECEIVED', account: 'acme', kind: 'settlement', entityId: 'S9', details: {} },
+      ],
+      new Date(),
+    );
+    for (const [type, kind] of [
+      ['BANK_LINE_UNMATCHED', 'bank_line'],
+      ['SETTLEMENT_NOT_RECEIVED', 'settlement'],
+    ]) {
+      const res = json<{ items: { kind: string; id: string }[] }>(
+        await call('GET', `/exceptions?type=${type}`),
+      );
+      expect(res.items.map((i) => i.kind)).toEqual([kind]);
+      const one = json<{ exception: { kind: string } }>(await call('GET', `/exceptions/${res.items[0]!.id}`));
+      expect(one.exception.kind).toBe(kind);
+    }
+    // Out of the way of the queue's other tests.
+    await t.db
+      .updateTable('exceptions')
+      .set({ state: 'resolved', resolved_by: 'test', resolved_at: new Date() })
+      .where('type', 'in', ['BANK_LINE_UNMATCHED', 'SETTLEMENT_NOT_RECEIVED'])
+      .execute();
+  });
+
   it('moves many exceptions at once with one note, saying what happened to each', async () => {
     const open = json<{ items: { id: string }[] }>(await call('GET', '/exceptions?type=STUCK'));
     const ids = open.items.map((i) => i.id);

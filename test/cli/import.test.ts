@@ -131,9 +131,72 @@ describe('payrecon import', () => {
     const txXlsx = await withDb(['provider-transactions', 'transactions.xlsx', '--json']);
     expect(JSON.parse(txXlsx.stdout)).toEqual({ kind: 'provider-transactions', rows: txOut.rows, new: 0 });
     const st = await withDb(['provider-settlements', 'settlements.csv']);
-    expect(st.stdout).toMatch(/^settlements\.csv: \d+ rows, \d+ new\n$/);
+    // New lines are matched at once: the day's credit to its settlement, by its end-to-end id.
+    expect(st.stdout).toMatch(
+      /^settlements\.csv: \d+ rows, \d+ new\nsettlements\.csv: matched: bank-reference 1(, transaction-id \d+)?; unmatched: /,
+    );
     const st2 = await withDb(['provider-settlements', 'settlements.csv']);
     expect(st2.stdout).toMatch(/, 0 new\n$/);
+    // Nothing is left to match: a run adds nothing; one line and exit 2 on a bad rule list.
+    const match = await runPayrecon(dir, ['match', '--json'], {
+      PAYRECON_BANK_ACCOUNTS: bankAccounts,
+      DATABASE_URL: t.url,
+    });
+    expect(match.stderr).toBe('');
+    expect(JSON.parse(match.stdout)).toMatchObject({ matched: {}, unmatched: { bankLines: 0 } });
+    // By hand: the rule's match ended with a note, then the same lines matched by a person.
+    const made = await t.db
+      .selectFrom('matches')
+      .innerJoin('match_members', 'match_members.match_id', 'matches.id')
+      .select(['matches.id', 'match_members.side', 'match_members.identity'])
+      .where('matches.rule', '=', 'bank-reference')
+      .execute();
+    const matchId = made[0]!.id;
+    const side = (name: string) => made.filter((m) => m.side === name).map((m) => m.identity);
+    const env = { PAYRECON_BANK_ACCOUNTS: bankAccounts, DATABASE_URL: t.url };
+    const noNote = await runPayrecon(dir, ['match', '--undo', matchId], env);
+    expect([noNote.code, noNote.stderr]).toEqual([2, 'payrecon: --note: is required: say why\n']);
+    const undone = await runPayrecon(
+      dir,
+      ['match', '--undo', matchId, '--note', 'checking', '--user', 'bo'],
+      env,
+    );
+    expect(undone.stdout).toBe(`match ${matchId} (bank-reference): ended by bo, 2 lines unmatched\n`);
+    const redo = await runPayrecon(
+      dir,
+      [
+        'match',
+        '--line',
+        ...side('bank_line'),
+        '--with',
+        ...side('settlement'),
+        '--note',
+        'checked',
+        '--json',
+      ],
+      { ...env, USER: 'ana' },
+    );
+    expect(redo.stderr).toBe('');
+    const { matchId: manualId } = JSON.parse(redo.stdout) as { matchId: string };
+    const manual = await t.db
+      .selectFrom('matches')
+      .selectAll()
+      .where('id', '=', manualId)
+      .executeTakeFirstOrThrow();
+    expect(manual).toMatchObject({ rule: 'manual', note: 'checked' });
+    const ended = await t.db
+      .selectFrom('matches')
+      .selectAll()
+      .where('id', '=', matchId)
+      .executeTakeFirstOrThrow();
+    expect(ended).toMatchObject({ ended_by: 'bo', end_note: 'checking' });
+    const bad = await runPayrecon(dir, ['match'], {
+      DATABASE_URL: t.url,
+      PAYRECON_MATCH_RULES: '[{"name":"x","pair":"bank-settlement","cardinality":"all"}]',
+    });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.stderr).toMatch(/PAYRECON_MATCH_RULES/);
     const who = await t.db.selectFrom('imports').select(['imported_by', 'file_name']).orderBy('id').execute();
     expect(who[0]).toEqual({ imported_by: 'ana', file_name: 'statement.xml' });
     expect(who[1]!.imported_by).toMatch(/^cli:./);

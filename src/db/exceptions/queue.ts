@@ -8,10 +8,9 @@
  */
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { AGE_BUCKETS, type AgeBucketKey, type ExceptionState } from '../../domain/exception-queue.ts';
-import { DECIDED_TYPES } from '../../domain/exception-rules.ts';
+import { DECIDED_TYPES, type ExceptionEntityKind } from '../../domain/exception-rules.ts';
 import type { SlaTable } from '../../domain/exception-sla.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../../domain/money.ts';
-import type { EntityKind } from '../../domain/statuses.ts';
 import type { Database, Db, ExceptionEventAction } from '../schema.ts';
 import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql, UNRESOLVED_LITERALS } from './sla.ts';
 
@@ -48,7 +47,7 @@ export interface QueueRow {
   severity: string;
   state: ExceptionState;
   merchantAccount: string;
-  kind: EntityKind;
+  kind: ExceptionEntityKind;
   entityId: string;
   count: number;
   firstSeenAt: Date;
@@ -86,7 +85,7 @@ interface QueueDbRow {
   severity: string;
   state: ExceptionState;
   merchant_account: string;
-  entity_kind: EntityKind;
+  entity_kind: ExceptionEntityKind;
   entity_id: string;
   count: number;
   first_seen_at: Date;

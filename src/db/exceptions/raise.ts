@@ -16,18 +16,19 @@ import {
   alertIdStem,
   DEFAULT_EXCEPTION_RULES,
   EXCEPTION_RULE_TEXT,
+  type ExceptionEntityKind,
   type ExceptionRules,
   type ExceptionType,
   shouldAlert,
 } from '../../domain/exception-rules.ts';
-import type { EntityKind } from '../../domain/statuses.ts';
 import { binaryColumns } from '../ledger/binary-array.ts';
 import type { EntityRef } from '../ledger/keys.ts';
 import { prepared } from '../ledger/statements.ts';
 import { insertAlertsFrom } from '../runs/outbox.ts';
 import type { Db } from '../schema.ts';
 
-export interface ExceptionToRaise extends EntityRef {
+export interface ExceptionToRaise extends Omit<EntityRef, 'kind'> {
+  kind: ExceptionEntityKind;
   type: ExceptionType;
   details: Record<string, unknown>;
   /** Facts known to the raiser that no mirror holds (OUTCOME_UNKNOWN: the intent's, no entity yet). */
@@ -108,7 +109,7 @@ export interface RaiseOptions {
 type Written = {
   type: ExceptionType;
   merchant_account: string;
-  entity_kind: EntityKind;
+  entity_kind: ExceptionEntityKind;
   entity_id: string;
   /** The row's id when this raise opened it (inserted or reopened), else null. */
   id: string | null;

@@ -1,0 +1,346 @@
+/**
+ * Matching against PostgreSQL: `runMatching` loads the lines in no live match (incremental), runs the
+ * rules (`matchItems`, src/domain/matching.ts), inserts the new matches and runs the exception sweep, in
+ * one transaction under an advisory lock, so a re-run adds nothing and two runs never race. Report rows
+ * are read in pages of whole transactions (by transaction id) with the ledger payments they name, so a
+ * million rows never sit in memory at once.
+ *
+ * A line a person unmatched is left to persons: the rules no longer take it (it keeps its exception, raised
+ * again with the match it left). `manualMatch` and `unmatch` record who and why; both are kept forever.
+ */
+import { sql } from 'kysely';
+import { AppError } from '../../domain/errors.ts';
+import {
+  DEFAULT_EXCEPTION_RULES,
+  type ExceptionRules,
+  type ExceptionType,
+} from '../../domain/exception-rules.ts';
+import {
+  daysBetween,
+  type MatchPair,
+  type MatchRule,
+  type MatchSide,
+  matchItems,
+  PAIR_SIDES,
+} from '../../domain/matching.ts';
+import type { ExceptionToRaise } from '../exceptions/raise.ts';
+import type { Db } from '../schema.ts';
+import {
+  bankLineException,
+  ledgerNotInReport,
+  raiseMatchingExceptions,
+  reportMismatch,
+  reportRowException,
+  resolveMatchedExceptions,
+  settlementException,
+} from './exceptions.ts';
+import {
+  type LedgerPaymentItem,
+  ledgerPayments,
+  type MatchBankAccount,
+  type ReportRowItem,
+  unmatchedBankLines,
+  unmatchedReportRows,
+  unmatchedSettlements,
+} from './load.ts';
+import { endMatch, insertMatches, type MatchToWrite } from './write.ts';
+
+export interface RunMatchingOptions {
+  now?: Date;
+  bankAccounts?: readonly MatchBankAccount[];
+  /** Days past a settlement's value date before SETTLEMENT_NOT_RECEIVED (default 2). */
+  settlementGraceDays?: number;
+  exceptionRules?: ExceptionRules;
+  /** The merchant account the report rows' exceptions are raised under (the reports name none). */
+  reportAccount?: string;
+  /** Report rows per page (default 10,000). */
+  pageSize?: number;
+  /** Told the milliseconds of each step, summed over pages (the bench prints them). */
+  trace?: (step: string, ms: number) => void;
+}
+
+/** A new match of a bank line to settlements: what the cash leg books. */
+export interface BankMatch {
+  matchId: string;
+  rule: string;
+  bankLineIdentity: string;
+  settlementIds: string[];
+}
+
+export interface MatchingRun {
+  bankMatches: BankMatch[];
+  /** New matches by rule name. */
+  byRule: Record<string, number>;
+  unmatched: { bankLines: number; settlements: number; reportRows: number };
+  /** Exceptions raised (or still true) by type, and how many were resolved by a match. */
+  exceptions: { raised: Partial<Record<ExceptionType, number>>; resolved: number };
+}
+
+const LOCK = sql`SELECT pg_advisory_xact_lock(hashtext('payrecon.matching'))`;
+
+export async function runMatching(
+  db: Db,
+  rules: readonly MatchRule[],
+  options: RunMatchingOptions = {},
+): Promise<MatchingRun> {
+  const now = options.now ?? new Date();
+  const bankAccounts = options.bankAccounts ?? [];
+  const graceDays = options.settlementGraceDays ?? 2;
+  const exceptionRules = options.exceptionRules ?? DEFAULT_EXCEPTION_RULES;
+  const reportAccount = options.reportAccount ?? '-';
+  const pageSize = options.pageSize ?? 10_000;
+  const spent = new Map<string, number>();
+  let mark = performance.now();
+  const step = (name: string) => {
+    const at = performance.now();
+    spent.set(name, (spent.get(name) ?? 0) + at - mark);
+    mark = at;
+  };
+  return db.transaction().execute(async (tx) => {
+    await LOCK.execute(tx);
+    const byRule: Record<string, number> = {};
+    const count = (rule: string) => {
+      byRule[rule] = (byRule[rule] ?? 0) + 1;
+    };
+    const raised: ExceptionToRaise[] = [];
+
+    // Bank lines against settlements.
+    const lines = await unmatchedBankLines(tx, bankAccounts);
+    const settlements = await unmatchedSettlements(tx, bankAccounts);
+    step('load bank lines and settlements');
+    const result = matchItems(rules, 'bank-settlement', {
+      left: lines.filter((l) => l.credit && l.endedMatch === null),
+      right: settlements.filter((s) => s.amount > 0n && s.endedMatch === null),
+    });
+    const settlementOf = new Map(settlements.map((s) => [s.identity, s.settlementId]));
+    const toWrite: MatchToWrite[] = result.matches.map((m) => ({
+      pair: 'bank-settlement',
+      rule: m.rule,
+      difference: m.difference,
+      createdBy: 'payrecon',
+      note: null,
+      members: [
+        ...m.left.map((identity) => ({ side: 'bank_line' as const, identity })),
+        ...m.right.map((identity) => ({ side: 'settlement' as const, identity })),
+      ],
+    }));
+    step('match bank lines');
+    const ids = await insertMatches(tx, toWrite, now);
+    step('write matches');
+    const bankMatches = result.matches.map((m, i) => {
+      count(m.rule);
+      return {
+        matchId: ids[i]!,
+        rule: m.rule,
+        bankLineIdentity: m.left[0]!,
+        settlementIds: m.right.map((identity) => settlementOf.get(identity)!).sort(),
+      };
+    });
+    const matched = new Set(result.matches.flatMap((m) => [...m.left, ...m.right]));
+    const openLines = lines.filter((l) => !matched.has(l.identity));
+    for (const line of openLines) raised.push(bankLineException(line));
+    const today = now.toISOString().slice(0, 10);
+    const openSettlements = settlements.filter((s) => !matched.has(s.identity) && s.amount > 0n);
+    for (const s of openSettlements) {
+      if (s.date !== null && daysBetween(s.date, today) > graceDays)
+        raised.push(settlementException(s, graceDays));
+    }
+
+    // Report rows against the ledger's payments, a page of whole transactions at a time.
+    let after: string | null = null;
+    let unmatchedRows = 0;
+    let anyRows = false;
+    for (;;) {
+      const page: { rows: ReportRowItem[]; last: string | null } = await unmatchedReportRows(
+        tx,
+        after,
+        pageSize,
+      );
+      if (page.last === null) break;
+      anyRows = true;
+      after = page.last;
+      step('load report rows');
+      if (page.rows.length === 0) continue;
+      const payments = await ledgerPayments(
+        tx,
+        [...new Set(page.rows.map((r) => r.transactionId))],
+        [...new Set(page.rows.flatMap((r) => r.keys.externalId ?? []))],
+      );
+      step('load ledger payments');
+      const found = matchItems(rules, 'provider-ledger', { left: page.rows, right: payments });
+      step('match report rows');
+      const rowOf = new Map(page.rows.map((r) => [r.identity, r]));
+      const paymentOf = new Map<string, LedgerPaymentItem>(payments.map((p) => [p.identity, p]));
+      await insertMatches(
+        tx,
+        found.matches.map((m) => ({
+          pair: 'provider-ledger' as MatchPair,
+          rule: m.rule,
+          difference: m.difference,
+          createdBy: 'payrecon',
+          note: null,
+          members: [
+            ...m.left.map((identity) => ({ side: 'provider_row' as const, identity })),
+            ...m.right.map((identity) => ({ side: 'ledger_payment' as const, identity })),
+          ],
+        })),
+        now,
+      );
+      step('write matches');
+      for (const m of found.matches) {
+        count(m.rule);
+        const mismatch = reportMismatch(
+          m.left.map((identity) => rowOf.get(identity)!),
+          paymentOf.get(m.right[0]!)!,
+        );
+        if (mismatch) raised.push(mismatch);
+      }
+      const byTransaction = new Map<string, ReportRowItem[]>();
+      for (const identity of found.unmatchedLeft) {
+        const row = rowOf.get(identity)!;
+        const key = `${row.type}\u0000${row.transactionId}`;
+        const list = byTransaction.get(key);
+        if (list) list.push(row);
+        else byTransaction.set(key, [row]);
+      }
+      unmatchedRows += found.unmatchedLeft.length;
+      for (const rows of byTransaction.values()) raised.push(reportRowException(reportAccount, rows));
+    }
+    step('match report rows');
+    if (anyRows) raised.push(...(await ledgerNotInReport(tx)));
+    step('find payments not in the report');
+    const raisedByType = await raiseMatchingExceptions(tx, raised, now, exceptionRules);
+    step('raise exceptions');
+    const resolved = await resolveMatchedExceptions(tx, now);
+    step('resolve exceptions');
+    if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
+    return {
+      bankMatches,
+      byRule,
+      unmatched: {
+        bankLines: openLines.length,
+        settlements: openSettlements.length,
+        reportRows: unmatchedRows,
+      },
+      exceptions: { raised: raisedByType, resolved },
+    };
+  });
+}
+
+export interface ManualMatchInput {
+  pair: MatchPair;
+  /** Identities of the left side (bank lines, report rows) and of the right side (settlements, payments). */
+  left: readonly string[];
+  right: readonly string[];
+  by: string;
+  note: string;
+  now?: Date;
+}
+
+const TABLE_OF: Readonly<
+  Record<
+    Exclude<MatchSide, 'ledger_payment'>,
+    'bank_statement_lines' | 'provider_settlement_rows' | 'provider_transaction_rows'
+  >
+> = {
+  bank_line: 'bank_statement_lines',
+  settlement: 'provider_settlement_rows',
+  provider_row: 'provider_transaction_rows',
+};
+
+/**
+ * Matches lines by hand: each named line must exist and be in no live match; the match records who and
+ * why (a note is required) and resolves the exceptions it covers. Returns the match's id.
+ */
+export async function manualMatch(db: Db, input: ManualMatchInput): Promise<string> {
+  const note = input.note.trim();
+  if (note === '') throw new AppError('VALIDATION_FAILED', 'manual match: a note saying why is required');
+  if (input.by.trim() === '')
+    throw new AppError('VALIDATION_FAILED', 'manual match: who matches is required');
+  if (input.left.length === 0 || input.right.length === 0) {
+    throw new AppError('VALIDATION_FAILED', 'manual match: name at least one line on each side');
+  }
+  const now = input.now ?? new Date();
+  const sides = PAIR_SIDES[input.pair];
+  return db.transaction().execute(async (tx) => {
+    await LOCK.execute(tx);
+    const amounts: bigint[] = [];
+    for (const [side, identities] of [
+      [sides.left, input.left],
+      [sides.right, input.right],
+    ] as const) {
+      let total = 0n;
+      for (const identity of identities) total += await lineAmount(tx, side, identity);
+      amounts.push(total);
+      const { rows: taken } = await sql<{ identity: string }>`
+        SELECT identity FROM match_members
+        WHERE side = ${side} AND live AND identity = ANY(${[...identities]}::text[]) AND side <> 'ledger_payment'`.execute(
+        tx,
+      );
+      if (taken.length > 0) {
+        throw new AppError('CONFLICT', `manual match: ${side} ${taken[0]!.identity} is already matched`);
+      }
+    }
+    const [id] = await insertMatches(
+      tx,
+      [
+        {
+          pair: input.pair,
+          rule: 'manual',
+          difference: amounts[0]! - amounts[1]!,
+          createdBy: input.by.trim(),
+          note,
+          members: [
+            ...[...new Set(input.left)].map((identity) => ({ side: sides.left, identity })),
+            ...[...new Set(input.right)].map((identity) => ({ side: sides.right, identity })),
+          ],
+        },
+      ],
+      now,
+    );
+    await resolveMatchedExceptions(tx, now);
+    return id!;
+  });
+}
+
+/** A line's amount in minor units; refuses a line that does not exist. */
+async function lineAmount(db: Db, side: MatchSide, identity: string): Promise<bigint> {
+  if (side === 'ledger_payment') {
+    const [kind, account, ...rest] = identity.split(':');
+    const { rows } = await sql<{ amount: string | null }>`
+      SELECT round(amount * 100)::text AS amount FROM mirrors
+      WHERE entity_id = ${rest.join(':')} AND entity_kind = ${kind ?? ''} AND merchant_account = ${account ?? ''}`.execute(
+      db,
+    );
+    if (rows.length === 0) throw new AppError('NOT_FOUND', `manual match: no ledger payment ${identity}`);
+    return BigInt(rows[0]!.amount ?? '0');
+  }
+  const column = side === 'bank_line' ? sql`amount` : side === 'settlement' ? sql`net` : sql`gross`;
+  const { rows } = await sql<{ amount: string }>`
+    SELECT round(${column} * 100)::text AS amount FROM ${sql.table(TABLE_OF[side])}
+    WHERE identity = ${identity}`.execute(db);
+  if (rows.length === 0)
+    throw new AppError('NOT_FOUND', `manual match: no ${side.replace('_', ' ')} ${identity}`);
+  return BigInt(rows[0]!.amount);
+}
+
+/**
+ * Ends a live match (rule or manual) with who and why; its lines are unmatched again, left to persons
+ * (the rules do not take them again), and the next matching run raises their exceptions anew.
+ */
+export async function unmatch(
+  db: Db,
+  input: { matchId: string; by: string; note: string; now?: Date },
+): Promise<{ id: string; rule: string; members: { side: MatchSide; identity: string }[] }> {
+  const note = input.note.trim();
+  if (note === '') throw new AppError('VALIDATION_FAILED', 'unmatch: a note saying why is required');
+  if (input.by.trim() === '') throw new AppError('VALIDATION_FAILED', 'unmatch: who unmatches is required');
+  if (!/^\d{1,18}$/.test(input.matchId))
+    throw new AppError('VALIDATION_FAILED', 'unmatch: a match id is a number');
+  return db.transaction().execute(async (tx) => {
+    await LOCK.execute(tx);
+    const ended = await endMatch(tx, input.matchId, input.by.trim(), note, input.now ?? new Date());
+    if (!ended) throw new AppError('NOT_FOUND', `unmatch: no live match ${input.matchId}`);
+    return ended;
+  });
+}

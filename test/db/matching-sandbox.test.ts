@@ -1,0 +1,365 @@
+/**
+ * Matching against the sandbox's files: a sandbox settles for twelve days with planted bank anomalies;
+ * its settlement report and each day's bank statement (camt.053 001.02, 001.08 and the bank CSV, days
+ * mixed) are imported in a shuffled order, matching after each file, then all of them again. The open
+ * reconciliation exceptions equal the ground truth's anomalies, none more and none less: each credit that
+ * never arrived is SETTLEMENT_NOT_RECEIVED, each unrelated line and returned credit BANK_LINE_UNMATCHED;
+ * late, batched and fee-bearing credits are matched (by the date window, one-to-many, the tolerance). Two
+ * databases fed in different orders hold the same matches; a re-run adds nothing.
+ */
+import { createHash } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { recordImport } from '../../src/db/imports/service.ts';
+import type { ImportFile } from '../../src/db/imports/tables.ts';
+import { type MatchingRun, manualMatch, runMatching, unmatch } from '../../src/db/matching/service.ts';
+import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
+import { parseBankStatementFile, parseProviderSettlementsFile } from '../../src/imports/files.ts';
+import { settlementRowRecord, statementRecord } from '../../src/imports/records.ts';
+import type { ImportResult } from '../../src/imports/refusal.ts';
+import { ManualClock } from '../../src/sandbox/clock.ts';
+import { control, startTestSandbox } from '../sandbox/helpers.ts';
+import { groundTruth, paidDeposit } from '../sandbox/settlement-helpers.ts';
+import { createTestDatabase, type TestDatabase } from './helpers.ts';
+
+const MONDAY = Date.UTC(2026, 2, 2, 10, 0, 0);
+const DAYS = 12;
+const GRACE = 2;
+const dayStart = (n: number) => Date.UTC(2026, 2, 2 + n, 0, 0, 1);
+const dateOf = (n: number) => new Date(Date.UTC(2026, 2, 2 + n)).toISOString().slice(0, 10);
+const NOW = new Date(Date.UTC(2026, 2, 2 + DAYS, 12, 0, 0));
+
+const PLANTED = {
+  lateCreditRate: 0.2,
+  batchedCreditRate: 0.2,
+  bankFeeRate: 0.2,
+  missingCreditRate: 0.15,
+  returnedCreditRate: 0.15,
+  unrelatedLineRate: 0.6,
+};
+
+const databases: TestDatabase[] = [];
+afterAll(async () => {
+  for (const t of databases.splice(0)) await t.drop();
+});
+
+function accepted<T>(result: ImportResult<T>): T {
+  if (!result.ok) throw new Error(`refused: ${result.refusal.message}`);
+  return result.value;
+}
+
+async function download(url: string): Promise<Uint8Array> {
+  const res = await fetch(url);
+  expect(res.status, url).toBe(200);
+  return new Uint8Array(await res.arrayBuffer());
+}
+
+const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
+
+/** A seeded shuffle (a linear congruential generator), so a failure can be replayed. */
+function shuffled<T>(xs: readonly T[], seed: number): T[] {
+  const out = [...xs];
+  let s = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    s = (s * 1_103_515_245 + 12_345) % 2_147_483_648;
+    const j = s % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+interface Setup {
+  files: ImportFile[];
+  bankAccounts: { id: string; account: string; currency: string }[];
+  truth: Awaited<ReturnType<typeof groundTruth>>;
+}
+
+async function sandboxFiles(): Promise<Setup> {
+  const s = await startTestSandbox({ clock: new ManualClock(MONDAY), seed: 40, bank: PLANTED });
+  try {
+    for (let n = 0; n <= DAYS; n++) {
+      await paidDeposit(s.url, Number(((15_000 + n * 1_337) / 100).toFixed(2)));
+      await paidDeposit(s.url, 80.05);
+      await s.clock.set(dayStart(n + 1) + 3600_000);
+    }
+    const truth = await groundTruth(s.url);
+    const base = `${s.url}/_sandbox`;
+    const files: ImportFile[] = [];
+    const common = (name: string, bytes: Uint8Array) => ({
+      fileName: name,
+      sha256: sha256(bytes),
+      profile: null,
+      importedBy: 'test',
+    });
+    const report = await download(`${base}/reports/settlements?account=sandbox&format=csv`);
+    files.push({
+      ...common('settlements.csv', report),
+      kind: 'provider-settlements',
+      rows: accepted(await parseProviderSettlementsFile('settlements.csv', report)).map(settlementRowRecord),
+    });
+    const bankAccounts = (
+      (await control(s.url, '/bank-accounts')).json as { id: string; account: string; currency: string }[]
+    ).filter((b) => b.account === 'sandbox');
+    const formats = ['camt.053.001.02', 'camt.053.001.08', 'csv'];
+    for (let n = 0; n < DAYS; n++) {
+      for (const bank of bankAccounts) {
+        const format = formats[n % 3]!;
+        const name = `${dateOf(n)}-${bank.currency}.${format}`;
+        const bytes = await download(
+          `${base}/bank-statements?account=sandbox&date=${dateOf(n)}&currency=${bank.currency}&format=${format}`,
+        );
+        const statements = accepted(
+          await parseBankStatementFile(name, bytes, format === 'csv' ? { account: bank.id } : {}),
+        );
+        if (statements.length === 0) continue;
+        files.push({
+          ...common(name, bytes),
+          kind: 'bank-statement',
+          statements: statements.map(statementRecord),
+        });
+      }
+    }
+    return { files, bankAccounts, truth };
+  } finally {
+    await s.close();
+  }
+}
+
+const run = (t: TestDatabase, setup: Setup): Promise<MatchingRun> =>
+  runMatching(t.db, DEFAULT_MATCH_RULES, {
+    now: NOW,
+    bankAccounts: setup.bankAccounts,
+    settlementGraceDays: GRACE,
+  });
+
+async function openExceptions(t: TestDatabase) {
+  const rows = await t.db
+    .selectFrom('exceptions')
+    .select(['type', 'entity_id', 'details'])
+    .where('state', '<>', 'resolved')
+    .execute();
+  return {
+    unmatchedLines: rows
+      .filter((r) => r.type === 'BANK_LINE_UNMATCHED')
+      .map((r) => String((r.details as { reference: string }).reference))
+      .sort(),
+    notReceived: rows
+      .filter((r) => r.type === 'SETTLEMENT_NOT_RECEIVED')
+      .map((r) => r.entity_id)
+      .sort(),
+    others: rows.filter((r) => r.type !== 'BANK_LINE_UNMATCHED' && r.type !== 'SETTLEMENT_NOT_RECEIVED'),
+  };
+}
+
+async function matchesOf(t: TestDatabase) {
+  const rows = await t.db
+    .selectFrom('matches')
+    .innerJoin('match_members', 'match_members.match_id', 'matches.id')
+    .select(['matches.id', 'matches.rule', 'match_members.side', 'match_members.identity'])
+    .where('matches.ended_at', 'is', null)
+    .execute();
+  const byId = new Map<string, string[]>();
+  for (const r of rows) byId.set(r.id, [...(byId.get(r.id) ?? [r.rule]), `${r.side}:${r.identity}`]);
+  return [...byId.values()].map((m) => [m[0], ...m.slice(1).sort()].join(' ')).sort();
+}
+
+describe('matching the sandbox files', () => {
+  it('raises exactly the planted anomalies, in any order of files, imported twice', async () => {
+    const setup = await sandboxFiles();
+    const { truth } = setup;
+    const lastDay = dateOf(DAYS - 1);
+    const today = NOW.toISOString().slice(0, 10);
+    const graceEnd = new Date(Date.parse(`${today}T00:00:00Z`) - GRACE * 86_400_000)
+      .toISOString()
+      .slice(0, 10);
+    const expectedLines = truth.bankAnomalies
+      .filter((a) => (a.kind === 'UNRELATED_LINE' || a.kind === 'RETURNED_CREDIT') && a.date <= lastDay)
+      .filter((a) => setup.bankAccounts.some((b) => b.id === a.bankAccount))
+      .map((a) => a.bankRef!)
+      .sort();
+    const valueDate = new Map(truth.settlements.map((s) => [s.settlement_id, s.value_date]));
+    const expectedMissing = truth.bankAnomalies
+      .filter((a) => a.kind === 'MISSING_CREDIT')
+      .flatMap((a) => a.settlementIds)
+      .filter((id) => valueDate.get(id)! < graceEnd)
+      .sort();
+    // The anomalies the rules must match are there, and some to raise.
+    const kinds = new Set(truth.bankAnomalies.filter((a) => a.date <= lastDay).map((a) => a.kind));
+    for (const kind of [
+      'LATE_CREDIT',
+      'BATCHED_CREDIT',
+      'BANK_FEE',
+      'MISSING_CREDIT',
+      'RETURNED_CREDIT',
+      'UNRELATED_LINE',
+    ]) {
+      expect(kinds, kind).toContain(kind);
+    }
+    expect(expectedMissing.length).toBeGreaterThan(0);
+
+    const results: string[][] = [];
+    for (const [i, order] of [setup.files, shuffled(setup.files, 36), shuffled(setup.files, 37)].entries()) {
+      const t = await createTestDatabase();
+      databases.push(t);
+      // Each file imported and matched in turn, then every file again.
+      for (const file of order) {
+        await recordImport(t.db, file);
+        await run(t, setup);
+      }
+      const once = await matchesOf(t);
+      for (const file of shuffled(order, 99 + i)) await recordImport(t.db, file);
+      const again = await run(t, setup);
+      expect(again.bankMatches).toEqual([]);
+      expect(await matchesOf(t)).toEqual(once);
+
+      const open = await openExceptions(t);
+      expect(open.unmatchedLines, `order ${i}`).toEqual(expectedLines);
+      expect(open.notReceived, `order ${i}`).toEqual(expectedMissing);
+      expect(open.others).toEqual([]);
+      results.push(once);
+
+      const rules = new Set(once.map((m) => m.split(' ')[0]));
+      expect(rules).toContain('bank-reference');
+    }
+    expect(results[1]).toEqual(results[0]);
+    expect(results[2]).toEqual(results[0]);
+
+    // The late, batched and fee-bearing credits are matched, each with its settlements.
+    const t = databases[0]!;
+    const lines = await t.db.selectFrom('bank_statement_lines').select(['identity', 'reference']).execute();
+    const identityOf = new Map(lines.map((l) => [l.reference, l.identity]));
+    const settlementRows = await t.db
+      .selectFrom('provider_settlement_rows')
+      .select(['identity', 'settlement_id'])
+      .execute();
+    const settlementIdentity = new Map(settlementRows.map((s) => [s.settlement_id, s.identity]));
+    const live = await matchesOf(t);
+    for (const a of truth.bankAnomalies) {
+      if (!['LATE_CREDIT', 'BATCHED_CREDIT', 'BANK_FEE'].includes(a.kind) || a.date > lastDay) continue;
+      const identity = identityOf.get(a.bankRef!);
+      expect(identity, a.bankRef).toBeDefined();
+      const match = live.find((m) => m.includes(`bank_line:${identity}`));
+      expect(match, `${a.kind} ${a.bankRef}`).toBeDefined();
+      for (const id of a.settlementIds) expect(match).toContain(`settlement:${settlementIdentity.get(id)}`);
+    }
+  }, 240_000);
+
+  it('matches by hand with a note, unmatches with a note, and the exceptions follow', async () => {
+    const t = await createTestDatabase();
+    databases.push(t);
+    const bytes = new TextEncoder().encode('x');
+    await recordImport(t.db, {
+      kind: 'bank-statement',
+      fileName: 'day.csv',
+      sha256: sha256(bytes),
+      profile: null,
+      importedBy: 'test',
+      statements: [
+        {
+          statementId: null,
+          format: 'csv',
+          bankAccount: 'DE00',
+          currency: 'EUR',
+          opening: null,
+          closing: null,
+          credits: '100.00',
+          debits: '0.00',
+          booked: 1,
+          pending: 0,
+          lines: [
+            {
+              identity: 'line-1',
+              content_hash: 'h',
+              bank_account: 'DE00',
+              currency: 'EUR',
+              reference: 'BK1',
+              booking_date: '2026-03-05',
+              value_date: '2026-03-05',
+              amount: '100.00',
+              reversal: false,
+              end_to_end_ids: [],
+              counterparty: null,
+              description: 'Payout',
+              transactions: [],
+            },
+          ],
+        },
+      ],
+    });
+    await recordImport(t.db, {
+      kind: 'provider-settlements',
+      fileName: 'settlements.csv',
+      sha256: sha256(new TextEncoder().encode('y')),
+      profile: null,
+      importedBy: 'test',
+      rows: [
+        {
+          identity: 'st-1',
+          content_hash: 'h',
+          settlement_id: 'S1',
+          account: 'm',
+          period_start: null,
+          period_end: null,
+          currency: 'EUR',
+          gross: '103.00',
+          fees: '0.00',
+          settlement_currency: 'EUR',
+          rate: '1',
+          net: '103.00',
+          value_date: '2026-03-01',
+          bank_reference: 'REF1',
+        },
+      ],
+    });
+    const options = {
+      now: new Date('2026-03-10T00:00:00Z'),
+      bankAccounts: [{ id: 'DE00', account: 'm', currency: 'EUR' }],
+    };
+    const first = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    expect(first.bankMatches).toEqual([]);
+    expect(first.exceptions.raised).toEqual({ BANK_LINE_UNMATCHED: 1, SETTLEMENT_NOT_RECEIVED: 1 });
+
+    await expect(
+      manualMatch(t.db, { pair: 'bank-settlement', left: ['line-1'], right: ['st-1'], by: 'ana', note: ' ' }),
+    ).rejects.toThrow(/note/);
+    const id = await manualMatch(t.db, {
+      pair: 'bank-settlement',
+      left: ['line-1'],
+      right: ['st-1'],
+      by: 'ana',
+      note: 'the bank took 3.00 for a foreign transfer',
+    });
+    const match = await t.db.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    expect(match).toMatchObject({ rule: 'manual', created_by: 'ana', difference: '-3.00' });
+    const resolved = await t.db
+      .selectFrom('exceptions')
+      .select(['type', 'state', 'resolution_note'])
+      .execute();
+    expect(resolved.map((e) => e.state)).toEqual(['resolved', 'resolved']);
+    expect(resolved[0]!.resolution_note).toBe(`matched: match ${id} (manual)`);
+    await expect(
+      manualMatch(t.db, {
+        pair: 'bank-settlement',
+        left: ['line-1'],
+        right: ['st-1'],
+        by: 'bo',
+        note: 'again',
+      }),
+    ).rejects.toThrow(/already matched/);
+
+    // A match is never changed but by its end, nor deleted.
+    await expect(
+      t.db.updateTable('matches').set({ rule: 'x' }).where('id', '=', id).execute(),
+    ).rejects.toThrow(/changes only by being ended/);
+    await expect(t.db.deleteFrom('matches').where('id', '=', id).execute()).rejects.toThrow(/never deleted/);
+
+    await unmatch(t.db, { matchId: id, by: 'bo', note: 'wrong settlement' });
+    await expect(unmatch(t.db, { matchId: id, by: 'bo', note: 'twice' })).rejects.toThrow(/no live match/);
+    const after = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    // Left to persons: the rules do not take the lines again, and their exceptions open again.
+    expect(after.bankMatches).toEqual([]);
+    const reopened = await t.db.selectFrom('exceptions').select(['state', 'reopen_reason']).execute();
+    expect(reopened.map((e) => e.state)).toEqual(['open', 'open']);
+    const ended = await t.db.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    expect(ended).toMatchObject({ ended_by: 'bo', end_note: 'wrong settlement' });
+  });
+});
