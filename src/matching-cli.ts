@@ -113,6 +113,7 @@ export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatab
         right: opts.with!,
         by,
         note: opts.note!,
+        bankAccounts: config.bankAccounts,
       });
       process.stdout.write(
         opts.json ? `${JSON.stringify({ matchId: id })}\n` : `match ${id}: made by ${by}\n`,

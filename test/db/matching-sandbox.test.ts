@@ -8,11 +8,15 @@
  * databases fed in different orders hold the same matches; a re-run adds nothing.
  */
 import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { recordImport } from '../../src/db/imports/service.ts';
 import type { ImportFile } from '../../src/db/imports/tables.ts';
+import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { type MatchingRun, manualMatch, runMatching, unmatch } from '../../src/db/matching/service.ts';
+import { balances } from '../../src/db/read-models/balances.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
+import { parseMinor } from '../../src/domain/money.ts';
 import { parseBankStatementFile, parseProviderSettlementsFile } from '../../src/imports/files.ts';
 import { settlementRowRecord, statementRecord } from '../../src/imports/records.ts';
 import type { ImportResult } from '../../src/imports/refusal.ts';
@@ -223,6 +227,24 @@ describe('matching the sandbox files', () => {
     expect(results[1]).toEqual(results[0]);
     expect(results[2]).toEqual(results[0]);
 
+    // Each match booked its cash leg in its transaction: the bank took exactly the planted fees, the
+    // bank account holds what was matched, and the ledger verifies, whatever the order of the files.
+    const fees = truth.bankAnomalies
+      .filter((a) => a.kind === 'BANK_FEE' && a.date <= lastDay)
+      .reduce((total, a) => total + parseMinor(a.amount!), 0n);
+    expect(fees).toBeGreaterThan(0n);
+    for (const db of databases.slice(0, 3)) {
+      const rows = await balances(db.db, { merchantAccount: 'sandbox', book: 'live' });
+      const of = (account: string) =>
+        rows.filter((r) => r.account === account).reduce((total, r) => total + r.balance, 0n);
+      expect(of('bank_fees')).toBe(fees);
+      const { rows: credited } = await sql<{ total: string }>`
+        SELECT coalesce(sum(b.amount), 0)::text AS total FROM bank_statement_lines b
+        JOIN match_members m ON m.side = 'bank_line' AND m.identity = b.identity AND m.live`.execute(db.db);
+      expect(of(`bank:${setup.bankAccounts[0]!.id}`)).toBe(parseMinor(credited[0]!.total));
+      expect((await verifyLedger(db.db)).failures).toEqual([]);
+    }
+
     // The late, batched and fee-bearing credits are matched, each with its settlements.
     const t = databases[0]!;
     const lines = await t.db.selectFrom('bank_statement_lines').select(['identity', 'reference']).execute();
@@ -327,6 +349,17 @@ describe('matching the sandbox files', () => {
       right: ['st-1'],
       by: 'ana',
       note: 'the bank took 3.00 for a foreign transfer',
+      bankAccounts: options.bankAccounts,
+    });
+    // Its cash leg is booked with it: 100.00 in the bank, the 3.00 the bank took in bank fees.
+    const ledger = async () => {
+      const rows = await balances(t.db, { merchantAccount: 'm', book: 'live' });
+      return Object.fromEntries(rows.map((r) => [r.account, r.balance]));
+    };
+    expect(await ledger()).toMatchObject({
+      'bank:DE00': 10_000n,
+      bank_fees: 300n,
+      settlements_in_transit: 0n,
     });
     const match = await t.db.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     expect(match).toMatchObject({ rule: 'manual', created_by: 'ana', difference: '-3.00' });
@@ -353,6 +386,13 @@ describe('matching the sandbox files', () => {
     await expect(t.db.deleteFrom('matches').where('id', '=', id).execute()).rejects.toThrow(/never deleted/);
 
     await unmatch(t.db, { matchId: id, by: 'bo', note: 'wrong settlement' });
+    // The unmatch reverses it: the settlement is in transit again.
+    expect(await ledger()).toMatchObject({
+      'bank:DE00': 0n,
+      bank_fees: 0n,
+      settlements_in_transit: 10_300n,
+    });
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
     await expect(unmatch(t.db, { matchId: id, by: 'bo', note: 'twice' })).rejects.toThrow(/no live match/);
     const after = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     // Left to persons: the rules do not take the lines again, and their exceptions open again.

@@ -3,7 +3,7 @@
  * units, dates as ISO text) with what the exceptions need besides. Bank lines and settlements are grouped
  * by merchant account and currency; report rows and ledger payments by payment kind and currency.
  */
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { MatchItem } from '../../domain/matching.ts';
 import type { Db } from '../schema.ts';
 
@@ -55,9 +55,39 @@ export interface LedgerPaymentItem extends MatchItem {
 const minor = (text: string | null): bigint => (text === null ? 0n : BigInt(text));
 
 /** Bank lines in no live match. */
-export async function unmatchedBankLines(
+export function unmatchedBankLines(
   db: Db,
   bankAccounts: readonly MatchBankAccount[],
+): Promise<BankLineItem[]> {
+  return bankLines(
+    db,
+    bankAccounts,
+    sql`NOT EXISTS (
+      SELECT 1 FROM match_members m WHERE m.side = 'bank_line' AND m.identity = b.identity AND m.live)`,
+  );
+}
+
+/** The bank lines and settlements of a match, by identity, matched or not (what its booking needs). */
+export async function bankMatchLines(
+  db: Db,
+  bankAccounts: readonly MatchBankAccount[],
+  lineIdentities: readonly string[],
+  settlementIdentities: readonly string[],
+): Promise<{ lines: BankLineItem[]; settlements: SettlementItem[] }> {
+  return {
+    lines: await bankLines(db, bankAccounts, sql`b.identity = ANY(${[...lineIdentities]}::text[])`),
+    settlements: await settlementRows(
+      db,
+      bankAccounts,
+      sql`s.identity = ANY(${[...settlementIdentities]}::text[])`,
+    ),
+  };
+}
+
+async function bankLines(
+  db: Db,
+  bankAccounts: readonly MatchBankAccount[],
+  where: RawBuilder<unknown>,
 ): Promise<BankLineItem[]> {
   const merchantOf = new Map(bankAccounts.map((b) => [b.id, b.account]));
   const { rows } = await sql<{
@@ -79,10 +109,7 @@ export async function unmatchedBankLines(
       (SELECT max(x.match_id)::text FROM match_members x
        WHERE x.side = 'bank_line' AND x.identity = b.identity AND NOT x.live) AS ended
     FROM bank_statement_lines b
-    WHERE NOT EXISTS (
-      SELECT 1 FROM match_members m WHERE m.side = 'bank_line' AND m.identity = b.identity AND m.live)`.execute(
-    db,
-  );
+    WHERE ${where}`.execute(db);
   return rows.map((r) => {
     const merchant = merchantOf.get(r.bank_account) ?? r.bank_account;
     const amount = minor(r.amount);
@@ -112,9 +139,22 @@ export async function unmatchedBankLines(
  * Settlements in no live match. A report without the merchant account gives the settlement the merchant
  * of the one configured bank account in its settlement currency, if there is exactly one.
  */
-export async function unmatchedSettlements(
+export function unmatchedSettlements(
   db: Db,
   bankAccounts: readonly MatchBankAccount[],
+): Promise<SettlementItem[]> {
+  return settlementRows(
+    db,
+    bankAccounts,
+    sql`NOT EXISTS (
+      SELECT 1 FROM match_members m WHERE m.side = 'settlement' AND m.identity = s.identity AND m.live)`,
+  );
+}
+
+async function settlementRows(
+  db: Db,
+  bankAccounts: readonly MatchBankAccount[],
+  where: RawBuilder<unknown>,
 ): Promise<SettlementItem[]> {
   const { rows } = await sql<{
     identity: string;
@@ -131,10 +171,7 @@ export async function unmatchedSettlements(
       (SELECT max(x.match_id)::text FROM match_members x
        WHERE x.side = 'settlement' AND x.identity = s.identity AND NOT x.live) AS ended
     FROM provider_settlement_rows s
-    WHERE NOT EXISTS (
-      SELECT 1 FROM match_members m WHERE m.side = 'settlement' AND m.identity = s.identity AND m.live)`.execute(
-    db,
-  );
+    WHERE ${where}`.execute(db);
   return rows.map((r) => {
     const inCurrency = bankAccounts.filter((b) => b.currency === r.settlement_currency);
     const merchant = r.account ?? (inCurrency.length === 1 ? inCurrency[0]!.account : '');

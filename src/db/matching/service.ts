@@ -23,8 +23,10 @@ import {
   matchItems,
   PAIR_SIDES,
 } from '../../domain/matching.ts';
+import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import type { Db } from '../schema.ts';
+import { withLedgerTransaction } from '../transaction.ts';
 import {
   bankLineException,
   ledgerNotInReport,
@@ -35,10 +37,13 @@ import {
   settlementException,
 } from './exceptions.ts';
 import {
+  type BankLineItem,
+  bankMatchLines,
   type LedgerPaymentItem,
   ledgerPayments,
   type MatchBankAccount,
   type ReportRowItem,
+  type SettlementItem,
   unmatchedBankLines,
   unmatchedReportRows,
   unmatchedSettlements,
@@ -96,8 +101,9 @@ export async function runMatching(
     spent.set(name, (spent.get(name) ?? 0) + at - mark);
     mark = at;
   };
-  return db.transaction().execute(async (tx) => {
+  return withLedgerTransaction(db, async (tx) => {
     await LOCK.execute(tx);
+    spent.clear();
     const byRule: Record<string, number> = {};
     const count = (rule: string) => {
       byRule[rule] = (byRule[rule] ?? 0) + 1;
@@ -136,6 +142,20 @@ export async function runMatching(
         settlementIds: m.right.map((identity) => settlementOf.get(identity)!).sort(),
       };
     });
+    // The cash leg of each new match, in the same transaction: a match is never without its entries.
+    const lineOf = new Map(lines.map((l) => [l.identity, l]));
+    const settlementItemOf = new Map(settlements.map((x) => [x.identity, x]));
+    const configured = new Set(bankAccounts.map((b) => b.id));
+    for (const [i, m] of result.matches.entries()) {
+      await bookMatch(
+        tx,
+        ids[i]!,
+        m.left.map((identity) => lineOf.get(identity)!),
+        m.right.map((identity) => settlementItemOf.get(identity)!),
+        configured,
+      );
+    }
+    step('book matches');
     const matched = new Set(result.matches.flatMap((m) => [...m.left, ...m.right]));
     const openLines = lines.filter((l) => !matched.has(l.identity));
     for (const line of openLines) raised.push(bankLineException(line));
@@ -234,6 +254,8 @@ export interface ManualMatchInput {
   right: readonly string[];
   by: string;
   note: string;
+  /** The configured bank accounts (PAYRECON_BANK_ACCOUNTS): a bank match is booked to its merchant's bank. */
+  bankAccounts?: readonly MatchBankAccount[];
   now?: Date;
 }
 
@@ -262,7 +284,7 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
   }
   const now = input.now ?? new Date();
   const sides = PAIR_SIDES[input.pair];
-  return db.transaction().execute(async (tx) => {
+  return withLedgerTransaction(db, async (tx) => {
     await LOCK.execute(tx);
     const amounts: bigint[] = [];
     for (const [side, identities] of [
@@ -298,8 +320,49 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
       ],
       now,
     );
+    if (input.pair === 'bank-settlement') {
+      const parts = await bankMatchLines(tx, input.bankAccounts ?? [], input.left, input.right);
+      const configured = new Set((input.bankAccounts ?? []).map((b) => b.id));
+      const unknown = parts.lines.find((l) => !configured.has(l.bankAccount));
+      if (unknown) {
+        throw new AppError(
+          'VALIDATION_FAILED',
+          `manual match: bank account ${unknown.bankAccount} is not configured (PAYRECON_BANK_ACCOUNTS)`,
+        );
+      }
+      await bookMatch(tx, id!, parts.lines, parts.settlements, configured);
+    }
     await resolveMatchedExceptions(tx, now);
     return id!;
+  });
+}
+
+/**
+ * Books a bank-to-settlement match's cash leg (src/db/cash-leg/service.ts): the credits (one or several
+ * lines) against the settlements' nets, the difference to bank fees. Lines of a bank account no longer
+ * configured are matched but not booked: the ledger has no bank account to credit.
+ */
+async function bookMatch(
+  tx: Db,
+  matchId: string,
+  lines: readonly BankLineItem[],
+  settlements: readonly SettlementItem[],
+  configured: ReadonlySet<string>,
+): Promise<void> {
+  const first = lines[0];
+  if (!first || !configured.has(first.bankAccount)) return;
+  await bookBankMatch(tx, {
+    matchId,
+    bankAccount: first.bankAccount,
+    account: first.merchant,
+    currency: first.currency,
+    credited: lines.reduce((sum, l) => sum + l.amount, 0n),
+    bankLineIdentity: first.identity,
+    settlements: settlements.map((x) => ({
+      settlementId: x.settlementId,
+      currency: x.currency,
+      net: x.amount,
+    })),
   });
 }
 
@@ -337,10 +400,12 @@ export async function unmatch(
   if (input.by.trim() === '') throw new AppError('VALIDATION_FAILED', 'unmatch: who unmatches is required');
   if (!/^\d{1,18}$/.test(input.matchId))
     throw new AppError('VALIDATION_FAILED', 'unmatch: a match id is a number');
-  return db.transaction().execute(async (tx) => {
+  return withLedgerTransaction(db, async (tx) => {
     await LOCK.execute(tx);
     const ended = await endMatch(tx, input.matchId, input.by.trim(), note, input.now ?? new Date());
     if (!ended) throw new AppError('NOT_FOUND', `unmatch: no live match ${input.matchId}`);
+    // Its cash leg is reversed with it (nothing when it was never booked).
+    if (ended.members.some((m) => m.side === 'bank_line')) await reverseBankMatch(tx, input.matchId);
     return ended;
   });
 }
