@@ -5,24 +5,15 @@
  * naming the file, the row or entry and the rule, exit code 2, and nothing is imported. `--dry-run` reads
  * and checks without a database.
  */
-import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { basename } from 'node:path';
 import { UsageError } from './cli-errors.ts';
 import { loadConfig } from './config.ts';
-import { recordImport } from './db/imports/service.ts';
-import type { ImportFile } from './db/imports/tables.ts';
-import { IMPORT_KINDS, type ImportKind } from './domain/imports.ts';
-import { checkBankAccounts, type KnownBankAccount } from './imports/bank-accounts.ts';
-import {
-  parseBankStatementFile,
-  parseProviderSettlementsFile,
-  parseProviderTransactionsFile,
-} from './imports/files.ts';
+import { IMPORT_KINDS, type ImportKind, type ImportOutcome } from './domain/imports.ts';
+import { type ImportFileRequest, importFile } from './import-service.ts';
 import { type Profile, readProfileFile } from './imports/profile.ts';
-import { settlementRowRecord, statementRecord, transactionRowRecord } from './imports/records.ts';
-import { type ImportResult, refused } from './imports/refusal.ts';
+import { refused } from './imports/refusal.ts';
 import { type OpenDatabase, openDatabaseInfrastructure } from './infrastructure.ts';
 import { logger as rootLogger } from './logger.ts';
 
@@ -32,11 +23,6 @@ export interface ImportCliOptions {
   dryRun?: boolean;
   json?: boolean;
   user?: string;
-}
-
-function unwrap<T>(result: ImportResult<T>): T {
-  if (!result.ok) throw result.refusal;
-  return result.value;
 }
 
 function whoImports(option: string | undefined): string {
@@ -51,85 +37,55 @@ function whoImports(option: string | undefined): string {
   }
 }
 
-/** The file read and checked, as the database records it (without who imports it). */
-async function readImport(
+/** The command's request: the profile file and the file read (a refusal when either cannot be). */
+async function requestOf(
   kind: ImportKind,
   path: string,
   opts: ImportCliOptions,
-  importedBy: string,
-  bankAccounts: readonly KnownBankAccount[],
-): Promise<ImportFile> {
+  user: string,
+): Promise<ImportFileRequest> {
   let profile: Profile | undefined;
-  if (opts.profile !== undefined) profile = unwrap(await readProfileFile(opts.profile));
+  if (opts.profile !== undefined) {
+    const read = await readProfileFile(opts.profile);
+    if (!read.ok) throw read.refusal;
+    profile = read.value;
+  }
   let content: Buffer;
   try {
     content = await readFile(path);
   } catch (err) {
-    unwrap(refused(path, null, `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`));
-    throw err;
+    const refusal = refused(path, null, `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw refusal.ok ? err : refusal.refusal;
   }
-  const bytes = new Uint8Array(content.buffer, content.byteOffset, content.byteLength);
-  const common = {
+  return {
+    kind,
     fileName: basename(path),
-    sha256: createHash('sha256').update(content).digest('hex'),
-    profile: profile?.name ?? null,
-    importedBy,
+    source: path,
+    bytes: new Uint8Array(content.buffer, content.byteOffset, content.byteLength),
+    user,
+    ...(profile === undefined ? {} : { profile }),
+    ...(opts.account === undefined ? {} : { account: opts.account }),
+    ...(opts.dryRun ? { dryRun: true } : {}),
   };
-  if (kind === 'bank-statement') {
-    const options = {
-      ...(profile === undefined ? {} : { profile }),
-      ...(opts.account === undefined ? {} : { account: opts.account }),
-    };
-    const statements = unwrap(await parseBankStatementFile(path, bytes, options));
-    unwrap(checkBankAccounts(path, statements, bankAccounts));
-    return { ...common, kind, statements: statements.map(statementRecord) };
-  }
-  const options = profile === undefined ? {} : { profile };
-  if (kind === 'provider-transactions') {
-    const rows = unwrap(await parseProviderTransactionsFile(path, bytes, options));
-    return { ...common, kind, rows: rows.map(transactionRowRecord) };
-  }
-  const rows = unwrap(await parseProviderSettlementsFile(path, bytes, options));
-  return { ...common, kind, rows: rows.map(settlementRowRecord) };
 }
 
-function print(
-  file: ImportFile,
-  fresh: { lines: number | null; statements: (number | null)[] },
-  json: boolean,
-): void {
+function print(outcome: ImportOutcome, json: boolean): void {
+  const { summary, fileName } = outcome;
+  if (json) {
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    return;
+  }
   const newText = (n: number | null) => (n === null ? 'not checked (dry run)' : `${n} new`);
-  if (file.kind === 'bank-statement') {
-    const statements = file.statements.map((s, i) => ({
-      account: s.bankAccount,
-      currency: s.currency,
-      opening: s.opening,
-      closing: s.closing,
-      credits: s.credits,
-      debits: s.debits,
-      booked: s.booked,
-      pending: s.pending,
-      new: fresh.statements[i] ?? null,
-    }));
-    if (json) {
-      process.stdout.write(`${JSON.stringify({ statements })}\n`);
-      return;
-    }
-    for (const s of statements) {
+  if ('statements' in summary) {
+    for (const s of summary.statements) {
       process.stdout.write(
-        `${file.fileName}: ${s.account} ${s.currency}: opening ${s.opening ?? 'not given'}, closing ${s.closing ?? 'not given'}, ` +
+        `${fileName}: ${s.account} ${s.currency}: opening ${s.opening ?? 'not given'}, closing ${s.closing ?? 'not given'}, ` +
           `credits ${s.credits}, debits ${s.debits}, ${s.booked} booked, ${s.pending} pending, ${newText(s.new)}\n`,
       );
     }
     return;
   }
-  if (json) {
-    process.stdout.write(
-      `${JSON.stringify({ kind: file.kind, rows: file.rows.length, new: fresh.lines })}\n`,
-    );
-    return;
-  }
-  process.stdout.write(`${file.fileName}: ${file.rows.length} rows, ${newText(fresh.lines)}\n`);
+  process.stdout.write(`${fileName}: ${summary.rows} rows, ${newText(summary.new)}\n`);
 }
 
 export async function runImportCli(
@@ -143,27 +99,26 @@ export async function runImportCli(
   }
   // A bad setting is named before the file is read.
   const config = loadConfig();
-  const importedBy = whoImports(opts.user);
-  const file = await readImport(kind as ImportKind, path, opts, importedBy, config.bankAccounts);
+  const request = await requestOf(kind as ImportKind, path, opts, whoImports(opts.user));
+  const bankAccounts = config.bankAccounts;
   if (opts.dryRun) {
-    const statements = file.kind === 'bank-statement' ? file.statements.map(() => null) : [];
-    print(file, { lines: null, statements }, opts.json === true);
+    print(await importFile({ db: null, bankAccounts }, request), opts.json === true);
     return;
   }
-  const logger = rootLogger.child({ module: 'import' }, { level: 'silent' });
-  const infra = await openDatabaseInfrastructure(config, openDatabase, {
-    schema: 'require',
-    poolSize: 2,
-    logger,
-  });
+  let infra: Awaited<ReturnType<typeof openDatabaseInfrastructure>> | null = null;
+  // The database is opened once the file is read and checked: a refused file needs none.
+  const open = async () => {
+    const logger = rootLogger.child({ module: 'import' }, { level: 'silent' });
+    infra = await openDatabaseInfrastructure(config, openDatabase, {
+      schema: 'require',
+      poolSize: 2,
+      logger,
+    });
+    return infra.db;
+  };
   try {
-    const recorded = await recordImport(infra.db, file);
-    print(
-      file,
-      { lines: recorded.new, statements: recorded.statements.map((s) => s.new) },
-      opts.json === true,
-    );
+    print(await importFile({ db: open, bankAccounts }, request), opts.json === true);
   } finally {
-    await infra.lifecycle.stopAll();
+    await (infra as Awaited<ReturnType<typeof openDatabaseInfrastructure>> | null)?.lifecycle.stopAll();
   }
 }
