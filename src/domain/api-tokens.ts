@@ -10,8 +10,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { hashSecret, verifySecret } from './secret-hash.ts';
 
-/** What a token may do: read everything, work exceptions, request reports, record intents. */
-export const API_SCOPES = ['read', 'exceptions:write', 'reports:write', 'intents:write'] as const;
+/** What a token may do: read everything, work exceptions, request reports, record intents, import files. */
+export const API_SCOPES = [
+  'read',
+  'exceptions:write',
+  'reports:write',
+  'intents:write',
+  'imports:write',
+] as const;
 export type ApiScope = (typeof API_SCOPES)[number];
 
 /** A token's entry: `hash` is `hashSecret` of the whole token. */
