@@ -307,7 +307,10 @@ apiToken
   .command('create')
   .description('Make a token: record its hash in the database and print the token once')
   .requiredOption('--name <name>', 'who uses it (shown as the actor of its changes)')
-  .requiredOption('--scopes <list>', 'comma-separated: read, exceptions:write, reports:write, intents:write')
+  .requiredOption(
+    '--scopes <list>',
+    'comma-separated: read, exceptions:write, reports:write, intents:write, imports:write',
+  )
   .option('--expires <when>', 'YYYY-MM-DD, an ISO instant, or a number of days such as 90d (default: never)')
   .option('--by <name>', 'who makes it (default: $USER)')
   .option('--print-entry', 'write nothing: print the hashed entry to add to PAYRECON_API_TOKENS instead')

@@ -127,7 +127,10 @@ describe('API tokens kept in the database', () => {
 
 describe('unknown query parameters', () => {
   it('every route of the table answers 400 naming each unknown parameter', async () => {
-    const token = await create('everything', 'read,exceptions:write,reports:write,intents:write');
+    const token = await create(
+      'everything',
+      'read,exceptions:write,reports:write,intents:write,imports:write',
+    );
     const routes = apiRouteTable({ db: t.db, reports: runner, tokens: [] });
     expect(routes.length).toBeGreaterThan(10);
     for (const r of routes) {
