@@ -822,7 +822,7 @@ describe('imports', () => {
       newLines: booked,
       lines: booked,
     });
-    expect((list.items[1]?.statements as Record<string, unknown>[])[0]).toMatchObject({
+    expect((list.items[1]!.statements as Record<string, unknown>[])[0]).toMatchObject({
       bankAccount: 'DE89370400440532013000',
       opening: '12345678901234567.89',
     });
