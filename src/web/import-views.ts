@@ -17,7 +17,11 @@ export const IMPORTS_CSS = `
 .result h2{margin:.1rem 0 .5rem}
 .result table{box-shadow:none}
 td.stmts{font-size:.85rem;line-height:1.35}
+td.stmts div{margin-bottom:.2rem}
 td.stmts span{display:block;white-space:nowrap}
+td.stmts span+span{color:#46505f}
+td.nowrap{white-space:nowrap}
+td.stmt small{display:block;color:#6b7483}
 .sha{font-family:ui-monospace,Menlo,monospace;font-size:.8rem;word-break:break-all}
 `;
 
@@ -53,7 +57,10 @@ function balances(s: { opening: string | null; closing: string | null }): string
 
 function statementCell(statements: readonly ImportStatementView[]): SafeHtml {
   if (statements.length === 0) return html`<span class="muted">–</span>`;
-  return html`${statements.map((s) => html`<span>${s.bankAccount} ${s.currency}: ${balances(s)}</span>`)}`;
+  // The account over its balances: never a break inside an account or an amount.
+  return html`${statements.map(
+    (s) => html`<div><span>${s.bankAccount} ${s.currency}</span><span>${balances(s)}</span></div>`,
+  )}`;
 }
 
 function uploadForm(ctx: PageContext, form: ImportForm, maxBytes: number): SafeHtml {
@@ -116,7 +123,7 @@ ${
       v.imports.length
         ? v.imports.map(
             (i) =>
-              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td>${KIND_LABELS[i.kind]}</td><td>${i.fileName}</td><td>${i.importedBy}</td>
+              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td class="nowrap">${KIND_LABELS[i.kind]}</td><td class="nowrap">${i.fileName}</td><td>${i.importedBy}</td>
 <td class="when">${formatDateTime(i.importedAt, ctx.timeZone)}</td><td class="num">${count(i.lines)}</td><td class="num">${count(i.newLines)}</td><td class="stmts">${statementCell(i.statements)}</td></tr>`,
           )
         : html`<tr><td colspan="8" class="muted">No file imported yet.</td></tr>`
@@ -142,9 +149,9 @@ ${bank ? html`<tr><th>Pending entries (not imported)</th><td class="num">${count
 <p class="muted">SHA-256 of the file: <span class="sha">${i.sha256}</span></p>
 ${
   bank
-    ? html`<h2>Statements</h2><table id="statements"><thead><tr><th>#</th><th>Statement</th><th>Format</th><th>Bank account</th><th>Currency</th><th class="num">Opening</th><th class="num">Closing</th><th class="num">Credits</th><th class="num">Debits</th><th class="num">Booked</th><th class="num">Pending</th><th class="num">New lines</th></tr></thead><tbody>${i.statements.map(
+    ? html`<h2>Statements</h2><table id="statements"><thead><tr><th>#</th><th>Statement</th><th>Bank account</th><th class="num">Opening</th><th class="num">Closing</th><th class="num">Credits</th><th class="num">Debits</th><th class="num">Booked</th><th class="num">Pending</th><th class="num">New lines</th></tr></thead><tbody>${i.statements.map(
         (s) =>
-          html`<tr><td>${s.position}</td><td>${s.statementId ?? '–'}</td><td>${s.format}</td><td>${s.bankAccount}</td><td>${s.currency}</td><td class="num">${s.opening ?? '–'}</td><td class="num">${s.closing ?? '–'}</td><td class="num">${s.credits}</td><td class="num">${s.debits}</td><td class="num">${count(s.booked)}</td><td class="num">${count(s.pending)}</td><td class="num">${count(s.newLines)}</td></tr>`,
+          html`<tr><td>${s.position}</td><td class="stmt nowrap">${s.statementId ?? '–'}<small>${s.format}</small></td><td class="nowrap">${s.bankAccount} ${s.currency}</td><td class="num">${s.opening ?? '–'}</td><td class="num">${s.closing ?? '–'}</td><td class="num">${s.credits}</td><td class="num">${s.debits}</td><td class="num">${count(s.booked)}</td><td class="num">${count(s.pending)}</td><td class="num">${count(s.newLines)}</td></tr>`,
       )}</tbody></table>`
     : ''
 }
