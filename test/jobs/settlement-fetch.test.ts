@@ -14,6 +14,7 @@ import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import { fetchSettlementFiles, type SandboxBankAccount } from '../../src/jobs/settlement-fetch.ts';
 import type { ReportRunner } from '../../src/reports/runs.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
+import { upSandboxStart } from '../../src/sandbox-part.ts';
 import { sandboxBankAccounts } from '../../src/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { startTestSandbox } from '../sandbox/helpers.ts';
@@ -126,5 +127,15 @@ describe('the settlement fetch', () => {
     expect(configured.find((j) => j.name === 'settlement-fetch')?.cron).toBe('*/5 * * * *');
     const { fetchSettlementFiles: _none, ...without } = deps;
     expect(buildJobCatalog(without).some((j) => j.name === 'settlement-fetch')).toBe(false);
+  });
+
+  it('under `payrecon up` the sandbox starts two real minutes of its time before its first cut-off', () => {
+    // At speed 60 two real minutes are two sandbox hours: the clock starts at 22:00 UTC.
+    expect(new Date(upSandboxStart(Date.UTC(2026, 10, 29, 0, 7), 60)).toISOString()).toBe(
+      '2026-11-29T22:00:00.000Z',
+    );
+    // Already within them: now (sandbox time never goes back).
+    const late = Date.UTC(2026, 10, 29, 23, 30);
+    expect(upSandboxStart(late, 60)).toBe(late);
   });
 });
