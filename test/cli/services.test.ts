@@ -93,6 +93,20 @@ describe('createServices', () => {
     createServices(together).jobScheduler();
     expect(await knownJobs(together)).not.toContain('poll');
     expect(await knownJobs(together)).toContain('settlement');
+    expect(await knownJobs(together)).not.toContain('settlement-fetch');
+  });
+
+  it('schedules the settlement fetch with a control API: configured, or the embedded sandbox', async () => {
+    const configured = databaseOnly({ PAYRECON_SETTLEMENT_FETCH_URL: 'http://127.0.0.1:1/_sandbox' });
+    createServices(configured).jobScheduler();
+    expect(await knownJobs(configured)).toContain('settlement-fetch');
+    const embedded = databaseOnly();
+    const services = createServices(embedded);
+    // Nothing listens there: the bank accounts are read again at every fetch.
+    await services.imports.useEmbeddedSandbox('http://127.0.0.1:1/_sandbox/');
+    expect(services.imports.bankAccounts()).toEqual([]);
+    services.jobScheduler();
+    expect(await knownJobs(embedded)).toContain('settlement-fetch');
   });
 
   it('sends alerts to the log, and to the configured webhook', () => {
