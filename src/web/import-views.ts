@@ -123,7 +123,7 @@ ${
       v.imports.length
         ? v.imports.map(
             (i) =>
-              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td class="nowrap">${KIND_LABELS[i.kind]}</td><td class="nowrap">${i.fileName}</td><td>${i.importedBy}</td>
+              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td class="nowrap">${KIND_LABELS[i.kind]}</td><td class="nowrap">${i.fileName}</td><td class="nowrap">${i.importedBy}</td>
 <td class="when">${formatDateTime(i.importedAt, ctx.timeZone)}</td><td class="num">${count(i.lines)}</td><td class="num">${count(i.newLines)}</td><td class="stmts">${statementCell(i.statements)}</td></tr>`,
           )
         : html`<tr><td colspan="8" class="muted">No file imported yet.</td></tr>`
@@ -136,6 +136,7 @@ export function importPage(ctx: PageContext, d: ImportDetail): SafeHtml {
   const i = d.import;
   const head = raw(`<link rel="stylesheet" href="${ctx.base}/static/imports.css">`);
   const bank = i.kind === 'bank-statement';
+  const withStatus = i.kind === 'provider-transactions';
   return layout(
     { ...ctx, active: 'imports' },
     `Import ${i.id}`,
@@ -159,9 +160,9 @@ ${
 ${
   d.lines.length === 0
     ? html`<p class="muted">None: every line of this file was imported before (each line is kept once, under the import that first brought it).</p>`
-    : html`<table id="lines"><thead><tr><th>Date</th><th>Reference</th><th>Type</th>${bank ? '' : html`<th>Status</th>`}<th>Currency</th><th class="num">Amount</th>${bank ? '' : html`<th class="num">Fee</th><th class="num">Net</th><th>Settlement</th>`}<th>Description</th></tr></thead><tbody>${d.lines.map(
+    : html`<table id="lines"><thead><tr><th>Date</th><th>Reference</th><th>Type</th>${withStatus ? html`<th>Status</th>` : ''}<th>Currency</th><th class="num">Amount</th>${bank ? '' : html`<th class="num">Fee</th><th class="num">Net</th><th>Settlement</th>`}<th>Description</th></tr></thead><tbody>${d.lines.map(
         (l) =>
-          html`<tr><td class="when">${l.date.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z')}</td><td>${l.reference ?? '–'}</td><td>${l.type}</td>${bank ? '' : html`<td>${l.status ?? ''}</td>`}<td>${l.currency}</td><td class="num${l.amount.startsWith('-') ? ' neg' : ''}">${l.amount}</td>${
+          html`<tr><td class="when">${l.date.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z')}</td><td>${l.reference ?? '–'}</td><td>${l.type}</td>${withStatus ? html`<td>${l.status ?? ''}</td>` : ''}<td>${l.currency}</td><td class="num${l.amount.startsWith('-') ? ' neg' : ''}">${l.amount}</td>${
             bank
               ? ''
               : html`<td class="num">${l.fee ?? ''}</td><td class="num">${l.net ?? ''}${l.netCurrency ? ` ${l.netCurrency}` : ''}</td><td>${l.settlementId ?? ''}</td>`
