@@ -28,6 +28,27 @@ export interface UploadedFile {
   bytes: Uint8Array;
 }
 
+/** A recorded import as the result of its upload (what the page shows after the redirect). */
+function outcomeOf(i: ImportView): ImportOutcome {
+  const summary: ImportOutcome['summary'] =
+    i.kind === 'bank-statement'
+      ? {
+          statements: i.statements.map((s) => ({
+            account: s.bankAccount,
+            currency: s.currency,
+            opening: s.opening,
+            closing: s.closing,
+            credits: s.credits,
+            debits: s.debits,
+            booked: s.booked,
+            pending: s.pending,
+            new: s.newLines,
+          })),
+        }
+      : { kind: i.kind, rows: i.lines, new: i.newLines };
+  return { id: i.id, kind: i.kind, fileName: i.fileName, summary };
+}
+
 function fileOf(body: unknown, name: string): UploadedFile | undefined {
   const files = (body as Record<string, unknown> | undefined)?.[FORM_FILES] as
     | Record<string, UploadedFile>
@@ -49,22 +70,34 @@ export function importRoutes(app: FastifyInstance, kit: PageKit, services: Impor
   const listPage = async (
     request: Parameters<PageKit['ctx']>[0],
     reply: Parameters<PageKit['send']>[0],
-    extra: { form?: ImportForm; outcome?: ImportOutcome; error?: string },
+    extra: { form?: ImportForm; outcome?: ImportOutcome; imported?: string; error?: string },
     status = 200,
-  ) =>
-    send(
+  ) => {
+    const imports = await services.list(100);
+    let outcome = extra.outcome ?? null;
+    if (extra.imported !== undefined) {
+      const done =
+        imports.find((i) => i.id === extra.imported) ?? (await services.get(extra.imported))?.import;
+      if (done) outcome = outcomeOf(done);
+    }
+    return send(
       reply,
       importsPage(ctx(request), {
-        imports: await services.list(100),
+        imports,
         form: extra.form ?? {},
         maxBytes: services.maxBytes,
-        outcome: extra.outcome ?? null,
+        outcome,
         error: extra.error ?? null,
       }),
       status,
     );
+  };
 
-  app.get('/imports', async (request, reply) => listPage(request, reply, {}));
+  // `?imported=<id>`: where an upload leads, showing what it imported (a reload uploads nothing again).
+  app.get<{ Querystring: { imported?: string } }>('/imports', async (request, reply) => {
+    const imported = request.query.imported;
+    return listPage(request, reply, imported && /^\d{1,18}$/.test(imported) ? { imported } : {});
+  });
 
   app.get<{ Params: { id: string } }>('/imports/:id', async (request, reply) => {
     const detail = await services.get(request.params.id);
@@ -121,7 +154,9 @@ export function importRoutes(app: FastifyInstance, kit: PageKit, services: Impor
         { importId: outcome.id, kind, fileName: file.fileName, username, dryRun },
         'file imported from the page',
       );
-      return listPage(request, reply, { form: { kind }, outcome });
+      // A dry run recorded nothing: its result shows at once; an import is shown after a redirect.
+      if (outcome.id === null) return listPage(request, reply, { form, outcome });
+      return reply.redirect(`${kit.base}/imports?imported=${encodeURIComponent(outcome.id)}`, 303);
     } catch (err) {
       if (!(err instanceof ImportRefusal)) throw err;
       return listPage(request, reply, { form, error: `Nothing imported. ${err.message}` }, 422);

@@ -75,7 +75,7 @@ async function upload(
   fields: Record<string, string>,
   file: { name: string; bytes: Uint8Array } | null,
   csrf?: string,
-): Promise<{ status: number; body: string }> {
+): Promise<{ status: number; body: string; url: string }> {
   const page = await (
     await fetch(`${base}/imports`, { headers: { cookie: jar.header, accept: 'text/html' } })
   ).text();
@@ -88,7 +88,7 @@ async function upload(
     headers: { cookie: jar.header, accept: 'text/html' },
     body: form,
   });
-  return { status: res.status, body: await res.text() };
+  return { status: res.status, body: await res.text(), url: res.url };
 }
 
 async function importCount(): Promise<number> {
@@ -135,13 +135,20 @@ describe('the Imports page over HTTP', () => {
     const bytes = new Uint8Array(await readFile(FIXTURE));
     const jar = await signIn('otto');
     const first = await upload(jar, { kind: 'bank-statement' }, { name: 'camt-08.xml', bytes });
+    // Followed from the 303 to the list with the result.
     expect(first.status, first.body.slice(0, 500)).toBe(200);
+    expect(first.url).toMatch(/\/imports\?imported=\d+$/);
     expect(first.body).toContain('Imported: camt-08.xml');
     // The statement's balances, exact beyond a double's precision, and its new lines.
     expect(first.body).toContain('12345678901234567.89');
     const news = [...first.body.matchAll(/data-new="(\d+)"/g)].map((m) => Number(m[1]));
     expect(news).toHaveLength(2);
     expect(news.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    expect(await importCount()).toBe(1);
+
+    const dry = await upload(jar, { kind: 'bank-statement', dryRun: '1' }, { name: 'dry.xml', bytes });
+    expect(dry.status).toBe(200);
+    expect(dry.body).toContain('Checked (nothing imported): dry.xml');
     expect(await importCount()).toBe(1);
 
     const again = await upload(jar, { kind: 'bank-statement' }, { name: 'camt-08-again.xml', bytes });
@@ -231,8 +238,9 @@ describe.skipIf(!haveChromium)('the Imports page in Chromium', () => {
       mimeType: 'application/xml',
       buffer: Buffer.from(text),
     });
+    // The upload leads to the list with its result: a reload uploads nothing again.
     await Promise.all([
-      page.waitForURL(`${base}/imports`),
+      page.waitForURL(/\/imports\?imported=\d+$/),
       page.click('form.imports-form button[type=submit]'),
     ]);
     const result = page.locator('#result');
