@@ -516,6 +516,8 @@ const envSchema = z.object({
   PAYRECON_SETTLEMENT_FETCH_URL: httpUrl(
     'an http(s) URL of the control API, e.g. http://127.0.0.1:8100/_sandbox',
   ).optional(),
+  /** A directory of mapping profiles (`*.json`) the page and the API name besides the built-in ones. */
+  PAYRECON_IMPORT_PROFILES_DIR: nonEmpty('a directory path').optional(),
   /** The largest file an upload (page or API) may be. */
   PAYRECON_IMPORT_MAX_BYTES: intText(1, 1_073_741_824).default(50 * 1024 * 1024),
 
@@ -713,6 +715,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
     },
     imports: {
       maxBytes: env.PAYRECON_IMPORT_MAX_BYTES,
+      /** null: the page and the API name the built-in profiles only. */
+      profilesDir: env.PAYRECON_IMPORT_PROFILES_DIR ?? null,
       /** null: the settlement fetch reads the embedded sandbox's control API, or runs not at all. */
       fetchUrl: env.PAYRECON_SETTLEMENT_FETCH_URL?.replace(/\/+$/, '') ?? null,
     },

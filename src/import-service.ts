@@ -19,6 +19,8 @@ export interface ImportDeps {
    */
   db: Db | (() => Promise<Db>) | null;
   bankAccounts: readonly KnownBankAccount[];
+  /** Profiles the requests may name besides the built-in ones (PAYRECON_IMPORT_PROFILES_DIR). */
+  profiles?: readonly Profile[];
 }
 
 export type ImportFileRequest = Omit<ImportRequest, 'profile'> & {
@@ -54,7 +56,7 @@ export async function importFile(deps: ImportDeps, request: ImportFileRequest): 
   const source = request.source ?? request.fileName;
   let profile: Profile | undefined;
   if (typeof request.profile === 'string') {
-    const named = namedProfile(source, request.profile);
+    const named = namedProfile(source, request.profile, deps.profiles);
     if (!named.ok) throw named.refusal;
     profile = named.value;
   } else {
@@ -87,6 +89,10 @@ export async function importFile(deps: ImportDeps, request: ImportFileRequest): 
 }
 
 /** `importFile` over one database and the configured bank accounts, as the page, the API and the job take it. */
-export function importService(db: Db, bankAccounts: readonly KnownBankAccount[]): ImportFileFn {
-  return (request) => importFile({ db, bankAccounts }, request);
+export function importService(
+  db: Db,
+  bankAccounts: readonly KnownBankAccount[],
+  profiles: readonly Profile[] = [],
+): ImportFileFn {
+  return (request) => importFile({ db, bankAccounts, profiles }, request);
 }

@@ -4,13 +4,16 @@
  * it needs from here and builds none of these itself.
  */
 import { join } from 'node:path';
+import { ConfigError } from './config.ts';
 import { alertSinksFrom, exceptionRulesFrom, jobCronFrom, providerOptionsFrom } from './config-rules.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
 import { pingDatabase } from './db/connection.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
-import type { ImportFileFn } from './domain/imports.ts';
+import type { ImportFileFn, ImportKind } from './domain/imports.ts';
 import { importFile } from './import-service.ts';
 import type { KnownBankAccount } from './imports/bank-accounts.ts';
+import type { Profile } from './imports/profile.ts';
+import { readProfilesDir } from './imports/read-file.ts';
 import type { DatabaseInfrastructure, Infrastructure } from './infrastructure.ts';
 import { createLedgerJobScheduler } from './jobs/ledger-jobs.ts';
 import type { JobScheduler } from './jobs/scheduler.ts';
@@ -44,6 +47,8 @@ export interface ImportServices {
   run: ImportFileFn;
   /** The largest upload (PAYRECON_IMPORT_MAX_BYTES). */
   maxBytes: number;
+  /** The configured profiles (PAYRECON_IMPORT_PROFILES_DIR) the page and the API may name. */
+  profiles: readonly { name: string; kind: ImportKind }[];
   /** The bank accounts statements may name: PAYRECON_BANK_ACCOUNTS, or the embedded sandbox's. */
   bankAccounts(): readonly KnownBankAccount[];
   /**
@@ -52,6 +57,14 @@ export interface ImportServices {
    * (`GET /_sandbox/bank-accounts`, read again at every fetch) are the ones statements may name.
    */
   useEmbeddedSandbox(controlUrl: string): Promise<void>;
+}
+
+/** The profiles of PAYRECON_IMPORT_PROFILES_DIR; a bad one is a configuration error naming its file. */
+function configuredProfiles(dir: string | null): Profile[] {
+  if (dir === null) return [];
+  const read = readProfilesDir(dir);
+  if (!read.ok) throw new ConfigError('PAYRECON_IMPORT_PROFILES_DIR', read.refusal.message);
+  return read.value;
 }
 
 /** The sandbox's bank accounts as PAYRECON_BANK_ACCOUNTS would list them. */
@@ -106,10 +119,12 @@ export function createServices(
   const onBankAccounts = (listed: readonly SandboxBankAccount[]) => {
     if (deriving()) derived = sandboxBankAccounts(listed);
   };
-  const run: ImportFileFn = (request) => importFile({ db, bankAccounts: bankAccounts() }, request);
+  const profiles = configuredProfiles(config.imports.profilesDir);
+  const run: ImportFileFn = (request) => importFile({ db, bankAccounts: bankAccounts(), profiles }, request);
   const imports: ImportServices = {
     run,
     maxBytes: config.imports.maxBytes,
+    profiles: profiles.map((p) => ({ name: p.name, kind: p.kind })),
     bankAccounts,
     async useEmbeddedSandbox(url) {
       const control = url.replace(/\/+$/, '');

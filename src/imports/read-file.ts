@@ -6,6 +6,8 @@
  * rule), or every line.
  */
 import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { ImportKind } from '../domain/imports.ts';
 import { checkBankAccounts, type KnownBankAccount } from './bank-accounts.ts';
 import {
@@ -13,7 +15,7 @@ import {
   parseProviderSettlementsFile,
   parseProviderTransactionsFile,
 } from './files.ts';
-import { BUILT_IN_PROFILES, builtInProfile, type Profile } from './profile.ts';
+import { BUILT_IN_PROFILES, builtInProfile, type Profile, parseProfile } from './profile.ts';
 import { settlementRowRecord, statementRecord, transactionRowRecord } from './records.ts';
 import { accepted, type ImportResult, quote, refused } from './refusal.ts';
 
@@ -72,12 +74,50 @@ export async function readImportFile(
   return accepted({ ...common, kind, rows: rows.value.map(settlementRowRecord) });
 }
 
-/** A built-in profile by its name (what the page and the API take); a refusal naming the known ones. */
-export function namedProfile(source: string, name: string): ImportResult<Profile> {
+/**
+ * A profile by its name (what the page and the API take): a configured one (PAYRECON_IMPORT_PROFILES_DIR)
+ * or a built-in one; a refusal naming the known ones.
+ */
+export function namedProfile(
+  source: string,
+  name: string,
+  configured: readonly Profile[] = [],
+): ImportResult<Profile> {
+  const own = configured.find((p) => p.name === name);
+  if (own) return accepted(own);
   const kind = Object.hasOwn(BUILT_IN_PROFILES, name) ? BUILT_IN_PROFILES[name] : undefined;
   if (kind === undefined) {
-    const known = Object.keys(BUILT_IN_PROFILES).join(', ');
+    const known = [...configured.map((p) => p.name), ...Object.keys(BUILT_IN_PROFILES)].join(', ');
     return refused(source, null, `the profile ${quote(name)} is not one of ${known}`);
   }
   return accepted(builtInProfile(kind));
+}
+
+/** The profiles of a directory (each `*.json` file, by its `name`), checked; a refusal names the file. */
+export function readProfilesDir(dir: string): ImportResult<Profile[]> {
+  let names: string[];
+  try {
+    names = readdirSync(dir)
+      .filter((n) => n.endsWith('.json'))
+      .sort();
+  } catch (err) {
+    return refused(dir, null, `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const profiles: Profile[] = [];
+  for (const n of names) {
+    const path = join(dir, n);
+    let value: unknown;
+    try {
+      value = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (err) {
+      return refused(path, null, `is not JSON: ${(err as Error).message}`);
+    }
+    const profile = parseProfile(path, value);
+    if (!profile.ok) return profile;
+    if (profiles.some((p) => p.name === profile.value.name)) {
+      return refused(path, null, `names the profile ${quote(profile.value.name)} a second time`);
+    }
+    profiles.push(profile.value);
+  }
+  return accepted(profiles);
 }

@@ -17,6 +17,8 @@ export interface ImportPageServices {
   run: ImportFileFn;
   /** The largest file an upload may be. */
   maxBytes: number;
+  /** Configured profiles the form offers besides the built-in ones. */
+  profiles?: readonly { name: string; kind: ImportKind }[];
   list(limit: number): Promise<ImportView[]>;
   get(id: string): Promise<ImportDetail | null>;
 }
@@ -86,6 +88,7 @@ export function importRoutes(app: FastifyInstance, kit: PageKit, services: Impor
         imports,
         form: extra.form ?? {},
         maxBytes: services.maxBytes,
+        profiles: services.profiles ?? [],
         outcome,
         error: extra.error ?? null,
       }),

@@ -5,11 +5,12 @@ import type { ImportPageServices } from './import-routes.ts';
 
 export function ledgerImportServices(
   db: Db,
-  imports: Pick<ImportPageServices, 'run' | 'maxBytes'>,
+  imports: Pick<ImportPageServices, 'run' | 'maxBytes' | 'profiles'>,
 ): ImportPageServices {
   return {
     run: imports.run,
     maxBytes: imports.maxBytes,
+    ...(imports.profiles ? { profiles: imports.profiles } : {}),
     list: (limit) => listImports(db, limit),
     get: (id) => getImport(db, id),
   };

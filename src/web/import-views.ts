@@ -63,16 +63,21 @@ function statementCell(statements: readonly ImportStatementView[]): SafeHtml {
   )}`;
 }
 
-function uploadForm(ctx: PageContext, form: ImportForm, maxBytes: number): SafeHtml {
+function uploadForm(
+  ctx: PageContext,
+  form: ImportForm,
+  maxBytes: number,
+  configured: readonly { name: string; kind: ImportKind }[],
+): SafeHtml {
   const opt = (value: string, label: string, selected: boolean) =>
     html`<option value="${value}"${selected ? raw(' selected') : ''}>${label}</option>`;
   return html`<form class="inline imports-form" method="post" action="${ctx.base}/imports" enctype="multipart/form-data">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <label>Kind<select name="kind" required>${IMPORT_KINDS.map((k) => opt(k, KIND_LABELS[k], form.kind === k))}</select></label>
 <label>File<input type="file" name="file" required accept=".xml,.csv,.xlsx,.txt"></label>
-<label>Profile (CSV, XLSX)<select name="profile">${opt('', "The kind's built-in one", !form.profile)}${PROFILE_CHOICES.map(
-    (p) => opt(p.name, p.label, form.profile === p.name),
-  )}</select></label>
+<label>Profile (CSV, XLSX)<select name="profile">${opt('', "The kind's built-in one", !form.profile)}${configured.map(
+    (p) => opt(p.name, `${p.name} (${KIND_LABELS[p.kind].toLowerCase()})`, form.profile === p.name),
+  )}${PROFILE_CHOICES.map((p) => opt(p.name, p.label, form.profile === p.name))}</select></label>
 <label>Bank account (CSV without one)<input name="account" value="${form.account ?? ''}" maxlength="34" placeholder="IBAN or id"></label>
 <label class="check"><input type="checkbox" name="dryRun" value="1"${form.dryRun ? raw(' checked') : ''}> Check only</label>
 <button type="submit">Import</button>
@@ -98,6 +103,8 @@ export interface ImportsPageView {
   imports: readonly ImportView[];
   form: ImportForm;
   maxBytes: number;
+  /** Configured profiles (PAYRECON_IMPORT_PROFILES_DIR). */
+  profiles?: readonly { name: string; kind: ImportKind }[];
   /** The upload just done. */
   outcome?: ImportOutcome | null;
   error?: string | null;
@@ -114,7 +121,7 @@ ${v.error ? html`<div class="notice error" role="alert">${v.error}</div>` : ''}
 ${v.outcome ? resultPanel(ctx, v.outcome) : ''}
 ${
   canImport
-    ? html`<h2>Import a file</h2>${uploadForm(ctx, v.form, v.maxBytes)}`
+    ? html`<h2>Import a file</h2>${uploadForm(ctx, v.form, v.maxBytes, v.profiles ?? [])}`
     : html`<p class="muted">Your role (${ctx.role ?? 'viewer'}) reads the imports; operators and controllers import files.</p>`
 }
 <h2>Imported files</h2>
