@@ -6,16 +6,23 @@
  * and the reports still go in; with the sandbox's bank accounts (as `payrecon up` derives them) the
  * statements go in; a second run adds 0 lines. The job is in the catalog on its cron.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JOBS_OFF, loadConfig } from '../../src/config.ts';
 import type { ImportFileFn } from '../../src/domain/imports.ts';
 import { importFile } from '../../src/import-service.ts';
 import type { KnownBankAccount } from '../../src/imports/bank-accounts.ts';
+import { Lifecycle } from '../../src/infrastructure.ts';
 import { buildJobCatalog } from '../../src/jobs/catalog.ts';
 import { fetchSettlementFiles, type SandboxBankAccount } from '../../src/jobs/settlement-fetch.ts';
+import { logger } from '../../src/logger.ts';
+import { createMetrics } from '../../src/metrics.ts';
 import type { ReportRunner } from '../../src/reports/runs.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { upSandboxStart } from '../../src/sandbox-part.ts';
-import { sandboxBankAccounts } from '../../src/services.ts';
+import { createServices, sandboxBankAccounts } from '../../src/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { startTestSandbox } from '../sandbox/helpers.ts';
 import { paidDeposit } from '../sandbox/settlement-helpers.ts';
@@ -112,6 +119,50 @@ describe('the settlement fetch', () => {
     }).toEqual(before);
     const who = await t.db.selectFrom('imports').select('imported_by').distinct().execute();
     expect(who.map((w) => w.imported_by)).toEqual(['job:settlement-fetch']);
+  });
+
+  it('runs as `payrecon up` schedules it: the embedded sandbox, its bank accounts derived', async () => {
+    const fresh = await createTestDatabase();
+    const dataDir = mkdtempSync(join(tmpdir(), 'payrecon-fetch-up-'));
+    try {
+      const services = createServices({
+        config: loadConfig({ ...JOBS_OFF, LOG_LEVEL: 'silent', PAYRECON_DATA_DIR: dataDir }),
+        logger,
+        dataDir,
+        db: fresh.db,
+        lifecycle: new Lifecycle(logger),
+        metrics: createMetrics(),
+      });
+      expect(services.imports.bankAccounts()).toEqual([]);
+      await services.imports.useEmbeddedSandbox(`${sandbox.url}/_sandbox/`);
+      const listed = (await (
+        await fetch(`${sandbox.url}/_sandbox/bank-accounts`)
+      ).json()) as SandboxBankAccount[];
+      expect(services.imports.bankAccounts()).toEqual(sandboxBankAccounts(listed));
+      const scheduler = services.jobScheduler();
+      // biome-ignore lint/complexity/useLiteralKeys: the scheduler's jobs are private; one tick of this one runs
+      const job = scheduler['jobs'].find((j) => j.name === 'settlement-fetch');
+      expect(job).toBeDefined();
+      const first = await scheduler.tick(job!, new Date());
+      expect(first.ran).toHaveLength(1);
+      expect(first.failed).toEqual([]);
+      const rows = await fresh.db
+        .selectFrom('imports')
+        .select(['kind', 'imported_by', 'new_lines'])
+        .orderBy('id')
+        .execute();
+      expect(rows.map((r) => r.kind)).toEqual([
+        'provider-transactions',
+        'provider-settlements',
+        'bank-statement',
+        'bank-statement',
+      ]);
+      expect(rows.every((r) => r.imported_by === 'job:settlement-fetch')).toBe(true);
+      expect(rows.reduce((n, r) => n + r.new_lines, 0)).toBeGreaterThan(0);
+    } finally {
+      await fresh.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('is in the job catalog, every two minutes unless configured', () => {
