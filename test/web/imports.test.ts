@@ -3,7 +3,8 @@
  * camt.053 statement through the multipart form (its CSRF token among the fields) and sees its counts;
  * the same file again adds 0 lines; a file that does not balance shows its one line and imports
  * nothing; a viewer's upload is refused 403, as is a form without its token. Then Chromium walks the
- * page: upload, the counts, the import's detail; screenshots under test-output/web/imports.
+ * page: upload, the counts, the import's detail, a refusal, a viewer's read-only view; screenshots under
+ * test-output/web/imports.
  */
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -273,4 +274,16 @@ describe.skipIf(!haveChromium)('the Imports page in Chromium', () => {
     await page.screenshot({ path: join(OUT, 'imports-refused.png'), fullPage: true });
     await context.close();
   }, 60_000);
+
+  it('shows a viewer the imports without the upload form', async () => {
+    const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+    const page = await context.newPage();
+    await signInForm(page, base, 'vera', PASSWORD);
+    await page.goto(`${base}/imports`);
+    expect(await page.locator('form.imports-form').count()).toBe(0);
+    await expect(page.locator('main p.muted').first().textContent()).resolves.toContain('Your role (viewer)');
+    expect(await page.locator('#imports tbody tr').count()).toBeGreaterThan(0);
+    await page.screenshot({ path: join(OUT, 'imports-viewer.png'), fullPage: true });
+    await context.close();
+  });
 });
