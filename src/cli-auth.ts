@@ -23,6 +23,7 @@ export interface CliUserOptions {
 /** What the action needs, in words, for the refusal. */
 const NEEDS: Record<WebPermission, string> = {
   'work-exceptions': 'an operator or a controller',
+  'import-files': 'an operator or a controller',
   'sign-close': 'a controller',
   'approve-booking': 'a controller',
 };

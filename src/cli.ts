@@ -371,7 +371,7 @@ apiToken
   .requiredOption('--name <name>', 'who uses it (shown as the actor of its changes)')
   .requiredOption(
     '--scopes <list>',
-    'comma-separated: read, exceptions:write, exceptions:approve, reports:write, intents:write',
+    'comma-separated: read, exceptions:write, exceptions:approve, reports:write, intents:write, imports:write',
   )
   .option('--expires <when>', 'YYYY-MM-DD, an ISO instant, or a number of days such as 90d (default: never)')
   .option('--by <name>', 'who makes it (default: $USER)')

@@ -16,7 +16,7 @@ import {
 import { logger as rootLogger, useReadableLogs } from './logger.ts';
 import { PART_INFO, PART_NAMES, type PartName } from './parts.ts';
 import type { ReportRunner } from './reports/runs.ts';
-import { startSandboxForUp } from './sandbox-part.ts';
+import { startSandboxForUp, upSandboxStart } from './sandbox-part.ts';
 import { buildServer } from './server.ts';
 import { createServices } from './services.ts';
 import { startOpsServer } from './web/ops.ts';
@@ -81,6 +81,8 @@ export async function runUp(
         trafficRate: config.sandbox.traffic ? traffic : 0,
         settleWindowMs: config.provider.intentSettleWindowSeconds * 1000,
         speed,
+        // The first settlement about two minutes after a first start (docs/operations.md).
+        startMs: upSandboxStart(Date.now(), speed),
         dataDir: join(resolve(config.dataDir), 'sandbox'),
         // The provider's documented late payments, now that the ledger books them (LATE_COMPLETION).
         auto: { lateCompletionRate: 0.02 },

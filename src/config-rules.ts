@@ -68,6 +68,7 @@ export function jobCronFrom(config: Config): Partial<Record<JobName, string>> {
     settlement: cron.settlement,
     'exception-report': cron.exceptionReport,
     'ledger-verify': cron.ledgerVerify,
+    'settlement-fetch': cron.settlementFetch,
   };
 }
 

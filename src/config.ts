@@ -615,6 +615,16 @@ const envSchema = z.object({
   PAYRECON_CRON_SETTLEMENT: cron().default('30 0 * * *'),
   PAYRECON_CRON_EXCEPTION_REPORT: cron().default('0 7 * * *'),
   PAYRECON_CRON_LEDGER_VERIFY: cron().default('0 3 * * *'),
+  /** The settlement fetch: the provider's reports and the bank statements from the sandbox's control API. */
+  PAYRECON_CRON_SETTLEMENT_FETCH: cron().default('*/2 * * * *'),
+  /** The control API the settlement fetch reads (`http://host:port/_sandbox`); the embedded sandbox's by default. */
+  PAYRECON_SETTLEMENT_FETCH_URL: httpUrl(
+    'an http(s) URL of the control API, e.g. http://127.0.0.1:8100/_sandbox',
+  ).optional(),
+  /** A directory of mapping profiles (`*.json`) the page and the API name besides the built-in ones. */
+  PAYRECON_IMPORT_PROFILES_DIR: nonEmpty('a directory path').optional(),
+  /** The largest file an upload (page or API) may be. */
+  PAYRECON_IMPORT_MAX_BYTES: intText(1, 1_073_741_824).default(50 * 1024 * 1024),
 
   PAYRECON_ALERT_WEBHOOK_URL: httpUrl().optional(),
   PAYRECON_ALERT_MIN_SEVERITY: z
@@ -815,7 +825,15 @@ function buildConfig(env: z.output<typeof envSchema>) {
         settlement: env.PAYRECON_CRON_SETTLEMENT,
         exceptionReport: env.PAYRECON_CRON_EXCEPTION_REPORT,
         ledgerVerify: env.PAYRECON_CRON_LEDGER_VERIFY,
+        settlementFetch: env.PAYRECON_CRON_SETTLEMENT_FETCH,
       },
+    },
+    imports: {
+      maxBytes: env.PAYRECON_IMPORT_MAX_BYTES,
+      /** null: the page and the API name the built-in profiles only. */
+      profilesDir: env.PAYRECON_IMPORT_PROFILES_DIR ?? null,
+      /** null: the settlement fetch reads the embedded sandbox's control API, or runs not at all. */
+      fetchUrl: env.PAYRECON_SETTLEMENT_FETCH_URL?.replace(/\/+$/, '') ?? null,
     },
     alerts: {
       /** null: alerts go to the log and metrics only. */

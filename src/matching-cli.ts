@@ -9,9 +9,9 @@ import { userInfo } from 'node:os';
 import { UsageError } from './cli-errors.ts';
 import { loadConfig } from './config.ts';
 import { matchingOptionsFrom } from './config-rules.ts';
-import { type MatchingRun, manualMatch, runMatching, unmatch } from './db/matching/service.ts';
+import { type MatchingRun, manualMatch, matchSummary, runMatching, unmatch } from './db/matching/service.ts';
 import type { Db } from './db/schema.ts';
-import { MATCH_PAIRS, type MatchPair } from './domain/matching.ts';
+import { MATCH_PAIRS, type MatchPair, type MatchSummary } from './domain/matching.ts';
 import { type OpenDatabase, openDatabaseInfrastructure } from './infrastructure.ts';
 import { logger as rootLogger } from './logger.ts';
 
@@ -69,29 +69,19 @@ export function matchWithConfig(db: Db, config: ReturnType<typeof loadConfig>): 
   return runMatching(db, rules, options);
 }
 
-/** The run as JSON: counts by rule, unmatched counts, exceptions by type, resolved. */
-export function matchSummary(run: MatchingRun) {
-  return {
-    matched: run.byRule,
-    unmatched: run.unmatched,
-    exceptions: run.exceptions.raised,
-    resolved: run.exceptions.resolved,
-  };
-}
-
-export function printMatchRun(run: MatchingRun, json: boolean, prefix = ''): void {
+export function printMatchRun(run: MatchSummary, json: boolean, prefix = ''): void {
   if (json) {
-    process.stdout.write(`${JSON.stringify(matchSummary(run))}\n`);
+    process.stdout.write(`${JSON.stringify(run)}\n`);
     return;
   }
-  const rules = Object.entries(run.byRule).sort(([a], [b]) => (a < b ? -1 : 1));
+  const rules = Object.entries(run.matched).sort(([a], [b]) => (a < b ? -1 : 1));
   const matched = rules.length === 0 ? 'nothing new' : rules.map(([r, n]) => `${r} ${n}`).join(', ');
-  const raised = Object.entries(run.exceptions.raised).sort(([a], [b]) => (a < b ? -1 : 1));
+  const raised = Object.entries(run.exceptions).sort(([a], [b]) => (a < b ? -1 : 1));
   process.stdout.write(
     `${prefix}matched: ${matched}; unmatched: ${run.unmatched.bankLines} bank lines, ` +
       `${run.unmatched.settlements} settlements, ${run.unmatched.reportRows} report rows; ` +
       `exceptions: ${raised.length === 0 ? 'none' : raised.map(([t, n]) => `${t} ${n}`).join(', ')}` +
-      `, ${run.exceptions.resolved} resolved\n`,
+      `, ${run.resolved} resolved\n`,
   );
 }
 
@@ -125,7 +115,7 @@ export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatab
           ? `${JSON.stringify({ matchId: ended.id, rule: ended.rule, lines: ended.members.length })}\n`
           : `match ${ended.id} (${ended.rule}): ended by ${by}, ${ended.members.length} lines unmatched\n`,
       );
-    } else printMatchRun(await matchWithConfig(infra.db, config), opts.json === true);
+    } else printMatchRun(matchSummary(await matchWithConfig(infra.db, config)), opts.json === true);
   } finally {
     await infra.lifecycle.stopAll();
   }

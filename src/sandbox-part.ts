@@ -22,6 +22,21 @@ export const SANDBOX_WEB_USERS = [
   { username: 'bob', password: 'sandbox', role: 'controller' },
 ] as const;
 
+const DAY_MS = 86_400_000;
+/** Real time from a first start under `up` to the sandbox's first settlement. */
+export const FIRST_SETTLEMENT_AFTER_MS = 2 * 60_000;
+
+/**
+ * Sandbox time at a first start under `up`: the default account settles at midnight UTC, so the
+ * clock starts that long (in sandbox time: real time times `speed`) before the next midnight, and the
+ * first settlement comes about two real minutes after the start instead of up to a sandbox day (24 real
+ * minutes at speed 60) later. Never before now: sandbox time does not go back.
+ */
+export function upSandboxStart(nowMs: number, speed: number): number {
+  const midnight = Math.ceil(nowMs / DAY_MS) * DAY_MS;
+  return Math.max(nowMs, midnight - FIRST_SETTLEMENT_AFTER_MS * speed);
+}
+
 /** The sandbox as `payrecon up` runs it. */
 export interface SandboxRun {
   accounts: ProviderAccount[];
@@ -53,6 +68,8 @@ export interface SandboxForUpOptions {
   clock?: Clock;
   /** Keep the sandbox's state here across restarts (`payrecon up`: `<PAYRECON_DATA_DIR>/sandbox`). */
   dataDir?: string;
+  /** Sandbox time at a first start (default now; `payrecon up` gives `upSandboxStart`). */
+  startMs?: number;
 }
 
 /**
@@ -72,6 +89,7 @@ export async function startSandboxForUp(options: SandboxForUpOptions): Promise<S
     ccPort: 0,
     seed: options.seed ?? 1,
     speed: options.speed ?? 60,
+    ...(options.startMs === undefined ? {} : { startMs: options.startMs }),
     auto: { enabled: true, ...(options.auto ?? {}) },
     notificationBaseUrl: options.webBaseUrl,
     defaultNotificationUrl: `${options.webBaseUrl}/webhooks/${DEFAULT_ACCOUNT.name}`,

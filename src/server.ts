@@ -133,6 +133,7 @@ export async function buildServer(
       reports,
       tokens: config.web.apiTokens,
       exceptionSla: config.exceptions.sla,
+      imports: { run: services.imports.run, maxBytes: services.imports.maxBytes },
       logger: logger.child({ module: 'api' }),
     });
     let users = config.web.users.map((u) => ({

@@ -4,16 +4,24 @@
  * it needs from here and builds none of these itself.
  */
 import { join } from 'node:path';
+import { ConfigError } from './config.ts';
 import { alertSinksFrom, exceptionRulesFrom, jobCronFrom, providerOptionsFrom } from './config-rules.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
 import { pingDatabase } from './db/connection.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
+import type { ImportFileFn, ImportKind } from './domain/imports.ts';
+import { importFile, matcherFrom } from './import-service.ts';
+import type { KnownBankAccount } from './imports/bank-accounts.ts';
+import type { Profile } from './imports/profile.ts';
+import { readProfilesDir } from './imports/read-file.ts';
 import type { DatabaseInfrastructure, Infrastructure } from './infrastructure.ts';
 import { createLedgerJobScheduler } from './jobs/ledger-jobs.ts';
 import type { JobScheduler } from './jobs/scheduler.ts';
+import type { SandboxBankAccount } from './jobs/settlement-fetch.ts';
 import type { ProviderClientOptions } from './provider/client.ts';
 import { ReportRunner } from './reports/runs.ts';
 import type { WebServices } from './web/app.ts';
+import { ledgerImportServices } from './web/import-services.ts';
 import type { ReadinessCheck } from './web/ops.ts';
 import { ledgerWebServices } from './web/services.ts';
 
@@ -29,8 +37,44 @@ export interface Services {
   readiness: ReadinessCheck[];
   /** The provider client's settings: timeouts, retries, and every call counted in the metrics. */
   providerOptions: ProviderClientOptions;
+  /** The one import of a file, as the page, the API and the settlement fetch take it. */
+  imports: ImportServices;
   /** The scheduled jobs; `poll` when this process polls on its own, `retentionDays` from the command. */
   jobScheduler(options?: { poll?: () => Promise<unknown>; retentionDays?: number }): JobScheduler;
+}
+
+export interface ImportServices {
+  run: ImportFileFn;
+  /** The largest upload (PAYRECON_IMPORT_MAX_BYTES). */
+  maxBytes: number;
+  /** The configured profiles (PAYRECON_IMPORT_PROFILES_DIR) the page and the API may name. */
+  profiles: readonly { name: string; kind: ImportKind }[];
+  /** The bank accounts statements may name: PAYRECON_BANK_ACCOUNTS, or the embedded sandbox's. */
+  bankAccounts(): readonly KnownBankAccount[];
+  /**
+   * The sandbox runs in this process (`payrecon up`): the settlement fetch reads its control API unless
+   * PAYRECON_SETTLEMENT_FETCH_URL names another, and with PAYRECON_BANK_ACCOUNTS unset its bank accounts
+   * (`GET /_sandbox/bank-accounts`, read again at every fetch) are the ones statements may name.
+   */
+  useEmbeddedSandbox(controlUrl: string): Promise<void>;
+}
+
+/** The profiles of PAYRECON_IMPORT_PROFILES_DIR; a bad one is a configuration error naming its file. */
+function configuredProfiles(dir: string | null): Profile[] {
+  if (dir === null) return [];
+  const read = readProfilesDir(dir);
+  if (!read.ok) throw new ConfigError('PAYRECON_IMPORT_PROFILES_DIR', read.refusal.message);
+  return read.value;
+}
+
+/** The sandbox's bank accounts as PAYRECON_BANK_ACCOUNTS would list them. */
+export function sandboxBankAccounts(listed: readonly SandboxBankAccount[]): KnownBankAccount[] {
+  return listed.map((b) => ({
+    id: b.id,
+    currency: b.currency,
+    account: b.account,
+    name: `${b.account} settlement account (${b.currency})`,
+  }));
 }
 
 /** Exception and polling rules beyond the configuration (tests use short polling delays). */
@@ -67,10 +111,44 @@ export function createServices(
       },
     });
   }
+  // The settlement fetch's control API, and the bank accounts derived from the embedded sandbox.
+  let controlUrl = config.imports.fetchUrl;
+  let derived: KnownBankAccount[] | null = null;
+  const deriving = () => derived !== null;
+  const bankAccounts = () => derived ?? config.bankAccounts;
+  const onBankAccounts = (listed: readonly SandboxBankAccount[]) => {
+    if (deriving()) derived = sandboxBankAccounts(listed);
+  };
+  const profiles = configuredProfiles(config.imports.profilesDir);
+  const match = matcherFrom(config);
+  const run: ImportFileFn = (request) =>
+    importFile({ db, bankAccounts: bankAccounts(), profiles, match }, request);
+  const imports: ImportServices = {
+    run,
+    maxBytes: config.imports.maxBytes,
+    profiles: profiles.map((p) => ({ name: p.name, kind: p.kind })),
+    bankAccounts,
+    async useEmbeddedSandbox(url) {
+      const control = url.replace(/\/+$/, '');
+      controlUrl ??= control;
+      if (config.bankAccounts.length > 0) return;
+      derived = [];
+      try {
+        const res = await fetch(`${control}/bank-accounts`);
+        if (res.ok) onBankAccounts((await res.json()) as SandboxBankAccount[]);
+      } catch (err) {
+        logger.warn({ err }, 'sandbox bank accounts not read; the settlement fetch reads them again');
+      }
+    },
+  };
   return {
     rules,
     reports,
-    web: ledgerWebServices(db, reports, config.exceptions.sla),
+    imports,
+    web: {
+      ...ledgerWebServices(db, reports, config.exceptions.sla),
+      imports: ledgerImportServices(db, imports),
+    },
     alertSinks: alertSinksFrom(config),
     readiness,
     providerOptions: { ...providerOptionsFrom(config), onCall: (call) => metrics.providerCall(call) },
@@ -84,6 +162,16 @@ export function createServices(
         timeZone: config.jobs.timeZone,
         settlementCutoff: config.jobs.settlementCutoff,
         cron: jobCronFrom(config),
+        ...(controlUrl === null
+          ? {}
+          : {
+              settlementFetch: {
+                controlUrl: () => controlUrl,
+                accounts: () => config.accounts.map((a) => a.name),
+                importFile: run,
+                onBankAccounts,
+              },
+            }),
         ...options,
       }),
   };

@@ -237,6 +237,8 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       const running = sandbox;
       lifecycle.add('sandbox', () => running.stop());
       accounts = running.accounts;
+      // The settlement fetch reads its control API; its bank accounts are PAYRECON_BANK_ACCOUNTS' when unset.
+      if (running.urls.control) await services.imports.useEmbeddedSandbox(running.urls.control);
     }
     // Every consumer group started below reports its lag (instrumentKafka tells the metrics).
     const started = new Map<PartName, RunningPart>();

@@ -20,6 +20,7 @@ import {
   type QueueRow,
 } from '../db/exceptions/queue.ts';
 import { changeQueueItem } from '../db/exceptions/queue-service.ts';
+import { getImport, type ImportView, listImports } from '../db/imports/read.ts';
 import { balances, movements } from '../db/read-models/balances.ts';
 import {
   getPayment,
@@ -32,7 +33,9 @@ import type { Db } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
+import type { ImportFileFn } from '../domain/imports.ts';
 import { formatAmount, type Minor } from '../domain/money.ts';
+import { ImportRefusal } from '../imports/refusal.ts';
 import type { Logger } from '../logger.ts';
 import { queueCsv, queueCsvName } from '../reports/exception-csv.ts';
 import type { ReportKind, ReportRun } from '../reports/runs.ts';
@@ -56,6 +59,13 @@ import {
   ExceptionListQuery,
   ExceptionListResponse,
   ExceptionParams,
+  ImportDetailResponse,
+  ImportListQuery,
+  ImportListResponse,
+  ImportParams,
+  ImportQuery,
+  ImportResultResponse,
+  type Import as ImportSchema,
   MovementsQuery,
   MovementsResponse,
   PaymentDetailResponse,
@@ -95,6 +105,11 @@ export interface ApiOptions {
   reports: ApiReports;
   /** The exception queue's service levels (config.exceptions.sla); default DEFAULT_SLA_TABLE. */
   exceptionSla?: SlaTable;
+  /**
+   * The one import of a file (src/import-service.ts) and the largest upload (PAYRECON_IMPORT_MAX_BYTES);
+   * absent: `POST /imports` answers 503.
+   */
+  imports?: { run: ImportFileFn; maxBytes: number };
   /** Configured tokens (hashed, PAYRECON_API_TOKENS), checked before those in the database. */
   tokens: readonly ApiTokenEntry[];
   now?: () => Date;
@@ -217,6 +232,21 @@ function reportOut(run: ReportRun, base: string): z.input<typeof ReportSchema> {
 
 const notFound = (what: string) => new ApiProblem('NOT_FOUND', what);
 
+/** Content types `POST /imports` takes: the file's bytes as they are. */
+export const IMPORT_CONTENT_TYPES = [
+  'application/octet-stream',
+  'text/csv',
+  'application/xml',
+  'text/xml',
+  'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+] as const;
+/** The default largest upload: 50 MiB. */
+export const DEFAULT_IMPORT_MAX_BYTES = 50 * 1024 * 1024;
+
+function importOut(i: ImportView): z.input<typeof ImportSchema> {
+  return { ...i, importedAt: iso(i.importedAt) };
+}
+
 /** Every route of the API, declared once. */
 export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
   const { db, reports } = options;
@@ -262,6 +292,81 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
   };
 
   return [
+    route({
+      method: 'POST',
+      path: '/imports',
+      operationId: 'importFile',
+      summary:
+        "Import a bank statement (camt.053, CSV, XLSX) or a provider transactions or settlement report: the file's bytes as the body; each line once",
+      tag: 'imports',
+      scope: 'imports:write',
+      query: ImportQuery,
+      upload: {
+        contentTypes: IMPORT_CONTENT_TYPES,
+        maxBytes: options.imports?.maxBytes ?? DEFAULT_IMPORT_MAX_BYTES,
+      },
+      status: 200,
+      response: ImportResultResponse,
+      problems: [422, 503],
+      handle: async ({ query, body, token }) => {
+        if (!options.imports) throw new ApiProblem('PROVIDER_UNAVAILABLE', 'imports are not configured here');
+        const bytes = body as Buffer;
+        try {
+          const outcome = await options.imports.run({
+            kind: query.kind,
+            fileName: query.fileName ?? 'upload',
+            bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+            user: `api:${token.name}`,
+            ...(query.profile === undefined ? {} : { profile: query.profile }),
+            ...(query.account === undefined ? {} : { account: query.account }),
+            ...(query.dryRun ? { dryRun: true } : {}),
+          });
+          options.logger?.info(
+            { importId: outcome.id, kind: outcome.kind, client: token.name },
+            'file imported through the API',
+          );
+          return {
+            id: outcome.id,
+            kind: outcome.kind,
+            fileName: outcome.fileName,
+            result: outcome.summary,
+          };
+        } catch (err) {
+          // A refused file: one line naming the file, the row or entry and the rule; nothing imported.
+          if (err instanceof ImportRefusal) throw new ApiProblem('UNPROCESSABLE', err.message);
+          throw err;
+        }
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/imports',
+      operationId: 'listImports',
+      summary: 'Imported files newest first: who, when, SHA-256, lines and new lines, statements',
+      tag: 'imports',
+      scope: 'read',
+      query: ImportListQuery,
+      status: 200,
+      response: ImportListResponse,
+      handle: async ({ query }) => ({ items: (await listImports(db, query.limit)).map(importOut) }),
+    }),
+    route({
+      method: 'GET',
+      path: '/imports/{id}',
+      operationId: 'getImport',
+      summary: 'One import: its counts, statements and the lines it brought first (up to 1,000)',
+      tag: 'imports',
+      scope: 'read',
+      params: ImportParams,
+      status: 200,
+      response: ImportDetailResponse,
+      problems: [404],
+      handle: async ({ params }) => {
+        const detail = await getImport(db, params.id);
+        if (!detail) throw notFound(`no import ${params.id}`);
+        return { import: importOut(detail.import), lines: detail.lines, more: detail.more };
+      },
+    }),
     route({
       method: 'GET',
       path: '/balances',

@@ -9,6 +9,7 @@ import { DECISIONS } from '../db/exceptions/decisions.ts';
 import { PAYMENT_ID_KINDS } from '../db/read-models/payments.ts';
 import { AGE_BUCKET_KEYS, EXCEPTION_STATES } from '../domain/exception-queue.ts';
 import { EXCEPTION_ENTITY_KINDS } from '../domain/exception-rules.ts';
+import { IMPORT_KINDS } from '../domain/imports.ts';
 import { type Minor, parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
 import { REPORT_KINDS } from '../reports/runs.ts';
@@ -474,3 +475,114 @@ export const CloseListQuery = z.object({
 });
 export const CloseListResponse = z.object({ items: z.array(Close) });
 export const CloseParams = z.object({ id: IdParam });
+
+// ---------------------------------------------------------------- imports
+
+/** An imported amount: decimal text in major units as the file gave it (its currency's decimals). */
+const Decimal = z
+  .string()
+  .regex(/^-?\d{1,40}(\.\d{1,10})?$/)
+  .meta({ description: 'Decimal amount in major units, as text', examples: ['1234.50'] });
+const ImportKindEnum = z.enum(IMPORT_KINDS);
+
+export const ImportQuery = z.object({
+  kind: ImportKindEnum.meta({ description: 'What the file is' }),
+  fileName: z
+    .string()
+    .min(1, 'must be a file name (1 to 200 characters, no slash)')
+    .max(200, 'must be a file name (1 to 200 characters, no slash)')
+    .refine(
+      (s) => ![...s].some((c) => c === '/' || c === '\\' || c.charCodeAt(0) < 32),
+      'must be a file name (1 to 200 characters, no slash)',
+    )
+    .optional()
+    .meta({ description: 'The file name to record (default: upload)' }),
+  profile: Text(100)
+    .optional()
+    .meta({ description: "A built-in profile's name for a CSV or XLSX file (default: the kind's own)" }),
+  account: Text(34)
+    .optional()
+    .meta({ description: 'The bank account of a CSV or XLSX statement without an account column' }),
+  dryRun: BoolParam.optional().meta({ description: 'Read and check only: nothing is recorded' }),
+});
+
+export const ImportedStatement = z.object({
+  account: z.string(),
+  currency: z.string(),
+  opening: Decimal.nullable(),
+  closing: Decimal.nullable(),
+  credits: Decimal,
+  debits: Decimal,
+  booked: z.number().int().meta({ description: 'Booked entries' }),
+  pending: z.number().int().meta({ description: 'Pending entries (counted, not imported)' }),
+  new: z.number().int().nullable().meta({ description: 'Lines not imported before; null on a dry run' }),
+});
+
+export const ImportResultResponse = z.object({
+  id: z.string().nullable().meta({ description: 'The recorded import; null on a dry run' }),
+  kind: ImportKindEnum,
+  fileName: z.string(),
+  result: z
+    .union([
+      z.object({ statements: z.array(ImportedStatement) }),
+      z.object({
+        kind: z.enum(['provider-transactions', 'provider-settlements']),
+        rows: z.number().int(),
+        new: z.number().int().nullable(),
+      }),
+    ])
+    .meta({ description: 'What `payrecon import --json` prints' }),
+});
+
+export const ImportStatement = z.object({
+  position: z.number().int(),
+  statementId: z.string().nullable(),
+  format: z.string(),
+  bankAccount: z.string(),
+  currency: z.string(),
+  opening: Decimal.nullable(),
+  closing: Decimal.nullable(),
+  credits: Decimal,
+  debits: Decimal,
+  booked: z.number().int(),
+  pending: z.number().int(),
+  newLines: z.number().int(),
+});
+
+export const Import = z.object({
+  id: z.string(),
+  kind: ImportKindEnum,
+  fileName: z.string(),
+  sha256: z.string(),
+  profile: z.string().nullable(),
+  importedBy: z.string(),
+  importedAt: Instant,
+  lines: z.number().int().meta({ description: 'Lines in the file (booked entries, rows)' }),
+  newLines: z.number().int().meta({ description: 'Lines not imported before' }),
+  skipped: z.number().int().meta({ description: 'Pending entries counted and not imported' }),
+  statements: z.array(ImportStatement),
+});
+
+export const ImportListQuery = z.object({ limit: LimitParam(500, 50) });
+export const ImportListResponse = z.object({ items: z.array(Import) });
+export const ImportParams = z.object({ id: IdParam });
+export const ImportDetailResponse = z.object({
+  import: Import,
+  lines: z.array(
+    z.object({
+      identity: z.string(),
+      date: z.string(),
+      reference: z.string().nullable(),
+      type: z.string(),
+      status: z.string().nullable(),
+      currency: z.string(),
+      amount: Decimal,
+      fee: Decimal.nullable(),
+      net: Decimal.nullable(),
+      netCurrency: z.string().nullable(),
+      settlementId: z.string().nullable(),
+      description: z.string().nullable(),
+    }),
+  ),
+  more: z.boolean().meta({ description: 'The import brought more lines than the first 1,000 shown' }),
+});

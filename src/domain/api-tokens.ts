@@ -12,7 +12,7 @@ import { hashSecret, verifySecret } from './secret-hash.ts';
 
 /**
  * What a token may do: read everything, work exceptions (and propose decisions), approve or reject a
- * decision another proposed (a controller's), request reports, record intents.
+ * decision another proposed (a controller's), request reports, record intents, import files.
  */
 export const API_SCOPES = [
   'read',
@@ -20,6 +20,7 @@ export const API_SCOPES = [
   'exceptions:approve',
   'reports:write',
   'intents:write',
+  'imports:write',
 ] as const;
 export type ApiScope = (typeof API_SCOPES)[number];
 

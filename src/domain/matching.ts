@@ -401,3 +401,14 @@ export function checkMatchRules(rules: readonly MatchRule[]): string | null {
   }
   return null;
 }
+
+/** What a matching run did, as the commands print it and an import answers it. */
+export interface MatchSummary {
+  /** New matches by rule name. */
+  matched: Record<string, number>;
+  unmatched: { bankLines: number; settlements: number; reportRows: number };
+  /** Exceptions raised (or still true) by type. */
+  exceptions: Record<string, number>;
+  /** Exceptions resolved by a match. */
+  resolved: number;
+}

@@ -1,6 +1,6 @@
 /**
  * Amounts of statements and reports are decimal text in a currency. Their decimals are checked against
- * the currency's minor digits (ISO 4217), then the text goes through the money codec, which holds two
+ * the currency's minor digits (ISO 4217, at least two), then the text goes through the money codec, which holds two
  * decimals: an amount is parsed from text digit for digit, never through a float, and a digit the codec
  * cannot hold is refused, never rounded.
  */
@@ -43,9 +43,13 @@ export function isCurrencyCode(text: string): boolean {
   return CURRENCY.test(text);
 }
 
-/** The number of decimals an amount in the currency may carry. */
+/**
+ * The number of decimals an amount in the currency may carry: its ISO 4217 minor digits, and at least
+ * two, since the provider and the settlement accounts it pays into keep two decimals in every currency
+ * (a CLP deposit of 1143.40; its reports and statements say so), as the ledger does.
+ */
 export function minorDigits(currency: string): number {
-  return MINOR_DIGITS[currency] ?? 2;
+  return Math.max(MINOR_DIGITS[currency] ?? 2, 2);
 }
 
 /**

@@ -222,6 +222,13 @@ export async function readProfileFile(path: string): Promise<ImportResult<Profil
   return parseProfile(path, value);
 }
 
+/** The built-in profiles by name (each file's `name`), with the kind each reads. */
+export const BUILT_IN_PROFILES: Readonly<Record<string, ImportKind>> = {
+  'sandbox-bank-csv': 'bank-statement',
+  'sandbox-provider-transactions': 'provider-transactions',
+  'sandbox-provider-settlements': 'provider-settlements',
+};
+
 const BUILT_IN_FILES: Record<ImportKind, string> = {
   'bank-statement': 'sandbox-bank-csv.json',
   'provider-transactions': 'sandbox-provider-transactions.json',

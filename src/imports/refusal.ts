@@ -2,7 +2,8 @@
  * An import is all or nothing: a file that does not parse, a row that breaks its profile or a statement
  * that does not balance yields no lines, only a refusal. A refusal is a value (the parsers return it, never
  * throw it) that names the file, where in it (row, entry, statement) and the rule, on one line, so that the
- * command prints it and exits 2 and the HTTP boundary answers 400 (it is an AppError, VALIDATION_FAILED).
+ * command prints it and exits 2 (it is an AppError, VALIDATION_FAILED), `POST /api/v1/imports` answers 422
+ * with it and the Imports page shows it.
  */
 import { AppError } from '../domain/errors.ts';
 

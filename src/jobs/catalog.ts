@@ -13,6 +13,7 @@
  * | exception-report | 06:00 daily | `exceptions:<day>` | yes |
  * | ledger-verify | hourly | `ledger-verify:<hour>` | yes |
  * | report-retention | 04:15 daily | `report-retention:<day>` | yes |
+ * | settlement-fetch | every 2 min | `settlement-fetch:<minute>` | no |
  */
 
 import { localDate } from '../domain/zoned-time.ts';
@@ -48,6 +49,8 @@ export interface JobCatalogDeps {
   sweepLateRejections?: (now: Date) => Promise<void>;
   verifyLedger?: () => Promise<LedgerVerification>;
   raiseAlert?: (alert: JobAlert) => Promise<void>;
+  /** Downloads and imports the provider's reports and the bank statements (src/jobs/settlement-fetch.ts). */
+  fetchSettlementFiles?: (now: Date) => Promise<void>;
   logger?: Logger;
 }
 
@@ -59,6 +62,7 @@ export const JOB_NAMES = [
   'exception-report',
   'ledger-verify',
   'report-retention',
+  'settlement-fetch',
 ] as const;
 export type JobName = (typeof JOB_NAMES)[number];
 
@@ -88,6 +92,7 @@ export function buildJobCatalog(deps: JobCatalogDeps): JobDefinition[] {
   simple('poll', '* * * * *', deps.schedulePolls);
   simple('stuck-sweep', '*/15 * * * *', deps.sweepStuck);
   simple('late-rejection-sweep', '0 */6 * * *', deps.sweepLateRejections);
+  simple('settlement-fetch', '*/2 * * * *', deps.fetchSettlementFiles);
 
   jobs.push({
     name: 'settlement',

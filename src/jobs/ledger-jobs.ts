@@ -14,6 +14,7 @@ import { jobAlerts } from './alerts.ts';
 import { buildJobCatalog, type JobName } from './catalog.ts';
 import { ledgerVerification } from './ledger-verify.ts';
 import { JobScheduler } from './scheduler.ts';
+import { fetchSettlementFiles, type SettlementFetchDeps } from './settlement-fetch.ts';
 import { lateRejectionSweep, stuckSweep } from './sweeps.ts';
 
 export interface LedgerJobsDeps {
@@ -29,6 +30,8 @@ export interface LedgerJobsDeps {
   retentionDays?: number;
   /** One poll round now: given when this process polls on its own, the `poll` job runs it. */
   poll?: () => Promise<unknown>;
+  /** The settlement fetch (src/jobs/settlement-fetch.ts); absent: the job is not scheduled. */
+  settlementFetch?: Omit<SettlementFetchDeps, 'logger'>;
 }
 
 export function createLedgerJobScheduler(deps: LedgerJobsDeps): JobScheduler {
@@ -45,6 +48,15 @@ export function createLedgerJobScheduler(deps: LedgerJobsDeps): JobScheduler {
     sweepLateRejections: lateRejectionSweep(db, deps.rules, logger, poll),
     verifyLedger: ledgerVerification(db, metrics),
     raiseAlert: jobAlerts(db),
+    ...(deps.settlementFetch
+      ? {
+          fetchSettlementFiles: async () => {
+            const fetchDeps = { ...(deps.settlementFetch as Omit<SettlementFetchDeps, 'logger'>), logger };
+            const done = await fetchSettlementFiles(fetchDeps);
+            logger.debug({ ...done, refused: done.refused.length }, 'settlement fetch done');
+          },
+        }
+      : {}),
     logger,
   });
   metrics.knownJobs(jobs.map((j) => j.name));

@@ -27,6 +27,8 @@ export interface StartSandboxOptions extends SandboxDepsOptions {
   ccPort?: number;
   /** Clock speed when no clock is given: sandbox seconds per real second. */
   speed?: number;
+  /** Sandbox time at a first start when no clock is given (default: now); a restart resumes its own. */
+  startMs?: number;
   /** Start generating traffic at this many operations per second. */
   trafficRate?: number;
   accountsFile?: string;
@@ -80,7 +82,11 @@ export async function startSandbox(options: StartSandboxOptions = {}): Promise<R
     if (!clock) {
       clock = new RealClock({
         speed: options.speed ?? 1,
-        ...(savedNow !== undefined ? { startMs: Math.max(savedNow, Date.now()) } : {}),
+        ...(savedNow !== undefined
+          ? { startMs: Math.max(savedNow, Date.now()) }
+          : options.startMs !== undefined
+            ? { startMs: options.startMs }
+            : {}),
       });
     } else if (savedNow !== undefined && clock instanceof ManualClock && savedNow > clock.now()) {
       await clock.set(savedNow);

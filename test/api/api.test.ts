@@ -4,7 +4,7 @@
  * serves (ajv, draft 2020-12), and the last test checks that every operation was exercised.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -17,6 +17,7 @@ import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { type ApiScope, type ApiTokenEntry, createApiToken } from '../../src/domain/api-tokens.ts';
 import { sha256Hex } from '../../src/domain/close.ts';
+import { importService } from '../../src/import-service.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
@@ -43,6 +44,8 @@ interface Call {
   body?: unknown;
   headers?: Record<string, string>;
   raw?: string;
+  /** A file as the raw body, with its content type. */
+  file?: { type: string; bytes: string | Buffer };
 }
 
 /** Every call goes through here: the response is validated against the served document. */
@@ -54,10 +57,12 @@ async function call(method: 'GET' | 'POST', path: string, c: Call = {}): Promise
     headers: {
       ...(token ? { authorization: `Bearer ${token}` } : {}),
       ...(c.body !== undefined || c.raw !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(c.file !== undefined ? { 'content-type': c.file.type } : {}),
       ...c.headers,
     },
     ...(c.body !== undefined ? { payload: JSON.stringify(c.body) } : {}),
     ...(c.raw !== undefined ? { payload: c.raw } : {}),
+    ...(c.file !== undefined ? { payload: c.file.bytes } : {}),
   });
   validator.validate(
     method,
@@ -89,6 +94,12 @@ function expectProblem(res: LightMyRequestResponse, status: number, field?: stri
   return p;
 }
 
+/** The bank accounts this suite's imports know (the fixture's IBAN). */
+const IMPORT_BANK_ACCOUNTS = [
+  { id: 'DE89370400440532013000', currency: 'EUR', account: 'acme', name: 'Main account' },
+  { id: '0532013001', currency: 'USD', account: 'acme', name: 'Dollar account' },
+];
+
 let exceptionId = '';
 let beforeAll0 = new Date();
 
@@ -102,9 +113,11 @@ beforeAll(async () => {
     'exceptions:approve',
     'reports:write',
     'intents:write',
+    'imports:write',
   ]);
   await makeToken('controller', ['read', 'exceptions:approve']);
   await makeToken('reader', ['read']);
+  await makeToken('importer', ['imports:write']);
   await makeToken('intents-only', ['intents:write']);
   const logger = pino(
     { level: 'debug' },
@@ -160,7 +173,13 @@ beforeAll(async () => {
     .executeTakeFirstOrThrow();
   exceptionId = String(row.id);
 
-  app = await buildApiApp({ db: t.db, reports: runner, tokens: entries, logger });
+  app = await buildApiApp({
+    db: t.db,
+    reports: runner,
+    tokens: entries,
+    logger,
+    imports: { run: importService(t.db, IMPORT_BANK_ACCOUNTS), maxBytes: 64 * 1024 },
+  });
   const doc = await app.inject({ method: 'GET', url: `${API_PREFIX}/openapi.json` });
   validator = new OpenApiValidator(JSON.parse(doc.body), API_PREFIX);
 });
@@ -190,11 +209,14 @@ describe('the OpenAPI document', () => {
         'getBalances',
         'getClose',
         'getException',
+        'getImport',
         'getMovements',
         'getPayment',
         'getReport',
+        'importFile',
         'listCloses',
         'listExceptions',
+        'listImports',
         'listPayments',
         'listReports',
         'lookupPayment',
@@ -863,6 +885,121 @@ describe('closes', () => {
     expect(json<{ preparedBy: string }>(await call('GET', `/closes/${row.id}`)).preparedBy).toBe('ana');
     expectProblem(await call('GET', '/closes/777'), 404);
     expectProblem(await call('GET', '/closes?period=2026-13'), 400, 'period');
+  });
+});
+
+describe('imports', () => {
+  const statement = () => readFile(join(import.meta.dirname, '../imports/fixtures/camt053-001-08.xml'));
+  const upload = (query: string, bytes: string | Buffer, c: Call = {}) =>
+    call('POST', `/imports?${query}`, { file: { type: 'application/xml', bytes }, ...c });
+  const importCount = async () =>
+    Number(
+      (
+        await t.db
+          .selectFrom('imports')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+
+  it('imports a statement sent as the body, each line once, and answers what the command prints', async () => {
+    const bytes = await statement();
+    const dryRes = await upload('kind=bank-statement&fileName=camt.xml&dryRun=true', bytes, {
+      token: tokens.importer,
+    });
+    expect(dryRes.statusCode, dryRes.body).toBe(200);
+    const dry = json<{ id: string | null; result: { statements: { new: number | null }[] } }>(dryRes);
+    expect(dry.id).toBeNull();
+    expect(dry.result.statements[0]?.new).toBeNull();
+    expect(await importCount()).toBe(0);
+
+    const res = await upload('kind=bank-statement&fileName=camt.xml', bytes, { token: tokens.importer });
+    expect(res.statusCode, res.body).toBe(200);
+    const first = json<{
+      id: string;
+      kind: string;
+      fileName: string;
+      result: { statements: Record<string, unknown>[] };
+    }>(res);
+    expect(first).toMatchObject({ kind: 'bank-statement', fileName: 'camt.xml' });
+    expect(first.result.statements).toHaveLength(2);
+    const s = first.result.statements[0] as Record<string, unknown>;
+    expect(s).toMatchObject({ account: 'DE89370400440532013000', currency: 'EUR' });
+    // Amounts beyond a double's precision stay exact decimal text.
+    expect(s.opening).toBe('12345678901234567.89');
+    expect(s.new).toBe(s.booked);
+    expect(s.new as number).toBeGreaterThan(0);
+
+    const again = json<{ id: string; result: { statements: { new: number }[] } }>(
+      await upload('kind=bank-statement&fileName=camt-again.xml', bytes, { token: tokens.importer }),
+    );
+    expect(again.result.statements[0]?.new).toBe(0);
+
+    const booked = first.result.statements.reduce((n, x) => n + (x.booked as number), 0);
+    const list = json<{ items: Record<string, unknown>[] }>(await call('GET', '/imports?limit=10'));
+    expect(list.items.map((i) => i.id)).toEqual([again.id, first.id]);
+    expect(list.items[1]).toMatchObject({
+      kind: 'bank-statement',
+      fileName: 'camt.xml',
+      importedBy: 'api:importer',
+      newLines: booked,
+      lines: booked,
+    });
+    expect((list.items[1]!.statements as Record<string, unknown>[])[0]).toMatchObject({
+      bankAccount: 'DE89370400440532013000',
+      opening: '12345678901234567.89',
+    });
+    expect(list.items[0]).toMatchObject({ newLines: 0 });
+
+    const detail = json<{ import: { id: string }; lines: { amount: string }[]; more: boolean }>(
+      await call('GET', `/imports/${first.id}`),
+    );
+    expect(detail.import.id).toBe(first.id);
+    expect(detail.lines).toHaveLength(booked);
+    for (const l of detail.lines) expect(l.amount).toMatch(/^-?\d+\.\d{2}$/);
+    expectProblem(await call('GET', '/imports/999999'), 404);
+    expectProblem(await call('GET', '/imports/abc'), 400, 'id');
+  });
+
+  it('refuses a file that does not balance, an unknown bank account or a broken file with a 422 and one line; nothing imported', async () => {
+    const text = (await statement()).toString('utf8');
+    const before = await importCount();
+    const cases: [string, string, RegExp][] = [
+      [
+        'kind=bank-statement&fileName=bad.xml',
+        text.replace('12345678901234567.89', '12345678901234568.89'),
+        /bad\.xml: .*balance/,
+      ],
+      [
+        'kind=bank-statement&fileName=other.xml',
+        text.replaceAll('DE89370400440532013000', 'DE02120300000000202051'),
+        /other\.xml: .*"DE02120300000000202051" is not one of PAYRECON_BANK_ACCOUNTS/,
+      ],
+      ['kind=bank-statement&fileName=cut.xml', text.slice(0, 400), /^cut\.xml: /],
+      ['kind=provider-settlements&fileName=s.csv&profile=nope', 'a,b\n', /the profile "nope" is not one of/],
+    ];
+    for (const [query, body, rule] of cases) {
+      const p = expectProblem(await upload(query, body), 422);
+      expect(String(p.detail)).toMatch(rule);
+      expect(String(p.detail)).not.toContain('\n');
+    }
+    expect(await importCount()).toBe(before);
+  });
+
+  it('refuses a token without imports:write (403), another content type (415) and a file too large (413)', async () => {
+    const bytes = await statement();
+    const p = expectProblem(await upload('kind=bank-statement', bytes, { token: tokens.reader }), 403);
+    expect(String(p.detail)).toMatch(/scope imports:write/);
+    expectProblem(await call('GET', '/imports', { token: tokens.importer }), 403);
+    const json415 = await call('POST', '/imports?kind=bank-statement', { body: { file: 'x' } });
+    expectProblem(json415, 415);
+    expect(String(json(json415).detail)).toMatch(/application\/octet-stream/);
+    expectProblem(
+      await call('POST', '/imports?kind=bank-statement', { file: { type: 'image/png', bytes: 'x' } }),
+      415,
+    );
+    expectProblem(await upload('kind=bank-statement', Buffer.alloc(65 * 1024, 0x20)), 413);
+    expectProblem(await upload('kind=cheque', bytes), 400, 'kind');
   });
 });
 

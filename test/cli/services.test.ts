@@ -3,6 +3,9 @@
  * No query runs here (the pool is created and destroyed without a connection): every figure below is
  * read from what the services were built with.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Admin } from 'kafkajs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
@@ -93,6 +96,74 @@ describe('createServices', () => {
     createServices(together).jobScheduler();
     expect(await knownJobs(together)).not.toContain('poll');
     expect(await knownJobs(together)).toContain('settlement');
+    expect(await knownJobs(together)).not.toContain('settlement-fetch');
+  });
+
+  it('schedules the settlement fetch with a control API: configured, or the embedded sandbox', async () => {
+    const configured = databaseOnly({ PAYRECON_SETTLEMENT_FETCH_URL: 'http://127.0.0.1:1/_sandbox' });
+    createServices(configured).jobScheduler();
+    expect(await knownJobs(configured)).toContain('settlement-fetch');
+    const embedded = databaseOnly();
+    const services = createServices(embedded);
+    // Nothing listens there: the bank accounts are read again at every fetch.
+    await services.imports.useEmbeddedSandbox('http://127.0.0.1:1/_sandbox/');
+    expect(services.imports.bankAccounts()).toEqual([]);
+    services.jobScheduler();
+    expect(await knownJobs(embedded)).toContain('settlement-fetch');
+  });
+
+  it('takes the profiles of PAYRECON_IMPORT_PROFILES_DIR by name, and names a bad one at start', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'payrecon-profiles-dir-'));
+    try {
+      const profile = {
+        kind: 'bank-statement',
+        name: 'bank-de',
+        dateFormat: 'DD.MM.YYYY',
+        number: { decimal: ',', thousands: '.' },
+        sign: { convention: 'direction', column: 'S/H', credit: ['H'], debit: ['S'] },
+        csv: { delimiter: ';', quote: '"' },
+        currency: 'EUR',
+        columns: { account: 'Konto', bookingDate: 'Buchungstag', amount: 'Betrag', reference: 'Referenz' },
+        identity: ['reference'],
+      };
+      writeFileSync(join(dir, 'bank-de.json'), JSON.stringify(profile));
+      const iban = 'DE89370400440532013000';
+      const services = createServices(
+        databaseOnly({
+          PAYRECON_IMPORT_PROFILES_DIR: dir,
+          PAYRECON_BANK_ACCOUNTS: JSON.stringify([
+            { id: iban, currency: 'EUR', account: 'acme', name: 'Main' },
+          ]),
+        }),
+      );
+      expect(services.imports.profiles).toEqual([{ name: 'bank-de', kind: 'bank-statement' }]);
+      const file = `Konto;Buchungstag;Betrag;S/H;Referenz\n${iban};27.11.2026;1.234,56;H;R1\n`;
+      const outcome = await services.imports.run({
+        kind: 'bank-statement',
+        fileName: 'umsatz.csv',
+        bytes: new TextEncoder().encode(file),
+        profile: 'bank-de',
+        user: 'ana',
+        dryRun: true,
+      });
+      expect(outcome.summary).toEqual({
+        statements: [
+          expect.objectContaining({
+            account: iban,
+            currency: 'EUR',
+            credits: '1234.56',
+            booked: 1,
+            new: null,
+          }),
+        ],
+      });
+      writeFileSync(join(dir, 'broken.json'), '{"kind":"bank-statement"}');
+      expect(() => createServices(databaseOnly({ PAYRECON_IMPORT_PROFILES_DIR: dir }))).toThrow(
+        /^PAYRECON_IMPORT_PROFILES_DIR: .*broken\.json/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('sends alerts to the log, and to the configured webhook', () => {

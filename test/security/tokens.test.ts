@@ -129,7 +129,7 @@ describe('unknown query parameters', () => {
   it('every route of the table answers 400 naming each unknown parameter', async () => {
     const token = await create(
       'everything',
-      'read,exceptions:write,exceptions:approve,reports:write,intents:write',
+      'read,exceptions:write,exceptions:approve,reports:write,intents:write,imports:write',
     );
     const routes = apiRouteTable({ db: t.db, reports: runner, tokens: [] });
     expect(routes.length).toBeGreaterThan(10);

@@ -20,6 +20,7 @@ import {
   type MatchPair,
   type MatchRule,
   type MatchSide,
+  type MatchSummary,
   matchItems,
   PAIR_SIDES,
 } from '../../domain/matching.ts';
@@ -79,6 +80,16 @@ export interface MatchingRun {
   unmatched: { bankLines: number; settlements: number; reportRows: number };
   /** Exceptions raised (or still true) by type, and how many were resolved by a match. */
   exceptions: { raised: Partial<Record<ExceptionType, number>>; resolved: number };
+}
+
+/** The run as the commands print it: counts by rule, unmatched counts, exceptions by type, resolved. */
+export function matchSummary(run: MatchingRun): MatchSummary {
+  return {
+    matched: run.byRule,
+    unmatched: run.unmatched,
+    exceptions: run.exceptions.raised,
+    resolved: run.exceptions.resolved,
+  };
 }
 
 const LOCK = sql`SELECT pg_advisory_xact_lock(hashtext('payrecon.matching'))`;
