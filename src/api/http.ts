@@ -53,6 +53,11 @@ type AnyObject = z.ZodObject<z.ZodRawShape>;
 /** The query of a route that takes none. */
 const NO_QUERY: AnyObject = z.object({});
 
+export interface Upload {
+  contentTypes: readonly string[];
+  maxBytes: number;
+}
+
 export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends ZodType, R extends ZodType> {
   method: 'GET' | 'POST';
   /** OpenAPI path template relative to the prefix, e.g. `/exceptions/{id}`. */
@@ -64,12 +69,17 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends Z
   params?: P;
   query?: Q;
   body?: B;
+  /**
+   * The body is a file, not JSON: its raw bytes (a Buffer) of one of these content types, at most
+   * `maxBytes` (413 beyond, 415 for another type).
+   */
+  upload?: Upload;
   /** Success status (200, 202). */
   status: number;
   /** Response body schema, or the content types of a file answer. */
   response: R | { files: readonly string[] };
   /** Problem statuses this route may answer besides 400 (when it takes input), 401, 403 and 500. */
-  problems?: readonly (404 | 409 | 410 | 503)[];
+  problems?: readonly (404 | 409 | 410 | 422 | 503)[];
   handle(input: HandlerInput<z.output<P>, z.output<Q>, z.output<B>>): Promise<z.input<R> | FileReply>;
 }
 
@@ -84,6 +94,7 @@ export interface Route {
   params?: AnyObject;
   query?: AnyObject;
   body?: ZodType;
+  upload?: Upload;
   status: number;
   response: ZodType | { files: readonly string[] };
   problems: readonly number[];
@@ -105,6 +116,7 @@ const TITLES: Record<number, string> = {
   410: 'Gone',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };
@@ -113,7 +125,7 @@ const TITLES: Record<number, string> = {
 export function problemStatuses(r: Route): number[] {
   // Every route refuses unknown query parameters with a 400.
   const input = [400];
-  const body = r.body ? [413, 415] : [];
+  const body = r.body || r.upload ? [413, 415] : [];
   return [...new Set([...input, 401, 403, ...body, ...r.problems, 500])].sort((a, b) => a - b);
 }
 
@@ -134,6 +146,12 @@ export function problem(
     ...(extra.instance ? { instance: extra.instance } : {}),
     ...(extra.errors ? { errors: extra.errors } : {}),
   };
+}
+
+/** 415: the content types the route takes (JSON, or an upload's). */
+function unsupportedMediaType(upload: Upload | undefined): Problem {
+  const rule = upload ? `must be one of ${upload.contentTypes.join(', ')}` : 'must be application/json';
+  return problem(415, `content-type: ${rule}`, { errors: [{ in: 'header', field: 'content-type', rule }] });
 }
 
 type Where = 'path' | 'query' | 'body';
@@ -167,12 +185,8 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
   app.setErrorHandler((err, request, reply) => {
     const e = toAppError(err);
     if (e.code === 'UNSUPPORTED_MEDIA_TYPE') {
-      return sendProblem(
-        reply,
-        problem(415, 'content-type: must be application/json', {
-          errors: [{ in: 'header', field: 'content-type', rule: 'must be application/json' }],
-        }),
-      );
+      const upload = (request.routeOptions.config as { upload?: Upload } | undefined)?.upload;
+      return sendProblem(reply, unsupportedMediaType(upload));
     }
     if (e.code === 'PAYLOAD_TOO_LARGE') return sendProblem(reply, problem(e.httpStatus, 'body: too large'));
     if (e.httpStatus < 500) {
@@ -191,14 +205,15 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
     sendProblem(reply, problem(404, `no route ${request.method} ${request.url.split('?')[0]}`)),
   );
 
-  for (const r of options.routes) {
+  const register = (target: FastifyInstance, r: Route) => {
     const url = r.path.replace(/\{(\w+)\}/g, ':$1');
     // A parameter the route does not know is refused, never ignored: `?q=` on a list that has no `q`
     // would otherwise answer the unfiltered list, which a client can take for a match.
     const querySchema = (r.query ?? NO_QUERY).strict();
-    app.route({
+    target.route({
       method: r.method,
       url,
+      ...(r.upload ? { bodyLimit: r.upload.maxBytes, config: { upload: r.upload } } : {}),
       // One line per call: which operation, its status and time, and which client (the token's name,
       // never the token). Debug level: a busy client must not flood the log at info.
       onResponse: async (request, reply) => {
@@ -249,11 +264,13 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
         };
         const params = parse(r.params, request.params, 'path');
         const query = parse(querySchema, request.query, 'query');
-        const body = parse(r.body, request.body, 'body');
+        const body = r.upload ? request.body : parse(r.body, request.body, 'body');
         if (errors.length > 0) {
           const detail = errors.map((e) => `${e.field}: ${e.rule}`).join('; ');
           return sendProblem(reply, problem(400, detail, { errors }));
         }
+        // An upload is the raw bytes of one of its content types (a JSON body was parsed as JSON).
+        if (r.upload && !Buffer.isBuffer(body)) return sendProblem(reply, unsupportedMediaType(r.upload));
         const token = request.apiToken as ApiTokenEntry;
         let out: unknown;
         try {
@@ -288,6 +305,24 @@ export function mountRoutes(app: FastifyInstance, options: MountOptions): void {
           .header('content-type', 'application/json; charset=utf-8')
           .send(JSON.stringify(checked.data));
       },
+    });
+  };
+
+  for (const r of options.routes) {
+    const upload = r.upload;
+    if (!upload) {
+      register(app, r);
+      continue;
+    }
+    // An upload's content types are parsed as raw bytes in a context of its own, so the JSON routes
+    // keep refusing them with a 415.
+    app.register(async (child) => {
+      child.addContentTypeParser(
+        [...upload.contentTypes],
+        { parseAs: 'buffer', bodyLimit: upload.maxBytes },
+        (_request, body, done) => done(null, body),
+      );
+      register(child, r);
     });
   }
 }
@@ -383,6 +418,15 @@ export function openApiDocument(
       operation.requestBody = {
         required: true,
         content: { 'application/json': { schema: jsonSchema(r.body, 'input') } },
+      };
+    }
+    if (r.upload) {
+      operation.requestBody = {
+        required: true,
+        description: `The file's bytes, at most ${r.upload.maxBytes} bytes.`,
+        content: Object.fromEntries(
+          r.upload.contentTypes.map((t) => [t, { schema: { type: 'string', contentMediaType: t } }]),
+        ),
       };
     }
     paths[r.path] ??= {};

@@ -15,6 +15,8 @@ export const ERROR_CODES = {
   REPLAYED: { retryable: false, http: 401 },
   PAYLOAD_TOO_LARGE: { retryable: false, http: 413 },
   UNSUPPORTED_MEDIA_TYPE: { retryable: false, http: 415 },
+  /** Well-formed input refused by its content (an imported file that does not parse or balance). */
+  UNPROCESSABLE: { retryable: false, http: 422 },
   NOT_FOUND: { retryable: false, http: 404 },
   CONFLICT: { retryable: false, http: 409 },
   /** Something that existed and is no longer kept (a report file past its retention). */
