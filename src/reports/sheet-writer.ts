@@ -413,7 +413,7 @@ export class TableSheet<R> {
     // Input columns come last and stay off the paper: the print area ends before the first.
     const firstInput = this.columns.findIndex((c) => c.role === 'input');
     if (firstInput > 0) {
-      print.pageSetup = { ...print.pageSetup, printArea: `A:${columnLetter(firstInput - 1)}` };
+      print.pageSetup = { ...print.pageSetup, printArea: `A1:${columnLetter(firstInput - 1)}1048576` };
     }
     const sheet = this.workbook.addWorksheet(name, {
       views: [{ state: 'frozen', ySplit: this.headerRow, xSplit: 0 }],
