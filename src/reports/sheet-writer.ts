@@ -413,7 +413,9 @@ export class TableSheet<R> {
     // Input columns come last and stay off the paper: the print area ends before the first.
     const firstInput = this.columns.findIndex((c) => c.role === 'input');
     if (firstInput > 0) {
-      print.pageSetup = { ...print.pageSetup, printArea: `A1:${columnLetter(firstInput - 1)}1048576` };
+      // exceljs writes `$` + each end: `A$1:AG$1048576` becomes `$A$1:$AG$1048576`, an area LibreOffice
+      // honours (it ignores `$A1:$AG1048576`).
+      print.pageSetup = { ...print.pageSetup, printArea: `A$1:${columnLetter(firstInput - 1)}$1048576` };
     }
     const sheet = this.workbook.addWorksheet(name, {
       views: [{ state: 'frozen', ySplit: this.headerRow, xSplit: 0 }],
