@@ -4,11 +4,12 @@
  * PAYRECON_REQUIRE_TOOLS=1). The Exceptions sheet ends with Decision and Note (shown, tinted, outside the
  * print area) and Key (hidden, outside the folded group, text `<id>@<version>`); the Decision cell of an
  * open ILLEGAL_TRANSITION or FACTS_CHANGED carries a list (approve, reject, keep-ledger once a proposal
- * waits), other rows none; the CSV beside it has none of the three columns.
+ * waits), other rows none; the CSV beside it has none of the three columns. Filled in and saved again
+ * by LibreOffice Calc (shared strings, its own styles), the workbook still uploads.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
@@ -18,9 +19,11 @@ import { raiseExceptions } from '../../src/db/exceptions/raise.ts';
 import { applyObservations } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import type { Observation } from '../../src/domain/observation.ts';
+import { decideFromWorkbook } from '../../src/reports/decision-workbook.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { fillDecisions } from './decision-fill.ts';
 
 const PYTHON = process.env.PYTHON ?? (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
 const hasOpenpyxl = spawnSync(PYTHON, ['-c', 'import openpyxl'], { encoding: 'utf8' }).status === 0;
@@ -28,6 +31,11 @@ const required = process.env.PAYRECON_REQUIRE_TOOLS === '1';
 const HINT = 'install it with: sudo apt-get install python3-openpyxl';
 if (!hasOpenpyxl && !required)
   console.warn(`openpyxl decision columns check skipped: python3-openpyxl missing (${HINT})`);
+const SOFFICE = process.env.SOFFICE ?? '/usr/bin/soffice';
+const hasSoffice = existsSync(SOFFICE);
+const SOFFICE_HINT = 'install it with: sudo apt-get install libreoffice-calc';
+if (!hasSoffice && !required)
+  console.warn(`LibreOffice re-save check skipped: ${SOFFICE} missing (${SOFFICE_HINT})`);
 
 let t: TestDatabase;
 let dir: string;
@@ -178,4 +186,32 @@ print(json.dumps({
     for (const id of Object.values(ids))
       expect(out.rows[id]!.key).toMatch(new RegExp(`^${id}@\\d+\\.[0-9a-f]{8}$`));
   });
+});
+
+describe.skipIf(!hasSoffice && !required)('the workbook saved again by LibreOffice', () => {
+  it('still uploads: its decision is read and applied', async () => {
+    if (!hasSoffice) throw new Error(`PAYRECON_REQUIRE_TOOLS=1 but ${SOFFICE} is missing (${SOFFICE_HINT})`);
+    const id = ids['cols-open']!;
+    const filled = await fillDecisions(await readFile(file), {
+      [id]: { decision: 'keep-ledger', note: 'kept, checked in Calc' },
+    });
+    await writeFile(join(dir, 'filled.xlsx'), filled.bytes);
+    const run = spawnSync(
+      SOFFICE,
+      [
+        `-env:UserInstallation=file://${dir}/profile`,
+        '--headless',
+        '--convert-to',
+        'xlsx:Calc MS Excel 2007 XML',
+        '--outdir',
+        join(dir, 'calc'),
+        join(dir, 'filled.xlsx'),
+      ],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const saved = await readFile(join(dir, 'calc', 'filled.xlsx'));
+    const outcomes = await decideFromWorkbook(t.db, saved, { by: 'ana', mayApprove: false });
+    expect(outcomes.map((o) => [o.id, o.row, o.outcome])).toEqual([[id, filled.rows[id], 'decided']]);
+  }, 150_000);
 });
