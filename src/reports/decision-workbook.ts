@@ -1,11 +1,14 @@
 /**
  * Reads an exception workbook uploaded back (src/reports/exception-workbook.ts) for its decisions: the
  * Exceptions sheets (`Exceptions`, `Exceptions (2)`, ...), their Decision, Note and Key columns found by
- * header, every row whose Decision is filled. Streamed with exceljs' reader, so a month's workbook is read
- * in flat memory. Cells are read as text and never as numbers: a Decision, Note or Key cell holding a
- * number, a date or a formula is a rule broken on its row, never converted.
+ * header, every row whose Decision is filled. Cells are read as text and never as numbers: a Decision,
+ * Note or Key cell holding a number, a date or a formula is a rule broken on its row, never converted.
+ *
+ * Read with exceljs' whole-workbook reader: its streaming reader (4.4) now and then misses a sheet or its
+ * name, which an all-or-nothing upload cannot afford. The whole reader takes about 100 MB per MB of
+ * xlsx, so a file is at most DECISION_WORKBOOK_MAX_BYTES (about 25,000 exception rows; a larger month is
+ * requested per account or for fewer days) and one file is read at a time per process.
  */
-import { Readable } from 'node:stream';
 import ExcelJS from 'exceljs';
 import { type BulkDecisionOutcome, decideInBulk } from '../db/exceptions/bulk-decisions.ts';
 import type { Db } from '../db/schema.ts';
@@ -22,7 +25,7 @@ import {
 } from '../domain/workbook-decisions.ts';
 
 /** The largest workbook an upload may be (the page and the API refuse a larger one). */
-export const DECISION_WORKBOOK_MAX_BYTES = 20 * 1024 * 1024;
+export const DECISION_WORKBOOK_MAX_BYTES = 5 * 1024 * 1024;
 /** The most decided rows one upload may carry. */
 export const DECISION_ROWS_MAX = 5000;
 /** The longest note (as on the page). */
@@ -32,6 +35,9 @@ export interface DecisionWorkbook {
   rows: DecisionRow[];
   problems: RowProblem[];
 }
+
+/** The read in progress: one workbook at a time per process (see above). */
+let reading: Promise<unknown> = Promise.resolve();
 
 /** A cell's text, or why it is not text. */
 function textOf(value: ExcelJS.CellValue): { text: string } | { not: string } {
@@ -56,11 +62,17 @@ const isExceptionsSheet = (name: string) => /^Exceptions( \(\d+\))?$/.test(name)
  * Throws VALIDATION_FAILED (one line) when the file is not an xlsx, has no Exceptions sheet, or lacks a
  * column.
  */
-export async function readDecisionWorkbook(bytes: Uint8Array): Promise<DecisionWorkbook> {
+export function readDecisionWorkbook(bytes: Uint8Array): Promise<DecisionWorkbook> {
+  const turn = reading.then(() => readWorkbook(bytes));
+  reading = turn.catch(() => undefined);
+  return turn;
+}
+
+async function readWorkbook(bytes: Uint8Array): Promise<DecisionWorkbook> {
   if (bytes.byteLength > DECISION_WORKBOOK_MAX_BYTES) {
     throw new AppError(
       'VALIDATION_FAILED',
-      `file: larger than ${DECISION_WORKBOOK_MAX_BYTES / 1024 / 1024} MiB (keep the Exceptions sheet's decided rows)`,
+      `file: larger than ${DECISION_WORKBOOK_MAX_BYTES / 1024 / 1024} MiB (request the workbook for one account or fewer days)`,
     );
   }
   // An xlsx is a zip: "PK\x03\x04".
@@ -69,89 +81,81 @@ export async function readDecisionWorkbook(bytes: Uint8Array): Promise<DecisionW
   }
   const rows: DecisionRow[] = [];
   const problems: RowProblem[] = [];
-  let sheets = 0;
-  const reader = new ExcelJS.stream.xlsx.WorkbookReader(Readable.from([Buffer.from(bytes)]), {
-    worksheets: 'emit',
-    sharedStrings: 'cache',
-    hyperlinks: 'ignore',
-    styles: 'ignore',
-    entries: 'ignore',
-  });
+  const wb = new ExcelJS.Workbook();
   try {
-    for await (const sheet of reader) {
-      const name = (sheet as unknown as { name: string }).name;
-      if (!isExceptionsSheet(name)) continue;
-      sheets++;
-      let cols: { decision: number; note: number; key: number } | null = null;
-      for await (const row of sheet) {
-        if (!cols) {
-          const headers = new Map<string, number>();
-          row.eachCell((cell, col) => {
-            if (typeof cell.value === 'string' && !headers.has(cell.value)) headers.set(cell.value, col);
-          });
-          const decision = headers.get(DECISION_HEADER);
-          const note = headers.get(NOTE_HEADER);
-          const key = headers.get(KEY_HEADER);
-          if (decision && note && key) cols = { decision, note, key };
-          continue;
-        }
-        const refuse = (rule: string) => problems.push({ sheet: name, row: row.number, rule });
-        const decisionCell = textOf(row.getCell(cols.decision).value);
-        if ('not' in decisionCell) {
-          refuse(`Decision: ${decisionCell.not}, not one of ${WORKBOOK_DECISIONS.join(', ')}`);
-          continue;
-        }
-        const decision = decisionCell.text.trim();
-        // A row without a decision is left as it is.
-        if (decision === '') continue;
-        if (rows.length + problems.length >= DECISION_ROWS_MAX) {
-          throw new AppError(
-            'VALIDATION_FAILED',
-            `file: more than ${DECISION_ROWS_MAX} rows have a decision`,
-          );
-        }
-        let ok = true;
-        if (!(WORKBOOK_DECISIONS as readonly string[]).includes(decision)) {
-          refuse(`Decision: "${decision.slice(0, 40)}" is not one of ${WORKBOOK_DECISIONS.join(', ')}`);
-          ok = false;
-        }
-        const noteCell = textOf(row.getCell(cols.note).value);
-        if ('not' in noteCell) {
-          refuse(`Note: ${noteCell.not}; write the note as text`);
-          ok = false;
-        } else if (noteCell.text.trim().length > NOTE_MAX) {
-          refuse(`Note: longer than ${NOTE_MAX} characters`);
-          ok = false;
-        }
-        const keyCell = textOf(row.getCell(cols.key).value);
-        const key = 'text' in keyCell ? parseExceptionKey(keyCell.text) : null;
-        if (!key) {
-          refuse('Key: missing or changed (the hidden column the workbook was downloaded with)');
-          ok = false;
-        }
-        if (ok && key && 'text' in noteCell) {
-          rows.push({
-            sheet: name,
-            row: row.number,
-            id: key.id,
-            version: key.version,
-            decision: decision as WorkbookDecision,
-            note: noteCell.text.trim(),
-          });
-        }
-      }
-      if (!cols) {
-        throw new AppError(
-          'VALIDATION_FAILED',
-          `sheet ${name}: no ${DECISION_HEADER}, ${NOTE_HEADER} and ${KEY_HEADER} columns (download a new exception workbook)`,
-        );
-      }
-    }
+    await wb.xlsx.load(Buffer.from(bytes) as unknown as ArrayBuffer);
   } catch (err) {
-    if (err instanceof AppError) throw err;
     throw new AppError('VALIDATION_FAILED', 'file: not a readable xlsx workbook', { cause: err });
   }
-  if (sheets === 0) {
+  const sheets = wb.worksheets.filter((w) => isExceptionsSheet(w.name));
+  for (const sheet of sheets) {
+    const name = sheet.name;
+    let cols: { decision: number; note: number; key: number } | null = null;
+    const last = sheet.rowCount;
+    for (let n = 1; n <= last; n++) {
+      const row = sheet.findRow(n);
+      if (!row) continue;
+      if (!cols) {
+        const headers = new Map<string, number>();
+        row.eachCell((cell, col) => {
+          if (typeof cell.value === 'string' && !headers.has(cell.value)) headers.set(cell.value, col);
+        });
+        const decision = headers.get(DECISION_HEADER);
+        const note = headers.get(NOTE_HEADER);
+        const key = headers.get(KEY_HEADER);
+        if (decision && note && key) cols = { decision, note, key };
+        continue;
+      }
+      const refuse = (rule: string) => problems.push({ sheet: name, row: n, rule });
+      const decisionCell = textOf(row.getCell(cols.decision).value);
+      if ('not' in decisionCell) {
+        refuse(`Decision: ${decisionCell.not}, not one of ${WORKBOOK_DECISIONS.join(', ')}`);
+        continue;
+      }
+      const decision = decisionCell.text.trim();
+      // A row without a decision is left as it is.
+      if (decision === '') continue;
+      if (rows.length + problems.length >= DECISION_ROWS_MAX) {
+        throw new AppError('VALIDATION_FAILED', `file: more than ${DECISION_ROWS_MAX} rows have a decision`);
+      }
+      let ok = true;
+      if (!(WORKBOOK_DECISIONS as readonly string[]).includes(decision)) {
+        refuse(`Decision: "${decision.slice(0, 40)}" is not one of ${WORKBOOK_DECISIONS.join(', ')}`);
+        ok = false;
+      }
+      const noteCell = textOf(row.getCell(cols.note).value);
+      if ('not' in noteCell) {
+        refuse(`Note: ${noteCell.not}; write the note as text`);
+        ok = false;
+      } else if (noteCell.text.trim().length > NOTE_MAX) {
+        refuse(`Note: longer than ${NOTE_MAX} characters`);
+        ok = false;
+      }
+      const keyCell = textOf(row.getCell(cols.key).value);
+      const key = 'text' in keyCell ? parseExceptionKey(keyCell.text) : null;
+      if (!key) {
+        refuse('Key: missing or changed (the hidden column the workbook was downloaded with)');
+        ok = false;
+      }
+      if (ok && key && 'text' in noteCell) {
+        rows.push({
+          sheet: name,
+          row: n,
+          id: key.id,
+          version: key.version,
+          decision: decision as WorkbookDecision,
+          note: noteCell.text.trim(),
+        });
+      }
+    }
+    if (!cols) {
+      throw new AppError(
+        'VALIDATION_FAILED',
+        `sheet ${name}: no ${DECISION_HEADER}, ${NOTE_HEADER} and ${KEY_HEADER} columns (download a new exception workbook)`,
+      );
+    }
+  }
+  if (sheets.length === 0) {
     throw new AppError('VALIDATION_FAILED', 'file: no Exceptions sheet (upload the exception workbook)');
   }
   return { rows, problems };
