@@ -241,4 +241,24 @@ describe('decisions from the exception workbook', () => {
       decideFromWorkbook(t.db, Buffer.from('Id,Decision\n1,keep-ledger\n'), { by: 'ana', mayApprove: false }),
     ).rejects.toThrow(/^file: not an xlsx workbook/);
   });
+
+  it('two uploads deciding the same exception at once: one decides it, the other is refused', async () => {
+    const id = await illegal('wb-race');
+    const filled = await fillDecisions(await download(), { [id]: { decision: 'keep-ledger', note: 'kept' } });
+    const results = await Promise.allSettled([
+      decideFromWorkbook(t.db, filled.bytes, { by: 'ana', mayApprove: false }),
+      decideFromWorkbook(t.db, filled.bytes, { by: 'olga', mayApprove: false }),
+    ]);
+    expect(results.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    const refused = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+    expect((refused.reason as BulkDecisionRefused).lines).toEqual([
+      `Exceptions row ${filled.rows[id]}: exception ${id}: already resolved`,
+    ]);
+    const events = await t.db
+      .selectFrom('exception_events')
+      .select(['actor', 'to_state'])
+      .where('exception_id', '=', id)
+      .execute();
+    expect(events).toHaveLength(1);
+  });
 });
