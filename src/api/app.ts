@@ -11,6 +11,7 @@ import { Readable } from 'node:stream';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { z } from 'zod';
 import { getClose, listCloses } from '../db/closes/records.ts';
+import { BulkDecisionRefused } from '../db/exceptions/bulk-decisions.ts';
 import { approveDecision, decideException, rejectDecision } from '../db/exceptions/decisions.ts';
 import {
   getQueueItem,
@@ -37,6 +38,7 @@ import type { ImportFileFn } from '../domain/imports.ts';
 import { formatAmount, type Minor } from '../domain/money.ts';
 import { ImportRefusal } from '../imports/refusal.ts';
 import type { Logger } from '../logger.ts';
+import { DECISION_WORKBOOK_MAX_BYTES, decideFromWorkbook } from '../reports/decision-workbook.ts';
 import { queueCsv, queueCsvName } from '../reports/exception-csv.ts';
 import type { ReportKind, ReportRun } from '../reports/runs.ts';
 import { ApiProblem, FileReply, mountRoutes, openApiDocument, type Route, route } from './http.ts';
@@ -82,6 +84,7 @@ import {
   ReportRequestBody,
   Report as ReportSchema,
   StateChangeBody,
+  WorkbookDecisionsResponse,
 } from './schemas.ts';
 import { databaseTokenSource } from './token-source.ts';
 
@@ -778,6 +781,57 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
         return {
           exception: exceptionOut(item.exception, at),
           events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+        };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/exceptions/decisions',
+      operationId: 'decideFromWorkbook',
+      summary:
+        'Decide in bulk from the exception workbook: its Decision, Note and Key columns filled in and uploaded back (the xlsx bytes); every row checked, all applied or none (422 naming each refused row)',
+      tag: 'exceptions',
+      scope: 'exceptions:write',
+      upload: {
+        contentTypes: [
+          'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+          'application/octet-stream',
+        ],
+        maxBytes: DECISION_WORKBOOK_MAX_BYTES,
+      },
+      status: 200,
+      response: WorkbookDecisionsResponse,
+      problems: [422],
+      handle: async ({ body, token }) => {
+        const rows = await decideFromWorkbook(db, body as Buffer, {
+          by: token.name,
+          mayApprove: token.scopes.includes('exceptions:approve'),
+          now: now(),
+        }).catch((err: unknown) => {
+          if (err instanceof BulkDecisionRefused) {
+            throw new ApiProblem(
+              'UNPROCESSABLE',
+              err.message,
+              err.lines.map((line) => {
+                const at = line.indexOf(': ');
+                return { in: 'body' as const, field: line.slice(0, at), rule: line.slice(at + 2) };
+              }),
+            );
+          }
+          if (err instanceof AppError && err.code === 'VALIDATION_FAILED') {
+            throw new ApiProblem('UNPROCESSABLE', err.message, [
+              { in: 'body', field: 'file', rule: err.message },
+            ]);
+          }
+          throw err;
+        });
+        const count = (o: string) => rows.filter((r) => r.outcome === o).length;
+        return {
+          decided: count('decided'),
+          proposed: count('proposed'),
+          approved: count('approved'),
+          rejected: count('rejected'),
+          rows,
         };
       },
     }),

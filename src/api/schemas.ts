@@ -12,6 +12,7 @@ import { EXCEPTION_ENTITY_KINDS } from '../domain/exception-rules.ts';
 import { IMPORT_KINDS } from '../domain/imports.ts';
 import { type Minor, parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
+import { WORKBOOK_DECISIONS } from '../domain/workbook-decisions.ts';
 import { REPORT_KINDS } from '../reports/runs.ts';
 
 // ---------------------------------------------------------------- building blocks
@@ -410,6 +411,25 @@ export const DecisionResponse = z.object({
   summary: z.string().meta({ description: 'What was decided, in words (the start of the resolution note)' }),
   exception: Exception,
   events: z.array(ExceptionEvent),
+});
+
+export const WorkbookDecisionsResponse = z.object({
+  decided: z.number().int().meta({ description: 'Rows resolved at once (keep-ledger)' }),
+  proposed: z
+    .number()
+    .int()
+    .meta({ description: 'Rows proposed (accept-provider): booked once another approves' }),
+  approved: z.number().int().meta({ description: 'Proposals approved: booked and resolved' }),
+  rejected: z.number().int().meta({ description: 'Proposals rejected: nothing booked' }),
+  rows: z.array(
+    z.object({
+      sheet: z.string(),
+      row: z.number().int().meta({ description: "The row's number in its sheet" }),
+      id: z.string().meta({ description: "The exception's id" }),
+      decision: z.enum(WORKBOOK_DECISIONS),
+      outcome: z.enum(['decided', 'proposed', 'approved', 'rejected']),
+    }),
+  ),
 });
 
 // ---------------------------------------------------------------- reports

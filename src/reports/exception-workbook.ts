@@ -9,10 +9,17 @@ import {
 } from '../db/read-models/reports.ts';
 import type { Db } from '../db/schema.ts';
 import { AGE_BUCKETS } from '../domain/exception-queue.ts';
-import { refusedReading } from '../domain/exception-rules.ts';
+import { DECIDED_TYPES, refusedReading } from '../domain/exception-rules.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
 import { type Minor, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
+import {
+  DECISION_HEADER,
+  decisionChoices,
+  exceptionKey,
+  KEY_HEADER,
+  NOTE_HEADER,
+} from '../domain/workbook-decisions.ts';
 import { ageBucketLabel } from './exception-csv.ts';
 import { humanInstant, type Period } from './period.ts';
 import {
@@ -186,7 +193,14 @@ export const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
       { header: 'Acknowledged at', key: 'ackAt', type: 'date', cell: (r) => r.acknowledged_at },
       { header: 'Resolved by', key: 'resolvedBy', type: 'text', width: 14, cell: (r) => r.resolved_by },
       { header: 'Resolved at', key: 'resolvedAt', type: 'date', cell: (r) => r.resolved_at },
-      { header: 'Note', key: 'note', type: 'text', width: 40, wrap: true, cell: (r) => r.note },
+      {
+        header: 'Resolution note',
+        key: 'note',
+        type: 'text',
+        width: 40,
+        wrap: true,
+        cell: (r) => r.note,
+      },
       {
         header: 'Last comment',
         key: 'lastNote',
@@ -207,7 +221,31 @@ export const DETAIL_COLUMNS = (asOf: Date): ColumnSpec<ExceptionRow>[] => [
       },
     ] satisfies ColumnSpec<ExceptionRow>[]
   ).map((c) => ({ ...c, printed: false })),
+  // Decisions in bulk: filled in and uploaded back on the exceptions page (src/db/exceptions/bulk-decisions.ts).
+  {
+    header: DECISION_HEADER,
+    key: 'decision',
+    type: 'text',
+    width: 16,
+    role: 'input',
+    cell: () => null,
+    choices: (r) => (decidable(r) ? decisionChoices(r.proposed_by !== null) : null),
+  },
+  { header: NOTE_HEADER, key: 'decisionNote', type: 'text', width: 40, role: 'input', cell: () => null },
+  {
+    header: KEY_HEADER,
+    key: 'key',
+    type: 'text',
+    width: 24,
+    role: 'key',
+    cell: (r) => exceptionKey(r.id, r.version),
+  },
 ];
+
+/** A row the Decision column offers a list on: an unresolved exception that takes a decision. */
+function decidable(r: ExceptionRow): boolean {
+  return r.state !== 'resolved' && (DECIDED_TYPES as readonly string[]).includes(r.type);
+}
 
 /** Late rejections: the reversal entries booked in the period. */
 export const LATE_COLUMNS: ColumnSpec<LateRow>[] = [

@@ -50,6 +50,15 @@ export interface ColumnSpec<R> {
    * so never on the printed page; the CSV always has it.
    */
   printed?: boolean;
+  /**
+   * 'input': a column the reader fills in (the exception workbook's decisions): written empty, tinted,
+   * with a list to pick from where `choices` gives one; outside the print area (a table's input columns
+   * come last) and not in the CSV. 'key': what an upload reads back to know the row: hidden outside the
+   * folded group, never printed, not in the CSV.
+   */
+  role?: 'input' | 'key';
+  /** An input cell's list (a data validation), or null for none. */
+  choices?: (row: R) => readonly string[] | null;
 }
 
 /** Totals per currency ('' without a currency column) and column key: bigint for money, number for int. */
@@ -314,8 +323,13 @@ export function printOptions(
 
 /** The widths of the columns a table prints (those not folded away). */
 export function printedWidths(columns: readonly ColumnSpec<never>[]): number[] {
-  return columns.filter((c) => c.printed !== false).map((c) => c.width ?? defaultWidth(c));
+  return columns
+    .filter((c) => c.printed !== false && c.role === undefined)
+    .map((c) => c.width ?? defaultWidth(c));
 }
+
+/** The tint of the cells a reader fills in. */
+const INPUT_FILL: ExcelJS.Fill = { type: 'pattern', pattern: 'solid', fgColor: { argb: 'FFFFF6D5' } };
 
 /**
  * Currencies in the one fixed order every sheet uses (alphabetical ISO code; a row without a currency,
@@ -370,6 +384,8 @@ export class TableSheet<R> {
   private readonly sums: TableTotals = new Map();
   /** Money columns holding at least one amount written as text (their totals cannot be a SUM). */
   private readonly textMoney = new Set<number>();
+  /** The columns the CSV carries (input and key columns are the workbook's alone). */
+  private readonly csvColumns: number[];
 
   constructor(
     private readonly workbook: ExcelJS.stream.xlsx.WorkbookWriter,
@@ -381,9 +397,10 @@ export class TableSheet<R> {
     this.headerRow = (options.preamble?.length ?? 0) + 1;
     this.maxRows = options.maxRowsPerSheet ?? MAX_SHEET_ROWS;
     this.linkBase = options.linkBase ? options.linkBase.replace(/\/+$/, '') : null;
+    this.csvColumns = columns.flatMap((c, i) => (c.role === undefined ? [i] : []));
     this.openPart(name);
     this.csv = options.csvPath ? createWriteStream(options.csvPath) : null;
-    if (this.csv) this.csvBuffer.push(columns.map((c) => csvField(c.header)).join(','));
+    if (this.csv) this.csvBuffer.push(this.csvColumns.map((i) => csvField(columns[i]!.header)).join(','));
   }
 
   private get part(): Part {
@@ -392,9 +409,17 @@ export class TableSheet<R> {
 
   private openPart(name: string): void {
     const folded = this.columns.some((c) => c.printed === false);
+    const print = printOptions(this.options.print, this.headerRow, this.options.rule ?? WIDE_TABLE);
+    // Input columns come last and stay off the paper: the print area ends before the first.
+    const firstInput = this.columns.findIndex((c) => c.role === 'input');
+    if (firstInput > 0) {
+      // exceljs writes `$` + each end: `A$1:AG$1048576` becomes `$A$1:$AG$1048576`, an area LibreOffice
+      // honours (it ignores `$A1:$AG1048576`).
+      print.pageSetup = { ...print.pageSetup, printArea: `A$1:${columnLetter(firstInput - 1)}$1048576` };
+    }
     const sheet = this.workbook.addWorksheet(name, {
       views: [{ state: 'frozen', ySplit: this.headerRow, xSplit: 0 }],
-      ...printOptions(this.options.print, this.headerRow, this.options.rule ?? WIDE_TABLE),
+      ...print,
       ...(folded ? { properties: { outlineLevelCol: 1 } } : {}),
     });
     sheet.columns = this.columns.map((c) => {
@@ -403,7 +428,11 @@ export class TableSheet<R> {
         key: c.key,
         width: c.width ?? defaultWidth(c),
         ...(numFmt ? { style: { numFmt } } : c.wrap ? { style: { alignment: WRAP } } : {}),
-        ...(c.printed === false ? { hidden: true, outlineLevel: 1 } : {}),
+        ...(c.role === 'key'
+          ? { hidden: true }
+          : c.printed === false
+            ? { hidden: true, outlineLevel: 1 }
+            : {}),
       };
     });
     for (const line of this.options.preamble ?? []) {
@@ -449,8 +478,17 @@ export class TableSheet<R> {
       this.sums.set(currency, sums);
     }
     let textCells: number[] | null = null;
+    let inputCells: number[] | null = null;
     for (let i = 0; i < n; i++) {
       const column = this.columns[i]!;
+      if (column.role === 'input') {
+        // Written empty for the reader to fill in; its list is set on the cell below.
+        cells[i] = null;
+        if (csv) csv[i] = '';
+        inputCells ??= [];
+        inputCells.push(i);
+        continue;
+      }
       const v = column.cell(row);
       if (v === null || v === undefined || v === '') {
         cells[i] = null;
@@ -493,11 +531,27 @@ export class TableSheet<R> {
     }
     const added = this.part.sheet.addRow(cells);
     for (const i of textCells ?? []) added.getCell(i + 1).alignment = { horizontal: 'right' };
+    for (const i of inputCells ?? []) {
+      const cell = added.getCell(i + 1);
+      cell.fill = INPUT_FILL;
+      const choices = this.columns[i]!.choices?.(row);
+      if (choices && choices.length > 0) {
+        cell.dataValidation = {
+          type: 'list',
+          allowBlank: true,
+          formulae: [`"${choices.join(',')}"`],
+          showErrorMessage: true,
+          errorStyle: 'stop',
+          errorTitle: this.columns[i]!.header,
+          error: `One of: ${choices.join(', ')}, or empty.`,
+        };
+      }
+    }
     added.commit();
     this.part.rows++;
     this.rowCount++;
     if (csv) {
-      this.csvBuffer.push(csv.join(','));
+      this.csvBuffer.push(this.csvColumns.map((i) => csv[i]).join(','));
       if (this.csvBuffer.length >= 2000) this.flushCsv();
     }
   }

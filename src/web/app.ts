@@ -9,7 +9,7 @@ import { stat } from 'node:fs/promises';
 import fastifyCookie from '@fastify/cookie';
 import fastifyFormbody from '@fastify/formbody';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { AppError, toAppError } from '../domain/errors.ts';
+import { toAppError } from '../domain/errors.ts';
 import { DEFAULT_WEB_ROLE, roleCan, type WebPermission, type WebRole } from '../domain/roles.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Logger } from '../logger.ts';
@@ -19,7 +19,8 @@ import { type CloseServices, closeRoutes } from './close-routes.ts';
 import { type ExceptionServices, exceptionRoutes } from './exception-routes.ts';
 import { FAVICON_SVG } from './favicon.ts';
 import type { SafeHtml } from './html.ts';
-import { FORM_FILES, type ImportPageServices, importRoutes, type UploadedFile } from './import-routes.ts';
+import { type ImportPageServices, importRoutes } from './import-routes.ts';
+import { acceptMultipart } from './multipart.ts';
 import { field, type PageKit } from './page-kit.ts';
 import { type PaymentDetailView, type PaymentView, paymentPage, paymentSearchPage } from './payment-views.ts';
 import {
@@ -110,35 +111,6 @@ declare module 'fastify' {
   }
 }
 
-/**
- * A multipart form (the Imports page's upload) as the handlers read a form: each text field by name, and
- * the files under FORM_FILES (name, bytes). The CSRF check reads `_csrf` from it like from any form.
- */
-async function parseMultipart(
-  contentType: string | undefined,
-  body: Buffer,
-): Promise<Record<string, unknown>> {
-  let form: FormData;
-  try {
-    form = await new Response(body, { headers: { 'content-type': contentType ?? '' } }).formData();
-  } catch {
-    throw new AppError('VALIDATION_FAILED', 'the form could not be read (multipart/form-data expected)');
-  }
-  const fields: Record<string, unknown> = {};
-  const files: Record<string, UploadedFile> = {};
-  for (const [name, value] of form) {
-    if (typeof value === 'string') {
-      if (fields[name] === undefined) fields[name] = value;
-      continue;
-    }
-    // The name as the browser gives it, without any folder, cut to 200 characters.
-    const fileName = (value.name.split(/[\\/]/).pop() ?? '').trim().slice(0, 200) || 'upload';
-    files[name] ??= { fileName, bytes: new Uint8Array(await value.arrayBuffer()) };
-  }
-  fields[FORM_FILES] = files;
-  return fields;
-}
-
 function wantsHtml(request: FastifyRequest): boolean {
   return (request.headers.accept ?? '').includes('text/html');
 }
@@ -170,11 +142,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   if (services.imports && !app.hasContentTypeParser('multipart/form-data')) {
     // An upload is read whole (at most PAYRECON_IMPORT_MAX_BYTES and the form around it): the import
     // reads all of a file before it records any of it.
-    app.addContentTypeParser(
-      'multipart/form-data',
-      { parseAs: 'buffer', bodyLimit: services.imports.maxBytes + 1024 * 1024 },
-      async (request: FastifyRequest, body: Buffer) => parseMultipart(request.headers['content-type'], body),
-    );
+    acceptMultipart(app, services.imports.maxBytes + 1024 * 1024);
   }
   app.decorateRequest('session', null);
   // An error answers the status of its code (toAppError, src/domain/errors.ts), as in every handler.

@@ -7,6 +7,7 @@
  * only a controller who did not propose it approves or rejects it (`approve-booking`).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type BulkDecisionOutcome, BulkDecisionRefused } from '../db/exceptions/bulk-decisions.ts';
 import type {
   BulkResult,
   QueueChange,
@@ -17,6 +18,8 @@ import type {
 import type { PaidAmount } from '../db/read-models/payments.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { parseAmount } from '../domain/money.ts';
+import { roleCan } from '../domain/roles.ts';
+import { DECISION_WORKBOOK_MAX_BYTES } from '../reports/decision-workbook.ts';
 import { queueCsvName } from '../reports/exception-csv.ts';
 import {
   AGE_BUCKETS,
@@ -29,7 +32,9 @@ import {
   exceptionsPage,
   QUEUE_FORM_FIELDS,
   type QueueForm,
+  uploadRefusedPage,
 } from './exception-views.ts';
+import { acceptMultipart, fileOf } from './multipart.ts';
 import { field, fields, type PageKit } from './page-kit.ts';
 
 /** What the queue reads and does; implemented over the ledger database by src/web/services.ts. */
@@ -76,6 +81,17 @@ export interface ExceptionServices {
   approve?(id: string, note: string | null, username: string, now: Date): Promise<void>;
   /** A controller rejects the proposed decision (nothing booked). */
   reject?(id: string, note: string, username: string, now: Date): Promise<void>;
+  /**
+   * The decisions of an exception workbook uploaded back, all applied or none
+   * (src/reports/decision-workbook.ts): throws `BulkDecisionRefused` naming every refused row, or
+   * VALIDATION_FAILED for the file.
+   */
+  decideWorkbook?(
+    bytes: Uint8Array,
+    username: string,
+    mayApprove: boolean,
+    now: Date,
+  ): Promise<BulkDecisionOutcome[]>;
 }
 
 const PAGE_SIZE = 50;
@@ -175,6 +191,17 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
         left ? `; ${left} left as they were (already there, or an illegal move that needs a decision)` : ''
       }.`;
     }
+    if (q.done === 'workbook') {
+      const parts = (['decided', 'proposed', 'approved', 'rejected'] as const)
+        .map((k) => [k, Number(q[k] ?? 0)] as const)
+        .filter(([, n]) => n > 0)
+        .map(([k, n]) => `${n} ${k}`);
+      return `Workbook decisions applied: ${parts.join(', ') || 'none'}.${
+        Number(q.proposed ?? 0) > 0
+          ? ' Proposals are booked once a controller who did not propose them approves.'
+          : ''
+      }`;
+    }
     return (q.done && DONE[q.done]) || null;
   };
 
@@ -258,6 +285,51 @@ export function exceptionRoutes(app: FastifyInstance, kit: PageKit, services: Ex
       303,
     );
   });
+
+  // The exception workbook uploaded back (a multipart form): its decisions, all applied or none.
+  const decideWorkbook = services.decideWorkbook;
+  if (decideWorkbook) {
+    app.register(async (upload) => {
+      acceptMultipart(upload, DECISION_WORKBOOK_MAX_BYTES + 64 * 1024);
+      upload.post('/exceptions/decisions', async (request, reply) => {
+        const refused = refuseUnless(request, reply, 'work-exceptions');
+        if (refused) return refused;
+        const file = fileOf(request.body, 'workbook');
+        if (!file || file.bytes.byteLength === 0) {
+          return problem(request, reply, 400, 'No file', 'Choose the exception workbook to upload.');
+        }
+        const username = request.session?.username ?? 'unknown';
+        const page = ctx(request);
+        const mayApprove = page.role !== undefined && roleCan(page.role, 'approve-booking');
+        let outcomes: BulkDecisionOutcome[];
+        try {
+          outcomes = await decideWorkbook(file.bytes, username, mayApprove, now());
+        } catch (err) {
+          if (err instanceof BulkDecisionRefused) {
+            kit.logger?.info({ username, rows: err.lines.length }, 'workbook decisions refused');
+            return send(reply, uploadRefusedPage(page, file.fileName, err.lines), 422);
+          }
+          if ((err as { code?: string }).code === 'VALIDATION_FAILED') {
+            return send(reply, uploadRefusedPage(page, file.fileName, [(err as Error).message]), 422);
+          }
+          throw err;
+        }
+        const count = (o: BulkDecisionOutcome['outcome']) =>
+          String(outcomes.filter((x) => x.outcome === o).length);
+        kit.logger?.info({ username, rows: outcomes.length }, 'workbook decisions applied from the page');
+        return reply.redirect(
+          `${base}/exceptions?${new URLSearchParams({
+            done: 'workbook',
+            decided: count('decided'),
+            proposed: count('proposed'),
+            approved: count('approved'),
+            rejected: count('rejected'),
+          })}`,
+          303,
+        );
+      });
+    });
+  }
 
   app.get<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>(
     '/exceptions/:id',

@@ -58,6 +58,8 @@ form.filters input,form.filters select{padding:.2rem .35rem;font-size:.85rem}
 form.filters input.amount{width:7rem}form.filters input.currency{width:4.5rem}
 form.bulk{display:flex;gap:.5rem;align-items:end;flex-wrap:wrap;background:#fff;padding:.5rem .7rem;box-shadow:0 1px 2px #0001}
 form.bulk input[name=note]{width:24rem}
+form.upload{margin-top:.5rem}form.upload .muted{flex-basis:100%;font-size:.85rem}
+ul.refused{background:#fff;padding:.6rem 1.6rem;box-shadow:0 1px 2px #0001}ul.refused li{margin:.2rem 0}
 .pager{display:flex;gap:1rem;align-items:center}
 .detail{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1rem}
 .detail section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
@@ -272,6 +274,15 @@ ${
 <button name="action" value="resolve">Resolve selected</button></form>`
     : ''
 }
+${
+  work
+    ? html`<form class="bulk upload" id="workbook-upload" method="post" action="${ctx.base}/exceptions/decisions" enctype="multipart/form-data">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<label>Exception workbook with decisions<input type="file" name="workbook" accept=".xlsx,application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" required></label>
+<button class="secondary">Upload decisions</button>
+<span class="muted">Download the exception workbook from <a href="${ctx.base}/reports">Reports</a>, fill its Decision and Note columns, upload it here: every row is checked and all are applied or none.</span></form>`
+    : ''
+}
 <table class="queue"><colgroup>${work ? raw('<col class="pick">') : ''}<col class="what"><col class="amount"><col class="state"><col class="when"><col class="facts">${
       work ? raw('<col class="act">') : ''
     }</colgroup>
@@ -397,6 +408,19 @@ ${proposalSection(ctx, e, hidden)}
           )
         : html`<tr><td colspan="4" class="muted">Nothing done yet.</td></tr>`
     }</tbody></table>
+<p><a href="${ctx.base}/exceptions">Back to the queue</a></p>`,
+    html`<link rel="stylesheet" href="${ctx.base}/static/exceptions.css">`,
+  );
+}
+
+/** An uploaded workbook refused: nothing was decided; one line per refused row, with its rules. */
+export function uploadRefusedPage(ctx: PageContext, fileName: string, lines: readonly string[]): SafeHtml {
+  return layout(
+    { ...ctx, active: 'exceptions' },
+    'Decisions refused',
+    html`<h1>Decisions refused</h1>
+<div class="notice error" role="alert">Nothing was decided from ${fileName}: fix the rows below (or leave their Decision empty) and upload it again.</div>
+<ul class="refused" id="refused">${lines.map((l) => html`<li>${l}</li>`)}</ul>
 <p><a href="${ctx.base}/exceptions">Back to the queue</a></p>`,
     html`<link rel="stylesheet" href="${ctx.base}/static/exceptions.css">`,
   );

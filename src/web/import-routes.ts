@@ -5,11 +5,13 @@
  * (the same as `payrecon import` and `POST /api/v1/imports`). A refused file shows its one line and
  * nothing is imported.
  */
+
 import type { FastifyInstance } from 'fastify';
 import type { ImportDetail, ImportView } from '../db/imports/read.ts';
 import { IMPORT_KINDS, type ImportFileFn, type ImportKind, type ImportOutcome } from '../domain/imports.ts';
 import { ImportRefusal } from '../imports/refusal.ts';
 import { IMPORTS_CSS, type ImportForm, importPage, importsPage } from './import-views.ts';
+import { fileOf } from './multipart.ts';
 import { field, type PageKit } from './page-kit.ts';
 
 /** What the Imports page reads and does; implemented by src/web/import-services.ts. */
@@ -21,13 +23,6 @@ export interface ImportPageServices {
   profiles?: readonly { name: string; kind: ImportKind }[];
   list(limit: number): Promise<ImportView[]>;
   get(id: string): Promise<ImportDetail | null>;
-}
-
-/** Where the multipart parser (src/web/app.ts) puts a form's files: field name to file. */
-export const FORM_FILES = '__files';
-export interface UploadedFile {
-  fileName: string;
-  bytes: Uint8Array;
 }
 
 /** A recorded import as the result of its upload (what the page shows after the redirect). */
@@ -49,13 +44,6 @@ function outcomeOf(i: ImportView): ImportOutcome {
         }
       : { kind: i.kind, rows: i.lines, new: i.newLines };
   return { id: i.id, kind: i.kind, fileName: i.fileName, summary, matching: null };
-}
-
-function fileOf(body: unknown, name: string): UploadedFile | undefined {
-  const files = (body as Record<string, unknown> | undefined)?.[FORM_FILES] as
-    | Record<string, UploadedFile>
-    | undefined;
-  return files?.[name];
 }
 
 export function importRoutes(app: FastifyInstance, kit: PageKit, services: ImportPageServices): void {

@@ -23,6 +23,7 @@ import {
 } from '../db/web-sessions.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
+import { decideFromWorkbook } from '../reports/decision-workbook.ts';
 import { queueCsv } from '../reports/exception-csv.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
@@ -118,6 +119,8 @@ export function ledgerWebServices(
       reject: async (id, note, username, now) => {
         await rejectDecision(db, { id, by: username, note, now });
       },
+      decideWorkbook: (bytes, username, mayApprove, now) =>
+        decideFromWorkbook(db, bytes, { by: username, mayApprove, now }),
     },
 
     balances: ledgerBalanceServices(db),

@@ -17,11 +17,14 @@ import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { type ApiScope, type ApiTokenEntry, createApiToken } from '../../src/domain/api-tokens.ts';
 import { sha256Hex } from '../../src/domain/close.ts';
+import type { Observation } from '../../src/domain/observation.ts';
 import { importService } from '../../src/import-service.ts';
+import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { fillDecisions } from '../reports/decision-fill.ts';
 import { OpenApiValidator } from './openapi-validator.ts';
 
 let t: TestDatabase;
@@ -73,6 +76,8 @@ async function call(method: 'GET' | 'POST', path: string, c: Call = {}): Promise
   );
   return res;
 }
+
+const XLSX_TYPE = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
 
 const json = <T = Record<string, unknown>>(res: LightMyRequestResponse) => JSON.parse(res.body) as T;
 
@@ -201,6 +206,7 @@ describe('the OpenAPI document', () => {
         'changeExceptionState',
         'changeExceptionStates',
         'decideIllegalTransition',
+        'decideFromWorkbook',
         'approveDecision',
         'rejectDecision',
         'commentException',
@@ -1000,6 +1006,63 @@ describe('imports', () => {
     );
     expectProblem(await upload('kind=bank-statement', Buffer.alloc(65 * 1024, 0x20)), 413);
     expectProblem(await upload('kind=cheque', bytes), 400, 'kind');
+  });
+});
+
+describe('decisions from the exception workbook', () => {
+  it('takes the xlsx bytes: 200 with each row, 422 naming each refused row, 403 without exceptions:write', async () => {
+    await withLedgerTransaction(t.db, (trx) =>
+      applyObservations(trx, [
+        { ...obs('deposit', 'wb1', 'COMPLETED', 1), account: 'api-wb' } as Observation,
+        { ...obs('deposit', 'wb1', 'PENDING', 2), account: 'api-wb' } as Observation,
+      ]),
+    );
+    const { id } = await t.db
+      .selectFrom('exceptions')
+      .select('id')
+      .where('merchant_account', '=', 'api-wb')
+      .executeTakeFirstOrThrow();
+    const out = join(dir, 'decisions.xlsx');
+    const now = new Date();
+    const day = now.toISOString().slice(0, 10);
+    await writeExceptionWorkbook(t.db, {
+      period: {
+        from: day,
+        to: day,
+        start: new Date(now.getTime() - 86_400_000),
+        end: new Date(now.getTime() + 60_000),
+        timeZone: 'UTC',
+        cutoff: '00:00',
+      },
+      account: 'api-wb',
+      out,
+      now: new Date(now.getTime() + 1_000),
+    });
+    const send = async (bytes: Buffer, token = tokens.all) => {
+      const res = await app.inject({
+        method: 'POST',
+        url: `${API_PREFIX}/exceptions/decisions`,
+        headers: { authorization: `Bearer ${token}`, 'content-type': XLSX_TYPE },
+        payload: bytes,
+      });
+      validator.validate(
+        'POST',
+        `${API_PREFIX}/exceptions/decisions`,
+        res.statusCode,
+        res.headers['content-type'] as string,
+        res.body,
+      );
+      return res;
+    };
+    const noNote = await fillDecisions(await readFile(out), { [id]: { decision: 'keep-ledger' } });
+    expectProblem(await send(noNote.bytes), 422, `Exceptions row ${noNote.rows[id]}`);
+    expectProblem(await send(noNote.bytes, tokens.reader), 403);
+    const filled = await fillDecisions(await readFile(out), {
+      [id]: { decision: 'keep-ledger', note: 'kept' },
+    });
+    const res = await send(filled.bytes);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(json(res)).toMatchObject({ decided: 1, proposed: 0, rows: [{ id, outcome: 'decided' }] });
   });
 });
 

@@ -253,8 +253,11 @@ describe.skipIf(missing.length > 0 && !required)('workbooks printed to PDF by Li
   /** The headers a table prints (its columns not folded away), from the read-back workbook. */
   function printedHeaders(ws: ExcelJS.Worksheet, headerRow: number): string[] {
     const out: string[] = [];
+    // A print area (the exception workbook's ends before its input columns) ends what prints.
+    const areaEnd = /:\$?([A-Z]+)\$?\d*$/.exec(ws.pageSetup.printArea ?? '')?.[1];
+    const last = areaEnd ? ws.getColumn(areaEnd).number : Number.POSITIVE_INFINITY;
     ws.getRow(headerRow).eachCell((cell, col) => {
-      if (!ws.getColumn(col).hidden) out.push(String(cell.value));
+      if (!ws.getColumn(col).hidden && col <= last) out.push(String(cell.value));
     });
     return out;
   }

@@ -343,7 +343,7 @@ describe('exception workbook', () => {
       if (i < 1) throw new Error(`no column ${header} in ${headers.join('|')}`);
       return i;
     };
-    expect(detail.autoFilter).toBe('A2:AG2');
+    expect(detail.autoFilter).toBe('A2:AJ2');
     expect(r.rowCounts.Exceptions).toBe(2);
     expect(detail.getRow(3).getCell(col('First seen')).value).toBeInstanceOf(Date);
     // Every exception carries its facts: provider status, the rule in one sentence.

@@ -30,14 +30,14 @@
  * The database refuses a decision whose approver is its proposer (`exceptions_decision_approver_ck`).
  */
 
-import { type Selectable, sql } from 'kysely';
+import { type Selectable, sql, type Transaction } from 'kysely';
 import { AppError } from '../../domain/errors.ts';
 import { DECIDED_TYPES, type ExceptionRules } from '../../domain/exception-rules.ts';
 import { FACTS_ACCEPTED_PREFIX } from '../../domain/immutable-facts.ts';
 import { parseMinorOrNull } from '../../domain/money.ts';
 import type { LedgerObservation } from '../../domain/observation.ts';
 import { applyObservations } from '../ledger/service.ts';
-import type { Db, StatusHistoryTable } from '../schema.ts';
+import type { Database, Db, StatusHistoryTable } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
 
 export const DECISIONS = ['accept-provider', 'keep-ledger'] as const;
@@ -219,60 +219,64 @@ async function addEvent(
  * propose it books it, `rejectDecision` drops it. Throws NOT_FOUND, CONFLICT (resolved, not a decided
  * type, a proposal already waiting) or VALIDATION_FAILED.
  */
-export async function decideException(db: Db, input: DecisionInput): Promise<DecisionResult> {
+export function decideException(db: Db, input: DecisionInput): Promise<DecisionResult> {
+  checkId(input.id);
+  return withLedgerTransaction(db, (trx) => decideIn(trx, input));
+}
+
+/** `decideException` in the caller's transaction (the workbook's bulk decisions). */
+export async function decideIn(trx: Transaction<Database>, input: DecisionInput): Promise<DecisionResult> {
   checkId(input.id);
   const note = required(input.note, 'note', 'why the decision is right');
   const by = required(input.by, 'by', 'who decides');
   const now = input.now ?? new Date();
-  return withLedgerTransaction(db, async (trx) => {
-    const ex = await lockDecided(trx, input.id);
-    const { moved, ledgerStatus } = await situation(trx, ex);
-    const what = decisionText(ex, input.decision, moved.to_status, ledgerStatus);
-    const waiting = proposalOf(ex.proposal);
-    if (input.decision === 'keep-ledger') {
-      // Keeping the ledger's ends a proposal still waiting; the trail says whose.
-      const ends = waiting ? ` (ends ${waiting.by}'s proposal to ${waiting.summary})` : '';
-      return resolve(trx, ex, {
-        decision: 'keep-ledger',
-        by,
-        note: `${note}${ends}`,
-        now,
-        what,
-        moved,
-        ledgerStatus,
-        entriesBooked: 0,
-        status: ledgerStatus,
-        proposal: null,
-      });
-    }
-    if (waiting) {
-      throw new AppError(
-        'CONFLICT',
-        `exception ${ex.id}: ${waiting.by} already proposed to accept the provider's ${ex.type === 'FACTS_CHANGED' ? 'facts' : 'status'} at ${waiting.at}; a controller approves or rejects it`,
-      );
-    }
-    const plan = proposalText(ex, moved.to_status, ledgerStatus);
-    const proposal: Proposal = {
-      decision: 'accept-provider',
+  const ex = await lockDecided(trx, input.id);
+  const { moved, ledgerStatus } = await situation(trx, ex);
+  const what = decisionText(ex, input.decision, moved.to_status, ledgerStatus);
+  const waiting = proposalOf(ex.proposal);
+  if (input.decision === 'keep-ledger') {
+    // Keeping the ledger's ends a proposal still waiting; the trail says whose.
+    const ends = waiting ? ` (ends ${waiting.by}'s proposal to ${waiting.summary})` : '';
+    return resolve(trx, ex, {
+      decision: 'keep-ledger',
       by,
-      note,
-      at: now.toISOString(),
-      reading: moved.event_id,
-      summary: plan,
-    };
-    await sql`UPDATE exceptions SET proposal = ${JSON.stringify(proposal)}::jsonb, updated_at = now()
-      WHERE id = ${ex.id}`.execute(trx);
-    await addEvent(trx, ex.id, now, by, 'propose', `proposed to ${plan}: ${note}`);
-    return {
-      outcome: 'proposed',
-      decision: 'accept-provider',
-      status: ledgerStatus,
-      providerStatus: moved.to_status,
+      note: `${note}${ends}`,
+      now,
+      what,
+      moved,
       ledgerStatus,
       entriesBooked: 0,
-      summary: `proposed to ${plan}`,
-    };
-  });
+      status: ledgerStatus,
+      proposal: null,
+    });
+  }
+  if (waiting) {
+    throw new AppError(
+      'CONFLICT',
+      `exception ${ex.id}: ${waiting.by} already proposed to accept the provider's ${ex.type === 'FACTS_CHANGED' ? 'facts' : 'status'} at ${waiting.at}; a controller approves or rejects it`,
+    );
+  }
+  const plan = proposalText(ex, moved.to_status, ledgerStatus);
+  const proposal: Proposal = {
+    decision: 'accept-provider',
+    by,
+    note,
+    at: now.toISOString(),
+    reading: moved.event_id,
+    summary: plan,
+  };
+  await sql`UPDATE exceptions SET proposal = ${JSON.stringify(proposal)}::jsonb, updated_at = now()
+    WHERE id = ${ex.id}`.execute(trx);
+  await addEvent(trx, ex.id, now, by, 'propose', `proposed to ${plan}: ${note}`);
+  return {
+    outcome: 'proposed',
+    decision: 'accept-provider',
+    status: ledgerStatus,
+    providerStatus: moved.to_status,
+    ledgerStatus,
+    entriesBooked: 0,
+    summary: `proposed to ${plan}`,
+  };
 }
 
 export interface ApprovalInput {
@@ -291,104 +295,112 @@ export interface ApprovalInput {
  * the proposer's, and the exception is resolved. Throws FORBIDDEN (the proposer approving their own),
  * CONFLICT (nothing proposed, resolved, or the provider reported again since the proposal) or NOT_FOUND.
  */
-export async function approveDecision(db: Db, input: ApprovalInput): Promise<DecisionResult> {
+export function approveDecision(db: Db, input: ApprovalInput): Promise<DecisionResult> {
+  checkId(input.id);
+  return withLedgerTransaction(db, (trx) => approveIn(trx, input));
+}
+
+/** `approveDecision` in the caller's transaction (the workbook's bulk decisions). */
+export async function approveIn(trx: Transaction<Database>, input: ApprovalInput): Promise<DecisionResult> {
   checkId(input.id);
   const by = required(input.by, 'by', 'who approves');
   const now = input.now ?? new Date();
-  return withLedgerTransaction(db, async (trx) => {
-    const ex = await lockDecided(trx, input.id);
-    const proposal = proposalOf(ex.proposal);
-    if (!proposal) throw new AppError('CONFLICT', `exception ${ex.id}: no decision is waiting for approval`);
-    if (proposal.by === by) {
-      throw new AppError(
-        'FORBIDDEN',
-        `You proposed the decision on exception ${ex.id}, so a different controller must approve it.`,
-      );
-    }
-    const { facts, moved, ledgerStatus } = await situation(trx, ex);
-    if (moved.event_id !== proposal.reading) {
-      throw new AppError(
-        'CONFLICT',
-        `exception ${ex.id}: the provider reported again since ${proposal.by}'s proposal; reject it and propose again`,
-      );
-    }
-    const note = proposal.note;
-    const reading: LedgerObservation = {
-      eventId: `${facts ? FACTS_ACCEPTED_PREFIX : 'operator:'}${ex.id}:${moved.event_id}`,
-      kind: ex.entity_kind,
-      account: ex.merchant_account,
-      entityId: ex.entity_id,
-      externalRef: moved.external_ref,
-      status: moved.to_status,
-      // Accepted facts count from this reading on: just after the provider's newest reading.
-      observedAt: facts ? new Date(moved.observed_at.getTime() + 1) : moved.observed_at,
-      source: 'operator',
-      currency: moved.currency,
-      amount: parseMinorOrNull(moved.amount),
-      feeCurrency: moved.fee_currency,
-      feeAmount: parseMinorOrNull(moved.fee_amount),
-      feeOnPayer: moved.fee_on_payer,
-      test: moved.test,
-      crypto: moved.crypto,
-      statusReason: moved.status_reason,
-      payerVerification: moved.payer_verification,
-      rejectionCode: moved.rejection_code,
-      rejectionReason: moved.rejection_reason,
-      parentDepositId: moved.parent_deposit_id,
-      // The history keeps no bank reference; null keeps the mirror's.
-      bankReference: null,
-      details: {
-        decision: proposal.decision,
-        by,
-        proposedBy: proposal.by,
-        note,
-        exceptionId: ex.id,
-        accepted: moved.event_id,
-      },
-    };
-    const applied = await applyObservations(trx, [reading], {
-      now,
-      ...(input.rules ? { rules: input.rules } : {}),
-      memo: {
-        decision: proposal.decision,
-        by,
-        proposedBy: proposal.by,
-        note,
-        exceptionId: ex.id,
-        status: moved.to_status,
-      },
-    });
-    const approval = input.note?.trim() ? `: ${input.note.trim()}` : '';
-    await addEvent(trx, ex.id, now, by, 'approve', `approved ${proposal.by}'s proposal${approval}`);
-    return resolve(trx, ex, {
+  const ex = await lockDecided(trx, input.id);
+  const proposal = proposalOf(ex.proposal);
+  if (!proposal) throw new AppError('CONFLICT', `exception ${ex.id}: no decision is waiting for approval`);
+  if (proposal.by === by) {
+    throw new AppError(
+      'FORBIDDEN',
+      `You proposed the decision on exception ${ex.id}, so a different controller must approve it.`,
+    );
+  }
+  const { facts, moved, ledgerStatus } = await situation(trx, ex);
+  if (moved.event_id !== proposal.reading) {
+    throw new AppError(
+      'CONFLICT',
+      `exception ${ex.id}: the provider reported again since ${proposal.by}'s proposal; reject it and propose again`,
+    );
+  }
+  const note = proposal.note;
+  const reading: LedgerObservation = {
+    eventId: `${facts ? FACTS_ACCEPTED_PREFIX : 'operator:'}${ex.id}:${moved.event_id}`,
+    kind: ex.entity_kind,
+    account: ex.merchant_account,
+    entityId: ex.entity_id,
+    externalRef: moved.external_ref,
+    status: moved.to_status,
+    // Accepted facts count from this reading on: just after the provider's newest reading.
+    observedAt: facts ? new Date(moved.observed_at.getTime() + 1) : moved.observed_at,
+    source: 'operator',
+    currency: moved.currency,
+    amount: parseMinorOrNull(moved.amount),
+    feeCurrency: moved.fee_currency,
+    feeAmount: parseMinorOrNull(moved.fee_amount),
+    feeOnPayer: moved.fee_on_payer,
+    test: moved.test,
+    crypto: moved.crypto,
+    statusReason: moved.status_reason,
+    payerVerification: moved.payer_verification,
+    rejectionCode: moved.rejection_code,
+    rejectionReason: moved.rejection_reason,
+    parentDepositId: moved.parent_deposit_id,
+    // The history keeps no bank reference; null keeps the mirror's.
+    bankReference: null,
+    details: {
       decision: proposal.decision,
       by,
+      proposedBy: proposal.by,
       note,
-      now,
-      what: decisionText(ex, proposal.decision, moved.to_status, ledgerStatus),
-      moved,
-      ledgerStatus,
-      entriesBooked: applied.entriesBooked,
+      exceptionId: ex.id,
+      accepted: moved.event_id,
+    },
+  };
+  const applied = await applyObservations(trx, [reading], {
+    now,
+    ...(input.rules ? { rules: input.rules } : {}),
+    memo: {
+      decision: proposal.decision,
+      by,
+      proposedBy: proposal.by,
+      note,
+      exceptionId: ex.id,
       status: moved.to_status,
-      proposal,
-    });
+    },
+  });
+  const approval = input.note?.trim() ? `: ${input.note.trim()}` : '';
+  await addEvent(trx, ex.id, now, by, 'approve', `approved ${proposal.by}'s proposal${approval}`);
+  return resolve(trx, ex, {
+    decision: proposal.decision,
+    by,
+    note,
+    now,
+    what: decisionText(ex, proposal.decision, moved.to_status, ledgerStatus),
+    moved,
+    ledgerStatus,
+    entriesBooked: applied.entriesBooked,
+    status: moved.to_status,
+    proposal,
   });
 }
 
 /** Drops the decision proposed on the exception, which stays as it is; nothing is booked. */
-export async function rejectDecision(db: Db, input: ApprovalInput): Promise<Proposal> {
+export function rejectDecision(db: Db, input: ApprovalInput): Promise<Proposal> {
+  checkId(input.id);
+  return db.transaction().execute((trx) => rejectIn(trx, input));
+}
+
+/** `rejectDecision` in the caller's transaction (the workbook's bulk decisions). */
+export async function rejectIn(trx: Transaction<Database>, input: ApprovalInput): Promise<Proposal> {
   checkId(input.id);
   const by = required(input.by, 'by', 'who rejects');
   const note = required(input.note ?? '', 'note', 'why the proposal is wrong');
   const now = input.now ?? new Date();
-  return db.transaction().execute(async (trx) => {
-    const ex = await lockDecided(trx, input.id);
-    const proposal = proposalOf(ex.proposal);
-    if (!proposal) throw new AppError('CONFLICT', `exception ${ex.id}: no decision is waiting for approval`);
-    await sql`UPDATE exceptions SET proposal = NULL, updated_at = now() WHERE id = ${ex.id}`.execute(trx);
-    await addEvent(trx, ex.id, now, by, 'reject', `rejected ${proposal.by}'s proposal: ${note}`);
-    return proposal;
-  });
+  const ex = await lockDecided(trx, input.id);
+  const proposal = proposalOf(ex.proposal);
+  if (!proposal) throw new AppError('CONFLICT', `exception ${ex.id}: no decision is waiting for approval`);
+  await sql`UPDATE exceptions SET proposal = NULL, updated_at = now() WHERE id = ${ex.id}`.execute(trx);
+  await addEvent(trx, ex.id, now, by, 'reject', `rejected ${proposal.by}'s proposal: ${note}`);
+  return proposal;
 }
 
 /** Resolves the locked exception with the decision (kept on it and in its history). */

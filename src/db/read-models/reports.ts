@@ -13,6 +13,7 @@ import type { SlaTable } from '../../domain/exception-sla.ts';
 import { type Minor, parseLedgerMinor } from '../../domain/money.ts';
 import { ENTITY_KINDS } from '../../domain/statuses.ts';
 import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql } from '../exceptions/sla.ts';
+import { exceptionVersionSql } from '../exceptions/version.ts';
 import { balanceAsOf } from '../ledger/periods.ts';
 import type { Db } from '../schema.ts';
 import { RUNNING_BALANCE } from './balances.ts';
@@ -412,6 +413,10 @@ export interface ExceptionRow {
   last_note: string | null;
   last_note_by: string | null;
   last_note_at: Date | null;
+  /** Its version now (`exceptionVersionSql`), which the workbook's Key carries. */
+  version: string;
+  /** Who proposed the decision waiting for approval; null when none waits. */
+  proposed_by: string | null;
 }
 
 /** Exceptions open at `asOf`, or opened or resolved in the period; due times from the table `sla`. */
@@ -435,6 +440,7 @@ export function exceptionQuery(
            nullif(concat_ws(' ', x.details #>> '{facts,statusReason}', x.details #>> '{facts,rejectionCode}',
              x.details #>> '{facts,rejectionReason}'), '') AS status_reason,
            x.details #>> '{facts,rule}' AS rule, x.reopen_reason,
+           ${exceptionVersionSql('x')} AS version, x.proposal ->> 'by' AS proposed_by,
            CASE WHEN x.type IN (${sql.join(DECIDED_TYPES.map((t) => sql.lit(t)))})
              THEN jsonb_build_object('moves', x.details -> 'moves', 'changes', x.details -> 'changes') END AS refused
       FROM exceptions x
