@@ -131,6 +131,7 @@ describe.skipIf(!withChromium)('every download of the page, in Chromium', () => 
       'deposits',
       'journal',
       'refunds',
+      'settlements',
       'test-journal',
     ]);
     const csvLines = (k: string) => csvs.get(k)!.trim().split(/\r?\n/);
