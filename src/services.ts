@@ -70,7 +70,10 @@ export function createServices(
   return {
     rules,
     reports,
-    web: ledgerWebServices(db, reports, config.exceptions.sla),
+    web: ledgerWebServices(db, reports, config.exceptions.sla, {
+      accounts: config.bankAccounts,
+      noteAbove: config.closeNoteAbove,
+    }),
     alertSinks: alertSinksFrom(config),
     readiness,
     providerOptions: { ...providerOptionsFrom(config), onCall: (call) => metrics.providerCall(call) },

@@ -4,6 +4,7 @@
  * report time zone and cut-off like the settlement workbook's periods.
  */
 import type { OpenDatabase } from '../db/cli.ts';
+import type { BankProofSettings } from '../db/closes/bank-proof.ts';
 import { type CloseScope, closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import { type CloseRecord, getCloseRecord } from '../db/closes/records.ts';
 import { closeLedgerOf } from '../db/closes/scopes.ts';
@@ -20,9 +21,11 @@ export function closeScope(
   period: string,
   timeZone: string,
   cutoff: string,
+  bank?: BankProofSettings,
 ): CloseScope {
   const p = monthPeriod(period, timeZone, cutoff);
   return {
+    ...(bank ? { bank } : {}),
     merchantAccount,
     currency,
     period,
@@ -45,6 +48,8 @@ export interface CloseCliOptions {
   /** The report time zone and settlement cut-off (PAYRECON_TIMEZONE, PAYRECON_SETTLEMENT_CUTOFF). */
   timeZone: string;
   cutoff: string;
+  /** The bank accounts (PAYRECON_BANK_ACCOUNTS) and PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE. */
+  bank?: BankProofSettings;
 }
 
 /** A close's figures as the terminal prints them: one line per account, then the totals. */
@@ -59,8 +64,20 @@ export function describeClose(doc: CloseDocument, record: CloseRecord | null, po
       (a) =>
         `  ${a.book}/${a.account}: opening ${a.opening} + movements ${a.movements} - closing ${a.closing} = ${a.proof}`,
     ),
+    ...bankProofLines(doc),
     `proof ${doc.proof}; in flight at the cut-off ${doc.inFlight.length} (${doc.inFlightTotal}, reserved ${doc.reservedAtEnd}); exceptions open ${doc.exceptions.length} (${doc.exceptionsTotal}); post-close adjustments ${postClose}`,
   ];
+}
+
+/** The bank proof as the terminal prints it: a line per bank account, then one per unmatched item. */
+export function bankProofLines(doc: CloseDocument): string[] {
+  return (doc.bankProof ?? []).flatMap((p) => [
+    `bank ${p.bankAccount}: statement ${p.statement ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date} closing ${p.statementClosing ?? 'without a balance'}` : 'none'}; ledger bank:${p.bankAccount} ${p.ledger}; difference ${p.difference ?? 'n/a'}; unmatched ${p.unmatched.length} (${p.unmatchedTotal})`,
+    ...p.unmatched.map(
+      (u) =>
+        `    ${u.kind} ${u.id} ${u.amount} of ${u.date}, ${u.ageDays} days: ${u.noted ? 'noted' : 'no note'}${u.exceptionId ? ` (exception ${u.exceptionId})` : ''}`,
+    ),
+  ]);
 }
 
 export async function runCloseCli(
@@ -71,7 +88,7 @@ export async function runCloseCli(
   if (!CLOSE_PERIOD_RE.test(opts.period)) {
     throw new AppError('VALIDATION_FAILED', `--period: must be a month YYYY-MM (got ${opts.period})`);
   }
-  const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff);
+  const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff, opts.bank);
   const by = action === 'show' ? '' : await opts.actingUser();
   const database = await open();
   const db = createDb(database.url, 4);
@@ -92,6 +109,7 @@ export async function runCloseCli(
         { merchantAccount: opts.account, currency: opts.currency, period: opts.period },
         by,
         now,
+        opts.bank?.noteAbove,
       );
     }
     const record = await getCloseRecord(db, opts.account, opts.currency, opts.period);
