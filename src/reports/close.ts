@@ -75,7 +75,7 @@ export function bankProofLines(doc: CloseDocument): string[] {
     `bank ${p.bankAccount}: statement ${p.statement ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date} closing ${p.statementClosing ?? 'without a balance'}` : 'none'}; ledger bank:${p.bankAccount} ${p.ledger}; difference ${p.difference ?? 'n/a'}; unmatched ${p.unmatched.length} (${p.unmatchedTotal})`,
     ...p.unmatched.map(
       (u) =>
-        `    ${u.kind} ${u.id} ${u.amount} of ${u.date}, ${u.ageDays} days: ${u.noted ? 'noted' : 'no note'}${u.exceptionId ? ` (exception ${u.exceptionId})` : ''}`,
+        `    ${u.kind} ${u.id} ${u.amount} of ${u.date}, ${u.ageDays} day${u.ageDays === 1 ? '' : 's'}: ${u.noted ? 'noted' : 'no note'}${u.exceptionId ? ` (exception ${u.exceptionId})` : ''}`,
     ),
   ]);
 }

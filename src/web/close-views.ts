@@ -28,7 +28,7 @@ export const CLOSE_CSS = `
 .ok{color:#1b5e20;font-weight:600}.bad{color:#b3261e;font-weight:600}
 form.actions{display:flex;gap:.5rem;align-items:center;margin:.5rem 0 1rem}
 tr.total td{font-weight:600;border-top:2px solid #c9ced6}
-table.bank-proof caption{text-align:left;font-weight:600;padding:.3rem 0}table.bank-proof th{text-align:left;font-weight:normal;color:#46505f}
+table.bank-proof caption{text-align:left;font-weight:600;padding:.3rem 0}table.bank-proof th{text-align:left;font-weight:normal;color:#46505f;text-transform:none;letter-spacing:normal;font-size:.9rem}
 tr.total th{font-weight:600;border-top:2px solid #c9ced6}table.unmatched{margin-bottom:1rem}
 .pager{display:flex;gap:1rem;margin:.2rem 0 .8rem}
 `;
