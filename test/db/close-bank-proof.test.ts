@@ -5,6 +5,10 @@
  * prepared under a higher amount, approval refused under the lower one until notes are added; an item
  * below the amount never blocks. The bank proof is inside the signed, hashed text.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import ExcelJS from 'exceljs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BankProofSettings } from '../../src/db/closes/bank-proof.ts';
 import { closeDocument } from '../../src/db/closes/document.ts';
@@ -12,6 +16,8 @@ import { getCloseRecord } from '../../src/db/closes/records.ts';
 import { approveClose, prepareClose } from '../../src/db/closes/service.ts';
 import { sha256Hex } from '../../src/domain/close.ts';
 import { closeScope } from '../../src/reports/close.ts';
+import { periodOf } from '../../src/reports/period.ts';
+import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
 import { BANK, bankProofMonth, commentOn } from './bank-proof-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
@@ -95,5 +101,47 @@ describe('the close bank proof', () => {
     // Computed now, the notes show.
     const now = await closeDocument(t.db, scope(100n));
     expect(now.bankProof?.[0]?.unmatched.map((u) => u.noted)).toEqual([true, false, true]);
+  });
+
+  it('writes the signed bank proof into the month workbook, read back', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'payrecon-bank-proof-'));
+    try {
+      const out = join(dir, 'september.xlsx');
+      await writeSettlementWorkbook(t.db, {
+        period: periodOf('2026-09-01', '2026-09-30', 'UTC'),
+        account: 'acme',
+        out,
+      });
+      const wb = new ExcelJS.Workbook();
+      await wb.xlsx.readFile(out);
+      const ws = wb.getWorksheet('Bank proof');
+      expect(ws).toBeDefined();
+      expect(ws!.pageSetup.orientation).toBe('portrait');
+      expect(ws!.pageSetup.fitToWidth).toBe(1);
+      const rows: unknown[][] = [];
+      ws!.eachRow((row) => {
+        rows.push((row.values as unknown[]).slice(1));
+      });
+      const find = (label: string) => rows.find((r) => r[0] === label);
+      expect(find('Statement')?.[1]).toBe('S-0930 of 2026-09-29');
+      expect(find('Statement closing balance')?.[1]).toBe(470.5);
+      expect(find('Ledger bank:BR00ACME')?.[1]).toBe(500);
+      const difference = find('Difference')?.[1] as { formula: string; result: number };
+      expect(difference.formula).toMatch(/^B\d+-B\d+$/);
+      expect(difference.result).toBe(-29.5);
+      expect(
+        rows.filter((r) => String(r[0]).startsWith('bank line') || String(r[0]).startsWith('settlement')),
+      ).toEqual([
+        ['bank line L-RENT', -30, '2026-09-28', 2, 'no note', 'REF-L-RENT', exceptions['L-RENT']],
+        ['bank line L-SMALL', 0.5, '2026-09-29', 1, 'no note', 'REF-L-SMALL', exceptions['L-SMALL']],
+        ['settlement ST-2', 200, '2026-09-29', 1, 'no note', 'BR-ST-2', exceptions['ST-2']],
+      ]);
+      const total = find('Total (3)')?.[1] as { formula: string; result: number };
+      expect(total.formula).toMatch(/^SUM\(B\d+:B\d+\)$/);
+      expect(total.result).toBe(170.5);
+      expect(rows.some((r) => String(r[0]).includes('Month close 2026-09 · acme BRL · approved'))).toBe(true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
