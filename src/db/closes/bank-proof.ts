@@ -15,6 +15,7 @@
  *   resolution or acknowledgement note, or any of its audit events a note (a comment).
  */
 import { sql } from 'kysely';
+import { bankLedgerAccount } from '../../domain/cash-leg.ts';
 import type { CloseBankProofLine, CloseUnmatchedItem } from '../../domain/close.ts';
 import { nextPeriod } from '../../domain/close.ts';
 import { formatAmount, type Minor, parseLedgerMinor } from '../../domain/money.ts';
@@ -163,7 +164,7 @@ export async function bankProof(
       unmatchedLines(db, b.id, s.currency, lastDay, s.end),
       i === 0 ? unmatchedSettlements(db, s.merchantAccount, s.currency, lastDay, s.end) : [],
     ]);
-    const ledger = ledgerBalance(`bank:${b.id}`);
+    const ledger = ledgerBalance(bankLedgerAccount(b.id));
     const closing = statement?.closing == null ? null : parseLedgerMinor(statement.closing);
     const unmatched = [...lines, ...settlements];
     out.push({
