@@ -116,11 +116,17 @@ export async function bankProofMonth(db: Kysely<Database>): Promise<Record<strin
     ['bank_line', 'L-ST2'],
     ['settlement', 'acme:ST-2'],
   ]);
+  // As matching raises them: the facts name the amount and currency (src/db/matching/exceptions.ts).
+  const details = (ref: string, amount: string) =>
+    JSON.stringify({ facts: { externalRef: ref, providerAmount: amount, providerCurrency: 'BRL' } });
   const { rows } = await sql<{ id: string; entity_id: string }>`
     INSERT INTO exceptions (type, merchant_account, entity_kind, entity_id, severity, state, first_seen_at, last_seen_at, details)
-    VALUES ('BANK_LINE_UNMATCHED', 'acme', 'bank_line', 'L-RENT', 'medium', 'open', '2026-09-30T21:00Z', '2026-09-30T21:00Z', '{}'),
-      ('BANK_LINE_UNMATCHED', 'acme', 'bank_line', 'L-SMALL', 'low', 'open', '2026-09-30T21:00Z', '2026-09-30T21:00Z', '{}'),
-      ('SETTLEMENT_NOT_RECEIVED', 'acme', 'settlement', 'ST-2', 'high', 'open', '2026-10-01T21:00Z', '2026-10-01T21:00Z', '{}')
+    VALUES ('BANK_LINE_UNMATCHED', 'acme', 'bank_line', 'L-RENT', 'medium', 'open', '2026-09-30T21:00Z', '2026-09-30T21:00Z',
+        ${details('REF-L-RENT', '-30.00')}::jsonb),
+      ('BANK_LINE_UNMATCHED', 'acme', 'bank_line', 'L-SMALL', 'low', 'open', '2026-09-30T21:00Z', '2026-09-30T21:00Z',
+        ${details('REF-L-SMALL', '0.50')}::jsonb),
+      ('SETTLEMENT_NOT_RECEIVED', 'acme', 'settlement', 'ST-2', 'high', 'open', '2026-10-01T21:00Z', '2026-10-01T21:00Z',
+        ${details('BR-ST-2', '200.00')}::jsonb)
     RETURNING id::text AS id, entity_id`.execute(db);
   return Object.fromEntries(rows.map((r) => [r.entity_id, r.id]));
 }

@@ -2,7 +2,8 @@
  * The close's bank proof in Chromium: controller ana opens September 2026 of acme BRL with bank
  * account BR00ACME configured and sees the statement against the ledger (470.50 against 500.00) and the
  * items unmatched at the cut-off, linked to their exceptions and reconciliation days; preparing is refused
- * (409) in one line naming the items without a note above 1.00; once they carry notes she prepares and
+ * (409) in one line naming the items without a note above 1.00; she comments on the rent line's exception
+ * (reached from the close), the settlement gets its note too, and she prepares:
  * the signed page shows the frozen bank proof. A screenshot per step under test-output/web/close-bank-proof.
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
@@ -101,7 +102,15 @@ describe.skipIf(!haveChromium)('the close bank proof in Chromium', () => {
       '2 unmatched items above 1.00 at the cut-off have no note: bank_line L-RENT (-30.00), settlement ST-2 (200.00)',
     );
     await shot(ana, '2-prepare-refused');
-    await commentOn(t.db, exceptions['L-RENT']!, 'rent of October, paid early');
+    // The rent line's note from its exception's page, reached from the close; the settlement's as a row.
+    await ana.goto(`${base}${SEPTEMBER}`);
+    await ana.click('#unmatched-BR00ACME tr:has-text("L-RENT") a:text("L-RENT")');
+    await ana.waitForURL(`${base}/exceptions/${exceptions['L-RENT']}`);
+    await ana.fill('textarea[name=note]', 'rent of October, paid early');
+    await ana.click('button:text("Add comment")');
+    await ana.waitForLoadState('load');
+    await expect(ana.locator('table.trail').textContent()).resolves.toContain('rent of October, paid early');
+    await shot(ana, '3-note-on-the-rent-line');
     await commentOn(t.db, exceptions['ST-2']!, 'credited on 2 October');
     await ana.goto(`${base}${SEPTEMBER}`);
     await expect(ana.locator('#bank-proof-result').textContent()).resolves.toContain(
@@ -115,6 +124,6 @@ describe.skipIf(!haveChromium)('the close bank proof in Chromium', () => {
     await expect(ana.locator('#unmatched-BR00ACME tr:has-text("L-RENT")').textContent()).resolves.toContain(
       'noted',
     );
-    await shot(ana, '3-prepared-with-bank-proof');
+    await shot(ana, '4-prepared-with-bank-proof');
   });
 });
