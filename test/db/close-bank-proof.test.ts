@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BankProofSettings } from '../../src/db/closes/bank-proof.ts';
 import { closeDocument } from '../../src/db/closes/document.ts';
@@ -143,5 +144,24 @@ describe('the close bank proof', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it('names the statement by its closing balance date when the import kept it', async () => {
+    // A later import of the month's last statement (no new lines), its CLBD dated the 30th.
+    const { rows } = await sql<{ id: string }>`
+      INSERT INTO imports (kind, file_name, sha256, imported_by, lines, new_lines)
+      VALUES ('bank-statement', 'sept-last.xml', ${'b'.repeat(64)}, 'ana', 0, 0) RETURNING id::text AS id`.execute(
+      t.db,
+    );
+    await sql`INSERT INTO import_statements (import_id, position, statement_id, format, bank_account, currency, opening,
+        closing, credits, debits, booked, pending, new_lines, closing_date)
+      VALUES (${rows[0]!.id}::bigint, 1, 'S-0930-END', 'camt.053.001.08', ${BANK.id}, 'BRL', 470.50, 470.50, 0, 0, 0, 0, 0,
+        '2026-09-30')`.execute(t.db);
+    const doc = await closeDocument(t.db, scope(100n));
+    expect(doc.bankProof?.[0]).toMatchObject({
+      statement: { statementId: 'S-0930-END', date: '2026-09-30' },
+      statementClosing: '470.50',
+      difference: '-29.50',
+    });
   });
 });

@@ -3,10 +3,10 @@
  * of the close's merchant account and currency, the last imported statement at the period's last day
  * against the ledger's `bank:<id>` balance at the cut-off, and the items unmatched at the cut-off.
  *
- * - A statement's date is the latest booking date of the lines its import brought for that bank account
- *   (an import that brought none, such as the same file imported again, gives none and is not a
- *   candidate); the last statement is the one with the latest date on or before the period's last day,
- *   then the latest import and position.
+ * - A statement's date is its closing balance's date (camt.053's CLBD date; a CSV or XLSX statement's
+ *   latest booking date); for one imported before that date was kept, the latest booking date of the
+ *   lines its import brought (none: not a candidate). The last statement is the one with the latest date
+ *   on or before the period's last day, then the latest import and position.
  * - A bank line is unmatched at the cut-off when booked on or before the period's last day and in no
  *   match created before the cut-off and not ended by it; a settlement (positive net, value date on or
  *   before the last day) likewise. Settlements belong to the first configured bank account of their
@@ -98,13 +98,17 @@ async function lastStatement(db: Db, bankAccount: string, currency: string, last
     closing: string | null;
     day: string;
   }>`
-    SELECT s.import_id::text AS import_id, s.position, s.statement_id, s.closing::text AS closing, d.day::text AS day
-    FROM import_statements s
-    CROSS JOIN LATERAL (SELECT max(b.booking_date) AS day FROM bank_statement_lines b
-      WHERE b.import_id = s.import_id AND b.bank_account = s.bank_account AND b.currency = s.currency) d
-    WHERE s.bank_account = ${bankAccount} AND s.currency = ${currency}
-      AND d.day IS NOT NULL AND d.day <= ${lastDay}::date
-    ORDER BY d.day DESC, s.import_id DESC, s.position DESC
+    SELECT import_id, position, statement_id, closing, day::text AS day FROM (
+      SELECT s.import_id::text AS import_id, s.import_id AS import_order, s.position, s.statement_id,
+        s.closing::text AS closing, coalesce(s.closing_date, d.day) AS day
+      FROM import_statements s
+      -- a statement imported before its closing date was kept: the lines its import brought
+      LEFT JOIN LATERAL (SELECT max(b.booking_date) AS day FROM bank_statement_lines b
+        WHERE s.closing_date IS NULL AND b.import_id = s.import_id AND b.bank_account = s.bank_account
+          AND b.currency = s.currency) d ON true
+      WHERE s.bank_account = ${bankAccount} AND s.currency = ${currency}) c
+    WHERE day IS NOT NULL AND day <= ${lastDay}::date
+    ORDER BY day DESC, import_order DESC, position DESC
     LIMIT 1`.execute(db);
   return rows[0] ?? null;
 }
