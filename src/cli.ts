@@ -475,6 +475,7 @@ for (const [action, description] of [
         actingUser: () => actAs(opts, 'sign-close', `close ${action}`),
         timeZone: jobs.timeZone,
         cutoff: jobs.settlementCutoff,
+        bank: { accounts: config.bankAccounts, noteAbove: config.closeNoteAbove },
       },
       databaseOpener(`payrecon close ${action}`, opts.databaseUrl),
     );

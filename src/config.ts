@@ -636,6 +636,18 @@ const envSchema = z.object({
   PAYRECON_MATCH_RULES: matchRulesText.optional(),
   /** Days past a settlement's value date before SETTLEMENT_NOT_RECEIVED. */
   PAYRECON_SETTLEMENT_GRACE_DAYS: intText(0, 60).default(2),
+  /** An unmatched item of the close's bank proof above this amount (a magnitude) needs a note to sign. */
+  PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE: z
+    .string(required('a decimal amount, e.g. 100.00'))
+    .refine((s) => {
+      try {
+        return parseAmount(s) >= 0n;
+      } catch {
+        return false;
+      }
+    }, 'must be a decimal amount of at least 0 with at most 2 decimals, e.g. 100.00')
+    .transform((s) => parseAmount(s))
+    .default(0n),
   PAYRECON_EXCEPTION_SEVERITIES: jsonText(severitiesSchema).optional(),
   PAYRECON_EXCEPTION_SLA: jsonText(slaRulesSchema).optional(),
 
@@ -754,6 +766,8 @@ function buildConfig(env: z.output<typeof envSchema>) {
       rules: env.PAYRECON_MATCH_RULES ?? [...DEFAULT_MATCH_RULES],
       settlementGraceDays: env.PAYRECON_SETTLEMENT_GRACE_DAYS,
     },
+    /** The month close's bank proof: unmatched items above this amount (minor units) need a note to sign. */
+    closeNoteAbove: env.PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE,
     /** null: start embedded PostgreSQL under dataDir. */
     database: {
       url: databaseUrlWithCa(env.DATABASE_URL, env.DATABASE_SSL_CA_FILE),

@@ -146,7 +146,13 @@ export function createServices(
     reports,
     imports,
     web: {
-      ...ledgerWebServices(db, reports, config.exceptions.sla),
+      ...ledgerWebServices(db, reports, config.exceptions.sla, {
+        // The bank accounts the imports know (configured, or the embedded sandbox's), read at each close.
+        get accounts() {
+          return imports.bankAccounts();
+        },
+        noteAbove: config.closeNoteAbove,
+      }),
       imports: ledgerImportServices(db, imports),
     },
     alertSinks: alertSinksFrom(config),

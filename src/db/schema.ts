@@ -548,6 +548,8 @@ export interface ImportStatementsTable {
   booked: number;
   pending: number;
   new_lines: number;
+  /** The closing balance's date; null on statements imported before it was kept. */
+  closing_date: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface BankStatementLinesTable {

@@ -75,6 +75,41 @@ export interface CloseAdjustmentLine {
   postings: { account: string; amount: string }[];
 }
 
+/** An item not matched at the cut-off: a bank line or a settlement. */
+export interface CloseUnmatchedItem {
+  kind: 'bank_line' | 'settlement';
+  /** The bank line's identity or the settlement id (the exception's entity id). */
+  id: string;
+  /** The bank's entry reference or the settlement's bank reference. */
+  reference: string | null;
+  amount: string;
+  /** The bank line's booking date or the settlement's value date (`YYYY-MM-DD`). */
+  date: string;
+  /** Days from `date` to the period's last day. */
+  ageDays: number;
+  /** Its BANK_LINE_UNMATCHED or SETTLEMENT_NOT_RECEIVED exception, when one was raised. */
+  exceptionId: string | null;
+  /** A comment, acknowledgement or resolution note on that exception when the figures were computed. */
+  noted: boolean;
+}
+
+/** The bank proof of one configured bank account at the cut-off. */
+export interface CloseBankProofLine {
+  /** The bank account as statements name it (PAYRECON_BANK_ACCOUNTS `id`). */
+  bankAccount: string;
+  name: string | null;
+  /** The last imported statement whose lines end on or before the period's last day; null: none. */
+  statement: { importId: string; position: number; statementId: string | null; date: string } | null;
+  /** That statement's closing balance; null: no statement, or one without a balance. */
+  statementClosing: string | null;
+  /** The ledger's `bank:<id>` balance at the cut-off. */
+  ledger: string;
+  /** statementClosing - ledger; null without a statement balance. */
+  difference: string | null;
+  unmatched: CloseUnmatchedItem[];
+  unmatchedTotal: string;
+}
+
 /** Everything a close signs. Version 1. */
 export interface CloseDocument {
   v: 1;
@@ -97,6 +132,36 @@ export interface CloseDocument {
   exceptionsTotal: string;
   /** Entries booked in this period whose effect date lies in an earlier period. */
   earlierPeriodAdjustments: CloseAdjustmentLine[];
+  /**
+   * The bank proof per configured bank account of the merchant account and currency (absent from
+   * closes signed before it existed), and the amount above which an unmatched item needs a note.
+   */
+  bankProof?: CloseBankProofLine[];
+  noteAbove?: string;
+}
+
+/**
+ * The unmatched items of a bank proof whose amount (as a magnitude) is above `noteAbove` and that have
+ * no note: what refuses sign-off.
+ */
+export function itemsNeedingNote(
+  proof: readonly CloseBankProofLine[],
+  noteAbove: bigint,
+  parse: (amount: string) => bigint,
+): CloseUnmatchedItem[] {
+  return proof.flatMap((p) =>
+    p.unmatched.filter((i) => {
+      const a = parse(i.amount);
+      return !i.noted && (a < 0n ? -a : a) > noteAbove;
+    }),
+  );
+}
+
+/** One line naming the items that refuse sign-off: the first few ids and the count. */
+export function needsNoteMessage(items: readonly CloseUnmatchedItem[], noteAbove: string): string {
+  const shown = items.slice(0, 3).map((i) => `${i.kind} ${i.id} (${i.amount})`);
+  const more = items.length > shown.length ? ` and ${items.length - shown.length} more` : '';
+  return `${items.length} unmatched item${items.length === 1 ? '' : 's'} above ${noteAbove} at the cut-off ha${items.length === 1 ? 's' : 've'} no note: ${shown.join(', ')}${more}; add a note on ${items.length === 1 ? 'its' : 'their'} exception (PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE)`;
 }
 
 function sortKeys(value: unknown): unknown {

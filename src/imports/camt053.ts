@@ -327,7 +327,7 @@ export function parseCamt053(file: string, content: string | Uint8Array): Import
     };
   }
 
-  function balanceOf(s: StatementState, codes: readonly string[]): Minor | null {
+  function balanceOf(s: StatementState, codes: readonly string[]): { amount: Minor; date: string } | null {
     for (const code of codes) {
       const found = s.balances.filter(
         (b) => (textOf(b, 'Tp', 'CdOrPrtry', 'Cd') ?? textOf(b, 'Tp', 'CdOrPrtry', 'Prtry')) === code,
@@ -343,8 +343,8 @@ export function parseCamt053(file: string, content: string | Uint8Array): Import
         'Amt',
       );
       s.currency = checkCurrency(s, where, 'Amt/@Ccy', currency);
-      dateOf(where, child(balance, 'Dt'), 'Dt', true);
-      return amount;
+      const date = dateOf(where, child(balance, 'Dt'), 'Dt', true) as string;
+      return { amount, date };
     }
     return null;
   }
@@ -364,8 +364,9 @@ export function parseCamt053(file: string, content: string | Uint8Array): Import
         statementId: s.id,
         account: s.account,
         currency: s.currency as string,
-        opening,
-        closing,
+        opening: opening.amount,
+        closing: closing.amount,
+        closingDate: closing.date,
         pending: s.pending,
       },
       s.drafts,

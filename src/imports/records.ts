@@ -46,6 +46,7 @@ export function statementRecord(statement: BankStatement) {
     debits: formatAmount(statement.debits),
     booked: statement.booked,
     pending: statement.pending,
+    closingDate: statement.closingDate ?? null,
     lines: statement.lines.map((line) => bankLineRecord(statement, line)),
   };
 }

@@ -77,6 +77,11 @@ export interface BankStatement {
   /** Entries booked (the lines) and entries not booked (pending, future or informational: skipped). */
   booked: number;
   pending: number;
+  /**
+   * The closing balance's date (`YYYY-MM-DD`): camt.053's CLBD date, else the latest booking date of the
+   * lines; null: a statement without lines or date.
+   */
+  closingDate?: string | null;
   lines: readonly StatementLine[];
 }
 
@@ -144,5 +149,16 @@ export function finishStatement(
         `${formatAmount(head.opening + credits + debits)}, not to the closing balance ${formatAmount(head.closing)}`,
     );
   }
-  return accepted({ ...head, credits, debits, booked: lines.length, lines });
+  const latest = lines.reduce<string | null>(
+    (day, l) => (day === null || l.bookingDate > day ? l.bookingDate : day),
+    null,
+  );
+  return accepted({
+    ...head,
+    closingDate: head.closingDate ?? latest,
+    credits,
+    debits,
+    booked: lines.length,
+    lines,
+  });
 }

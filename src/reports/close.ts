@@ -3,7 +3,10 @@
  * month, shared with the page and the API: a month of one merchant account and currency, read in the
  * report time zone and cut-off like the settlement workbook's periods.
  */
+
+import type ExcelJS from 'exceljs';
 import type { OpenDatabase } from '../db/cli.ts';
+import type { BankProofSettings } from '../db/closes/bank-proof.ts';
 import { type CloseScope, closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import { type CloseRecord, getCloseRecord } from '../db/closes/records.ts';
 import { closeLedgerOf } from '../db/closes/scopes.ts';
@@ -11,7 +14,9 @@ import { approveClose, prepareClose } from '../db/closes/service.ts';
 import { createDb } from '../db/connection.ts';
 import { CLOSE_PERIOD_RE, type CloseDocument } from '../domain/close.ts';
 import { AppError } from '../domain/errors.ts';
+import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { monthOfInstant, monthPeriod } from './period.ts';
+import { BOLD, MONEY_FORMAT, type PrintRule, type PrintSetup, printOptions } from './sheet-writer.ts';
 
 /** The close scope of a month, read in the time zone and cut-off. */
 export function closeScope(
@@ -20,9 +25,11 @@ export function closeScope(
   period: string,
   timeZone: string,
   cutoff: string,
+  bank?: BankProofSettings,
 ): CloseScope {
   const p = monthPeriod(period, timeZone, cutoff);
   return {
+    ...(bank ? { bank } : {}),
     merchantAccount,
     currency,
     period,
@@ -45,6 +52,8 @@ export interface CloseCliOptions {
   /** The report time zone and settlement cut-off (PAYRECON_TIMEZONE, PAYRECON_SETTLEMENT_CUTOFF). */
   timeZone: string;
   cutoff: string;
+  /** The bank accounts (PAYRECON_BANK_ACCOUNTS) and PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE. */
+  bank?: BankProofSettings;
 }
 
 /** A close's figures as the terminal prints them: one line per account, then the totals. */
@@ -59,8 +68,20 @@ export function describeClose(doc: CloseDocument, record: CloseRecord | null, po
       (a) =>
         `  ${a.book}/${a.account}: opening ${a.opening} + movements ${a.movements} - closing ${a.closing} = ${a.proof}`,
     ),
+    ...bankProofLines(doc),
     `proof ${doc.proof}; in flight at the cut-off ${doc.inFlight.length} (${doc.inFlightTotal}, reserved ${doc.reservedAtEnd}); exceptions open ${doc.exceptions.length} (${doc.exceptionsTotal}); post-close adjustments ${postClose}`,
   ];
+}
+
+/** The bank proof as the terminal prints it: a line per bank account, then one per unmatched item. */
+export function bankProofLines(doc: CloseDocument): string[] {
+  return (doc.bankProof ?? []).flatMap((p) => [
+    `bank ${p.bankAccount}: statement ${p.statement ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date} closing ${p.statementClosing ?? 'without a balance'}` : 'none'}; ledger bank:${p.bankAccount} ${p.ledger}; difference ${p.difference ?? 'n/a'}; unmatched ${p.unmatched.length} (${p.unmatchedTotal})`,
+    ...p.unmatched.map(
+      (u) =>
+        `    ${u.kind} ${u.id} ${u.amount} of ${u.date}, ${u.ageDays} day${u.ageDays === 1 ? '' : 's'}: ${u.noted ? 'noted' : 'no note'}${u.exceptionId ? ` (exception ${u.exceptionId})` : ''}`,
+    ),
+  ]);
 }
 
 export async function runCloseCli(
@@ -71,7 +92,7 @@ export async function runCloseCli(
   if (!CLOSE_PERIOD_RE.test(opts.period)) {
     throw new AppError('VALIDATION_FAILED', `--period: must be a month YYYY-MM (got ${opts.period})`);
   }
-  const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff);
+  const scope = closeScope(opts.account, opts.currency, opts.period, opts.timeZone, opts.cutoff, opts.bank);
   const by = action === 'show' ? '' : await opts.actingUser();
   const database = await open();
   const db = createDb(database.url, 4);
@@ -92,6 +113,7 @@ export async function runCloseCli(
         { merchantAccount: opts.account, currency: opts.currency, period: opts.period },
         by,
         now,
+        opts.bank?.noteAbove,
       );
     }
     const record = await getCloseRecord(db, opts.account, opts.currency, opts.period);
@@ -111,4 +133,102 @@ export async function runCloseCli(
     await db.destroy();
     await database.stop();
   }
+}
+
+/** The bank proof sheet prints on portrait pages, as wide as the page. */
+export const BANK_PROOF_PRINT: PrintRule = { orientation: 'portrait', fit: 'width', minScale: 70 };
+
+/**
+ * The `Bank proof` sheet of a workbook: per signed close with a bank proof, per bank account, the
+ * statement against the ledger (the difference a formula over the two cells when both are exact numbers)
+ * and the items unmatched at the cut-off with their total. Amounts in column B. Nothing when no close
+ * has a bank proof.
+ */
+export function writeBankProofSheet(
+  wb: ExcelJS.stream.xlsx.WorkbookWriter,
+  closes: readonly { document: CloseDocument; status: string; sha256: string }[],
+  print: PrintSetup,
+): void {
+  const withProof = closes.filter((c) => c.document.bankProof !== undefined);
+  if (withProof.length === 0) return;
+  const ws = wb.addWorksheet('Bank proof', {
+    views: [{ state: 'frozen', ySplit: 1 }],
+    ...printOptions(print, 1, BANK_PROOF_PRINT),
+  });
+  ws.columns = [
+    { key: 'label', width: 34 },
+    { key: 'amount', width: 18, style: { numFmt: MONEY_FORMAT } },
+    { key: 'date', width: 12 },
+    { key: 'age', width: 11 },
+    { key: 'note', width: 12 },
+    { key: 'reference', width: 22 },
+    { key: 'exception', width: 11 },
+  ];
+  const n = (text: string | null): number | string | null =>
+    text === null ? null : minorToCell(parseLedgerMinor(text));
+  const exact = (...values: (string | null)[]) =>
+    values.every((v) => v !== null && typeof minorToCell(parseLedgerMinor(v)) === 'number');
+  const bold = (values: unknown[]) => {
+    const row = ws.addRow(values);
+    row.font = BOLD;
+    row.commit();
+    return row.number;
+  };
+  bold(['Bank proof at the cut-off: the last statement against the ledger, and what was unmatched']);
+  for (const { document: d, status, sha256 } of withProof) {
+    ws.addRow([]).commit();
+    bold([
+      `Month close ${d.period} · ${d.merchantAccount} ${d.currency} · ${status} · cut-off ${d.end} · a note needed above ${d.noteAbove ?? '0.00'}`,
+    ]);
+    ws.addRow([`  SHA-256 ${sha256}`]).commit();
+    for (const p of d.bankProof ?? []) {
+      ws.addRow([]).commit();
+      bold([`Bank account ${p.bankAccount}${p.name ? ` · ${p.name}` : ''}`]);
+      ws.addRow([
+        'Statement',
+        p.statement
+          ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date}`
+          : 'no statement',
+      ]).commit();
+      const closingRow = ws.addRow(['Statement closing balance', n(p.statementClosing)]);
+      closingRow.commit();
+      const ledgerRow = ws.addRow([`Ledger bank:${p.bankAccount}`, n(p.ledger)]);
+      ledgerRow.commit();
+      const difference =
+        p.difference === null
+          ? null
+          : exact(p.difference, p.statementClosing, p.ledger)
+            ? {
+                formula: `B${closingRow.number}-B${ledgerRow.number}`,
+                result: n(p.difference) as number,
+              }
+            : p.difference;
+      bold(['Difference', difference]);
+      ws.addRow([]).commit();
+      bold(['Unmatched at the cut-off', 'Amount', 'Date', 'Age (days)', 'Note', 'Reference', 'Exception']);
+      let first = 0;
+      let last = 0;
+      for (const u of p.unmatched) {
+        const row = ws.addRow([
+          `${u.kind === 'bank_line' ? 'bank line' : 'settlement'} ${u.id}`,
+          n(u.amount),
+          u.date,
+          u.ageDays,
+          u.noted ? 'noted' : 'no note',
+          u.reference ?? '',
+          u.exceptionId ?? '',
+        ]);
+        if (first === 0) first = row.number;
+        last = row.number;
+        row.commit();
+      }
+      const sum = p.unmatched.reduce<Minor>((t, u) => t + parseLedgerMinor(u.amount), 0n);
+      const total =
+        p.unmatched.length > 0 && exact(p.unmatchedTotal, ...p.unmatched.map((u) => u.amount))
+          ? { formula: `SUM(B${first}:B${last})`, result: n(p.unmatchedTotal) as number }
+          : formatAmount(sum);
+      bold([`Total (${p.unmatched.length})`, p.unmatched.length === 0 ? 0 : total]);
+    }
+  }
+  ws.commit();
 }

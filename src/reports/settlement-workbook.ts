@@ -1,5 +1,5 @@
 import type ExcelJS from 'exceljs';
-import { type CloseSummary, closesOfPeriods } from '../db/closes/records.ts';
+import { type CloseSummary, closesOfPeriods, getCloseRecord } from '../db/closes/records.ts';
 import {
   type AccountBalance,
   type EntityRow,
@@ -19,6 +19,7 @@ import type { Db } from '../db/schema.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
 import { ENTITY_KINDS } from '../domain/statuses.ts';
+import { writeBankProofSheet } from './close.ts';
 import { humanInstant, monthPeriod, type Period } from './period.ts';
 import {
   BOLD,
@@ -690,6 +691,15 @@ export async function writeSettlementWorkbook(db: Db, options: SettlementOptions
     const rowCounts: Record<string, number> = {};
     const files = [options.out];
     const print = settlementPrint(period, account);
+    // The signed closes' bank proofs, as frozen in their signed text.
+    const signed = await Promise.all(
+      closes.map((c) => getCloseRecord(trx, c.merchantAccount, c.currency, c.period)),
+    );
+    writeBankProofSheet(
+      wb,
+      signed.filter((r) => r !== null),
+      print,
+    );
     const preamble = (what: string) => [
       `${what} · ${account ?? 'all accounts'} · ${period.from} to ${period.to} · times in ${tz}`,
     ];

@@ -3,6 +3,7 @@
  * the report time zone and cut-off, like the settlement workbook's periods.
  */
 
+import type { BankProofSettings } from '../db/closes/bank-proof.ts';
 import { closeDocument, postCloseAdjustments } from '../db/closes/document.ts';
 import { closesOfPeriods, getCloseRecord } from '../db/closes/records.ts';
 import { closeLedgerOf, closeLedgers } from '../db/closes/scopes.ts';
@@ -15,9 +16,14 @@ import { monthOfInstant } from '../reports/period.ts';
 import type { CloseServices } from './close-routes.ts';
 import type { CloseListRow } from './close-views.ts';
 
-export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): CloseServices {
+export function ledgerCloseServices(
+  db: Db,
+  timeZone: string,
+  cutoff: string,
+  bank?: BankProofSettings,
+): CloseServices {
   const scope = (account: string, currency: string, period: string) =>
-    closeScope(account, currency, period, timeZone, cutoff);
+    closeScope(account, currency, period, timeZone, cutoff, bank);
   const monthOf = (instant: Date) => monthOfInstant(instant, timeZone, cutoff);
   return {
     list: async (now) => {
@@ -91,7 +97,7 @@ export function ledgerCloseServices(db: Db, timeZone: string, cutoff: string): C
       await prepareClose(db, scope(account, currency, period), by, now);
     },
     approve: async (account, currency, period, by, now) => {
-      await approveClose(db, { merchantAccount: account, currency, period }, by, now);
+      await approveClose(db, { merchantAccount: account, currency, period }, by, now, bank?.noteAbove);
     },
   };
 }

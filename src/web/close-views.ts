@@ -8,6 +8,8 @@ import {
   type CloseAdjustmentLine,
   type CloseDocument,
   type CloseStatus,
+  itemsNeedingNote,
+  needsNoteMessage,
   nextPeriod,
   previousPeriod,
 } from '../domain/close.ts';
@@ -26,6 +28,8 @@ export const CLOSE_CSS = `
 .ok{color:#1b5e20;font-weight:600}.bad{color:#b3261e;font-weight:600}
 form.actions{display:flex;gap:.5rem;align-items:center;margin:.5rem 0 1rem}
 tr.total td{font-weight:600;border-top:2px solid #c9ced6}
+table.bank-proof caption{text-align:left;font-weight:600;padding:.3rem 0}table.bank-proof th{text-align:left;font-weight:normal;color:#46505f;text-transform:none;letter-spacing:normal;font-size:.9rem}
+tr.total th{font-weight:600;border-top:2px solid #c9ced6}table.unmatched{margin-bottom:1rem}
 .pager{display:flex;gap:1rem;margin:.2rem 0 .8rem}
 `;
 
@@ -163,6 +167,36 @@ ${rows.map(
 </tbody></table>`;
 }
 
+/** The bank proof: per bank account, the statement against the ledger and the items unmatched at the cut-off. */
+function bankProofSection(ctx: PageContext, d: CloseDocument): SafeHtml | string {
+  const proofs = d.bankProof;
+  if (!proofs) return '';
+  const above = d.noteAbove ?? '0.00';
+  const needs = itemsNeedingNote(proofs, parseLedgerMinor(above), parseLedgerMinor);
+  return html`<h2>Bank proof at the cut-off</h2>
+<p class="muted">The last imported statement on or before the period's last day against the ledger's bank account at the cut-off. Every unmatched item above ${formatMoney(parseLedgerMinor(above))} needs a note on its exception before the close is signed.</p>
+<div id="bank-proof">
+${proofs.map(
+  (
+    p,
+  ) => html`<table class="bank-proof narrow" id="${`bank-${p.bankAccount}`}"><caption>${p.bankAccount}${p.name ? ` · ${p.name}` : ''}</caption><tbody>
+<tr><th>Statement</th><td>${p.statement ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date}` : 'no statement'}</td></tr>
+<tr><th>Statement closing balance</th>${amountCell(p.statementClosing)}</tr>
+<tr><th>Ledger bank:${p.bankAccount}</th>${amountCell(p.ledger)}</tr>
+<tr class="total"><th>Difference</th>${amountCell(p.difference)}</tr>
+</tbody></table>
+<table class="unmatched" id="${`unmatched-${p.bankAccount}`}"><thead><tr><th>Unmatched item</th><th>Reference</th><th>Date</th><th class="num">Age (days)</th><th>Note</th><th class="num">Amount</th></tr></thead><tbody>
+${p.unmatched.map(
+  (u) =>
+    html`<tr><td>${u.kind === 'bank_line' ? 'bank line' : 'settlement'} ${u.exceptionId ? html`<a href="${ctx.base}/exceptions/${u.exceptionId}">${u.id}</a>` : u.id}</td><td>${u.reference ?? ''}</td><td><a href="${ctx.base}/reconciliation/${encodeURIComponent(p.bankAccount)}/${u.date}">${u.date}</a></td><td class="num">${u.ageDays}</td><td>${u.noted ? html`<span class="ok">noted</span>` : needs.includes(u) ? html`<span class="bad">needs a note</span>` : 'none (at or below the amount)'}</td>${amountCell(u.amount)}</tr>`,
+)}
+<tr class="total"><td colspan="5">Total (${p.unmatched.length})</td>${amountCell(p.unmatchedTotal)}</tr>
+</tbody></table>`,
+)}
+</div>
+${needs.length ? html`<p id="bank-proof-result" class="bad">${needsNoteMessage(needs, above)}</p>` : html`<p id="bank-proof-result" class="ok">Every unmatched item above ${above} has a note.</p>`}`;
+}
+
 export function closePage(ctx: PageContext, v: ClosePageView, notice: string | null): SafeHtml {
   const d = v.document;
   const s = v.signed;
@@ -223,6 +257,7 @@ ${d.accounts.map(
 )}
 </tbody></table>
 <p id="proof-result">Proof (opening + movements - closing, every account): ${proof === 0n ? html`<span class="ok">0.00, it holds</span>` : html`<span class="bad">${formatMoney(proof)} off: this month cannot be signed</span>`}</p>
+${bankProofSection(ctx, d)}
 <h2>Movements by effect</h2>
 <table id="movements"><thead><tr><th>Book</th><th>Account</th><th>Kind</th><th>Effect</th><th class="num">Entries</th><th class="num">Amount</th></tr></thead><tbody>
 ${d.movements.map(

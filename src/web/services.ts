@@ -4,6 +4,7 @@
  * decision (src/db/decisions.ts), and the page's sessions and failed sign-ins (src/db/web-sessions.ts).
  */
 
+import type { BankProofSettings } from '../db/closes/bank-proof.ts';
 import { approveDecision, decideException, rejectDecision } from '../db/exceptions/decisions.ts';
 import { getQueueItem, listQueue, queueAgeCounts } from '../db/exceptions/queue.ts';
 import { bulkChangeState, changeQueueItem } from '../db/exceptions/queue-service.ts';
@@ -56,6 +57,8 @@ export function ledgerWebServices(
   db: Db,
   reports: ReportRunner,
   sla: SlaTable = DEFAULT_SLA_TABLE,
+  /** The close's bank proof: the bank accounts and the note rule (none: no bank proof). */
+  bank?: BankProofSettings,
 ): WebServices {
   return {
     payments: {
@@ -82,7 +85,7 @@ export function ledgerWebServices(
       accounts: () => reports.accounts(),
     },
 
-    closes: ledgerCloseServices(db, reports.timeZone, reports.cutoff),
+    closes: ledgerCloseServices(db, reports.timeZone, reports.cutoff, bank),
     exceptions: {
       list: (filter, now, limit, afterId) => listQueue(db, filter, now, sla, limit, afterId),
       ageCounts: (filter, now) => queueAgeCounts(db, filter, now, sla),

@@ -32,6 +32,7 @@ describe('camt.053.001.02', () => {
       currency: 'EUR',
       opening: 1234567890123456789n,
       closing: 1234567890123581787n,
+      closingDate: '2026-11-27',
     });
     // A double cannot hold the opening balance: the parse went through text alone.
     expect(BigInt(Math.round(Number('12345678901234567.89') * 100))).not.toBe(statement?.opening);

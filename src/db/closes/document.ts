@@ -22,6 +22,7 @@ import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '..
 import { balanceAsOf, entryPostings } from '../ledger/periods.ts';
 import { IN_FLIGHT_LITERALS, OPEN_PAYOUTS } from '../read-models/balances.ts';
 import type { Db } from '../schema.ts';
+import { type BankProofSettings, bankAccountsOf, bankProof } from './bank-proof.ts';
 
 /** One merchant account, currency and month, with the month's instants in the report time zone. */
 export interface CloseScope {
@@ -35,6 +36,8 @@ export interface CloseScope {
   end: Date;
   /** The close month (`YYYY-MM`) an instant falls in, under the same time zone and cut-off. */
   monthOf(instant: Date): string;
+  /** The bank accounts and the note rule of the bank proof; absent or no account of the pair: no bank proof. */
+  bank?: BankProofSettings;
 }
 
 const amount = (minor: Minor): string => formatAmount(minor);
@@ -258,6 +261,16 @@ export async function closeDocument(db: Db, s: CloseScope): Promise<CloseDocumen
       proof: amount(line),
     };
   });
+  const bankAccounts = s.bank ? bankAccountsOf(s.bank.accounts, s) : [];
+  const proofs =
+    bankAccounts.length === 0
+      ? null
+      : await bankProof(
+          db,
+          s,
+          bankAccounts,
+          (name) => balances.find((b) => b.book === 'live' && b.account === name)?.closing ?? 0n,
+        );
   const reserved = balances.find((b) => b.book === 'live' && b.account === 'reserved')?.closing ?? 0n;
   const sum = (values: (string | null)[]) =>
     amount(values.reduce<Minor>((t, v) => t + (v === null ? 0n : parseLedgerMinor(v)), 0n));
@@ -278,6 +291,7 @@ export async function closeDocument(db: Db, s: CloseScope): Promise<CloseDocumen
     exceptions,
     exceptionsTotal: sum(exceptions.map((x) => x.amount)),
     earlierPeriodAdjustments: earlier,
+    ...(proofs === null || !s.bank ? {} : { bankProof: proofs, noteAbove: amount(s.bank.noteAbove) }),
   };
 }
 

@@ -3,10 +3,17 @@
  * one snapshot of the ledger, stored with their hash) and the approver's (the row locked, the hash checked).
  */
 import { sql } from 'kysely';
-import { canonicalJson, sha256Hex } from '../../domain/close.ts';
+import {
+  type CloseDocument,
+  canonicalJson,
+  itemsNeedingNote,
+  needsNoteMessage,
+  sha256Hex,
+} from '../../domain/close.ts';
 import { AppError } from '../../domain/errors.ts';
-import { parseLedgerMinor } from '../../domain/money.ts';
+import { formatAmount, type Minor, parseLedgerMinor } from '../../domain/money.ts';
 import type { Db } from '../schema.ts';
+import { notedNow } from './bank-proof.ts';
 import { type CloseScope, closeDocument } from './document.ts';
 import { type CloseRecord, getCloseRecord, verifyClose } from './records.ts';
 import { closeLedgerOf } from './scopes.ts';
@@ -47,6 +54,10 @@ export async function prepareClose(db: Db, s: CloseScope, by: string, now: Date)
       `the proof of ${s.period} is not zero (${document.proof}): opening + movements - closing must be 0 on every account`,
     );
   }
+  const waiting = itemsNeedingNote(document.bankProof ?? [], s.bank?.noteAbove ?? 0n, parseLedgerMinor);
+  if (waiting.length > 0) {
+    throw new AppError('CONFLICT', needsNoteMessage(waiting, formatAmount(s.bank?.noteAbove ?? 0n)));
+  }
   const canonical = canonicalJson(document);
   const inserted = await db
     .insertInto('closes')
@@ -79,6 +90,23 @@ export async function prepareClose(db: Db, s: CloseScope, by: string, now: Date)
 }
 
 /**
+ * The signed bank proof's unmatched items above `noteAbove` whose exception has no note now (a note
+ * added after preparing counts): what refuses approval.
+ */
+async function unnotedAtApproval(db: Db, document: CloseDocument, noteAbove: Minor) {
+  const above = itemsNeedingNote(
+    (document.bankProof ?? []).map((p) => ({
+      ...p,
+      unmatched: p.unmatched.map((u) => ({ ...u, noted: false })),
+    })),
+    noteAbove,
+    parseLedgerMinor,
+  );
+  const noted = await notedNow(db, above);
+  return above.filter((i) => !noted.has(`${i.kind}|${i.id}`));
+}
+
+/**
  * Approves a prepared close. The preparer cannot approve their own close (403, and the database's
  * CHECK `closes_approver_ck` refuses it too); a close whose stored hash no longer matches is refused.
  */
@@ -87,6 +115,8 @@ export async function approveClose(
   key: { merchantAccount: string; currency: string; period: string },
   by: string,
   now: Date,
+  /** The amount above which an unmatched item of the signed bank proof needs a note (default 0.00). */
+  noteAbove: Minor = 0n,
 ): Promise<CloseRecord> {
   const { merchantAccount, currency, period } = key;
   await closeLedgerOf(db, merchantAccount, currency);
@@ -119,6 +149,13 @@ export async function approveClose(
         `the stored figures of ${period} no longer match their SHA-256; not approved`,
       );
     }
+    const waiting = await unnotedAtApproval(
+      trx,
+      JSON.parse(row.canonical ?? '{}') as CloseDocument,
+      noteAbove,
+    );
+    if (waiting.length > 0)
+      throw new AppError('CONFLICT', needsNoteMessage(waiting, formatAmount(noteAbove)));
     await trx
       .updateTable('closes')
       .set({ status: 'approved', approved_by: by, approved_at: now })

@@ -73,6 +73,7 @@ export async function insertStatement(
       booked: statement.booked,
       pending: statement.pending,
       new_lines: newLines,
+      closing_date: statement.closingDate ?? null,
     })
     .execute();
 }

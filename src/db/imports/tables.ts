@@ -40,6 +40,8 @@ export interface StatementRecord {
   debits: Numeric;
   booked: number;
   pending: number;
+  /** The closing balance's date (`YYYY-MM-DD`); null or absent: none known. */
+  closingDate?: string | null;
   lines: BankLineRecord[];
 }
 
