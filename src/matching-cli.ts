@@ -2,10 +2,10 @@
  * `payrecon match [--json]`: runs matching once (src/db/matching/service.ts) with the configured rules
  * and prints the new matches by rule, what stays unmatched and the exceptions raised and resolved.
  * `--line ID... --with ID... --note TEXT` matches by hand; `--undo MATCH --note TEXT` ends a match; both
- * record who (`--user`, default the system user) and why.
+ * act as a configured page user with the work-exceptions permission (`--user`, its password checked by
+ * src/cli-auth.ts) and record who and why.
  * `payrecon import` runs the same after it recorded new lines (`matchAfterImport`).
  */
-import { userInfo } from 'node:os';
 import { UsageError } from './cli-errors.ts';
 import { loadConfig } from './config.ts';
 import { matchingOptionsFrom } from './config-rules.ts';
@@ -25,19 +25,11 @@ export interface MatchCliOptions {
   /** Unmatch: the match to end. */
   undo?: string;
   note?: string;
-  user?: string;
-}
-
-function who(option: string | undefined): string {
-  if (option !== undefined) {
-    if (option.trim() === '') throw new UsageError('--user', 'must not be empty');
-    return option.trim();
-  }
-  try {
-    return userInfo().username;
-  } catch {
-    throw new UsageError('--user', 'is required: the system names no user');
-  }
+  /**
+   * Who matches or unmatches by hand: the configured page user `--user` names, authenticated, with the
+   * work-exceptions permission (src/cli-auth.ts); asked only for a match by hand or an unmatch.
+   */
+  actingUser?: () => Promise<string>;
 }
 
 /** What the options ask for: a run of the rules, a match by hand, or an unmatch; checked before connecting. */
@@ -98,7 +90,11 @@ export function printMatchRun(run: MatchingRun, json: boolean, prefix = ''): voi
 export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatabase): Promise<void> {
   const what = checkOptions(opts);
   const config = loadConfig();
-  const by = what === 'run' ? 'payrecon' : who(opts.user);
+  let by = 'payrecon';
+  if (what !== 'run') {
+    if (!opts.actingUser) throw new UsageError('--user', 'a match by hand needs an authenticated user');
+    by = await opts.actingUser();
+  }
   const logger = rootLogger.child({ module: 'match' }, { level: 'silent' });
   const infra = await openDatabaseInfrastructure(config, openDatabase, {
     schema: 'require',
