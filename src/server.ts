@@ -133,6 +133,8 @@ export async function buildServer(
       reports,
       tokens: config.web.apiTokens,
       exceptionSla: config.exceptions.sla,
+      bankAccounts: config.bankAccounts,
+      timeZone: config.jobs.timeZone,
       logger: logger.child({ module: 'api' }),
     });
     let users = config.web.users.map((u) => ({

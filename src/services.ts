@@ -70,7 +70,7 @@ export function createServices(
   return {
     rules,
     reports,
-    web: ledgerWebServices(db, reports, config.exceptions.sla),
+    web: ledgerWebServices(db, reports, config.exceptions.sla, config.bankAccounts),
     alertSinks: alertSinksFrom(config),
     readiness,
     providerOptions: { ...providerOptionsFrom(config), onCall: (call) => metrics.providerCall(call) },

@@ -21,6 +21,7 @@ import { FAVICON_SVG } from './favicon.ts';
 import type { SafeHtml } from './html.ts';
 import { field, type PageKit } from './page-kit.ts';
 import { type PaymentDetailView, type PaymentView, paymentPage, paymentSearchPage } from './payment-views.ts';
+import { type ReconciliationServices, reconciliationRoutes } from './reconciliation-routes.ts';
 import {
   DEFAULT_SIGN_IN_LIMITS,
   SignInGuard,
@@ -68,6 +69,8 @@ export interface WebServices {
   exceptions: ExceptionServices;
   /** The month close (src/web/close-routes.ts); absent: no close pages. */
   closes?: CloseServices;
+  /** The Reconciliation pages (src/web/reconciliation-routes.ts); absent: none. */
+  reconciliation?: ReconciliationServices;
   balances: BalanceServices;
   /** Sessions and failed sign-ins, kept server side (src/web/sessions.ts). */
   sessions: WebSessionStore;
@@ -284,6 +287,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   const kit: PageKit = { base, now, logger: options.logger, users, ctx, send, problem, refuseUnless };
   exceptionRoutes(app, kit, services.exceptions);
   if (services.closes) closeRoutes(app, kit, services.closes);
+  if (services.reconciliation) reconciliationRoutes(app, kit, services.reconciliation);
   balanceRoutes(app, kit, services.balances);
 
   const renderLogin = (reply: FastifyReply, error: string | null, username = '', status = 200) => {

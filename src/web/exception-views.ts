@@ -360,7 +360,11 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <div class="detail" data-exception="${e.id}">
 <section><h2>The exception</h2><dl>
 <dt>Entity</dt><dd>${e.kind} ${entityLink(ctx, e)} · ${e.merchantAccount}</dd>
-<dt>Amount</dt><dd>${amountCell(e)}</dd>
+${
+  e.kind === 'bank_line' || e.kind === 'settlement'
+    ? html`<dt>Reconciliation</dt><dd><a id="reconciliation-day" href="${ctx.base}/reconciliation/for/${e.kind}/${encodeURIComponent(e.entityId)}">The bank account's day</a></dd>`
+    : ''
+}<dt>Amount</dt><dd>${amountCell(e)}</dd>
 <dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span>${e.proposal && e.state !== 'resolved' ? html` <span class="muted">· decision waiting for approval</span>` : ''}</dd>
 <dt>Assignee</dt><dd id="assignee">${e.assignee ?? 'unassigned'}${e.assignedAt ? html` <span class="muted">since ${when(e.assignedAt)}</span>` : ''}</dd>
 <dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>

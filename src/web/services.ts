@@ -9,6 +9,7 @@ import { getQueueItem, listQueue, queueAgeCounts } from '../db/exceptions/queue.
 import { bulkChangeState, changeQueueItem } from '../db/exceptions/queue-service.ts';
 import { exceptionTypes } from '../db/exceptions/raise.ts';
 import { getPayment, lookupPayments, paidAmounts } from '../db/read-models/payments.ts';
+import type { ReconciliationBankAccount } from '../db/read-models/reconciliation.ts';
 import type { Db } from '../db/schema.ts';
 import {
   clearSignInFailures,
@@ -28,6 +29,7 @@ import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
 import { ledgerBalanceServices } from './balance-services.ts';
 import { ledgerCloseServices } from './close-services.ts';
+import { ledgerReconciliationServices } from './reconciliation-services.ts';
 import type { ReportRunView } from './views.ts';
 
 function runView(run: ReportRun): ReportRunView {
@@ -50,11 +52,15 @@ function runView(run: ReportRun): ReportRunView {
   };
 }
 
-/** `sla`: the exception queue's service levels (config.exceptions.sla). */
+/**
+ * `sla`: the exception queue's service levels (config.exceptions.sla); `bankAccounts`: the configured
+ * bank accounts the Reconciliation pages show (config.bankAccounts).
+ */
 export function ledgerWebServices(
   db: Db,
   reports: ReportRunner,
   sla: SlaTable = DEFAULT_SLA_TABLE,
+  bankAccounts: readonly ReconciliationBankAccount[] = [],
 ): WebServices {
   return {
     payments: {
@@ -82,6 +88,7 @@ export function ledgerWebServices(
     },
 
     closes: ledgerCloseServices(db, reports.timeZone, reports.cutoff),
+    reconciliation: ledgerReconciliationServices(db, bankAccounts, reports.timeZone),
     exceptions: {
       list: (filter, now, limit, afterId) => listQueue(db, filter, now, sla, limit, afterId),
       ageCounts: (filter, now) => queueAgeCounts(db, filter, now, sla),

@@ -341,11 +341,21 @@ export async function listMatches(
       AND (${filter.from}::date IS NULL OR b.booking_date >= ${filter.from}::date)
       AND (${filter.to}::date IS NULL OR b.booking_date <= ${filter.to}::date)
     ORDER BY n DESC LIMIT ${filter.limit}`.execute(db);
-  if (ids.length === 0) return [];
-  const matches = await matchesById(
+  return withEnds(
     db,
     ids.map((r) => r.id),
   );
+}
+
+/** One match (live or ended) with its members, or null. */
+export async function getMatch(db: Db, id: string): Promise<MatchListRow | null> {
+  if (!/^\d{1,18}$/.test(id)) return null;
+  return (await withEnds(db, [id]))[0] ?? null;
+}
+
+async function withEnds(db: Db, ids: readonly string[]): Promise<MatchListRow[]> {
+  if (ids.length === 0) return [];
+  const matches = await matchesById(db, ids);
   const { rows: ends } = await sql<{
     id: string;
     pair: string;
@@ -354,7 +364,7 @@ export async function listMatches(
     end_note: string | null;
   }>`
     SELECT id::text AS id, pair, ended_at, ended_by, end_note FROM matches
-    WHERE id = ANY(${ids.map((r) => Number(r.id))}::bigint[])`.execute(db);
+    WHERE id = ANY(${ids.map(Number)}::bigint[])`.execute(db);
   const endOf = new Map(ends.map((e) => [e.id, e]));
   return matches
     .map((m) => {
@@ -368,4 +378,35 @@ export async function listMatches(
       };
     })
     .sort((a, b) => Number(BigInt(b.id) - BigInt(a.id)));
+}
+
+/**
+ * The bank account and day an exception's line is reconciled on: a bank line's account and booking
+ * date; a settlement's bank account (its merchant account's in its currency) and value date; else null.
+ */
+export async function reconciliationDayOf(
+  db: Db,
+  banks: readonly ReconciliationBankAccount[],
+  kind: string,
+  id: string,
+): Promise<{ bankAccount: string; date: string } | null> {
+  if (kind === 'bank_line') {
+    const { rows } = await sql<{ bank_account: string; booking_date: string }>`
+      SELECT bank_account, booking_date::text AS booking_date FROM bank_statement_lines
+      WHERE identity = ${id}`.execute(db);
+    const r = rows[0];
+    return r ? { bankAccount: r.bank_account, date: r.booking_date } : null;
+  }
+  if (kind === 'settlement') {
+    const { rows } = await sql<{ account: string | null; currency: string; value_date: string }>`
+      SELECT account, settlement_currency AS currency, value_date::text AS value_date
+      FROM provider_settlement_rows WHERE settlement_id = ${id} ORDER BY identity LIMIT 1`.execute(db);
+    const r = rows[0];
+    if (!r) return null;
+    const bank =
+      banks.find((b) => b.currency === r.currency.trim() && b.account === r.account) ??
+      banks.find((b) => b.currency === r.currency.trim());
+    return bank ? { bankAccount: bank.id, date: r.value_date } : null;
+  }
+  return null;
 }
