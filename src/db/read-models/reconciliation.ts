@@ -1,6 +1,8 @@
 /**
  * The reconciliation of a bank account's day: what the bank's statement says (opening and closing
- * balance), what the ledger's `bank:<id>` account holds at the day's end (in the report time zone), their
+ * balance), what the ledger's `bank:<id>` account holds at the day's end (in the report time zone, by
+ * the entries' effect dates: a bank match takes effect on its line's booking day, its reversal when
+ * made, so a line matched days later counts on its own day), their
  * difference, the share of the day's lines a live match covers (by count and by amount), the lines no live
  * match covers with their age, and the settlements in transit no bank line is matched to yet. Amounts come
  * back as bigint minor units; dates as `YYYY-MM-DD`.
@@ -14,7 +16,6 @@ import { BANK_ACCOUNT_PREFIX } from '../../domain/cash-leg.ts';
 import type { Minor } from '../../domain/money.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../../domain/zoned-time.ts';
 import type { Db } from '../schema.ts';
-import { balances } from './balances.ts';
 
 /** A configured bank account (PAYRECON_BANK_ACCOUNTS). */
 export interface ReconciliationBankAccount {
@@ -76,7 +77,7 @@ export interface ReconciliationDay {
   /** The instant the day ends (exclusive) in the time zone: the ledger's balance is read just before it. */
   dayEnd: Date;
   statement: { opening: Minor | null; closing: Minor | null };
-  /** The ledger's `bank:<id>` balance at the day's end. */
+  /** The ledger's `bank:<id>` balance of the entries effective before the day's end. */
   ledger: Minor;
   /** Statement closing minus ledger (null without a closing balance). */
   difference: Minor | null;
@@ -195,14 +196,13 @@ export async function reconciliationDay(
   const opening = statements.find((s) => s.first_day === date && s.opening !== null)?.opening ?? null;
   const closing = statements.findLast((s) => s.last_day === date && s.closing !== null)?.closing ?? null;
 
-  const ledgerName = `${BANK_ACCOUNT_PREFIX}${bank.id}`;
-  const ledgerRows = await balances(db, {
-    at: new Date(dayEnd.getTime() - 1),
-    merchantAccount: bank.account,
-    book: 'live',
-  });
-  const ledger =
-    ledgerRows.find((r) => r.account === ledgerName && r.currency === bank.currency)?.balance ?? 0n;
+  // By effect date: a bank match takes effect on its line's booking day, whenever it was matched.
+  const { rows: ledgerRows } = await sql<{ balance: string }>`
+    SELECT coalesce(round(sum(p.amount) * 100), 0)::text AS balance
+    FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+    WHERE p.merchant_account = ${bank.account} AND p.currency = ${bank.currency} AND p.book = 'live'
+      AND p.account = ${`${BANK_ACCOUNT_PREFIX}${bank.id}`} AND e.effective_at < ${dayEnd}`.execute(db);
+  const ledger = minor(ledgerRows[0]?.balance ?? '0');
 
   const { rows: open } = await sql<{
     identity: string;
