@@ -746,6 +746,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
             closing: amountOrNull(d.statement.closing),
           },
           ledger: formatAmount(d.ledger),
+          ledgerOpening: formatAmount(d.ledgerOpening),
           difference: amountOrNull(d.difference),
           share: {
             lines: d.share.lines,

@@ -518,7 +518,10 @@ export const ReconciliationDayResponse = z.object({
   date: z.string(),
   dayEnd: Instant.meta({ description: 'The ledger balance is read just before this instant' }),
   statement: z.object({ opening: Amount.nullable(), closing: Amount.nullable() }),
-  ledger: Amount.meta({ description: "The ledger's bank:<id> balance at the day's end" }),
+  ledger: Amount.meta({
+    description: "The ledger's bank:<id> balance of the entries effective before the day's end",
+  }),
+  ledgerOpening: Amount.meta({ description: "The same before the day's start" }),
   difference: Amount.nullable().meta({ description: 'Statement closing minus ledger' }),
   share: z.object({
     lines: z.number().int(),

@@ -20,6 +20,8 @@ export const RECONCILIATION_CSS = `
 .recon-sums dt{color:#46505f;font-size:.8rem;text-transform:uppercase;letter-spacing:.02em}
 .recon-sums dd{margin:.2rem 0 0;font-size:1.15rem;font-variant-numeric:tabular-nums}
 .recon-sums .off{color:#b3261e;font-weight:600}.recon-sums .even{color:#1b5e20}
+.recon-sums dd.muted{font-size:.8rem;margin:0;overflow-wrap:anywhere}
+table#matches td.rulename,table#matches td.by{white-space:nowrap}table#matches td.members{min-width:16rem}
 .daynav{display:flex;gap:1rem;margin:-.4rem 0 .8rem}
 details.pick summary{cursor:pointer;color:#2456c7}
 form.pick{display:flex;flex-direction:column;gap:.35rem;margin:.4rem 0;max-width:34rem}
@@ -39,7 +41,7 @@ const head = (ctx: PageContext) => html`<link rel="stylesheet" href="${ctx.base}
 
 function percent(part: bigint, whole: bigint): string {
   if (whole === 0n) return '-';
-  const tenths = (part * 1000n) / whole;
+  const tenths = (part * 2000n + whole) / (2n * whole);
   return `${tenths / 10n}.${tenths % 10n}%`;
 }
 
@@ -102,6 +104,8 @@ export function reconciliationDayPage(
   const work = canWork(ctx);
   const { bank, share } = day;
   const diff = day.difference;
+  const { opening, closing } = day.statement;
+  const moved = opening === null || closing === null ? null : closing - opening;
   return layout(
     { ...ctx, active: 'reconciliation' },
     `Reconciliation ${bank.id} ${day.date}`,
@@ -117,12 +121,13 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <dl class="recon-sums" id="sums">
 <div><dt>Statement opening</dt><dd id="opening">${money(day.statement.opening)}</dd></div>
 <div><dt>Statement closing</dt><dd id="closing">${money(day.statement.closing)}</dd></div>
-<div><dt>Ledger bank:${bank.id} at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd></div>
-<div><dt>Difference</dt><dd id="difference" class="${diff === null ? '' : diff === 0n ? 'even' : 'off'}">${money(diff)}</dd></div>
+<div><dt>Ledger at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd><dd class="muted">bank:${bank.id}</dd></div>
+<div><dt>Difference</dt><dd id="difference" class="${diff === null ? '' : diff === 0n ? 'even' : 'off'}">${money(diff)}</dd><dd class="muted">statement closing less ledger</dd></div>
+<div><dt>Moved on the day</dt><dd id="moved">${moved === null ? 'no statement' : formatMoney(moved)}</dd><dd class="muted">statement; ledger ${formatMoney(day.ledger - day.ledgerOpening)}</dd></div>
 <div><dt>Matched lines</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd></div>
 <div><dt>Matched amount</dt><dd id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>
 </dl>
-<p class="muted">The ledger is read just before ${formatDateTime(day.dayEnd, ctx.timeZone)}; amounts in ${bank.currency}.</p>
+<p class="muted">Amounts in ${bank.currency}. The ledger counts the entries effective before ${formatDateTime(day.dayEnd, ctx.timeZone)}: a matched credit on its line's day.</p>
 <h2>Unmatched lines</h2>
 <table id="unmatched"><thead><tr><th>Reference</th><th>Booked</th><th>Value</th><th class="num">Amount</th><th class="num">Age</th><th>Description</th>${work ? html`<th>Match</th>` : ''}</tr></thead><tbody>${
       day.unmatched.length
@@ -146,10 +151,10 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
       day.matches.length
         ? day.matches.map(
             (m) =>
-              html`<tr data-match="${m.id}"><td>${m.id}</td><td>${m.rule}</td><td class="members"><ul>${m.members.map(
+              html`<tr data-match="${m.id}"><td>${m.id}</td><td class="rulename">${m.rule}</td><td class="members"><ul>${m.members.map(
                 (x) =>
                   html`<li>${x.side === 'bank_line' ? 'line' : x.side} ${x.label}${x.amount === null ? '' : html` · ${formatMoney(x.amount)}`}</li>`,
-              )}</ul></td><td class="num">${formatMoney(m.difference)}</td><td>${m.createdBy} <span class="muted">${formatDateTime(m.createdAt, ctx.timeZone)}</span></td><td>${m.note ?? ''}</td>${
+              )}</ul></td><td class="num">${formatMoney(m.difference)}</td><td class="by">${m.createdBy}<br><span class="muted">${formatDateTime(m.createdAt, ctx.timeZone)}</span></td><td>${m.note ?? ''}</td>${
                 work
                   ? html`<td><form class="unmatch" method="post" action="${dayPath(ctx, bank.id, day.date)}/unmatch"><input type="hidden" name="_csrf" value="${ctx.csrf}"><input type="hidden" name="match" value="${m.id}"><label>Note (why)<input name="note" maxlength="1000" required></label><button class="secondary" type="submit">Unmatch</button></form></td>`
                   : ''

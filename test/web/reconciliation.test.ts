@@ -193,6 +193,7 @@ describe('the reconciliation read model', () => {
       const today = day.lines.filter((l) => l.match !== null).reduce((sum, l) => sum + l.amount, 0n);
       matchedSoFar = new Map(matchedSoFar).set(bank, before + today);
       expect(day.ledger, `${bank} ${day.date}`).toBe(before + today);
+      expect(day.ledger - day.ledgerOpening).toBe(today);
       expect(day.difference).toBe(day.statement.closing === null ? null : day.statement.closing - day.ledger);
       // Share and unmatched: what no live match covers is exactly the planted lines of the day.
       expect(day.share.lines).toBe(day.lines.length);

@@ -79,6 +79,8 @@ export interface ReconciliationDay {
   statement: { opening: Minor | null; closing: Minor | null };
   /** The ledger's `bank:<id>` balance of the entries effective before the day's end. */
   ledger: Minor;
+  /** The same at the day's start: `ledger - ledgerOpening` is what the ledger moved on the day. */
+  ledgerOpening: Minor;
   /** Statement closing minus ledger (null without a closing balance). */
   difference: Minor | null;
   share: { lines: number; matchedLines: number; amount: Minor; matchedAmount: Minor };
@@ -197,12 +199,15 @@ export async function reconciliationDay(
   const closing = statements.findLast((s) => s.last_day === date && s.closing !== null)?.closing ?? null;
 
   // By effect date: a bank match takes effect on its line's booking day, whenever it was matched.
-  const { rows: ledgerRows } = await sql<{ balance: string }>`
-    SELECT coalesce(round(sum(p.amount) * 100), 0)::text AS balance
+  const dayStart = zonedTimeToInstant(date, '00:00', timeZone);
+  const { rows: ledgerRows } = await sql<{ opening: string; closing: string }>`
+    SELECT coalesce(round(sum(p.amount) FILTER (WHERE e.effective_at < ${dayStart}) * 100), 0)::text AS opening,
+      coalesce(round(sum(p.amount) * 100), 0)::text AS closing
     FROM postings p JOIN journal_entries e ON e.id = p.entry_id
     WHERE p.merchant_account = ${bank.account} AND p.currency = ${bank.currency} AND p.book = 'live'
       AND p.account = ${`${BANK_ACCOUNT_PREFIX}${bank.id}`} AND e.effective_at < ${dayEnd}`.execute(db);
-  const ledger = minor(ledgerRows[0]?.balance ?? '0');
+  const ledger = minor(ledgerRows[0]?.closing ?? '0');
+  const ledgerOpening = minor(ledgerRows[0]?.opening ?? '0');
 
   const { rows: open } = await sql<{
     identity: string;
@@ -238,6 +243,7 @@ export async function reconciliationDay(
       closing: closing === null ? null : minor(closing),
     },
     ledger,
+    ledgerOpening,
     difference: closing === null ? null : minor(closing) - ledger,
     share: {
       lines: lines.length,
