@@ -62,7 +62,7 @@ form.bulk input[name=note]{width:24rem}
 .detail{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1rem}
 .detail section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .detail dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
-.detail dt{color:#46505f;font-size:.85rem}.detail dd{margin:0}
+.detail dt{color:#46505f;font-size:.85rem}.detail dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .detail h3{font-size:.95rem;margin:.8rem 0 .3rem}
 .detail form{margin:.4rem 0}
 .detail textarea{width:100%;min-height:4rem;font:inherit}

@@ -90,7 +90,7 @@ export function reconciliationRoutes(
           : done === 'match'
             ? `Match ${id} made by hand; the exceptions it covers are resolved.`
             : done === 'unmatch'
-              ? `Match ${id} ended; its lines are unmatched again and left to persons.`
+              ? `Match ${id} ended; its lines are unmatched again, left to persons, and the next matching run raises their exceptions again.`
               : null;
       return day(request, reply, notice);
     },

@@ -124,8 +124,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <div><dt>Ledger at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd><dd class="muted">bank:${bank.id}</dd></div>
 <div><dt>Difference</dt><dd id="difference" class="${diff === null ? '' : diff === 0n ? 'even' : 'off'}">${money(diff)}</dd><dd class="muted">statement closing less ledger</dd></div>
 <div><dt>Moved on the day</dt><dd id="moved">${moved === null ? 'no statement' : formatMoney(moved)}</dd><dd class="muted">statement; ledger ${formatMoney(day.ledger - day.ledgerOpening)}</dd></div>
-<div><dt>Matched lines</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd></div>
-<div><dt>Matched amount</dt><dd id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>
+<div><dt>Matched</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} lines (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd><dd class="muted" id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>
 </dl>
 <p class="muted">Amounts in ${bank.currency}. The ledger counts the entries effective before ${formatDateTime(day.dayEnd, ctx.timeZone)}: a matched credit on its line's day.</p>
 <h2>Unmatched lines</h2>

@@ -111,7 +111,7 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     await expect(lineRow.textContent()).resolves.toContain(line.reference!);
     await expect(olga.locator('#difference').textContent()).resolves.toMatch(/\d/);
     await expect(olga.locator('#share-lines').textContent()).resolves.toMatch(
-      new RegExp(`^${day.share.matchedLines} of ${day.share.lines} `),
+      new RegExp(`^${day.share.matchedLines} of ${day.share.lines} lines `),
     );
     await shot(olga, '2-day-unmatched-line');
 
