@@ -199,6 +199,10 @@ describe('the OpenAPI document', () => {
         'listReports',
         'lookupPayment',
         'requestReport',
+        'getReconciliationDay',
+        'listMatches',
+        'matchByHand',
+        'unmatch',
       ].sort(),
     );
     expect(validator.compileAll()).toBeGreaterThan(50);
@@ -863,6 +867,26 @@ describe('closes', () => {
     expect(json<{ preparedBy: string }>(await call('GET', `/closes/${row.id}`)).preparedBy).toBe('ana');
     expectProblem(await call('GET', '/closes/777'), 404);
     expectProblem(await call('GET', '/closes?period=2026-13'), 400, 'period');
+  });
+});
+
+describe('reconciliation and matches', () => {
+  // The full walk over a reconciled sandbox is in test/web/reconciliation.test.ts.
+  it('answers an unknown bank account 404, no match an empty list, and unknown lines or matches 404', async () => {
+    expectProblem(await call('GET', '/reconciliation/NL00NOPE/2026-03-02'), 404);
+    expectProblem(await call('GET', '/reconciliation/NL00NOPE/2026-02-30'), 400, 'date');
+    expect(json(await call('GET', '/matches?from=2026-03-01&to=2026-03-31'))).toEqual({ items: [] });
+    expectProblem(await call('GET', '/matches?from=2026-03-31&to=2026-03-01'), 400, 'from');
+    expectProblem(
+      await call('POST', '/matches', { body: { lines: ['nope'], with: ['nope'], note: 'why' } }),
+      404,
+    );
+    expectProblem(
+      await call('POST', '/matches', { body: { lines: [], with: ['x'], note: 'why' } }),
+      400,
+      'lines',
+    );
+    expectProblem(await call('POST', '/matches/77/unmatch', { body: { note: 'why' } }), 404);
   });
 });
 
