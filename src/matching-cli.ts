@@ -9,7 +9,8 @@
 import { UsageError } from './cli-errors.ts';
 import { loadConfig } from './config.ts';
 import { matchingOptionsFrom } from './config-rules.ts';
-import { type MatchingRun, manualMatch, runMatching, unmatch } from './db/matching/service.ts';
+import { matchByHand, unmatchByHand } from './db/matching/by-hand.ts';
+import { type MatchingRun, runMatching } from './db/matching/service.ts';
 import type { Db } from './db/schema.ts';
 import { MATCH_PAIRS, type MatchPair } from './domain/matching.ts';
 import { type OpenDatabase, openDatabaseInfrastructure } from './infrastructure.ts';
@@ -103,7 +104,7 @@ export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatab
   });
   try {
     if (what === 'manual') {
-      const id = await manualMatch(infra.db, {
+      const id = await matchByHand(infra.db, {
         pair: (opts.pair ?? 'bank-settlement') as MatchPair,
         left: opts.line!,
         right: opts.with!,
@@ -114,7 +115,7 @@ export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatab
         opts.json ? `${JSON.stringify({ matchId: id })}\n` : `match ${id}: made by ${by}\n`,
       );
     } else if (what === 'undo') {
-      const ended = await unmatch(infra.db, { matchId: opts.undo!, by, note: opts.note! });
+      const ended = await unmatchByHand(infra.db, { matchId: opts.undo!, by, note: opts.note! });
       process.stdout.write(
         opts.json
           ? `${JSON.stringify({ matchId: ended.id, rule: ended.rule, lines: ended.members.length })}\n`

@@ -20,7 +20,7 @@ import {
   type QueueRow,
 } from '../db/exceptions/queue.ts';
 import { changeQueueItem } from '../db/exceptions/queue-service.ts';
-import { manualMatch, unmatch } from '../db/matching/service.ts';
+import { matchByHand, unmatchByHand } from '../db/matching/by-hand.ts';
 import { balances, movements } from '../db/read-models/balances.ts';
 import {
   getPayment,
@@ -813,7 +813,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       response: MatchResponse,
       problems: [404, 409],
       handle: async ({ body, token }) => {
-        const id = await manualMatch(db, {
+        const id = await matchByHand(db, {
           pair: body.pair ?? 'bank-settlement',
           left: body.lines,
           right: body.with,
@@ -838,7 +838,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       response: MatchResponse,
       problems: [404],
       handle: async ({ params, body, token }) => {
-        await unmatch(db, { matchId: params.id, note: body.note, by: `api:${token.name}`, now: now() });
+        await unmatchByHand(db, { matchId: params.id, note: body.note, by: `api:${token.name}`, now: now() });
         return matchById(params.id);
       },
     }),

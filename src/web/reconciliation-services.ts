@@ -2,7 +2,7 @@
  * The Reconciliation pages' services over the read model (src/db/read-models/reconciliation.ts) and the
  * matching service (manualMatch, unmatch: src/db/matching/service.ts); no SQL here.
  */
-import { manualMatch, unmatch } from '../db/matching/service.ts';
+import { matchByHand, unmatchByHand } from '../db/matching/by-hand.ts';
 import {
   type ReconciliationBankAccount,
   reconciliationAccounts,
@@ -25,9 +25,9 @@ export function ledgerReconciliationServices(
     },
     locate: (kind, entityId) => reconciliationDayOf(db, banks, kind, entityId),
     match: (lines, settlements, note, by, now) =>
-      manualMatch(db, { pair: 'bank-settlement', left: lines, right: settlements, note, by, now }),
+      matchByHand(db, { pair: 'bank-settlement', left: lines, right: settlements, note, by, now }),
     unmatch: async (matchId, note, by, now) => {
-      const ended = await unmatch(db, { matchId, note, by, now });
+      const ended = await unmatchByHand(db, { matchId, note, by, now });
       return { id: ended.id, rule: ended.rule };
     },
   };

@@ -140,6 +140,9 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     await expect(olga.locator('#resolution').textContent()).resolves.toContain(
       `matched: match ${matchId} (manual)`,
     );
+    await expect(olga.locator('table.trail').textContent()).resolves.toContain(
+      `matched by hand (match ${matchId}): the bank booked the settlement under another reference`,
+    );
     await shot(olga, '5-exception-resolved');
 
     // Unmatch with a note: the line is unmatched again.

@@ -345,6 +345,48 @@ describe('the Reconciliation page', () => {
     });
     const back = await get(olga, ended.headers.location as string);
     expect(back.body).toContain(`data-line="${line.identity}"`);
+    // The exception's trail: resolved by payrecon naming the match, with olga's notes beside.
+    const trail = await r.t.db
+      .selectFrom('exception_events')
+      .select(['actor', 'action', 'to_state', 'note'])
+      .where('exception_id', '=', exception.id)
+      .orderBy('id')
+      .execute();
+    expect(trail).toEqual([
+      { actor: 'payrecon', action: 'state', to_state: 'resolved', note: `matched: match ${id} (manual)` },
+      {
+        actor: 'olga',
+        action: 'comment',
+        to_state: null,
+        note: `matched by hand (match ${id}): rent paid from the settlement account`,
+      },
+      {
+        actor: 'olga',
+        action: 'comment',
+        to_state: null,
+        note: `match ${id} (manual) ended: the rent was paid twice: not the settlement; the next matching run raises this again`,
+      },
+    ]);
+  });
+
+  it("leads from a SETTLEMENT_NOT_RECEIVED exception to its bank account's value date", async () => {
+    const exception = await r.t.db
+      .selectFrom('exceptions')
+      .select(['id', 'entity_id'])
+      .where('type', '=', 'SETTLEMENT_NOT_RECEIVED')
+      .orderBy('id')
+      .executeTakeFirstOrThrow();
+    const settlement = r.truth.settlements.find((s) => s.settlement_id === exception.entity_id)!;
+    const vera = await signIn('vera');
+    const page = await get(vera, `/exceptions/${exception.id}`);
+    const link = `/reconciliation/for/settlement/${exception.entity_id}`;
+    expect(page.body).toContain(link);
+    const to = await get(vera, link);
+    expect(to.statusCode).toBe(303);
+    expect(to.headers.location).toBe(
+      `/reconciliation/${encodeURIComponent(r.banks[0]!.id)}/${settlement.value_date}`,
+    );
+    expect((await get(vera, '/reconciliation/for/settlement/nope')).statusCode).toBe(404);
   });
 });
 
