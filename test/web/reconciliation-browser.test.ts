@@ -42,6 +42,29 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     await signInForm(page, base, username, PASSWORD);
     return page;
   }
+  /** Nothing scrolls sideways at 1280 px, neither the page nor its main area. */
+  async function fitsAt1280(page: Page): Promise<void> {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    const w = await page.evaluate(`(() => {
+      const main = document.querySelector('main');
+      return { page: document.documentElement.scrollWidth, window: window.innerWidth,
+        main: main.scrollWidth, mainVisible: main.clientWidth };
+    })()`);
+    const {
+      page: pw,
+      window: ww,
+      main,
+      mainVisible,
+    } = w as {
+      page: number;
+      window: number;
+      main: number;
+      mainVisible: number;
+    };
+    expect(pw).toBeLessThanOrEqual(ww);
+    expect(main).toBeLessThanOrEqual(mainVisible);
+    await page.setViewportSize({ width: 1360, height: 900 });
+  }
   const dayUrl = () => `${base}/reconciliation/${encodeURIComponent(day.bank.id)}/${day.date}`;
 
   beforeAll(async () => {
@@ -121,6 +144,7 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     await lineRow.locator(`input[name=with][value="${settlement.identity}"]`).check();
     await lineRow.locator('input[name=note]').fill('the bank booked the settlement under another reference');
     await shot(olga, '3-match-form');
+    await fitsAt1280(olga);
     await lineRow.locator('button:text("Match")').click();
     await olga.waitForURL(/\?done=match&match=\d+$/);
     const matchId = /match=(\d+)$/.exec(olga.url())![1]!;
@@ -133,6 +157,7 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     expect(matchText).toContain('the bank booked the settlement under another reference');
     expect(matchText).toContain(settlement.settlementId);
     await shot(olga, '4-matched');
+    await fitsAt1280(olga);
 
     // The exception is resolved, its trail naming the match.
     await olga.goto(`${base}/exceptions/${exceptionId}`);
