@@ -516,10 +516,10 @@ export const ReconciliationDayResponse = z.object({
   currency: z.string(),
   merchantAccount: z.string(),
   date: z.string(),
-  dayEnd: Instant.meta({ description: 'The ledger balance is read just before this instant' }),
+  dayEnd: Instant.meta({ description: "The day's end in PAYRECON_TIMEZONE" }),
   statement: z.object({ opening: Amount.nullable(), closing: Amount.nullable() }),
   ledger: Amount.meta({
-    description: "The ledger's bank:<id> balance of the entries effective before the day's end",
+    description: "The ledger's bank:<id> balance at the day's end, by effect day",
   }),
   ledgerOpening: Amount.meta({ description: "The same before the day's start" }),
   difference: Amount.nullable().meta({ description: 'Statement closing minus ledger' }),

@@ -126,7 +126,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <div><dt>Moved on the day</dt><dd id="moved">${moved === null ? 'no statement' : formatMoney(moved)}</dd><dd class="muted">statement; ledger ${formatMoney(day.ledger - day.ledgerOpening)}</dd></div>
 <div><dt>Matched</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} lines (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd><dd class="muted" id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>
 </dl>
-<p class="muted">Amounts in ${bank.currency}. The ledger counts the entries effective before ${formatDateTime(day.dayEnd, ctx.timeZone)}: a matched credit on its line's day.</p>
+<p class="muted">Amounts in ${bank.currency}. The ledger counts each entry on its effect day: a matched credit on its line's booking date, however late it was matched.</p>
 <h2>Unmatched lines</h2>
 <table id="unmatched"><thead><tr><th>Reference</th><th>Booked</th><th>Value</th><th class="num">Amount</th><th class="num">Age</th><th>Description</th>${work ? html`<th>Match</th>` : ''}</tr></thead><tbody>${
       day.unmatched.length

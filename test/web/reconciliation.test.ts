@@ -207,6 +207,12 @@ describe('the reconciliation read model', () => {
       }
     }
     expect(withStatement).toBeGreaterThan(DAYS / 2);
+    // Another time zone: the day ends at its midnight; a line's match still counts on its booking date.
+    for (const d of all.filter((x) => x.lines.length > 0).slice(0, 3)) {
+      const there = await reconciliationDay(r.t.db, d.bank, d.date, 'America/Sao_Paulo', NOW);
+      expect(there.dayEnd.toISOString()).toBe(`${dateOf(Number(d.date.slice(8)) - 1)}T03:00:00.000Z`);
+      expect([there.ledger, there.ledgerOpening]).toEqual([d.ledger, d.ledgerOpening]);
+    }
     const unmatched = all.flatMap((d) => d.unmatched.map((l) => l.reference)).sort();
     const expected = r.truth.bankAnomalies
       .filter((a) => planted.has(a.bankRef ?? '') && a.date <= dateOf(DAYS - 1))

@@ -1,8 +1,8 @@
 /**
  * The reconciliation of a bank account's day: what the bank's statement says (opening and closing
- * balance), what the ledger's `bank:<id>` account holds at the day's end (in the report time zone, by
- * the entries' effect dates: a bank match takes effect on its line's booking day, its reversal when
- * made, so a line matched days later counts on its own day), their
+ * balance), what the ledger's `bank:<id>` account holds at the day's end (by the entries' effect days:
+ * a bank match on its line's booking date, so a line matched days later counts on its own day; a
+ * reversal on the date it was made in the report time zone), their
  * difference, the share of the day's lines a live match covers (by count and by amount), the lines no live
  * match covers with their age, and the settlements in transit no bank line is matched to yet. Amounts come
  * back as bigint minor units; dates as `YYYY-MM-DD`.
@@ -74,7 +74,7 @@ export interface DayMatch {
 export interface ReconciliationDay {
   bank: ReconciliationBankAccount;
   date: string;
-  /** The instant the day ends (exclusive) in the time zone: the ledger's balance is read just before it. */
+  /** The instant the day ends (exclusive) in the time zone. */
   dayEnd: Date;
   statement: { opening: Minor | null; closing: Minor | null };
   /** The ledger's `bank:<id>` balance of the entries effective before the day's end. */
@@ -198,14 +198,20 @@ export async function reconciliationDay(
   const opening = statements.find((s) => s.first_day === date && s.opening !== null)?.opening ?? null;
   const closing = statements.findLast((s) => s.last_day === date && s.closing !== null)?.closing ?? null;
 
-  // By effect date: a bank match takes effect on its line's booking day, whenever it was matched.
-  const dayStart = zonedTimeToInstant(date, '00:00', timeZone);
+  // By effect day: a bank match takes effect on its line's booking date (stored as that date's UTC
+  // midnight, src/db/cash-leg/service.ts), whenever it was matched; any other entry (a reversal, made
+  // at an instant) on its local date in the time zone.
   const { rows: ledgerRows } = await sql<{ opening: string; closing: string }>`
-    SELECT coalesce(round(sum(p.amount) FILTER (WHERE e.effective_at < ${dayStart}) * 100), 0)::text AS opening,
-      coalesce(round(sum(p.amount) * 100), 0)::text AS closing
-    FROM postings p JOIN journal_entries e ON e.id = p.entry_id
-    WHERE p.merchant_account = ${bank.account} AND p.currency = ${bank.currency} AND p.book = 'live'
-      AND p.account = ${`${BANK_ACCOUNT_PREFIX}${bank.id}`} AND e.effective_at < ${dayEnd}`.execute(db);
+    WITH moved AS (
+      SELECT p.amount, CASE WHEN e.entity_kind = 'bank_match' AND e.direction = 1
+          THEN (e.effective_at AT TIME ZONE 'UTC')::date
+          ELSE (e.effective_at AT TIME ZONE ${timeZone})::date END AS day
+      FROM postings p JOIN journal_entries e ON e.id = p.entry_id
+      WHERE p.merchant_account = ${bank.account} AND p.currency = ${bank.currency} AND p.book = 'live'
+        AND p.account = ${`${BANK_ACCOUNT_PREFIX}${bank.id}`})
+    SELECT coalesce(round(sum(amount) FILTER (WHERE day < ${date}::date) * 100), 0)::text AS opening,
+      coalesce(round(sum(amount) FILTER (WHERE day <= ${date}::date) * 100), 0)::text AS closing
+    FROM moved`.execute(db);
   const ledger = minor(ledgerRows[0]?.closing ?? '0');
   const ledgerOpening = minor(ledgerRows[0]?.opening ?? '0');
 
