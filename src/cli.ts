@@ -559,7 +559,7 @@ program
     );
   });
 
-program
+const matchCommand = program
   .command('match')
   .description(
     'Match the imported lines not matched yet with the configured rules (PAYRECON_MATCH_RULES) and raise or resolve the reconciliation exceptions',
@@ -573,17 +573,18 @@ program
   .option('--pair <pair>', 'bank-settlement (default) or provider-ledger, with --line')
   .option('--undo <match>', 'end a match (unmatch) by its id')
   .option('--note <text>', 'why: required with --line or --undo')
-  .option('--user <name>', 'who matches or unmatches (default: the system user)')
   .option(
     '--database-url <url>',
     'PostgreSQL URL (default: DATABASE_URL, else the running payrecon up, else embedded)',
-  )
-  .action(async (opts) => {
+  );
+userOptions(matchCommand, 'who matches or unmatches by hand (an operator or a controller)').action(
+  async (opts) => {
     await (await import('./matching-cli.ts')).runMatchCli(
-      opts,
+      { ...opts, actingUser: () => actAs(opts, 'work-exceptions', 'match by hand') },
       databaseOpener('payrecon match', opts.databaseUrl),
     );
-  });
+  },
+);
 
 // <commands>
 

@@ -2,14 +2,15 @@
  * `payrecon match [--json]`: runs matching once (src/db/matching/service.ts) with the configured rules
  * and prints the new matches by rule, what stays unmatched and the exceptions raised and resolved.
  * `--line ID... --with ID... --note TEXT` matches by hand; `--undo MATCH --note TEXT` ends a match; both
- * record who (`--user`, default the system user) and why.
+ * act as a configured page user with the work-exceptions permission (`--user`, its password checked by
+ * src/cli-auth.ts) and record who and why.
  * `payrecon import` runs the same after it recorded new lines (`matchAfterImport`).
  */
-import { userInfo } from 'node:os';
 import { UsageError } from './cli-errors.ts';
 import { loadConfig } from './config.ts';
 import { matchingOptionsFrom } from './config-rules.ts';
-import { type MatchingRun, manualMatch, matchSummary, runMatching, unmatch } from './db/matching/service.ts';
+import { matchByHand, unmatchByHand } from './db/matching/by-hand.ts';
+import { type MatchingRun, matchSummary, runMatching } from './db/matching/service.ts';
 import type { Db } from './db/schema.ts';
 import { MATCH_PAIRS, type MatchPair, type MatchSummary } from './domain/matching.ts';
 import { type OpenDatabase, openDatabaseInfrastructure } from './infrastructure.ts';
@@ -25,19 +26,11 @@ export interface MatchCliOptions {
   /** Unmatch: the match to end. */
   undo?: string;
   note?: string;
-  user?: string;
-}
-
-function who(option: string | undefined): string {
-  if (option !== undefined) {
-    if (option.trim() === '') throw new UsageError('--user', 'must not be empty');
-    return option.trim();
-  }
-  try {
-    return userInfo().username;
-  } catch {
-    throw new UsageError('--user', 'is required: the system names no user');
-  }
+  /**
+   * Who matches or unmatches by hand: the configured page user `--user` names, authenticated, with the
+   * work-exceptions permission (src/cli-auth.ts); asked only for a match by hand or an unmatch.
+   */
+  actingUser?: () => Promise<string>;
 }
 
 /** What the options ask for: a run of the rules, a match by hand, or an unmatch; checked before connecting. */
@@ -88,7 +81,11 @@ export function printMatchRun(run: MatchSummary, json: boolean, prefix = ''): vo
 export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatabase): Promise<void> {
   const what = checkOptions(opts);
   const config = loadConfig();
-  const by = what === 'run' ? 'payrecon' : who(opts.user);
+  let by = 'payrecon';
+  if (what !== 'run') {
+    if (!opts.actingUser) throw new UsageError('--user', 'a match by hand needs an authenticated user');
+    by = await opts.actingUser();
+  }
   const logger = rootLogger.child({ module: 'match' }, { level: 'silent' });
   const infra = await openDatabaseInfrastructure(config, openDatabase, {
     schema: 'require',
@@ -97,7 +94,7 @@ export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatab
   });
   try {
     if (what === 'manual') {
-      const id = await manualMatch(infra.db, {
+      const id = await matchByHand(infra.db, {
         pair: (opts.pair ?? 'bank-settlement') as MatchPair,
         left: opts.line!,
         right: opts.with!,
@@ -109,7 +106,7 @@ export async function runMatchCli(opts: MatchCliOptions, openDatabase: OpenDatab
         opts.json ? `${JSON.stringify({ matchId: id })}\n` : `match ${id}: made by ${by}\n`,
       );
     } else if (what === 'undo') {
-      const ended = await unmatch(infra.db, { matchId: opts.undo!, by, note: opts.note! });
+      const ended = await unmatchByHand(infra.db, { matchId: opts.undo!, by, note: opts.note! });
       process.stdout.write(
         opts.json
           ? `${JSON.stringify({ matchId: ended.id, rule: ended.rule, lines: ended.members.length })}\n`

@@ -134,6 +134,8 @@ export async function buildServer(
       tokens: config.web.apiTokens,
       exceptionSla: config.exceptions.sla,
       imports: { run: services.imports.run, maxBytes: services.imports.maxBytes },
+      bankAccounts: services.imports.bankAccounts,
+      timeZone: config.jobs.timeZone,
       logger: logger.child({ module: 'api' }),
     });
     let users = config.web.users.map((u) => ({

@@ -147,10 +147,8 @@ export function createServices(
     imports,
     web: {
       ...ledgerWebServices(db, reports, config.exceptions.sla, {
-        // The bank accounts the imports know (configured, or the embedded sandbox's), read at each close.
-        get accounts() {
-          return imports.bankAccounts();
-        },
+        // The bank accounts the imports know (configured, or the embedded sandbox's), read at each use.
+        accounts: imports.bankAccounts,
         noteAbove: config.closeNoteAbove,
       }),
       imports: ledgerImportServices(db, imports),

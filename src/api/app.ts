@@ -22,6 +22,7 @@ import {
 } from '../db/exceptions/queue.ts';
 import { changeQueueItem } from '../db/exceptions/queue-service.ts';
 import { getImport, type ImportView, listImports } from '../db/imports/read.ts';
+import { matchByHand, unmatchByHand } from '../db/matching/by-hand.ts';
 import { balances, movements } from '../db/read-models/balances.ts';
 import {
   getPayment,
@@ -30,6 +31,13 @@ import {
   type PaymentCursor,
   type PaymentRow,
 } from '../db/read-models/payments.ts';
+import {
+  getMatch,
+  listMatches,
+  type MatchListRow,
+  type ReconciliationBankAccount,
+  reconciliationDay,
+} from '../db/read-models/reconciliation.ts';
 import type { Db } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
 import { AppError } from '../domain/errors.ts';
@@ -68,6 +76,11 @@ import {
   ImportQuery,
   ImportResultResponse,
   type Import as ImportSchema,
+  ManualMatchBody,
+  MatchListQuery,
+  MatchListResponse,
+  MatchParams,
+  MatchResponse,
   MovementsQuery,
   MovementsResponse,
   PaymentDetailResponse,
@@ -76,6 +89,8 @@ import {
   PaymentLookupQuery,
   PaymentLookupResponse,
   PaymentParams,
+  ReconciliationDayResponse,
+  ReconciliationParams,
   RejectionResponse,
   ReportFileParams,
   ReportListQuery,
@@ -84,6 +99,7 @@ import {
   ReportRequestBody,
   Report as ReportSchema,
   StateChangeBody,
+  UnmatchBody,
   WorkbookDecisionsResponse,
 } from './schemas.ts';
 import { databaseTokenSource } from './token-source.ts';
@@ -113,6 +129,10 @@ export interface ApiOptions {
    * absent: `POST /imports` answers 503.
    */
   imports?: { run: ImportFileFn; maxBytes: number };
+  /** The bank accounts reconciled, read at each use (configured, or the embedded sandbox's); none: 404s. */
+  bankAccounts?: () => readonly ReconciliationBankAccount[];
+  /** The time zone a reconciliation day ends in (PAYRECON_TIMEZONE); default UTC. */
+  timeZone?: string;
   /** Configured tokens (hashed, PAYRECON_API_TOKENS), checked before those in the database. */
   tokens: readonly ApiTokenEntry[];
   now?: () => Date;
@@ -250,11 +270,34 @@ function importOut(i: ImportView): z.input<typeof ImportSchema> {
   return { ...i, importedAt: iso(i.importedAt) };
 }
 
+function matchOut(m: MatchListRow): z.input<typeof MatchResponse> {
+  return {
+    id: m.id,
+    pair: m.pair,
+    rule: m.rule,
+    difference: formatAmount(m.difference),
+    createdAt: iso(m.createdAt),
+    createdBy: m.createdBy,
+    note: m.note,
+    endedAt: isoOrNull(m.endedAt),
+    endedBy: m.endedBy,
+    endNote: m.endNote,
+    members: m.members.map((x) => ({ ...x, amount: amountOrNull(x.amount) })),
+  };
+}
+
 /** Every route of the API, declared once. */
 export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
   const { db, reports } = options;
   const now = options.now ?? (() => new Date());
   const sla = options.exceptionSla ?? DEFAULT_SLA_TABLE;
+  const banks = options.bankAccounts ?? (() => []);
+  const timeZone = options.timeZone ?? 'UTC';
+  const matchById = async (id: string) => {
+    const m = await getMatch(db, id);
+    if (!m) throw notFound(`no match ${id}`);
+    return matchOut(m);
+  };
 
   const queueFilter = (query: z.output<typeof ExceptionExportQuery>): QueueFilter => ({
     ...(query.type !== undefined ? { type: query.type } : {}),
@@ -833,6 +876,130 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
           rejected: count('rejected'),
           rows,
         };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/reconciliation/{bankAccount}/{date}',
+      operationId: 'getReconciliationDay',
+      summary:
+        "A bank account's day: statement balances against the ledger's bank account, matched share, unmatched lines, open settlements, matches",
+      tag: 'reconciliation',
+      scope: 'read',
+      params: ReconciliationParams,
+      status: 200,
+      response: ReconciliationDayResponse,
+      problems: [404],
+      handle: async ({ params }) => {
+        const bank = banks().find((b) => b.id === params.bankAccount);
+        if (!bank) throw notFound(`bankAccount: no configured bank account ${params.bankAccount}`);
+        const d = await reconciliationDay(db, bank, params.date, timeZone, now());
+        return {
+          bankAccount: bank.id,
+          currency: bank.currency,
+          merchantAccount: bank.account,
+          date: d.date,
+          dayEnd: iso(d.dayEnd),
+          statement: {
+            opening: amountOrNull(d.statement.opening),
+            closing: amountOrNull(d.statement.closing),
+          },
+          ledger: formatAmount(d.ledger),
+          ledgerOpening: formatAmount(d.ledgerOpening),
+          difference: amountOrNull(d.difference),
+          share: {
+            lines: d.share.lines,
+            matchedLines: d.share.matchedLines,
+            amount: formatAmount(d.share.amount),
+            matchedAmount: formatAmount(d.share.matchedAmount),
+          },
+          lines: d.lines.map((l) => ({
+            identity: l.identity,
+            reference: l.reference,
+            bookingDate: l.bookingDate,
+            valueDate: l.valueDate,
+            amount: formatAmount(l.amount),
+            reversal: l.reversal,
+            description: l.description,
+            ageDays: l.ageDays,
+            match: l.match,
+          })),
+          openSettlements: d.openSettlements.map((s) => ({ ...s, net: formatAmount(s.net) })),
+          matches: (await Promise.all(d.matches.map((m) => getMatch(db, m.id))))
+            .filter((m) => m !== null)
+            .map(matchOut),
+          previous: d.previous,
+          next: d.next,
+        };
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/matches',
+      operationId: 'listMatches',
+      summary:
+        'Matches of bank lines to settlements, live and ended (who, why), newest first, by bank account and booking dates',
+      tag: 'reconciliation',
+      scope: 'read',
+      query: MatchListQuery,
+      status: 200,
+      response: MatchListResponse,
+      handle: async ({ query }) => {
+        if (query.from !== undefined && query.to !== undefined && query.from > query.to) {
+          throw new ApiProblem('VALIDATION_FAILED', 'from: must not be after to', [
+            { in: 'query', field: 'from', rule: 'must not be after to' },
+          ]);
+        }
+        const rows = await listMatches(db, {
+          bankAccount: query.bankAccount ?? null,
+          from: query.from ?? null,
+          to: query.to ?? null,
+          limit: query.limit,
+        });
+        return { items: rows.map(matchOut) };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/matches',
+      operationId: 'matchByHand',
+      summary:
+        'Match lines by hand (rule manual) with a note; resolves the exceptions the match covers. Refused (409) when a line is already matched',
+      tag: 'reconciliation',
+      scope: 'exceptions:write',
+      body: ManualMatchBody,
+      status: 201,
+      response: MatchResponse,
+      problems: [404, 409],
+      handle: async ({ body, token }) => {
+        const id = await matchByHand(db, {
+          bankAccounts: banks(),
+          pair: body.pair ?? 'bank-settlement',
+          left: body.lines,
+          right: body.with,
+          note: body.note,
+          by: `api:${token.name}`,
+          now: now(),
+        });
+        return matchById(id);
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/matches/{id}/unmatch',
+      operationId: 'unmatch',
+      summary:
+        'End a live match (rule or manual) with a note; its lines are unmatched again and left to persons',
+      tag: 'reconciliation',
+      scope: 'exceptions:write',
+      params: MatchParams,
+      body: UnmatchBody,
+      status: 200,
+      response: MatchResponse,
+      problems: [404],
+      handle: async ({ params, body, token }) => {
+        await unmatchByHand(db, { matchId: params.id, note: body.note, by: `api:${token.name}`, now: now() });
+        return matchById(params.id);
       },
     }),
     route({

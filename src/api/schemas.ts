@@ -606,3 +606,90 @@ export const ImportDetailResponse = z.object({
   ),
   more: z.boolean().meta({ description: 'The import brought more lines than the first 1,000 shown' }),
 });
+// Reconciliation: a bank account's day and the matches of bank lines to settlements.
+export const ReconciliationParams = z.object({
+  bankAccount: Text(34).meta({ description: 'A configured bank account (PAYRECON_BANK_ACCOUNTS id)' }),
+  date: DateText,
+});
+const ReconciliationLine = z.object({
+  identity: z.string(),
+  reference: z.string().nullable(),
+  bookingDate: z.string(),
+  valueDate: z.string().nullable(),
+  amount: Amount,
+  reversal: z.boolean(),
+  description: z.string().nullable(),
+  ageDays: z.number().int(),
+  match: z.object({ id: z.string(), rule: z.string() }).nullable(),
+});
+const MatchOut = z.object({
+  id: z.string(),
+  pair: z.string(),
+  rule: z.string().meta({ description: "The rule's name, or manual" }),
+  difference: Amount,
+  createdAt: Instant,
+  createdBy: z.string(),
+  note: z.string().nullable(),
+  endedAt: Instant.nullable(),
+  endedBy: z.string().nullable(),
+  endNote: z.string().nullable(),
+  members: z.array(
+    z.object({
+      side: z.string().meta({ description: 'bank_line or settlement' }),
+      identity: z.string(),
+      label: z.string().meta({ description: "A bank line's reference, a settlement's id" }),
+      amount: Amount.nullable(),
+    }),
+  ),
+});
+export const ReconciliationDayResponse = z.object({
+  bankAccount: z.string(),
+  currency: z.string(),
+  merchantAccount: z.string(),
+  date: z.string(),
+  dayEnd: Instant.meta({ description: "The day's end in PAYRECON_TIMEZONE" }),
+  statement: z.object({ opening: Amount.nullable(), closing: Amount.nullable() }),
+  ledger: Amount.meta({
+    description: "The ledger's bank:<id> balance at the day's end, by effect day",
+  }),
+  ledgerOpening: Amount.meta({ description: "The same before the day's start" }),
+  difference: Amount.nullable().meta({ description: 'Statement closing minus ledger' }),
+  share: z.object({
+    lines: z.number().int(),
+    matchedLines: z.number().int(),
+    amount: Amount,
+    matchedAmount: Amount,
+  }),
+  lines: z.array(ReconciliationLine),
+  openSettlements: z.array(
+    z.object({
+      identity: z.string(),
+      settlementId: z.string(),
+      valueDate: z.string(),
+      net: Amount,
+      currency: z.string(),
+      bankReference: z.string().nullable(),
+      ageDays: z.number().int(),
+    }),
+  ),
+  matches: z.array(MatchOut),
+  previous: z.string().nullable(),
+  next: z.string().nullable(),
+});
+export const MatchListQuery = z.object({
+  bankAccount: Text(34).optional(),
+  from: DateText.optional(),
+  to: DateText.optional(),
+  limit: LimitParam(1000, 100),
+});
+export const MatchListResponse = z.object({ items: z.array(MatchOut) });
+const Identities = z.array(Text(200)).min(1, 'must name at least one').max(100, 'at most 100');
+export const ManualMatchBody = z.strictObject({
+  lines: Identities.meta({ description: 'The bank lines (or report rows) by identity' }),
+  with: Identities.meta({ description: 'The settlements (or ledger payments kind:account:id) by identity' }),
+  pair: z.enum(['bank-settlement', 'provider-ledger']).optional(),
+  note: Text(1000).meta({ description: 'Why (required)' }),
+});
+export const MatchParams = z.object({ id: IdParam });
+export const UnmatchBody = z.strictObject({ note: Text(1000).meta({ description: 'Why (required)' }) });
+export const MatchResponse = MatchOut;

@@ -23,6 +23,7 @@ import { type ImportPageServices, importRoutes } from './import-routes.ts';
 import { acceptMultipart } from './multipart.ts';
 import { field, type PageKit } from './page-kit.ts';
 import { type PaymentDetailView, type PaymentView, paymentPage, paymentSearchPage } from './payment-views.ts';
+import { type ReconciliationServices, reconciliationRoutes } from './reconciliation-routes.ts';
 import {
   DEFAULT_SIGN_IN_LIMITS,
   SignInGuard,
@@ -70,6 +71,8 @@ export interface WebServices {
   exceptions: ExceptionServices;
   /** The month close (src/web/close-routes.ts); absent: no close pages. */
   closes?: CloseServices;
+  /** The Reconciliation pages (src/web/reconciliation-routes.ts); absent: none. */
+  reconciliation?: ReconciliationServices;
   balances: BalanceServices;
   /** The Imports page (src/web/import-routes.ts); absent: no Imports page. */
   imports?: ImportPageServices;
@@ -293,6 +296,7 @@ export async function webRoutes(app: FastifyInstance, options: WebOptions): Prom
   const kit: PageKit = { base, now, logger: options.logger, users, ctx, send, problem, refuseUnless };
   exceptionRoutes(app, kit, services.exceptions);
   if (services.closes) closeRoutes(app, kit, services.closes);
+  if (services.reconciliation) reconciliationRoutes(app, kit, services.reconciliation);
   balanceRoutes(app, kit, services.balances);
   if (services.imports) importRoutes(app, kit, services.imports);
 

@@ -64,7 +64,7 @@ ul.refused{background:#fff;padding:.6rem 1.6rem;box-shadow:0 1px 2px #0001}ul.re
 .detail{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1rem}
 .detail section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .detail dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}
-.detail dt{color:#46505f;font-size:.85rem}.detail dd{margin:0}
+.detail dt{color:#46505f;font-size:.85rem}.detail dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .detail h3{font-size:.95rem;margin:.8rem 0 .3rem}
 .detail form{margin:.4rem 0}
 .detail textarea{width:100%;min-height:4rem;font:inherit}
@@ -371,7 +371,11 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <div class="detail" data-exception="${e.id}">
 <section><h2>The exception</h2><dl>
 <dt>Entity</dt><dd>${e.kind} ${entityLink(ctx, e)} · ${e.merchantAccount}</dd>
-<dt>Amount</dt><dd>${amountCell(e)}</dd>
+${
+  e.kind === 'bank_line' || e.kind === 'settlement'
+    ? html`<dt>Reconciliation</dt><dd><a id="reconciliation-day" href="${ctx.base}/reconciliation/for/${e.kind}/${encodeURIComponent(e.entityId)}">The bank account's day</a></dd>`
+    : ''
+}<dt>Amount</dt><dd>${amountCell(e)}</dd>
 <dt>State</dt><dd><span class="badge ${e.state}" id="state">${e.state.replace('_', ' ')}</span>${e.proposal && e.state !== 'resolved' ? html` <span class="muted">· decision waiting for approval</span>` : ''}</dd>
 <dt>Assignee</dt><dd id="assignee">${e.assignee ?? 'unassigned'}${e.assignedAt ? html` <span class="muted">since ${when(e.assignedAt)}</span>` : ''}</dd>
 <dt>First seen</dt><dd>${when(e.firstSeenAt)} <span class="muted">(${formatAge(now.getTime() - e.firstSeenAt.getTime())}, ${ageBucketLabel(e.firstSeenAt, now)})</span></dd>

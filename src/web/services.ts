@@ -4,12 +4,12 @@
  * decision (src/db/decisions.ts), and the page's sessions and failed sign-ins (src/db/web-sessions.ts).
  */
 
-import type { BankProofSettings } from '../db/closes/bank-proof.ts';
 import { approveDecision, decideException, rejectDecision } from '../db/exceptions/decisions.ts';
 import { getQueueItem, listQueue, queueAgeCounts } from '../db/exceptions/queue.ts';
 import { bulkChangeState, changeQueueItem } from '../db/exceptions/queue-service.ts';
 import { exceptionTypes } from '../db/exceptions/raise.ts';
 import { getPayment, lookupPayments, paidAmounts } from '../db/read-models/payments.ts';
+import type { ReconciliationBankAccount } from '../db/read-models/reconciliation.ts';
 import type { Db } from '../db/schema.ts';
 import {
   clearSignInFailures,
@@ -24,12 +24,14 @@ import {
 } from '../db/web-sessions.ts';
 import { MOVE_FROM } from '../domain/exception-queue.ts';
 import { DEFAULT_SLA_TABLE, type SlaTable } from '../domain/exception-sla.ts';
+import type { Minor } from '../domain/money.ts';
 import { decideFromWorkbook } from '../reports/decision-workbook.ts';
 import { queueCsv } from '../reports/exception-csv.ts';
 import type { ReportRun, ReportRunner } from '../reports/runs.ts';
 import type { WebServices } from './app.ts';
 import { ledgerBalanceServices } from './balance-services.ts';
 import { ledgerCloseServices } from './close-services.ts';
+import { ledgerReconciliationServices } from './reconciliation-services.ts';
 import type { ReportRunView } from './views.ts';
 
 function runView(run: ReportRun): ReportRunView {
@@ -52,13 +54,24 @@ function runView(run: ReportRun): ReportRunView {
   };
 }
 
-/** `sla`: the exception queue's service levels (config.exceptions.sla). */
+/**
+ * `sla`: the exception queue's service levels (config.exceptions.sla); `bankAccounts`: the configured
+ * bank accounts the Reconciliation pages show (config.bankAccounts).
+ */
+/** The bank accounts the Reconciliation pages and the close's bank proof read. */
+export interface BankSettings {
+  /** Read at each use: configured (PAYRECON_BANK_ACCOUNTS), or the embedded sandbox's. */
+  accounts: () => readonly ReconciliationBankAccount[];
+  /** Unmatched items above this need a note before a close is signed (default 0.00: every one). */
+  noteAbove?: Minor;
+}
+
 export function ledgerWebServices(
   db: Db,
   reports: ReportRunner,
   sla: SlaTable = DEFAULT_SLA_TABLE,
-  /** The close's bank proof: the bank accounts and the note rule (none: no bank proof). */
-  bank?: BankProofSettings,
+  /** The bank accounts (none: no Reconciliation days, no bank proof in closes). */
+  bank?: BankSettings,
 ): WebServices {
   return {
     payments: {
@@ -85,7 +98,18 @@ export function ledgerWebServices(
       accounts: () => reports.accounts(),
     },
 
-    closes: ledgerCloseServices(db, reports.timeZone, reports.cutoff, bank),
+    closes: ledgerCloseServices(
+      db,
+      reports.timeZone,
+      reports.cutoff,
+      bank && {
+        get accounts() {
+          return bank.accounts();
+        },
+        noteAbove: bank.noteAbove ?? 0n,
+      },
+    ),
+    reconciliation: ledgerReconciliationServices(db, bank?.accounts ?? (() => []), reports.timeZone),
     exceptions: {
       list: (filter, now, limit, afterId) => listQueue(db, filter, now, sla, limit, afterId),
       ageCounts: (filter, now) => queueAgeCounts(db, filter, now, sla),

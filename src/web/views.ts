@@ -66,7 +66,14 @@ export interface PageContext {
   role?: WebRole;
   csrf: string;
   timeZone: string;
-  active?: 'reports' | 'exceptions' | 'balances' | 'balances/charts' | 'closes' | 'imports';
+  active?:
+    | 'reports'
+    | 'exceptions'
+    | 'balances'
+    | 'balances/charts'
+    | 'closes'
+    | 'imports'
+    | 'reconciliation';
 }
 
 export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: SafeHtml): SafeHtml {
@@ -80,7 +87,7 @@ export function layout(ctx: PageContext, title: string, body: SafeHtml, head?: S
       ? html`<header><strong>payrecon</strong>${nav('reports', 'Reports')}${nav('exceptions', 'Exceptions')}${nav(
           'balances',
           'Balances',
-        )}${nav('balances/charts', 'Charts')}${nav('closes', 'Closes')}${nav('imports', 'Imports')}${
+        )}${nav('balances/charts', 'Charts')}${nav('reconciliation', 'Reconciliation')}${nav('closes', 'Closes')}${nav('imports', 'Imports')}${
           ctx.search
             ? html`<form class="search" method="get" action="${ctx.base}/payments" role="search"><input name="q" type="search" placeholder="Find a payment: any id" aria-label="Find a payment by any id"></form>`
             : ''

@@ -323,6 +323,8 @@ describe('forms', () => {
       '/reports',
       '/imports',
       '/exceptions/decisions',
+      '/reconciliation/:bankAccount/:date/match',
+      '/reconciliation/:bankAccount/:date/unmatch',
     ];
     const posts = routes
       .filter((r) => r.method === 'POST' && !EXCLUDED(r.path))
@@ -345,6 +347,9 @@ describe('forms', () => {
       // No file: with its token the form is refused by its content (400), never by the token.
       '/imports': { kind: 'bank-statement' },
       '/exceptions/decisions': {},
+      // No bank account here: with its token the form is refused by its content, never by the token.
+      '/reconciliation/:bankAccount/:date/match': { note: 'checked' },
+      '/reconciliation/:bankAccount/:date/unmatch': { note: 'checked' },
       '/exceptions/:id': { action: 'acknowledge', note: 'checked' },
       '/exceptions/bulk': { action: 'acknowledge', note: 'checked in bulk', ids: bulkId },
       [`${close}/prepare`]: {},
@@ -371,7 +376,8 @@ describe('forms', () => {
       expect(form, `a form for ${route.path}`).toBeDefined();
       const url = route.path
         .replace(':id', exceptionId)
-        .replace(':account/:currency/:period', `acme/BRL/${month}`);
+        .replace(':account/:currency/:period', `acme/BRL/${month}`)
+        .replace(':bankAccount/:date', `NL00NONE/${today}`);
       const before = await state();
       const actor = route.path.endsWith('/approve') ? 'ops' : 'finance';
       const jar = await signIn(actor);
@@ -399,7 +405,11 @@ describe('forms', () => {
       // Control: the right token is accepted.
       const ok = await send('POST', url, { cookie: jar.header(), form: { ...form!, _csrf: mine } });
       expect(ok.statusCode, `${route.path} with its own token`).toBe(
-        route.path === '/imports' || route.path === '/exceptions/decisions' ? 400 : 303,
+        route.path === '/imports' ||
+          route.path === '/exceptions/decisions' ||
+          route.path.startsWith('/reconciliation/')
+          ? 400
+          : 303,
       );
     }
     expect(

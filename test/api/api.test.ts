@@ -227,6 +227,10 @@ describe('the OpenAPI document', () => {
         'listReports',
         'lookupPayment',
         'requestReport',
+        'getReconciliationDay',
+        'listMatches',
+        'matchByHand',
+        'unmatch',
       ].sort(),
     );
     expect(validator.compileAll()).toBeGreaterThan(50);
@@ -1063,6 +1067,26 @@ describe('decisions from the exception workbook', () => {
     const res = await send(filled.bytes);
     expect(res.statusCode, res.body).toBe(200);
     expect(json(res)).toMatchObject({ decided: 1, proposed: 0, rows: [{ id, outcome: 'decided' }] });
+  });
+});
+
+describe('reconciliation and matches', () => {
+  // The full walk over a reconciled sandbox is in test/web/reconciliation.test.ts.
+  it('answers an unknown bank account 404, no match an empty list, and unknown lines or matches 404', async () => {
+    expectProblem(await call('GET', '/reconciliation/NL00NOPE/2026-03-02'), 404);
+    expectProblem(await call('GET', '/reconciliation/NL00NOPE/2026-02-30'), 400, 'date');
+    expect(json(await call('GET', '/matches?from=2026-03-01&to=2026-03-31'))).toEqual({ items: [] });
+    expectProblem(await call('GET', '/matches?from=2026-03-31&to=2026-03-01'), 400, 'from');
+    expectProblem(
+      await call('POST', '/matches', { body: { lines: ['nope'], with: ['nope'], note: 'why' } }),
+      404,
+    );
+    expectProblem(
+      await call('POST', '/matches', { body: { lines: [], with: ['x'], note: 'why' } }),
+      400,
+      'lines',
+    );
+    expectProblem(await call('POST', '/matches/77/unmatch', { body: { note: 'why' } }), 404);
   });
 });
 

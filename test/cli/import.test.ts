@@ -153,9 +153,28 @@ describe('payrecon import', () => {
       .execute();
     const matchId = made[0]!.id;
     const side = (name: string) => made.filter((m) => m.side === name).map((m) => m.identity);
-    const env = { PAYRECON_BANK_ACCOUNTS: bankAccounts, DATABASE_URL: t.url };
+    // By hand acts as a configured user, authenticated, who may work exceptions.
+    const env = {
+      PAYRECON_BANK_ACCOUNTS: bankAccounts,
+      DATABASE_URL: t.url,
+      ...(await actingEnv({ ana: 'operator', bo: 'controller', vi: 'viewer' })),
+    };
     const noNote = await runPayrecon(dir, ['match', '--undo', matchId], env);
     expect([noNote.code, noNote.stderr]).toEqual([2, 'payrecon: --note: is required: say why\n']);
+    const viewer = await runPayrecon(
+      dir,
+      ['match', '--undo', matchId, '--note', 'checking', '--user', 'vi'],
+      env,
+    );
+    expect([viewer.code, viewer.stderr]).toEqual([
+      2,
+      'payrecon: --user: vi is a viewer: match by hand needs an operator or a controller\n',
+    ]);
+    const wrong = await runPayrecon(dir, ['match', '--undo', matchId, '--note', 'checking', '--user', 'bo'], {
+      ...env,
+      PAYRECON_PASSWORD: 'not the password',
+    });
+    expect([wrong.code, wrong.stderr]).toEqual([2, 'payrecon: --user: bo: wrong password\n']);
     const undone = await runPayrecon(
       dir,
       ['match', '--undo', matchId, '--note', 'checking', '--user', 'bo'],

@@ -50,7 +50,7 @@ describe.skipIf(!haveChromium)('the close bank proof in Chromium', () => {
       users: [{ username: 'ana', passwordHash, role: 'controller' }],
       sessionSecret: 'bank-proof-secret-0123456789-abcdefghijklm',
       timeZone: 'UTC',
-      services: ledgerWebServices(t.db, runner, undefined, { accounts: [BANK], noteAbove: 100n }),
+      services: ledgerWebServices(t.db, runner, undefined, { accounts: () => [BANK], noteAbove: 100n }),
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
     browser = await launchChromium();

@@ -1,0 +1,167 @@
+/**
+ * The Reconciliation pages: the bank accounts with their latest day and what stays unmatched, and one
+ * bank account's day (the statement's balances against the ledger's bank account, the matched share,
+ * the unmatched lines with a form to match each by hand, the open settlements, the day's matches with a
+ * form to end each). Forms are offered to roles that may work exceptions; the routes check again.
+ */
+import type {
+  DayLine,
+  ReconciliationAccountRow,
+  ReconciliationDay,
+} from '../db/read-models/reconciliation.ts';
+import type { Minor } from '../domain/money.ts';
+import { roleCan } from '../domain/roles.ts';
+import { formatDateTime, formatMoney, html, type SafeHtml } from './html.ts';
+import { layout, type PageContext } from './views.ts';
+
+export const RECONCILIATION_CSS = `
+.recon-sums{display:grid;grid-template-columns:repeat(auto-fit,minmax(13rem,1fr));gap:.8rem;margin:.5rem 0 1rem}
+.recon-sums div{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
+.recon-sums dt{color:#46505f;font-size:.8rem;text-transform:uppercase;letter-spacing:.02em}
+.recon-sums dd{margin:.2rem 0 0;font-size:1.15rem;font-variant-numeric:tabular-nums}
+.recon-sums .off{color:#b3261e;font-weight:600}.recon-sums .even{color:#1b5e20}
+.recon-sums dd.muted{font-size:.8rem;margin:0;overflow-wrap:anywhere}
+table#matches td.rulename,table#matches td.by{white-space:nowrap}table#matches td.members{min-width:16rem}
+.daynav{display:flex;gap:1rem;margin:-.4rem 0 .8rem}
+details.pick summary{cursor:pointer;color:#2456c7}
+form.pick{display:flex;flex-direction:column;gap:.35rem;margin:.4rem 0;max-width:34rem}
+form.pick fieldset{border:1px solid #e3e6eb;padding:.3rem .6rem;margin:0}
+form.pick label.check{flex-direction:row;align-items:center;gap:.4rem;font-size:.85rem;color:#1d2430}
+form.unmatch{display:flex;gap:.4rem;align-items:end}
+td.members ul{margin:0;padding-left:1rem}`;
+
+const canWork = (ctx: PageContext) => ctx.role !== undefined && roleCan(ctx.role, 'work-exceptions');
+const enc = encodeURIComponent;
+
+export function dayPath(ctx: PageContext, bankAccount: string, date: string): string {
+  return `${ctx.base}/reconciliation/${enc(bankAccount)}/${enc(date)}`;
+}
+
+const head = (ctx: PageContext) => html`<link rel="stylesheet" href="${ctx.base}/static/reconciliation.css">`;
+
+function percent(part: bigint, whole: bigint): string {
+  if (whole === 0n) return '-';
+  const tenths = (part * 2000n + whole) / (2n * whole);
+  return `${tenths / 10n}.${tenths % 10n}%`;
+}
+
+const money = (m: Minor | null) => (m === null ? 'none' : formatMoney(m));
+
+export function reconciliationListPage(
+  ctx: PageContext,
+  rows: readonly ReconciliationAccountRow[],
+): SafeHtml {
+  return layout(
+    { ...ctx, active: 'reconciliation' },
+    'Reconciliation',
+    html`<h1>Reconciliation</h1>
+<p class="muted">Each bank account's statement against the ledger's bank account, day by day.</p>
+<table id="bank-accounts"><thead><tr><th>Bank account</th><th>Name</th><th>Merchant account</th><th>Currency</th><th>Latest day</th><th class="num">Lines</th><th class="num">Unmatched lines</th><th class="num">Open settlements</th></tr></thead><tbody>${
+      rows.length
+        ? rows.map(
+            (r) =>
+              html`<tr data-bank="${r.bank.id}"><td>${r.latestDay ? html`<a href="${dayPath(ctx, r.bank.id, r.latestDay)}">${r.bank.id}</a>` : r.bank.id}</td><td>${r.bank.name}</td><td>${r.bank.account}</td><td>${r.bank.currency}</td><td>${r.latestDay ?? html`<span class="muted">no statement yet</span>`}</td><td class="num">${r.lines}</td><td class="num">${r.unmatchedLines}</td><td class="num">${r.openSettlements}</td></tr>`,
+          )
+        : html`<tr><td colspan="8" class="muted">No bank account is configured (PAYRECON_BANK_ACCOUNTS).</td></tr>`
+    }</tbody></table>`,
+    head(ctx),
+  );
+}
+
+function lineText(l: DayLine): string {
+  return l.reference ?? l.description ?? l.identity.slice(0, 12);
+}
+
+function matchForm(ctx: PageContext, day: ReconciliationDay, line: DayLine): SafeHtml {
+  const others = day.unmatched.filter((l) => l.identity !== line.identity && l.amount > 0n);
+  return html`<details class="pick"><summary>Match by hand</summary>
+<form class="pick" method="post" action="${dayPath(ctx, day.bank.id, day.date)}/match">
+<input type="hidden" name="_csrf" value="${ctx.csrf}"><input type="hidden" name="lines" value="${line.identity}">
+<fieldset><legend class="muted">Settlements</legend>${
+    day.openSettlements.length
+      ? day.openSettlements.map(
+          (s) =>
+            html`<label class="check"><input type="checkbox" name="with" value="${s.identity}"> ${s.settlementId} · ${formatMoney(s.net)} ${s.currency} · value ${s.valueDate}</label>`,
+        )
+      : html`<span class="muted">No open settlement.</span>`
+  }</fieldset>${
+    others.length
+      ? html`<fieldset><legend class="muted">With other lines of the day</legend>${others.map(
+          (o) =>
+            html`<label class="check"><input type="checkbox" name="lines" value="${o.identity}"> ${lineText(o)} · ${formatMoney(o.amount)}</label>`,
+        )}</fieldset>`
+      : ''
+  }
+<label>Note (required: why)<input name="note" maxlength="1000" required></label>
+<div><button type="submit">Match</button></div></form></details>`;
+}
+
+export function reconciliationDayPage(
+  ctx: PageContext,
+  day: ReconciliationDay,
+  notice: string | null,
+): SafeHtml {
+  const work = canWork(ctx);
+  const { bank, share } = day;
+  const diff = day.difference;
+  const { opening, closing } = day.statement;
+  const moved = opening === null || closing === null ? null : closing - opening;
+  return layout(
+    { ...ctx, active: 'reconciliation' },
+    `Reconciliation ${bank.id} ${day.date}`,
+    html`<h1>${bank.name} <span class="muted">${bank.id} · ${bank.currency} · ${day.date}</span></h1>
+<nav class="daynav">${
+      day.previous
+        ? html`<a id="previous-day" href="${dayPath(ctx, bank.id, day.previous)}">← ${day.previous}</a>`
+        : ''
+    }<a href="${ctx.base}/reconciliation">All bank accounts</a>${
+      day.next ? html`<a id="next-day" href="${dayPath(ctx, bank.id, day.next)}">${day.next} →</a>` : ''
+    }</nav>
+${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
+<dl class="recon-sums" id="sums">
+<div><dt>Statement opening</dt><dd id="opening">${money(day.statement.opening)}</dd></div>
+<div><dt>Statement closing</dt><dd id="closing">${money(day.statement.closing)}</dd></div>
+<div><dt>Ledger at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd><dd class="muted">bank:${bank.id}</dd></div>
+<div><dt>Difference</dt><dd id="difference" class="${diff === null ? '' : diff === 0n ? 'even' : 'off'}">${money(diff)}</dd><dd class="muted">statement closing less ledger</dd></div>
+<div><dt>Moved on the day</dt><dd id="moved">${moved === null ? 'no statement' : formatMoney(moved)}</dd><dd class="muted">statement; ledger ${formatMoney(day.ledger - day.ledgerOpening)}</dd></div>
+<div><dt>Matched</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} lines (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd><dd class="muted" id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>
+</dl>
+<p class="muted">Amounts in ${bank.currency}. The ledger counts each entry on its effect day: a matched credit on its line's booking date, however late it was matched.</p>
+<h2>Unmatched lines</h2>
+<table id="unmatched"><thead><tr><th>Reference</th><th>Booked</th><th>Value</th><th class="num">Amount</th><th class="num">Age</th><th>Description</th>${work ? html`<th>Match</th>` : ''}</tr></thead><tbody>${
+      day.unmatched.length
+        ? day.unmatched.map(
+            (l) =>
+              html`<tr data-line="${l.identity}"><td>${l.reference ?? html`<span class="muted">none</span>`}${l.reversal ? html` <span class="mark">reversal</span>` : ''}</td><td class="when">${l.bookingDate}</td><td class="when">${l.valueDate ?? ''}</td><td class="num${l.amount < 0n ? ' neg' : ''}">${formatMoney(l.amount)}</td><td class="num">${l.ageDays} d</td><td>${l.counterparty ? html`${l.counterparty}: ` : ''}${l.description ?? ''}</td>${work ? html`<td>${matchForm(ctx, day, l)}</td>` : ''}</tr>`,
+          )
+        : html`<tr><td colspan="${work ? 7 : 6}" class="muted">Every line of the day is matched.</td></tr>`
+    }</tbody></table>
+<h2>Settlements in transit, not matched</h2>
+<table id="open-settlements" class="narrow"><thead><tr><th>Settlement</th><th>Value date</th><th class="num">Net</th><th>Bank reference</th><th class="num">Age</th></tr></thead><tbody>${
+      day.openSettlements.length
+        ? day.openSettlements.map(
+            (s) =>
+              html`<tr data-settlement="${s.settlementId}"><td>${s.settlementId}</td><td>${s.valueDate}</td><td class="num">${formatMoney(s.net)} ${s.currency}</td><td>${s.bankReference ?? ''}</td><td class="num">${s.ageDays} d</td></tr>`,
+          )
+        : html`<tr><td colspan="5" class="muted">None up to this day.</td></tr>`
+    }</tbody></table>
+<h2>Matches of the day</h2>
+<table id="matches"><thead><tr><th>Match</th><th>Rule</th><th>Lines and settlements</th><th class="num">Difference</th><th>By</th><th>Note</th>${work ? html`<th>Unmatch</th>` : ''}</tr></thead><tbody>${
+      day.matches.length
+        ? day.matches.map(
+            (m) =>
+              html`<tr data-match="${m.id}"><td>${m.id}</td><td class="rulename">${m.rule}</td><td class="members"><ul>${m.members.map(
+                (x) =>
+                  html`<li>${x.side === 'bank_line' ? 'line' : x.side} ${x.label}${x.amount === null ? '' : html` · ${formatMoney(x.amount)}`}</li>`,
+              )}</ul></td><td class="num">${formatMoney(m.difference)}</td><td class="by">${m.createdBy}<br><span class="muted">${formatDateTime(m.createdAt, ctx.timeZone)}</span></td><td>${m.note ?? ''}</td>${
+                work
+                  ? html`<td><form class="unmatch" method="post" action="${dayPath(ctx, bank.id, day.date)}/unmatch"><input type="hidden" name="_csrf" value="${ctx.csrf}"><input type="hidden" name="match" value="${m.id}"><label>Note (why)<input name="note" maxlength="1000" required></label><button class="secondary" type="submit">Unmatch</button></form></td>`
+                  : ''
+              }</tr>`,
+          )
+        : html`<tr><td colspan="${work ? 7 : 6}" class="muted">No line of the day is matched.</td></tr>`
+    }</tbody></table>
+${work ? '' : html`<p class="muted">Your role can read the reconciliation but not match or unmatch.</p>`}`,
+    head(ctx),
+  );
+}
