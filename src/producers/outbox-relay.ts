@@ -4,8 +4,19 @@
  * `FOR UPDATE SKIP LOCKED`, so several relays never publish the same row at once. A crash between the
  * acknowledgement and the mark publishes the row again; the alert id is the same, and the dispatcher
  * delivers each alert id once.
+ *
+ * The outbox also holds the batches of lines each import brought (`imports.*.v1`), written in the
+ * import's transaction: the relay publishes them too, a few rows at a time (a row carries up to 1,000
+ * lines), each to its topic under its key. A batch published twice is matched once (matching is
+ * idempotent).
  */
-import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/runs/outbox.ts';
+import {
+  claimUnpublished,
+  claimUnpublishedEvents,
+  markFailed,
+  markPublished,
+  type OutboxPayload,
+} from '../db/runs/outbox.ts';
 import type { Db } from '../db/schema.ts';
 import { isRetryableAppError } from '../domain/errors.ts';
 import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';
@@ -13,7 +24,8 @@ import { parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
-import { ALERT_TOPIC } from '../events/topics.ts';
+import { fromRecord } from '../events/records.ts';
+import { ALERT_TOPIC, IMPORT_TOPIC_NAMES, type ImportTopicName } from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
 
 function text(v: unknown): string | null {
@@ -73,6 +85,8 @@ export interface OutboxRelayDeps {
   logger: Logger;
   /** Rows per publish (default 500). */
   batchSize?: number;
+  /** Import batches (up to 1,000 lines each) per publish (default 10). */
+  eventBatchSize?: number;
   /** Idle wait between empty polls, ms (default 250). */
   idleMs?: number;
 }
@@ -87,11 +101,50 @@ export interface OutboxRelay {
 export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolean } = {}): OutboxRelay {
   const log = deps.logger.child({ module: 'outbox-relay' });
   const batchSize = deps.batchSize ?? 500;
+  const eventBatchSize = deps.eventBatchSize ?? 10;
   const idleMs = deps.idleMs ?? 250;
   let running = options.loop ?? true;
   let wake: (() => void) | null = null;
 
+  /** Publishes pending import batches; answers how many rows, and whether a full claim was taken. */
+  async function relayEvents(): Promise<{ published: number; full: boolean }> {
+    return deps.db.transaction().execute(async (trx) => {
+      const rows = await claimUnpublishedEvents(trx, eventBatchSize);
+      if (rows.length === 0) return { published: 0, full: false };
+      try {
+        // One publish per row, together: the publisher sends them in one request, in row order.
+        await Promise.all(
+          rows.map((row) => {
+            if (!(IMPORT_TOPIC_NAMES as readonly string[]).includes(row.topic)) {
+              throw new Error(`outbox row ${row.id}: topic ${row.topic} is not an import topic`);
+            }
+            const topic = row.topic as ImportTopicName;
+            return deps.publisher.publish(topic, [{ key: row.key, value: fromRecord(topic, row.payload) }]);
+          }),
+        );
+      } catch (err) {
+        await markFailed(
+          trx,
+          rows.map((r) => r.id),
+          String((err as Error).message),
+        );
+        throw err;
+      }
+      await markPublished(
+        trx,
+        rows.map((r) => r.id),
+      );
+      return { published: rows.length, full: rows.length >= eventBatchSize };
+    });
+  }
+
   async function relayOnce(): Promise<number> {
+    const alerts = await relayAlerts();
+    const events = await relayEvents();
+    return alerts + events.published;
+  }
+
+  async function relayAlerts(): Promise<number> {
     return deps.db.transaction().execute(async (trx) => {
       const rows = await claimUnpublished(trx, batchSize);
       if (rows.length === 0) return 0;
@@ -120,15 +173,17 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
   const loop = (async () => {
     let failures = 0;
     while (running) {
-      let published = 0;
+      let more = false;
       try {
-        published = await relayOnce();
+        const alerts = await relayAlerts();
+        const events = await relayEvents();
+        more = alerts >= batchSize || events.full;
         failures = 0;
       } catch (err) {
         failures += 1;
         log.warn({ err, failures, retryable: isRetryableAppError(err) }, 'outbox relay failed, will retry');
       }
-      if (published >= batchSize) continue;
+      if (more) continue;
       const wait = failures > 0 ? Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) : idleMs;
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, wait);
