@@ -5,11 +5,12 @@
  * acknowledgement and the mark publishes the row again; the alert id is the same, and the dispatcher
  * delivers each alert id once.
  *
- * The outbox also holds the batches of lines each import brought (`imports.*.v1`), written in the
- * import's transaction: the relay publishes them too, a few rows at a time (a row carries up to 1,000
- * lines), each to its topic under its key. A batch published twice is matched once (matching is
- * idempotent).
+ * The outbox also names each import that brought new lines (a row written in the import's transaction):
+ * the relay reads that import's lines with a cursor and publishes them to the kind's `imports.*.v1` topic
+ * in batches of IMPORT_BATCH_LINES, then marks the row. A crash in between publishes the import again
+ * under the same keys; matching is idempotent, so nothing is matched twice.
  */
+import { type ImportLinesPayload, importLineBatches } from '../db/imports/events.ts';
 import {
   claimUnpublished,
   claimUnpublishedEvents,
@@ -25,7 +26,12 @@ import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
 import { fromRecord } from '../events/records.ts';
-import { ALERT_TOPIC, IMPORT_TOPIC_NAMES, type ImportTopicName } from '../events/topics.ts';
+import {
+  ALERT_TOPIC,
+  IMPORT_BATCH_LINES,
+  IMPORT_TOPIC_NAMES,
+  type ImportTopicName,
+} from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
 
 function text(v: unknown): string | null {
@@ -85,8 +91,8 @@ export interface OutboxRelayDeps {
   logger: Logger;
   /** Rows per publish (default 500). */
   batchSize?: number;
-  /** Import batches (up to 1,000 lines each) per publish (default 10). */
-  eventBatchSize?: number;
+  /** Lines per message of an import topic (default IMPORT_BATCH_LINES). */
+  importBatchLines?: number;
   /** Idle wait between empty polls, ms (default 250). */
   idleMs?: number;
 }
@@ -101,47 +107,47 @@ export interface OutboxRelay {
 export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolean } = {}): OutboxRelay {
   const log = deps.logger.child({ module: 'outbox-relay' });
   const batchSize = deps.batchSize ?? 500;
-  const eventBatchSize = deps.eventBatchSize ?? 10;
+  const importBatchLines = deps.importBatchLines ?? IMPORT_BATCH_LINES;
   const idleMs = deps.idleMs ?? 250;
   let running = options.loop ?? true;
   let wake: (() => void) | null = null;
 
-  /** Publishes pending import batches; answers how many rows, and whether a full claim was taken. */
-  async function relayEvents(): Promise<{ published: number; full: boolean }> {
+  /**
+   * Publishes the lines of the next pending import, a batch per message (a few in flight at once), in
+   * the transaction that claimed its row; answers how many imports (0 or 1).
+   */
+  async function relayImport(): Promise<number> {
     return deps.db.transaction().execute(async (trx) => {
-      const rows = await claimUnpublishedEvents(trx, eventBatchSize);
-      if (rows.length === 0) return { published: 0, full: false };
+      const [row] = await claimUnpublishedEvents(trx, 1);
+      if (!row) return 0;
       try {
-        // One publish per row, together: the publisher sends them in one request, in row order.
-        await Promise.all(
-          rows.map((row) => {
-            if (!(IMPORT_TOPIC_NAMES as readonly string[]).includes(row.topic)) {
-              throw new Error(`outbox row ${row.id}: topic ${row.topic} is not an import topic`);
-            }
-            const topic = row.topic as ImportTopicName;
-            return deps.publisher.publish(topic, [{ key: row.key, value: fromRecord(topic, row.payload) }]);
-          }),
-        );
-      } catch (err) {
-        await markFailed(
+        if (!(IMPORT_TOPIC_NAMES as readonly string[]).includes(row.topic)) {
+          throw new Error(`outbox row ${row.id}: topic ${row.topic} is not an import topic`);
+        }
+        const topic = row.topic as ImportTopicName;
+        const inFlight: Promise<void>[] = [];
+        for await (const batch of importLineBatches(
           trx,
-          rows.map((r) => r.id),
-          String((err as Error).message),
-        );
+          row.payload as unknown as ImportLinesPayload,
+          importBatchLines,
+        )) {
+          inFlight.push(deps.publisher.publish(topic, [{ value: fromRecord(topic, batch) }]));
+          // The publisher sends what is waiting in one request; a few batches at a time bound memory.
+          if (inFlight.length >= 8) await Promise.all(inFlight.splice(0));
+        }
+        await Promise.all(inFlight);
+      } catch (err) {
+        await markFailed(trx, [row.id], String((err as Error).message)).catch(() => undefined);
         throw err;
       }
-      await markPublished(
-        trx,
-        rows.map((r) => r.id),
-      );
-      return { published: rows.length, full: rows.length >= eventBatchSize };
+      await markPublished(trx, [row.id]);
+      return 1;
     });
   }
 
   async function relayOnce(): Promise<number> {
     const alerts = await relayAlerts();
-    const events = await relayEvents();
-    return alerts + events.published;
+    return alerts + (await relayImport());
   }
 
   async function relayAlerts(): Promise<number> {
@@ -176,8 +182,8 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
       let more = false;
       try {
         const alerts = await relayAlerts();
-        const events = await relayEvents();
-        more = alerts >= batchSize || events.full;
+        const imports = await relayImport();
+        more = alerts >= batchSize || imports > 0;
         failures = 0;
       } catch (err) {
         failures += 1;

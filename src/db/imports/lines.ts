@@ -80,56 +80,36 @@ export async function insertStatement(
 /** The tables whose rows are stored once under their `identity`. */
 type IdentityTable = 'bank_statement_lines' | 'provider_transaction_rows' | 'provider_settlement_rows';
 
-/** Told the records of a chunk that were new (stored by this insert), in their order. */
-export type OnNewLines<R> = (records: R[]) => Promise<void>;
-
-/**
- * Inserts the rows not stored yet under their identity, in chunks; returns how many were new. With
- * `onNew`, each chunk's new records are handed over as the chunk is stored (never all at once).
- */
-async function insertNew<T extends IdentityTable, R extends { identity: string }>(
+/** Inserts the rows not stored yet under their identity, in chunks; returns how many were new. */
+async function insertNew<T extends IdentityTable>(
   db: Db,
   table: T,
-  records: readonly R[],
-  toRow: (record: R) => InsertObject<Database, T>,
-  onNew?: OnNewLines<R>,
+  rows: readonly InsertObject<Database, T>[],
 ): Promise<number> {
   let inserted = 0;
-  for (const part of chunks(records)) {
+  for (const part of chunks(rows)) {
     const done = await db
       .insertInto(table as IdentityTable)
-      .values(part.map(toRow) as InsertObject<Database, IdentityTable>[])
+      .values(part as InsertObject<Database, IdentityTable>[])
       .onConflict((oc) => oc.column('identity').doNothing())
       .returning('identity')
       .execute();
     inserted += done.length;
-    if (onNew && done.length > 0) {
-      const stored = new Set(done.map((d) => d.identity));
-      // A record twice in the file was stored once: handed over once.
-      await onNew(part.filter((r) => stored.delete(r.identity)));
-    }
   }
   return inserted;
 }
 
 /** Inserts the lines not stored yet; returns how many were new. */
-export function insertBankLines(
-  db: Db,
-  importId: string,
-  lines: readonly BankLineRecord[],
-  onNew?: OnNewLines<BankLineRecord>,
-): Promise<number> {
+export function insertBankLines(db: Db, importId: string, lines: readonly BankLineRecord[]): Promise<number> {
   return insertNew(
     db,
     'bank_statement_lines',
-    lines,
-    (line) => ({
+    lines.map((line) => ({
       ...line,
       import_id: importId,
       end_to_end_ids: sql<string[]>`${line.end_to_end_ids}::text[]`,
       transactions: JSON.stringify(line.transactions),
-    }),
-    onNew,
+    })),
   );
 }
 
@@ -137,16 +117,22 @@ export function insertTransactionRows(
   db: Db,
   importId: string,
   rows: readonly TransactionRowRecord[],
-  onNew?: OnNewLines<TransactionRowRecord>,
 ): Promise<number> {
-  return insertNew(db, 'provider_transaction_rows', rows, (row) => ({ ...row, import_id: importId }), onNew);
+  return insertNew(
+    db,
+    'provider_transaction_rows',
+    rows.map((row) => ({ ...row, import_id: importId })),
+  );
 }
 
 export function insertSettlementRows(
   db: Db,
   importId: string,
   rows: readonly SettlementRowRecord[],
-  onNew?: OnNewLines<SettlementRowRecord>,
 ): Promise<number> {
-  return insertNew(db, 'provider_settlement_rows', rows, (row) => ({ ...row, import_id: importId }), onNew);
+  return insertNew(
+    db,
+    'provider_settlement_rows',
+    rows.map((row) => ({ ...row, import_id: importId })),
+  );
 }

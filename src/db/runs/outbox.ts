@@ -1,8 +1,8 @@
 /**
- * Repository of `outbox`: alerts written in the ledger's transaction (or by a job), and the batches of
- * lines an import brought (written in the import's transaction), published by the outbox relay
- * (src/producers/outbox-relay.ts), at least once, in id order. The column `alert_id` holds each row's
- * unique event id (an alert's id, or `<topic>:<import id>:<batch>`).
+ * Repository of `outbox`: alerts written in the ledger's transaction (or by a job), and a row per import
+ * that brought new lines (written in the import's transaction, src/db/imports/events.ts), published by
+ * the outbox relay (src/producers/outbox-relay.ts), at least once, in id order. The column `alert_id`
+ * holds each row's unique event id (an alert's id, or `<topic>:<import id>`).
  */
 import { type RawBuilder, sql } from 'kysely';
 import type { Db } from '../schema.ts';
@@ -55,7 +55,7 @@ export async function enqueueAlerts(db: Db, alerts: readonly OutboxAlert[]): Pro
     ON CONFLICT (alert_id) DO NOTHING`.execute(db);
 }
 
-/** An event other than an alert: its topic, unique id, key and value (the topic's Avro record as JSON). */
+/** A row other than an alert: its topic, unique id, key and what the relay publishes from (JSON). */
 export interface OutboxEvent {
   eventId: string;
   topic: string;
