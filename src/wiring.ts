@@ -1,13 +1,15 @@
 /**
  * How the parts become running processes. `startPipeline` starts every part of payrecon in one process
- * (`payrecon up`); the production sub-commands (`ingest`, `fetch`, `reconcile`, `relay`, `alerts`,
- * `poll`, `jobs`) start one part each through the same registry. Every part takes its services from the
+ * (`payrecon up`); the production sub-commands (`ingest`, `fetch`, `reconcile`, `match-consumer`,
+ * `relay`, `alerts`, `poll`, `jobs`) start one part each through the same registry. Every part takes its services from the
  * one `createServices` of the process.
  */
 import type { FastifyInstance } from 'fastify';
 import { API_PREFIX } from './api/app.ts';
 import type { Config, ProviderAccount } from './config.ts';
+import { matchingOptionsFrom } from './config-rules.ts';
 import { startAlertConsumer } from './consumers/alert-dispatcher.ts';
+import { startMatchConsumer } from './consumers/matcher.ts';
 import { startReconciler } from './consumers/reconciler.ts';
 import { runStatusFetcher } from './consumers/status-fetcher.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
@@ -135,6 +137,19 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
       rules: services.rules,
     });
     return { stop: () => reconciler.stop(), ready: reconciler.ready };
+  },
+  'match-consumer': async ({ infra }) => {
+    const { rules, ...options } = matchingOptionsFrom(infra.config);
+    const matcher = await startMatchConsumer({
+      kafka: infra.kafka,
+      serde: infra.serde,
+      dlq: infra.publisher,
+      db: infra.db,
+      logger: infra.logger,
+      rules,
+      options,
+    });
+    return { stop: () => matcher.stop(), ready: matcher.ready };
   },
   fetch: async ({ infra, services, accounts }) => {
     const fetcher = await runStatusFetcher({

@@ -5,6 +5,7 @@
  * converts between the two.
  */
 import { SEVERITIES, type Severity } from '../domain/exception-rules.ts';
+import type { ImportKind } from '../domain/imports.ts';
 import type { Minor } from '../domain/money.ts';
 import type { EntityKind } from '../domain/statuses.ts';
 
@@ -77,4 +78,69 @@ export interface DlqEnvelope {
   valueSha256: string | null;
   /** The original exceeded `DLQ_VALUE_LIMIT` and `value` holds only its start. */
   valueTruncated: boolean;
+}
+
+/**
+ * A batch of the lines one import brought for the first time (`imports.*.v1`): up to 1,000 lines of
+ * one kind, each with its identity and its fields. Amounts and rates stay decimal text as imported
+ * (major units, exact), dates `YYYY-MM-DD`.
+ */
+export interface ImportedLines<L> {
+  importId: string;
+  kind: ImportKind;
+  /** This batch's number within the import, from 1. */
+  batch: number;
+  importedAt: Date;
+  lines: L[];
+}
+
+export interface ImportedBankLine {
+  identity: string;
+  contentHash: string;
+  bankAccount: string;
+  currency: string;
+  reference: string | null;
+  bookingDate: string;
+  valueDate: string | null;
+  /** Signed: a credit positive, a debit negative. */
+  amount: string;
+  reversal: boolean;
+  endToEndIds: string[];
+  counterparty: string | null;
+  description: string | null;
+  transactions: Record<string, unknown>[];
+}
+
+export interface ImportedProviderTransaction {
+  identity: string;
+  contentHash: string;
+  transactionId: string;
+  type: string;
+  status: string;
+  externalId: string | null;
+  invoiceId: string | null;
+  currency: string;
+  gross: string;
+  fee: string;
+  net: string;
+  createdAt: Date;
+  updatedAt: Date | null;
+  settlementId: string | null;
+}
+
+export interface ImportedProviderSettlement {
+  identity: string;
+  contentHash: string;
+  settlementId: string;
+  account: string | null;
+  periodStart: Date | null;
+  periodEnd: Date | null;
+  currency: string;
+  gross: string;
+  fees: string;
+  settlementCurrency: string;
+  rate: string;
+  net: string;
+  valueDate: string;
+  bankReference: string | null;
 }

@@ -6,6 +6,7 @@
  * Any value that cannot be converted raises `AppError('SCHEMA_INVALID')` naming the topic and field.
  */
 import { AppError } from '../domain/errors.ts';
+import { IMPORT_KINDS, type ImportKind } from '../domain/imports.ts';
 import { formatAmount, type Minor, parseAmount } from '../domain/money.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
 import { ENTITY_KINDS, type EntityKind, isStatus } from '../domain/statuses.ts';
@@ -16,9 +17,13 @@ import {
   AUTHENTICITY_RESULTS,
   type Authenticity,
   type DlqEnvelope,
+  type ImportedBankLine,
+  type ImportedLines,
+  type ImportedProviderSettlement,
+  type ImportedProviderTransaction,
   type NotificationReceived,
 } from './payloads.ts';
-import { type AnyTopicName, isDlqTopicName, type ValueOf } from './topics.ts';
+import { type AnyTopicName, IMPORT_TOPICS, isDlqTopicName, type ValueOf } from './topics.ts';
 
 export type AvroRecord = Record<string, unknown>;
 
@@ -42,6 +47,12 @@ export function toRecord<T extends AnyTopicName>(topic: T, value: ValueOf<T>): A
       return notificationToRecord(c, value as NotificationReceived);
     case 'recon.alert.raised.v1':
       return alertToRecord(c, value as AlertRaised);
+    case 'imports.bank-lines.v1':
+      return importedToRecord(c, value as ImportedLines<ImportedBankLine>, bankLineToRecord);
+    case 'imports.provider-transactions.v1':
+      return importedToRecord(c, value as ImportedLines<ImportedProviderTransaction>, transactionToRecord);
+    case 'imports.provider-settlements.v1':
+      return importedToRecord(c, value as ImportedLines<ImportedProviderSettlement>, settlementToRecord);
   }
   throw schemaInvalid(topic, '(topic)', 'not in the topic catalog');
 }
@@ -59,6 +70,12 @@ export function fromRecord<T extends AnyTopicName>(topic: T, record: AvroRecord)
       return notificationFromRecord(c, record) as ValueOf<T>;
     case 'recon.alert.raised.v1':
       return alertFromRecord(c, record) as ValueOf<T>;
+    case 'imports.bank-lines.v1':
+      return importedFromRecord(c, record, bankLineFromRecord) as ValueOf<T>;
+    case 'imports.provider-transactions.v1':
+      return importedFromRecord(c, record, transactionFromRecord) as ValueOf<T>;
+    case 'imports.provider-settlements.v1':
+      return importedFromRecord(c, record, settlementFromRecord) as ValueOf<T>;
   }
   throw schemaInvalid(topic, '(topic)', 'not in the topic catalog');
 }
@@ -368,5 +385,188 @@ function dlqFromRecord(c: Converter, r: AvroRecord): DlqEnvelope {
     valueSize: r.value_size === null || r.value_size === undefined ? null : Number(r.value_size),
     valueSha256: optStr(r.value_sha256),
     valueTruncated: r.value_truncated === true,
+  };
+}
+
+// ---- imported lines (`imports.*.v1`): amounts stay exact decimal text, checked, never a number
+
+const DECIMAL = /^-?\d{1,30}(\.\d{1,18})?$/;
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+
+function decimalIn(c: Converter, field: string, v: unknown): string {
+  if (typeof v !== 'string' || !DECIMAL.test(v)) {
+    throw schemaInvalid(c.topic, field, `not a decimal string: ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function dateIn(c: Converter, field: string, v: unknown): string {
+  if (typeof v !== 'string' || !DATE.test(v) || Number.isNaN(Date.parse(`${v}T00:00:00Z`))) {
+    throw schemaInvalid(c.topic, field, `not a date YYYY-MM-DD: ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function nonEmpty(c: Converter, field: string, v: unknown): string {
+  if (typeof v !== 'string' || v.length === 0) throw schemaInvalid(c.topic, field, 'must be non-empty text');
+  return v;
+}
+
+function importedToRecord<L>(
+  c: Converter,
+  v: ImportedLines<L>,
+  line: (c: Converter, l: L) => AvroRecord,
+): AvroRecord {
+  return {
+    import_id: v.importId,
+    kind: v.kind,
+    batch: v.batch,
+    imported_at: c.timeOut('imported_at', v.importedAt),
+    lines: v.lines.map((l) => line(c, l)),
+  };
+}
+
+function importedFromRecord<L>(
+  c: Converter,
+  r: AvroRecord,
+  line: (c: Converter, r: AvroRecord, at: string) => L,
+): ImportedLines<L> {
+  const kind = str(r.kind);
+  if (!(IMPORT_KINDS as readonly string[]).includes(kind)) {
+    throw schemaInvalid(c.topic, 'kind', `unknown import kind ${JSON.stringify(kind)}`);
+  }
+  if (IMPORT_TOPICS[kind as ImportKind] !== c.topic) {
+    throw schemaInvalid(c.topic, 'kind', `${kind} lines do not belong on this topic`);
+  }
+  const batch = r.batch as number;
+  if (!(batch >= 1)) throw schemaInvalid(c.topic, 'batch', `batch ${batch} is not 1 or more`);
+  const lines = r.lines as AvroRecord[];
+  return {
+    importId: nonEmpty(c, 'import_id', r.import_id),
+    kind: kind as ImportKind,
+    batch,
+    importedAt: c.timeIn('imported_at', r.imported_at),
+    lines: lines.map((l, i) => line(c, l, `lines[${i}]`)),
+  };
+}
+
+function bankLineToRecord(_c: Converter, l: ImportedBankLine): AvroRecord {
+  return {
+    identity: l.identity,
+    content_hash: l.contentHash,
+    bank_account: l.bankAccount,
+    currency: l.currency,
+    reference: l.reference,
+    booking_date: l.bookingDate,
+    value_date: l.valueDate,
+    amount: l.amount,
+    reversal: l.reversal,
+    end_to_end_ids: [...l.endToEndIds],
+    counterparty: l.counterparty,
+    description: l.description,
+    transactions: JSON.stringify(l.transactions),
+  };
+}
+
+function bankLineFromRecord(c: Converter, r: AvroRecord, at: string): ImportedBankLine {
+  let transactions: unknown;
+  try {
+    transactions = JSON.parse(str(r.transactions));
+  } catch (err) {
+    throw schemaInvalid(c.topic, `${at}.transactions`, 'not valid JSON', err);
+  }
+  if (!Array.isArray(transactions))
+    throw schemaInvalid(c.topic, `${at}.transactions`, 'must be a JSON array');
+  const valueDate = optStr(r.value_date);
+  return {
+    identity: nonEmpty(c, `${at}.identity`, r.identity),
+    contentHash: str(r.content_hash),
+    bankAccount: nonEmpty(c, `${at}.bank_account`, r.bank_account),
+    currency: nonEmpty(c, `${at}.currency`, r.currency),
+    reference: optStr(r.reference),
+    bookingDate: dateIn(c, `${at}.booking_date`, r.booking_date),
+    valueDate: valueDate === null ? null : dateIn(c, `${at}.value_date`, valueDate),
+    amount: decimalIn(c, `${at}.amount`, r.amount),
+    reversal: r.reversal as boolean,
+    endToEndIds: [...(r.end_to_end_ids as string[])],
+    counterparty: optStr(r.counterparty),
+    description: optStr(r.description),
+    transactions: transactions as Record<string, unknown>[],
+  };
+}
+
+function transactionToRecord(c: Converter, l: ImportedProviderTransaction): AvroRecord {
+  return {
+    identity: l.identity,
+    content_hash: l.contentHash,
+    transaction_id: l.transactionId,
+    type: l.type,
+    status: l.status,
+    external_id: l.externalId,
+    invoice_id: l.invoiceId,
+    currency: l.currency,
+    gross: l.gross,
+    fee: l.fee,
+    net: l.net,
+    created_at: c.timeOut('created_at', l.createdAt),
+    updated_at: c.timeOut('updated_at', l.updatedAt),
+    settlement_id: l.settlementId,
+  };
+}
+
+function transactionFromRecord(c: Converter, r: AvroRecord, at: string): ImportedProviderTransaction {
+  return {
+    identity: nonEmpty(c, `${at}.identity`, r.identity),
+    contentHash: str(r.content_hash),
+    transactionId: nonEmpty(c, `${at}.transaction_id`, r.transaction_id),
+    type: str(r.type),
+    status: str(r.status),
+    externalId: optStr(r.external_id),
+    invoiceId: optStr(r.invoice_id),
+    currency: nonEmpty(c, `${at}.currency`, r.currency),
+    gross: decimalIn(c, `${at}.gross`, r.gross),
+    fee: decimalIn(c, `${at}.fee`, r.fee),
+    net: decimalIn(c, `${at}.net`, r.net),
+    createdAt: c.timeIn(`${at}.created_at`, r.created_at),
+    updatedAt: c.optionalTimeIn(`${at}.updated_at`, r.updated_at),
+    settlementId: optStr(r.settlement_id),
+  };
+}
+
+function settlementToRecord(c: Converter, l: ImportedProviderSettlement): AvroRecord {
+  return {
+    identity: l.identity,
+    content_hash: l.contentHash,
+    settlement_id: l.settlementId,
+    account: l.account,
+    period_start: c.timeOut('period_start', l.periodStart),
+    period_end: c.timeOut('period_end', l.periodEnd),
+    currency: l.currency,
+    gross: l.gross,
+    fees: l.fees,
+    settlement_currency: l.settlementCurrency,
+    rate: l.rate,
+    net: l.net,
+    value_date: l.valueDate,
+    bank_reference: l.bankReference,
+  };
+}
+
+function settlementFromRecord(c: Converter, r: AvroRecord, at: string): ImportedProviderSettlement {
+  return {
+    identity: nonEmpty(c, `${at}.identity`, r.identity),
+    contentHash: str(r.content_hash),
+    settlementId: nonEmpty(c, `${at}.settlement_id`, r.settlement_id),
+    account: optStr(r.account),
+    periodStart: c.optionalTimeIn(`${at}.period_start`, r.period_start),
+    periodEnd: c.optionalTimeIn(`${at}.period_end`, r.period_end),
+    currency: nonEmpty(c, `${at}.currency`, r.currency),
+    gross: decimalIn(c, `${at}.gross`, r.gross),
+    fees: decimalIn(c, `${at}.fees`, r.fees),
+    settlementCurrency: nonEmpty(c, `${at}.settlement_currency`, r.settlement_currency),
+    rate: decimalIn(c, `${at}.rate`, r.rate),
+    net: decimalIn(c, `${at}.net`, r.net),
+    valueDate: dateIn(c, `${at}.value_date`, r.value_date),
+    bankReference: optStr(r.bank_reference),
   };
 }

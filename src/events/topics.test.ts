@@ -8,6 +8,8 @@ import {
 import {
   backoffMs,
   dlqTopicOf,
+  IMPORT_BATCH_LINES,
+  IMPORT_TOPICS,
   isDlqTopicName,
   isTopicName,
   TOPIC_NAMES,
@@ -16,12 +18,15 @@ import {
 } from './topics.ts';
 
 describe('topic catalog', () => {
-  it('declares the four topics with a schema, partitions and a retry policy', () => {
+  it('declares the topics with a schema, partitions and a retry policy', () => {
     expect(TOPIC_NAMES).toEqual([
       'provider.notification.received.v1',
       'provider.status.observed.v1',
       'merchant.intent.recorded.v1',
       'recon.alert.raised.v1',
+      'imports.bank-lines.v1',
+      'imports.provider-transactions.v1',
+      'imports.provider-settlements.v1',
     ]);
     for (const name of TOPIC_NAMES) {
       const spec = TOPICS[name];
@@ -45,6 +50,19 @@ describe('topic catalog', () => {
     expect(TOPICS['recon.alert.raised.v1'].key(sampleAlert({ entityKind: null, entityId: null }))).toBe(
       'alert:main:a-1',
     );
+  });
+
+  it('keys a batch of imported lines by kind, import and batch; one topic per import kind', () => {
+    const batch = {
+      importId: '42',
+      kind: 'bank-statement' as const,
+      batch: 3,
+      importedAt: new Date(),
+      lines: [],
+    };
+    expect(TOPICS['imports.bank-lines.v1'].key(batch)).toBe('bank-statement:42:3');
+    expect(Object.values(IMPORT_TOPICS)).toEqual(TOPIC_NAMES.filter((t) => t.startsWith('imports.')));
+    expect(IMPORT_BATCH_LINES).toBe(1000);
   });
 
   it('names DLQ companions and subjects', () => {

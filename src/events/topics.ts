@@ -8,11 +8,24 @@
  * The account is part of the key because provider ids are only unique within one provider account.
  * An intent whose creation gave no provider id yet is keyed by its merchant reference
  * (`deposit:main:ref:INV-42`); an alert about no entity by its own id (`alert:main:<alert id>`).
+ * Imported lines are no entity's events: a batch is keyed `<import kind>:<import id>:<batch>`
+ * (`bank-statement:42:1`), which spreads a large import over the partitions (matching does not depend
+ * on the lines' order).
  */
+
+import type { ImportKind } from '../domain/imports.ts';
 import type { Intent, Observation } from '../domain/observation.ts';
 import { intentKind } from '../domain/observation.ts';
 import type { EntityKind } from '../domain/statuses.ts';
-import type { AlertRaised, DlqEnvelope, NotificationReceived } from './payloads.ts';
+import type {
+  AlertRaised,
+  DlqEnvelope,
+  ImportedBankLine,
+  ImportedLines,
+  ImportedProviderSettlement,
+  ImportedProviderTransaction,
+  NotificationReceived,
+} from './payloads.ts';
 
 /** How a consumer retries a batch whose handler failed with a retryable error. */
 export interface RetryPolicy {
@@ -41,6 +54,9 @@ export interface TopicValues {
   'provider.status.observed.v1': Observation;
   'merchant.intent.recorded.v1': Intent;
   'recon.alert.raised.v1': AlertRaised;
+  'imports.bank-lines.v1': ImportedLines<ImportedBankLine>;
+  'imports.provider-transactions.v1': ImportedLines<ImportedProviderTransaction>;
+  'imports.provider-settlements.v1': ImportedLines<ImportedProviderSettlement>;
 }
 
 export type TopicName = keyof TopicValues;
@@ -50,6 +66,16 @@ export const NOTIFICATION_TOPIC = 'provider.notification.received.v1' satisfies 
 export const OBSERVATION_TOPIC = 'provider.status.observed.v1' satisfies TopicName;
 export const INTENT_TOPIC = 'merchant.intent.recorded.v1' satisfies TopicName;
 export const ALERT_TOPIC = 'recon.alert.raised.v1' satisfies TopicName;
+/** The topic of each import kind's new lines. */
+export const IMPORT_TOPICS = {
+  'bank-statement': 'imports.bank-lines.v1',
+  'provider-transactions': 'imports.provider-transactions.v1',
+  'provider-settlements': 'imports.provider-settlements.v1',
+} as const satisfies Record<ImportKind, TopicName>;
+export type ImportTopicName = (typeof IMPORT_TOPICS)[ImportKind];
+export const IMPORT_TOPIC_NAMES: readonly ImportTopicName[] = Object.values(IMPORT_TOPICS);
+/** Lines per message of an import topic. */
+export const IMPORT_BATCH_LINES = 1000;
 export type DlqTopicName = `${TopicName}.dlq`;
 export type AnyTopicName = TopicName | DlqTopicName;
 /** The value type of a topic or of a DLQ companion. */
@@ -58,6 +84,11 @@ export type ValueOf<T extends AnyTopicName> = T extends TopicName ? TopicValues[
 export const DLQ_SCHEMA_FILE = 'dlq-envelope.v1.avsc';
 
 const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialBackoffMs: 200, maxBackoffMs: 10_000, factor: 2 };
+
+/** `<import kind>:<import id>:<batch>`: the key of a batch of imported lines. */
+export function importTopicKey(v: ImportedLines<unknown>): string {
+  return `${v.kind}:${v.importId}:${v.batch}`;
+}
 
 /** `<kind>:<account>:<id>`: the key of every entity event. */
 export function entityTopicKey(kind: EntityKind, account: string, entityId: string): string {
@@ -103,6 +134,31 @@ export const TOPICS: { readonly [N in TopicName]: TopicSpec<TopicValues[N]> } = 
         ? entityTopicKey(v.entityKind, v.account, v.entityId)
         : `alert:${v.account}:${v.alertId}`,
     description: 'Alerts from the reconciler and jobs; the alert dispatcher delivers them.',
+  },
+  'imports.bank-lines.v1': {
+    name: 'imports.bank-lines.v1',
+    schemaFile: 'imports.bank-lines.v1.avsc',
+    partitions: 3,
+    retry: DEFAULT_RETRY,
+    key: importTopicKey,
+    description: 'Bank statement lines an import brought first; the match consumer matches them.',
+  },
+  'imports.provider-transactions.v1': {
+    name: 'imports.provider-transactions.v1',
+    schemaFile: 'imports.provider-transactions.v1.avsc',
+    partitions: 3,
+    retry: DEFAULT_RETRY,
+    key: importTopicKey,
+    description:
+      'Provider transactions report rows an import brought first; the match consumer matches them.',
+  },
+  'imports.provider-settlements.v1': {
+    name: 'imports.provider-settlements.v1',
+    schemaFile: 'imports.provider-settlements.v1.avsc',
+    partitions: 3,
+    retry: DEFAULT_RETRY,
+    key: importTopicKey,
+    description: 'Provider settlement report rows an import brought first; the match consumer matches them.',
   },
 };
 

@@ -4,8 +4,20 @@
  * `FOR UPDATE SKIP LOCKED`, so several relays never publish the same row at once. A crash between the
  * acknowledgement and the mark publishes the row again; the alert id is the same, and the dispatcher
  * delivers each alert id once.
+ *
+ * The outbox also names each import that brought new lines (a row written in the import's transaction):
+ * the relay reads that import's lines with a cursor and publishes them to the kind's `imports.*.v1` topic
+ * in batches of IMPORT_BATCH_LINES, then marks the row. A crash in between publishes the import again
+ * under the same keys; matching is idempotent, so nothing is matched twice.
  */
-import { claimUnpublished, markFailed, markPublished, type OutboxPayload } from '../db/runs/outbox.ts';
+import { type ImportLinesPayload, importLineBatches } from '../db/imports/events.ts';
+import {
+  claimUnpublished,
+  claimUnpublishedEvents,
+  markFailed,
+  markPublished,
+  type OutboxPayload,
+} from '../db/runs/outbox.ts';
 import type { Db } from '../db/schema.ts';
 import { isRetryableAppError } from '../domain/errors.ts';
 import { EXCEPTION_RULE_TEXT, SEVERITIES, type Severity } from '../domain/exception-rules.ts';
@@ -13,7 +25,13 @@ import { parseAmount } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
 import type { Publisher } from '../events/kafka.ts';
 import type { AlertRaised } from '../events/payloads.ts';
-import { ALERT_TOPIC } from '../events/topics.ts';
+import { fromRecord } from '../events/records.ts';
+import {
+  ALERT_TOPIC,
+  IMPORT_BATCH_LINES,
+  IMPORT_TOPIC_NAMES,
+  type ImportTopicName,
+} from '../events/topics.ts';
 import type { Logger } from '../logger.ts';
 
 function text(v: unknown): string | null {
@@ -73,6 +91,8 @@ export interface OutboxRelayDeps {
   logger: Logger;
   /** Rows per publish (default 500). */
   batchSize?: number;
+  /** Lines per message of an import topic (default IMPORT_BATCH_LINES). */
+  importBatchLines?: number;
   /** Idle wait between empty polls, ms (default 250). */
   idleMs?: number;
 }
@@ -87,11 +107,50 @@ export interface OutboxRelay {
 export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolean } = {}): OutboxRelay {
   const log = deps.logger.child({ module: 'outbox-relay' });
   const batchSize = deps.batchSize ?? 500;
+  const importBatchLines = deps.importBatchLines ?? IMPORT_BATCH_LINES;
   const idleMs = deps.idleMs ?? 250;
   let running = options.loop ?? true;
   let wake: (() => void) | null = null;
 
+  /**
+   * Publishes the lines of the next pending import, a batch per message (a few in flight at once), in
+   * the transaction that claimed its row; answers how many imports (0 or 1).
+   */
+  async function relayImport(): Promise<number> {
+    return deps.db.transaction().execute(async (trx) => {
+      const [row] = await claimUnpublishedEvents(trx, 1);
+      if (!row) return 0;
+      try {
+        if (!(IMPORT_TOPIC_NAMES as readonly string[]).includes(row.topic)) {
+          throw new Error(`outbox row ${row.id}: topic ${row.topic} is not an import topic`);
+        }
+        const topic = row.topic as ImportTopicName;
+        const inFlight: Promise<void>[] = [];
+        for await (const batch of importLineBatches(
+          trx,
+          row.payload as unknown as ImportLinesPayload,
+          importBatchLines,
+        )) {
+          inFlight.push(deps.publisher.publish(topic, [{ value: fromRecord(topic, batch) }]));
+          // The publisher sends what is waiting in one request; a few batches at a time bound memory.
+          if (inFlight.length >= 8) await Promise.all(inFlight.splice(0));
+        }
+        await Promise.all(inFlight);
+      } catch (err) {
+        await markFailed(trx, [row.id], String((err as Error).message)).catch(() => undefined);
+        throw err;
+      }
+      await markPublished(trx, [row.id]);
+      return 1;
+    });
+  }
+
   async function relayOnce(): Promise<number> {
+    const alerts = await relayAlerts();
+    return alerts + (await relayImport());
+  }
+
+  async function relayAlerts(): Promise<number> {
     return deps.db.transaction().execute(async (trx) => {
       const rows = await claimUnpublished(trx, batchSize);
       if (rows.length === 0) return 0;
@@ -120,15 +179,17 @@ export function startOutboxRelay(deps: OutboxRelayDeps, options: { loop?: boolea
   const loop = (async () => {
     let failures = 0;
     while (running) {
-      let published = 0;
+      let more = false;
       try {
-        published = await relayOnce();
+        const alerts = await relayAlerts();
+        const imports = await relayImport();
+        more = alerts >= batchSize || imports > 0;
         failures = 0;
       } catch (err) {
         failures += 1;
         log.warn({ err, failures, retryable: isRetryableAppError(err) }, 'outbox relay failed, will retry');
       }
-      if (published >= batchSize) continue;
+      if (more) continue;
       const wait = failures > 0 ? Math.min(10_000, 250 * 2 ** Math.min(failures, 6)) : idleMs;
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, wait);

@@ -5,9 +5,14 @@
  * adds only the lines never seen (`new`); a failure leaves no trace of the file. A settlement report's
  * settlements are booked to the ledger's cash leg in the same transaction (src/db/cash-leg/service.ts),
  * each once.
+ *
+ * The new lines are events too: the same transaction writes an outbox row naming the import, and the
+ * outbox relay publishes its new lines to the kind's `imports.*.v1` topic in batches
+ * (src/db/imports/events.ts). An import that adds nothing publishes nothing.
  */
 import { bookSettlementRows, type SettlementsBooked } from '../cash-leg/service.ts';
 import type { Db } from '../schema.ts';
+import { enqueueImportLines } from './events.ts';
 import {
   insertBankLines,
   insertImport,
@@ -67,6 +72,7 @@ export async function recordImport(db: Db, file: ImportFile): Promise<RecordedIm
       );
     }
     await setImportNewLines(tx, id, fresh);
+    await enqueueImportLines(tx, file.kind, id, importedAt, fresh);
     return { id, importedAt, lines, new: fresh, statements, settlements };
   });
 }

@@ -1,11 +1,13 @@
 /**
- * Repository of `outbox`: alerts written in the ledger's transaction (or by a job) and published by the
- * outbox relay (src/producers/outbox-relay.ts), at least once, in id order.
+ * Repository of `outbox`: alerts written in the ledger's transaction (or by a job), and a row per import
+ * that brought new lines (written in the import's transaction, src/db/imports/events.ts), published by
+ * the outbox relay (src/producers/outbox-relay.ts), at least once, in id order. The column `alert_id`
+ * holds each row's unique event id (an alert's id, or `<topic>:<import id>`).
  */
 import { type RawBuilder, sql } from 'kysely';
 import type { Db } from '../schema.ts';
 
-/** The only topic the outbox feeds (the same name as the catalog's ALERT_TOPIC, src/events/topics.ts). */
+/** The alerts' topic (the same name as the catalog's ALERT_TOPIC, src/events/topics.ts). */
 const OUTBOX_TOPIC = 'recon.alert.raised.v1';
 
 /** What an outbox row's `payload` holds: the alert, amounts in `details` as decimal text. */
@@ -53,27 +55,75 @@ export async function enqueueAlerts(db: Db, alerts: readonly OutboxAlert[]): Pro
     ON CONFLICT (alert_id) DO NOTHING`.execute(db);
 }
 
+/** A row other than an alert: its topic, unique id, key and what the relay publishes from (JSON). */
+export interface OutboxEvent {
+  eventId: string;
+  topic: string;
+  key: string;
+  payload: Record<string, unknown>;
+}
+
+/** Adds events to the outbox in one statement; an event id already there stays as it was. */
+export async function enqueueEvents(db: Db, events: readonly OutboxEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await sql`
+    INSERT INTO outbox (alert_id, topic, key, payload)
+    SELECT v.alert_id, v.topic, v.key, v.payload
+    FROM unnest(${events.map((e) => e.eventId)}::text[], ${events.map((e) => e.topic)}::text[],
+      ${events.map((e) => e.key)}::text[], ${events.map((e) => JSON.stringify(e.payload))}::jsonb[])
+      AS v(alert_id, topic, key, payload)
+    ON CONFLICT (alert_id) DO NOTHING`.execute(db);
+}
+
 export interface PendingAlert {
   id: string;
   alertId: string;
   payload: OutboxPayload;
 }
 
+export interface PendingEvent {
+  id: string;
+  topic: string;
+  key: string;
+  payload: Record<string, unknown>;
+}
+
 /**
- * Up to `limit` unpublished rows in id order, locked for this transaction (`SKIP LOCKED`: concurrent
- * relays take different rows).
+ * Up to `limit` unpublished alert rows in id order, locked for this transaction (`SKIP LOCKED`:
+ * concurrent relays take different rows).
  */
 export async function claimUnpublished(trx: Db, limit: number): Promise<PendingAlert[]> {
   const rows = await trx
     .selectFrom('outbox')
     .select(['id', 'alert_id', 'payload'])
     .where('published_at', 'is', null)
+    .where('topic', '=', OUTBOX_TOPIC)
     .orderBy('id')
     .limit(limit)
     .forUpdate()
     .skipLocked()
     .execute();
   return rows.map((r) => ({ id: r.id, alertId: r.alert_id, payload: r.payload as unknown as OutboxPayload }));
+}
+
+/** Up to `limit` unpublished rows of the other topics (import batches) in id order, locked likewise. */
+export async function claimUnpublishedEvents(trx: Db, limit: number): Promise<PendingEvent[]> {
+  const rows = await trx
+    .selectFrom('outbox')
+    .select(['id', 'topic', 'key', 'payload'])
+    .where('published_at', 'is', null)
+    .where('topic', '<>', OUTBOX_TOPIC)
+    .orderBy('id')
+    .limit(limit)
+    .forUpdate()
+    .skipLocked()
+    .execute();
+  return rows.map((r) => ({
+    id: r.id,
+    topic: r.topic,
+    key: r.key,
+    payload: r.payload as unknown as Record<string, unknown>,
+  }));
 }
 
 /** Marks rows published (one attempt more, error cleared). */
