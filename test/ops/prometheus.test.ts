@@ -395,6 +395,9 @@ describe.skipIf(!present && !required)('a real Prometheus scraping a running pip
         'payrecon-reconciler-intents',
         'payrecon-status-fetcher',
         'payrecon-alert-dispatcher',
+        'payrecon-match-bank-lines',
+        'payrecon-match-provider-transactions',
+        'payrecon-match-provider-settlements',
       ]),
     );
     // No doubled prefix, and the exception that was made is counted.
