@@ -291,6 +291,16 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
   const { db, reports } = options;
   const now = options.now ?? (() => new Date());
   const sla = options.exceptionSla ?? DEFAULT_SLA_TABLE;
+  /** An exception as it stands after a change, with its audit trail. */
+  const exceptionWithEvents = async (id: string, at: Date) => {
+    const item = await getQueueItem(db, id, at, sla);
+    if (!item) throw notFound(`no exception ${id}`);
+    return {
+      exception: exceptionOut(item.exception, at),
+      events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
+    };
+  };
+
   const banks = options.bankAccounts ?? (() => []);
   const timeZone = options.timeZone ?? 'UTC';
   const matchById = async (id: string) => {
@@ -329,12 +339,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
           : 'assignee: the exception already has this assignee',
       );
     }
-    const item = await getQueueItem(db, id, at, sla);
-    if (!item) throw notFound(`no exception ${id}`);
-    return {
-      exception: exceptionOut(item.exception, at),
-      events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
-    };
+    return exceptionWithEvents(id, at);
   };
 
   return [
@@ -643,12 +648,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
       problems: [404],
       handle: async ({ params }) => {
         const at = now();
-        const item = await getQueueItem(db, params.id, at, sla);
-        if (!item) throw notFound(`no exception ${params.id}`);
-        return {
-          exception: exceptionOut(item.exception, at),
-          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
-        };
+        return exceptionWithEvents(params.id, at);
       },
     }),
     route({
@@ -752,13 +752,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
           }
           throw err;
         });
-        const item = await getQueueItem(db, params.id, at, sla);
-        if (!item) throw notFound(`no exception ${params.id}`);
-        return {
-          ...result,
-          exception: exceptionOut(item.exception, at),
-          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
-        };
+        return { ...result, ...(await exceptionWithEvents(params.id, at)) };
       },
     }),
     route({
@@ -786,13 +780,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
             throw new ApiProblem('FORBIDDEN', err.message);
           throw err;
         });
-        const item = await getQueueItem(db, params.id, at, sla);
-        if (!item) throw notFound(`no exception ${params.id}`);
-        return {
-          ...result,
-          exception: exceptionOut(item.exception, at),
-          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
-        };
+        return { ...result, ...(await exceptionWithEvents(params.id, at)) };
       },
     }),
     route({
@@ -819,12 +807,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
             throw err;
           },
         );
-        const item = await getQueueItem(db, params.id, at, sla);
-        if (!item) throw notFound(`no exception ${params.id}`);
-        return {
-          exception: exceptionOut(item.exception, at),
-          events: item.events.map((e) => ({ ...e, at: iso(e.at) })),
-        };
+        return exceptionWithEvents(params.id, at);
       },
     }),
     route({
