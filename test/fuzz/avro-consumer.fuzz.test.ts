@@ -187,6 +187,18 @@ describe(`Avro consumers under ${COUNT} corrupted and valid messages per topic`,
           raisedAt: new Date(),
           details: {},
         },
+        ...Object.fromEntries(
+          (
+            [
+              ['imports.bank-lines.v1', 'bank-statement'],
+              ['imports.provider-transactions.v1', 'provider-transactions'],
+              ['imports.provider-settlements.v1', 'provider-settlements'],
+            ] as const
+          ).map(([name, kind]) => [
+            name,
+            { importId: '1', kind, batch: 1, importedAt: new Date(), lines: [] },
+          ]),
+        ),
       };
       const value = t.endsWith('.dlq') ? envelope : values[t];
       const schema = t.endsWith('.dlq') ? 'dlq-envelope.v1.avsc' : TOPICS[t as TopicName].schemaFile;
