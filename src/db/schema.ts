@@ -153,10 +153,7 @@ export interface MirrorsTable {
   entity_kind: 'deposit' | 'cashout' | 'refund';
   entity_id: string;
   external_ref: string | null;
-  /**
-   * The row's version: drawn from the sequence `mirror_versions` by every write, never given twice; a
-   * ledger batch claims the row by the version it read (src/db/ledger/claim.ts).
-   */
+  /** Drawn from `mirror_versions` by every write, never twice; a batch claims the row by it (ledger/claim.ts). */
   version: Generated<string>;
   /** Last legal status; null while the entity is known only from an intent or was not found. */
   status: string | null;
@@ -296,10 +293,7 @@ export interface ExceptionsTable {
   previous: NullableJson;
   /** An operator's decision on an ILLEGAL_TRANSITION: accept the provider's status or keep the ledger's. */
   decision: NullableJson;
-  /**
-   * A decision that re-books the ledger, proposed and waiting for a controller's approval (who, what,
-   * why, when, the reading it accepts); null: none pending.
-   */
+  /** A re-booking decision waiting for a controller's approval (who, what, why, when, reading); or null. */
   proposal: NullableJson;
   /** Who works it; null: nobody. */
   assignee: string | null;
