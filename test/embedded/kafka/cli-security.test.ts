@@ -167,7 +167,7 @@ describe.skipIf(!hasOpenssl && !required)('payrecon broker, registry and topics 
     expect(last).toMatch(
       /^payrecon: KAFKA_AUTO_CREATE_TOPICS=false: missing topic\(s\) provider\.notification\.received\.v1, /,
     );
-    expect(last).toContain('recon.alert.raised.v1.dlq (create them with payrecon topics apply)');
+    expect(last).toContain('imports.provider-settlements.v1.dlq (create them with payrecon topics apply)');
   });
 
   it('topics apply creates the plan through SASL_SSL, and plan then finds nothing to do', async () => {
@@ -176,10 +176,10 @@ describe.skipIf(!hasOpenssl && !required)('payrecon broker, registry and topics 
     expect(first.stdout).toContain('provider.status.observed.v1: missing, create (partitions 6');
     const applied = await run(['topics', 'apply'], env);
     expect(applied.code, applied.stderr).toBe(0);
-    expect(applied.stdout).toMatch(/apply: 8 created, 0 raised, 0 refused, 0 failed/);
+    expect(applied.stdout).toMatch(/apply: 14 created, 0 raised, 0 refused, 0 failed/);
     const again = await run(['topics', 'plan'], env);
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/plan: 8 topics, 0 to change by apply, 0 difference\(s\) apply refuses/);
+    expect(again.stdout).toMatch(/plan: 14 topics, 0 to change by apply, 0 difference\(s\) apply refuses/);
   });
 
   it('a part with a wrong SASL password stops with one line naming the variables, exit 2', async () => {
