@@ -1,7 +1,7 @@
 /**
  * The page's sessions (`web_sessions`) and failed sign-ins (`web_sign_in_failures`). Plain functions
  * over `db`; the page (src/web/sessions.ts) decides what they mean. Only hashes are stored: the SHA-256
- * of a session's token, of a user's password hash, and HMACs of typed user names and addresses.
+ * of the token of a session, of a user's password hash, and HMACs of typed user names and addresses.
  */
 import { sql } from 'kysely';
 import type { Db } from './schema.ts';

@@ -40,7 +40,7 @@ export type SessionEndReason = 'signed-out' | 'user-removed' | 'password-changed
 
 /** Longest a session row read is trusted: the time a sign-out on another instance takes to count. */
 export const SESSION_CACHE_MS = 1_000;
-/** How often a session's last use is written (at most). */
+/** How often the last use of a session is written (at most). */
 const TOUCH_EVERY_MS = 60_000;
 /** Ended or expired session rows are kept this long after their expiry, then deleted. */
 const KEEP_EXPIRED_MS = 7 * 86_400_000;
