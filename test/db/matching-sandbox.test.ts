@@ -1,139 +1,18 @@
-/**
- * Matching against the sandbox's files: a sandbox settles for twelve days with planted bank anomalies;
- * its settlement report and each day's bank statement (camt.053 001.02, 001.08 and the bank CSV, days
- * mixed) are imported in a shuffled order, matching after each file, then all of them again. The open
- * reconciliation exceptions equal the ground truth's anomalies, none more and none less: each credit that
- * never arrived is SETTLEMENT_NOT_RECEIVED, each unrelated line and returned credit BANK_LINE_UNMATCHED;
- * late, batched and fee-bearing credits are matched (by the date window, one-to-many, the tolerance). Two
- * databases fed in different orders hold the same matches; a re-run adds nothing.
- */
-import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { recordImport } from '../../src/db/imports/service.ts';
-import type { ImportFile } from '../../src/db/imports/tables.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
-import { type MatchingRun, manualMatch, runMatching, unmatch } from '../../src/db/matching/service.ts';
+import { manualMatch, runMatching, unmatch } from '../../src/db/matching/service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
 import { parseMinor } from '../../src/domain/money.ts';
-import { parseBankStatementFile, parseProviderSettlementsFile } from '../../src/imports/files.ts';
-import { settlementRowRecord, statementRecord } from '../../src/imports/records.ts';
-import type { ImportResult } from '../../src/imports/refusal.ts';
-import { ManualClock } from '../../src/sandbox/clock.ts';
-import { control, startTestSandbox } from '../sandbox/helpers.ts';
-import { groundTruth, paidDeposit } from '../sandbox/settlement-helpers.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
-
-const MONDAY = Date.UTC(2026, 2, 2, 10, 0, 0);
-const DAYS = 12;
-const GRACE = 2;
-const dayStart = (n: number) => Date.UTC(2026, 2, 2 + n, 0, 0, 1);
-const dateOf = (n: number) => new Date(Date.UTC(2026, 2, 2 + n)).toISOString().slice(0, 10);
-const NOW = new Date(Date.UTC(2026, 2, 2 + DAYS, 12, 0, 0));
-
-const PLANTED = {
-  lateCreditRate: 0.2,
-  batchedCreditRate: 0.2,
-  bankFeeRate: 0.2,
-  missingCreditRate: 0.15,
-  returnedCreditRate: 0.15,
-  unrelatedLineRate: 0.6,
-};
+import { DAYS, dateOf, GRACE, NOW, run, sandboxFiles, sha256, shuffled } from './sandbox-cash-files.ts';
 
 const databases: TestDatabase[] = [];
 afterAll(async () => {
   for (const t of databases.splice(0)) await t.drop();
 });
-
-function accepted<T>(result: ImportResult<T>): T {
-  if (!result.ok) throw new Error(`refused: ${result.refusal.message}`);
-  return result.value;
-}
-
-async function download(url: string): Promise<Uint8Array> {
-  const res = await fetch(url);
-  expect(res.status, url).toBe(200);
-  return new Uint8Array(await res.arrayBuffer());
-}
-
-const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
-
-/** A seeded shuffle (a linear congruential generator), so a failure can be replayed. */
-function shuffled<T>(xs: readonly T[], seed: number): T[] {
-  const out = [...xs];
-  let s = seed;
-  for (let i = out.length - 1; i > 0; i--) {
-    s = (s * 1_103_515_245 + 12_345) % 2_147_483_648;
-    const j = s % (i + 1);
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
-}
-
-interface Setup {
-  files: ImportFile[];
-  bankAccounts: { id: string; account: string; currency: string }[];
-  truth: Awaited<ReturnType<typeof groundTruth>>;
-}
-
-async function sandboxFiles(): Promise<Setup> {
-  const s = await startTestSandbox({ clock: new ManualClock(MONDAY), seed: 40, bank: PLANTED });
-  try {
-    for (let n = 0; n <= DAYS; n++) {
-      await paidDeposit(s.url, Number(((15_000 + n * 1_337) / 100).toFixed(2)));
-      await paidDeposit(s.url, 80.05);
-      await s.clock.set(dayStart(n + 1) + 3600_000);
-    }
-    const truth = await groundTruth(s.url);
-    const base = `${s.url}/_sandbox`;
-    const files: ImportFile[] = [];
-    const common = (name: string, bytes: Uint8Array) => ({
-      fileName: name,
-      sha256: sha256(bytes),
-      profile: null,
-      importedBy: 'test',
-    });
-    const report = await download(`${base}/reports/settlements?account=sandbox&format=csv`);
-    files.push({
-      ...common('settlements.csv', report),
-      kind: 'provider-settlements',
-      rows: accepted(await parseProviderSettlementsFile('settlements.csv', report)).map(settlementRowRecord),
-    });
-    const bankAccounts = (
-      (await control(s.url, '/bank-accounts')).json as { id: string; account: string; currency: string }[]
-    ).filter((b) => b.account === 'sandbox');
-    const formats = ['camt.053.001.02', 'camt.053.001.08', 'csv'];
-    for (let n = 0; n < DAYS; n++) {
-      for (const bank of bankAccounts) {
-        const format = formats[n % 3]!;
-        const name = `${dateOf(n)}-${bank.currency}.${format}`;
-        const bytes = await download(
-          `${base}/bank-statements?account=sandbox&date=${dateOf(n)}&currency=${bank.currency}&format=${format}`,
-        );
-        const statements = accepted(
-          await parseBankStatementFile(name, bytes, format === 'csv' ? { account: bank.id } : {}),
-        );
-        if (statements.length === 0) continue;
-        files.push({
-          ...common(name, bytes),
-          kind: 'bank-statement',
-          statements: statements.map(statementRecord),
-        });
-      }
-    }
-    return { files, bankAccounts, truth };
-  } finally {
-    await s.close();
-  }
-}
-
-const run = (t: TestDatabase, setup: Setup): Promise<MatchingRun> =>
-  runMatching(t.db, DEFAULT_MATCH_RULES, {
-    now: NOW,
-    bankAccounts: setup.bankAccounts,
-    settlementGraceDays: GRACE,
-  });
 
 async function openExceptions(t: TestDatabase) {
   const rows = await t.db
