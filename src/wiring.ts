@@ -138,7 +138,7 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
     });
     return { stop: () => reconciler.stop(), ready: reconciler.ready };
   },
-  'match-consumer': async ({ infra }) => {
+  'match-consumer': async ({ infra, services }) => {
     const { rules, ...options } = matchingOptionsFrom(infra.config);
     const matcher = await startMatchConsumer({
       kafka: infra.kafka,
@@ -147,7 +147,13 @@ const PART_STARTS: Record<PartName, PartDefinition['start']> = {
       db: infra.db,
       logger: infra.logger,
       rules,
-      options,
+      // The bank accounts the imports know, read at each run: configured, or the embedded sandbox's.
+      options: {
+        ...options,
+        get bankAccounts() {
+          return services.imports.bankAccounts();
+        },
+      },
     });
     return { stop: () => matcher.stop(), ready: matcher.ready };
   },
