@@ -38,6 +38,17 @@ function isXml(content: string | Uint8Array): boolean {
     .startsWith('<');
 }
 
+/**
+ * An MT940 message: its first tag, `:20:` (transaction reference), after an optional SWIFT block header
+ * (`{1:...}`) and white space.
+ */
+function isMt940(content: string | Uint8Array): boolean {
+  if (isZip(content)) return false;
+  const head =
+    typeof content === 'string' ? content.slice(0, 256) : new TextDecoder().decode(content.slice(0, 256));
+  return /^(?:\{1:[^}]*\}.*?\{4:)?\s*:20:/s.test(head.replace(/^\uFEFF/, '').trimStart());
+}
+
 async function tableFor<P extends Profile>(
   file: string,
   content: string | Uint8Array,
@@ -78,6 +89,13 @@ export async function parseBankStatementFile(
       );
     }
     return parseCamt053(file, content);
+  }
+  if (isMt940(content)) {
+    return refused(
+      file,
+      null,
+      'is MT940, which is not read: import the camt.053 or CSV statement of the same account',
+    );
   }
   const read = await tableFor<BankProfile>(file, content, 'bank-statement', options.profile);
   if (!read.ok) return read;

@@ -84,6 +84,17 @@ const BANK_ROWS = [
 const BANK_CSV = csv([BANK_HEADER, ...BANK_ROWS]);
 
 describe('bank statements through a profile', () => {
+  it('refuses MT940 in one line, with or without the SWIFT block header', async () => {
+    const plain =
+      ':20:STMT-1\n:25:NL91ABNA0417164300\n:28C:1/1\n:60F:C261128EUR1000,00\n:62F:C261128EUR1000,00\n';
+    const wrapped = `{1:F01BANKBEBBAXXX0000000000}{2:I940BANKBEBBXXXXN}{4:\n${plain}-}`;
+    for (const content of [plain, wrapped]) {
+      expect(refusal(await parseBankStatementFile('statement.sta', content))).toBe(
+        'statement.sta: is MT940, which is not read: import the camt.053 or CSV statement of the same account',
+      );
+    }
+  });
+
   it('reads the sandbox bank CSV: balances from balance_after, signed amounts, lines', async () => {
     const [statement] = value(await parseBankStatementFile('bank.csv', BANK_CSV, { account: IBAN }));
     expect(statement).toMatchObject({
