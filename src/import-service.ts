@@ -29,13 +29,21 @@ export interface ImportDeps {
   match?: Matcher;
 }
 
-/** A matching run over the database with the bank accounts the import used. */
-export type Matcher = (db: Db, bankAccounts: readonly KnownBankAccount[]) => Promise<MatchSummary>;
+/**
+ * A matching run over the database with the bank accounts the import used, keeping its result on the
+ * import `importId` in the run's own transaction.
+ */
+export type Matcher = (
+  db: Db,
+  bankAccounts: readonly KnownBankAccount[],
+  importId: string,
+) => Promise<MatchSummary>;
 
 /** Matching with the configured rules and settings (src/db/matching/service.ts). */
 export function matcherFrom(config: Config): Matcher {
   const { rules, ...options } = matchingOptionsFrom(config);
-  return async (db, bankAccounts) => matchSummary(await runMatching(db, rules, { ...options, bankAccounts }));
+  return async (db, bankAccounts, importId) =>
+    matchSummary(await runMatching(db, rules, { ...options, bankAccounts, importId }));
 }
 
 export type ImportFileRequest = Omit<ImportRequest, 'profile'> & {
@@ -93,13 +101,23 @@ export async function importFile(deps: ImportDeps, request: ImportFileRequest): 
   if (deps.db === null) throw new Error('an import to record needs a database');
   const db = typeof deps.db === 'function' ? await deps.db() : deps.db;
   const recorded = await recordImport(db, { ...file, importedBy: request.user });
-  // New lines are matched at once: the page, the API, the job and the command see the same result.
-  const matching =
-    recorded.new > 0 && deps.match !== undefined ? await deps.match(db, deps.bankAccounts) : null;
+  // New lines are matched at once, the run's result kept on the import: the page, the API, the job and
+  // the command see the same result. A run that fails leaves the import recorded without one: its lines
+  // are in no match, so the next run takes them.
+  let matching: MatchSummary | null = null;
+  let matchingError: string | undefined;
+  if (recorded.new > 0 && deps.match !== undefined) {
+    try {
+      matching = await deps.match(db, deps.bankAccounts, recorded.id);
+    } catch (err) {
+      matchingError = err instanceof Error ? err.message : String(err);
+    }
+  }
   return {
     ...base,
     id: recorded.id,
     matching,
+    ...(matchingError === undefined ? {} : { matchingError }),
     summary: summaryOf(file, {
       lines: recorded.new,
       statements: recorded.statements.map((s) => s.new),

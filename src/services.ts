@@ -121,8 +121,16 @@ export function createServices(
   };
   const profiles = configuredProfiles(config.imports.profilesDir);
   const match = matcherFrom(config);
-  const run: ImportFileFn = (request) =>
-    importFile({ db, bankAccounts: bankAccounts(), profiles, match }, request);
+  const run: ImportFileFn = async (request) => {
+    const outcome = await importFile({ db, bankAccounts: bankAccounts(), profiles, match }, request);
+    if (outcome.matchingError !== undefined) {
+      logger.warn(
+        { importId: outcome.id, fileName: outcome.fileName, reason: outcome.matchingError },
+        'matching after the import did not finish; the next matching run takes its lines',
+      );
+    }
+    return outcome;
+  };
   const imports: ImportServices = {
     run,
     maxBytes: config.imports.maxBytes,

@@ -8,6 +8,7 @@
 import type { ColumnType, Generated, GeneratedAlways, Kysely } from 'kysely';
 import type { ExceptionState } from '../domain/exception-queue.ts';
 import type { ImportKind } from '../domain/imports.ts';
+import type { MatchSummary } from '../domain/matching.ts';
 
 /** A numeric column: decimal text in major units, e.g. `'123.45'` or `'-0.50'`. */
 export type Numeric = string;
@@ -526,6 +527,8 @@ export interface ImportsTable {
   lines: number;
   new_lines: number;
   skipped: Generated<number>;
+  /** The matching run the import started (src/db/imports/matching.ts); null: none finished for it. */
+  matching: ColumnType<MatchSummary | null, string | null | undefined, string | null>;
 }
 
 export interface ImportStatementsTable {

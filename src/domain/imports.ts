@@ -31,8 +31,13 @@ export interface ImportOutcome {
   kind: ImportKind;
   fileName: string;
   summary: ImportSummary;
-  /** The matching run the new lines started (src/db/matching/); null when nothing new or not matched. */
+  /**
+   * The matching run the new lines started (src/db/matching/), as the import keeps it; null on a dry run,
+   * when no line was new (no run), or when no run finished for it (the next run takes its lines).
+   */
   matching: MatchSummary | null;
+  /** Why the run the new lines started did not finish; the import stays recorded. */
+  matchingError?: string;
 }
 
 /** A file to import, from whoever brings it (the page, the API, the fetch job). */

@@ -43,7 +43,7 @@ function outcomeOf(i: ImportView): ImportOutcome {
           })),
         }
       : { kind: i.kind, rows: i.lines, new: i.newLines };
-  return { id: i.id, kind: i.kind, fileName: i.fileName, summary, matching: null };
+  return { id: i.id, kind: i.kind, fileName: i.fileName, summary, matching: i.matching };
 }
 
 export function importRoutes(app: FastifyInstance, kit: PageKit, services: ImportPageServices): void {

@@ -81,3 +81,33 @@ export async function indexesOf(db: Kysely<Database>, table: string): Promise<st
     ORDER BY 1`.execute(db);
   return rows.map((r) => r.name);
 }
+
+/**
+ * Holds matching's advisory lock (src/db/matching/service.ts) from a connection of its own until
+ * `release`: a matching run started meanwhile waits for it, and `dropWaitingRun` ends that run's
+ * connection as a database going away would (the run fails; what it waited to write is not written).
+ */
+export async function holdMatchingLock(t: TestDatabase): Promise<{
+  dropWaitingRun(): Promise<void>;
+  release(): Promise<void>;
+}> {
+  const holder = new pg.Client({ connectionString: t.url });
+  await holder.connect();
+  await holder.query('BEGIN');
+  await holder.query(`SELECT pg_advisory_xact_lock(hashtext('payrecon.matching'))`);
+  return {
+    async dropWaitingRun() {
+      const query = '%payrecon.matching%';
+      await someoneWaitsForALock(t.db, { query });
+      await sql`
+        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE ${query}`.execute(
+        t.db,
+      );
+    },
+    async release() {
+      await holder.query('COMMIT');
+      await holder.end();
+    },
+  };
+}

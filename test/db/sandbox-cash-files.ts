@@ -2,12 +2,13 @@
  * The sandbox's cash-leg files for the matching and bank-proof tests: a sandbox settles for twelve days of
  * March 2026 with planted bank anomalies (seed 40); its settlement report and each day's statement of each
  * bank account (camt.053 001.02, 001.08 and the bank CSV, by turns) are downloaded and parsed, ready for
- * `recordImport`, with the ground truth.
+ * `recordImport`, with the ground truth; the same files as downloaded, ready for `importFile`.
  */
 import { createHash } from 'node:crypto';
 import { expect } from 'vitest';
 import type { ImportFile } from '../../src/db/imports/tables.ts';
 import { type MatchingRun, runMatching } from '../../src/db/matching/service.ts';
+import type { ImportRequest } from '../../src/domain/imports.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
 import { parseBankStatementFile, parseProviderSettlementsFile } from '../../src/imports/files.ts';
 import { settlementRowRecord, statementRecord } from '../../src/imports/records.ts';
@@ -58,8 +59,13 @@ export function shuffled<T>(xs: readonly T[], seed: number): T[] {
   return out;
 }
 
+/** A file as downloaded, as the page, the API and the command bring it to `importFile`. */
+export type Upload = Pick<ImportRequest, 'kind' | 'fileName' | 'bytes' | 'account'>;
+
 export interface Setup {
   files: ImportFile[];
+  /** The same files, in the same order, as downloaded. */
+  uploads: Upload[];
   bankAccounts: { id: string; account: string; currency: string }[];
   truth: Awaited<ReturnType<typeof groundTruth>>;
 }
@@ -75,6 +81,7 @@ export async function sandboxFiles(): Promise<Setup> {
     const truth = await groundTruth(s.url);
     const base = `${s.url}/_sandbox`;
     const files: ImportFile[] = [];
+    const uploads: Upload[] = [];
     const common = (name: string, bytes: Uint8Array) => ({
       fileName: name,
       sha256: sha256(bytes),
@@ -87,6 +94,7 @@ export async function sandboxFiles(): Promise<Setup> {
       kind: 'provider-settlements',
       rows: accepted(await parseProviderSettlementsFile('settlements.csv', report)).map(settlementRowRecord),
     });
+    uploads.push({ kind: 'provider-settlements', fileName: 'settlements.csv', bytes: report });
     const bankAccounts = (
       (await control(s.url, '/bank-accounts')).json as { id: string; account: string; currency: string }[]
     ).filter((b) => b.account === 'sandbox');
@@ -107,9 +115,15 @@ export async function sandboxFiles(): Promise<Setup> {
           kind: 'bank-statement',
           statements: statements.map(statementRecord),
         });
+        uploads.push({
+          kind: 'bank-statement',
+          fileName: name,
+          bytes,
+          ...(format === 'csv' ? { account: bank.id } : {}),
+        });
       }
     }
-    return { files, bankAccounts, truth };
+    return { files, uploads, bankAccounts, truth };
   } finally {
     await s.close();
   }

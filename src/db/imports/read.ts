@@ -1,11 +1,12 @@
 /**
- * What the Imports page and `GET /api/v1/imports` read: the imports newest first with their counts and
- * statements, and one import with its statements and the lines it brought first (a line is kept under
- * the import that first brought it; an import of lines seen before shows them in no detail). Amounts
- * stay decimal text as PostgreSQL's numeric gives them.
+ * What the Imports page and `GET /api/v1/imports` read: the imports newest first with their counts,
+ * statements and the result of the matching run each started, and one import with its statements and
+ * the lines it brought first (a line is kept under the import that first brought it; an import of lines
+ * seen before shows them in no detail). Amounts stay decimal text as PostgreSQL's numeric gives them.
  */
 import { sql } from 'kysely';
 import type { ImportKind } from '../../domain/imports.ts';
+import type { MatchSummary } from '../../domain/matching.ts';
 import type { Db, Numeric } from '../schema.ts';
 
 export interface ImportStatementView {
@@ -35,6 +36,11 @@ export interface ImportView {
   newLines: number;
   skipped: number;
   statements: ImportStatementView[];
+  /**
+   * The matching run the import started: null when it brought no new lines (none ran) or when no run
+   * finished for it (its lines are left to the next run).
+   */
+  matching: MatchSummary | null;
 }
 
 /** A line an import brought first, whatever its kind, in the columns the detail shows. */
@@ -119,6 +125,7 @@ export async function listImports(db: Db, limit: number): Promise<ImportView[]> 
     newLines: r.new_lines,
     skipped: r.skipped,
     statements: statements.get(r.id) ?? [],
+    matching: r.matching,
   }));
 }
 
@@ -216,6 +223,7 @@ export async function getImport(db: Db, id: string, limit = 1000): Promise<Impor
       newLines: row.new_lines,
       skipped: row.skipped,
       statements,
+      matching: row.matching,
     },
     lines: lines.slice(0, limit),
     more: lines.length > limit,

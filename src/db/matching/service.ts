@@ -1,7 +1,8 @@
 /**
  * Matching against PostgreSQL: `runMatching` loads the lines in no live match (incremental), runs the
  * rules (`matchItems`, src/domain/matching.ts), inserts the new matches and runs the exception sweep, in
- * one transaction under an advisory lock, so a re-run adds nothing and two runs never race. Report rows
+ * one transaction under an advisory lock, so a re-run adds nothing and two runs never race; a run an import
+ * started keeps its result on the import in the same transaction (src/db/imports/matching.ts). Report rows
  * are read in pages of whole transactions (by transaction id) with the ledger payments they name, so a
  * million rows never sit in memory at once.
  *
@@ -26,6 +27,7 @@ import {
 } from '../../domain/matching.ts';
 import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
+import { recordImportMatching } from '../imports/matching.ts';
 import type { Db } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
 import {
@@ -63,6 +65,8 @@ export interface RunMatchingOptions {
   pageSize?: number;
   /** Told the milliseconds of each step, summed over pages (the bench prints them). */
   trace?: (step: string, ms: number) => void;
+  /** The import whose new lines start this run: its result is kept on it, in the run's transaction. */
+  importId?: string;
 }
 
 /** A new match of a bank line to settlements: what the cash leg books. */
@@ -245,7 +249,7 @@ export async function runMatching(
     const resolved = await resolveMatchedExceptions(tx, now);
     step('resolve exceptions');
     if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
-    return {
+    const run: MatchingRun = {
       bankMatches,
       byRule,
       unmatched: {
@@ -255,6 +259,8 @@ export async function runMatching(
       },
       exceptions: { raised: raisedByType, resolved },
     };
+    if (options.importId !== undefined) await recordImportMatching(tx, options.importId, matchSummary(run));
+    return run;
   });
 }
 
