@@ -1,10 +1,12 @@
 /**
  * The Imports page's markup: the upload form (operators and controllers), the result of an upload, the
- * imports newest first with their counts and statements, and one import with its statements and the
- * lines it brought first. Amounts are the decimal text the file gave, never a float.
+ * imports newest first with their counts, matching results and statements, and one import with its
+ * statements, the matching run it started and the lines it brought first. Amounts are the decimal text
+ * the file gave, never a float.
  */
 import type { ImportDetail, ImportStatementView, ImportView } from '../db/imports/read.ts';
 import { IMPORT_KINDS, type ImportKind, type ImportOutcome } from '../domain/imports.ts';
+import type { MatchSummary } from '../domain/matching.ts';
 import { roleCan } from '../domain/roles.ts';
 import { formatDateTime, html, raw, type SafeHtml } from './html.ts';
 import { layout, type PageContext } from './views.ts';
@@ -19,8 +21,11 @@ export const IMPORTS_CSS = `
 td.stmts{font-size:.85rem;line-height:1.35}
 td.stmts div{margin-bottom:.2rem}
 td.stmts span{display:block;white-space:nowrap}
-td.stmts span+span{color:#46505f}
+td.stmts span+span{color:#46505f;white-space:normal}
 td.nowrap{white-space:nowrap}
+td.matching{font-size:.85rem}
+td.matching span:not(.muted){white-space:nowrap}
+#matching h3,.result h3{font-size:.95rem;margin:.3rem 0 .4rem}
 td.stmt small{display:block;color:#6b7483}
 .sha{font-family:ui-monospace,Menlo,monospace;font-size:.8rem;word-break:break-all}
 `;
@@ -63,6 +68,59 @@ function statementCell(statements: readonly ImportStatementView[]): SafeHtml {
   )}`;
 }
 
+const total = (counts: Readonly<Record<string, number>>) => Object.values(counts).reduce((a, b) => a + b, 0);
+const NOT_MATCHED_YET = 'Not matched yet: the next matching run takes its lines.';
+const NO_NEW_LINES = 'No new lines: this import started no matching run.';
+
+/** The list's cell: the run's counts in one short line, or why there are none. */
+function matchingCell(matching: MatchSummary | null, newLines: number): SafeHtml {
+  if (matching === null) {
+    return newLines === 0
+      ? html`<span class="muted">no new lines</span>`
+      : html`<span class="muted" title="${NOT_MATCHED_YET}">not matched yet</span>`;
+  }
+  const u = matching.unmatched;
+  return html`<span>${count(total(matching.matched))} matched</span> · <span>${count(u.bankLines + u.settlements + u.reportRows)} unmatched</span> · <span>${count(total(matching.exceptions))} exceptions</span>`;
+}
+
+/**
+ * What the matching run an import started found: new matches per rule, what is left unmatched (every
+ * imported line, not only this file's), exceptions raised or still open by type (each a link to the queue
+ * filtered by it), and how many a match resolved.
+ */
+function matchingSection(ctx: PageContext, matching: MatchSummary | null, newLines: number): SafeHtml {
+  if (matching === null) {
+    return html`<p class="muted" id="matching-state">${newLines === 0 ? NO_NEW_LINES : NOT_MATCHED_YET}</p>`;
+  }
+  const byName = (o: Readonly<Record<string, number>>) =>
+    Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const rules = byName(matching.matched);
+  const exceptions = byName(matching.exceptions);
+  const u = matching.unmatched;
+  return html`<div class="sides" id="matching">
+<section><h3>Matched, by rule</h3>${
+    rules.length === 0
+      ? html`<p class="muted">No new match.</p>`
+      : html`<table class="narrow" id="matched-by-rule"><thead><tr><th>Rule</th><th class="num">Matches</th></tr></thead><tbody>${rules.map(
+          ([rule, n]) => html`<tr><td>${rule}</td><td class="num" data-rule="${rule}">${count(n)}</td></tr>`,
+        )}</tbody></table>`
+  }<p class="muted">Exceptions resolved by a match: <strong data-resolved="${matching.resolved}">${count(matching.resolved)}</strong></p></section>
+<section><h3>Left unmatched</h3><table class="narrow" id="unmatched"><tbody>
+<tr><th>Bank lines</th><td class="num" data-unmatched="bankLines">${count(u.bankLines)}</td></tr>
+<tr><th>Settlements</th><td class="num" data-unmatched="settlements">${count(u.settlements)}</td></tr>
+<tr><th>Report rows</th><td class="num" data-unmatched="reportRows">${count(u.reportRows)}</td></tr>
+</tbody></table><p class="muted">Every imported line still in no match, this file's and earlier ones.</p></section>
+<section><h3>Exceptions raised, by type</h3>${
+    exceptions.length === 0
+      ? html`<p class="muted">None.</p>`
+      : html`<table class="narrow" id="exceptions-by-type"><thead><tr><th>Type</th><th class="num">Open</th></tr></thead><tbody>${exceptions.map(
+          ([type, n]) =>
+            html`<tr><td><a href="${ctx.base}/exceptions?type=${encodeURIComponent(type)}">${type}</a></td><td class="num" data-type="${type}">${count(n)}</td></tr>`,
+        )}</tbody></table><p class="muted">New ones, and those still true from before.</p>`
+  }</section>
+</div>`;
+}
+
 function uploadForm(
   ctx: PageContext,
   form: ImportForm,
@@ -95,8 +153,13 @@ function resultPanel(ctx: PageContext, outcome: ImportOutcome): SafeHtml {
             html`<tr><td>${t.account}</td><td>${t.currency}</td><td class="num">${t.opening ?? '–'}</td><td class="num">${t.closing ?? '–'}</td><td class="num">${t.credits}</td><td class="num">${t.debits}</td><td class="num">${count(t.booked)}</td><td class="num">${count(t.pending)}</td><td class="num" data-new="${t.new ?? ''}">${fresh(t.new)}</td></tr>`,
         )}</tbody></table>`
       : html`<table class="narrow"><thead><tr><th class="num">Rows</th><th class="num">New lines</th></tr></thead><tbody><tr><td class="num">${count(s.rows)}</td><td class="num" data-new="${s.new ?? ''}">${fresh(s.new)}</td></tr></tbody></table>`;
+  const newLines = 'statements' in s ? s.statements.reduce((n, t) => n + (t.new ?? 0), 0) : (s.new ?? 0);
   return html`<section class="result" role="status" id="result"><h2>${heading}: ${outcome.fileName} (${KIND_LABELS[outcome.kind]})</h2>
-${body}${outcome.id === null ? '' : html`<p><a href="${importPath(ctx, outcome.id)}">Open import ${outcome.id}</a></p>`}</section>`;
+${body}${
+  outcome.id === null
+    ? ''
+    : html`<h3>Matching after this import</h3>${matchingSection(ctx, outcome.matching, newLines)}<p><a href="${importPath(ctx, outcome.id)}">Open import ${outcome.id}</a></p>`
+}</section>`;
 }
 
 export interface ImportsPageView {
@@ -125,15 +188,15 @@ ${
     : html`<p class="muted">Your role (${ctx.role ?? 'viewer'}) reads the imports; operators and controllers import files.</p>`
 }
 <h2>Imported files</h2>
-<table id="imports"><thead><tr><th>Import</th><th>Kind</th><th>File</th><th>By</th><th>When</th><th class="num">Lines</th><th class="num">New lines</th><th>Statements (opening → closing)</th></tr></thead>
+<table id="imports"><thead><tr><th>Import</th><th>Kind</th><th>File</th><th>By</th><th>When</th><th class="num">Lines</th><th class="num">New lines</th><th>Matching</th><th>Statements (opening → closing)</th></tr></thead>
 <tbody>${
       v.imports.length
         ? v.imports.map(
             (i) =>
-              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td class="nowrap">${KIND_LABELS[i.kind]}</td><td class="nowrap">${i.fileName}</td><td class="nowrap">${i.importedBy}</td>
-<td class="when">${formatDateTime(i.importedAt, ctx.timeZone)}</td><td class="num">${count(i.lines)}</td><td class="num">${count(i.newLines)}</td><td class="stmts">${statementCell(i.statements)}</td></tr>`,
+              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td>${KIND_LABELS[i.kind]}</td><td class="nowrap">${i.fileName}</td><td class="nowrap">${i.importedBy}</td>
+<td class="when">${formatDateTime(i.importedAt, ctx.timeZone)}</td><td class="num">${count(i.lines)}</td><td class="num">${count(i.newLines)}</td><td class="matching">${matchingCell(i.matching, i.newLines)}</td><td class="stmts">${statementCell(i.statements)}</td></tr>`,
           )
-        : html`<tr><td colspan="8" class="muted">No file imported yet.</td></tr>`
+        : html`<tr><td colspan="9" class="muted">No file imported yet.</td></tr>`
     }</tbody></table>`,
     head,
   );
@@ -163,6 +226,8 @@ ${
       )}</tbody></table>`
     : ''
 }
+<h2>Matching after this import</h2>
+${matchingSection(ctx, i.matching, i.newLines)}
 <h2>Lines this import brought first</h2>
 ${
   d.lines.length === 0

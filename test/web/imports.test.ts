@@ -1,10 +1,12 @@
 /**
  * The Imports page over real HTTP against a real ledger database: an operator signed in uploads a
- * camt.053 statement through the multipart form (its CSRF token among the fields) and sees its counts;
- * the same file again adds 0 lines; a file that does not balance shows its one line and imports
- * nothing; a viewer's upload is refused 403, as is a form without its token. Then Chromium walks the
- * page: upload, the counts, the import's detail, a refusal, a viewer's read-only view; screenshots under
- * test-output/web/imports.
+ * camt.053 statement through the multipart form (its CSRF token among the fields) and sees its counts and
+ * what the matching run it started found; the same file again adds 0 lines and starts no run; an upload
+ * whose run goes away is shown as not matched yet; a file that does not balance shows its one line and
+ * imports nothing; a viewer's upload is refused 403, as is a form without its token. Then Chromium walks
+ * the page at 1280x800: upload, the counts and matching, the import's detail, a settlement report whose
+ * run matches a bank line by rule, the list's Matching column (the list fits the width), a refusal, a
+ * viewer's read-only view; screenshots under test-output/web/imports.
  */
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -12,13 +14,14 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importService } from '../../src/import-service.ts';
+import { loadConfig } from '../../src/config.ts';
+import { importService, matcherFrom } from '../../src/import-service.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
 import { ledgerImportServices } from '../../src/web/import-services.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
-import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { createTestDatabase, holdMatchingLock, type TestDatabase } from '../db/helpers.ts';
 import { haveChromium as chromiumHere, launchChromium, signIn as signInForm } from './chromium.ts';
 
 const OUT = join(process.cwd(), 'test-output', 'web', 'imports');
@@ -28,6 +31,13 @@ const BANK_ACCOUNTS = [
   { id: 'DE89370400440532013000', currency: 'EUR', account: 'acme', name: 'Main account' },
   { id: '0532013001', currency: 'USD', account: 'acme', name: 'Dollar account' },
 ];
+
+/** The provider's settlements the fixture's batch credit pays (its end-to-end ids STL-S1 and STL-S2). */
+const SETTLEMENTS = [
+  'settlement_id,account,period_start,period_end,currency,gross,fees,settlement_currency,rate,net,value_date,bank_reference',
+  'STL-S1,acme,2026-11-26T00:00:00Z,2026-11-27T00:00:00Z,EUR,1010.00,10.00,EUR,1,1000.00,2026-11-27,',
+  'STL-S2,acme,2026-11-26T00:00:00Z,2026-11-27T00:00:00Z,EUR,505.00,5.00,EUR,1,500.00,2026-11-27,',
+].join('\n');
 
 let t: TestDatabase;
 let dir: string;
@@ -116,7 +126,7 @@ beforeAll(async () => {
     services: {
       ...ledgerWebServices(t.db, runner),
       imports: ledgerImportServices(t.db, {
-        run: importService(t.db, BANK_ACCOUNTS),
+        run: importService(t.db, BANK_ACCOUNTS, [], matcherFrom(loadConfig({}))),
         maxBytes: 1024 * 1024,
       }),
     },
@@ -146,6 +156,11 @@ describe('the Imports page over HTTP', () => {
     expect(news).toHaveLength(2);
     expect(news.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     expect(await importCount()).toBe(1);
+    // What the run the new lines started found: no settlement to match yet, so its lines are left and raised.
+    expect(first.body).toContain('<h3>Matching after this import</h3>');
+    expect(first.body).toContain('No new match.');
+    expect(Number(/data-unmatched="bankLines">(\d+)</.exec(first.body)?.[1])).toBeGreaterThan(0);
+    expect(first.body).toContain('href="/exceptions?type=BANK_LINE_UNMATCHED"');
 
     const dry = await upload(jar, { kind: 'bank-statement', dryRun: '1' }, { name: 'dry.xml', bytes });
     expect(dry.status).toBe(200);
@@ -155,6 +170,7 @@ describe('the Imports page over HTTP', () => {
     const again = await upload(jar, { kind: 'bank-statement' }, { name: 'camt-08-again.xml', bytes });
     expect(again.status).toBe(200);
     expect([...again.body.matchAll(/data-new="(\d+)"/g)].map((m) => m[1])).toEqual(['0', '0']);
+    expect(again.body).toContain('No new lines: this import started no matching run.');
 
     const list = await (
       await fetch(`${base}/imports`, { headers: { cookie: jar.header, accept: 'text/html' } })
@@ -162,7 +178,7 @@ describe('the Imports page over HTTP', () => {
     expect(list).toContain('camt-08-again.xml');
     expect(list).toContain('otto');
     const id =
-      /href="\/imports\/(\d+)">#\1<\/a><\/td><td class="nowrap">Bank statement<\/td><td class="nowrap">camt-08\.xml</.exec(
+      /href="\/imports\/(\d+)">#\1<\/a><\/td><td>Bank statement<\/td><td class="nowrap">camt-08\.xml</.exec(
         list,
       )?.[1];
     expect(id).toBeDefined();
@@ -173,6 +189,42 @@ describe('the Imports page over HTTP', () => {
     const html = await detail.text();
     expect(html).toContain('DE89370400440532013000');
     expect(html).toContain('id="lines"');
+    expect(html).toContain('<h2>Matching after this import</h2>');
+    expect(html).toMatch(/data-type="BANK_LINE_UNMATCHED">\d+</);
+    // The list's Matching column: the first import's counts, the second's "no new lines".
+    expect(list).toContain('<th>Matching</th>');
+    expect(list).toMatch(
+      /<td class="matching"><span>0 matched<\/span> · <span>\d+ unmatched<\/span> · <span>\d+ exceptions<\/span><\/td>/,
+    );
+    expect(list).toContain('<td class="matching"><span class="muted">no new lines</span></td>');
+  });
+
+  it('an upload whose matching run goes away is recorded, shown as not matched yet', async () => {
+    const text = (await readFile(FIXTURE, 'utf8'))
+      .replaceAll('STMT-20261127-', 'STMT-20261126-')
+      .replaceAll('BNK-', 'BNK0-');
+    const jar = await signIn('otto');
+    const before = await importCount();
+    const lock = await holdMatchingLock(t);
+    let res: Awaited<ReturnType<typeof upload>>;
+    try {
+      const uploading = upload(
+        jar,
+        { kind: 'bank-statement' },
+        { name: 'cut-off.xml', bytes: new TextEncoder().encode(text) },
+      );
+      await lock.dropWaitingRun();
+      res = await uploading;
+    } finally {
+      await lock.release();
+    }
+    expect(res.status, res.body.slice(0, 500)).toBe(200);
+    expect(res.body).toContain('Imported: cut-off.xml');
+    expect(res.body).toContain('Not matched yet: the next matching run takes its lines.');
+    expect(await importCount()).toBe(before + 1);
+    expect(res.body).toMatch(
+      /cut-off\.xml<\/td>.*?<td class="matching"><span class="muted" title="Not matched yet: the next matching run takes its lines\.">not matched yet<\/span><\/td>/s,
+    );
   });
 
   it('a file that does not balance shows its one line and imports nothing', async () => {
@@ -222,8 +274,8 @@ describe.skipIf(!haveChromium)('the Imports page in Chromium', () => {
     await browser?.close();
   });
 
-  it('uploads a statement, shows its counts, and opens its detail', async () => {
-    const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+  it('uploads a statement, shows its counts and matching, and opens its detail', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     await signInForm(page, base, 'otto', PASSWORD);
     await page.click('header a[href="/imports"]');
@@ -250,6 +302,12 @@ describe.skipIf(!haveChromium)('the Imports page in Chromium', () => {
       .locator('td[data-new]')
       .evaluateAll((tds) => tds.map((td) => td.getAttribute('data-new')));
     expect(fresh).toHaveLength(2);
+    // The matching run at once: nothing to match the credits with yet, so they are left and raised.
+    await expect(result.locator('#matching section').first().textContent()).resolves.toContain(
+      'No new match.',
+    );
+    expect(Number(await result.locator('td[data-unmatched=bankLines]').textContent())).toBeGreaterThan(0);
+    expect(await result.locator('td[data-type=BANK_LINE_UNMATCHED]').count()).toBe(1);
     await page.screenshot({ path: join(OUT, 'imports-uploaded.png'), fullPage: true });
 
     await Promise.all([
@@ -258,10 +316,59 @@ describe.skipIf(!haveChromium)('the Imports page in Chromium', () => {
     ]);
     await expect(page.locator('h1').textContent()).resolves.toContain('statement-2026-11-28.xml');
     expect(await page.locator('#statements tbody tr').count()).toBe(2);
+    await expect(page.locator('h2', { hasText: 'Matching after this import' }).count()).resolves.toBe(1);
+    expect(await page.locator('#matching td[data-type=BANK_LINE_UNMATCHED]').count()).toBe(1);
     await page.screenshot({ path: join(OUT, 'import-detail.png'), fullPage: true });
 
-    // A refusal in the page: its one line, nothing imported.
+    // The provider's settlement report: its run matches a bank credit to the two settlements its
+    // end-to-end ids name, by the rule bank-reference, and resolves that line's exception.
     await page.goto(`${base}/imports`);
+    await page.selectOption('select[name=kind]', 'provider-settlements');
+    await page.setInputFiles('input[name=file]', {
+      name: 'settlements-2026-11-27.csv',
+      mimeType: 'text/csv',
+      buffer: Buffer.from(SETTLEMENTS),
+    });
+    await Promise.all([
+      page.waitForURL(/\/imports\?imported=\d+$/),
+      page.click('form.imports-form button[type=submit]'),
+    ]);
+    await expect(result.locator('td[data-rule=bank-reference]').textContent()).resolves.toBe('1');
+    expect(Number(await result.locator('[data-resolved]').textContent())).toBeGreaterThan(0);
+    await page.screenshot({ path: join(OUT, 'imports-matched.png'), fullPage: true });
+    await Promise.all([
+      page.waitForURL(/\/imports\/\d+$/),
+      result.locator('a', { hasText: 'Open import' }).click(),
+    ]);
+    await expect(page.locator('#matched-by-rule td[data-rule=bank-reference]').textContent()).resolves.toBe(
+      '1',
+    );
+    await page.screenshot({ path: join(OUT, 'import-detail-matched.png'), fullPage: true });
+    // An exception type leads to the queue filtered by it.
+    const typeLink = page.locator('#exceptions-by-type a').first();
+    const type = (await typeLink.textContent()) ?? '';
+    await Promise.all([page.waitForURL(/\/exceptions\?type=/), typeLink.click()]);
+    expect(new URL(page.url()).searchParams.get('type')).toBe(type);
+
+    // The list: a Matching column, each import's run in one short cell, and nothing cut at 1280 px.
+    await page.goto(`${base}/imports`);
+    const headers = await page.locator('#imports thead th').allTextContents();
+    expect(headers).toContain('Matching');
+    const cells = await page.locator('#imports tbody td.matching').allTextContents();
+    expect(cells[0]).toMatch(/^1 matched · \d+ unmatched · \d+ exceptions$/);
+    expect(cells).toContain('no new lines');
+    expect(cells).toContain('not matched yet');
+    await page.screenshot({ path: join(OUT, 'imports-list-matching.png'), fullPage: true });
+    const widths = await page.evaluate<{ page: number; main: number; lastRight: number }>(`(() => {
+      const main = document.querySelector('main');
+      const last = document.querySelector('#imports thead th:last-child').getBoundingClientRect();
+      return { page: document.documentElement.scrollWidth, main: main.scrollWidth - main.clientWidth, lastRight: last.right };
+    })()`);
+    expect(widths.page).toBeLessThanOrEqual(1280);
+    expect(widths.main).toBeLessThanOrEqual(0);
+    expect(widths.lastRight).toBeLessThanOrEqual(1280);
+
+    // A refusal in the page: its one line, nothing imported.
     await page.setInputFiles('input[name=file]', {
       name: 'broken.xml',
       mimeType: 'application/xml',
@@ -276,7 +383,7 @@ describe.skipIf(!haveChromium)('the Imports page in Chromium', () => {
   }, 60_000);
 
   it('shows a viewer the imports without the upload form', async () => {
-    const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     await signInForm(page, base, 'vera', PASSWORD);
     await page.goto(`${base}/imports`);
