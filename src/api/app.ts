@@ -380,7 +380,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
             id: outcome.id,
             kind: outcome.kind,
             fileName: outcome.fileName,
-            result: outcome.summary,
+            result: { ...outcome.summary, matching: outcome.matching },
           };
         } catch (err) {
           // A refused file: one line naming the file, the row or entry and the rule; nothing imported.

@@ -538,17 +538,38 @@ export const ImportedStatement = z.object({
   new: z.number().int().nullable().meta({ description: 'Lines not imported before; null on a dry run' }),
 });
 
+const Count = z.number().int().min(0);
+
+/** The matching run an import started: counts only, no amounts. */
+export const ImportMatching = z
+  .object({
+    matched: z.record(z.string(), Count).meta({ description: 'New matches by rule name' }),
+    unmatched: z
+      .object({ bankLines: Count, settlements: Count, reportRows: Count })
+      .meta({ description: "Imported lines left in no match after the run, this file's and earlier ones" }),
+    exceptions: z
+      .record(z.string(), Count)
+      .meta({ description: 'Exceptions the run raised or found still true, by type' }),
+    resolved: Count.meta({ description: 'Exceptions a match resolved' }),
+  })
+  .nullable()
+  .meta({
+    description:
+      'The matching run the import started; null on a dry run, when no line was new (no run), or when no run finished for it (the next matching run takes its lines)',
+  });
+
 export const ImportResultResponse = z.object({
   id: z.string().nullable().meta({ description: 'The recorded import; null on a dry run' }),
   kind: ImportKindEnum,
   fileName: z.string(),
   result: z
     .union([
-      z.object({ statements: z.array(ImportedStatement) }),
+      z.object({ statements: z.array(ImportedStatement), matching: ImportMatching }),
       z.object({
         kind: z.enum(['provider-transactions', 'provider-settlements']),
         rows: z.number().int(),
         new: z.number().int().nullable(),
+        matching: ImportMatching,
       }),
     ])
     .meta({ description: 'What `payrecon import --json` prints' }),
@@ -581,6 +602,7 @@ export const Import = z.object({
   newLines: z.number().int().meta({ description: 'Lines not imported before' }),
   skipped: z.number().int().meta({ description: 'Pending entries counted and not imported' }),
   statements: z.array(ImportStatement),
+  matching: ImportMatching,
 });
 
 export const ImportListQuery = z.object({ limit: LimitParam(500, 50) });

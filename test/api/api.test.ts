@@ -12,13 +12,14 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, buildApiApp } from '../../src/api/app.ts';
+import { loadConfig } from '../../src/config.ts';
 import { raiseExceptions } from '../../src/db/exceptions/raise.ts';
 import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { withLedgerTransaction } from '../../src/db/transaction.ts';
 import { type ApiScope, type ApiTokenEntry, createApiToken } from '../../src/domain/api-tokens.ts';
 import { sha256Hex } from '../../src/domain/close.ts';
 import type { Observation } from '../../src/domain/observation.ts';
-import { importService } from '../../src/import-service.ts';
+import { importService, matcherFrom } from '../../src/import-service.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { intent, obs } from '../db/fixtures.ts';
@@ -183,7 +184,10 @@ beforeAll(async () => {
     reports: runner,
     tokens: entries,
     logger,
-    imports: { run: importService(t.db, IMPORT_BANK_ACCOUNTS), maxBytes: 64 * 1024 },
+    imports: {
+      run: importService(t.db, IMPORT_BANK_ACCOUNTS, [], matcherFrom(loadConfig({}))),
+      maxBytes: 64 * 1024,
+    },
   });
   const doc = await app.inject({ method: 'GET', url: `${API_PREFIX}/openapi.json` });
   validator = new OpenApiValidator(JSON.parse(doc.body), API_PREFIX);
@@ -918,9 +922,14 @@ describe('imports', () => {
       token: tokens.importer,
     });
     expect(dryRes.statusCode, dryRes.body).toBe(200);
-    const dry = json<{ id: string | null; result: { statements: { new: number | null }[] } }>(dryRes);
+    const dry = json<{
+      id: string | null;
+      result: { statements: { new: number | null }[]; matching: unknown };
+    }>(dryRes);
     expect(dry.id).toBeNull();
     expect(dry.result.statements[0]?.new).toBeNull();
+    // A dry run records nothing and matches nothing.
+    expect(dry.result.matching).toBeNull();
     expect(await importCount()).toBe(0);
 
     const res = await upload('kind=bank-statement&fileName=camt.xml', bytes, { token: tokens.importer });
@@ -929,9 +938,18 @@ describe('imports', () => {
       id: string;
       kind: string;
       fileName: string;
-      result: { statements: Record<string, unknown>[] };
+      result: { statements: Record<string, unknown>[]; matching: Record<string, unknown> | null };
     }>(res);
     expect(first).toMatchObject({ kind: 'bank-statement', fileName: 'camt.xml' });
+    // Beside the statements, the matching run the new lines started, in counts (validated against the
+    // document as every answer): nothing to match them with here, so each line is left and raised.
+    const booked0 = first.result.statements.reduce((n, x) => n + (x.booked as number), 0);
+    expect(first.result.matching).toEqual({
+      matched: {},
+      unmatched: { bankLines: booked0, settlements: 0, reportRows: 0 },
+      exceptions: { BANK_LINE_UNMATCHED: booked0 },
+      resolved: 0,
+    });
     expect(first.result.statements).toHaveLength(2);
     const s = first.result.statements[0] as Record<string, unknown>;
     expect(s).toMatchObject({ account: 'DE89370400440532013000', currency: 'EUR' });
@@ -940,10 +958,12 @@ describe('imports', () => {
     expect(s.new).toBe(s.booked);
     expect(s.new as number).toBeGreaterThan(0);
 
-    const again = json<{ id: string; result: { statements: { new: number }[] } }>(
+    const again = json<{ id: string; result: { statements: { new: number }[]; matching: unknown } }>(
       await upload('kind=bank-statement&fileName=camt-again.xml', bytes, { token: tokens.importer }),
     );
     expect(again.result.statements[0]?.new).toBe(0);
+    // No line new: no matching run.
+    expect(again.result.matching).toBeNull();
 
     const booked = first.result.statements.reduce((n, x) => n + (x.booked as number), 0);
     const list = json<{ items: Record<string, unknown>[] }>(await call('GET', '/imports?limit=10'));
@@ -959,12 +979,32 @@ describe('imports', () => {
       bankAccount: 'DE89370400440532013000',
       opening: '12345678901234567.89',
     });
-    expect(list.items[0]).toMatchObject({ newLines: 0 });
+    expect(list.items[0]).toMatchObject({ newLines: 0, matching: null });
+    // The import objects carry the run's result as recorded.
+    expect(list.items[1]!.matching).toEqual(first.result.matching);
 
-    const detail = json<{ import: { id: string }; lines: { amount: string }[]; more: boolean }>(
-      await call('GET', `/imports/${first.id}`),
-    );
+    const detail = json<{
+      import: { id: string; matching: unknown };
+      lines: { amount: string }[];
+      more: boolean;
+    }>(await call('GET', `/imports/${first.id}`));
     expect(detail.import.id).toBe(first.id);
+    expect(detail.import.matching).toEqual(first.result.matching);
+    // The document holds the field: an import object without it, or with a count as text, does not validate.
+    const listed = list.items[1]!;
+    const check = (item: Record<string, unknown>) =>
+      validator.validate(
+        'GET',
+        `${API_PREFIX}/imports`,
+        200,
+        'application/json',
+        JSON.stringify({ items: [item] }),
+      );
+    expect(() => check(listed)).not.toThrow();
+    const { matching: _left, ...without } = listed;
+    expect(() => check(without)).toThrow(/matching/);
+    const asText = { ...(listed.matching as Record<string, unknown>), resolved: '0' };
+    expect(() => check({ ...listed, matching: asText })).toThrow(/resolved/);
     expect(detail.lines).toHaveLength(booked);
     for (const l of detail.lines) expect(l.amount).toMatch(/^-?\d+\.\d{2}$/);
     expectProblem(await call('GET', '/imports/999999'), 404);
