@@ -71,7 +71,8 @@ async function requestOf(
 function print(outcome: ImportOutcome, json: boolean): void {
   const { summary, fileName } = outcome;
   if (json) {
-    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    // The import's summary and, beside it, the matching run its new lines started (null: none).
+    process.stdout.write(`${JSON.stringify({ ...summary, matching: outcome.matching })}\n`);
     return;
   }
   const newText = (n: number | null) => (n === null ? 'not checked (dry run)' : `${n} new`);
@@ -118,9 +119,17 @@ export async function runImportCli(
   try {
     const outcome = await importFile({ db: open, bankAccounts, match: matcherFrom(config) }, request);
     print(outcome, opts.json === true);
-    // The JSON output stays the import's alone; the matching run's counts follow the text.
+    // The matching run's counts are the JSON's `matching`; in text they follow the import's line.
     if (outcome.matching !== null && opts.json !== true) {
       printMatchRun(outcome.matching, false, `${outcome.fileName}: `);
+    }
+    if (outcome.matchingError !== undefined) {
+      // The import is recorded; its lines wait for the next matching run.
+      process.stderr.write(
+        `payrecon: ${outcome.fileName}: imported as ${outcome.id}, but matching did not finish ` +
+          `(${outcome.matchingError}): the next matching run takes its lines\n`,
+      );
+      process.exitCode = 1;
     }
   } finally {
     await (infra as Awaited<ReturnType<typeof openDatabaseInfrastructure>> | null)?.lifecycle.stopAll();

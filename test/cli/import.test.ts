@@ -1,14 +1,16 @@
 /**
  * `payrecon import` run as a user runs it (the real bin) on files a settled sandbox wrote: a dry run
- * touches no database, an import records each line once (again: 0 new, the same day's bank CSV: 0 new),
- * and every refusal is one line naming the file, where and the rule, exit code 2, nothing imported.
+ * touches no database, an import records each line once (again: 0 new, the same day's bank CSV: 0 new)
+ * and prints beside its statements the matching run its new lines started, every refusal is one line
+ * naming the file, where and the rule, exit code 2, nothing imported, and an import whose matching run
+ * goes away stays recorded with one line saying so, exit code 1.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/sandbox/clock.ts';
-import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
+import { createTestDatabase, holdMatchingLock, type TestDatabase } from '../db/helpers.ts';
 import { control, startTestSandbox } from '../sandbox/helpers.ts';
 import { NO_BANK_ANOMALIES, paidDeposit } from '../sandbox/settlement-helpers.ts';
 import { type Result, payrecon as runPayrecon } from './payrecon.ts';
@@ -23,6 +25,7 @@ let bankId = '';
 let bankAccounts = '';
 /** The day whose statement holds a settlement's credit. */
 const DAY = '2026-03-04';
+const NEXT_DAY = '2026-03-05';
 
 /** The real bin's `import`, with this test's bank accounts. */
 const payrecon = (args: string[], env: Record<string, string> = {}): Promise<Result> =>
@@ -71,6 +74,7 @@ beforeAll(async () => {
       ['statement.xml', `bank-statements?account=sandbox&date=${DAY}&format=camt.053.001.08`],
       ['statement-02.xml', `bank-statements?account=sandbox&date=${DAY}&format=camt.053.001.02`],
       ['statement.csv', `bank-statements?account=sandbox&date=${DAY}&format=csv`],
+      ['next-day.xml', `bank-statements?account=sandbox&date=${NEXT_DAY}&format=camt.053.001.08`],
       ['transactions.csv', 'reports/transactions?account=sandbox&format=csv'],
       ['transactions.xlsx', 'reports/transactions?account=sandbox&format=xlsx'],
       ['settlements.csv', 'reports/settlements?account=sandbox&format=csv'],
@@ -97,7 +101,10 @@ describe('payrecon import', () => {
     });
     expect(dry.stderr).toBe('');
     expect(dry.code).toBe(0);
-    const out = JSON.parse(dry.stdout) as { statements: Record<string, unknown>[] };
+    const out = JSON.parse(dry.stdout) as { statements: Record<string, unknown>[]; matching: unknown };
+    // The issue's shape, and beside it the matching run: none on a dry run.
+    expect(Object.keys(out)).toEqual(['statements', 'matching']);
+    expect(out.matching).toBeNull();
     expect(out.statements).toHaveLength(1);
     expect(out.statements[0]).toMatchObject({ account: bankId, currency: 'BRL', pending: 0, new: null });
     expect(out.statements[0]!.booked).toBeGreaterThan(0);
@@ -113,10 +120,24 @@ describe('payrecon import', () => {
     );
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
-    const [statement] = (JSON.parse(first.stdout) as { statements: Record<string, number>[] }).statements;
+    const firstOut = JSON.parse(first.stdout) as {
+      statements: Record<string, number>[];
+      matching: { matched: Record<string, number>; unmatched: Record<string, number>; resolved: number };
+    };
+    const [statement] = firstOut.statements;
     expect(statement!.new).toBe(statement!.booked);
+    // The run its new lines started, in counts: no settlement yet, so the day's lines are left unmatched.
+    expect(firstOut.matching).toMatchObject({
+      matched: {},
+      unmatched: { bankLines: statement!.booked, settlements: 0, reportRows: 0 },
+      resolved: 0,
+    });
+    const stored = await t.db.selectFrom('imports').select('matching').executeTakeFirstOrThrow();
+    expect(stored.matching).toEqual(firstOut.matching);
     const again = await withDb(['bank-statement', 'statement.xml', '--json']);
     expect(JSON.parse(again.stdout).statements[0].new).toBe(0);
+    // No line new: no run.
+    expect(JSON.parse(again.stdout).matching).toBeNull();
     const older = await withDb(['bank-statement', 'statement-02.xml', '--json']);
     expect(JSON.parse(older.stdout).statements[0].new).toBe(0);
     const csv = await withDb(['bank-statement', 'statement.csv', '--account', bankId]);
@@ -125,11 +146,21 @@ describe('payrecon import', () => {
     expect(await counts()).toMatchObject({ imports: 4, bank: statement!.booked });
 
     const tx = await withDb(['provider-transactions', 'transactions.csv', '--json']);
-    const txOut = JSON.parse(tx.stdout) as { rows: number; new: number };
+    const txOut = JSON.parse(tx.stdout) as {
+      rows: number;
+      new: number;
+      matching: { unmatched: { reportRows: number } };
+    };
     expect(txOut.rows).toBeGreaterThan(8);
     expect(txOut.new).toBe(txOut.rows);
+    expect(Number.isInteger(txOut.matching.unmatched.reportRows)).toBe(true);
     const txXlsx = await withDb(['provider-transactions', 'transactions.xlsx', '--json']);
-    expect(JSON.parse(txXlsx.stdout)).toEqual({ kind: 'provider-transactions', rows: txOut.rows, new: 0 });
+    expect(JSON.parse(txXlsx.stdout)).toEqual({
+      kind: 'provider-transactions',
+      rows: txOut.rows,
+      new: 0,
+      matching: null,
+    });
     const st = await withDb(['provider-settlements', 'settlements.csv']);
     // New lines are matched at once: the day's credit to its settlement, by its end-to-end id.
     expect(st.stdout).toMatch(
@@ -296,4 +327,30 @@ describe('payrecon import', () => {
     }
     expect(await counts()).toEqual(before);
   }, 180_000);
+
+  it('keeps an import whose matching run goes away: matching null, one line on stderr, exit 1', async () => {
+    const lock = await holdMatchingLock(t);
+    let run: Result;
+    try {
+      const importing = withDb(['bank-statement', 'next-day.xml', '--json']);
+      await lock.dropWaitingRun();
+      run = await importing;
+    } finally {
+      await lock.release();
+    }
+    const out = JSON.parse(run.stdout) as { statements: { new: number }[]; matching: unknown };
+    expect(out.statements[0]!.new).toBeGreaterThan(0);
+    expect(out.matching).toBeNull();
+    expect(run.stderr).toMatch(
+      /^payrecon: next-day\.xml: imported as \d+, but matching did not finish \(.+\): the next matching run takes its lines\n$/,
+    );
+    expect(run.code).toBe(1);
+    const row = await t.db
+      .selectFrom('imports')
+      .select(['new_lines', 'matching'])
+      .where('file_name', '=', 'next-day.xml')
+      .executeTakeFirstOrThrow();
+    expect(row.new_lines).toBe(out.statements[0]!.new);
+    expect(row.matching).toBeNull();
+  }, 60_000);
 });
