@@ -72,7 +72,7 @@ const total = (counts: Readonly<Record<string, number>>) => Object.values(counts
 const NOT_MATCHED_YET = 'Not matched yet: the next matching run takes its lines.';
 const NO_NEW_LINES = 'No new lines: this import started no matching run.';
 
-/** The list's cell: the run's counts in one short line, or why there are none. */
+/** The list's cell: the run's counts, short (a line each where the column is narrow), or why there are none. */
 function matchingCell(matching: MatchSummary | null, newLines: number): SafeHtml {
   if (matching === null) {
     return newLines === 0
