@@ -9,7 +9,7 @@
  * reversal; both settlements are booked and their bank credits matched; what the ledger has not settled
  * is the ground truth's unsettled balance, and the ledger verifies.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { recordImport } from '../../src/db/imports/service.ts';
 import { applyObservations, recordIntents } from '../../src/db/ledger/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
@@ -55,13 +55,14 @@ let sandbox: Awaited<ReturnType<typeof startTestSandbox>>;
 let client: ProviderClient;
 let bankAccounts: { id: string; account: string; currency: string }[] = [];
 
-beforeAll(async () => {
+beforeEach(async () => {
   t = await createTestDatabase();
   sandbox = await startTestSandbox({ clock: new ManualClock(MONDAY), seed: 36, bank: NO_BANK_ANOMALIES });
   client = createProviderClient(sandboxAccount(sandbox, { name: ACCOUNT }), { retries: 0, logger: quiet });
+  bankAccounts = [];
 }, 60_000);
 
-afterAll(async () => {
+afterEach(async () => {
   await sandbox?.close();
   await t?.drop();
 });
@@ -225,165 +226,210 @@ async function matchOf(side: string, identity: string): Promise<string[]> {
 }
 
 describe('a move after a settlement', () => {
-  it('flows into the next settlement, shows in its report rows and matches there', async () => {
-    // Day 0: a deposit paid, a deposit left to expire, a cashout paid out.
-    const paid = await deposit(500);
-    await act('deposits', paid.id, 'pay');
-    await observe('deposit', paid.id);
-    await tick(60_000);
-    const expired = await deposit(80);
-    await tick(60_000);
-    const body = cashoutBody({ amount: 120 });
-    const externalId = String(body.external_id);
-    const created = await cashoutCall(sandbox.url, '/v3/cashout', body);
-    expect(created.status, created.text).toBe(200);
-    const cashoutId = Number(created.json.cashout_id);
-    await recordIntent('cashout', cashoutId, externalId, 12_000n);
-    await observe('cashout', cashoutId, externalId);
-    await tick(60_000);
-    await act('cashouts', cashoutId, 'deliver');
-    await act('cashouts', cashoutId, 'confirm');
-    await observe('cashout', cashoutId, externalId);
-    await tick(60_000);
-    await act('deposits', expired.id, 'expire');
-    await observe('deposit', expired.id);
+  // The ledger reads the return before the report shows it, or after (the report shows it first, and the
+  // row's status differs from the ledger's until the ledger reads it: the next run finds them agreeing).
+  it.each([
+    ['the ledger reads the return first', false],
+    ['the report shows the return first', true],
+  ])(
+    'flows into the next settlement, shows in its report rows and matches there: %s',
+    async (_, reportFirst) => {
+      // Day 0: a deposit paid, a deposit left to expire, a cashout paid out.
+      const paid = await deposit(500);
+      await act('deposits', paid.id, 'pay');
+      await observe('deposit', paid.id);
+      await tick(60_000);
+      const expired = await deposit(80);
+      await tick(60_000);
+      const body = cashoutBody({ amount: 120 });
+      const externalId = String(body.external_id);
+      const created = await cashoutCall(sandbox.url, '/v3/cashout', body);
+      expect(created.status, created.text).toBe(200);
+      const cashoutId = Number(created.json.cashout_id);
+      await recordIntent('cashout', cashoutId, externalId, 12_000n);
+      await observe('cashout', cashoutId, externalId);
+      await tick(60_000);
+      await act('cashouts', cashoutId, 'deliver');
+      await act('cashouts', cashoutId, 'confirm');
+      await observe('cashout', cashoutId, externalId);
+      await tick(60_000);
+      await act('deposits', expired.id, 'expire');
+      await observe('deposit', expired.id);
 
-    // Day 1, 01:00: settlement 1 swept day 0; its reports are imported and matched.
-    await sandbox.clock.set(at(1, 1));
-    let truth = await groundTruth(sandbox.url);
-    expect(truth.settlements).toHaveLength(1);
-    const first = truth.settlements[0]!;
-    const depositFee = async (id: number) => {
-      const res = await control(sandbox.url, `/deposits/${id}`);
-      return cents(String(res.json.fee_amount ?? res.json.feeAmount));
-    };
-    const paidFee = await depositFee(paid.id);
-    expect(cents(first.gross)).toBe(50_000n - paidFee - 12_000n);
-    await importDay({ transactions: 0 });
-    await match();
-    expect(await openMatchingExceptions()).toEqual([]);
+      // Day 1, 01:00: settlement 1 swept day 0; its reports are imported and matched.
+      await sandbox.clock.set(at(1, 1));
+      let truth = await groundTruth(sandbox.url);
+      expect(truth.settlements).toHaveLength(1);
+      const first = truth.settlements[0]!;
+      const depositFee = async (id: number) => {
+        const res = await control(sandbox.url, `/deposits/${id}`);
+        return cents(String(res.json.fee_amount ?? res.json.feeAmount));
+      };
+      const paidFee = await depositFee(paid.id);
+      expect(cents(first.gross)).toBe(50_000n - paidFee - 12_000n);
+      await importDay({ transactions: 0 });
+      await match();
+      expect(await openMatchingExceptions()).toEqual([]);
 
-    // Day 1, 10:00: the beneficiary's bank returns the cashout; the provider completes the expired deposit.
-    await sandbox.clock.set(at(1, 10));
-    await act('cashouts', cashoutId, 'return', { code: LATE_REJECTION_CODE });
-    await observe('cashout', cashoutId, externalId);
-    await tick(60_000);
-    await act('deposits', expired.id, 'late-payment');
-    await observe('deposit', expired.id);
-    const lateFee = await depositFee(expired.id);
-    const mirror = await t.db
-      .selectFrom('mirrors')
-      .select(['status'])
-      .where('entity_kind', '=', 'cashout')
-      .where('entity_id', '=', String(cashoutId))
-      .executeTakeFirstOrThrow();
-    expect(mirror.status).toBe('REJECTED');
-    const reversal = await t.db
-      .selectFrom('journal_entries')
-      .select(['effect', 'amount'])
-      .where('entity_kind', '=', 'cashout')
-      .where('entity_id', '=', String(cashoutId))
-      .where('effect', '=', 'late_reversal')
-      .execute();
-    expect(reversal.map((r) => [r.effect, cents(String(r.amount))])).toEqual([['late_reversal', 12_000n]]);
+      // Day 1, 10:00: the beneficiary's bank returns the cashout; the provider completes the expired deposit.
+      await sandbox.clock.set(at(1, 10));
+      await act('cashouts', cashoutId, 'return', { code: LATE_REJECTION_CODE });
+      if (!reportFirst) await observe('cashout', cashoutId, externalId);
+      await tick(60_000);
+      await act('deposits', expired.id, 'late-payment');
+      await observe('deposit', expired.id);
+      const lateFee = await depositFee(expired.id);
+      const ledgerReadTheReturn = async () => {
+        const mirror = await t.db
+          .selectFrom('mirrors')
+          .select(['status'])
+          .where('entity_kind', '=', 'cashout')
+          .where('entity_id', '=', String(cashoutId))
+          .executeTakeFirstOrThrow();
+        expect(mirror.status).toBe('REJECTED');
+        const reversal = await t.db
+          .selectFrom('journal_entries')
+          .select(['effect', 'amount'])
+          .where('entity_kind', '=', 'cashout')
+          .where('entity_id', '=', String(cashoutId))
+          .where('effect', '=', 'late_reversal')
+          .execute();
+        expect(reversal.map((r) => [r.effect, cents(String(r.amount))])).toEqual([
+          ['late_reversal', 12_000n],
+        ]);
+      };
+      if (!reportFirst) await ledgerReadTheReturn();
 
-    // Day 2, 01:00: settlement 2 swept day 1: the returned cashout and the late deposit.
-    await sandbox.clock.set(at(2, 1));
-    truth = await groundTruth(sandbox.url);
-    expect(truth.settlements).toHaveLength(2);
-    const second = truth.settlements[1]!;
-    expect(cents(second.previously_settled)).toBe(cents(first.gross));
-    expect(cents(second.gross)).toBe(12_000n + 8_000n - lateFee);
-    expect(cents(second.available)).toBe(cents(first.gross) + cents(second.gross));
-    await importDay({ transactions: 1, statement: 1 });
-    await match();
-    expect(await openMatchingExceptions()).toEqual([]);
+      // Day 2, 01:00: settlement 2 swept day 1: the returned cashout and the late deposit.
+      await sandbox.clock.set(at(2, 1));
+      truth = await groundTruth(sandbox.url);
+      expect(truth.settlements).toHaveLength(2);
+      const second = truth.settlements[1]!;
+      expect(cents(second.previously_settled)).toBe(cents(first.gross));
+      expect(cents(second.gross)).toBe(12_000n + 8_000n - lateFee);
+      expect(cents(second.available)).toBe(cents(first.gross) + cents(second.gross));
+      await importDay({ transactions: 1, statement: 1 });
+      await match();
+      if (reportFirst) {
+        // The return's row says REJECTED while the ledger still holds the cashout COMPLETED.
+        const open = await t.db
+          .selectFrom('exceptions')
+          .select(['type', 'entity_id', 'details'])
+          .where('state', '<>', 'resolved')
+          .where('type', 'in', MATCHING_TYPES)
+          .execute();
+        expect(
+          open.map((e) => [e.type, e.entity_id, (e.details as { differences: unknown }).differences]),
+        ).toEqual([
+          [
+            'PROVIDER_REPORT_MISMATCH',
+            String(cashoutId),
+            [{ fact: 'status', report: 'REJECTED', ledger: 'COMPLETED' }],
+          ],
+        ]);
+        // The late-rejection watch reads it; the next matching run finds the report and the ledger agreeing.
+        await observe('cashout', cashoutId, externalId);
+        await ledgerReadTheReturn();
+        expect((await match()).exceptions.resolved).toBe(1);
+      }
+      expect(await openMatchingExceptions()).toEqual([]);
 
-    // Day 3, 01:00: settlement 2's credit is in the day-2 statement.
-    await sandbox.clock.set(at(3, 1));
-    await importDay({ transactions: 2, statement: 2 });
-    await match();
-    expect(await openMatchingExceptions()).toEqual([]);
+      // Day 3, 01:00: settlement 2's credit is in the day-2 statement.
+      await sandbox.clock.set(at(3, 1));
+      await importDay({ transactions: 2, statement: 2 });
+      await match();
+      expect(await openMatchingExceptions()).toEqual([]);
 
-    // The transactions report: the cashout's row stays in settlement 1, its return is a row of settlement
-    // 2; the late deposit is a row of settlement 2.
-    const rows = await csvOf(`${sandbox.url}/_sandbox/reports/transactions?account=${ACCOUNT}&format=csv`);
-    const cashoutRows = rows.filter((r) => r.type === 'cashout' && r.transaction_id === String(cashoutId));
-    expect(cashoutRows.map((r) => [r.gross, r.settlement_id])).toEqual([
-      ['-120.00', first.settlement_id],
-      ['120.00', second.settlement_id],
-    ]);
-    const lateRows = rows.filter((r) => r.transaction_id === String(expired.id));
-    expect(lateRows.map((r) => [r.type, r.gross, r.settlement_id])).toEqual([
-      ['deposit', '80.00', second.settlement_id],
-    ]);
-    // Each settlement's rows sum to its gross.
-    for (const s of [first, second]) {
-      const swept = rows
-        .filter((r) => r.settlement_id === s.settlement_id && r.type !== 'settlement' && r.type !== 'fee')
-        .reduce((sum, r) => sum + cents(r.net!), 0n);
-      expect(swept, s.settlement_id).toBe(cents(s.gross));
-    }
+      // The transactions report: the cashout's row stays in settlement 1, its return is a row of settlement
+      // 2; the late deposit is a row of settlement 2.
+      const rows = await csvOf(`${sandbox.url}/_sandbox/reports/transactions?account=${ACCOUNT}&format=csv`);
+      const cashoutRows = rows.filter((r) => r.type === 'cashout' && r.transaction_id === String(cashoutId));
+      expect(cashoutRows.map((r) => [r.gross, r.settlement_id])).toEqual([
+        ['-120.00', first.settlement_id],
+        ['120.00', second.settlement_id],
+      ]);
+      const lateRows = rows.filter((r) => r.transaction_id === String(expired.id));
+      expect(lateRows.map((r) => [r.type, r.gross, r.settlement_id])).toEqual([
+        ['deposit', '80.00', second.settlement_id],
+      ]);
+      // Each settlement's rows sum to its gross.
+      for (const s of [first, second]) {
+        const swept = rows
+          .filter((r) => r.settlement_id === s.settlement_id && r.type !== 'settlement' && r.type !== 'fee')
+          .reduce((sum, r) => sum + cents(r.net!), 0n);
+        expect(swept, s.settlement_id).toBe(cents(s.gross));
+      }
 
-    // Both report rows of the cashout matched the ledger's payment: the return with its late reversal.
-    const stored = await t.db
-      .selectFrom('provider_transaction_rows')
-      .select(['identity', 'gross', 'settlement_id', 'status'])
-      .where('transaction_id', '=', String(cashoutId))
-      .orderBy('updated_at')
-      .execute();
-    expect(stored.map((r) => [cents(String(r.gross)), r.settlement_id, r.status])).toEqual([
-      [-12_000n, first.settlement_id, 'COMPLETED'],
-      [12_000n, second.settlement_id, 'REJECTED'],
-    ]);
-    const payment = `ledger_payment:cashout:${ACCOUNT}:${cashoutId}`;
-    for (const row of stored) expect(await matchOf('provider_row', row.identity)).toContain(payment);
-    // The whole report again (the cashout's first row now reads REJECTED): no line is new, nothing raised.
-    const whole = await download(`/reports/transactions?account=${ACCOUNT}&format=csv`);
-    const again = await recordImport(t.db, {
-      kind: 'provider-transactions',
-      fileName: 'transactions.csv',
-      sha256: sha256(whole),
-      profile: null,
-      importedBy: 'test',
-      rows: accepted(await parseProviderTransactionsFile('t.csv', whole)).map(transactionRowRecord),
-    });
-    expect(again.new).toBe(0);
-    expect((await match()).byRule).toEqual({});
-    expect(await openMatchingExceptions()).toEqual([]);
-    // The ledger's own exceptions: the late moves, each once.
-    const raised = await t.db.selectFrom('exceptions').select(['type', 'entity_kind', 'entity_id']).execute();
-    expect(raised.map((e) => `${e.type} ${e.entity_kind}:${e.entity_id}`).sort()).toEqual([
-      `LATE_COMPLETION deposit:${expired.id}`,
-      `LATE_REJECTION cashout:${cashoutId}`,
-    ]);
+      // Both report rows of the cashout matched the ledger's payment: the return with its late reversal.
+      const stored = await t.db
+        .selectFrom('provider_transaction_rows')
+        .select(['identity', 'gross', 'settlement_id', 'status'])
+        .where('transaction_id', '=', String(cashoutId))
+        .orderBy('updated_at')
+        .execute();
+      expect(stored.map((r) => [cents(String(r.gross)), r.settlement_id, r.status])).toEqual([
+        [-12_000n, first.settlement_id, 'COMPLETED'],
+        [12_000n, second.settlement_id, 'REJECTED'],
+      ]);
+      const payment = `ledger_payment:cashout:${ACCOUNT}:${cashoutId}`;
+      for (const row of stored) expect(await matchOf('provider_row', row.identity)).toContain(payment);
+      // The whole report again (the cashout's first row now reads REJECTED): no line is new, nothing raised.
+      const whole = await download(`/reports/transactions?account=${ACCOUNT}&format=csv`);
+      const again = await recordImport(t.db, {
+        kind: 'provider-transactions',
+        fileName: 'transactions.csv',
+        sha256: sha256(whole),
+        profile: null,
+        importedBy: 'test',
+        rows: accepted(await parseProviderTransactionsFile('t.csv', whole)).map(transactionRowRecord),
+      });
+      expect(again.new).toBe(0);
+      expect((await match()).byRule).toEqual({});
+      expect(await openMatchingExceptions()).toEqual([]);
+      // The ledger's own exceptions: the late moves, each once (and the mismatch while the report led).
+      const raised = await t.db
+        .selectFrom('exceptions')
+        .select(['type', 'entity_kind', 'entity_id', 'state', 'resolution_note'])
+        .execute();
+      expect(raised.map((e) => `${e.type} ${e.entity_kind}:${e.entity_id} ${e.state}`).sort()).toEqual([
+        `LATE_COMPLETION deposit:${expired.id} open`,
+        `LATE_REJECTION cashout:${cashoutId} open`,
+        ...(reportFirst ? [`PROVIDER_REPORT_MISMATCH cashout:${cashoutId} resolved`] : []),
+      ]);
+      if (reportFirst) {
+        expect(raised.find((e) => e.type === 'PROVIDER_REPORT_MISMATCH')?.resolution_note).toBe(
+          'agreed: the ledger now holds the payment as the report gives it',
+        );
+      }
 
-    // Both settlements booked and their credits matched: the bank holds both nets, nothing in transit.
-    const settlementMatches = await t.db
-      .selectFrom('match_members')
-      .innerJoin('provider_settlement_rows', 'provider_settlement_rows.identity', 'match_members.identity')
-      .select(['provider_settlement_rows.settlement_id'])
-      .where('match_members.side', '=', 'settlement')
-      .where('match_members.live', '=', true)
-      .execute();
-    expect(settlementMatches.map((m) => m.settlement_id).sort()).toEqual([
-      first.settlement_id,
-      second.settlement_id,
-    ]);
-    const books = await ledger();
-    expect(books[`bank:${bankAccounts[0]!.id}`]).toBe(cents(first.net) + cents(second.net));
-    expect(books.settlements_in_transit ?? 0n).toBe(0n);
-    expect(books.settlement_fees).toBe(cents(first.fees) + cents(second.fees));
+      // Both settlements booked and their credits matched: the bank holds both nets, nothing in transit.
+      const settlementMatches = await t.db
+        .selectFrom('match_members')
+        .innerJoin('provider_settlement_rows', 'provider_settlement_rows.identity', 'match_members.identity')
+        .select(['provider_settlement_rows.settlement_id'])
+        .where('match_members.side', '=', 'settlement')
+        .where('match_members.live', '=', true)
+        .execute();
+      expect(settlementMatches.map((m) => m.settlement_id).sort()).toEqual([
+        first.settlement_id,
+        second.settlement_id,
+      ]);
+      const books = await ledger();
+      expect(books[`bank:${bankAccounts[0]!.id}`]).toBe(cents(first.net) + cents(second.net));
+      expect(books.settlements_in_transit ?? 0n).toBe(0n);
+      expect(books.settlement_fees).toBe(cents(first.fees) + cents(second.fees));
 
-    // Day 3, 02:00: one more deposit, not settled yet: the ledger's available is what is left unsettled.
-    await sandbox.clock.set(at(3, 2));
-    const unsettled = await deposit(33);
-    await act('deposits', unsettled.id, 'pay');
-    await observe('deposit', unsettled.id);
-    truth = await groundTruth(sandbox.url);
-    const balance = truth.balances.find((b) => b.account === ACCOUNT && b.currency === 'BRL')!;
-    expect(cents(balance.unsettled!)).toBe(3_300n - (await depositFee(unsettled.id)));
-    expect((await ledger()).available).toBe(cents(balance.unsettled!));
-    expect((await verifyLedger(t.db)).failures).toEqual([]);
-  }, 120_000);
+      // Day 3, 02:00: one more deposit, not settled yet: the ledger's available is what is left unsettled.
+      await sandbox.clock.set(at(3, 2));
+      const unsettled = await deposit(33);
+      await act('deposits', unsettled.id, 'pay');
+      await observe('deposit', unsettled.id);
+      truth = await groundTruth(sandbox.url);
+      const balance = truth.balances.find((b) => b.account === ACCOUNT && b.currency === 'BRL')!;
+      expect(cents(balance.unsettled!)).toBe(3_300n - (await depositFee(unsettled.id)));
+      expect((await ledger()).available).toBe(cents(balance.unsettled!));
+      expect((await verifyLedger(t.db)).failures).toEqual([]);
+    },
+    120_000,
+  );
 });

@@ -34,6 +34,7 @@ import {
   raiseMatchingExceptions,
   reportMismatch,
   reportRowException,
+  resolveAgreedMismatches,
   resolveMatchedExceptions,
   settlementException,
 } from './exceptions.ts';
@@ -242,7 +243,7 @@ export async function runMatching(
     step('find payments not in the report');
     const raisedByType = await raiseMatchingExceptions(tx, raised, now, exceptionRules);
     step('raise exceptions');
-    const resolved = await resolveMatchedExceptions(tx, now);
+    const resolved = (await resolveMatchedExceptions(tx, now)) + (await resolveAgreedMismatches(tx, now));
     step('resolve exceptions');
     if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
     return {
