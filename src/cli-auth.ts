@@ -1,17 +1,21 @@
 /**
  * Who a command acts as. A command that signs or decides in a user's name (`close prepare|approve`,
- * `exception decide|approve|reject`, `import --user`) acts as a user of PAYRECON_WEB_USERS whose
- * password it checks, with the role the action needs (src/domain/roles.ts), or refuses in one line
- * (exit code 2) before it opens the database. The password comes from `--password-file FILE` (mode
- * 0600 or stricter), else PAYRECON_PASSWORD, else a prompt without echo when stdin is a terminal.
- * The password is never printed, logged or stored.
+ * `exception decide|approve|reject`, `match --line|--undo`, `import --user`) acts as a user of
+ * PAYRECON_WEB_USERS whose password it checks, with the role the action needs (src/domain/roles.ts), or
+ * refuses in one line (exit code 2) before it opens the database. With PAYRECON_WEB_USERS unset, the users
+ * are those the page of a running `payrecon up` signs in against the sandbox (its endpoints file says so),
+ * when the command works on that instance's database: the same users, passwords and roles as the page.
+ * The password comes from `--password-file FILE` (mode 0600 or stricter), else PAYRECON_PASSWORD, else a
+ * prompt without echo when stdin is a terminal. The password is never printed, logged or stored.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { UsageError } from './cli-errors.ts';
 import { type Config, localUser } from './config.ts';
 import { DEFAULT_WEB_ROLE, roleCan, type WebPermission, type WebRole } from './domain/roles.ts';
-import { authenticate } from './web/auth.ts';
+import { runningEndpoints } from './endpoints.ts';
+import { SANDBOX_WEB_USERS, sandboxWebUsers } from './sandbox-part.ts';
+import { authenticate, type WebUser } from './web/auth.ts';
 
 export interface CliUserOptions {
   /** `--user`: the page user to act as (default: the operating-system user, USER). */
@@ -100,8 +104,37 @@ async function passwordOf(config: Config, opts: CliUserOptions, username: string
 }
 
 /**
- * The configured user `--user` names (default USER), its password checked and its role able to do
- * `permission`; else a usage error naming why. `what` names the action in the refusal.
+ * The users a command may act as: PAYRECON_WEB_USERS; else, when a `payrecon up` on this data directory
+ * signs in the sandbox's users and the command works on its database (DATABASE_URL unset, or that one),
+ * those users. `names` are known before any password is hashed; `users()` hashes them.
+ */
+function usersOf(config: Config): {
+  from: string;
+  names: readonly string[];
+  users: () => Promise<readonly WebUser[]>;
+} | null {
+  if (config.web.users.length > 0) {
+    const configured = config.web.users;
+    return {
+      from: 'PAYRECON_WEB_USERS',
+      names: configured.map((u) => u.username),
+      users: async () => configured,
+    };
+  }
+  const running = runningEndpoints(config.dataDir, (line) => process.stderr.write(`payrecon: ${line}\n`));
+  if (running?.sandboxUsers !== true) return null;
+  if (config.database.url !== null && config.database.url !== running.databaseUrl) return null;
+  return {
+    from: `the sandbox's users of payrecon up (pid ${running.pid})`,
+    names: SANDBOX_WEB_USERS.map((u) => u.username),
+    users: () => sandboxWebUsers(),
+  };
+}
+
+/**
+ * The user `--user` names (default USER), of PAYRECON_WEB_USERS or of the sandbox's under `payrecon up`
+ * (`usersOf`), its password checked and its role able to do `permission`; else a usage error naming why.
+ * `what` names the action in the refusal.
  */
 export async function actingUser(
   config: Config,
@@ -111,18 +144,18 @@ export async function actingUser(
 ): Promise<{ username: string; role: WebRole }> {
   const username = (opts.user ?? localUser() ?? '').trim();
   if (username === '') throw new UsageError('--user', `${what}: give the page user to act as`);
-  const users = config.web.users;
-  if (users.length === 0) {
+  const source = usersOf(config);
+  if (source === null) {
     throw new UsageError(
       'PAYRECON_WEB_USERS',
-      `no users configured: ${what} acts as a configured user (\`payrecon web hash-password\`)`,
+      `no users configured: ${what} acts as a configured user (\`payrecon web hash-password\`), or as a sandbox user beside a running \`payrecon up\` against the sandbox`,
     );
   }
-  if (!users.some((u) => u.username === username)) {
-    throw new UsageError('--user', `${username}: no such user in PAYRECON_WEB_USERS`);
+  if (!source.names.includes(username)) {
+    throw new UsageError('--user', `${username}: no such user in ${source.from}`);
   }
   const password = await passwordOf(config, opts, username);
-  const user = await authenticate(users, username, password);
+  const user = await authenticate(await source.users(), username, password);
   if (!user) throw new UsageError('--user', `${username}: wrong password`);
   const role = user.role ?? DEFAULT_WEB_ROLE;
   if (!roleCan(role, permission)) {

@@ -177,7 +177,10 @@ function checkInputs(command: Command, files: Record<string, string>): void {
  */
 function userOptions(command: Command, who: string): Command {
   return command
-    .option('--user <name>', `${who}: a user of PAYRECON_WEB_USERS (default: $USER)`)
+    .option(
+      '--user <name>',
+      `${who}: a user of PAYRECON_WEB_USERS, or a sandbox user beside payrecon up (default: $USER)`,
+    )
     .option(
       '--password-file <file>',
       "a file (mode 0600) holding the user's password (else PAYRECON_PASSWORD, else asked at a terminal)",
@@ -539,7 +542,7 @@ program
   .option('--json', 'print the result as JSON')
   .option(
     '--user <name>',
-    'who imports: a user of PAYRECON_WEB_USERS, authenticated (default: cli:<system user>)',
+    'who imports: a user of PAYRECON_WEB_USERS or a sandbox user beside payrecon up, authenticated (default: cli:<system user>)',
   )
   .option(
     '--password-file <file>',

@@ -101,6 +101,7 @@ export async function runUp(
     web: pipeline.url,
     webhooks: pipeline.webhooksUrl,
     ...(pipeline.sandbox ? { sandbox: pipeline.sandbox.urls } : {}),
+    ...(pipeline.sandboxUsers ? { sandboxUsers: true } : {}),
   });
   process.stdout.write(
     `  endpoints ${file} (every payrecon command finds this instance there; passwords included, mode 0600)\n`,

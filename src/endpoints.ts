@@ -25,6 +25,11 @@ export interface Endpoints {
   /** Base URL of the provider's webhook routes (`web` unless they have their own listener). */
   webhooks?: string;
   sandbox?: Record<string, string>;
+  /**
+   * True when the page signs in the sandbox's users (no provider account and PAYRECON_WEB_USERS unset):
+   * the commands that act as a user accept them too, against this instance's database.
+   */
+  sandboxUsers?: boolean;
 }
 
 const credentialsPair = (v: unknown): boolean =>
@@ -96,7 +101,8 @@ export function runningEndpoints(dataDir: string, onStale?: (line: string) => vo
     typeof parsed.registryUrl !== 'string' ||
     typeof parsed.web !== 'string' ||
     !credentialsPair(parsed.kafkaSasl) ||
-    !credentialsPair(parsed.registryAuth)
+    !credentialsPair(parsed.registryAuth) ||
+    (parsed.sandboxUsers !== undefined && typeof parsed.sandboxUsers !== 'boolean')
   ) {
     onStale?.(`${file}: incomplete, ignored`);
     return null;

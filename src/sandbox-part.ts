@@ -4,10 +4,12 @@
  * own webhook routes, and traffic sent through payrecon's provider client, each creation recording its
  * intent. Loaded only by `up` (the sandbox's modules are imported when it starts).
  */
+import { createHash } from 'node:crypto';
 import type { ProviderAccount } from './config.ts';
 import type { Intent } from './domain/observation.ts';
 import type { Logger } from './logger.ts';
 import type { Clock } from './sandbox/clock.ts';
+import { hashPassword, type WebUser } from './web/auth.ts';
 
 /** The sandbox as `payrecon up` runs it when no provider account is configured. */
 export const SANDBOX_ACCOUNT_NAME = 'sandbox';
@@ -21,6 +23,27 @@ export const SANDBOX_WEB_USERS = [
   { username: 'ana', password: 'sandbox', role: 'controller' },
   { username: 'bob', password: 'sandbox', role: 'controller' },
 ] as const;
+
+/**
+ * The sandbox's users as the page and the commands that act as a user check them: SANDBOX_WEB_USERS with
+ * each password as a scrypt hash. Salted from `secret` when given (the page's session secret: the same
+ * hashes at every start, so the users' sessions, which keep a fingerprint of the hash, survive a
+ * restart), else at random.
+ */
+export function sandboxWebUsers(secret?: string): Promise<WebUser[]> {
+  return Promise.all(
+    SANDBOX_WEB_USERS.map(async (u) => ({
+      username: u.username,
+      passwordHash: await hashPassword(
+        u.password,
+        secret === undefined
+          ? undefined
+          : createHash('sha256').update(`sandbox-user:${u.username}:${secret}`).digest().subarray(0, 16),
+      ),
+      role: u.role,
+    })),
+  );
+}
 
 const DAY_MS = 86_400_000;
 /** Real time from a first start under `up` to the sandbox's first settlement. */

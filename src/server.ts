@@ -4,7 +4,6 @@
  * the page and the API. PAYRECON_WEBHOOK_LISTEN and PAYRECON_METRICS_LISTEN move the webhook routes
  * and `/metrics` to listeners of their own, closed with the server.
  */
-import { createHash } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { API_PREFIX, apiRoutes } from './api/app.ts';
 import { databaseTokenSource } from './api/token-source.ts';
@@ -15,10 +14,9 @@ import type { DatabaseInfrastructure } from './infrastructure.ts';
 import type { Metrics } from './metrics.ts';
 import { intentsPlugin } from './producers/intent/http.ts';
 import { webhookIngressPlugin } from './producers/webhook-ingress.ts';
-import { SANDBOX_WEB_USERS } from './sandbox-part.ts';
+import { sandboxWebUsers } from './sandbox-part.ts';
 import type { Services } from './services.ts';
 import { webRoutes } from './web/app.ts';
-import { hashPassword } from './web/auth.ts';
 import { opsRoutes, startMetricsListener, startOwnListener } from './web/ops.ts';
 import { resolveSessionSecret } from './web/session-secret.ts';
 
@@ -144,24 +142,7 @@ export async function buildServer(
       ...(u.role ? { role: u.role } : {}),
     }));
     const secret = () => resolveSessionSecret(config.web.sessionSecret, infra.dataDir);
-    if (users.length === 0 && parts.sandboxUsers) {
-      const sessionSecret = await secret();
-      // Salted from the kept session secret, the hashes come out the same at every start, so the
-      // sandbox users' sessions (which keep a fingerprint of the hash) survive a restart.
-      users = await Promise.all(
-        SANDBOX_WEB_USERS.map(async (u) => ({
-          username: u.username,
-          passwordHash: await hashPassword(
-            u.password,
-            createHash('sha256')
-              .update(`sandbox-user:${u.username}:${sessionSecret}`)
-              .digest()
-              .subarray(0, 16),
-          ),
-          role: u.role,
-        })),
-      );
-    }
+    if (users.length === 0 && parts.sandboxUsers) users = await sandboxWebUsers(await secret());
     if (users.length === 0) {
       logger.warn('PAYRECON_WEB_USERS is empty: the finance page is not served');
     } else {

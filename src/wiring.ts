@@ -85,6 +85,8 @@ export interface RunningPipeline {
   webhooksUrl: string;
   server: FastifyInstance;
   sandbox: SandboxRun | null;
+  /** The page signs in the sandbox's users (SANDBOX_WEB_USERS): the sandbox runs and PAYRECON_WEB_USERS is unset. */
+  sandboxUsers: boolean;
   stop(): Promise<void>;
 }
 
@@ -314,9 +316,10 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
     print(
       `  registry  ${infra.registryUrl}${basic ? ` (basic auth, user ${basic.username}, password in ${secrets})` : ''}`,
     );
+    const sandboxUsers = sandbox !== null && config.web.users.length === 0;
     if (sandbox) {
       for (const [name, u] of Object.entries(sandbox.urls)) print(`  sandbox   ${name} ${u}`);
-      if (config.web.users.length === 0) {
+      if (sandboxUsers) {
         const [operator, ...controllers] = SANDBOX_WEB_USERS;
         print(
           `  sign in as ${operator.username} / ${operator.password} (${operator.role}), or ${controllers.map((u) => `${u.username} / ${u.password}`).join(' and ')} (controllers: one prepares a month close, the other approves; sandbox only, see docs/operations.md)`,
@@ -330,6 +333,7 @@ export async function startPipeline(config: Config, options: UpOptions): Promise
       webhooksUrl,
       server: ingest.server,
       sandbox,
+      sandboxUsers,
       stop: () => lifecycle.stopAll(),
     };
   } catch (err) {

@@ -79,3 +79,11 @@ export async function withLedgerTransaction<T>(
     }
   }
 }
+
+/**
+ * Runs `fn` in the caller's transaction when `db` is one (the caller's retry covers it), else in its own
+ * ledger transaction (`withLedgerTransaction`): a service that joins a larger unit of work when given one.
+ */
+export function inLedgerTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
+  return db.isTransaction ? fn(db) : withLedgerTransaction(db, fn);
+}

@@ -13,22 +13,27 @@ export interface Result {
   stderr: string;
 }
 
-export function payrecon(
-  cwd: string,
-  args: string[],
-  env: Record<string, string> = {},
-  stdin = '',
-): Promise<Result> {
+/** The environment of a command run in `cwd`: the test's own without its addresses, then `env`. */
+export function commandEnv(cwd: string, env: Record<string, string> = {}): Record<string, string> {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v === undefined) continue;
     if (/^(PAYRECON_|DATABASE_URL|KAFKA_|SCHEMA_REGISTRY_URL|LOG_LEVEL)/.test(k)) continue;
     base[k] = v;
   }
+  return { ...base, PAYRECON_DATA_DIR: join(cwd, 'data'), ...env };
+}
+
+export function payrecon(
+  cwd: string,
+  args: string[],
+  env: Record<string, string> = {},
+  stdin = '',
+): Promise<Result> {
   return new Promise((resolveRun, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd,
-      env: { ...base, PAYRECON_DATA_DIR: join(cwd, 'data'), ...env },
+      env: commandEnv(cwd, env),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -1,8 +1,9 @@
 /**
  * The transactions report against the ledger: a row matches its payment by transaction id (a cashout
  * out and back: two rows, one match); a row whose payment the ledger lacks raises PROVIDER_REPORT_UNMATCHED
- * until the payment is known; a payment first seen inside the report's span that no row names raises
- * LEDGER_NOT_IN_REPORT; a status, amount or fee that differs raises PROVIDER_REPORT_MISMATCH with both.
+ * until the payment is known; a payment that moved the balance, first seen inside the report's span, that
+ * no row names raises LEDGER_NOT_IN_REPORT (one that never moved it, an expired deposit, has no row and
+ * raises nothing); a status, amount or fee that differs raises PROVIDER_REPORT_MISMATCH with both.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +11,7 @@ import { recordImport } from '../../src/db/imports/service.ts';
 import type { TransactionRowRecord } from '../../src/db/imports/tables.ts';
 import { runMatching } from '../../src/db/matching/service.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
+import { postAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -55,7 +57,7 @@ async function mirror(
 ) {
   await sql`
     INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at)
-    VALUES ('shop', ${kind}, ${id}, ${status}, 'BRL', ${amount}::numeric, ${fee}::numeric,
+    VALUES ('acme', ${kind}, ${id}, ${status}, 'BRL', ${amount}::numeric, ${fee}::numeric,
       ${new Date(Date.UTC(2026, 2, day, 12))}::timestamptz)`.execute(t.db);
 }
 
@@ -76,6 +78,9 @@ describe('the transactions report against the ledger', () => {
     await mirror('cashout', '2', 'REJECTED', '40.50', null, 4);
     await mirror('deposit', '3', 'CANCELLED', '80.00', '1.20', 5);
     await mirror('deposit', '4', 'COMPLETED', '10.00', null, 6);
+    // Deposit 4 moved the balance (its credit is booked); deposit 6 expired and never did.
+    await postAt(t.db, '4', 1_000n, new Date(Date.UTC(2026, 2, 6, 12)));
+    await mirror('deposit', '6', 'EXPIRED', '20.00', null, 6);
     await recordImport(t.db, {
       kind: 'provider-transactions',
       fileName: 'transactions.csv',
@@ -90,7 +95,7 @@ describe('the transactions report against the ledger', () => {
         row('r5', '5', 'deposit', 'COMPLETED', '55.00', '0.80', '2026-03-07T12:00:00Z'),
       ],
     });
-    const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'shop' };
+    const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'acme' };
     const first = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(first.byRule).toEqual({ 'transaction-id': 3 });
     expect(first.unmatched.reportRows).toBe(1);
@@ -110,7 +115,7 @@ describe('the transactions report against the ledger', () => {
     const cashout = await t.db
       .selectFrom('match_members')
       .select(['match_id', 'side', 'identity'])
-      .where('identity', 'in', ['r2a', 'r2b', 'cashout:shop:2'])
+      .where('identity', 'in', ['r2a', 'r2b', 'cashout:acme:2'])
       .execute();
     expect(new Set(cashout.map((m) => m.match_id)).size).toBe(1);
     expect(cashout).toHaveLength(3);

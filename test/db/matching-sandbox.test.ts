@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 import { recordImport } from '../../src/db/imports/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
+import { matchByHand, unmatchByHand } from '../../src/db/matching/by-hand.ts';
 import { manualMatch, runMatching, unmatch } from '../../src/db/matching/service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
@@ -43,6 +44,84 @@ async function matchesOf(t: TestDatabase) {
   const byId = new Map<string, string[]>();
   for (const r of rows) byId.set(r.id, [...(byId.get(r.id) ?? [r.rule]), `${r.side}:${r.identity}`]);
   return [...byId.values()].map((m) => [m[0], ...m.slice(1).sort()].join(' ')).sort();
+}
+
+/**
+ * A database with one bank line of 100.00 and one settlement of 103.00 that the rules do not match (the
+ * bank took 3.00), and the matching options of its bank account.
+ */
+async function lineAndSettlement() {
+  const t = await createTestDatabase();
+  databases.push(t);
+  const bytes = new TextEncoder().encode('x');
+  await recordImport(t.db, {
+    kind: 'bank-statement',
+    fileName: 'day.csv',
+    sha256: sha256(bytes),
+    profile: null,
+    importedBy: 'test',
+    statements: [
+      {
+        statementId: null,
+        format: 'csv',
+        bankAccount: 'DE00',
+        currency: 'EUR',
+        opening: null,
+        closing: null,
+        credits: '100.00',
+        debits: '0.00',
+        booked: 1,
+        pending: 0,
+        lines: [
+          {
+            identity: 'line-1',
+            content_hash: 'h',
+            bank_account: 'DE00',
+            currency: 'EUR',
+            reference: 'BK1',
+            booking_date: '2026-03-05',
+            value_date: '2026-03-05',
+            amount: '100.00',
+            reversal: false,
+            end_to_end_ids: [],
+            counterparty: null,
+            description: 'Payout',
+            transactions: [],
+          },
+        ],
+      },
+    ],
+  });
+  await recordImport(t.db, {
+    kind: 'provider-settlements',
+    fileName: 'settlements.csv',
+    sha256: sha256(new TextEncoder().encode('y')),
+    profile: null,
+    importedBy: 'test',
+    rows: [
+      {
+        identity: 'st-1',
+        content_hash: 'h',
+        settlement_id: 'S1',
+        account: 'm',
+        period_start: null,
+        period_end: null,
+        currency: 'EUR',
+        gross: '103.00',
+        fees: '0.00',
+        settlement_currency: 'EUR',
+        rate: '1',
+        net: '103.00',
+        value_date: '2026-03-01',
+        bank_reference: 'REF1',
+      },
+    ],
+  });
+  const options = {
+    now: new Date('2026-03-10T00:00:00Z'),
+    bankAccounts: [{ id: 'DE00', account: 'm', currency: 'EUR' }],
+  };
+  return { t, options };
 }
 
 describe('matching the sandbox files', () => {
@@ -145,76 +224,7 @@ describe('matching the sandbox files', () => {
   }, 240_000);
 
   it('matches by hand with a note, unmatches with a note, and the exceptions follow', async () => {
-    const t = await createTestDatabase();
-    databases.push(t);
-    const bytes = new TextEncoder().encode('x');
-    await recordImport(t.db, {
-      kind: 'bank-statement',
-      fileName: 'day.csv',
-      sha256: sha256(bytes),
-      profile: null,
-      importedBy: 'test',
-      statements: [
-        {
-          statementId: null,
-          format: 'csv',
-          bankAccount: 'DE00',
-          currency: 'EUR',
-          opening: null,
-          closing: null,
-          credits: '100.00',
-          debits: '0.00',
-          booked: 1,
-          pending: 0,
-          lines: [
-            {
-              identity: 'line-1',
-              content_hash: 'h',
-              bank_account: 'DE00',
-              currency: 'EUR',
-              reference: 'BK1',
-              booking_date: '2026-03-05',
-              value_date: '2026-03-05',
-              amount: '100.00',
-              reversal: false,
-              end_to_end_ids: [],
-              counterparty: null,
-              description: 'Payout',
-              transactions: [],
-            },
-          ],
-        },
-      ],
-    });
-    await recordImport(t.db, {
-      kind: 'provider-settlements',
-      fileName: 'settlements.csv',
-      sha256: sha256(new TextEncoder().encode('y')),
-      profile: null,
-      importedBy: 'test',
-      rows: [
-        {
-          identity: 'st-1',
-          content_hash: 'h',
-          settlement_id: 'S1',
-          account: 'm',
-          period_start: null,
-          period_end: null,
-          currency: 'EUR',
-          gross: '103.00',
-          fees: '0.00',
-          settlement_currency: 'EUR',
-          rate: '1',
-          net: '103.00',
-          value_date: '2026-03-01',
-          bank_reference: 'REF1',
-        },
-      ],
-    });
-    const options = {
-      now: new Date('2026-03-10T00:00:00Z'),
-      bankAccounts: [{ id: 'DE00', account: 'm', currency: 'EUR' }],
-    };
+    const { t, options } = await lineAndSettlement();
     const first = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(first.bankMatches).toEqual([]);
     expect(first.exceptions.raised).toEqual({ BANK_LINE_UNMATCHED: 1, SETTLEMENT_NOT_RECEIVED: 1 });
@@ -280,5 +290,62 @@ describe('matching the sandbox files', () => {
     expect(reopened.map((e) => e.state)).toEqual(['open', 'open']);
     const ended = await t.db.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     expect(ended).toMatchObject({ ended_by: 'bo', end_note: 'wrong settlement' });
+  });
+  it('matches and unmatches by hand in one transaction: a failure after the match leaves nothing', async () => {
+    const { t, options } = await lineAndSettlement();
+    await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    // What a match by hand writes: the match and its members, its cash leg, the exceptions it resolves and
+    // their trail.
+    const state = async () => ({
+      matches: await t.db.selectFrom('matches').select(['id', 'ended_at', 'ended_by', 'end_note']).execute(),
+      members: await t.db.selectFrom('match_members').selectAll().orderBy('identity').execute(),
+      entries: await t.db.selectFrom('journal_entries').select(['idempotency_key']).orderBy('id').execute(),
+      balances: await balances(t.db, { merchantAccount: 'm', book: 'live' }),
+      exceptions: await t.db
+        .selectFrom('exceptions')
+        .select(['id', 'state', 'resolution_note'])
+        .orderBy('id')
+        .execute(),
+      trail: await t.db
+        .selectFrom('exception_events')
+        .select(['id', 'action', 'note'])
+        .orderBy('id')
+        .execute(),
+    });
+    // A real constraint of this database refuses the person's comment on the exceptions' trail: the last
+    // thing a match by hand writes.
+    await sql`ALTER TABLE exception_events ADD CONSTRAINT test_refused_comment_ck
+      CHECK (action <> 'comment' OR note NOT LIKE '%refused here%')`.execute(t.db);
+    const by = { pair: 'bank-settlement' as const, left: ['line-1'], right: ['st-1'], by: 'ana' };
+    const before = await state();
+    expect(before.exceptions.map((e) => e.state)).toEqual(['open', 'open']);
+    await expect(
+      matchByHand(t.db, { ...by, note: 'refused here', bankAccounts: options.bankAccounts }),
+    ).rejects.toThrow(/test_refused_comment_ck/);
+    expect(await state()).toEqual(before);
+
+    const id = await matchByHand(t.db, {
+      ...by,
+      note: 'the bank took 3.00',
+      bankAccounts: options.bankAccounts,
+    });
+    const matched = await state();
+    expect(matched.exceptions.map((e) => e.state)).toEqual(['resolved', 'resolved']);
+    expect(matched.trail.filter((e) => e.action === 'comment').map((e) => e.note)).toEqual([
+      `matched by hand (match ${id}): the bank took 3.00`,
+      `matched by hand (match ${id}): the bank took 3.00`,
+    ]);
+    expect(matched.balances.find((b) => b.account === 'bank:DE00')?.balance).toBe(10_000n);
+
+    await expect(unmatchByHand(t.db, { matchId: id, by: 'bo', note: 'refused here' })).rejects.toThrow(
+      /test_refused_comment_ck/,
+    );
+    // The match stands, booked as it was: no end, no reversal of its cash leg.
+    expect(await state()).toEqual(matched);
+    await unmatchByHand(t.db, { matchId: id, by: 'bo', note: 'wrong settlement' });
+    const ended = await state();
+    expect(ended.matches).toMatchObject([{ id, ended_by: 'bo', end_note: 'wrong settlement' }]);
+    expect(ended.balances.find((b) => b.account === 'bank:DE00')?.balance).toBe(0n);
+    expect((await verifyLedger(t.db)).failures).toEqual([]);
   });
 });

@@ -34,37 +34,46 @@ const OUT = join(process.cwd(), 'test-output', 'web', 'charts');
 const PASSWORD = 'charts page pass phrase';
 const DEPOSIT_STATUSES = ['COMPLETED', 'COMPLETED', 'COMPLETED', 'EXPIRED', 'CANCELLED', 'PENDING'];
 
-/** Deposits 5000..5047 and cashouts 6000..6015 in a few statuses; two currencies. */
-async function traffic(t: TestDatabase): Promise<void> {
+/**
+ * Deposits 5000..5047 and cashouts 6000..6015 in a few statuses; two currencies; created and seen in the
+ * hour and a half before `before`.
+ */
+async function traffic(t: TestDatabase, before: number): Promise<void> {
   const intents: Intent[] = [];
   const observations: Observation[] = [];
+  const createdAt = new Date(before - 90 * 60_000);
+  const seen = (i: number) => ({ observedAt: new Date(before - (80 - i) * 60_000) });
   for (let i = 0; i < 48; i++) {
     const id = String(5000 + i);
     const currency = i % 8 === 7 ? 'USD' : 'BRL';
     const amount = BigInt(10_000 + ((i * 7_919) % 90_000));
-    intents.push(intent('deposit', id, amount, { currency }));
+    intents.push(intent('deposit', id, amount, { currency, createdAt }));
     observations.push(
       obs('deposit', id, DEPOSIT_STATUSES[i % DEPOSIT_STATUSES.length]!, i, {
         currency,
         amount,
         feeAmount: amount / 50n,
         feeCurrency: currency,
+        ...seen(i),
       }),
     );
   }
   for (let i = 0; i < 16; i++) {
     const id = String(6000 + i);
-    intents.push(intent('cashout', id, BigInt(5_000 + i * 1_250)));
+    intents.push(intent('cashout', id, BigInt(5_000 + i * 1_250), { createdAt }));
     observations.push(
-      obs('cashout', id, i % 4 === 3 ? 'CANCELLED' : i % 4 === 2 ? 'PENDING' : 'COMPLETED', i),
+      obs('cashout', id, i % 4 === 3 ? 'CANCELLED' : i % 4 === 2 ? 'PENDING' : 'COMPLETED', i, seen(i)),
     );
   }
   await withLedgerTransaction(t.db, (trx) => recordIntents(trx, intents));
   await withLedgerTransaction(t.db, (trx) => applyObservations(trx, observations));
 }
 
-/** Moves each entity's entries, postings and sightings back by (its id mod 12) days; exceptions too. */
-async function spreadOverDays(t: TestDatabase): Promise<void> {
+/**
+ * Moves each entity's entries, postings and sightings back by (its id mod 12) days; exceptions too. The
+ * daily snapshots are taken up to `now`.
+ */
+async function spreadOverDays(t: TestDatabase, now: Date): Promise<void> {
   await t.db.transaction().execute(async (trx) => {
     await sql`ALTER TABLE journal_entries DISABLE TRIGGER journal_entries_immutable_trg`.execute(trx);
     await sql`ALTER TABLE postings DISABLE TRIGGER postings_immutable_trg`.execute(trx);
@@ -89,7 +98,7 @@ async function spreadOverDays(t: TestDatabase): Promise<void> {
     await sql`ALTER TABLE journal_entries ENABLE TRIGGER journal_entries_immutable_trg`.execute(trx);
     await sql`ALTER TABLE postings ENABLE TRIGGER postings_immutable_trg`.execute(trx);
   });
-  await takeBalanceSnapshots(t.db);
+  await takeBalanceSnapshots(t.db, now);
 }
 
 describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
@@ -100,14 +109,21 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
   let browser: Browser;
   let base: string;
   let page: Page;
+  /**
+   * The page's clock and the test's, read once after everything is booked: each window (today, this
+   * month, the last 30 days) is the same for the page and the figures it is checked against, even across
+   * midnight.
+   */
+  let now: Date;
 
   beforeAll(async () => {
     await mkdir(OUT, { recursive: true });
     t = await createTestDatabase();
     await seedBefore(t.db);
     await seedPeriod(t.db);
-    await traffic(t);
-    await spreadOverDays(t);
+    await traffic(t, Date.now());
+    now = new Date();
+    await spreadOverDays(t, now);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-charts-'));
     runner = new ReportRunner({ db: t.db, dir, timeZone: 'UTC' });
     app = await buildWebApp({
@@ -115,6 +131,7 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
       sessionSecret: 'charts-page-secret-0123456789-abcdefghijklm',
       timeZone: 'UTC',
       services: ledgerWebServices(t.db, runner),
+      now: () => now,
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
     browser = await launchChromium();
@@ -199,9 +216,11 @@ describe.skipIf(!haveChromium)('balances page charts in Chromium', () => {
     await expect(table.isVisible()).resolves.toBe(true);
     const totals = (await table.locator('tbody tr td:last-child').allTextContents()).map((c) => Number(c));
     const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM mirrors
-      WHERE entity_kind = 'deposit' AND NOT test AND first_seen_at >= date_trunc('day', now()) - interval '29 days'`.execute(
-      t.db,
-    );
+      WHERE entity_kind = 'deposit' AND NOT test
+        AND first_seen_at >= date_trunc('day', ${now}::timestamptz, 'UTC') - interval '29 days'
+        AND first_seen_at < ${now}::timestamptz`.execute(t.db);
+    // Every deposit of the traffic was first seen in the last twelve days.
+    expect(rows[0]!.n).toBeGreaterThanOrEqual(48);
     expect(totals.reduce((a, b) => a + b, 0)).toBe(rows[0]!.n);
     await figure.screenshot({ path: join(OUT, 'deposit-counts-with-table.png') });
   });

@@ -20,7 +20,7 @@ import { AppError } from '../../domain/errors.ts';
 import { parseLedgerMinor } from '../../domain/money.ts';
 import { writeCashEntries } from '../ledger/cash-write.ts';
 import type { Db } from '../schema.ts';
-import { withLedgerTransaction } from '../transaction.ts';
+import { inLedgerTransaction } from '../transaction.ts';
 
 /** A stored settlement report row (`provider_settlement_rows`), as far as booking needs it. */
 export interface SettlementRow {
@@ -45,10 +45,6 @@ export type SettlementBooking =
   | { status: 'no-account' }
   /** Nothing to book (gross, fee and net all zero). */
   | { status: 'empty' };
-
-async function inTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
-  return db.isTransaction ? fn(db) : withLedgerTransaction(db, fn);
-}
 
 /** A date column (`YYYY-MM-DD` or a Date at local midnight as pg gives it) as that day's UTC midnight. */
 function utcDay(value: string | Date): Date {
@@ -102,7 +98,7 @@ export interface SettlementsBooked {
 export async function bookSettlementRows(db: Db, identities: readonly string[]): Promise<SettlementsBooked> {
   const out: SettlementsBooked = { booked: 0, already: 0, noAccount: 0 };
   if (identities.length === 0) return out;
-  return inTransaction(db, async (trx) => {
+  return inLedgerTransaction(db, async (trx) => {
     const rows = await trx
       .selectFrom('provider_settlement_rows')
       .select(SETTLEMENT_COLUMNS)
@@ -189,7 +185,7 @@ export type BankMatchResult = { status: 'booked' } | { status: 'already' };
  * same id may be booked again (its next application).
  */
 export async function bookBankMatch(db: Db, booking: BankMatchBooking): Promise<BankMatchResult> {
-  return inTransaction(db, async (trx) => {
+  return inLedgerTransaction(db, async (trx) => {
     await lockMatch(trx, booking.matchId);
     const booked = await matchEntries(trx, booking.matchId);
     const { applications, live } = liveOf(booked);
@@ -242,7 +238,7 @@ export type ReverseResult = { status: 'reversed' } | { status: 'not-booked' };
  * match not standing (never booked, or reversed already) books nothing.
  */
 export async function reverseBankMatch(db: Db, matchId: string): Promise<ReverseResult> {
-  return inTransaction(db, async (trx) => {
+  return inLedgerTransaction(db, async (trx) => {
     await lockMatch(trx, matchId);
     const booked = await matchEntries(trx, matchId);
     const { reversals, live } = liveOf(booked);

@@ -6,9 +6,11 @@
  *   the grace (entity `settlement`, id the settlement id);
  * - PROVIDER_REPORT_UNMATCHED: a report row of a payment the ledger does not hold (entity the payment's
  *   kind and transaction id, under the report's merchant account);
- * - LEDGER_NOT_IN_REPORT: a ledger payment first seen inside the span the report rows cover, named by no
- *   row;
- * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose status, amount or fee differs.
+ * - LEDGER_NOT_IN_REPORT: a ledger payment that moved the balance (an entry in the live book), first seen
+ *   inside the span the report rows cover, named by no row;
+ * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose status, amount or fee differs; resolved
+ *   once the ledger holds the payment as all its matched rows give it (a late move the report showed
+ *   before the ledger read it).
  * Each carries its facts; its fact (what reopens it once resolved) names the match its line left, so a line
  * unmatched by hand raises its exception again.
  */
@@ -17,7 +19,15 @@ import type { ExceptionRules, ExceptionType } from '../../domain/exception-rules
 import { formatAmount } from '../../domain/money.ts';
 import { type ExceptionToRaise, raiseExceptions } from '../exceptions/raise.ts';
 import type { Db } from '../schema.ts';
-import type { BankLineItem, LedgerPaymentItem, ReportRowItem, SettlementItem } from './load.ts';
+import {
+  type BankLineItem,
+  type LedgerPaymentItem,
+  ledgerPaymentIdentity,
+  ledgerPayments,
+  matchedReportRows,
+  type ReportRowItem,
+  type SettlementItem,
+} from './load.ts';
 
 export function bankLineException(line: BankLineItem): ExceptionToRaise {
   const amount = formatAmount(line.amount);
@@ -119,7 +129,10 @@ export function reportMismatch(
   };
 }
 
-/** The ledger's payments first seen inside the span of the report rows that no live match names. */
+/**
+ * The ledger's payments that moved the balance (an entry in the live book: the report lists movements), first
+ * seen inside the span of the report rows, that no live match names.
+ */
 export async function ledgerNotInReport(db: Db): Promise<ExceptionToRaise[]> {
   const { rows } = await sql<{
     merchant_account: string;
@@ -130,13 +143,21 @@ export async function ledgerNotInReport(db: Db): Promise<ExceptionToRaise[]> {
   }>`
     WITH span AS (
       SELECT min(created_at) AS lo, max(created_at) AS hi FROM provider_transaction_rows
-      WHERE type IN ('deposit', 'cashout', 'refund'))
-    SELECT m.merchant_account, m.entity_kind, m.entity_id, span.lo, span.hi
-    FROM span JOIN mirrors m
-      ON coalesce(m.first_seen_at, m.created_at) > span.lo AND coalesce(m.first_seen_at, m.created_at) < span.hi
-    WHERE m.status IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
-        AND x.identity = m.entity_kind || ':' || m.merchant_account || ':' || m.entity_id)`.execute(db);
+      WHERE type IN ('deposit', 'cashout', 'refund')),
+    unmatched AS MATERIALIZED (
+      SELECT m.merchant_account, m.entity_kind, m.entity_id, span.lo, span.hi
+      FROM span JOIN mirrors m
+        ON coalesce(m.first_seen_at, m.created_at) > span.lo AND coalesce(m.first_seen_at, m.created_at) < span.hi
+      WHERE m.status IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
+          AND x.identity = m.entity_kind || ':' || m.merchant_account || ':' || m.entity_id))
+    -- The report lists movements of the balance: a payment that never moved it (an expired deposit, a test
+    -- or crypto one) has no entry in the live book and no row. Asked of the unmatched payments only, one
+    -- index probe each (OFFSET 0 keeps the probe a subplan, never a join over every entry).
+    SELECT u.* FROM unmatched u
+    WHERE EXISTS (SELECT 1 FROM journal_entries j WHERE j.entity_id = u.entity_id
+      AND j.entity_kind = u.entity_kind AND j.merchant_account = u.merchant_account AND j.book = 'live'
+      OFFSET 0)`.execute(db);
   return rows.map((r) => ({
     type: 'LEDGER_NOT_IN_REPORT',
     account: r.merchant_account,
@@ -208,4 +229,55 @@ export async function resolveMatchedExceptions(db: Db, now: Date): Promise<numbe
       SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', note FROM done)
     SELECT id::text AS id FROM done`.execute(db);
   return rows.length;
+}
+
+/**
+ * Resolves, as payrecon, the open PROVIDER_REPORT_MISMATCH exceptions whose payment the ledger now holds as
+ * the report gives it, checked again over every row matched to the payment (`reportMismatch`): a move the
+ * report showed before the ledger read it (a cashout returned with 826, a deposit completed by hand).
+ * Returns how many.
+ */
+export async function resolveAgreedMismatches(db: Db, now: Date): Promise<number> {
+  const { rows: open } = await sql<{
+    id: string;
+    state: string;
+    merchant_account: string;
+    entity_kind: string;
+    entity_id: string;
+  }>`
+    SELECT e.id::text AS id, e.state, e.merchant_account, e.entity_kind, e.entity_id FROM exceptions e
+    WHERE e.state IN ('open', 'in_review', 'acknowledged') AND e.type = 'PROVIDER_REPORT_MISMATCH'`.execute(
+    db,
+  );
+  if (open.length === 0) return 0;
+  const identityOf = (e: (typeof open)[number]) =>
+    ledgerPaymentIdentity(e.entity_kind, e.merchant_account, e.entity_id);
+  const payments = new Map(
+    (
+      await ledgerPayments(
+        db,
+        open.map((e) => e.entity_id),
+        [],
+      )
+    ).map((p) => [p.identity, p]),
+  );
+  const rowsOf = await matchedReportRows(db, open.map(identityOf));
+  const agreed = open.filter((e) => {
+    const payment = payments.get(identityOf(e));
+    const rows = rowsOf.get(identityOf(e)) ?? [];
+    return payment !== undefined && rows.length > 0 && reportMismatch(rows, payment) === null;
+  });
+  if (agreed.length === 0) return 0;
+  const note = 'agreed: the ledger now holds the payment as the report gives it';
+  await sql`
+    WITH v AS (SELECT * FROM unnest(${agreed.map((e) => e.id)}::text[], ${agreed.map((e) => e.state)}::text[])
+      AS v(id, state)),
+    done AS (
+      UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
+        resolution_note = ${note}, updated_at = now()
+      FROM v WHERE e.id = v.id::bigint AND e.state = v.state
+      RETURNING e.id, v.state)
+    INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
+    SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', ${note} FROM done`.execute(db);
+  return agreed.length;
 }

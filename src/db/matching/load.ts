@@ -214,20 +214,8 @@ export async function unmatchedReportRows(
       ORDER BY r.transaction_id LIMIT ${limit}) p`.execute(db);
   const last = page[0]?.last ?? null;
   if (last === null) return { rows: [], last: null };
-  const { rows } = await sql<{
-    identity: string;
-    transaction_id: string;
-    type: string;
-    status: string;
-    external_id: string | null;
-    currency: string;
-    gross: string;
-    fee: string;
-    at: string;
-  }>`
-    SELECT r.identity, r.transaction_id, r.type, r.status, r.external_id, r.currency,
-      round(r.gross * 100)::text AS gross, round(r.fee * 100)::text AS fee,
-      to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
+  const { rows } = await sql<ReportRowColumns>`
+    SELECT ${REPORT_ROW_COLUMNS}
     FROM provider_transaction_rows r
     WHERE r.type IN (${sql.join(PAYMENT_TYPES)})
       AND ${from} AND r.transaction_id <= ${last}
@@ -235,22 +223,63 @@ export async function unmatchedReportRows(
         SELECT 1 FROM match_members m WHERE m.side = 'provider_row' AND m.identity = r.identity AND m.live)`.execute(
     db,
   );
+  return { last, rows: rows.map(reportRowItem) };
+}
+
+interface ReportRowColumns {
+  identity: string;
+  transaction_id: string;
+  type: string;
+  status: string;
+  external_id: string | null;
+  currency: string;
+  gross: string;
+  fee: string;
+  at: string;
+}
+
+/** The columns of a report row (`r`) as `reportRowItem` reads them. */
+const REPORT_ROW_COLUMNS = sql`r.identity, r.transaction_id, r.type, r.status, r.external_id, r.currency,
+  round(r.gross * 100)::text AS gross, round(r.fee * 100)::text AS fee,
+  to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`;
+
+function reportRowItem(r: ReportRowColumns): ReportRowItem {
   return {
-    last,
-    rows: rows.map((r) => ({
-      identity: r.identity,
-      group: `${r.type}|${r.currency}`,
-      amount: minor(r.gross),
-      date: r.at.slice(0, 10),
-      keys: { transactionId: [r.transaction_id], externalId: r.external_id === null ? [] : [r.external_id] },
-      transactionId: r.transaction_id,
-      type: r.type,
-      status: r.status,
-      currency: r.currency,
-      fee: minor(r.fee),
-      at: r.at,
-    })),
+    identity: r.identity,
+    group: `${r.type}|${r.currency}`,
+    amount: minor(r.gross),
+    date: r.at.slice(0, 10),
+    keys: { transactionId: [r.transaction_id], externalId: r.external_id === null ? [] : [r.external_id] },
+    transactionId: r.transaction_id,
+    type: r.type,
+    status: r.status,
+    currency: r.currency,
+    fee: minor(r.fee),
+    at: r.at,
   };
+}
+
+/** The report rows in live matches with each of these ledger payments (by the payment's identity). */
+export async function matchedReportRows(
+  db: Db,
+  paymentIdentities: readonly string[],
+): Promise<Map<string, ReportRowItem[]>> {
+  const out = new Map<string, ReportRowItem[]>();
+  if (paymentIdentities.length === 0) return out;
+  const { rows } = await sql<ReportRowColumns & { payment: string }>`
+    SELECT p.identity AS payment, ${REPORT_ROW_COLUMNS}
+    FROM match_members p
+      JOIN match_members m ON m.match_id = p.match_id AND m.side = 'provider_row' AND m.live
+      JOIN provider_transaction_rows r ON r.identity = m.identity
+    WHERE p.side = 'ledger_payment' AND p.live AND p.identity = ANY(${[...paymentIdentities]}::text[])`.execute(
+    db,
+  );
+  for (const r of rows) {
+    const list = out.get(r.payment);
+    if (list) list.push(reportRowItem(r));
+    else out.set(r.payment, [reportRowItem(r)]);
+  }
+  return out;
 }
 
 export const ledgerPaymentIdentity = (kind: string, account: string, entityId: string) =>

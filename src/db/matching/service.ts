@@ -29,13 +29,14 @@ import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import { recordImportMatching } from '../imports/matching.ts';
 import type { Db } from '../schema.ts';
-import { withLedgerTransaction } from '../transaction.ts';
+import { inLedgerTransaction, withLedgerTransaction } from '../transaction.ts';
 import {
   bankLineException,
   ledgerNotInReport,
   raiseMatchingExceptions,
   reportMismatch,
   reportRowException,
+  resolveAgreedMismatches,
   resolveMatchedExceptions,
   settlementException,
 } from './exceptions.ts';
@@ -246,7 +247,7 @@ export async function runMatching(
     step('find payments not in the report');
     const raisedByType = await raiseMatchingExceptions(tx, raised, now, exceptionRules);
     step('raise exceptions');
-    const resolved = await resolveMatchedExceptions(tx, now);
+    const resolved = (await resolveMatchedExceptions(tx, now)) + (await resolveAgreedMismatches(tx, now));
     step('resolve exceptions');
     if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
     const run: MatchingRun = {
@@ -289,7 +290,9 @@ const TABLE_OF: Readonly<
 
 /**
  * Matches lines by hand: each named line must exist and be in no live match; the match records who and
- * why (a note is required) and resolves the exceptions it covers. Returns the match's id.
+ * why (a note is required), books its cash leg and resolves the exceptions it covers, all in one
+ * transaction: the caller's when `db` is one (src/db/matching/by-hand.ts adds the person's note to the
+ * exceptions' trail in it), else its own. Returns the match's id.
  */
 export async function manualMatch(db: Db, input: ManualMatchInput): Promise<string> {
   const note = input.note.trim();
@@ -301,7 +304,7 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
   }
   const now = input.now ?? new Date();
   const sides = PAIR_SIDES[input.pair];
-  return withLedgerTransaction(db, async (tx) => {
+  return inLedgerTransaction(db, async (tx) => {
     await LOCK.execute(tx);
     const amounts: bigint[] = [];
     for (const [side, identities] of [
@@ -406,7 +409,8 @@ async function lineAmount(db: Db, side: MatchSide, identity: string): Promise<bi
 
 /**
  * Ends a live match (rule or manual) with who and why; its lines are unmatched again, left to persons
- * (the rules do not take them again), and the next matching run raises their exceptions anew.
+ * (the rules do not take them again), and the next matching run raises their exceptions anew. The end and
+ * the reversal of its cash leg are one transaction: the caller's when `db` is one, else its own.
  */
 export async function unmatch(
   db: Db,
@@ -417,7 +421,7 @@ export async function unmatch(
   if (input.by.trim() === '') throw new AppError('VALIDATION_FAILED', 'unmatch: who unmatches is required');
   if (!/^\d{1,18}$/.test(input.matchId))
     throw new AppError('VALIDATION_FAILED', 'unmatch: a match id is a number');
-  return withLedgerTransaction(db, async (tx) => {
+  return inLedgerTransaction(db, async (tx) => {
     await LOCK.execute(tx);
     const ended = await endMatch(tx, input.matchId, input.by.trim(), note, input.now ?? new Date());
     if (!ended) throw new AppError('NOT_FOUND', `unmatch: no live match ${input.matchId}`);
