@@ -28,6 +28,7 @@ import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import type { Db } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
+import { checkProviderBalances } from './balance-drift.ts';
 import {
   bankLineException,
   ledgerNotInReport,
@@ -244,6 +245,8 @@ export async function runMatching(
     step('raise exceptions');
     const resolved = await resolveMatchedExceptions(tx, now);
     step('resolve exceptions');
+    const balances = await checkProviderBalances(tx, now, exceptionRules);
+    step('check provider balances');
     if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
     return {
       bankMatches,
@@ -253,7 +256,10 @@ export async function runMatching(
         settlements: openSettlements.length,
         reportRows: unmatchedRows,
       },
-      exceptions: { raised: raisedByType, resolved },
+      exceptions: {
+        raised: { ...raisedByType, ...balances.raised },
+        resolved: resolved + balances.resolved,
+      },
     };
   });
 }
