@@ -22,10 +22,10 @@
  *   matched to the payment), what the payment adds to `available` now, plus what the provider's rows of it
  *   dated before the cut-off add: such a payment counts as the provider had it at the cut-off, every other
  *   payment as the ledger has it;
- * - less what payments no report row names add, by their entries booked after the last transactions
- *   report but one that brought rows was imported (what the reports cannot have listed yet is not placed
- *   before the cut-off; a payment still named by no report a whole import later is, and so is any entry the
- *   provider never made).
+ * - less what the payments no report row names add, of those the ledger first booked after the last
+ *   transactions report but one that brought rows was imported: what the reports cannot have listed yet is
+ *   not placed before the cut-off; a payment still named by no report a whole import after the ledger had
+ *   it is, with all it holds now (a payment the provider never made among them).
  *
  * Timing. A move the provider made before the cut-off that the ledger has not read yet is a difference
  * at first: the check is made again by every matching run and the exception resolves itself, as payrecon,
@@ -61,7 +61,7 @@ export interface BalanceCheck {
     settledFromCutoff: Minor;
     /** What the payments the provider moved at or after the cut-off add now, less what they held before it. */
     movedFromCutoff: Minor;
-    /** What payments no report names add by entries booked after the last transactions report but one. */
+    /** What the payments no report names add, of those first booked after the last transactions report but one. */
     notYetReported: Minor;
   };
 }
@@ -154,8 +154,8 @@ async function movedFrom(db: Db, account: string, currency: string, cutoff: Date
 }
 
 /**
- * What the merchant account's payments named by no live match add to `available` by entries booked after
- * `since` (all their entries when null).
+ * What the merchant account's payments named by no live match and first booked after `since` (all of
+ * them when null) add to `available`.
  */
 async function unreportedSince(
   db: Db,
@@ -170,7 +170,10 @@ async function unreportedSince(
       AND e.merchant_account = ${account} AND e.entity_kind IN ('deposit', 'cashout', 'refund')
       AND e.book = 'live' AND p.account = 'available' AND p.currency = ${currency}
       AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
-        AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id)`.execute(db);
+        AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id)
+      AND NOT EXISTS (SELECT 1 FROM journal_entries f WHERE f.entity_id = e.entity_id
+        AND f.entity_kind = e.entity_kind AND f.merchant_account = e.merchant_account
+        AND f.created_at <= coalesce(${since}::timestamptz, '-infinity'::timestamptz))`.execute(db);
   return amount(rows[0]!.total);
 }
 
