@@ -138,6 +138,7 @@ beforeAll(async () => {
     expect((await control(s.url, `/cashouts/${c1}/reject`, {})).status).toBe(200);
     const d3 = await deposit(300);
     const c2 = await cashout(40);
+    const c3 = await cashout(33);
     await readAll();
     await s.clock.set(at(2, 1));
     // Day 2, after the second cut-off: the cashout it counted is rejected, a deposit comes in.
@@ -146,6 +147,10 @@ beforeAll(async () => {
     await deposit(50);
     await s.clock.set(at(2, 3));
     const first = await snapshot();
+    // After the first download, another cashout of day 1 is rejected: only the next report lists it.
+    await s.clock.set(at(2, 5));
+    expect((await control(s.url, `/cashouts/${c3}/deliver`, {})).status).toBe(200);
+    expect((await control(s.url, `/cashouts/${c3}/reject`, {})).status).toBe(200);
     await s.clock.set(at(3, 1));
     // Day 3: one more deposit after the third cut-off.
     await deposit(70);
@@ -275,8 +280,16 @@ describe('the provider balance against the ledger', () => {
       .execute();
     expect(open.filter((e) => e.type !== 'SETTLEMENT_NOT_RECEIVED')).toEqual([]);
 
-    // The later download, with the ledger of then: the third cut-off is checked, and agrees.
+    // The ledger reads what happened after the download (a cashout of day 1 released, a deposit of day
+    // 3) before the next report lists it: neither is placed before the cut-off.
     await apply(t, setup.second.observations);
+    await match(t, setup.second.now);
+    const [ahead] = await providerBalanceChecks(t.db);
+    expect(ahead).toMatchObject({ settlementId: settlement(1).settlement_id, difference: 0n });
+    expect(ahead!.basis.movedFromCutoff).toBe(check!.basis.movedFromCutoff + 3300n);
+    expect(ahead!.basis.notYetReported).toBe(7000n - 105n);
+
+    // The later download: the third cut-off is checked, and agrees.
     for (const file of await transactionFiles(setup.second.transactions)) await recordImport(t.db, file);
     await recordImport(t.db, await settlementFile(setup.second.settlements));
     await match(t, setup.second.now);

@@ -20,8 +20,11 @@
  *   the provider's unsettled balance);
  * - less, for each payment the provider moved at or after the cut-off (a report row of it dated then,
  *   matched to the payment), what the payment adds to `available` now, plus what the provider's rows of it
- *   dated before the cut-off add: such a payment counts as the provider had it at the cut-off, every other
- *   payment as the ledger has it;
+ *   dated before the cut-off add: such a payment counts as the provider had it at the cut-off;
+ * - less, for each payment the ledger moved after the latest transactions report was imported while it
+ *   agreed with that report, what the move added: the report could not list it, so the provider made it
+ *   after the download, after the cut-off. Every other payment counts as the ledger has it now, so one the
+ *   ledger has not caught up with shows as a difference until it has;
  * - less what the payments no report row names add, of those the ledger first booked after the last
  *   transactions report but one that brought rows was imported: what the reports cannot have listed yet is
  *   not placed before the cut-off; a payment still named by no report a whole import after the ledger had
@@ -59,7 +62,11 @@ export interface BalanceCheck {
     available: Minor;
     /** The grosses of the settlements booked with a cut-off at or after this one. */
     settledFromCutoff: Minor;
-    /** What the payments the provider moved at or after the cut-off add now, less what they held before it. */
+    /**
+     * What the payments the report dates hold now beyond what counts at the cut-off: those the provider
+     * moved at or after it, less what they held before it; those the ledger moved after the latest report,
+     * while it agreed with it, less what they held then.
+     */
     movedFromCutoff: Minor;
     /** What the payments no report names add, of those first booked after the last transactions report but one. */
     notYetReported: Minor;
@@ -94,12 +101,16 @@ async function latestCutoffs(db: Db) {
   return rows.map((r) => ({ ...r, currency: r.currency.trim() }));
 }
 
-/** When the last transactions report but one that brought rows was imported; null: fewer than two. */
-async function reportedUpTo(db: Db): Promise<Date | null> {
+/**
+ * When the latest transactions report that brought rows was imported, and the one before it (null: none).
+ * Null when none was.
+ */
+async function reportImports(db: Db): Promise<{ latest: Date; before: Date | null } | null> {
   const { rows } = await sql<{ imported_at: Date }>`
     SELECT imported_at FROM imports WHERE kind = 'provider-transactions' AND new_lines > 0
-    ORDER BY imported_at DESC, id DESC OFFSET 1 LIMIT 1`.execute(db);
-  return rows[0]?.imported_at ?? null;
+    ORDER BY imported_at DESC, id DESC LIMIT 2`.execute(db);
+  if (rows.length === 0) return null;
+  return { latest: rows[0]!.imported_at, before: rows[1]?.imported_at ?? null };
 }
 
 /** The `available` postings of the merchant account's settlements booked with a cut-off at or after `cutoff`. */
@@ -113,44 +124,109 @@ async function settlementsFrom(db: Db, account: string, currency: string, cutoff
   return amount(rows[0]!.total);
 }
 
+/** What the ledger and the report say of one payment matched to report rows, in minor units. */
+interface PaymentFigures {
+  /** What the payment adds to `available` now. */
+  ledgerNow: Minor;
+  /** What it added as booked when the latest transactions report was imported. */
+  ledgerAtReport: Minor;
+  /** What its rows (and a deposit's `fee` rows) dated before the cut-off add, and all of them. */
+  reportBefore: Minor;
+  reportAll: Minor;
+  /** Its latest row's date. */
+  lastAt: Date;
+}
+
 /**
- * For the merchant account's payments that a report row matched to them dates at or after `cutoff`: what
- * they add to `available` now, less what their rows dated before the cut-off add (a deposit's rows
- * include the `fee` rows under its transaction id).
+ * The merchant account's payments in `currency` that a live match names and that either a report row
+ * dates at or after `cutoff`, or the ledger booked an entry of after `reportedAt`, with their figures.
  */
-async function movedFrom(db: Db, account: string, currency: string, cutoff: Date): Promise<Minor> {
-  const { rows } = await sql<{ total: string }>`
-    WITH moved AS (
-      SELECT DISTINCT x2.identity
+async function paymentFigures(
+  db: Db,
+  account: string,
+  currency: string,
+  cutoff: Date,
+  reportedAt: Date,
+): Promise<PaymentFigures[]> {
+  const { rows } = await sql<{
+    ledger_now: string;
+    ledger_at_report: string;
+    report_before: string;
+    report_all: string;
+    last_at: Date;
+  }>`
+    WITH chosen AS (
+      SELECT x2.identity
       FROM provider_transaction_rows r
       JOIN match_members x1 ON x1.side = 'provider_row' AND x1.identity = r.identity AND x1.live
       JOIN match_members x2 ON x2.match_id = x1.match_id AND x2.side = 'ledger_payment' AND x2.live
       WHERE coalesce(r.updated_at, r.created_at) >= ${cutoff} AND r.currency = ${currency}
-        AND split_part(x2.identity, ':', 2) = ${account}),
+        AND split_part(x2.identity, ':', 2) = ${account}
+      UNION
+      SELECT e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id
+      FROM journal_entries e
+      WHERE e.created_at > ${reportedAt} AND e.merchant_account = ${account}
+        AND e.entity_kind IN ('deposit', 'cashout', 'refund') AND e.book = 'live'
+        AND EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
+          AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id)),
     payment AS (
-      SELECT m.identity, split_part(m.identity, ':', 1) AS kind,
-        substr(m.identity, length(split_part(m.identity, ':', 1)) + length(${account}) + 3) AS entity_id
-      FROM moved m),
-    rows_of AS (
+      SELECT c.identity, split_part(c.identity, ':', 1) AS kind,
+        substr(c.identity, length(split_part(c.identity, ':', 1)) + length(${account}) + 3) AS entity_id
+      FROM chosen c),
+    matched AS (
       SELECT pay.identity, r.type, r.transaction_id, r.net, coalesce(r.updated_at, r.created_at) AS at
       FROM payment pay
       JOIN match_members y1 ON y1.side = 'ledger_payment' AND y1.identity = pay.identity AND y1.live
       JOIN match_members y2 ON y2.match_id = y1.match_id AND y2.side = 'provider_row' AND y2.live
       JOIN provider_transaction_rows r ON r.identity = y2.identity
-      WHERE r.currency = ${currency})
-    SELECT (
-      coalesce((SELECT sum(p.amount) FROM payment pay
-        JOIN journal_entries e ON e.entity_id = pay.entity_id AND e.entity_kind = pay.kind
-          AND e.merchant_account = ${account}
-        JOIN postings p ON p.entry_id = e.id
-        WHERE p.account = 'available' AND p.book = 'live' AND p.currency = ${currency}), 0)
-      - coalesce((SELECT sum(o.net) FROM rows_of o WHERE o.at < ${cutoff}), 0)
-      - coalesce((SELECT sum(f.net) FROM provider_transaction_rows f
-        WHERE f.type = 'fee' AND f.currency = ${currency}
-          AND coalesce(f.updated_at, f.created_at) < ${cutoff}
-          AND f.transaction_id IN (SELECT o.transaction_id FROM rows_of o WHERE o.type = 'deposit')), 0)
-    )::text AS total`.execute(db);
-  return amount(rows[0]!.total);
+      WHERE r.currency = ${currency}),
+    reported AS (
+      SELECT identity, net, at FROM matched
+      UNION ALL
+      -- A deposit undone gives its fee back in a row of type fee under its transaction id.
+      SELECT d.identity, f.net, coalesce(f.updated_at, f.created_at)
+      FROM (SELECT DISTINCT identity, transaction_id FROM matched WHERE type = 'deposit') d
+      JOIN provider_transaction_rows f ON f.transaction_id = d.transaction_id AND f.type = 'fee'
+        AND f.currency = ${currency}),
+    ledger AS (
+      SELECT pay.identity, sum(p.amount) AS now_total,
+        sum(p.amount) FILTER (WHERE e.created_at <= ${reportedAt}) AS at_report
+      FROM payment pay
+      JOIN journal_entries e ON e.entity_id = pay.entity_id AND e.entity_kind = pay.kind
+        AND e.merchant_account = ${account}
+      JOIN postings p ON p.entry_id = e.id
+      WHERE p.account = 'available' AND p.book = 'live' AND p.currency = ${currency}
+      GROUP BY pay.identity)
+    SELECT coalesce(l.now_total, 0)::text AS ledger_now, coalesce(l.at_report, 0)::text AS ledger_at_report,
+      coalesce(sum(o.net) FILTER (WHERE o.at < ${cutoff}), 0)::text AS report_before,
+      coalesce(sum(o.net), 0)::text AS report_all, max(o.at) AS last_at
+    FROM payment pay
+    JOIN reported o ON o.identity = pay.identity
+    LEFT JOIN ledger l ON l.identity = pay.identity
+    GROUP BY pay.identity, l.now_total, l.at_report`.execute(db);
+  return rows.map((r) => ({
+    ledgerNow: amount(r.ledger_now),
+    ledgerAtReport: amount(r.ledger_at_report),
+    reportBefore: amount(r.report_before),
+    reportAll: amount(r.report_all),
+    lastAt: r.last_at,
+  }));
+}
+
+/**
+ * What the ledger holds now of the payments the report dates, beyond what counts at the cut-off: a payment
+ * the provider moved at or after the cut-off counts as its rows before the cut-off say; one the ledger
+ * moved after the latest report was imported, while it agreed with the report then, counts as it was
+ * then (the report could not list the move, made after it); every other one counts as the ledger has it
+ * now (one the ledger has not caught up with shows as a difference until it has).
+ */
+function movedFromCutoff(payments: readonly PaymentFigures[], cutoff: Date): Minor {
+  let total = 0n;
+  for (const p of payments) {
+    if (p.lastAt.getTime() >= cutoff.getTime()) total += p.ledgerNow - p.reportBefore;
+    else if (p.ledgerAtReport === p.reportAll) total += p.ledgerNow - p.ledgerAtReport;
+  }
+  return total;
 }
 
 /**
@@ -180,8 +256,8 @@ async function unreportedSince(
 /** The checks the stored lines and the ledger allow now, one per merchant account and balance currency. */
 export async function providerBalanceChecks(db: Db): Promise<BalanceCheck[]> {
   const latest = await latestCutoffs(db);
-  if (latest.length === 0) return [];
-  const since = await reportedUpTo(db);
+  const reports = await reportImports(db);
+  if (latest.length === 0 || reports === null) return [];
   const availableOf = new Map<string, Minor>();
   for (const account of new Set(latest.map((l) => l.account))) {
     for (const a of await ledgerAvailable(db, { merchantAccount: account })) {
@@ -192,9 +268,12 @@ export async function providerBalanceChecks(db: Db): Promise<BalanceCheck[]> {
   for (const l of latest) {
     const available = availableOf.get(`${l.account}\u0000${l.currency}`) ?? 0n;
     const settledFromCutoff = -(await settlementsFrom(db, l.account, l.currency, l.period_end));
-    const movedFromCutoff = await movedFrom(db, l.account, l.currency, l.period_end);
-    const notYetReported = await unreportedSince(db, l.account, l.currency, since);
-    const ledger = available + settledFromCutoff - movedFromCutoff - notYetReported;
+    const moved = movedFromCutoff(
+      await paymentFigures(db, l.account, l.currency, l.period_end, reports.latest),
+      l.period_end,
+    );
+    const notYetReported = await unreportedSince(db, l.account, l.currency, reports.before);
+    const ledger = available + settledFromCutoff - moved - notYetReported;
     const provider = amount(l.balance);
     checks.push({
       merchantAccount: l.account,
@@ -204,7 +283,7 @@ export async function providerBalanceChecks(db: Db): Promise<BalanceCheck[]> {
       provider,
       ledger,
       difference: provider - ledger,
-      basis: { available, settledFromCutoff, movedFromCutoff, notYetReported },
+      basis: { available, settledFromCutoff, movedFromCutoff: moved, notYetReported },
     });
   }
   return checks;
