@@ -41,7 +41,7 @@ import type { ExceptionRules, ExceptionType } from '../../domain/exception-rules
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor } from '../../domain/money.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import { resolveAsPayrecon } from '../exceptions/resolve.ts';
-import { ledgerAvailable } from '../read-models/settlements.ts';
+import { RUNNING_BALANCE } from '../read-models/balances.ts';
 import type { Db } from '../schema.ts';
 import { raiseMatchingExceptions } from './exceptions.ts';
 
@@ -102,60 +102,47 @@ async function latestCutoffs(db: Db) {
 }
 
 /**
- * When the latest transactions report that brought rows was imported, and the one before it (null: none).
- * Null when none was.
+ * The ledger's figure at the cut-off of one check, and its parts, in one statement, so every part is read
+ * from one snapshot (matching runs at read committed while the ledger books; figures read by separate
+ * statements could each see another set of entries). Null when no transactions report brought rows.
+ *
+ * `report`: when the latest transactions report that brought rows was imported, and the one before it.
+ * `settled`: the `available` postings of the merchant account's settlements with a cut-off at or after this
+ * one. `chosen`: the payments a live match names that a report row dates at or after the cut-off, or that
+ * the ledger booked an entry of after the latest report; for each, what it adds to `available` now and as
+ * booked at the latest report (`ledger`), and what its rows (a deposit's `fee` rows with them) add before
+ * the cut-off and in all (`reported`). `unreported`: the payments no live match names, first booked after
+ * the report before the latest (all of them when there is none).
  */
-async function reportImports(db: Db): Promise<{ latest: Date; before: Date | null } | null> {
-  const { rows } = await sql<{ imported_at: Date }>`
-    SELECT imported_at FROM imports WHERE kind = 'provider-transactions' AND new_lines > 0
-    ORDER BY imported_at DESC, id DESC LIMIT 2`.execute(db);
-  if (rows.length === 0) return null;
-  return { latest: rows[0]!.imported_at, before: rows[1]?.imported_at ?? null };
-}
-
-/** The `available` postings of the merchant account's settlements booked with a cut-off at or after `cutoff`. */
-async function settlementsFrom(db: Db, account: string, currency: string, cutoff: Date): Promise<Minor> {
-  const { rows } = await sql<{ total: string }>`
-    SELECT coalesce(sum(p.amount), 0)::text AS total
-    FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-    WHERE e.idempotency_key LIKE ${`settlement:${likeLiteral(account)}:%`}
-      AND e.entity_kind = 'settlement' AND e.merchant_account = ${account} AND e.effective_at >= ${cutoff}
-      AND p.account = 'available' AND p.book = 'live' AND p.currency = ${currency}`.execute(db);
-  return amount(rows[0]!.total);
-}
-
-/** What the ledger and the report say of one payment matched to report rows, in minor units. */
-interface PaymentFigures {
-  /** What the payment adds to `available` now. */
-  ledgerNow: Minor;
-  /** What it added as booked when the latest transactions report was imported. */
-  ledgerAtReport: Minor;
-  /** What its rows (and a deposit's `fee` rows) dated before the cut-off add, and all of them. */
-  reportBefore: Minor;
-  reportAll: Minor;
-  /** Its latest row's date. */
-  lastAt: Date;
-}
-
-/**
- * The merchant account's payments in `currency` that a live match names and that either a report row
- * dates at or after `cutoff`, or the ledger booked an entry of after `reportedAt`, with their figures.
- */
-async function paymentFigures(
+async function ledgerAtCutoff(
   db: Db,
   account: string,
   currency: string,
   cutoff: Date,
-  reportedAt: Date,
-): Promise<PaymentFigures[]> {
+): Promise<BalanceCheck['basis'] | null> {
   const { rows } = await sql<{
-    ledger_now: string;
-    ledger_at_report: string;
-    report_before: string;
-    report_all: string;
-    last_at: Date;
+    reported: boolean;
+    available: string;
+    settled: string;
+    moved: string;
+    unreported: string;
   }>`
-    WITH chosen AS (
+    WITH report AS (
+      SELECT max(imported_at) FILTER (WHERE n = 1) AS latest, max(imported_at) FILTER (WHERE n = 2) AS before
+      FROM (SELECT imported_at, row_number() OVER (ORDER BY imported_at DESC, id DESC) AS n
+        FROM imports WHERE kind = 'provider-transactions' AND new_lines > 0
+        ORDER BY imported_at DESC, id DESC LIMIT 2) x),
+    available AS (
+      SELECT ${RUNNING_BALANCE}::numeric AS total FROM ledger_accounts a
+      WHERE a.merchant_account = ${account} AND a.currency = ${currency} AND a.book = 'live'
+        AND a.name = 'available'),
+    settled AS (
+      SELECT sum(p.amount) AS total
+      FROM journal_entries e JOIN postings p ON p.entry_id = e.id
+      WHERE e.idempotency_key LIKE ${`settlement:${likeLiteral(account)}:%`}
+        AND e.entity_kind = 'settlement' AND e.merchant_account = ${account} AND e.effective_at >= ${cutoff}
+        AND p.account = 'available' AND p.book = 'live' AND p.currency = ${currency}),
+    chosen AS (
       SELECT x2.identity
       FROM provider_transaction_rows r
       JOIN match_members x1 ON x1.side = 'provider_row' AND x1.identity = r.identity AND x1.live
@@ -164,8 +151,8 @@ async function paymentFigures(
         AND split_part(x2.identity, ':', 2) = ${account}
       UNION
       SELECT e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id
-      FROM journal_entries e
-      WHERE e.created_at > ${reportedAt} AND e.merchant_account = ${account}
+      FROM report, journal_entries e
+      WHERE e.created_at > report.latest AND e.merchant_account = ${account}
         AND e.entity_kind IN ('deposit', 'cashout', 'refund') AND e.book = 'live'
         AND EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
           AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id)),
@@ -181,99 +168,67 @@ async function paymentFigures(
       JOIN provider_transaction_rows r ON r.identity = y2.identity
       WHERE r.currency = ${currency}),
     reported AS (
-      SELECT identity, net, at FROM matched
-      UNION ALL
-      -- A deposit undone gives its fee back in a row of type fee under its transaction id.
-      SELECT d.identity, f.net, coalesce(f.updated_at, f.created_at)
-      FROM (SELECT DISTINCT identity, transaction_id FROM matched WHERE type = 'deposit') d
-      JOIN provider_transaction_rows f ON f.transaction_id = d.transaction_id AND f.type = 'fee'
-        AND f.currency = ${currency}),
+      SELECT o.identity, sum(o.net) FILTER (WHERE o.at < ${cutoff}) AS before_cutoff, sum(o.net) AS total,
+        max(o.at) AS last_at
+      FROM (
+        SELECT identity, net, at FROM matched
+        UNION ALL
+        -- A deposit undone gives its fee back in a row of type fee under its transaction id.
+        SELECT d.identity, f.net, coalesce(f.updated_at, f.created_at)
+        FROM (SELECT DISTINCT identity, transaction_id FROM matched WHERE type = 'deposit') d
+        JOIN provider_transaction_rows f ON f.transaction_id = d.transaction_id AND f.type = 'fee'
+          AND f.currency = ${currency}) o
+      GROUP BY o.identity),
     ledger AS (
       SELECT pay.identity, sum(p.amount) AS now_total,
-        sum(p.amount) FILTER (WHERE e.created_at <= ${reportedAt}) AS at_report
-      FROM payment pay
+        coalesce(sum(p.amount) FILTER (WHERE e.created_at <= report.latest), 0) AS at_report
+      FROM report, payment pay
       JOIN journal_entries e ON e.entity_id = pay.entity_id AND e.entity_kind = pay.kind
         AND e.merchant_account = ${account}
       JOIN postings p ON p.entry_id = e.id
       WHERE p.account = 'available' AND p.book = 'live' AND p.currency = ${currency}
-      GROUP BY pay.identity)
-    SELECT coalesce(l.now_total, 0)::text AS ledger_now, coalesce(l.at_report, 0)::text AS ledger_at_report,
-      coalesce(sum(o.net) FILTER (WHERE o.at < ${cutoff}), 0)::text AS report_before,
-      coalesce(sum(o.net), 0)::text AS report_all, max(o.at) AS last_at
-    FROM payment pay
-    JOIN reported o ON o.identity = pay.identity
-    LEFT JOIN ledger l ON l.identity = pay.identity
-    GROUP BY pay.identity, l.now_total, l.at_report`.execute(db);
-  return rows.map((r) => ({
-    ledgerNow: amount(r.ledger_now),
-    ledgerAtReport: amount(r.ledger_at_report),
-    reportBefore: amount(r.report_before),
-    reportAll: amount(r.report_all),
-    lastAt: r.last_at,
-  }));
-}
-
-/**
- * What the ledger holds now of the payments the report dates, beyond what counts at the cut-off: a payment
- * the provider moved at or after the cut-off counts as its rows before the cut-off say; one the ledger
- * moved after the latest report was imported, while it agreed with the report then, counts as it was
- * then (the report could not list the move, made after it); every other one counts as the ledger has it
- * now (one the ledger has not caught up with shows as a difference until it has).
- */
-function movedFromCutoff(payments: readonly PaymentFigures[], cutoff: Date): Minor {
-  let total = 0n;
-  for (const p of payments) {
-    if (p.lastAt.getTime() >= cutoff.getTime()) total += p.ledgerNow - p.reportBefore;
-    else if (p.ledgerAtReport === p.reportAll) total += p.ledgerNow - p.ledgerAtReport;
-  }
-  return total;
-}
-
-/**
- * What the merchant account's payments named by no live match and first booked after `since` (all of
- * them when null) add to `available`.
- */
-async function unreportedSince(
-  db: Db,
-  account: string,
-  currency: string,
-  since: Date | null,
-): Promise<Minor> {
-  const { rows } = await sql<{ total: string }>`
-    SELECT coalesce(sum(p.amount), 0)::text AS total
-    FROM journal_entries e JOIN postings p ON p.entry_id = e.id
-    WHERE e.created_at > coalesce(${since}::timestamptz, '-infinity'::timestamptz)
-      AND e.merchant_account = ${account} AND e.entity_kind IN ('deposit', 'cashout', 'refund')
-      AND e.book = 'live' AND p.account = 'available' AND p.currency = ${currency}
-      AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
-        AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id)
-      AND NOT EXISTS (SELECT 1 FROM journal_entries f WHERE f.entity_id = e.entity_id
-        AND f.entity_kind = e.entity_kind AND f.merchant_account = e.merchant_account
-        AND f.created_at <= coalesce(${since}::timestamptz, '-infinity'::timestamptz))`.execute(db);
-  return amount(rows[0]!.total);
+      GROUP BY pay.identity, report.latest),
+    moved AS (
+      -- Moved by the provider at or after the cut-off: as its rows before it say. Moved by the ledger after
+      -- the latest report while agreeing with it: as it was then.
+      SELECT sum(CASE
+        WHEN o.last_at >= ${cutoff} THEN coalesce(l.now_total, 0) - coalesce(o.before_cutoff, 0)
+        WHEN coalesce(l.at_report, 0) = o.total THEN coalesce(l.now_total, 0) - coalesce(l.at_report, 0)
+        ELSE 0 END) AS total
+      FROM reported o LEFT JOIN ledger l ON l.identity = o.identity),
+    unreported AS (
+      SELECT sum(p.amount) AS total
+      FROM report, journal_entries e JOIN postings p ON p.entry_id = e.id
+      WHERE e.created_at > coalesce(report.before, '-infinity'::timestamptz)
+        AND e.merchant_account = ${account} AND e.entity_kind IN ('deposit', 'cashout', 'refund')
+        AND e.book = 'live' AND p.account = 'available' AND p.currency = ${currency}
+        AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
+          AND x.identity = e.entity_kind || ':' || e.merchant_account || ':' || e.entity_id)
+        AND NOT EXISTS (SELECT 1 FROM journal_entries f WHERE f.entity_id = e.entity_id
+          AND f.entity_kind = e.entity_kind AND f.merchant_account = e.merchant_account
+          AND f.created_at <= coalesce(report.before, '-infinity'::timestamptz)))
+    SELECT (SELECT latest IS NOT NULL FROM report) AS reported,
+      coalesce((SELECT total FROM available), 0)::text AS available,
+      coalesce((SELECT total FROM settled), 0)::text AS settled,
+      coalesce((SELECT total FROM moved), 0)::text AS moved,
+      coalesce((SELECT total FROM unreported), 0)::text AS unreported`.execute(db);
+  const r = rows[0]!;
+  if (!r.reported) return null;
+  return {
+    available: amount(r.available),
+    settledFromCutoff: -amount(r.settled),
+    movedFromCutoff: amount(r.moved),
+    notYetReported: amount(r.unreported),
+  };
 }
 
 /** The checks the stored lines and the ledger allow now, one per merchant account and balance currency. */
 export async function providerBalanceChecks(db: Db): Promise<BalanceCheck[]> {
-  const latest = await latestCutoffs(db);
-  const reports = await reportImports(db);
-  if (latest.length === 0 || reports === null) return [];
-  const availableOf = new Map<string, Minor>();
-  for (const account of new Set(latest.map((l) => l.account))) {
-    for (const a of await ledgerAvailable(db, { merchantAccount: account })) {
-      availableOf.set(`${a.merchantAccount}\u0000${a.currency}`, a.available);
-    }
-  }
   const checks: BalanceCheck[] = [];
-  for (const l of latest) {
-    const available = availableOf.get(`${l.account}\u0000${l.currency}`) ?? 0n;
-    const settledFromCutoff = -(await settlementsFrom(db, l.account, l.currency, l.period_end));
-    const moved = movedFromCutoff(
-      await paymentFigures(db, l.account, l.currency, l.period_end, reports.latest),
-      l.period_end,
-    );
-    const notYetReported = await unreportedSince(db, l.account, l.currency, reports.before);
-    const ledger = available + settledFromCutoff - moved - notYetReported;
+  for (const l of await latestCutoffs(db)) {
+    const basis = await ledgerAtCutoff(db, l.account, l.currency, l.period_end);
+    if (basis === null) continue;
+    const ledger = basis.available + basis.settledFromCutoff - basis.movedFromCutoff - basis.notYetReported;
     const provider = amount(l.balance);
     checks.push({
       merchantAccount: l.account,
@@ -283,7 +238,7 @@ export async function providerBalanceChecks(db: Db): Promise<BalanceCheck[]> {
       provider,
       ledger,
       difference: provider - ledger,
-      basis: { available, settledFromCutoff, movedFromCutoff: moved, notYetReported },
+      basis,
     });
   }
   return checks;
@@ -327,6 +282,7 @@ export async function checkProviderBalances(
   rules: ExceptionRules,
 ): Promise<{ raised: Partial<Record<ExceptionType, number>>; resolved: number }> {
   const checks = await providerBalanceChecks(db);
+  if (checks.length === 0) return { raised: {}, resolved: 0 };
   const { rows: open } = await sql<{
     id: string;
     state: string;
