@@ -16,6 +16,7 @@ import * as m20261128T234945Z from './migrations/20261128T234945Z_cash_leg.ts';
 import * as m20261128T235205Z from './migrations/20261128T235205Z_matches.ts';
 import * as m20261129T010202Z from './migrations/20261129T010202Z_statement_closing_date.ts';
 import * as m20261129T030428Z from './migrations/20261129T030428Z_import_matching.ts';
+import * as m20261129T031319Z from './migrations/20261129T031319Z_settlement_balance.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -37,6 +38,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T235205Z_matches': m20261128T235205Z,
   '20261129T010202Z_statement_closing_date': m20261129T010202Z,
   '20261129T030428Z_import_matching': m20261129T030428Z,
+  '20261129T031319Z_settlement_balance': m20261129T031319Z,
 };
 
 export interface OpenDatabaseOptions {

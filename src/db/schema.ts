@@ -600,4 +600,9 @@ export interface ProviderSettlementRowsTable {
   net: Numeric;
   value_date: string;
   bank_reference: string | null;
+  /**
+   * The provider's balance in `currency` at the cut-off, before the payout (what was left unsettled), when
+   * its report gives one; compared with the ledger's `available` at the cut-off (src/db/matching/balance-drift.ts).
+   */
+  balance_at_cutoff: Numeric | null;
 }

@@ -48,6 +48,7 @@ export const EXCEPTION_TYPES = [
   'PROVIDER_REPORT_UNMATCHED',
   'LEDGER_NOT_IN_REPORT',
   'PROVIDER_REPORT_MISMATCH',
+  'PROVIDER_BALANCE_DRIFT',
 ] as const;
 export type ExceptionType = (typeof EXCEPTION_TYPES)[number];
 
@@ -135,6 +136,7 @@ export const DEFAULT_EXCEPTION_RULES: ExceptionRules = {
     PROVIDER_REPORT_UNMATCHED: 'high',
     LEDGER_NOT_IN_REPORT: 'medium',
     PROVIDER_REPORT_MISMATCH: 'high',
+    PROVIDER_BALANCE_DRIFT: 'high',
   },
   alertMinSeverity: 'high',
   unknownTransactionGraceMs: 15 * 60_000,
@@ -200,6 +202,8 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
     "A payment that moved the ledger's balance is missing from the provider's transactions report for the period it covers.",
   PROVIDER_REPORT_MISMATCH:
     "The provider's transactions report gives this payment another status, amount or fee than the ledger holds.",
+  PROVIDER_BALANCE_DRIFT:
+    "The balance the provider's settlement report gives at a cut-off differs from the ledger's available at that cut-off.",
 };
 
 /**

@@ -143,4 +143,6 @@ export interface ImportedProviderSettlement {
   net: string;
   valueDate: string;
   bankReference: string | null;
+  /** The provider's balance at the cut-off (decimal text), when the report gives one. */
+  balanceAtCutoff: string | null;
 }

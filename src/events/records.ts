@@ -549,6 +549,7 @@ function settlementToRecord(c: Converter, l: ImportedProviderSettlement): AvroRe
     net: l.net,
     value_date: l.valueDate,
     bank_reference: l.bankReference,
+    balance_at_cutoff: l.balanceAtCutoff,
   };
 }
 
@@ -568,5 +569,9 @@ function settlementFromRecord(c: Converter, r: AvroRecord, at: string): Imported
     net: decimalIn(c, `${at}.net`, r.net),
     valueDate: dateIn(c, `${at}.value_date`, r.value_date),
     bankReference: optStr(r.bank_reference),
+    balanceAtCutoff:
+      r.balance_at_cutoff === null || r.balance_at_cutoff === undefined
+        ? null
+        : decimalIn(c, `${at}.balance_at_cutoff`, r.balance_at_cutoff),
   };
 }

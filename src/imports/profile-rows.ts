@@ -61,6 +61,11 @@ export interface ProviderSettlement {
   net: Minor;
   valueDate: string;
   bankReference: string | null;
+  /**
+   * The provider's balance at the cut-off before the payout, in `currency` (`balanceAtCutoff`, else
+   * `balanceAfter` plus the gross); null when the row gives none.
+   */
+  balanceAtCutoff: Minor | null;
 }
 
 /** Raised while reading a row; caught at the top of each reader. */
@@ -92,9 +97,12 @@ class RowReader {
   ) {
     const columns = Object.entries(profile.columns as Record<string, string | undefined>);
     if (profile.sign.convention === 'direction') columns.push(['direction', profile.sign.column]);
+    const mayLack = new Set(profile.optionalColumns ?? []);
     for (const [field, name] of columns) {
       if (name === undefined) continue;
       const at = table.header.indexOf(name);
+      // A column the profile lets a file lack reads as if the profile named none.
+      if (at < 0 && mayLack.has(field)) continue;
       if (at < 0) this.fail('header', `has no column ${quote(name)} (the profile's ${field})`);
       if (table.header.indexOf(name, at + 1) >= 0) this.fail('header', `has the column ${quote(name)} twice`);
       this.index.set(field, at);
@@ -466,6 +474,7 @@ export function readSettlementRows(
             `minus fees ${formatAmount(fees)} (to half a minor unit)`,
         );
       }
+      const balanceAtCutoff = settlementBalance(reader, row.number, currency, gross);
       const record = {
         row: row.number,
         settlementId: reader.required('settlementId'),
@@ -480,6 +489,7 @@ export function readSettlementRows(
         net,
         valueDate: reader.date('valueDate'),
         bankReference: reader.text('bankReference'),
+        balanceAtCutoff,
       };
       return withIdentity(reader, record, [
         record.settlementId,
@@ -494,11 +504,33 @@ export function readSettlementRows(
         formatAmount(net),
         record.valueDate,
         record.bankReference ?? '',
+        // Only a row that gives a balance hashes it: a row without one keeps the hash it always had.
+        ...(balanceAtCutoff === null ? [] : [`balance ${formatAmount(balanceAtCutoff)}`]),
       ]);
     });
     uniqueIdentities(reader, out);
     return out;
   });
+}
+
+/**
+ * A settlement row's balance at the cut-off: its `balanceAtCutoff` cell, else its `balanceAfter` cell plus
+ * the gross (what the payout left plus what it took); null when it gives neither. With both, the balance
+ * after must be the balance at the cut-off less the gross.
+ */
+function settlementBalance(reader: RowReader, row: number, currency: string, gross: Minor): Minor | null {
+  const at =
+    reader.text('balanceAtCutoff') === null ? null : reader.amount('balanceAtCutoff', currency, 'balance');
+  const after =
+    reader.text('balanceAfter') === null ? null : reader.amount('balanceAfter', currency, 'balance');
+  if (at !== null && after !== null && at - gross !== after) {
+    reader.fail(
+      `row ${row}`,
+      `the balance after ${formatAmount(after)} is not the balance at the cut-off ${formatAmount(at)} ` +
+        `less the gross ${formatAmount(gross)}`,
+    );
+  }
+  return at ?? (after === null ? null : after + gross);
 }
 
 /**

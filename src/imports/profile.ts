@@ -53,6 +53,11 @@ const common = {
     .optional(),
   /** The XLSX sheet by name; the first sheet when absent. */
   sheet: z.string().min(1).optional(),
+  /**
+   * Optional fields whose column a file may lack (a layout that gained a column: older files stay
+   * importable): a file without the column reads as if the profile named none.
+   */
+  optionalColumns: z.array(z.string().min(1)).optional(),
 };
 
 const bankFields = [
@@ -145,6 +150,8 @@ const settlementFields = [
   'net',
   'valueDate',
   'bankReference',
+  'balanceAtCutoff',
+  'balanceAfter',
 ] as const;
 
 const settlementsProfile = z.strictObject({
@@ -163,11 +170,44 @@ const settlementsProfile = z.strictObject({
     periodStart: column.optional(),
     periodEnd: column.optional(),
     bankReference: column.optional(),
+    /**
+     * The provider's balance in the balance currency, as its balance report gives it: what was left
+     * unsettled at the cut-off before the payout, and what the payout left to carry over. Either gives
+     * the balance at the cut-off (the second plus the gross); with both, they must agree. Compared with
+     * the ledger's `available` at the cut-off (PROVIDER_BALANCE_DRIFT); without them, nothing is compared.
+     */
+    balanceAtCutoff: column.optional(),
+    balanceAfter: column.optional(),
   }),
   /** Check net = gross x rate - fees (to half a minor unit, the rounding) on every row. */
   checkNet: z.boolean().default(true),
   identity: z.array(z.enum(settlementFields)).min(1, 'must name at least one field'),
 });
+
+/** The fields every row of a kind needs (their columns are required). */
+const REQUIRED_FIELDS: Readonly<Record<ImportKind, readonly string[]>> = {
+  'bank-statement': ['bookingDate', 'amount'],
+  'provider-transactions': [
+    'transactionId',
+    'type',
+    'status',
+    'currency',
+    'gross',
+    'fee',
+    'net',
+    'createdAt',
+  ],
+  'provider-settlements': [
+    'settlementId',
+    'currency',
+    'gross',
+    'fees',
+    'settlementCurrency',
+    'rate',
+    'net',
+    'valueDate',
+  ],
+};
 
 const profileSchema = z
   .discriminatedUnion('kind', [bankProfile, transactionsProfile, settlementsProfile])
@@ -179,6 +219,25 @@ const profileSchema = z
           code: 'custom',
           path: ['identity', i],
           message: `names ${field}, which has no column`,
+        });
+      }
+    });
+    profile.optionalColumns?.forEach((field, i) => {
+      if (columns[field] === undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['optionalColumns', i],
+          message: `names ${field}, which has no column`,
+        });
+      } else if (
+        REQUIRED_FIELDS[profile.kind].includes(field) ||
+        profile.identity.includes(field as never) ||
+        (profile.kind === 'bank-statement' && field === 'currency' && !profile.currency)
+      ) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['optionalColumns', i],
+          message: `names ${field}, which every row needs`,
         });
       }
     });

@@ -86,5 +86,6 @@ export function settlementRowRecord(row: ProviderSettlement) {
     net: formatAmount(row.net),
     value_date: row.valueDate,
     bank_reference: row.bankReference,
+    balance_at_cutoff: amountText(row.balanceAtCutoff),
   };
 }

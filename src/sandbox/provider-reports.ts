@@ -2,7 +2,10 @@
  * What a merchant downloads from the provider: the transactions report (a row per balance movement of
  * a deposit, cashout or refund, per settlement fee and per settlement, each naming the settlement that
  * swept it) and the settlement report (a row per settlement), as CSV or as XLSX with every cell text,
- * so amounts are exact.
+ * so amounts are exact. Like a provider's balance report, each settlement row also gives the merchant
+ * balance in the balance currency: `balance_at_cutoff`, what was left unsettled at the cut-off before the
+ * payout (`available` at the cut-off less everything settled before), and `balance_after`, what the
+ * payout left to carry over (`balance_at_cutoff` less the gross).
  */
 import ExcelJS from 'exceljs';
 import { formatAmount, type Minor } from '../domain/money.ts';
@@ -40,6 +43,8 @@ export const SETTLEMENT_COLUMNS = [
   'net',
   'value_date',
   'bank_reference',
+  'balance_at_cutoff',
+  'balance_after',
 ] as const;
 
 /** An instant as the reports write it: ISO 8601 UTC without milliseconds. */
@@ -181,6 +186,8 @@ export function settlementRows(
       formatAmount(s.net),
       s.valueDate,
       s.bankReference,
+      formatAmount(s.available - s.previouslySettled),
+      formatAmount(s.available - s.previouslySettled - s.gross),
     ]);
 }
 

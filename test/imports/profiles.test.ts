@@ -436,6 +436,96 @@ describe('provider settlement report', () => {
   });
 });
 
+describe("provider settlement report: the provider's balance", () => {
+  const HEADER = `${STL_CSV.split('\n')[0]},balance_at_cutoff,balance_after`;
+  const WITH_BALANCE = [
+    HEADER,
+    'S1,acc-1,2026-11-26T23:00:00Z,2026-11-27T23:00:00Z,EUR,1000.00,0.50,EUR,1.000000,999.50,2026-11-28,STL-S1,1000.00,0.00',
+    'S4,acc-1,2026-11-27T23:00:00Z,2026-11-28T23:00:00Z,EUR,400.00,0.50,EUR,1.000000,399.50,2026-11-29,STL-S4,-25.10,-425.10',
+  ].join('\n');
+
+  it('reads the balance at the cut-off in CSV, and a file without the columns reads without a balance', async () => {
+    const rows = value(await parseProviderSettlementsFile('settlements.csv', WITH_BALANCE));
+    expect(rows.map((r) => r.balanceAtCutoff)).toEqual([100000n, -2510n]);
+    // The same settlement from an older file without the columns: same identity, no balance, and the
+    // content hash it always had.
+    const older = value(await parseProviderSettlementsFile('older.csv', STL_CSV));
+    expect(older[0]!.balanceAtCutoff).toBeNull();
+    expect(older[0]!.identity).toBe(rows[0]!.identity);
+    expect(older[0]!.contentHash).not.toBe(rows[0]!.contentHash);
+    // An empty cell gives no balance for that row.
+    const empty = WITH_BALANCE.replace(',STL-S1,1000.00,0.00', ',STL-S1,,');
+    expect(value(await parseProviderSettlementsFile('s.csv', empty))[0]!.balanceAtCutoff).toBeNull();
+  });
+
+  it('reads it in XLSX through the same profile', async () => {
+    const file = await xlsx(WITH_BALANCE.split('\n').map((line) => line.split(',')));
+    const rows = value(await parseProviderSettlementsFile('settlements.xlsx', file));
+    expect(rows.map((r) => [r.settlementId, r.balanceAtCutoff])).toEqual([
+      ['S1', 100000n],
+      ['S4', -2510n],
+    ]);
+    const older = await xlsx(STL_CSV.split('\n').map((line) => line.split(',')));
+    expect(
+      value(await parseProviderSettlementsFile('older.xlsx', older)).map((r) => r.balanceAtCutoff),
+    ).toEqual([null, null, null]);
+  });
+
+  it('takes either column through a profile of its own, and refuses two that disagree', async () => {
+    const base = builtInProfile('provider-settlements');
+    const onlyAfter = {
+      ...base,
+      name: 'after-only',
+      columns: { ...base.columns, balanceAtCutoff: undefined },
+      optionalColumns: undefined,
+    };
+    const rows = value(
+      await parseProviderSettlementsFile('s.csv', WITH_BALANCE, {
+        profile: value(parseProfile('p', onlyAfter)),
+      }),
+    );
+    // What the payout left plus what it took.
+    expect(rows.map((r) => r.balanceAtCutoff)).toEqual([100000n, -2510n]);
+    // Named but not optional: a file without the column is refused, naming it.
+    expect(
+      refusal(
+        await parseProviderSettlementsFile('old.csv', STL_CSV, {
+          profile: value(parseProfile('p', onlyAfter)),
+        }),
+      ),
+    ).toBe('old.csv: header: has no column "balance_after" (the profile\'s balanceAfter)');
+    expect(
+      refusal(
+        await parseProviderSettlementsFile(
+          's.csv',
+          WITH_BALANCE.replace(',-25.10,-425.10', ',-25.10,-425.00'),
+        ),
+      ),
+    ).toBe(
+      's.csv: row 3: the balance after -425.00 is not the balance at the cut-off -25.10 less the gross 400.00',
+    );
+    expect(
+      refusal(
+        await parseProviderSettlementsFile('s.csv', WITH_BALANCE.replace(',1000.00,0.00', ',1000.001,0.00')),
+      ),
+    ).toMatch(/^s\.csv: row 2: "?balance_at_cutoff"?/);
+  });
+
+  it('refuses optional columns that name no column or a field every row needs', () => {
+    const base = builtInProfile('provider-settlements');
+    expect(refusal(parseProfile('p.json', { ...base, optionalColumns: ['net'] }))).toBe(
+      'p.json: field optionalColumns.0: names net, which every row needs',
+    );
+    expect(refusal(parseProfile('p.json', { ...base, optionalColumns: ['settlementId'] }))).toBe(
+      'p.json: field optionalColumns.0: names settlementId, which every row needs',
+    );
+    const noBalance = { ...base, columns: { ...base.columns, balanceAfter: undefined } };
+    expect(refusal(parseProfile('p.json', noBalance))).toBe(
+      'p.json: field optionalColumns.1: names balanceAfter, which has no column',
+    );
+  });
+});
+
 describe('profiles', () => {
   it('loads a built-in profile for each kind', () => {
     for (const kind of IMPORT_KINDS) expect(builtInProfile(kind).kind).toBe(kind);

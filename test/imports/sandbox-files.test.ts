@@ -143,7 +143,16 @@ async function checkSandbox(s: Sandbox): Promise<{ credits: number; converted: b
   const [stCsv, stXlsx] = reports;
   expect(stXlsx).toEqual(stCsv);
   expect(
-    stCsv!.map((r) => [r.settlementId, r.currency, r.gross, r.rate, r.fees, r.net, r.bankReference]),
+    stCsv!.map((r) => [
+      r.settlementId,
+      r.currency,
+      r.gross,
+      r.rate,
+      r.fees,
+      r.net,
+      r.bankReference,
+      r.balanceAtCutoff,
+    ]),
   ).toEqual(
     truth.settlements.map((st) => [
       st.settlement_id,
@@ -153,6 +162,8 @@ async function checkSandbox(s: Sandbox): Promise<{ credits: number; converted: b
       cents(st.fees),
       cents(st.net),
       st.bank_reference,
+      // The provider's balance at the cut-off: what was left unsettled, all of which the payout takes.
+      cents(st.available) - cents(st.previously_settled),
     ]),
   );
   const references = new Map(stCsv!.map((r) => [r.bankReference, r.settlementId]));

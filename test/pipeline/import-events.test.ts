@@ -259,6 +259,7 @@ describe('imported lines as events', () => {
           net: '179.42',
           value_date: '2026-03-03',
           bank_reference: 'E2E-1',
+          balance_at_cutoff: '-25.10',
         },
       ],
     });
@@ -293,6 +294,7 @@ describe('imported lines as events', () => {
         net: '179.42',
         valueDate: '2026-03-03',
         bankReference: 'E2E-1',
+        balanceAtCutoff: '-25.10',
       },
     ]);
   }, 60_000);

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ExcelJS from 'exceljs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { formatAmount } from '../../src/domain/money.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { control, get, signed, startTestSandbox } from './helpers.ts';
 import {
@@ -159,8 +160,12 @@ describe('sandbox settlement reports', () => {
         net: x.net,
         value_date: x.value_date,
         bank_reference: x.bank_reference,
+        // The balance left unsettled at the cut-off, all of which the payout takes.
+        balance_at_cutoff: formatAmount(cents(x.available) - cents(x.previously_settled)),
+        balance_after: '0.00',
       })),
     );
+    for (const x of report) expect(x.balance_at_cutoff).toBe(x.gross);
     const reportXlsx = await fetch(`${s.url}/_sandbox/reports/settlements?account=sandbox&format=xlsx`);
     expect(reportXlsx.headers.get('content-type')).toContain('spreadsheetml');
     expect((await get(`${s.url}/_sandbox/reports/settlements`)).status).toBe(400);

@@ -14,6 +14,7 @@ import type { EntityKind } from '../../domain/statuses.ts';
 import { UNANSWERED_INTENT } from '../polling/unanswered-intents.ts';
 import type { Db } from '../schema.ts';
 import { type ExceptionToRaise, keyOf, raiseExceptions } from './raise.ts';
+import { resolveAsPayrecon } from './resolve.ts';
 
 /** The statuses of `kind` that can become STUCK, as SQL literals (literals keep the partial index usable). */
 function stuckLiterals(kind: EntityKind) {
@@ -258,17 +259,6 @@ async function resolveSettledOutcomes(db: Db, stillUnknown: ReadonlySet<string>,
     (e) => !stillUnknown.has(keyOf('OUTCOME_UNKNOWN', e.merchant_account, e.entity_kind, e.entity_id)),
   );
   if (settled.length === 0) return 0;
-  const ids = settled.map((e) => e.id);
-  const notes = settled.map((e) => e.note);
-  const states = settled.map((e) => e.state);
-  await sql`
-    WITH v AS (SELECT * FROM unnest(${ids}::text[], ${notes}::text[], ${states}::text[]) AS v(id, note, state)),
-    done AS (
-      UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
-        resolution_note = v.note, updated_at = now()
-      FROM v WHERE e.id = v.id::bigint AND e.state = v.state
-      RETURNING e.id, v.state, v.note)
-    INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
-    SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', note FROM done`.execute(db);
+  await resolveAsPayrecon(db, settled, now);
   return settled.length;
 }

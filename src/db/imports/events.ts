@@ -64,7 +64,7 @@ const SELECTS: Record<ImportKind, (importId: string) => RawBuilder<Record<string
   'provider-settlements': (id) => sql`
     SELECT identity, content_hash, settlement_id, account, period_start, period_end, currency,
       gross::text AS gross, fees::text AS fees, settlement_currency, rate::text AS rate, net::text AS net,
-      value_date::text AS value_date, bank_reference
+      value_date::text AS value_date, bank_reference, balance_at_cutoff::text AS balance_at_cutoff
     FROM provider_settlement_rows WHERE import_id = ${id}`,
 };
 

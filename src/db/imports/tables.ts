@@ -21,12 +21,14 @@ export type TransactionRowRecord = Omit<
   created_at: string;
   updated_at: string | null;
 };
+/** `balance_at_cutoff` may be left out: a report that gives no balance. */
 export type SettlementRowRecord = Omit<
   ProviderSettlementRowsTable,
-  'import_id' | 'period_start' | 'period_end'
+  'import_id' | 'period_start' | 'period_end' | 'balance_at_cutoff'
 > & {
   period_start: string | null;
   period_end: string | null;
+  balance_at_cutoff?: Numeric | null;
 };
 
 export interface StatementRecord {

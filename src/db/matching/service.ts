@@ -30,6 +30,7 @@ import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import { recordImportMatching } from '../imports/matching.ts';
 import type { Db } from '../schema.ts';
 import { inLedgerTransaction, withLedgerTransaction } from '../transaction.ts';
+import { checkProviderBalances } from './balance-drift.ts';
 import {
   bankLineException,
   ledgerNotInReport,
@@ -249,6 +250,8 @@ export async function runMatching(
     step('raise exceptions');
     const resolved = (await resolveMatchedExceptions(tx, now)) + (await resolveAgreedMismatches(tx, now));
     step('resolve exceptions');
+    const balances = await checkProviderBalances(tx, now, exceptionRules);
+    step('check provider balances');
     if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
     const run: MatchingRun = {
       bankMatches,
@@ -258,7 +261,10 @@ export async function runMatching(
         settlements: openSettlements.length,
         reportRows: unmatchedRows,
       },
-      exceptions: { raised: raisedByType, resolved },
+      exceptions: {
+        raised: { ...raisedByType, ...balances.raised },
+        resolved: resolved + balances.resolved,
+      },
     };
     if (options.importId !== undefined) await recordImportMatching(tx, options.importId, matchSummary(run));
     return run;
