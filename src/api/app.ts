@@ -907,6 +907,7 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
                 bookingDate: l.bookingDate,
                 amount: formatAmount(l.amount),
                 missing: formatAmount(l.missing),
+                counted: l.counted,
                 description: l.description,
                 matchedNow: l.matchedNow,
                 ageDays: l.ageDays,

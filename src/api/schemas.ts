@@ -682,9 +682,13 @@ export const ReconciliationDayResponse = z.object({
               bookingDate: z.string(),
               amount: Amount,
               missing: Amount.meta({
-                description: 'What of it the ledger lacks at the day end (its amount, unless counted twice)',
+                description: 'What of it the ledger lacks at the day end',
               }),
               description: z.string().nullable(),
+              counted: z.number().int().meta({
+                description:
+                  "How many times the ledger's bank entries count it by the day end (missing = amount x (1 - counted))",
+              }),
               matchedNow: z.boolean().meta({ description: 'A live match covers it now' }),
               ageDays: z.number().int(),
             }),

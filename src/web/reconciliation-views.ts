@@ -7,6 +7,7 @@
  */
 import {
   type DayLine,
+  type LineNotInLedger,
   NOT_IN_LEDGER_LISTED,
   type ReconciliationAccountRow,
   type ReconciliationDay,
@@ -76,6 +77,16 @@ export function reconciliationListPage(
   );
 }
 
+/** Why a line the ledger lacks is listed, when it is not simply unmatched. */
+function notInLedgerMark(l: LineNotInLedger): SafeHtml | string {
+  if (l.counted > 1) {
+    return html` <span class="mark">in the ledger ${l.counted} times by this day: matched again before an unmatch's reversal counts</span>`;
+  }
+  if (l.counted < 0) return html` <span class="mark">reversed more often than matched by this day</span>`;
+  if (l.matchedNow) return html` <span class="mark">matched, not in the ledger by this day</span>`;
+  return '';
+}
+
 /** The statement of the day, the first statement, and the lines not in the ledger of a day's proof. */
 function dayProof(ctx: PageContext, day: ReconciliationDay): SafeHtml {
   const { bank, proof } = day;
@@ -107,7 +118,7 @@ function dayProof(ctx: PageContext, day: ReconciliationDay): SafeHtml {
     listed.length
       ? listed.map(
           (l) =>
-            html`<tr data-line="${l.identity}"><td class="when"><a href="${dayPath(ctx, bank.id, l.bookingDate)}">${l.bookingDate}</a></td><td>${l.reference ?? html`<span class="muted">none</span>`}${l.matchedNow ? html` <span class="mark">matched, not booked by this day</span>` : ''}</td><td>${l.counterparty ? html`${l.counterparty}: ` : ''}${l.description ?? ''}</td><td class="num">${l.ageDays} d</td><td class="num${l.missing < 0n ? ' neg' : ''}">${formatMoney(l.missing)}</td></tr>`,
+            html`<tr data-line="${l.identity}"><td class="when"><a href="${dayPath(ctx, bank.id, l.bookingDate)}">${l.bookingDate}</a></td><td>${l.reference ?? html`<span class="muted">none</span>`}${notInLedgerMark(l)}</td><td>${l.counterparty ? html`${l.counterparty}: ` : ''}${l.description ?? ''}</td><td class="num">${l.ageDays} d</td><td class="num${l.missing < 0n ? ' neg' : ''}">${formatMoney(l.missing)}</td></tr>`,
         )
       : html`<tr><td colspan="5" class="muted">None: the ledger holds every line booked to date.</td></tr>`
   }</tbody>${

@@ -87,6 +87,8 @@ export interface LineNotInLedger {
    * line matched, unmatched and matched again: the unmatch's reversal takes effect on the day it was made).
    */
   missing: Minor;
+  /** How many times the ledger's bank entries count it by the day's end (`missing` = amount x (1 - it)). */
+  counted: number;
   counterparty: string | null;
   description: string | null;
   /** A live match covers it now (its bank match counts from a later day, or not in this bank account). */
@@ -356,6 +358,7 @@ async function linesNotInLedger(
     booking_date: string;
     amount: string;
     missing: string;
+    counted: number;
     counterparty: string | null;
     description: string | null;
     matched_now: boolean;
@@ -375,11 +378,11 @@ async function linesNotInLedger(
       WHERE ${effectDay(timeZone)} <= ${date}::date
       GROUP BY m.identity),
     missing AS (
-      SELECT l.*, l.amount * (1 - coalesce(c.times, 0)) AS missing
+      SELECT l.*, coalesce(c.times, 0) AS counted, l.amount * (1 - coalesce(c.times, 0)) AS missing
       FROM lines l LEFT JOIN counted c ON c.identity = l.identity
       WHERE coalesce(c.times, 0) <> 1)
     SELECT x.identity, x.reference, x.booking_date::text AS booking_date, round(x.amount * 100)::text AS amount,
-      round(x.missing * 100)::text AS missing, x.counterparty, x.description,
+      round(x.missing * 100)::text AS missing, x.counted, x.counterparty, x.description,
       EXISTS (SELECT 1 FROM match_members m WHERE m.side = 'bank_line' AND m.identity = x.identity AND m.live)
         AS matched_now,
       count(*) OVER ()::int AS n, round(sum(x.missing) OVER () * 100)::text AS total
@@ -395,6 +398,7 @@ async function linesNotInLedger(
       bookingDate: r.booking_date,
       amount: minor(r.amount),
       missing: minor(r.missing),
+      counted: r.counted,
       counterparty: r.counterparty,
       description: r.description,
       matchedNow: r.matched_now,
