@@ -3,7 +3,7 @@
  * (src/domain/bank-reconciliation.ts): the statement's closing balance against the ledger's bank account,
  * their difference, the reconciling items that explain it (the balance before the first imported
  * statement, the bank lines not in the ledger), and the unexplained difference, green at 0.00 and red
- * otherwise. Cells are named `<id>-closing`, `-ledger`, `-difference`, `-opening-before`, `-lines`,
+ * otherwise (no other figure is coloured: a difference is not an error until it is unexplained). Cells are named `<id>-closing`, `-ledger`, `-difference`, `-opening-before`, `-lines`,
  * `-unexplained`.
  */
 import type { Minor } from '../domain/money.ts';
@@ -41,10 +41,11 @@ export interface BankProofRows {
   unexplained: Minor | null;
 }
 
+/** An amount cell; no colour for a sign: only the unexplained difference is coloured, by `cls`. */
 const cell = (id: string, m: Minor | null, cls = '') =>
   m === null
     ? html`<td class="num muted" id="${id}">unknown</td>`
-    : html`<td class="num${m < 0n ? ' neg' : ''}${cls ? ` ${cls}` : ''}" id="${id}">${formatMoney(m)}</td>`;
+    : html`<td class="num${cls ? ` ${cls}` : ''}" id="${id}">${formatMoney(m)}</td>`;
 
 /** Why the unexplained difference cannot be computed, or null. */
 function unknownWhy(r: BankProofRows): string | null {

@@ -38,7 +38,9 @@ tr.total th{font-weight:600;border-top:2px solid #c9ced6}table.unmatched{margin-
 .pager{display:flex;gap:1rem;margin:.2rem 0 .8rem}
 h3.bank{font-size:1rem;margin:1.2rem 0 .2rem}
 table.unmatched caption{text-align:left;font-weight:600;padding:.3rem 0}
-table.unmatched td.item{white-space:nowrap}
+table.unmatched{table-layout:fixed}table.unmatched td{overflow-wrap:anywhere}
+table.unmatched th:nth-child(1){width:24%}table.unmatched th:nth-child(2){width:18%}table.unmatched th:nth-child(3){width:13%}
+table.unmatched th:nth-child(4){width:11%}table.unmatched th:nth-child(6){width:12%}
 ${BANK_PROOF_CSS}
 `;
 

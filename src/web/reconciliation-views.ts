@@ -24,14 +24,15 @@ export const RECONCILIATION_CSS = `
 .recon-sums dt{color:#46505f;font-size:.8rem;text-transform:uppercase;letter-spacing:.02em}
 .recon-sums dd{margin:.2rem 0 0;font-size:1.15rem;font-variant-numeric:tabular-nums}
 .recon-sums .off{color:#b3261e;font-weight:600}.recon-sums .even{color:#1b5e20}
-.recon-sums dd.muted{font-size:.78rem;margin:0;overflow-wrap:anywhere}
+.recon-sums dd.muted{font-size:.78rem;margin:0;overflow-wrap:break-word}
 table#matches td.rulename,table#matches td.by{white-space:nowrap}table#matches td.members{min-width:16rem}
 .daynav{display:flex;gap:1rem;margin:-.4rem 0 .8rem}
 details.pick summary{cursor:pointer;color:#2456c7}
 form.pick{display:flex;flex-direction:column;gap:.35rem;margin:.4rem 0;max-width:34rem}
 form.pick fieldset{border:1px solid #e3e6eb;padding:.3rem .6rem;margin:0}
 form.pick label.check{flex-direction:row;align-items:center;gap:.4rem;font-size:.85rem;color:#1d2430}
-form.unmatch{display:flex;gap:.4rem;align-items:end}
+form.unmatch{display:flex;flex-wrap:wrap;gap:.4rem;align-items:end}form.unmatch input{width:11rem}
+@media (max-width:1200px){.recon-sums{grid-template-columns:repeat(3,1fr)}table#matches td.members{min-width:12rem}}
 td.members ul{margin:0;padding-left:1rem}
 .recon-proof{display:flex;flex-wrap:wrap;gap:0 2rem;align-items:flex-start}
 .recon-proof>table.bank-proof{flex:0 1 40rem}
@@ -181,7 +182,7 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <dl class="recon-sums" id="sums">
 <div><dt>Statement opening</dt><dd id="opening">${money(day.statement.opening)}</dd></div>
 <div><dt>Statement closing</dt><dd id="closing">${money(day.statement.closing)}</dd></div>
-<div><dt>Ledger at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd><dd class="muted">bank:${bank.id}</dd></div>
+<div><dt>Ledger at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd><dd class="muted">bank:<wbr>${bank.id}</dd></div>
 <div><dt>Unexplained</dt><dd id="unexplained" class="${unexplained === null ? '' : unexplained === 0n ? 'even' : 'off'}">${unexplained === null ? 'unknown' : formatMoney(unexplained)}</dd><dd class="muted">of the difference <span id="difference">${money(day.difference)}</span>, once the reconciling items below are taken out</dd></div>
 <div><dt>Moved on the day</dt><dd id="moved">${moved === null ? 'no statement' : formatMoney(moved)}</dd><dd class="muted">statement; ledger ${formatMoney(day.ledger - day.ledgerOpening)}</dd></div>
 <div><dt>Matched</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} lines (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd><dd class="muted" id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>

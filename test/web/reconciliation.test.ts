@@ -590,7 +590,7 @@ describe('the reconciliation proof after matches by hand, and with a ledger entr
     }
     const vera = await signIn('vera');
     const page = await get(vera, `/reconciliation/${encodeURIComponent(bank.id)}/${on.date}`);
-    expect(page.body).toMatch(/<td class="num neg off" id="proof-unexplained">-12\.34</);
+    expect(page.body).toMatch(/<td class="num off" id="proof-unexplained">-12\.34</);
     expect(page.body).toMatch(/<dd id="unexplained" class="off">-12\.34</);
   });
 });
