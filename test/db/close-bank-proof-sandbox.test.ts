@@ -1,10 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { closeDocument } from '../../src/db/closes/document.ts';
 import { recordImport } from '../../src/db/imports/service.ts';
+import { reconciliationDay } from '../../src/db/read-models/reconciliation.ts';
 import { formatAmount, parseLedgerMinor } from '../../src/domain/money.ts';
 import { closeScope } from '../../src/reports/close.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
-import { DAYS, dateOf, run, sandboxFiles } from './sandbox-cash-files.ts';
+import { DAYS, dateOf, NOW, run, sandboxFiles } from './sandbox-cash-files.ts';
 
 const databases: TestDatabase[] = [];
 afterAll(async () => {
@@ -101,5 +102,28 @@ describe('the close bank proof over the sandbox files', () => {
       }
     }
     expect(explained).toBe(setup.bankAccounts.length);
+
+    // The Reconciliation page's day, every statement day of every bank account (camt.053 001.02, 001.08
+    // and the bank CSV by turns): closing - opening before the first statement - the lines unmatched
+    // booked to date = the ledger's bank account at the day's end, nothing unexplained.
+    let days = 0;
+    for (const b of setup.bankAccounts) {
+      const bank = { ...b, name: b.id };
+      let opening: bigint | null = null;
+      let unmatched = 0n;
+      for (let n = 0; n < DAYS; n++) {
+        const day = await reconciliationDay(t.db, bank, dateOf(n), 'UTC', NOW);
+        unmatched += day.unmatched.reduce((sum, l) => sum + l.amount, 0n);
+        opening ??= day.lines.length > 0 ? day.statement.opening : null;
+        if (day.lines.length === 0) continue;
+        expect(day.proof.firstStatement?.opening, `${b.id} ${day.date}`).toBe(opening);
+        expect(day.proof.notInLedger.total, `${b.id} ${day.date}`).toBe(unmatched);
+        if (day.statement.closing === null) continue;
+        expect(day.statement.closing - opening! - unmatched, `${b.id} ${day.date}`).toBe(day.ledger);
+        expect(day.proof.unexplained, `${b.id} ${day.date}`).toBe(0n);
+        days++;
+      }
+    }
+    expect(days).toBeGreaterThan(DAYS / 2);
   });
 });
