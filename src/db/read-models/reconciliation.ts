@@ -343,7 +343,9 @@ export async function reconciliationDay(
  * The lines of the bank account booked on or before `date` that the ledger's bank account does not hold
  * at the day's end: for each line, the bank match entries of the matches it was ever in (applications
  * less reversals) that count by the day (`effectDay`); a line they count once is in the ledger, any other
- * lacks its amount times (1 - that count). Counted and summed over all of them; the latest listed.
+ * lacks its amount times (1 - that count). Counted and summed over all of them; the latest listed. The
+ * applications are read through the merchant account's bank match index, the reversals from the ended
+ * matches: never the whole journal.
  */
 async function linesNotInLedger(
   db: Db,
@@ -365,28 +367,35 @@ async function linesNotInLedger(
     n: number;
     total: string;
   }>`
-    WITH lines AS (
-      SELECT b.identity, b.reference, b.booking_date, b.amount, b.counterparty, b.description
-      FROM bank_statement_lines b
-      WHERE b.bank_account = ${bank.id} AND b.currency = ${bank.currency} AND b.booking_date <= ${date}::date),
-    counted AS (
-      SELECT m.identity, sum(e.direction)::int AS times
-      FROM lines l
-      JOIN match_members m ON m.side = 'bank_line' AND m.identity = l.identity
-      JOIN journal_entries e ON e.entity_id = m.match_id::text AND e.entity_kind = 'bank_match'
-        AND e.merchant_account = ${bank.account} AND e.currency = ${bank.currency}
-      WHERE ${effectDay(timeZone)} <= ${date}::date
-      GROUP BY m.identity),
-    missing AS (
-      SELECT l.*, coalesce(c.times, 0) AS counted, l.amount * (1 - coalesce(c.times, 0)) AS missing
-      FROM lines l LEFT JOIN counted c ON c.identity = l.identity
-      WHERE coalesce(c.times, 0) <> 1)
     SELECT x.identity, x.reference, x.booking_date::text AS booking_date, round(x.amount * 100)::text AS amount,
       round(x.missing * 100)::text AS missing, x.counted, x.counterparty, x.description,
       EXISTS (SELECT 1 FROM match_members m WHERE m.side = 'bank_line' AND m.identity = x.identity AND m.live)
         AS matched_now,
       count(*) OVER ()::int AS n, round(sum(x.missing) OVER () * 100)::text AS total
-    FROM missing x
+    FROM (
+      SELECT b.identity, b.reference, b.booking_date, b.amount, b.counterparty, b.description,
+        (coalesce(a.n, 0) - coalesce(r.n, 0))::int AS counted,
+        b.amount * (1 - coalesce(a.n, 0) + coalesce(r.n, 0)) AS missing
+      FROM bank_statement_lines b
+      -- The applications of the merchant account's bank matches (journal_entries_bank_match_ix), per line.
+      LEFT JOIN (
+        SELECT m.identity, count(*) AS n
+        FROM journal_entries e
+        JOIN match_members m ON m.match_id::text = e.entity_id AND m.side = 'bank_line'
+        WHERE e.entity_kind = 'bank_match' AND e.direction = 1 AND e.merchant_account = ${bank.account}
+          AND e.currency = ${bank.currency} AND ${effectDay(timeZone)} <= ${date}::date
+        GROUP BY m.identity) a ON a.identity = b.identity
+      -- Their reversals: only ended matches have any (match_members_ended_idx), per line.
+      LEFT JOIN (
+        SELECT m.identity, count(*) AS n
+        FROM match_members m
+        JOIN journal_entries e ON e.entity_id = m.match_id::text AND e.entity_kind = 'bank_match'
+          AND e.merchant_account = ${bank.account} AND e.direction = -1
+        WHERE m.side = 'bank_line' AND NOT m.live AND e.currency = ${bank.currency}
+          AND ${effectDay(timeZone)} <= ${date}::date
+        GROUP BY m.identity) r ON r.identity = b.identity
+      WHERE b.bank_account = ${bank.id} AND b.currency = ${bank.currency} AND b.booking_date <= ${date}::date) x
+    WHERE x.counted <> 1
     ORDER BY x.booking_date DESC, x.identity
     LIMIT ${NOT_IN_LEDGER_LISTED}`.execute(db);
   return {
