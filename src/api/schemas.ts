@@ -483,7 +483,10 @@ export const Close = z.object({
   approvedBy: z.string().nullable(),
   approvedAt: Instant.nullable(),
   sha256: z.string().nullable(),
-  figures: z.record(z.string(), z.unknown()),
+  figures: z.record(z.string(), z.unknown()).meta({
+    description:
+      'The signed document, in the version it was signed with (v). Version 2: each bankProof line explains its difference (firstStatement, openingBeforeFirst, linesNotInLedger, linesAfterStatement, inTransit, unexplained); version 1: unmatched with one unmatchedTotal',
+  }),
 });
 export const CloseListQuery = z.object({
   account: Text(200).optional(),
