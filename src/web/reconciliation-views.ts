@@ -38,6 +38,7 @@ td.members ul{margin:0;padding-left:1rem}
 .recon-proof>table.bank-proof{flex:0 1 40rem}
 .recon-proof>p{flex:1 1 18rem;margin:.5rem 0}
 details.not-in-ledger summary{cursor:pointer;color:#2456c7;margin:.2rem 0}
+.mark.carried{background:#fff1c2;color:#6b4e00}
 ${BANK_PROOF_CSS}`;
 
 const canWork = (ctx: PageContext) => ctx.role !== undefined && roleCan(ctx.role, 'work-exceptions');
@@ -165,6 +166,10 @@ export function reconciliationDayPage(
   const work = canWork(ctx);
   const { bank, share } = day;
   const unexplained = day.proof.unexplained;
+  // Unmatched lines the ledger still holds at the day's end (a match ended after the day): the day's lines
+  // are the latest booked, so every one the ledger lacks is among those listed.
+  const lacking = new Set(day.proof.notInLedger.lines.map((l) => l.identity));
+  const carried = new Set(day.unmatched.filter((l) => !lacking.has(l.identity)).map((l) => l.identity));
   const { opening, closing } = day.statement;
   const moved = opening === null || closing === null ? null : closing - opening;
   return layout(
@@ -194,7 +199,7 @@ ${dayProof(ctx, day)}
       day.unmatched.length
         ? day.unmatched.map(
             (l) =>
-              html`<tr data-line="${l.identity}"><td>${l.reference ?? html`<span class="muted">none</span>`}${l.reversal ? html` <span class="mark">reversal</span>` : ''}</td><td class="when">${l.bookingDate}</td><td class="when">${l.valueDate ?? ''}</td><td class="num${l.amount < 0n ? ' neg' : ''}">${formatMoney(l.amount)}</td><td class="num">${l.ageDays} d</td><td>${l.counterparty ? html`${l.counterparty}: ` : ''}${l.description ?? ''}</td>${work ? html`<td>${matchForm(ctx, day, l)}</td>` : ''}</tr>`,
+              html`<tr data-line="${l.identity}"><td>${l.reference ?? html`<span class="muted">none</span>`}${l.reversal ? html` <span class="mark">reversal</span>` : ''}${carried.has(l.identity) ? html` <span class="mark carried">in the ledger on this day: its unmatch counts from the day it was made</span>` : ''}</td><td class="when">${l.bookingDate}</td><td class="when">${l.valueDate ?? ''}</td><td class="num${l.amount < 0n ? ' neg' : ''}">${formatMoney(l.amount)}</td><td class="num">${l.ageDays} d</td><td>${l.counterparty ? html`${l.counterparty}: ` : ''}${l.description ?? ''}</td>${work ? html`<td>${matchForm(ctx, day, l)}</td>` : ''}</tr>`,
           )
         : html`<tr><td colspan="${work ? 7 : 6}" class="muted">Every line of the day is matched.</td></tr>`
     }</tbody></table>

@@ -194,6 +194,10 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     // The unmatch's reversal counts from the day it was made: on the line's own day the ledger still
     // holds it, and the proof says so (nothing unexplained).
     await expect(olga.locator('#proof-unexplained').textContent()).resolves.toBe('0.00');
+    await expect(olga.locator(`#not-in-ledger tr[data-line="${line.identity}"]`).count()).resolves.toBe(0);
+    await expect(
+      olga.locator(`#unmatched tr[data-line="${line.identity}"] .mark.carried`).textContent(),
+    ).resolves.toContain('in the ledger on this day');
     await shot(olga, '6-unmatched-again');
     const ended = await r.t.db
       .selectFrom('matches')
