@@ -890,6 +890,32 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
           ledger: formatAmount(d.ledger),
           ledgerOpening: formatAmount(d.ledgerOpening),
           difference: amountOrNull(d.difference),
+          proof: {
+            firstStatement: d.proof.firstStatement && {
+              importId: d.proof.firstStatement.importId,
+              statementId: d.proof.firstStatement.statementId,
+              date: d.proof.firstStatement.date,
+              opening: amountOrNull(d.proof.firstStatement.opening),
+            },
+            openingBeforeFirst: amountOrNull(d.proof.firstStatement?.opening ?? null),
+            notInLedger: {
+              count: d.proof.notInLedger.count,
+              total: formatAmount(d.proof.notInLedger.total),
+              lines: d.proof.notInLedger.lines.map((l) => ({
+                identity: l.identity,
+                reference: l.reference,
+                bookingDate: l.bookingDate,
+                amount: formatAmount(l.amount),
+                missing: formatAmount(l.missing),
+                counted: l.counted,
+                description: l.description,
+                matchedNow: l.matchedNow,
+                ageDays: l.ageDays,
+              })),
+            },
+            explained: amountOrNull(d.proof.explained),
+            unexplained: amountOrNull(d.proof.unexplained),
+          },
           share: {
             lines: d.share.lines,
             matchedLines: d.share.matchedLines,

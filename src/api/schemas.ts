@@ -483,7 +483,10 @@ export const Close = z.object({
   approvedBy: z.string().nullable(),
   approvedAt: Instant.nullable(),
   sha256: z.string().nullable(),
-  figures: z.record(z.string(), z.unknown()),
+  figures: z.record(z.string(), z.unknown()).meta({
+    description:
+      'The signed document, in the version it was signed with (v). Version 2: each bankProof line explains its difference (firstStatement, openingBeforeFirst, linesNotInLedger, linesAfterStatement, inTransit, unexplained); version 1: unmatched with one unmatchedTotal',
+  }),
 });
 export const CloseListQuery = z.object({
   account: Text(200).optional(),
@@ -676,6 +679,57 @@ export const ReconciliationDayResponse = z.object({
   }),
   ledgerOpening: Amount.meta({ description: "The same before the day's start" }),
   difference: Amount.nullable().meta({ description: 'Statement closing minus ledger' }),
+  proof: z
+    .object({
+      firstStatement: z
+        .object({
+          importId: z.string(),
+          statementId: z.string().nullable(),
+          date: z.string().meta({ description: 'The booking date of its first line' }),
+          opening: Amount.nullable(),
+        })
+        .nullable()
+        .meta({
+          description: "The bank account's first imported statement (the one whose lines start earliest)",
+        }),
+      openingBeforeFirst: Amount.nullable().meta({
+        description:
+          "The first statement's opening balance: what the account held before payrecon's statements",
+      }),
+      notInLedger: z.object({
+        count: z.number().int(),
+        total: Amount.meta({ description: 'What the ledger lacks of them, summed' }),
+        lines: z
+          .array(
+            z.object({
+              identity: z.string(),
+              reference: z.string().nullable(),
+              bookingDate: z.string(),
+              amount: Amount,
+              missing: Amount.meta({
+                description: 'What of it the ledger lacks at the day end',
+              }),
+              description: z.string().nullable(),
+              counted: z.number().int().meta({
+                description:
+                  "How many times the ledger's bank entries count it by the day end (missing = amount x (1 - counted))",
+              }),
+              matchedNow: z.boolean().meta({ description: 'A live match covers it now' }),
+              ageDays: z.number().int(),
+            }),
+          )
+          .meta({ description: 'The latest 500 of them, newest first' }),
+      }),
+      explained: Amount.nullable().meta({ description: 'openingBeforeFirst + notInLedger.total' }),
+      unexplained: Amount.nullable().meta({
+        description:
+          'difference - explained: 0.00 when everything is accounted for; null when a balance is unknown',
+      }),
+    })
+    .meta({
+      description:
+        'Why the statement closing differs from the ledger: closing - openingBeforeFirst - notInLedger.total - ledger = unexplained',
+    }),
   share: z.object({
     lines: z.number().int(),
     matchedLines: z.number().int(),

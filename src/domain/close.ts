@@ -2,7 +2,13 @@
  * The month close's document: the figures of one merchant account, currency and month
  * as plain JSON whose amounts are decimal strings (`"-12.50"`), written canonically (object keys sorted,
  * no spaces) so the same figures always give the same text and the same SHA-256. A signed close stores
- * exactly this text and its hash; the page, the API and the workbook read figures back from it.
+ * exactly this text and its hash; the page, the API and the workbook read figures back from it, so a
+ * document keeps the version it was signed with (`v`) and every reader reads each version:
+ *
+ * - version 1: the bank proof (when there is one) puts the statement against the ledger and lists the
+ *   unmatched items with one total (`unmatchedTotal`);
+ * - version 2: the bank proof explains its difference (`CloseBankProofLine`'s `openingBeforeFirst`,
+ *   `linesNotInLedger`, `unexplained`), and totals the settlements in transit apart (`inTransit`).
  */
 import { createHash } from 'node:crypto';
 
@@ -93,26 +99,92 @@ export interface CloseUnmatchedItem {
   noted: boolean;
 }
 
-/** The bank proof of one configured bank account at the cut-off. */
+/** A statement a bank proof names: its import, place in the file, own id and date. */
+export interface CloseStatementRef {
+  importId: string;
+  position: number;
+  statementId: string | null;
+  date: string;
+}
+
+/**
+ * The bank proof of one configured bank account at the cut-off (src/domain/bank-reconciliation.ts):
+ *
+ *   difference (statementClosing - ledger) = openingBeforeFirst + linesNotInLedger + unexplained
+ *
+ * The unmatched items are of two kinds. Bank lines (`bank_line`) are on the statement and not in the
+ * ledger: those booked on or before the statement's date are `linesNotInLedger`, part of the difference;
+ * those booked after it (to the period's last day) are in no statement reconciled here
+ * (`linesAfterStatement`). Settlements (`settlement`) were paid by the provider and not seen in the bank:
+ * they are in `settlements_in_transit`, not in the bank account, and no part of the difference
+ * (`inTransit`). Every item, of either kind, is under the note rule (`itemsNeedingNote`).
+ */
 export interface CloseBankProofLine {
   /** The bank account as statements name it (PAYRECON_BANK_ACCOUNTS `id`). */
   bankAccount: string;
   name: string | null;
   /** The last imported statement whose lines end on or before the period's last day; null: none. */
-  statement: { importId: string; position: number; statementId: string | null; date: string } | null;
+  statement: CloseStatementRef | null;
   /** That statement's closing balance; null: no statement, or one without a balance. */
   statementClosing: string | null;
   /** The ledger's `bank:<id>` balance at the cut-off. */
   ledger: string;
   /** statementClosing - ledger; null without a statement balance. */
   difference: string | null;
+  /** Bank lines and settlements unmatched at the cut-off, lines first. */
   unmatched: CloseUnmatchedItem[];
-  unmatchedTotal: string;
+  /** Version 1 only: the total of every unmatched item, lines and settlements together. */
+  unmatchedTotal?: string;
+  /**
+   * Version 2. The bank account's first imported statement (the one whose lines start earliest; its
+   * `date` is its first line's booking date); null: none.
+   */
+  firstStatement?: CloseStatementRef | null;
+  /** Version 2. Its opening balance: what the account held before payrecon's statements; null: unknown. */
+  openingBeforeFirst?: string | null;
+  /** Version 2. The total of the unmatched bank lines booked on or before the statement's date. */
+  linesNotInLedger?: string;
+  /** Version 2. The total of the unmatched bank lines booked after the statement's date. */
+  linesAfterStatement?: string;
+  /** Version 2. The total of the unmatched settlements (in transit, not in the bank). */
+  inTransit?: string;
+  /**
+   * Version 2. difference - openingBeforeFirst - linesNotInLedger: 0.00 when the statement is explained;
+   * null when the closing balance or the opening before the first statement is unknown.
+   */
+  unexplained?: string | null;
 }
 
-/** Everything a close signs. Version 1. */
+/** Version 2 of a bank proof line: its difference explained. */
+export type ExplainedBankProofLine = CloseBankProofLine &
+  Required<
+    Pick<
+      CloseBankProofLine,
+      | 'firstStatement'
+      | 'openingBeforeFirst'
+      | 'linesNotInLedger'
+      | 'linesAfterStatement'
+      | 'inTransit'
+      | 'unexplained'
+    >
+  >;
+
+/** True for a bank proof line that explains its difference (version 2). */
+export function isExplained(p: CloseBankProofLine): p is ExplainedBankProofLine {
+  return p.linesNotInLedger !== undefined;
+}
+
+/** Whether an unmatched bank line of a proof is booked after the statement reconciled (none: all are). */
+export function afterStatement(p: Pick<CloseBankProofLine, 'statement'>, item: CloseUnmatchedItem): boolean {
+  return item.kind === 'bank_line' && (p.statement === null || item.date > p.statement.date);
+}
+
+/** The version a close document is written in now. */
+export const CLOSE_DOCUMENT_VERSION = 2 as const;
+
+/** Everything a close signs (`v`: the version it was signed with, see above). */
 export interface CloseDocument {
-  v: 1;
+  v: 1 | 2;
   merchantAccount: string;
   currency: string;
   period: string;

@@ -12,7 +12,15 @@ import { type CloseRecord, getCloseRecord } from '../db/closes/records.ts';
 import { closeLedgerOf } from '../db/closes/scopes.ts';
 import { approveClose, prepareClose } from '../db/closes/service.ts';
 import { createDb } from '../db/connection.ts';
-import { CLOSE_PERIOD_RE, type CloseDocument } from '../domain/close.ts';
+import {
+  afterStatement,
+  CLOSE_PERIOD_RE,
+  type CloseBankProofLine,
+  type CloseDocument,
+  type CloseUnmatchedItem,
+  type ExplainedBankProofLine,
+  isExplained,
+} from '../domain/close.ts';
 import { AppError } from '../domain/errors.ts';
 import { formatAmount, type Minor, minorToCell, parseLedgerMinor } from '../domain/money.ts';
 import { monthOfInstant, monthPeriod } from './period.ts';
@@ -73,15 +81,39 @@ export function describeClose(doc: CloseDocument, record: CloseRecord | null, po
   ];
 }
 
-/** The bank proof as the terminal prints it: a line per bank account, then one per unmatched item. */
+const statementText = (st: NonNullable<CloseBankProofLine['statement']>) =>
+  `${st.statementId ?? `import ${st.importId}`} of ${st.date}`;
+
+const itemText = (u: CloseUnmatchedItem, mark = '') =>
+  `    ${u.kind} ${u.id} ${u.amount} of ${u.date}, ${u.ageDays} day${u.ageDays === 1 ? '' : 's'}${mark}: ${u.noted ? 'noted' : 'no note'}${u.exceptionId ? ` (exception ${u.exceptionId})` : ''}`;
+
+/**
+ * The bank proof as the terminal prints it: a line per bank account with its reconciliation (the
+ * difference, what explains it, the unexplained rest), then the bank lines not in the ledger and the
+ * settlements in transit, one line per item. A close signed before the proof explained its difference
+ * (version 1) prints as it was signed: one list and one total.
+ */
 export function bankProofLines(doc: CloseDocument): string[] {
-  return (doc.bankProof ?? []).flatMap((p) => [
-    `bank ${p.bankAccount}: statement ${p.statement ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date} closing ${p.statementClosing ?? 'without a balance'}` : 'none'}; ledger bank:${p.bankAccount} ${p.ledger}; difference ${p.difference ?? 'n/a'}; unmatched ${p.unmatched.length} (${p.unmatchedTotal})`,
-    ...p.unmatched.map(
-      (u) =>
-        `    ${u.kind} ${u.id} ${u.amount} of ${u.date}, ${u.ageDays} day${u.ageDays === 1 ? '' : 's'}: ${u.noted ? 'noted' : 'no note'}${u.exceptionId ? ` (exception ${u.exceptionId})` : ''}`,
-    ),
-  ]);
+  return (doc.bankProof ?? []).flatMap((p) => {
+    const head = `bank ${p.bankAccount}: statement ${p.statement ? `${statementText(p.statement)} closing ${p.statementClosing ?? 'without a balance'}` : 'none'}; ledger bank:${p.bankAccount} ${p.ledger}; difference ${p.difference ?? 'n/a'}`;
+    if (!isExplained(p)) {
+      return [
+        `${head}; unmatched ${p.unmatched.length} (${p.unmatchedTotal ?? 'n/a'})`,
+        ...p.unmatched.map((u) => itemText(u)),
+      ];
+    }
+    const lines = p.unmatched.filter((u) => u.kind === 'bank_line');
+    const later = lines.filter((u) => afterStatement(p, u));
+    const settlements = p.unmatched.filter((u) => u.kind === 'settlement');
+    const first = p.firstStatement ? ` (${statementText(p.firstStatement)})` : '';
+    return [
+      `${head}; explained by: opening before the first statement ${p.openingBeforeFirst ?? 'unknown'}${first}, bank lines not in the ledger ${p.linesNotInLedger} (${lines.length - later.length}); unexplained ${p.unexplained ?? 'unknown'}`,
+      `  bank lines not in the ledger at the cut-off: ${lines.length - later.length}${p.statement ? ` booked on or before ${p.statement.date}` : ''} (${p.linesNotInLedger})${later.length ? `; ${later.length} booked after the statement (${p.linesAfterStatement})` : ''}`,
+      ...lines.map((u) => itemText(u, afterStatement(p, u) ? ', after the statement' : '')),
+      `  settlements in transit, not seen in the bank (no part of the bank difference): ${settlements.length} (${p.inTransit})`,
+      ...settlements.map((u) => itemText(u)),
+    ];
+  });
 }
 
 export async function runCloseCli(
@@ -140,9 +172,12 @@ export const BANK_PROOF_PRINT: PrintRule = { orientation: 'portrait', fit: 'widt
 
 /**
  * The `Bank proof` sheet of a workbook: per signed close with a bank proof, per bank account, the
- * statement against the ledger (the difference a formula over the two cells when both are exact numbers)
- * and the items unmatched at the cut-off with their total. Amounts in column B. Nothing when no close
- * has a bank proof.
+ * statement against the ledger (the difference a formula over the two cells when both are exact numbers),
+ * what explains the difference (the balance before the first imported statement, the bank lines not in
+ * the ledger) and the unexplained difference (a formula over those cells), then the bank lines not in the
+ * ledger and the settlements in transit, each group with its total (a SUM over its rows). A close signed
+ * in version 1 lists its unmatched items under one total, as signed. Amounts in column B. Nothing when
+ * no close has a bank proof.
  */
 export function writeBankProofSheet(
   wb: ExcelJS.stream.xlsx.WorkbookWriter,
@@ -174,7 +209,98 @@ export function writeBankProofSheet(
     row.commit();
     return row.number;
   };
-  bold(['Bank proof at the cut-off: the last statement against the ledger, and what was unmatched']);
+  /** The items' rows; the first and last row numbers (0 when none). */
+  const items = (list: readonly CloseUnmatchedItem[], mark: (u: CloseUnmatchedItem) => string = () => '') => {
+    let first = 0;
+    let last = 0;
+    for (const u of list) {
+      const row = ws.addRow([
+        `${u.kind === 'bank_line' ? 'bank line' : 'settlement'} ${u.id}${mark(u)}`,
+        n(u.amount),
+        u.date,
+        u.ageDays,
+        u.noted ? 'noted' : 'no note',
+        u.reference ?? '',
+        u.exceptionId ?? '',
+      ]);
+      if (first === 0) first = row.number;
+      last = row.number;
+      row.commit();
+    }
+    return { first, last };
+  };
+  /** A total of items: a SUM over their rows when every amount is an exact number, else the text. */
+  const total = (
+    list: readonly CloseUnmatchedItem[],
+    text: string | null,
+    range: { first: number; last: number },
+  ) => {
+    if (list.length === 0) return 0;
+    const sum = formatAmount(list.reduce<Minor>((t, u) => t + parseLedgerMinor(u.amount), 0n));
+    return exact(text ?? sum, ...list.map((u) => u.amount))
+      ? { formula: `SUM(B${range.first}:B${range.last})`, result: n(text ?? sum) as number }
+      : (text ?? sum);
+  };
+  /** Version 2: what explains the difference, then the bank lines and the settlements in transit. */
+  const writeExplained = (p: ExplainedBankProofLine, differenceRow: number) => {
+    const lines = p.unmatched.filter((u) => u.kind === 'bank_line');
+    const before = lines.filter((u) => !afterStatement(p, u));
+    const later = lines.filter((u) => afterStatement(p, u));
+    const settlements = p.unmatched.filter((u) => u.kind === 'settlement');
+    const upTo = p.statement ? `booked on or before ${p.statement.date}` : 'no statement';
+    bold(['Explained by']);
+    const openingRow = ws.addRow([
+      `Balance before the first imported statement${p.firstStatement ? ` (${statementText(p.firstStatement)})` : ''}`,
+      n(p.openingBeforeFirst),
+    ]);
+    openingRow.commit();
+    const linesRow = ws.addRow([
+      `Bank lines not in the ledger, ${upTo} (${before.length})`,
+      n(p.linesNotInLedger),
+    ]);
+    linesRow.commit();
+    const unexplained =
+      p.unexplained === null
+        ? 'unknown'
+        : exact(p.unexplained, p.difference, p.openingBeforeFirst, p.linesNotInLedger)
+          ? {
+              formula: `B${differenceRow}-B${openingRow.number}-B${linesRow.number}`,
+              result: n(p.unexplained) as number,
+            }
+          : p.unexplained;
+    bold(['Unexplained difference', unexplained]);
+    ws.addRow([]).commit();
+    bold([
+      'Bank lines not in the ledger at the cut-off',
+      'Amount',
+      'Date',
+      'Age (days)',
+      'Note',
+      'Reference',
+      'Exception',
+    ]);
+    const range = items(before);
+    bold([`Total ${upTo} (${before.length})`, total(before, p.linesNotInLedger, range)]);
+    if (later.length > 0) {
+      const after = items(later, () => ' (after the statement)');
+      bold([`Booked after the statement (${later.length})`, total(later, p.linesAfterStatement, after)]);
+    }
+    ws.addRow([]).commit();
+    bold([
+      'Settlements in transit, not seen in the bank (no part of the bank difference)',
+      'Amount',
+      'Date',
+      'Age (days)',
+      'Note',
+      'Reference',
+      'Exception',
+    ]);
+    const inTransit = items(settlements);
+    bold([`Total (${settlements.length})`, total(settlements, p.inTransit, inTransit)]);
+  };
+  bold([
+    'Bank proof at the cut-off: the last statement against the ledger, what explains the difference, and what was unmatched',
+  ]);
   for (const { document: d, status, sha256 } of withProof) {
     ws.addRow([]).commit();
     bold([
@@ -184,12 +310,7 @@ export function writeBankProofSheet(
     for (const p of d.bankProof ?? []) {
       ws.addRow([]).commit();
       bold([`Bank account ${p.bankAccount}${p.name ? ` · ${p.name}` : ''}`]);
-      ws.addRow([
-        'Statement',
-        p.statement
-          ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date}`
-          : 'no statement',
-      ]).commit();
+      ws.addRow(['Statement', p.statement ? statementText(p.statement) : 'no statement']).commit();
       const closingRow = ws.addRow(['Statement closing balance', n(p.statementClosing)]);
       closingRow.commit();
       const ledgerRow = ws.addRow([`Ledger bank:${p.bankAccount}`, n(p.ledger)]);
@@ -203,31 +324,15 @@ export function writeBankProofSheet(
                 result: n(p.difference) as number,
               }
             : p.difference;
-      bold(['Difference', difference]);
+      const differenceRow = bold(['Difference', difference]);
+      if (isExplained(p)) {
+        writeExplained(p, differenceRow);
+        continue;
+      }
       ws.addRow([]).commit();
       bold(['Unmatched at the cut-off', 'Amount', 'Date', 'Age (days)', 'Note', 'Reference', 'Exception']);
-      let first = 0;
-      let last = 0;
-      for (const u of p.unmatched) {
-        const row = ws.addRow([
-          `${u.kind === 'bank_line' ? 'bank line' : 'settlement'} ${u.id}`,
-          n(u.amount),
-          u.date,
-          u.ageDays,
-          u.noted ? 'noted' : 'no note',
-          u.reference ?? '',
-          u.exceptionId ?? '',
-        ]);
-        if (first === 0) first = row.number;
-        last = row.number;
-        row.commit();
-      }
-      const sum = p.unmatched.reduce<Minor>((t, u) => t + parseLedgerMinor(u.amount), 0n);
-      const total =
-        p.unmatched.length > 0 && exact(p.unmatchedTotal, ...p.unmatched.map((u) => u.amount))
-          ? { formula: `SUM(B${first}:B${last})`, result: n(p.unmatchedTotal) as number }
-          : formatAmount(sum);
-      bold([`Total (${p.unmatched.length})`, p.unmatched.length === 0 ? 0 : total]);
+      const range = items(p.unmatched);
+      bold([`Total (${p.unmatched.length})`, total(p.unmatched, p.unmatchedTotal ?? null, range)]);
     }
   }
   ws.commit();

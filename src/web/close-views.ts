@@ -5,9 +5,14 @@
  * the same whether read from a signed close or computed now.
  */
 import {
+  afterStatement,
   type CloseAdjustmentLine,
+  type CloseBankProofLine,
   type CloseDocument,
   type CloseStatus,
+  type CloseUnmatchedItem,
+  type ExplainedBankProofLine,
+  isExplained,
   itemsNeedingNote,
   needsNoteMessage,
   nextPeriod,
@@ -16,6 +21,7 @@ import {
 import { parseLedgerMinor } from '../domain/money.ts';
 import { paymentPath } from '../domain/payment-path.ts';
 import { roleCan } from '../domain/roles.ts';
+import { BANK_PROOF_CSS, bankProofTable } from './bank-proof-view.ts';
 import { formatDateTime, formatMoney, html, type SafeHtml } from './html.ts';
 import { layout, type PageContext } from './views.ts';
 
@@ -28,9 +34,14 @@ export const CLOSE_CSS = `
 .ok{color:#1b5e20;font-weight:600}.bad{color:#b3261e;font-weight:600}
 form.actions{display:flex;gap:.5rem;align-items:center;margin:.5rem 0 1rem}
 tr.total td{font-weight:600;border-top:2px solid #c9ced6}
-table.bank-proof caption{text-align:left;font-weight:600;padding:.3rem 0}table.bank-proof th{text-align:left;font-weight:normal;color:#46505f;text-transform:none;letter-spacing:normal;font-size:.9rem}
 tr.total th{font-weight:600;border-top:2px solid #c9ced6}table.unmatched{margin-bottom:1rem}
 .pager{display:flex;gap:1rem;margin:.2rem 0 .8rem}
+h3.bank{font-size:1rem;margin:1.2rem 0 .2rem}
+table.unmatched caption{text-align:left;font-weight:600;padding:.3rem 0}
+table.unmatched{table-layout:fixed}table.unmatched td{overflow-wrap:anywhere}
+table.unmatched th:nth-child(1){width:24%}table.unmatched th:nth-child(2){width:18%}table.unmatched th:nth-child(3){width:13%}
+table.unmatched th:nth-child(4){width:11%}table.unmatched th:nth-child(6){width:12%}
+${BANK_PROOF_CSS}
 `;
 
 /** One row of the close list: a month of one merchant account and currency. */
@@ -167,31 +178,95 @@ ${rows.map(
 </tbody></table>`;
 }
 
-/** The bank proof: per bank account, the statement against the ledger and the items unmatched at the cut-off. */
+const statementName = (st: NonNullable<CloseBankProofLine['statement']>) =>
+  `${st.statementId ?? `import ${st.importId}`} of ${st.date}`;
+
+/** The rows of unmatched items: each linked to its exception and its reconciliation day, with its note. */
+function itemRows(
+  ctx: PageContext,
+  p: CloseBankProofLine,
+  items: readonly CloseUnmatchedItem[],
+  needs: readonly CloseUnmatchedItem[],
+  mark: (u: CloseUnmatchedItem) => SafeHtml | string = () => '',
+): SafeHtml[] {
+  return items.map(
+    (u) =>
+      html`<tr><td class="item">${u.kind === 'bank_line' ? 'bank line' : 'settlement'} ${u.exceptionId ? html`<a href="${ctx.base}/exceptions/${u.exceptionId}">${u.id}</a>` : u.id}${mark(u)}</td><td>${u.reference ?? ''}</td><td><a href="${ctx.base}/reconciliation/${encodeURIComponent(p.bankAccount)}/${u.date}">${u.date}</a></td><td class="num">${u.ageDays}</td><td>${u.noted ? html`<span class="ok">noted</span>` : needs.includes(u) ? html`<span class="bad">needs a note</span>` : 'none (at or below the amount)'}</td>${amountCell(u.amount)}</tr>`,
+  );
+}
+
+const ITEM_HEAD = html`<thead><tr><th>Item</th><th>Reference</th><th>Date</th><th class="num">Age (days)</th><th>Note</th><th class="num">Amount</th></tr></thead>`;
+
+/** A bank proof that explains its difference (version 2): the reconciliation, then its two groups. */
+function explainedProof(
+  ctx: PageContext,
+  p: ExplainedBankProofLine,
+  needs: readonly CloseUnmatchedItem[],
+): SafeHtml {
+  const lines = p.unmatched.filter((u) => u.kind === 'bank_line');
+  const later = lines.filter((u) => afterStatement(p, u));
+  const settlements = p.unmatched.filter((u) => u.kind === 'settlement');
+  const first = p.firstStatement;
+  const upTo = p.statement ? `booked on or before ${p.statement.date}` : 'no statement';
+  return html`${bankProofTable({
+    id: `bank-${p.bankAccount}`,
+    statement: p.statement ? statementName(p.statement) : 'no statement on or before the last day',
+    closing: p.statementClosing === null ? null : parseLedgerMinor(p.statementClosing),
+    ledgerLabel: `bank:${p.bankAccount} at the cut-off`,
+    ledger: parseLedgerMinor(p.ledger),
+    firstStatement: first
+      ? `${first.statementId ?? `import ${first.importId}`}, first line booked ${first.date}`
+      : null,
+    openingBeforeFirst: p.openingBeforeFirst === null ? null : parseLedgerMinor(p.openingBeforeFirst),
+    linesLabel: 'Bank lines not in the ledger',
+    linesWhy: `unmatched at the cut-off, ${upTo}`,
+    lines: { count: lines.length - later.length, total: parseLedgerMinor(p.linesNotInLedger) },
+    unexplained: p.unexplained === null ? null : parseLedgerMinor(p.unexplained),
+  })}
+<table class="unmatched" id="${`lines-${p.bankAccount}`}"><caption>Bank lines not in the ledger at the cut-off</caption>${ITEM_HEAD}<tbody>
+${itemRows(ctx, p, lines, needs, (u) => (afterStatement(p, u) ? html` <span class="mark">after the statement</span>` : ''))}
+${lines.length === 0 ? html`<tr><td colspan="6" class="muted">None: the ledger holds every bank line.</td></tr>` : ''}
+<tr class="total"><td colspan="5">Total ${upTo} (${lines.length - later.length}): explains the difference</td>${amountCell(p.linesNotInLedger)}</tr>
+${later.length ? html`<tr class="total"><td colspan="5">Booked after the statement, to the period's last day (${later.length}): in no statement reconciled here</td>${amountCell(p.linesAfterStatement)}</tr>` : ''}
+</tbody></table>
+<table class="unmatched" id="${`in-transit-${p.bankAccount}`}"><caption>Settlements in transit, not seen in the bank</caption>${ITEM_HEAD}<tbody>
+${itemRows(ctx, p, settlements, needs)}
+${settlements.length === 0 ? html`<tr><td colspan="6" class="muted">None: every settlement paid by the value date reached the bank.</td></tr>` : ''}
+<tr class="total"><td colspan="5">Total (${settlements.length}): in settlements in transit, no part of the bank difference</td>${amountCell(p.inTransit)}</tr>
+</tbody></table>`;
+}
+
+/** A bank proof signed before it explained its difference (version 1), as it was signed. */
+function signedProofV1(
+  ctx: PageContext,
+  p: CloseBankProofLine,
+  needs: readonly CloseUnmatchedItem[],
+): SafeHtml {
+  return html`<table class="bank-proof" id="${`bank-${p.bankAccount}`}"><tbody>
+<tr><th>Statement</th><td>${p.statement ? statementName(p.statement) : 'no statement'}</td></tr>
+<tr><th>Statement closing balance</th>${amountCell(p.statementClosing)}</tr>
+<tr><th>Ledger bank:${p.bankAccount}</th>${amountCell(p.ledger)}</tr>
+<tr class="sum"><th>Difference</th>${amountCell(p.difference)}</tr>
+</tbody></table>
+<p class="muted">Signed before the bank proof explained its difference: shown as signed, without the balance before the first statement or the unexplained difference.</p>
+<table class="unmatched" id="${`unmatched-${p.bankAccount}`}">${ITEM_HEAD}<tbody>
+${itemRows(ctx, p, p.unmatched, needs)}
+<tr class="total"><td colspan="5">Total (${p.unmatched.length})</td>${amountCell(p.unmatchedTotal ?? null)}</tr>
+</tbody></table>`;
+}
+
+/** The bank proof: per bank account, the reconciliation of its statement and the items unmatched at the cut-off. */
 function bankProofSection(ctx: PageContext, d: CloseDocument): SafeHtml | string {
   const proofs = d.bankProof;
   if (!proofs) return '';
   const above = d.noteAbove ?? '0.00';
   const needs = itemsNeedingNote(proofs, parseLedgerMinor(above), parseLedgerMinor);
   return html`<h2>Bank proof at the cut-off</h2>
-<p class="muted">The last imported statement on or before the period's last day against the ledger's bank account at the cut-off. Every unmatched item above ${formatMoney(parseLedgerMinor(above))} needs a note on its exception before the close is signed.</p>
+<p class="muted">Per bank account, the last imported statement on or before the period's last day against the ledger's bank account at the cut-off, and what explains their difference. Every unmatched item above ${formatMoney(parseLedgerMinor(above))}, bank line or settlement, needs a note on its exception before the close is signed.</p>
 <div id="bank-proof">
 ${proofs.map(
-  (
-    p,
-  ) => html`<table class="bank-proof narrow" id="${`bank-${p.bankAccount}`}"><caption>${p.bankAccount}${p.name ? ` · ${p.name}` : ''}</caption><tbody>
-<tr><th>Statement</th><td>${p.statement ? `${p.statement.statementId ?? `import ${p.statement.importId}`} of ${p.statement.date}` : 'no statement'}</td></tr>
-<tr><th>Statement closing balance</th>${amountCell(p.statementClosing)}</tr>
-<tr><th>Ledger bank:${p.bankAccount}</th>${amountCell(p.ledger)}</tr>
-<tr class="total"><th>Difference</th>${amountCell(p.difference)}</tr>
-</tbody></table>
-<table class="unmatched" id="${`unmatched-${p.bankAccount}`}"><thead><tr><th>Unmatched item</th><th>Reference</th><th>Date</th><th class="num">Age (days)</th><th>Note</th><th class="num">Amount</th></tr></thead><tbody>
-${p.unmatched.map(
-  (u) =>
-    html`<tr><td>${u.kind === 'bank_line' ? 'bank line' : 'settlement'} ${u.exceptionId ? html`<a href="${ctx.base}/exceptions/${u.exceptionId}">${u.id}</a>` : u.id}</td><td>${u.reference ?? ''}</td><td><a href="${ctx.base}/reconciliation/${encodeURIComponent(p.bankAccount)}/${u.date}">${u.date}</a></td><td class="num">${u.ageDays}</td><td>${u.noted ? html`<span class="ok">noted</span>` : needs.includes(u) ? html`<span class="bad">needs a note</span>` : 'none (at or below the amount)'}</td>${amountCell(u.amount)}</tr>`,
-)}
-<tr class="total"><td colspan="5">Total (${p.unmatched.length})</td>${amountCell(p.unmatchedTotal)}</tr>
-</tbody></table>`,
+  (p) =>
+    html`<h3 class="bank">${p.bankAccount}${p.name ? ` · ${p.name}` : ''}</h3>${isExplained(p) ? explainedProof(ctx, p, needs) : signedProofV1(ctx, p, needs)}`,
 )}
 </div>
 ${needs.length ? html`<p id="bank-proof-result" class="bad">${needsNoteMessage(needs, above)}</p>` : html`<p id="bank-proof-result" class="ok">Every unmatched item above ${above} has a note.</p>`}`;

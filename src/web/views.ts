@@ -43,6 +43,7 @@ table.narrow{width:auto}
 .muted{color:#6b7483;font-size:.85rem}
 .problem{max-width:640px;margin:3rem auto}
 header form.search input{width:16rem;border-color:#3b4d72;background:#27375a;color:#fff}
+@media (max-width:1200px){header{flex-wrap:wrap;gap:.5rem 1rem}header form.search input{width:12rem}}
 .sides{display:grid;grid-template-columns:repeat(3,1fr);gap:1rem}
 .sides section{background:#fff;padding:.6rem .9rem;box-shadow:0 1px 2px #0001}
 .sides dl{display:grid;grid-template-columns:auto 1fr;gap:.2rem .8rem;margin:0}

@@ -8,6 +8,8 @@
  * At the cut-off: statement S-0930 of 2026-09-29 closes at 470.50, the ledger's bank:BR00ACME holds
  * 500.00 (difference -29.50); unmatched are the rent debit L-RENT (-30.00, no note yet), a 0.50 credit
  * L-SMALL (no note), and the settlement ST-2 (200.00, value date 29 September, matched in October only).
+ * S-0930 is the account's first statement (opening 0.00), so the two lines explain the difference:
+ * 470.50 - 0.00 - (-29.50) = 500.00, nothing unexplained; ST-2 is in transit, no part of it.
  */
 import { type Kysely, sql } from 'kysely';
 import type { Database } from '../../src/db/schema.ts';
@@ -17,14 +19,21 @@ export const BANK = { id: 'BR00ACME', currency: 'BRL', account: 'acme', name: 'A
 
 const SHA = 'a'.repeat(64);
 
-async function importOf(db: Kysely<Database>, kind: string, file: string, at: string): Promise<string> {
+/** An import row of the given kind, file and instant; its id. */
+export async function importOf(
+  db: Kysely<Database>,
+  kind: string,
+  file: string,
+  at: string,
+): Promise<string> {
   const { rows } = await sql<{ id: string }>`
     INSERT INTO imports (kind, file_name, sha256, imported_by, imported_at, lines, new_lines)
     VALUES (${kind}, ${file}, ${SHA}, 'ana', ${at}::timestamptz, 0, 0) RETURNING id::text AS id`.execute(db);
   return rows[0]!.id;
 }
 
-async function line(db: Kysely<Database>, importId: string, id: string, day: string, amount: string) {
+/** A bank line of BR00ACME brought by the import. */
+export async function line(db: Kysely<Database>, importId: string, id: string, day: string, amount: string) {
   await sql`INSERT INTO bank_statement_lines (identity, import_id, content_hash, bank_account, currency, reference,
       booking_date, value_date, amount, reversal, end_to_end_ids, description, transactions)
     VALUES (${id}, ${importId}::bigint, ${id}, ${BANK.id}, 'BRL', ${`REF-${id}`}, ${day}::date, ${day}::date,
@@ -134,6 +143,28 @@ export async function bankProofMonth(db: Kysely<Database>): Promise<Record<strin
 /** A comment on an exception (what the queue's comment writes). */
 export async function commentOn(db: Kysely<Database>, exceptionId: string, note: string): Promise<void> {
   await sql`INSERT INTO exception_events (exception_id, actor, action, note) VALUES (${exceptionId}::bigint, 'ana', 'comment', ${note})`.execute(
+    db,
+  );
+}
+
+/**
+ * A close of July 2026 (acme BRL) as version 1 signed it, before the bank proof explained its difference:
+ * its canonical text and SHA-256 as stored then, with a bank proof of one total over lines and
+ * settlements. Whatever the code writes now, this text must keep verifying and reading.
+ */
+export const SIGNED_V1 = {
+  period: '2026-07',
+  canonical:
+    '{"accounts":[],"bankProof":[{"bankAccount":"BR00OLD","difference":"-29.50","ledger":"500.00","name":null,"statement":{"date":"2026-07-30","importId":"1","position":1,"statementId":"S-0730"},"statementClosing":"470.50","unmatched":[{"ageDays":1,"amount":"-30.00","date":"2026-07-30","exceptionId":null,"id":"L-OLD-RENT","kind":"bank_line","noted":true,"reference":"REF-OLD"},{"ageDays":0,"amount":"200.00","date":"2026-07-31","exceptionId":null,"id":"ST-OLD","kind":"settlement","noted":true,"reference":null}],"unmatchedTotal":"170.00"}],"currency":"BRL","earlierPeriodAdjustments":[],"end":"2026-08-01T00:00:00.000Z","exceptions":[],"exceptionsTotal":"0.00","inFlight":[],"inFlightTotal":"0.00","merchantAccount":"acme","movements":[],"noteAbove":"1.00","period":"2026-07","proof":"0.00","reservedAtEnd":"0.00","start":"2026-07-01T00:00:00.000Z","timeZone":"UTC","v":1}',
+  sha256: '407fa68245e007e9956d832a25abe9c40ac6c3af1f1d869448473d7b992582ba',
+};
+
+/** Stores SIGNED_V1 as prepared by `ana`, as a close signed then was stored. */
+export async function storeSignedV1(db: Kysely<Database>): Promise<void> {
+  await sql`INSERT INTO closes (merchant_account, currency, period, prepared_by, prepared_at, figures, canonical, sha256,
+      period_start, period_end, time_zone)
+    VALUES ('acme', 'BRL', ${SIGNED_V1.period}, 'ana', '2026-08-02T09:00Z', ${SIGNED_V1.canonical}::jsonb,
+      ${SIGNED_V1.canonical}, ${SIGNED_V1.sha256}, '2026-07-01T00:00Z', '2026-08-01T00:00Z', 'UTC')`.execute(
     db,
   );
 }

@@ -1,6 +1,7 @@
 /**
  * `payrecon close show | prepare` with a bank account configured: show prints the bank proof (the
- * statement against the ledger, the unmatched items with their notes); prepare refuses in one line
+ * statement against the ledger and what explains the difference, the bank lines not in the ledger and
+ * the settlements in transit with their notes); prepare refuses in one line
  * naming the items without a note above PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE (exit code 1, like the
  * close's other refusals), and signs once they have notes. A bad amount is one line, exit code 2.
  */
@@ -51,7 +52,13 @@ describe('payrecon close with a bank proof', () => {
     expect(shown.code).toBe(0);
     const lines = shown.stdout.split('\n');
     expect(lines).toContain(
-      'bank BR00ACME: statement S-0930 of 2026-09-29 closing 470.50; ledger bank:BR00ACME 500.00; difference -29.50; unmatched 3 (170.50)',
+      'bank BR00ACME: statement S-0930 of 2026-09-29 closing 470.50; ledger bank:BR00ACME 500.00; difference -29.50; explained by: opening before the first statement 0.00 (S-0930 of 2026-09-12), bank lines not in the ledger -29.50 (2); unexplained 0.00',
+    );
+    expect(lines).toContain(
+      '  bank lines not in the ledger at the cut-off: 2 booked on or before 2026-09-29 (-29.50)',
+    );
+    expect(lines).toContain(
+      '  settlements in transit, not seen in the bank (no part of the bank difference): 1 (200.00)',
     );
     expect(lines).toContain(
       `    bank_line L-RENT -30.00 of 2026-09-28, 2 days: no note (exception ${exceptions['L-RENT']})`,

@@ -1,9 +1,13 @@
 /**
  * The month close's bank proof on the real database: the last statement at the cut-off against the
- * ledger's bank account, the items unmatched at the cut-off (a match created after it does not count),
- * and the sign-off refused while an item above the configured amount has no note: preparing refused,
- * prepared under a higher amount, approval refused under the lower one until notes are added; an item
- * below the amount never blocks. The bank proof is inside the signed, hashed text.
+ * ledger's bank account, what explains their difference (the opening balance before the first imported
+ * statement, the bank lines not in the ledger) and the unexplained rest, 0.00 here and not when a ledger
+ * entry is off; the items unmatched at the cut-off (a match created after it does not count) in two
+ * groups, bank lines and settlements in transit; and the sign-off refused while an item above the
+ * configured amount has no note, of either group: preparing refused, prepared under a higher amount,
+ * approval refused under the lower one until notes are added; an item below the amount never blocks.
+ * The bank proof is inside the signed, hashed text; a close signed in version 1 still verifies, approves
+ * and reads.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,11 +19,20 @@ import type { BankProofSettings } from '../../src/db/closes/bank-proof.ts';
 import { closeDocument } from '../../src/db/closes/document.ts';
 import { getCloseRecord } from '../../src/db/closes/records.ts';
 import { approveClose, prepareClose } from '../../src/db/closes/service.ts';
-import { sha256Hex } from '../../src/domain/close.ts';
-import { closeScope } from '../../src/reports/close.ts';
+import { canonicalJson, sha256Hex } from '../../src/domain/close.ts';
+import { bankProofLines, closeScope } from '../../src/reports/close.ts';
 import { periodOf } from '../../src/reports/period.ts';
 import { writeSettlementWorkbook } from '../../src/reports/settlement-workbook.ts';
-import { BANK, bankProofMonth, commentOn } from './bank-proof-fixtures.ts';
+import {
+  BANK,
+  bankProofMonth,
+  commentOn,
+  importOf,
+  line,
+  SIGNED_V1,
+  storeSignedV1,
+} from './bank-proof-fixtures.ts';
+import { bookEntry } from './close-fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -54,7 +67,26 @@ describe('the close bank proof', () => {
       ['bank_line', 'L-SMALL', '0.50', '2026-09-29', 1, false, exceptions['L-SMALL']],
       ['settlement', 'ST-2', '200.00', '2026-09-29', 1, false, exceptions['ST-2']],
     ]);
-    expect(p.unmatchedTotal).toBe('170.50');
+    // The difference explained: S-0930 is the first statement (opening 0.00), the two lines are not in
+    // the ledger, nothing is left; the settlement is in transit, no part of it; no total of everything.
+    expect(doc.v).toBe(2);
+    expect(p).toMatchObject({
+      firstStatement: { statementId: 'S-0930', date: '2026-09-12' },
+      openingBeforeFirst: '0.00',
+      linesNotInLedger: '-29.50',
+      linesAfterStatement: '0.00',
+      inTransit: '200.00',
+      unexplained: '0.00',
+    });
+    expect(p.unmatchedTotal).toBeUndefined();
+    expect(bankProofLines(doc)).toEqual([
+      'bank BR00ACME: statement S-0930 of 2026-09-29 closing 470.50; ledger bank:BR00ACME 500.00; difference -29.50; explained by: opening before the first statement 0.00 (S-0930 of 2026-09-12), bank lines not in the ledger -29.50 (2); unexplained 0.00',
+      '  bank lines not in the ledger at the cut-off: 2 booked on or before 2026-09-29 (-29.50)',
+      `    bank_line L-RENT -30.00 of 2026-09-28, 2 days: no note (exception ${exceptions['L-RENT']})`,
+      `    bank_line L-SMALL 0.50 of 2026-09-29, 1 day: no note (exception ${exceptions['L-SMALL']})`,
+      '  settlements in transit, not seen in the bank (no part of the bank difference): 1 (200.00)',
+      `    settlement ST-2 200.00 of 2026-09-29, 1 day: no note (exception ${exceptions['ST-2']})`,
+    ]);
     // Without configured bank accounts the document has no bank proof (as closes signed before it).
     const plain = await closeDocument(t.db, closeScope('acme', 'BRL', '2026-09', 'UTC', '00:00'));
     expect(plain.bankProof).toBeUndefined();
@@ -137,9 +169,26 @@ describe('the close bank proof', () => {
         ['bank line L-SMALL', 0.5, '2026-09-29', 1, 'no note', 'REF-L-SMALL', exceptions['L-SMALL']],
         ['settlement ST-2', 200, '2026-09-29', 1, 'no note', 'BR-ST-2', exceptions['ST-2']],
       ]);
-      const total = find('Total (3)')?.[1] as { formula: string; result: number };
-      expect(total.formula).toMatch(/^SUM\(B\d+:B\d+\)$/);
-      expect(total.result).toBe(170.5);
+      const opening = find('Balance before the first imported statement (S-0930 of 2026-09-12)');
+      expect(opening?.[1]).toBe(0);
+      expect(find('Bank lines not in the ledger, booked on or before 2026-09-29 (2)')?.[1]).toBe(-29.5);
+      const unexplained = find('Unexplained difference')?.[1] as { formula: string; result: number };
+      expect(unexplained.formula).toMatch(/^B\d+-B\d+-B\d+$/);
+      // (exceljs reads a formula's stored result of 0 back as none)
+      expect(unexplained.result ?? 0).toBe(0);
+      const lines = find('Total booked on or before 2026-09-29 (2)')?.[1] as {
+        formula: string;
+        result: number;
+      };
+      expect(lines.formula).toMatch(/^SUM\(B\d+:B\d+\)$/);
+      expect(lines.result).toBe(-29.5);
+      const inTransit = find('Total (1)')?.[1] as { formula: string; result: number };
+      expect(inTransit.formula).toMatch(/^SUM\(B\d+:B\d+\)$/);
+      expect(inTransit.result).toBe(200);
+      expect(rows.some((r) => String(r[0]).startsWith('Settlements in transit, not seen in the bank'))).toBe(
+        true,
+      );
+      expect(rows.some((r) => String(r[0]).startsWith('Total (3)'))).toBe(false);
       expect(rows.some((r) => String(r[0]).includes('Month close 2026-09 · acme BRL · approved'))).toBe(true);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -163,5 +212,94 @@ describe('the close bank proof', () => {
       statementClosing: '470.50',
       difference: '-29.50',
     });
+  });
+});
+
+describe('the close bank proof when something is off', () => {
+  let off: TestDatabase;
+  beforeAll(async () => {
+    off = await createTestDatabase();
+    await bankProofMonth(off.db);
+  });
+  afterAll(async () => {
+    await off?.drop();
+  });
+
+  it('shows a ledger entry that is off as the unexplained difference, and keeps later lines apart', async () => {
+    // A bank match entry of September that puts 1.00 into the bank account with no bank line for it.
+    await bookEntry(
+      off.db,
+      'bank_match',
+      'm-off',
+      'bank_match',
+      [
+        [`bank:${BANK.id}`, '1.00'],
+        ['settlements_in_transit', '-1.00'],
+      ],
+      '2026-09-20T10:00Z',
+    );
+    // A line booked on the 30th, in a statement of 30 September to 1 October imported in October: after
+    // the last statement of the month (S-0930 of the 29th), so in no statement reconciled here.
+    const late = await importOf(off.db, 'bank-statement', 'late.xml', '2026-10-01T20:00Z');
+    await sql`INSERT INTO import_statements (import_id, position, statement_id, format, bank_account, currency, opening,
+        closing, credits, debits, booked, pending, new_lines, closing_date)
+      VALUES (${late}::bigint, 1, 'S-1001', 'camt.053.001.08', ${BANK.id}, 'BRL', 470.50, 463.50, 0, -7.00, 1, 0, 1,
+        '2026-10-01')`.execute(off.db);
+    await line(off.db, late, 'L-LATE', '2026-09-30', '-7.00');
+    const doc = await closeDocument(off.db, scope(100n));
+    const p = doc.bankProof![0]!;
+    expect(p).toMatchObject({
+      statement: { statementId: 'S-0930', date: '2026-09-29' },
+      ledger: '501.00',
+      difference: '-30.50',
+      openingBeforeFirst: '0.00',
+      linesNotInLedger: '-29.50',
+      linesAfterStatement: '-7.00',
+      unexplained: '-1.00',
+    });
+    expect(p.unmatched.map((u) => u.id)).toEqual(['L-RENT', 'L-SMALL', 'L-LATE', 'ST-2']);
+    // The later line is under the note rule like the others.
+    await expect(prepareClose(off.db, scope(100n), 'ana', NOW)).rejects.toThrow(
+      /^3 unmatched items above 1\.00 .*bank_line L-RENT \(-30\.00\), bank_line L-LATE \(-7\.00\), settlement ST-2 \(200\.00\)/,
+    );
+    const text = bankProofLines(doc);
+    expect(text[0]).toMatch(/; unexplained -1\.00$/);
+    expect(text).toContain(
+      '  bank lines not in the ledger at the cut-off: 2 booked on or before 2026-09-29 (-29.50); 1 booked after the statement (-7.00)',
+    );
+    expect(
+      text.some((l) => l.startsWith('    bank_line L-LATE -7.00 of 2026-09-30, 0 days, after the statement')),
+    ).toBe(true);
+  });
+
+  it('says the unexplained difference is unknown when the first statement gives no opening balance', async () => {
+    await sql`UPDATE import_statements SET opening = NULL WHERE statement_id = 'S-0930'`.execute(off.db);
+    const p = (await closeDocument(off.db, scope(100n))).bankProof![0]!;
+    expect(p).toMatchObject({ openingBeforeFirst: null, unexplained: null, difference: '-30.50' });
+  });
+
+  it('keeps a close signed in version 1 verifying, approving and reading as it was signed', async () => {
+    expect(canonicalJson(JSON.parse(SIGNED_V1.canonical))).toBe(SIGNED_V1.canonical);
+    expect(sha256Hex(SIGNED_V1.canonical)).toBe(SIGNED_V1.sha256);
+    await storeSignedV1(off.db);
+    const record = await getCloseRecord(off.db, 'acme', 'BRL', SIGNED_V1.period);
+    expect(record).toMatchObject({
+      verified: true,
+      sha256: SIGNED_V1.sha256,
+      canonical: SIGNED_V1.canonical,
+    });
+    expect(record!.document.v).toBe(1);
+    expect(bankProofLines(record!.document)).toEqual([
+      'bank BR00OLD: statement S-0730 of 2026-07-30 closing 470.50; ledger bank:BR00OLD 500.00; difference -29.50; unmatched 2 (170.00)',
+      '    bank_line L-OLD-RENT -30.00 of 2026-07-30, 1 day: noted',
+      '    settlement ST-OLD 200.00 of 2026-07-31, 0 days: noted',
+    ]);
+    // Its items carry their notes in the signed text and by no exception: approving under 1.00 checks
+    // them against the notes now, so they block until noted; above them, approved, still verifying.
+    await expect(
+      approveClose(off.db, { ...key, period: SIGNED_V1.period }, 'bob', NOW, 100n),
+    ).rejects.toThrow(/^2 unmatched items above 1\.00/);
+    const approved = await approveClose(off.db, { ...key, period: SIGNED_V1.period }, 'bob', NOW, 50_000n);
+    expect(approved).toMatchObject({ status: 'approved', verified: true, sha256: SIGNED_V1.sha256 });
   });
 });

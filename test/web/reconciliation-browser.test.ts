@@ -3,8 +3,9 @@
  * (test/web/reconciliation-fixture.ts): operator olga opens the page from the navigation, goes from a
  * planted unrelated line's BANK_LINE_UNMATCHED exception to its day, sees the line unmatched, matches it
  * by hand to an open settlement with a note, sees it matched and the exception resolved, then unmatches
- * it with a note and sees the line unmatched again; viewer vera reads the day with no forms. A screenshot
- * per step under test-output/web/reconciliation.
+ * it with a note and sees the line unmatched again; at each step the day's reconciliation explains the
+ * difference (nothing unexplained), at 1360 and at 1000 px; viewer vera reads the day with no forms. A
+ * screenshot per step under test-output/web/reconciliation.
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,9 +43,9 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     await signInForm(page, base, username, PASSWORD);
     return page;
   }
-  /** Nothing scrolls sideways at 1280 px, neither the page nor its main area. */
-  async function fitsAt1280(page: Page): Promise<void> {
-    await page.setViewportSize({ width: 1280, height: 800 });
+  /** Nothing scrolls sideways at `width` (1280 px unless given), neither the page nor its main area. */
+  async function fitsAt1280(page: Page, width = 1280): Promise<void> {
+    await page.setViewportSize({ width, height: 800 });
     const w = await page.evaluate(`(() => {
       const main = document.querySelector('main');
       return { page: document.documentElement.scrollWidth, window: window.innerWidth,
@@ -133,10 +134,19 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     const lineRow = olga.locator(`#unmatched tr[data-line="${line.identity}"]`);
     await expect(lineRow.textContent()).resolves.toContain(line.reference!);
     await expect(olga.locator('#difference').textContent()).resolves.toMatch(/\d/);
+    // The difference explained: the opening before the first statement and the lines not in the ledger,
+    // among them this line; nothing unexplained, in green.
+    await expect(olga.locator('#proof-unexplained').textContent()).resolves.toBe('0.00');
+    await expect(olga.locator('#unexplained').getAttribute('class')).resolves.toBe('even');
+    await expect(olga.locator('#proof-opening-before').textContent()).resolves.toMatch(/^[\d,]+\.\d\d$/);
+    await expect(olga.locator(`#not-in-ledger tr[data-line="${line.identity}"]`).count()).resolves.toBe(1);
     await expect(olga.locator('#share-lines').textContent()).resolves.toMatch(
       new RegExp(`^${day.share.matchedLines} of ${day.share.lines} lines `),
     );
     await shot(olga, '2-day-unmatched-line');
+    await olga.setViewportSize({ width: 1000, height: 800 });
+    await shot(olga, '2-day-unmatched-line-1000px');
+    await fitsAt1280(olga, 1000);
 
     // Match it by hand to the first open settlement, with a note.
     const settlement = day.openSettlements[0]!;
@@ -156,6 +166,9 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     expect(matchText).toContain('olga');
     expect(matchText).toContain('the bank booked the settlement under another reference');
     expect(matchText).toContain(settlement.settlementId);
+    // Matched: the line is in the ledger on its day, still nothing unexplained.
+    await expect(olga.locator(`#not-in-ledger tr[data-line="${line.identity}"]`).count()).resolves.toBe(0);
+    await expect(olga.locator('#proof-unexplained').textContent()).resolves.toBe('0.00');
     await shot(olga, '4-matched');
     await fitsAt1280(olga);
 
@@ -178,6 +191,13 @@ describe.skipIf(!haveChromium)('the Reconciliation page in Chromium', () => {
     await olga.waitForURL(/\?done=unmatch&match=\d+$/);
     await expect(olga.locator('.notice').textContent()).resolves.toContain(`Match ${matchId} ended`);
     await expect(olga.locator(`#unmatched tr[data-line="${line.identity}"]`).count()).resolves.toBe(1);
+    // The unmatch's reversal counts from the day it was made: on the line's own day the ledger still
+    // holds it, and the proof says so (nothing unexplained).
+    await expect(olga.locator('#proof-unexplained').textContent()).resolves.toBe('0.00');
+    await expect(olga.locator(`#not-in-ledger tr[data-line="${line.identity}"]`).count()).resolves.toBe(0);
+    await expect(
+      olga.locator(`#unmatched tr[data-line="${line.identity}"] .mark.carried`).textContent(),
+    ).resolves.toContain('in the ledger on this day');
     await shot(olga, '6-unmatched-again');
     const ended = await r.t.db
       .selectFrom('matches')

@@ -1,7 +1,9 @@
 /**
  * The Reconciliation read model, page and API over a reconciled sandbox (test/web/reconciliation-fixture.ts):
  * each day's statement balances, the ledger's `bank:<id>` at the day's end, the matched share and the
- * unmatched lines equal what the files and the ground truth say; an operator matches a planted unrelated
+ * unmatched lines equal what the files and the ground truth say; every statement day is explained
+ * (closing - opening before the first statement - unmatched lines to date = ledger: nothing unexplained),
+ * still after a match by hand and its unmatch, and not once a ledger entry is off; an operator matches a planted unrelated
  * line by hand with a note (the exception is resolved, the match records who and why) and unmatches it; a
  * viewer reads but is refused (403), a post without its form token too; the API does the same with its
  * scopes, and a line matched twice is a conflict.
@@ -10,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, buildApiApp } from '../../src/api/app.ts';
 import {
@@ -18,9 +21,11 @@ import {
   reconciliationDay,
 } from '../../src/db/read-models/reconciliation.ts';
 import { createApiToken } from '../../src/domain/api-tokens.ts';
+import { formatAmount } from '../../src/domain/money.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
+import { formatMoney } from '../../src/web/html.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
 import { cents } from '../sandbox/settlement-helpers.ts';
@@ -245,7 +250,58 @@ describe('the reconciliation read model', () => {
     expect(accounts.map((a) => a.latestDay)).toEqual(r.banks.map(() => dateOf(DAYS - 1)));
     expect(accounts.reduce((n, a) => n + a.unmatchedLines, 0)).toBe(unmatched.length);
   });
+
+  it('explains every statement day: closing - opening before the first statement - unmatched lines = ledger', async () => {
+    const explained = await expectExplained();
+    expect(explained).toBeGreaterThan(DAYS / 2);
+  });
 });
+
+/**
+ * On every day with a statement closing: the statement's closing balance, less the opening balance of
+ * the account's first statement (the earliest day's), less the lines not in the ledger, is the ledger's
+ * bank account at the day's end, and the proof says so (nothing unexplained). With `unmatchedNow`, the
+ * lines not in the ledger are exactly the unmatched lines booked to date (no match was ever ended). The
+ * days explained.
+ */
+async function expectExplained(unmatchedNow = true): Promise<number> {
+  const all = await days();
+  let explained = 0;
+  for (const bank of r.banks) {
+    const mine = all.filter((d) => d.bank.id === bank.id);
+    const firstDay = mine.find((d) => d.lines.length > 0)!;
+    const opening = firstDay.statement.opening!;
+    expect(opening, bank.id).not.toBe(0n);
+    for (const day of mine) {
+      const toDate = mine.filter((d) => d.date <= day.date).flatMap((d) => d.unmatched);
+      const { proof } = day;
+      const unmatched = unmatchedNow
+        ? toDate.reduce((sum, l) => sum + l.amount, 0n)
+        : proof.notInLedger.lines.reduce((sum, l) => sum + l.missing, 0n);
+      expect(proof.firstStatement?.date, day.date).toBe(firstDay.date);
+      expect(proof.firstStatement?.opening).toBe(opening);
+      expect(proof.notInLedger.total, `${bank.id} ${day.date}`).toBe(unmatched);
+      if (unmatchedNow) {
+        expect(proof.notInLedger.count).toBe(toDate.length);
+        expect(proof.notInLedger.lines.map((l) => l.identity).sort()).toEqual(
+          toDate.map((l) => l.identity).sort(),
+        );
+      }
+      if (day.statement.closing === null) {
+        expect(proof.unexplained).toBeNull();
+        continue;
+      }
+      expect(day.statement.closing - opening - unmatched, `${bank.id} ${day.date}`).toBe(day.ledger);
+      expect(proof).toMatchObject({
+        difference: day.statement.closing - day.ledger,
+        explained: opening + unmatched,
+        unexplained: 0n,
+      });
+      explained++;
+    }
+  }
+  return explained;
+}
 
 describe('the Reconciliation page', () => {
   it('lists the bank accounts and shows a day; a viewer reads it but may not match', async () => {
@@ -258,6 +314,14 @@ describe('the Reconciliation page', () => {
     const page = await get(vera, path);
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain(line.reference!);
+    // The reconciliation of the day: the difference, what explains it, nothing unexplained (green).
+    const money = (m: bigint) => formatMoney(m);
+    expect(page.body).toContain(`id="proof-difference">${money(day.difference!)}<`);
+    expect(page.body).toContain(`id="proof-opening-before">${money(day.proof.firstStatement!.opening!)}<`);
+    expect(page.body).toContain(`id="proof-lines">${money(day.proof.notInLedger.total)}<`);
+    expect(page.body).toMatch(/<td class="num even" id="proof-unexplained">0\.00</);
+    expect(page.body).toMatch(/<dd id="unexplained" class="even">0\.00</);
+    expect(page.body).toContain(`<tr data-line="${line.identity}"><td class="when">`);
     expect(page.body).not.toContain('Match by hand');
     const refused = await post(vera, `${path}/match`, [
       ['_csrf', csrfOf(page.body)],
@@ -405,6 +469,21 @@ describe('the reconciliation API', () => {
     const body = JSON.parse(read.body);
     expect(body).toMatchObject({ bankAccount: day.bank.id, date: day.date });
     expect(typeof body.ledger).toBe('string');
+    expect(body.proof).toMatchObject({
+      openingBeforeFirst: formatAmount(day.proof.firstStatement!.opening!),
+      notInLedger: { count: day.proof.notInLedger.count, total: formatAmount(day.proof.notInLedger.total) },
+      explained: formatAmount(day.proof.explained!),
+      unexplained: '0.00',
+    });
+    expect(body.proof.firstStatement).toMatchObject({ date: day.proof.firstStatement!.date });
+    // (the line was matched by hand and unmatched on the page above: its ledger entry counts on its
+    // booking date, the reversal from the day it was made, so on its own day the ledger still holds it)
+    expect(body.proof.notInLedger.lines.map((l: { identity: string }) => l.identity)).toEqual(
+      day.proof.notInLedger.lines.map((l) => l.identity),
+    );
+    expect(body.proof.notInLedger.lines.map((l: { identity: string }) => l.identity)).not.toContain(
+      line.identity,
+    );
     expect(body.lines.find((l: { identity: string }) => l.identity === line.identity)).toMatchObject({
       match: null,
     });
@@ -453,5 +532,65 @@ describe('the reconciliation API', () => {
     expect((await call('POST', `/matches/${match.id}/unmatch`, 'worker', { note: 'again' })).statusCode).toBe(
       404,
     );
+  });
+});
+
+describe('the reconciliation proof after matches by hand, and with a ledger entry off', () => {
+  it('stays explained after a match by hand and its unmatch (the reversal counts from the day it was made)', async () => {
+    // The page's and the API's matches by hand above were each unmatched again, today: their entries
+    // count on the line's booking date, their reversals from today, so on the days of March the ledger
+    // holds the line though no match covers it now; the proof follows the ledger and stays explained.
+    const ended = await r.t.db
+      .selectFrom('matches')
+      .innerJoin('match_members', 'match_members.match_id', 'matches.id')
+      .select('match_members.identity')
+      .where('matches.ended_at', 'is not', null)
+      .where('match_members.side', '=', 'bank_line')
+      .execute();
+    expect(ended.length).toBeGreaterThanOrEqual(2);
+    expect(await expectExplained(false)).toBeGreaterThan(DAYS / 2);
+    // The line matched by hand twice (page, then API) and unmatched twice: on the days of March both
+    // matches count and neither reversal does, so the ledger holds it twice and lacks minus its amount.
+    const { day: its, line } = await aPlantedLine();
+    expect(ended.filter((e) => e.identity === line.identity)).toHaveLength(2);
+    const after = (await days()).filter((d) => d.bank.id === its.bank.id && d.date >= line.bookingDate);
+    expect(after.length).toBeGreaterThan(0);
+    for (const day of after) {
+      expect(
+        day.proof.notInLedger.lines.find((l) => l.identity === line.identity),
+        day.date,
+      ).toMatchObject({
+        counted: 2,
+        missing: -line.amount,
+        matchedNow: false,
+      });
+    }
+  });
+
+  it('shows a ledger entry that is off as the unexplained difference, from its day on', async () => {
+    const bank = r.banks[0]!;
+    const all = (await days()).filter((d) => d.bank.id === bank.id && d.statement.closing !== null);
+    const on = all[Math.floor(all.length / 2)]!;
+    // 12.34 put into the bank account on that day by an entry that no bank line carries.
+    const { rows } = await sql<{ id: string }>`
+      INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
+        book, currency, amount, effective_at)
+      VALUES (${`bank_match:${bank.account}:off-1:bank_match`}, ${bank.account}, 'bank_match', 'off-1', 'bank_match',
+        1, 1, 'live', ${bank.currency}, 12.34, ${`${on.date}T00:00:00Z`}::timestamptz) RETURNING id::text AS id`.execute(
+      r.t.db,
+    );
+    await sql`INSERT INTO postings (entry_id, merchant_account, currency, book, account, amount)
+      VALUES (${rows[0]!.id}::bigint, ${bank.account}, ${bank.currency}, 'live', ${`bank:${bank.id}`}, 12.34),
+        (${rows[0]!.id}::bigint, ${bank.account}, ${bank.currency}, 'live', 'settlements_in_transit', -12.34)`.execute(
+      r.t.db,
+    );
+    for (const d of all) {
+      const now = await reconciliationDay(r.t.db, bank, d.date, 'UTC', NOW);
+      expect(now.proof.unexplained, d.date).toBe(d.date < on.date ? 0n : -1234n);
+    }
+    const vera = await signIn('vera');
+    const page = await get(vera, `/reconciliation/${encodeURIComponent(bank.id)}/${on.date}`);
+    expect(page.body).toMatch(/<td class="num off" id="proof-unexplained">-12\.34</);
+    expect(page.body).toMatch(/<dd id="unexplained" class="off">-12\.34</);
   });
 });

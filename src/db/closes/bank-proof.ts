@@ -1,7 +1,11 @@
 /**
  * The month close's bank proof (src/domain/close.ts `CloseBankProofLine`): per configured bank account
  * of the close's merchant account and currency, the last imported statement at the period's last day
- * against the ledger's `bank:<id>` balance at the cut-off, and the items unmatched at the cut-off.
+ * against the ledger's `bank:<id>` balance at the cut-off, what explains their difference
+ * (src/domain/bank-reconciliation.ts: the opening balance of the account's first imported statement,
+ * src/db/read-models/statements.ts, and the bank lines unmatched at the cut-off booked on or before the
+ * statement's date), and the items unmatched at the cut-off: bank lines, and settlements in transit
+ * (no part of the bank difference).
  *
  * - A statement's date is its closing balance's date (camt.053's CLBD date; a CSV or XLSX statement's
  *   latest booking date); for one imported before that date was kept, the latest booking date of the
@@ -11,14 +15,19 @@
  *   match created before the cut-off and not ended by it; a settlement (positive net, value date on or
  *   before the last day) likewise. Settlements belong to the first configured bank account of their
  *   merchant account and settlement currency.
+ * - The ledger at the cut-off holds a bank line exactly when a match standing at the cut-off covers it:
+ *   a match books its bank entry in its transaction and an unmatch reverses it in its own, and the
+ *   ledger's balance at the cut-off counts entries by when they were booked.
  * - An item has a note when its BANK_LINE_UNMATCHED or SETTLEMENT_NOT_RECEIVED exception carries a
  *   resolution or acknowledgement note, or any of its audit events a note (a comment).
  */
 import { sql } from 'kysely';
+import { reconcileBank } from '../../domain/bank-reconciliation.ts';
 import { bankLedgerAccount } from '../../domain/cash-leg.ts';
 import type { CloseBankProofLine, CloseUnmatchedItem } from '../../domain/close.ts';
-import { nextPeriod } from '../../domain/close.ts';
+import { afterStatement, nextPeriod } from '../../domain/close.ts';
 import { formatAmount, type Minor, parseLedgerMinor } from '../../domain/money.ts';
+import { firstStatement } from '../read-models/statements.ts';
 import type { Db } from '../schema.ts';
 
 /** A configured bank account (PAYRECON_BANK_ACCOUNTS). */
@@ -163,30 +172,54 @@ export async function bankProof(
   const lastDay = lastDayOf(s.period);
   const out: CloseBankProofLine[] = [];
   for (const [i, b] of accounts.entries()) {
-    const [statement, lines, settlements] = await Promise.all([
+    const [statement, first, lines, settlements] = await Promise.all([
       lastStatement(db, b.id, s.currency, lastDay),
+      firstStatement(db, b.id, s.currency),
       unmatchedLines(db, b.id, s.currency, lastDay, s.end),
       i === 0 ? unmatchedSettlements(db, s.merchantAccount, s.currency, lastDay, s.end) : [],
     ]);
     const ledger = ledgerBalance(bankLedgerAccount(b.id));
     const closing = statement?.closing == null ? null : parseLedgerMinor(statement.closing);
-    const unmatched = [...lines, ...settlements];
+    const ref = statement
+      ? {
+          importId: statement.import_id,
+          position: statement.position,
+          statementId: statement.statement_id,
+          date: statement.day,
+        }
+      : null;
+    const sum = (items: readonly CloseUnmatchedItem[]) =>
+      items.reduce((t, u) => t + parseLedgerMinor(u.amount), 0n);
+    const line = { statement: ref };
+    const later = lines.filter((u) => afterStatement(line, u));
+    const notInLedger = sum(lines) - sum(later);
+    // A first statement after the last one reconciled opens nothing of it.
+    const opening = first && ref && first.date <= ref.date ? first : null;
+    const proof = reconcileBank({
+      closing,
+      openingBeforeFirst: opening?.opening ?? null,
+      linesNotInLedger: notInLedger,
+      ledger,
+    });
     out.push({
       bankAccount: b.id,
       name: b.name ?? null,
-      statement: statement
-        ? {
-            importId: statement.import_id,
-            position: statement.position,
-            statementId: statement.statement_id,
-            date: statement.day,
-          }
-        : null,
+      statement: ref,
       statementClosing: closing === null ? null : formatAmount(closing),
       ledger: formatAmount(ledger),
-      difference: closing === null ? null : formatAmount(closing - ledger),
-      unmatched,
-      unmatchedTotal: formatAmount(unmatched.reduce((t, u) => t + parseLedgerMinor(u.amount), 0n)),
+      difference: proof.difference === null ? null : formatAmount(proof.difference),
+      unmatched: [...lines, ...settlements],
+      firstStatement: opening && {
+        importId: opening.importId,
+        position: opening.position,
+        statementId: opening.statementId,
+        date: opening.date,
+      },
+      openingBeforeFirst: opening?.opening == null ? null : formatAmount(opening.opening),
+      linesNotInLedger: formatAmount(notInLedger),
+      linesAfterStatement: formatAmount(sum(later)),
+      inTransit: formatAmount(sum(settlements)),
+      unexplained: proof.unexplained === null ? null : formatAmount(proof.unexplained),
     });
   }
   return out;

@@ -10,13 +10,14 @@
  * post-close adjustment: it moves the next period's figures, and is listed on both pages.
  */
 import { sql } from 'kysely';
-import type {
-  CloseAccountLine,
-  CloseAdjustmentLine,
-  CloseDocument,
-  CloseExceptionLine,
-  CloseInFlightLine,
-  CloseMovementLine,
+import {
+  CLOSE_DOCUMENT_VERSION,
+  type CloseAccountLine,
+  type CloseAdjustmentLine,
+  type CloseDocument,
+  type CloseExceptionLine,
+  type CloseInFlightLine,
+  type CloseMovementLine,
 } from '../../domain/close.ts';
 import { formatAmount, type Minor, parseLedgerMinor, parseMinorOrNull } from '../../domain/money.ts';
 import { balanceAsOf, entryPostings } from '../ledger/periods.ts';
@@ -275,7 +276,7 @@ export async function closeDocument(db: Db, s: CloseScope): Promise<CloseDocumen
   const sum = (values: (string | null)[]) =>
     amount(values.reduce<Minor>((t, v) => t + (v === null ? 0n : parseLedgerMinor(v)), 0n));
   return {
-    v: 1,
+    v: CLOSE_DOCUMENT_VERSION,
     merchantAccount: s.merchantAccount,
     currency: s.currency,
     period: s.period,

@@ -2,20 +2,24 @@
  * The reconciliation of a bank account's day: what the bank's statement says (opening and closing
  * balance), what the ledger's `bank:<id>` account holds at the day's end (by the entries' effect days:
  * a bank match on its line's booking date, so a line matched days later counts on its own day; a
- * reversal on the date it was made in the report time zone), their
- * difference, the share of the day's lines a live match covers (by count and by amount), the lines no live
- * match covers with their age, and the settlements in transit no bank line is matched to yet. Amounts come
- * back as bigint minor units; dates as `YYYY-MM-DD`.
+ * reversal on the date it was made in the report time zone), their difference and what explains it
+ * (src/domain/bank-reconciliation.ts: the balance before the account's first imported statement, and the
+ * lines booked to date that the ledger does not hold at the day's end), the share of the day's lines a
+ * live match covers (by count and by amount), the lines no live match covers with their age, and the
+ * settlements in transit no bank line is matched to yet. Amounts come back as bigint minor units; dates
+ * as `YYYY-MM-DD`.
  *
  * A statement's day is read from its lines: the lines an import first recorded name it (`import_id`), so
  * the opening balance is that of the statement whose first line is booked on the day and the closing
  * balance that of the statement whose last line is; a statement re-imported adds no line and names no day.
  */
 import { sql } from 'kysely';
+import { type BankReconciliation, reconcileBank } from '../../domain/bank-reconciliation.ts';
 import { BANK_ACCOUNT_PREFIX } from '../../domain/cash-leg.ts';
 import type { Minor } from '../../domain/money.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../../domain/zoned-time.ts';
 import type { Db } from '../schema.ts';
+import { type FirstStatement, firstStatement } from './statements.ts';
 
 /** A configured bank account (PAYRECON_BANK_ACCOUNTS). */
 export interface ReconciliationBankAccount {
@@ -71,6 +75,44 @@ export interface DayMatch {
   members: { side: string; identity: string; label: string; amount: Minor | null }[];
 }
 
+/** A bank line booked on or before the day that the ledger's bank account does not hold at its end. */
+export interface LineNotInLedger {
+  identity: string;
+  reference: string | null;
+  bookingDate: string;
+  amount: Minor;
+  /**
+   * What of it the ledger lacks: its amount when no bank match of it takes effect by the day's end (or
+   * its matches were reversed by then); minus its amount when two of its matches count on that day (a
+   * line matched, unmatched and matched again: the unmatch's reversal takes effect on the day it was made).
+   */
+  missing: Minor;
+  /** How many times the ledger's bank entries count it by the day's end (`missing` = amount x (1 - it)). */
+  counted: number;
+  counterparty: string | null;
+  description: string | null;
+  /** A live match covers it now (its bank match counts from a later day, or not in this bank account). */
+  matchedNow: boolean;
+  ageDays: number;
+}
+
+/** Why the statement's closing balance differs from the ledger's bank account at the day's end. */
+export interface DayProof extends BankReconciliation {
+  /** The bank account's first imported statement, whose opening is the balance before it; null: none. */
+  firstStatement: FirstStatement | null;
+  /** The lines booked on or before the day that the ledger does not hold at its end. */
+  notInLedger: {
+    count: number;
+    /** The sum of what the ledger lacks of each. */
+    total: Minor;
+    /** The latest of them (booking date, newest first), at most `NOT_IN_LEDGER_LISTED`. */
+    lines: LineNotInLedger[];
+  };
+}
+
+/** The most lines not in the ledger a day lists (all are counted and summed). */
+export const NOT_IN_LEDGER_LISTED = 500;
+
 export interface ReconciliationDay {
   bank: ReconciliationBankAccount;
   date: string;
@@ -83,6 +125,8 @@ export interface ReconciliationDay {
   ledgerOpening: Minor;
   /** Statement closing minus ledger (null without a closing balance). */
   difference: Minor | null;
+  /** What explains the difference, and what is left unexplained. */
+  proof: DayProof;
   share: { lines: number; matchedLines: number; amount: Minor; matchedAmount: Minor };
   lines: DayLine[];
   unmatched: DayLine[];
@@ -96,6 +140,15 @@ export interface ReconciliationDay {
 const minor = (text: string | null): Minor => BigInt(text ?? '0');
 const daysFrom = (date: string, today: string) =>
   Math.max(0, Math.round((Date.parse(`${today}T00:00:00Z`) - Date.parse(`${date}T00:00:00Z`)) / 86_400_000));
+
+/**
+ * The day an entry of the ledger counts on in a reconciliation day: a bank match's application on its
+ * line's booking date (stored as that date's UTC midnight, src/db/cash-leg/service.ts), whenever it was
+ * matched; any other entry (a reversal, made at an instant) on its local date in the time zone. Over
+ * journal entries aliased `e`.
+ */
+const effectDay = (timeZone: string) => sql`CASE WHEN e.entity_kind = 'bank_match' AND e.direction = 1
+  THEN (e.effective_at AT TIME ZONE 'UTC')::date ELSE (e.effective_at AT TIME ZONE ${timeZone})::date END`;
 
 /** Live match membership of bank line `b`. */
 const LIVE_LINE = sql`EXISTS (SELECT 1 FROM match_members m
@@ -198,14 +251,10 @@ export async function reconciliationDay(
   const opening = statements.find((s) => s.first_day === date && s.opening !== null)?.opening ?? null;
   const closing = statements.findLast((s) => s.last_day === date && s.closing !== null)?.closing ?? null;
 
-  // By effect day: a bank match takes effect on its line's booking date (stored as that date's UTC
-  // midnight, src/db/cash-leg/service.ts), whenever it was matched; any other entry (a reversal, made
-  // at an instant) on its local date in the time zone.
+  // By effect day (`effectDay`).
   const { rows: ledgerRows } = await sql<{ opening: string; closing: string }>`
     WITH moved AS (
-      SELECT p.amount, CASE WHEN e.entity_kind = 'bank_match' AND e.direction = 1
-          THEN (e.effective_at AT TIME ZONE 'UTC')::date
-          ELSE (e.effective_at AT TIME ZONE ${timeZone})::date END AS day
+      SELECT p.amount, ${effectDay(timeZone)} AS day
       FROM postings p JOIN journal_entries e ON e.id = p.entry_id
       WHERE p.merchant_account = ${bank.account} AND p.currency = ${bank.currency} AND p.book = 'live'
         AND p.account = ${`${BANK_ACCOUNT_PREFIX}${bank.id}`})
@@ -231,6 +280,12 @@ export async function reconciliationDay(
         WHERE m.side = 'settlement' AND m.identity = s.identity AND m.live)
     ORDER BY s.value_date, s.settlement_id, s.identity`.execute(db);
 
+  const [first, notInLedger] = await Promise.all([
+    firstStatement(db, bank.id, bank.currency),
+    linesNotInLedger(db, bank, date, timeZone, today),
+  ]);
+  const closingMinor = closing === null ? null : minor(closing);
+
   const matchIds = [...new Set(matched.map((l) => l.match!.id))];
   const matches = await matchesById(db, matchIds);
 
@@ -250,7 +305,17 @@ export async function reconciliationDay(
     },
     ledger,
     ledgerOpening,
-    difference: closing === null ? null : minor(closing) - ledger,
+    difference: closingMinor === null ? null : closingMinor - ledger,
+    proof: {
+      ...reconcileBank({
+        closing: closingMinor,
+        openingBeforeFirst: first?.opening ?? null,
+        linesNotInLedger: notInLedger.total,
+        ledger,
+      }),
+      firstStatement: first,
+      notInLedger,
+    },
     share: {
       lines: lines.length,
       matchedLines: matched.length,
@@ -271,6 +336,83 @@ export async function reconciliationDay(
     matches,
     previous: around[0]?.previous ?? null,
     next: around[0]?.next ?? null,
+  };
+}
+
+/**
+ * The lines of the bank account booked on or before `date` that the ledger's bank account does not hold
+ * at the day's end: for each line, the bank match entries of the matches it was ever in (applications
+ * less reversals) that count by the day (`effectDay`); a line they count once is in the ledger, any other
+ * lacks its amount times (1 - that count). Counted and summed over all of them; the latest listed. The
+ * applications are read through the merchant account's bank match index, the reversals from the ended
+ * matches: never the whole journal.
+ */
+async function linesNotInLedger(
+  db: Db,
+  bank: ReconciliationBankAccount,
+  date: string,
+  timeZone: string,
+  today: string,
+): Promise<DayProof['notInLedger']> {
+  const { rows } = await sql<{
+    identity: string;
+    reference: string | null;
+    booking_date: string;
+    amount: string;
+    missing: string;
+    counted: number;
+    counterparty: string | null;
+    description: string | null;
+    matched_now: boolean;
+    n: number;
+    total: string;
+  }>`
+    SELECT x.identity, x.reference, x.booking_date::text AS booking_date, round(x.amount * 100)::text AS amount,
+      round(x.missing * 100)::text AS missing, x.counted, x.counterparty, x.description,
+      EXISTS (SELECT 1 FROM match_members m WHERE m.side = 'bank_line' AND m.identity = x.identity AND m.live)
+        AS matched_now,
+      count(*) OVER ()::int AS n, round(sum(x.missing) OVER () * 100)::text AS total
+    FROM (
+      SELECT b.identity, b.reference, b.booking_date, b.amount, b.counterparty, b.description,
+        (coalesce(a.n, 0) - coalesce(r.n, 0))::int AS counted,
+        b.amount * (1 - coalesce(a.n, 0) + coalesce(r.n, 0)) AS missing
+      FROM bank_statement_lines b
+      -- The applications of the merchant account's bank matches (journal_entries_bank_match_ix), per line.
+      LEFT JOIN (
+        SELECT m.identity, count(*) AS n
+        FROM journal_entries e
+        JOIN match_members m ON m.match_id::text = e.entity_id AND m.side = 'bank_line'
+        WHERE e.entity_kind = 'bank_match' AND e.direction = 1 AND e.merchant_account = ${bank.account}
+          AND e.currency = ${bank.currency} AND ${effectDay(timeZone)} <= ${date}::date
+        GROUP BY m.identity) a ON a.identity = b.identity
+      -- Their reversals: only ended matches have any (match_members_ended_idx), per line.
+      LEFT JOIN (
+        SELECT m.identity, count(*) AS n
+        FROM match_members m
+        JOIN journal_entries e ON e.entity_id = m.match_id::text AND e.entity_kind = 'bank_match'
+          AND e.merchant_account = ${bank.account} AND e.direction = -1
+        WHERE m.side = 'bank_line' AND NOT m.live AND e.currency = ${bank.currency}
+          AND ${effectDay(timeZone)} <= ${date}::date
+        GROUP BY m.identity) r ON r.identity = b.identity
+      WHERE b.bank_account = ${bank.id} AND b.currency = ${bank.currency} AND b.booking_date <= ${date}::date) x
+    WHERE x.counted <> 1
+    ORDER BY x.booking_date DESC, x.identity
+    LIMIT ${NOT_IN_LEDGER_LISTED}`.execute(db);
+  return {
+    count: rows[0]?.n ?? 0,
+    total: minor(rows[0]?.total ?? '0'),
+    lines: rows.map((r) => ({
+      identity: r.identity,
+      reference: r.reference,
+      bookingDate: r.booking_date,
+      amount: minor(r.amount),
+      missing: minor(r.missing),
+      counted: r.counted,
+      counterparty: r.counterparty,
+      description: r.description,
+      matchedNow: r.matched_now,
+      ageDays: daysFrom(r.booking_date, today),
+    })),
   };
 }
 
