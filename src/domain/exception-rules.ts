@@ -197,9 +197,9 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   PROVIDER_REPORT_UNMATCHED:
     "A row of the provider's transactions report names a payment the ledger does not hold.",
   LEDGER_NOT_IN_REPORT:
-    "A payment the ledger holds is missing from the provider's transactions report for the period it covers.",
+    "A payment that moved the merchant's balance is missing from the provider's transactions report for the period it covers.",
   PROVIDER_REPORT_MISMATCH:
-    "The provider's transactions report gives this payment another status, amount or fee than the ledger holds.",
+    "The provider's transactions report gives this payment another amount or fee than the ledger holds, or a status the ledger never read for it.",
 };
 
 /**

@@ -1,8 +1,10 @@
 /**
  * The transactions report against the ledger: a row matches its payment by transaction id (a cashout
  * out and back: two rows, one match); a row whose payment the ledger lacks raises PROVIDER_REPORT_UNMATCHED
- * until the payment is known; a payment first seen inside the report's span that no row names raises
- * LEDGER_NOT_IN_REPORT; a status, amount or fee that differs raises PROVIDER_REPORT_MISMATCH with both.
+ * until the payment is known; a payment that moved the merchant's balance, first seen inside the report's
+ * span, that no row names raises LEDGER_NOT_IN_REPORT (one that never moved it, or moved the test book,
+ * has no row to have); a status the ledger never read, an amount or a fee that differs raises
+ * PROVIDER_REPORT_MISMATCH with both, resolved once the ledger reads the status the report gave.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +21,26 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.drop();
 });
+
+let entrySeq = 0;
+/** An entry of the payment in the ledger's `book` (what matching asks: did it move the balance). */
+async function booked(kind: string, id: string, book: 'live' | 'test' = 'live') {
+  entrySeq++;
+  await sql`
+    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
+      book, currency, amount, effective_at)
+    VALUES (${`${kind}:shop:${id}:credit:${entrySeq}`}, 'shop', ${kind}, ${id}, 'credit', 1, 1, ${book}, 'BRL', 1,
+      now())`.execute(t.db);
+}
+
+let readSeq = 0;
+/** A status the ledger read from the provider for the payment. */
+async function read(kind: string, id: string, status: string) {
+  readSeq++;
+  await sql`
+    INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, to_status, source, observed_at)
+    VALUES (${`read-${readSeq}`}, 'shop', ${kind}, ${id}, ${status}, 'webhook', now())`.execute(t.db);
+}
 
 const row = (
   identity: string,
@@ -76,6 +98,11 @@ describe('the transactions report against the ledger', () => {
     await mirror('cashout', '2', 'REJECTED', '40.50', null, 4);
     await mirror('deposit', '3', 'CANCELLED', '80.00', '1.20', 5);
     await mirror('deposit', '4', 'COMPLETED', '10.00', null, 6);
+    await booked('deposit', '4');
+    // Inside the span too, but never in a report: a deposit that never completed, a test deposit.
+    await mirror('deposit', '6', 'EXPIRED', '12.00', null, 6);
+    await mirror('deposit', '7', 'COMPLETED', '13.00', null, 6);
+    await booked('deposit', '7', 'test');
     await recordImport(t.db, {
       kind: 'provider-transactions',
       fileName: 'transactions.csv',
@@ -127,5 +154,51 @@ describe('the transactions report against the ledger', () => {
     const third = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(third.byRule).toEqual({});
     expect(third.exceptions.resolved).toBe(0);
+  });
+  it("compares a row's status as a snapshot, and resolves a difference once the ledger reads it", async () => {
+    // The report was made while the cashout was PENDING; the ledger has read PENDING, then DELIVERED.
+    await mirror('cashout', '10', 'DELIVERED', '20.00', null, 8);
+    await read('cashout', '10', 'PENDING');
+    await read('cashout', '10', 'DELIVERED');
+    // The report says COMPLETED while the ledger has read PENDING only (its reading is late).
+    await mirror('deposit', '11', 'PENDING', '30.00', '0.45', 8);
+    await read('deposit', '11', 'PENDING');
+    await recordImport(t.db, {
+      kind: 'provider-transactions',
+      fileName: 'later.csv',
+      sha256: 'b'.repeat(64),
+      profile: null,
+      importedBy: 'test',
+      rows: [
+        row('r10', '10', 'cashout', 'PENDING', '-20.00', '0.00', '2026-03-08T12:00:00Z'),
+        row('r11', '11', 'deposit', 'COMPLETED', '30.00', '0.45', '2026-03-08T13:00:00Z'),
+      ],
+    });
+    const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'shop' };
+    const run = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    expect(run.byRule).toEqual({ 'transaction-id': 2 });
+    const mismatches = async () =>
+      (await open()).filter(([type]) => type === 'PROVIDER_REPORT_MISMATCH').map(([, entity]) => entity);
+    expect(await mismatches()).toEqual(['deposit:11', 'deposit:3']);
+
+    // The ledger reads COMPLETED: the next run resolves the difference, and leaves the real one open.
+    await sql`UPDATE mirrors SET status = 'COMPLETED' WHERE entity_kind = 'deposit' AND entity_id = '11'`.execute(
+      t.db,
+    );
+    await read('deposit', '11', 'COMPLETED');
+    const again = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    expect(again.byRule).toEqual({});
+    expect(again.exceptions.resolved).toBe(1);
+    expect(await mismatches()).toEqual(['deposit:3']);
+    const resolved = await t.db
+      .selectFrom('exceptions')
+      .select(['resolved_by', 'resolution_note'])
+      .where('type', '=', 'PROVIDER_REPORT_MISMATCH')
+      .where('entity_id', '=', '11')
+      .executeTakeFirstOrThrow();
+    expect(resolved).toEqual({
+      resolved_by: 'payrecon',
+      resolution_note: 'the ledger agrees with the report now',
+    });
   });
 });

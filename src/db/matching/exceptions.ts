@@ -6,9 +6,13 @@
  *   the grace (entity `settlement`, id the settlement id);
  * - PROVIDER_REPORT_UNMATCHED: a report row of a payment the ledger does not hold (entity the payment's
  *   kind and transaction id, under the report's merchant account);
- * - LEDGER_NOT_IN_REPORT: a ledger payment first seen inside the span the report rows cover, named by no
- *   row;
- * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose status, amount or fee differs.
+ * - LEDGER_NOT_IN_REPORT: a ledger payment that moved the merchant's balance (booked in the live book:
+ *   the report lists the balance's movements, so a deposit that never completed, a test or a crypto one
+ *   has no row) first seen inside the span the report rows cover, named by no row;
+ * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose amount or fee differs, or whose status
+ *   the ledger never read from the provider for it (a report is a snapshot: a status the ledger held
+ *   before or after is no difference). Resolved by payrecon once the ledger agrees (its reading of the
+ *   status arrived late).
  * Each carries its facts; its fact (what reopens it once resolved) names the match its line left, so a line
  * unmatched by hand raises its exception again.
  */
@@ -88,18 +92,21 @@ export function reportRowException(account: string, rows: readonly ReportRowItem
 }
 
 /**
- * What a report says of a payment that differs from the ledger, or null: the status of its latest row,
+ * What a report says of a payment that differs from the ledger, or null: the status of its latest row
+ * when the ledger never read it for the payment (`read`: every status the ledger read from the provider
+ * for it; a report row carries the status at the report's making, which the ledger may have left since),
  * the amount of its first (gross, unsigned), the fee of its first when it charges one.
  */
 export function reportMismatch(
   rows: readonly ReportRowItem[],
   payment: LedgerPaymentItem,
+  read: ReadonlySet<string> = new Set(),
 ): ExceptionToRaise | null {
-  const ordered = [...rows].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  const ordered = byInstant(rows);
   const first = ordered[0]!;
   const last = ordered[ordered.length - 1]!;
   const differences: { fact: string; report: string; ledger: string | null }[] = [];
-  if (payment.status !== null && last.status !== payment.status) {
+  if (statusDiffers(rows, payment) && !read.has(last.status)) {
     differences.push({ fact: 'status', report: last.status, ledger: payment.status });
   }
   const gross = first.amount < 0n ? -first.amount : first.amount;
@@ -119,7 +126,19 @@ export function reportMismatch(
   };
 }
 
-/** The ledger's payments first seen inside the span of the report rows that no live match names. */
+const byInstant = (rows: readonly ReportRowItem[]) =>
+  [...rows].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+
+/** Whether the latest of the rows gives another status than the ledger's payment holds now. */
+export function statusDiffers(rows: readonly ReportRowItem[], payment: LedgerPaymentItem): boolean {
+  const last = byInstant(rows).at(-1)!;
+  return payment.status !== null && last.status !== payment.status;
+}
+
+/**
+ * The ledger's payments that moved the merchant's balance (an entry in the live book), first seen inside
+ * the span of the report rows, that no live match names.
+ */
 export async function ledgerNotInReport(db: Db): Promise<ExceptionToRaise[]> {
   const { rows } = await sql<{
     merchant_account: string;
@@ -135,6 +154,8 @@ export async function ledgerNotInReport(db: Db): Promise<ExceptionToRaise[]> {
     FROM span JOIN mirrors m
       ON coalesce(m.first_seen_at, m.created_at) > span.lo AND coalesce(m.first_seen_at, m.created_at) < span.hi
     WHERE m.status IS NOT NULL
+      AND EXISTS (SELECT 1 FROM journal_entries j WHERE j.entity_id = m.entity_id
+        AND j.entity_kind = m.entity_kind AND j.merchant_account = m.merchant_account AND j.book = 'live')
       AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
         AND x.identity = m.entity_kind || ':' || m.merchant_account || ':' || m.entity_id)`.execute(db);
   return rows.map((r) => ({
@@ -206,6 +227,38 @@ export async function resolveMatchedExceptions(db: Db, now: Date): Promise<numbe
     events AS (
       INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
       SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', note FROM done)
+    SELECT id::text AS id FROM done`.execute(db);
+  return rows.length;
+}
+
+/** The open PROVIDER_REPORT_MISMATCH exceptions: what a run compares again. */
+export async function openReportMismatches(
+  db: Db,
+): Promise<{ id: string; state: string; account: string; kind: string; entityId: string }[]> {
+  const { rows } = await sql<{ id: string; state: string; account: string; kind: string; entity_id: string }>`
+    SELECT id::text AS id, state, merchant_account AS account, entity_kind AS kind, entity_id FROM exceptions
+    WHERE type = 'PROVIDER_REPORT_MISMATCH' AND state IN ('open', 'in_review', 'acknowledged')`.execute(db);
+  return rows.map((r) => ({ ...r, entityId: r.entity_id }));
+}
+
+/** Resolves, as payrecon, the given exceptions (each still in the state read) with a note; returns how many. */
+export async function resolveAgreed(
+  db: Db,
+  open: readonly { id: string; state: string }[],
+  note: string,
+  now: Date,
+): Promise<number> {
+  if (open.length === 0) return 0;
+  const { rows } = await sql<{ id: string }>`
+    WITH v AS (SELECT * FROM unnest(${open.map((o) => o.id)}::text[], ${open.map((o) => o.state)}::text[]) AS v(id, state)),
+    done AS (
+      UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
+        resolution_note = ${note}, updated_at = now()
+      FROM v WHERE e.id = v.id::bigint AND e.state = v.state
+      RETURNING e.id, v.state),
+    events AS (
+      INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
+      SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', ${note} FROM done)
     SELECT id::text AS id FROM done`.execute(db);
   return rows.length;
 }

@@ -214,20 +214,8 @@ export async function unmatchedReportRows(
       ORDER BY r.transaction_id LIMIT ${limit}) p`.execute(db);
   const last = page[0]?.last ?? null;
   if (last === null) return { rows: [], last: null };
-  const { rows } = await sql<{
-    identity: string;
-    transaction_id: string;
-    type: string;
-    status: string;
-    external_id: string | null;
-    currency: string;
-    gross: string;
-    fee: string;
-    at: string;
-  }>`
-    SELECT r.identity, r.transaction_id, r.type, r.status, r.external_id, r.currency,
-      round(r.gross * 100)::text AS gross, round(r.fee * 100)::text AS fee,
-      to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
+  const { rows } = await sql<ReportRowColumns>`
+    SELECT ${REPORT_ROW_COLUMNS}
     FROM provider_transaction_rows r
     WHERE r.type IN (${sql.join(PAYMENT_TYPES)})
       AND ${from} AND r.transaction_id <= ${last}
@@ -235,22 +223,97 @@ export async function unmatchedReportRows(
         SELECT 1 FROM match_members m WHERE m.side = 'provider_row' AND m.identity = r.identity AND m.live)`.execute(
     db,
   );
+  return { last, rows: rows.map(reportRowItem) };
+}
+
+interface ReportRowColumns {
+  identity: string;
+  transaction_id: string;
+  type: string;
+  status: string;
+  external_id: string | null;
+  currency: string;
+  gross: string;
+  fee: string;
+  at: string;
+}
+
+/** The columns of a report row as `reportRowItem` reads them (`r` the row). */
+const REPORT_ROW_COLUMNS = sql`r.identity, r.transaction_id, r.type, r.status, r.external_id, r.currency,
+      round(r.gross * 100)::text AS gross, round(r.fee * 100)::text AS fee,
+      to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`;
+
+function reportRowItem(r: ReportRowColumns): ReportRowItem {
   return {
-    last,
-    rows: rows.map((r) => ({
-      identity: r.identity,
-      group: `${r.type}|${r.currency}`,
-      amount: minor(r.gross),
-      date: r.at.slice(0, 10),
-      keys: { transactionId: [r.transaction_id], externalId: r.external_id === null ? [] : [r.external_id] },
-      transactionId: r.transaction_id,
-      type: r.type,
-      status: r.status,
-      currency: r.currency,
-      fee: minor(r.fee),
-      at: r.at,
-    })),
+    identity: r.identity,
+    group: `${r.type}|${r.currency}`,
+    amount: minor(r.gross),
+    date: r.at.slice(0, 10),
+    keys: { transactionId: [r.transaction_id], externalId: r.external_id === null ? [] : [r.external_id] },
+    transactionId: r.transaction_id,
+    type: r.type,
+    status: r.status,
+    currency: r.currency,
+    fee: minor(r.fee),
+    at: r.at,
   };
+}
+
+/**
+ * The report rows in live matches with each of these ledger payments (by the payment's identity), with
+ * the payment itself: what a PROVIDER_REPORT_MISMATCH compares again.
+ */
+export async function matchedReportRows(
+  db: Db,
+  paymentIdentities: readonly string[],
+): Promise<Map<string, ReportRowItem[]>> {
+  const out = new Map<string, ReportRowItem[]>();
+  if (paymentIdentities.length === 0) return out;
+  const { rows } = await sql<ReportRowColumns & { payment: string }>`
+    SELECT p.identity AS payment, ${REPORT_ROW_COLUMNS}
+    FROM match_members p
+    JOIN match_members x ON x.match_id = p.match_id AND x.side = 'provider_row' AND x.live
+    JOIN provider_transaction_rows r ON r.identity = x.identity
+    WHERE p.side = 'ledger_payment' AND p.live AND p.identity = ANY(${[...paymentIdentities]}::text[])`.execute(
+    db,
+  );
+  for (const r of rows) {
+    const list = out.get(r.payment);
+    if (list) list.push(reportRowItem(r));
+    else out.set(r.payment, [reportRowItem(r)]);
+  }
+  return out;
+}
+
+/**
+ * Every status the provider gave each of these payments as the ledger read it (webhooks, polls, backfills
+ * and operators' bookings; stale and refused readings too: the provider held that status then), by the
+ * payment's identity.
+ */
+export async function statusesRead(
+  db: Db,
+  payments: readonly Pick<LedgerPaymentItem, 'account' | 'kind' | 'entityId'>[],
+): Promise<Map<string, Set<string>>> {
+  const out = new Map<string, Set<string>>();
+  if (payments.length === 0) return out;
+  const { rows } = await sql<{
+    merchant_account: string;
+    entity_kind: string;
+    entity_id: string;
+    status: string;
+  }>`
+    SELECT DISTINCT h.merchant_account, h.entity_kind, h.entity_id, h.to_status AS status
+    FROM unnest(${payments.map((p) => p.account)}::text[], ${payments.map((p) => p.kind)}::text[],
+      ${payments.map((p) => p.entityId)}::text[]) AS k(account, kind, id)
+    JOIN status_history h ON h.entity_id = k.id AND h.entity_kind = k.kind AND h.merchant_account = k.account
+    WHERE h.to_status IS NOT NULL AND h.source <> 'intent'`.execute(db);
+  for (const r of rows) {
+    const key = ledgerPaymentIdentity(r.entity_kind, r.merchant_account, r.entity_id);
+    const set = out.get(key);
+    if (set) set.add(r.status);
+    else out.set(key, new Set([r.status]));
+  }
+  return out;
 }
 
 export const ledgerPaymentIdentity = (kind: string, account: string, entityId: string) =>

@@ -31,20 +31,26 @@ import { withLedgerTransaction } from '../transaction.ts';
 import {
   bankLineException,
   ledgerNotInReport,
+  openReportMismatches,
   raiseMatchingExceptions,
   reportMismatch,
   reportRowException,
+  resolveAgreed,
   resolveMatchedExceptions,
   settlementException,
+  statusDiffers,
 } from './exceptions.ts';
 import {
   type BankLineItem,
   bankMatchLines,
   type LedgerPaymentItem,
+  ledgerPaymentIdentity,
   ledgerPayments,
   type MatchBankAccount,
+  matchedReportRows,
   type ReportRowItem,
   type SettlementItem,
+  statusesRead,
   unmatchedBankLines,
   unmatchedReportRows,
   unmatchedSettlements,
@@ -218,12 +224,19 @@ export async function runMatching(
         now,
       );
       step('write matches');
-      for (const m of found.matches) {
+      const matched = found.matches.map((m) => ({
+        rows: m.left.map((identity) => rowOf.get(identity)!),
+        payment: paymentOf.get(m.right[0]!)!,
+      }));
+      // A status that differs is told from a snapshot of another time by what the ledger read.
+      const read = await statusesRead(
+        tx,
+        matched.filter((x) => statusDiffers(x.rows, x.payment)).map((x) => x.payment),
+      );
+      for (const [i, m] of found.matches.entries()) {
         count(m.rule);
-        const mismatch = reportMismatch(
-          m.left.map((identity) => rowOf.get(identity)!),
-          paymentOf.get(m.right[0]!)!,
-        );
+        const { rows, payment } = matched[i]!;
+        const mismatch = reportMismatch(rows, payment, read.get(payment.identity));
         if (mismatch) raised.push(mismatch);
       }
       const byTransaction = new Map<string, ReportRowItem[]>();
@@ -242,7 +255,7 @@ export async function runMatching(
     step('find payments not in the report');
     const raisedByType = await raiseMatchingExceptions(tx, raised, now, exceptionRules);
     step('raise exceptions');
-    const resolved = await resolveMatchedExceptions(tx, now);
+    const resolved = (await resolveMatchedExceptions(tx, now)) + (await resolveAgreedMismatches(tx, now));
     step('resolve exceptions');
     if (options.trace) for (const [name, ms] of spent) options.trace(name, ms);
     return {
@@ -346,6 +359,31 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
     await resolveMatchedExceptions(tx, now);
     return id!;
   });
+}
+
+/**
+ * Compares again each open PROVIDER_REPORT_MISMATCH: its payment's matched report rows against the ledger
+ * now; those that no longer differ (the ledger has since read the status the report gave) are resolved.
+ */
+async function resolveAgreedMismatches(tx: Db, now: Date): Promise<number> {
+  const open = await openReportMismatches(tx);
+  if (open.length === 0) return 0;
+  const identities = open.map((o) => ledgerPaymentIdentity(o.kind, o.account, o.entityId));
+  const rowsOf = await matchedReportRows(tx, identities);
+  const payments = new Map(
+    (await ledgerPayments(tx, [...new Set(open.map((o) => o.entityId))], [])).map((p) => [p.identity, p]),
+  );
+  const read = await statusesRead(tx, [...payments.values()]);
+  const agreed = open.filter((_open, i) => {
+    const rows = rowsOf.get(identities[i]!);
+    const payment = payments.get(identities[i]!);
+    return (
+      rows !== undefined &&
+      payment !== undefined &&
+      reportMismatch(rows, payment, read.get(payment.identity)) === null
+    );
+  });
+  return resolveAgreed(tx, agreed, 'the ledger agrees with the report now', now);
 }
 
 /**
