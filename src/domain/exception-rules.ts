@@ -199,7 +199,7 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   LEDGER_NOT_IN_REPORT:
     "A payment that moved the merchant's balance is missing from the provider's transactions report for the period it covers.",
   PROVIDER_REPORT_MISMATCH:
-    "The provider's transactions report gives this payment another amount or fee than the ledger holds, or a status the ledger never read for it.",
+    "The provider's transactions report gives this payment another amount or fee than the ledger holds, or a status that cannot lead to the ledger's nor follow from it.",
 };
 
 /**

@@ -1736,9 +1736,10 @@ async function cashLegFigures(o: {
   );
   const failures = o.ticks.failures.map((f) => {
     const key = / (settlement-fetch:\S+) failed$/.exec(f)?.[1];
-    return key === undefined
-      ? f
-      : `${f.slice(0, f.indexOf(' '))} ${(runErrors.get(key) ?? '').slice(0, 200)}`;
+    if (key === undefined) return f;
+    // A run the outage stopped could not record why either.
+    const why = runErrors.get(key) || 'the database went away before the run could record why';
+    return `${f.slice(0, f.indexOf(' '))} ${why.slice(0, 200)}`;
   });
   const [jobImports] = (
     await sql<{ n: number; fresh: number }>`

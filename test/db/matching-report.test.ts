@@ -3,8 +3,9 @@
  * out and back: two rows, one match); a row whose payment the ledger lacks raises PROVIDER_REPORT_UNMATCHED
  * until the payment is known; a payment that moved the merchant's balance, first seen inside the report's
  * span, that no row names raises LEDGER_NOT_IN_REPORT (one that never moved it, or moved the test book,
- * has no row to have); a status the ledger never read, an amount or a fee that differs raises
- * PROVIDER_REPORT_MISMATCH with both, resolved once the ledger reads the status the report gave.
+ * has no row to have); an amount or a fee that differs, or a status neither leading to the ledger's nor
+ * following from it (a report is a snapshot of its time), raises PROVIDER_REPORT_MISMATCH with both,
+ * resolved once the ledger agrees.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,15 +32,6 @@ async function booked(kind: string, id: string, book: 'live' | 'test' = 'live') 
       book, currency, amount, effective_at)
     VALUES (${`${kind}:shop:${id}:credit:${entrySeq}`}, 'shop', ${kind}, ${id}, 'credit', 1, 1, ${book}, 'BRL', 1,
       now())`.execute(t.db);
-}
-
-let readSeq = 0;
-/** A status the ledger read from the provider for the payment. */
-async function read(kind: string, id: string, status: string) {
-  readSeq++;
-  await sql`
-    INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, to_status, source, observed_at)
-    VALUES (${`read-${readSeq}`}, 'shop', ${kind}, ${id}, ${status}, 'webhook', now())`.execute(t.db);
 }
 
 const row = (
@@ -96,7 +88,7 @@ describe('the transactions report against the ledger', () => {
   it('matches rows to payments and raises what differs or is missing on either side', async () => {
     await mirror('deposit', '1', 'COMPLETED', '100.00', '1.50', 3);
     await mirror('cashout', '2', 'REJECTED', '40.50', null, 4);
-    await mirror('deposit', '3', 'CANCELLED', '80.00', '1.20', 5);
+    await mirror('deposit', '3', 'DECLINED', '80.00', '1.20', 5);
     await mirror('deposit', '4', 'COMPLETED', '10.00', null, 6);
     await booked('deposit', '4');
     // Inside the span too, but never in a report: a deposit that never completed, a test deposit.
@@ -132,7 +124,7 @@ describe('the transactions report against the ledger', () => {
       .where('type', '=', 'PROVIDER_REPORT_MISMATCH')
       .executeTakeFirstOrThrow();
     expect((mismatch.details as { differences: unknown }).differences).toEqual([
-      { fact: 'status', report: 'COMPLETED', ledger: 'CANCELLED' },
+      { fact: 'status', report: 'COMPLETED', ledger: 'DECLINED' },
     ]);
     const cashout = await t.db
       .selectFrom('match_members')
@@ -155,14 +147,13 @@ describe('the transactions report against the ledger', () => {
     expect(third.byRule).toEqual({});
     expect(third.exceptions.resolved).toBe(0);
   });
-  it("compares a row's status as a snapshot, and resolves a difference once the ledger reads it", async () => {
-    // The report was made while the cashout was PENDING; the ledger has read PENDING, then DELIVERED.
+  it("compares a row's status as a snapshot, and resolves a difference once the ledger agrees", async () => {
+    // The report was made while the cashout was PENDING; the ledger has read DELIVERED since.
     await mirror('cashout', '10', 'DELIVERED', '20.00', null, 8);
-    await read('cashout', '10', 'PENDING');
-    await read('cashout', '10', 'DELIVERED');
-    // The report says COMPLETED while the ledger has read PENDING only (its reading is late).
+    // The report was made after the deposit completed; the ledger has not read COMPLETED yet.
     await mirror('deposit', '11', 'PENDING', '30.00', '0.45', 8);
-    await read('deposit', '11', 'PENDING');
+    // The ledger holds the merchant's amount until it reads the provider's.
+    await mirror('deposit', '12', 'COMPLETED', '40.00', '0.60', 8);
     await recordImport(t.db, {
       kind: 'provider-transactions',
       fileName: 'later.csv',
@@ -172,20 +163,20 @@ describe('the transactions report against the ledger', () => {
       rows: [
         row('r10', '10', 'cashout', 'PENDING', '-20.00', '0.00', '2026-03-08T12:00:00Z'),
         row('r11', '11', 'deposit', 'COMPLETED', '30.00', '0.45', '2026-03-08T13:00:00Z'),
+        row('r12', '12', 'deposit', 'COMPLETED', '40.40', '0.60', '2026-03-08T14:00:00Z'),
       ],
     });
     const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'shop' };
     const run = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
-    expect(run.byRule).toEqual({ 'transaction-id': 2 });
+    expect(run.byRule).toEqual({ 'transaction-id': 3 });
     const mismatches = async () =>
       (await open()).filter(([type]) => type === 'PROVIDER_REPORT_MISMATCH').map(([, entity]) => entity);
-    expect(await mismatches()).toEqual(['deposit:11', 'deposit:3']);
+    expect(await mismatches()).toEqual(['deposit:12', 'deposit:3']);
 
-    // The ledger reads COMPLETED: the next run resolves the difference, and leaves the real one open.
-    await sql`UPDATE mirrors SET status = 'COMPLETED' WHERE entity_kind = 'deposit' AND entity_id = '11'`.execute(
+    // The ledger reads the provider's amount: the next run resolves that difference, not the other.
+    await sql`UPDATE mirrors SET amount = 40.40 WHERE entity_kind = 'deposit' AND entity_id = '12'`.execute(
       t.db,
     );
-    await read('deposit', '11', 'COMPLETED');
     const again = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(again.byRule).toEqual({});
     expect(again.exceptions.resolved).toBe(1);
@@ -194,7 +185,7 @@ describe('the transactions report against the ledger', () => {
       .selectFrom('exceptions')
       .select(['resolved_by', 'resolution_note'])
       .where('type', '=', 'PROVIDER_REPORT_MISMATCH')
-      .where('entity_id', '=', '11')
+      .where('entity_id', '=', '12')
       .executeTakeFirstOrThrow();
     expect(resolved).toEqual({
       resolved_by: 'payrecon',

@@ -10,15 +10,16 @@
  *   the report lists the balance's movements, so a deposit that never completed, a test or a crypto one
  *   has no row) first seen inside the span the report rows cover, named by no row;
  * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose amount or fee differs, or whose status
- *   the ledger never read from the provider for it (a report is a snapshot: a status the ledger held
- *   before or after is no difference). Resolved by payrecon once the ledger agrees (its reading of the
- *   status arrived late).
+ *   cannot lead to the ledger's nor follow from it (a report is a snapshot of its time: an earlier or a
+ *   later status of the payment is no difference). Compared again at every run, and resolved by
+ *   payrecon once the ledger agrees (it learnt the provider's amount late).
  * Each carries its facts; its fact (what reopens it once resolved) names the match its line left, so a line
  * unmatched by hand raises its exception again.
  */
 import { sql } from 'kysely';
 import type { ExceptionRules, ExceptionType } from '../../domain/exception-rules.ts';
 import { formatAmount } from '../../domain/money.ts';
+import { canReach, type EntityKind, isStatus } from '../../domain/statuses.ts';
 import { type ExceptionToRaise, raiseExceptions } from '../exceptions/raise.ts';
 import type { Db } from '../schema.ts';
 import type { BankLineItem, LedgerPaymentItem, ReportRowItem, SettlementItem } from './load.ts';
@@ -93,20 +94,18 @@ export function reportRowException(account: string, rows: readonly ReportRowItem
 
 /**
  * What a report says of a payment that differs from the ledger, or null: the status of its latest row
- * when the ledger never read it for the payment (`read`: every status the ledger read from the provider
- * for it; a report row carries the status at the report's making, which the ledger may have left since),
- * the amount of its first (gross, unsigned), the fee of its first when it charges one.
+ * when neither status can lead to the other (`snapshotsAgree`), the amount of its first (gross,
+ * unsigned), the fee of its first when it charges one.
  */
 export function reportMismatch(
   rows: readonly ReportRowItem[],
   payment: LedgerPaymentItem,
-  read: ReadonlySet<string> = new Set(),
 ): ExceptionToRaise | null {
   const ordered = byInstant(rows);
   const first = ordered[0]!;
   const last = ordered[ordered.length - 1]!;
   const differences: { fact: string; report: string; ledger: string | null }[] = [];
-  if (statusDiffers(rows, payment) && !read.has(last.status)) {
+  if (payment.status !== null && !snapshotsAgree(payment.kind, last.status, payment.status)) {
     differences.push({ fact: 'status', report: last.status, ledger: payment.status });
   }
   const gross = first.amount < 0n ? -first.amount : first.amount;
@@ -129,10 +128,16 @@ export function reportMismatch(
 const byInstant = (rows: readonly ReportRowItem[]) =>
   [...rows].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
 
-/** Whether the latest of the rows gives another status than the ledger's payment holds now. */
-export function statusDiffers(rows: readonly ReportRowItem[], payment: LedgerPaymentItem): boolean {
-  const last = byInstant(rows).at(-1)!;
-  return payment.status !== null && last.status !== payment.status;
+/**
+ * Whether a report's status and the ledger's agree: a report row carries the payment's status when the
+ * report was made, so the ledger may have moved on since (the report's status leads to the ledger's) or
+ * not have read the provider's latest move yet (the ledger's leads to the report's; its polling reads
+ * it). Only two statuses neither of which can lead to the other differ.
+ */
+export function snapshotsAgree(kind: EntityKind, report: string, ledger: string): boolean {
+  if (report === ledger) return true;
+  if (!isStatus(kind, report) || !isStatus(kind, ledger)) return false;
+  return canReach(kind, report, ledger) || canReach(kind, ledger, report);
 }
 
 /**

@@ -285,37 +285,6 @@ export async function matchedReportRows(
   return out;
 }
 
-/**
- * Every status the provider gave each of these payments as the ledger read it (webhooks, polls, backfills
- * and operators' bookings; stale and refused readings too: the provider held that status then), by the
- * payment's identity.
- */
-export async function statusesRead(
-  db: Db,
-  payments: readonly Pick<LedgerPaymentItem, 'account' | 'kind' | 'entityId'>[],
-): Promise<Map<string, Set<string>>> {
-  const out = new Map<string, Set<string>>();
-  if (payments.length === 0) return out;
-  const { rows } = await sql<{
-    merchant_account: string;
-    entity_kind: string;
-    entity_id: string;
-    status: string;
-  }>`
-    SELECT DISTINCT h.merchant_account, h.entity_kind, h.entity_id, h.to_status AS status
-    FROM unnest(${payments.map((p) => p.account)}::text[], ${payments.map((p) => p.kind)}::text[],
-      ${payments.map((p) => p.entityId)}::text[]) AS k(account, kind, id)
-    JOIN status_history h ON h.entity_id = k.id AND h.entity_kind = k.kind AND h.merchant_account = k.account
-    WHERE h.to_status IS NOT NULL AND h.source <> 'intent'`.execute(db);
-  for (const r of rows) {
-    const key = ledgerPaymentIdentity(r.entity_kind, r.merchant_account, r.entity_id);
-    const set = out.get(key);
-    if (set) set.add(r.status);
-    else out.set(key, new Set([r.status]));
-  }
-  return out;
-}
-
 export const ledgerPaymentIdentity = (kind: string, account: string, entityId: string) =>
   `${kind}:${account}:${entityId}`;
 

@@ -38,7 +38,6 @@ import {
   resolveAgreed,
   resolveMatchedExceptions,
   settlementException,
-  statusDiffers,
 } from './exceptions.ts';
 import {
   type BankLineItem,
@@ -50,7 +49,6 @@ import {
   matchedReportRows,
   type ReportRowItem,
   type SettlementItem,
-  statusesRead,
   unmatchedBankLines,
   unmatchedReportRows,
   unmatchedSettlements,
@@ -224,19 +222,12 @@ export async function runMatching(
         now,
       );
       step('write matches');
-      const matched = found.matches.map((m) => ({
-        rows: m.left.map((identity) => rowOf.get(identity)!),
-        payment: paymentOf.get(m.right[0]!)!,
-      }));
-      // A status that differs is told from a snapshot of another time by what the ledger read.
-      const read = await statusesRead(
-        tx,
-        matched.filter((x) => statusDiffers(x.rows, x.payment)).map((x) => x.payment),
-      );
-      for (const [i, m] of found.matches.entries()) {
+      for (const m of found.matches) {
         count(m.rule);
-        const { rows, payment } = matched[i]!;
-        const mismatch = reportMismatch(rows, payment, read.get(payment.identity));
+        const mismatch = reportMismatch(
+          m.left.map((identity) => rowOf.get(identity)!),
+          paymentOf.get(m.right[0]!)!,
+        );
         if (mismatch) raised.push(mismatch);
       }
       const byTransaction = new Map<string, ReportRowItem[]>();
@@ -363,7 +354,7 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
 
 /**
  * Compares again each open PROVIDER_REPORT_MISMATCH: its payment's matched report rows against the ledger
- * now; those that no longer differ (the ledger has since read the status the report gave) are resolved.
+ * now; those that no longer differ (the ledger learnt the provider's amount or status since) are resolved.
  */
 async function resolveAgreedMismatches(tx: Db, now: Date): Promise<number> {
   const open = await openReportMismatches(tx);
@@ -373,15 +364,10 @@ async function resolveAgreedMismatches(tx: Db, now: Date): Promise<number> {
   const payments = new Map(
     (await ledgerPayments(tx, [...new Set(open.map((o) => o.entityId))], [])).map((p) => [p.identity, p]),
   );
-  const read = await statusesRead(tx, [...payments.values()]);
   const agreed = open.filter((_open, i) => {
     const rows = rowsOf.get(identities[i]!);
     const payment = payments.get(identities[i]!);
-    return (
-      rows !== undefined &&
-      payment !== undefined &&
-      reportMismatch(rows, payment, read.get(payment.identity)) === null
-    );
+    return rows !== undefined && payment !== undefined && reportMismatch(rows, payment) === null;
   });
   return resolveAgreed(tx, agreed, 'the ledger agrees with the report now', now);
 }
