@@ -16,7 +16,7 @@ import type { Profile } from './imports/profile.ts';
 import { readProfilesDir } from './imports/read-file.ts';
 import type { DatabaseInfrastructure, Infrastructure } from './infrastructure.ts';
 import { createLedgerJobScheduler } from './jobs/ledger-jobs.ts';
-import type { JobScheduler } from './jobs/scheduler.ts';
+import type { CronTimer, JobScheduler } from './jobs/scheduler.ts';
 import type { SandboxBankAccount } from './jobs/settlement-fetch.ts';
 import type { ProviderClientOptions } from './provider/client.ts';
 import { ReportRunner } from './reports/runs.ts';
@@ -39,8 +39,15 @@ export interface Services {
   providerOptions: ProviderClientOptions;
   /** The one import of a file, as the page, the API and the settlement fetch take it. */
   imports: ImportServices;
-  /** The scheduled jobs; `poll` when this process polls on its own, `retentionDays` from the command. */
-  jobScheduler(options?: { poll?: () => Promise<unknown>; retentionDays?: number }): JobScheduler;
+  /**
+   * The scheduled jobs; `poll` when this process polls on its own, `retentionDays` from the command,
+   * `timer` what fires the cron ticks (default node-cron on real time; a test drives them from its clock).
+   */
+  jobScheduler(options?: {
+    poll?: () => Promise<unknown>;
+    retentionDays?: number;
+    timer?: CronTimer;
+  }): JobScheduler;
 }
 
 export interface ImportServices {

@@ -201,7 +201,7 @@ export const EXCEPTION_RULE_TEXT: Readonly<Record<ExceptionType, string>> = {
   LEDGER_NOT_IN_REPORT:
     "A payment that moved the ledger's balance is missing from the provider's transactions report for the period it covers.",
   PROVIDER_REPORT_MISMATCH:
-    "The provider's transactions report gives this payment another status, amount or fee than the ledger holds.",
+    "The provider's transactions report gives this payment another amount or fee than the ledger holds, or a status that cannot lead to the ledger's nor follow from it.",
   PROVIDER_BALANCE_DRIFT:
     "The balance the provider's settlement report gives at a cut-off differs from the ledger's available at that cut-off.",
 };

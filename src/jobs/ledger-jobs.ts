@@ -13,7 +13,7 @@ import type { ReportRunner } from '../reports/runs.ts';
 import { jobAlerts } from './alerts.ts';
 import { buildJobCatalog, type JobName } from './catalog.ts';
 import { ledgerVerification } from './ledger-verify.ts';
-import { JobScheduler } from './scheduler.ts';
+import { type CronTimer, JobScheduler } from './scheduler.ts';
 import { fetchSettlementFiles, type SettlementFetchDeps } from './settlement-fetch.ts';
 import { lateRejectionSweep, stuckSweep } from './sweeps.ts';
 
@@ -32,6 +32,8 @@ export interface LedgerJobsDeps {
   poll?: () => Promise<unknown>;
   /** The settlement fetch (src/jobs/settlement-fetch.ts); absent: the job is not scheduled. */
   settlementFetch?: Omit<SettlementFetchDeps, 'logger'>;
+  /** What fires the cron ticks (default node-cron). */
+  timer?: CronTimer;
 }
 
 export function createLedgerJobScheduler(deps: LedgerJobsDeps): JobScheduler {
@@ -65,6 +67,7 @@ export function createLedgerJobScheduler(deps: LedgerJobsDeps): JobScheduler {
     jobs,
     logger,
     onRun: (job, outcome, seconds) => metrics.jobRun(job, outcome, seconds),
+    ...(deps.timer ? { timer: deps.timer } : {}),
     // A fresh database catches up no runs from before it existed.
     notBefore: () => databaseCreatedAt(db),
   });

@@ -141,7 +141,8 @@ function section(f: SoakFigures, failed: string[]): string {
       )}; ${n(f.alerts.duplicateIds)} alert ids twice, ${n(f.alerts.repeatedExceptions.length)} exceptions alerted twice |`,
     `| postings | ${n(f.ledger.postings)} in ${n(f.ledger.journalEntries)} journal entries; ${n(f.ledger.duplicateIdempotencyKeys)} duplicate idempotency keys |`,
     `| observations, intents | ${n(f.ledger.observations)} (${n(f.ledger.duplicateObservations)} twice), ${n(f.ledger.intents)} |`,
-    `| ground-truth diff | ${n(f.ledger.groundTruthDiff)} cells (account, currency, book account); ${n(f.ledger.statusDiff)} entity statuses |`,
+    `| ground-truth diff | ${n(f.ledger.groundTruthDiff)} cells (account, currency, book account; \`available\` less what was settled, the cash leg included); ${n(f.ledger.statusDiff)} entity statuses |`,
+    ...cashRows(f.cash),
     `| verify | ${f.ledger.verifyFailures.length} failures; \`payrecon db verify\` exit ${f.ledger.verifyCli.exitCode}: ${f.ledger.verifyCli.output} |`,
     `| dead-lettered | ${n(f.deadLettered)} |`,
     `| secrets scan | ${n(f.secrets.hits)} hits in ${n(f.secrets.stats.logLines)} log lines, ${n(f.secrets.stats.tables)} tables, ${n(f.secrets.stats.topics)} topics (${n(f.secrets.stats.messages)} messages), ${n(f.secrets.stats.files)} files of workbooks and CSVs; ${n(f.secrets.wireSignatures)} sampled wire signatures among the known secrets |`,
@@ -151,6 +152,26 @@ function section(f: SoakFigures, failed: string[]): string {
     '',
   ];
   return lines.join('\n');
+}
+
+function cashRows(c: SoakFigures['cash']): string[] {
+  const pairs = (o: Record<string, number>) =>
+    Object.entries(o)
+      .map(([k, v]) => `${k} ${n(v)}`)
+      .join(', ') || 'none';
+  const s = c.settlements;
+  return [
+    `| settlements | ${n(s.atSandbox)} made by the sandbox (${n(s.converted)} converted into BRL; ${n(s.carriedOver)} balances carried over instead), ${n(s.reported)} in an imported settlement report, ${n(s.booked)} booked, each once |`,
+    `| settlement fetch (the job, ticked on the provider's clock) | ${n(c.fetch.ticks)} ticks, ${n(c.fetch.ran)} runs, ${n(c.fetch.failed)} failed and fetched again at the next tick${c.fetch.failures.length ? ` (${c.fetch.failures.join('; ')})` : ''}, ${n(c.fetch.overlapped)} skipped while the previous run went on; ${n(c.fetch.imports)} files imported, ${n(c.fetch.newLines)} new lines, ${n(c.fetch.refused.length)} refused; the last fetch of every file when quiet: ${n(c.finalFetch.files)} files, ${n(c.finalFetch.newLines)} new lines |`,
+    `| bank | ${n(c.statements)} statements imported up to ${c.lastStatementDay}, ${n(c.bankLines)} lines, ${n(c.matchedBankLines)} matched; live matches by rule: ${pairs(c.matchesByRule)} |`,
+    `| planted bank anomalies (up to the last statement day) | ${pairs(c.anomalies)} |`,
+    `| matching exceptions | expected from the sandbox's records ${pairs(c.exceptions.expected)}; open ${pairs(c.exceptions.open)}; ${n(c.exceptions.missing.length)} missing, ${n(c.exceptions.unexpected.length)} unexpected |`,
+    `| cash leg | ${n(c.cells)} cells (settlements in transit, settlement fees, fx_conversion, bank fees, bank accounts) equal to the sandbox's records but ${n(c.cellDiff.length)}; ${n(c.doubled.length)} settlements, lines or matches booked or matched twice |`,
+    ...c.bankProof.map(
+      (p) =>
+        `| bank proof ${p.bankAccount} | statement closing ${p.closing} = opening ${p.opening} (before the sandbox's first entry) + ledger \`bank:\` ${p.ledger} + lines no rule matches ${p.unmatched}: ${p.explained ? 'holds' : 'does not hold'} |`,
+    ),
+  ];
 }
 
 /**

@@ -8,28 +8,50 @@
  * per account, currency and book, `payrecon db verify`, duplicate postings, dropped webhooks recovered,
  * late rejections alerted once.
  *
+ * Settlements are on: the sandbox pays the account out every day (converting four of its five currencies
+ * into BRL) and its bank plants every kind of anomaly. The settlement fetch job, ticked by the provider's
+ * clock, imports the reports and statements from the sandbox's control API while the faults go on (a run
+ * falls inside the broker and the PostgreSQL outages), the imports match at once and the match consumer
+ * matches what they publish. When quiet, after one last fetch of every file and a matching run as of the
+ * provider's clock, the soak checks the cash leg too: every ledger cell against the sandbox's settlement
+ * records, bank entries and anomalies (test/sandbox/planted-cash.ts), the open reconciliation exceptions
+ * against the planted anomalies (none more, none less), the bank proof of each bank account, and that
+ * nothing was booked or matched twice. The provider's control API takes no faults (the sandbox applies
+ * them to the provider's API only).
+ *
  * `runSoak` returns the figures and never asserts: the test (`chaos.test.ts`) and the runner (`run.ts`)
  * decide. Everything talks over the network: the in-process parts (webhook ingress, status fetcher,
- * poller, outbox relay, alert dispatcher) are wired exactly as `payrecon up` wires them.
+ * poller, outbox relay, alert dispatcher, match consumer, the jobs) are wired exactly as `payrecon up`
+ * wires them.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import diagnostics from 'node:diagnostics_channel';
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import pino from 'pino';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
+import { matchingOptionsFrom } from '../../src/config-rules.ts';
 import { startAlertConsumer } from '../../src/consumers/alert-dispatcher.ts';
+import { MATCH_CONSUMER_GROUPS } from '../../src/consumers/matcher.ts';
 import { runStatusFetcher } from '../../src/consumers/status-fetcher.ts';
+import { bankProof } from '../../src/db/closes/bank-proof.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
+import { type MatchingRun, runMatching } from '../../src/db/matching/service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { isCashLegAccount } from '../../src/domain/cash-leg.ts';
+import type { ImportFileFn, ImportKind } from '../../src/domain/imports.ts';
+import { formatAmount, parseAmount } from '../../src/domain/money.ts';
 import type { Intent } from '../../src/domain/observation.ts';
+import { addDays, localDate } from '../../src/domain/zoned-time.ts';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/embedded/postgres.ts';
 import { type RunningRegistry, startRegistry } from '../../src/embedded/registry/registry.ts';
 import { dlqTopicOf, TOPIC_NAMES } from '../../src/events/topics.ts';
 import { type Infrastructure, startInfrastructure } from '../../src/infrastructure.ts';
+import { type CronTimer, fireTimesBetween, type TickResult } from '../../src/jobs/scheduler.ts';
+import { SETTLEMENT_FETCH_USER } from '../../src/jobs/settlement-fetch.ts';
 import { logger as rootLogger } from '../../src/logger.ts';
 import { recordingClient } from '../../src/producers/intent/recording-client.ts';
 import { startOutboxRelay } from '../../src/producers/outbox-relay.ts';
@@ -45,8 +67,16 @@ import type { DeliveryLogEntry } from '../../src/sandbox/webhooks.ts';
 import { SANDBOX_ACCOUNT_NAME } from '../../src/sandbox-part.ts';
 import { buildServer } from '../../src/server.ts';
 import { createServices } from '../../src/services.ts';
-import { startPoller } from '../../src/wiring.ts';
+import { PART_REGISTRY, startPoller } from '../../src/wiring.ts';
 import { emptyStats, type KnownSecret, type ScanStats, scanForSecrets } from '../audit/secrets-scan.ts';
+import {
+  type CashTruth,
+  cashTruthOf,
+  expectedCashLeg,
+  expectedNotReceived,
+  expectedUnmatchedLines,
+  PLANTED,
+} from '../sandbox/planted-cash.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -54,6 +84,17 @@ const DAY = 24 * HOUR;
 const ROOT = join(import.meta.dirname, '../..');
 /** Real time the broker and PostgreSQL stay down (the clock moves a step meanwhile). */
 const OUTAGE_MS = 5_000;
+/**
+ * How the sandbox pays the account out: daily at midnight in São Paulo, value date T+1, every balance in
+ * BRL (BRL as it is; CLP, COP, MXN and PEN converted at the catalogue's rates less the 1.5% spread), a fee
+ * of 0.50 plus 10 bp of the converted gross. Its bank plants every kind of anomaly often (PLANTED).
+ */
+const SETTLEMENT = {
+  timeZone: 'America/Sao_Paulo',
+  settlement: { currency: 'BRL', fee: { fixed: '0.50', bps: 10 } },
+};
+/** Who the soak's last fetch of every file imports as. */
+const FINAL_FETCH_USER = 'chaos:final-fetch';
 
 /** What goes wrong, and when (provider hours; the soak runs ten provider days). */
 export interface FaultPlan {
@@ -117,6 +158,11 @@ export interface SoakOptions {
   poller?: { concurrency: number; batchSize: number; leaseSeconds: number };
   /** Longest wait for the ledger to catch up at a checkpoint (default 240 s). */
   catchUpMs?: number;
+  /**
+   * The settlement fetch's cron, on the provider's clock (default ten past every provider hour: the
+   * planned broker and PostgreSQL outages start on a whole hour, so a fetch is due inside each).
+   */
+  settlementFetchCron?: string;
   /** Progress lines. */
   log?: (line: string) => void;
 }
@@ -230,6 +276,8 @@ export interface SoakFigures {
   };
   /** Exceptions by type at the end (FACTS_CHANGED must be 0: the sandbox never changes a fixed fact). */
   exceptionsByType: Record<string, number>;
+  /** The cash leg: what the sandbox settled and its bank did, what payrecon fetched, matched and booked. */
+  cash: CashFigures;
   /** Every alert the webhook sink received, of every type. */
   alerts: {
     delivered: number;
@@ -266,6 +314,71 @@ export interface SoakFigures {
   secrets: { hits: number; sample: string[]; stats: ScanStats; wireSignatures: number };
   /** Log files of every process (for the secrets audit). */
   logFiles: string[];
+}
+
+export interface CashFigures {
+  settlements: {
+    /** Made by the sandbox over the run, of them converted into BRL, and balances carried over instead. */
+    atSandbox: number;
+    converted: number;
+    carriedOver: number;
+    /** In an imported settlement report; booked to the ledger (distinct settlement ids). */
+    reported: number;
+    booked: number;
+  };
+  /** The settlement fetch job, ticked on the provider's clock while the faults happen. */
+  fetch: {
+    ticks: number;
+    ran: number;
+    /** Runs that failed (a download or an import failed, the claim could not be written): retried next tick. */
+    failed: number;
+    /** Ticks due while the previous run was still going (skipped, as node-cron's noOverlap does). */
+    overlapped: number;
+    /** Provider times of the failed runs, and why (the first few). */
+    failures: string[];
+    /** Wall seconds of the runs: total and longest. */
+    seconds: { total: number; max: number };
+    /** Files the job imported and the lines they brought first. */
+    imports: number;
+    newLines: number;
+    /** Files refused (one line each): must be none. */
+    refused: string[];
+  };
+  /** The last fetch of every file when quiet (all reports, every closed day's statement in camt.053.001.02). */
+  finalFetch: { files: number; newLines: number };
+  /** The last day whose statement is imported (local to the account). */
+  lastStatementDay: string;
+  statements: number;
+  bankLines: number;
+  matchedBankLines: number;
+  matchesByRule: Record<string, number>;
+  /** The anomalies the sandbox planted by kind, on days up to the last statement day. */
+  anomalies: Record<string, number>;
+  /** The matching exceptions: expected from the sandbox's records, open at the end, and the differences. */
+  exceptions: {
+    expected: Record<string, number>;
+    open: Record<string, number>;
+    missing: string[];
+    unexpected: string[];
+  };
+  /** Cash-leg cells (account, currency, ledger account) compared with the sandbox's records, and those differing. */
+  cells: number;
+  cellDiff: string[];
+  /**
+   * Per bank account: the last statement's closing balance, the ledger's `bank:<id>`, the bank lines no
+   * match covers (planted) and the balance the account had before the sandbox's first entry; explained when
+   * closing = opening + ledger + unmatched, and the closing is the sandbox's bank's balance that day.
+   */
+  bankProof: {
+    bankAccount: string;
+    closing: string | null;
+    ledger: string;
+    unmatched: string;
+    opening: string;
+    explained: boolean;
+  }[];
+  /** Anything booked or matched twice (a settlement's entries, a line or settlement in two live matches, a match booked twice): must be empty. */
+  doubled: string[];
 }
 
 interface Child {
@@ -315,6 +428,96 @@ async function startBrokerProcess(
     });
   });
   return { ...child, port: listening };
+}
+
+/** What the provider's clock made of the settlement fetch's ticks. */
+interface TickStats {
+  ticks: number;
+  ran: number;
+  failed: number;
+  overlapped: number;
+  failures: string[];
+  /** Wall seconds of the runs: total and longest. */
+  seconds: { total: number; max: number };
+}
+
+/**
+ * A cron timer on the provider's clock (src/jobs/scheduler.ts's CronTimer, which node-cron is on real
+ * time): each named job fires at its cron's times as the manual clock passes them; the other jobs never
+ * fire. A tick due while the job's previous run is still going is skipped, as node-cron's noOverlap does.
+ * `idle()` waits for the runs in progress.
+ */
+function providerClockTimer(
+  clock: ManualClock,
+  names: readonly string[],
+): CronTimer & { stats: TickStats; idle(): Promise<void> } {
+  const stats: TickStats = {
+    ticks: 0,
+    ran: 0,
+    failed: 0,
+    overlapped: 0,
+    failures: [],
+    seconds: { total: 0, max: 0 },
+  };
+  const running = new Set<Promise<unknown>>();
+  const failed = (at: Date, why: string) => {
+    stats.failed++;
+    if (stats.failures.length < 5) stats.failures.push(`${at.toISOString().slice(0, 16)}: ${why}`);
+  };
+  return {
+    stats,
+    schedule(job, onTick) {
+      if (!names.includes(job.name)) return { stop: async () => undefined };
+      let stopped = false;
+      let cancel: () => void = () => undefined;
+      let current: Promise<unknown> | null = null;
+      const fire = (at: Date) => {
+        stats.ticks++;
+        if (current) {
+          stats.overlapped++;
+          return;
+        }
+        const started = Date.now();
+        const p = onTick(at)
+          .then((r) => {
+            const result = r as TickResult;
+            stats.ran += result.ran.length;
+            for (const key of result.failed) failed(at, `${key} failed`);
+          })
+          .catch((err) => failed(at, String((err as Error)?.message ?? err)))
+          .finally(() => {
+            const took = (Date.now() - started) / 1000;
+            stats.seconds.total = Math.round((stats.seconds.total + took) * 10) / 10;
+            stats.seconds.max = Math.max(stats.seconds.max, Math.round(took * 10) / 10);
+            running.delete(p);
+            current = null;
+          });
+        current = p;
+        running.add(p);
+      };
+      const arm = () => {
+        const now = clock.now();
+        const next = fireTimesBetween(job.cron, job.timeZone, new Date(now), new Date(now + DAY))[0];
+        if (!next || stopped) return;
+        cancel = clock.at(next.getTime(), () => {
+          if (stopped) return;
+          fire(next);
+          arm();
+        });
+      };
+      arm();
+      return {
+        async stop() {
+          stopped = true;
+          cancel();
+          await current;
+        },
+      };
+    },
+    async idle() {
+      while (running.size > 0) await Promise.allSettled([...running]);
+    },
+  };
 }
 
 export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
@@ -425,6 +628,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       PAYRECON_PROVIDER_TIMEOUT_MS: '1000',
       PAYRECON_SANDBOX_TRAFFIC: 'false',
       ...JOBS_OFF,
+      PAYRECON_CRON_SETTLEMENT_FETCH: options.settlementFetchCron ?? '10 * * * *',
     };
     const config = loadConfig(env);
     infra = await startInfrastructure(config, null);
@@ -434,7 +638,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     const db = infra.db;
 
     // ---------------------------------------------------------------- the sandbox, with counted faults
-    const clock = new ManualClock(Date.now());
+    // On a whole hour, so the settlement fetch's cron (ten past each provider hour) falls inside each
+    // planned outage, which starts on a whole provider hour of the run.
+    const clock = new ManualClock(Math.ceil(Date.now() / HOUR) * HOUR);
     const providerFaults = (rateLimitRate: number) => ({
       endpoints: {
         '*': {
@@ -466,6 +672,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       notificationBaseUrl: 'http://127.0.0.1:1',
       defaultNotificationUrl: `http://127.0.0.1:1/webhooks/${DEFAULT_ACCOUNT.name}`,
       faults: providerFaults(0),
+      defaultAccountSettlement: SETTLEMENT,
+      bank: PLANTED,
     });
     const sb = sandbox;
     const deps = sb.control.deps;
@@ -567,7 +775,28 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       );
     };
     startReconcilerProcess();
-    await Promise.all([fetcher.ready, alertConsumer.ready]);
+
+    // The cash leg as `payrecon up` wires it: the settlement fetch reads the sandbox's control API and
+    // derives the bank accounts from it; the match consumer matches what the imports publish. The jobs
+    // run as the jobs part runs them under `up`, their ticks fired by the provider's clock.
+    await services.imports.useEmbeddedSandbox(`${sb.url}/_sandbox`);
+    const matchPart = PART_REGISTRY.find((p) => p.name === 'match-consumer')!;
+    const matcher = await matchPart.start({
+      infra,
+      services,
+      accounts: [account],
+      together: true,
+      started: new Map(),
+      defaultAccount: SANDBOX_ACCOUNT_NAME,
+      page: false,
+      sandboxUsers: false,
+    });
+    infra.lifecycle.add('match consumer', () => matcher.stop());
+    const fetchTicks = providerClockTimer(clock, ['settlement-fetch']);
+    const scheduler = services.jobScheduler({ timer: fetchTicks });
+    await scheduler.start();
+    infra.lifecycle.add('jobs', () => scheduler.stop());
+    await Promise.all([fetcher.ready, alertConsumer.ready, matcher.ready]);
     say(`chaos: infrastructure up at ${seconds()} s (work dir ${work})`);
 
     // ---------------------------------------------------------------- 1. traffic, every creation's intent recorded
@@ -783,16 +1012,24 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
           await trafficDrained();
           broker!.proc.kill('SIGTERM');
           await broker!.exited;
-          // Webhooks and polls meet the outage: the next step's traffic goes nowhere.
+          const down = Date.now();
+          // Webhooks and polls meet the outage: the next step's traffic goes nowhere. The fetch due in
+          // that step runs (the one in progress ends first): its lines wait in the outbox.
+          await Promise.race([fetchTicks.idle(), sleep(OUTAGE_MS)]);
           await clock.advance(10 * MINUTE);
           step++;
-          await sleep(OUTAGE_MS);
+          await sleep(Math.max(0, OUTAGE_MS - (Date.now() - down)));
           broker = await startBrokerProcess(brokerDir, brokerPort, brokerLog);
         } else if (what === 'postgres') {
           await pg!.stop();
+          const down = Date.now();
+          // The fetch in progress meets the outage; the one due in the next step runs while PostgreSQL is
+          // down (it fails, and the next tick fetches the same days again).
+          await Promise.race([fetchTicks.idle(), sleep(OUTAGE_MS)]);
           await clock.advance(10 * MINUTE);
           step++;
-          await sleep(OUTAGE_MS);
+          await Promise.race([fetchTicks.idle(), sleep(OUTAGE_MS)]);
+          await sleep(Math.max(0, OUTAGE_MS - (Date.now() - down)));
           pg = await startEmbeddedPostgres({
             dataDir: pgDir,
             port: pgPort,
@@ -828,6 +1065,28 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
     }
     await trafficDrained();
     await caughtUp('the ledger to show every sandbox status');
+
+    // ---------------------------------------------------------------- the cash leg, when quiet
+    // The clock has stopped, so no tick is due any more: the runs in progress end, then one last fetch of
+    // every file (as a person would import them: the whole settlement report as XLSX, the whole
+    // transactions report, each closed day's statement in camt.053.001.02 where the job took 001.08), then
+    // the imported lines published and matched, then one matching run as of the provider's clock (the
+    // runs so far took real time, which the provider's is ten days ahead of: no settlement was overdue).
+    await fetchTicks.idle();
+    const finalFetch = await fetchEveryFile(sb.url, services.imports.run, clock.now());
+    say(
+      `chaos: final fetch of ${finalFetch.files} files brought ${finalFetch.newLines} new lines (statements up to ${finalFetch.lastDay})`,
+    );
+    await importsMatched(db, infra.admin, catchUpMs);
+    const { rules: matchRules, ...matchOptions } = matchingOptionsFrom(config);
+    const lastRun: MatchingRun = await runMatching(db, matchRules, {
+      ...matchOptions,
+      bankAccounts: services.imports.bankAccounts(),
+      now: new Date(clock.now()),
+    });
+    say(
+      `chaos: matching as of the provider's clock: ${JSON.stringify(lastRun.byRule)} new, exceptions ${JSON.stringify(lastRun.exceptions.raised)}`,
+    );
 
     // ---------------------------------------------------------------- 3. the figures
     const lateAtProvider = [
@@ -1014,7 +1273,22 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         bankCodeNotKept++;
     }
 
-    // Ground truth per account, currency and book account.
+    // Ground truth per account, currency and book account. The sandbox's settlements swept `available`:
+    // the ledger's is the provider's balance from every movement (computeBalances) less the gross of each
+    // settlement whose report row payrecon imported, and the cash leg holds what the sandbox's settlement
+    // records, bank entries and planted anomalies give (expectedCashLeg, test/sandbox/planted-cash.ts):
+    // in transit the nets of the settlements whose credit no imported statement holds (missing, returned
+    // by the bank later, waiting for a batch, not due yet), in `bank:<id>` the settlement credits booked
+    // up to the last imported day, in bank fees what the bank kept of them, in settlement fees the fees,
+    // in `fx_conversion` the grosses converted less what they converted into.
+    const cash = cashTruthOf(deps.settlements);
+    const lastDay = finalFetch.lastDay;
+    const reportedIds = new Set(
+      (await db.selectFrom('provider_settlement_rows').select('settlement_id').distinct().execute()).map(
+        (r) => r.settlement_id,
+      ),
+    );
+    const cashLeg = expectedCashLeg(cash, { lastDay, reported: (id) => reportedIds.has(id) });
     const truth = computeBalances(deps.engine);
     const ledger = await balances(db);
     const ledgerOf = new Map<string, bigint>();
@@ -1039,17 +1313,47 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
       for (const [name, field, sign] of cells) {
         const k = `${row.account}|${row.currency}|${name}`;
         compared.add(k);
-        const want = (row[field] as bigint) * sign;
+        const settled = name === 'available' ? (cashLeg.get(k) ?? 0n) : 0n;
+        const want = (row[field] as bigint) * sign + settled;
         const got = ledgerOf.get(k) ?? 0n;
         if (got !== want) diffs.push(`${k}: ledger ${got}, ground truth ${want}`);
       }
     }
+    const cashDiffs: string[] = [];
+    for (const [k, want] of cashLeg) {
+      if (k.endsWith('|available')) continue;
+      compared.add(k);
+      const got = ledgerOf.get(k) ?? 0n;
+      if (got !== want) cashDiffs.push(`${k}: ledger ${got}, sandbox ${want}`);
+    }
     for (const [k, v] of ledgerOf) {
       const name = k.split('|')[2]!;
-      if (!compared.has(k) && v !== 0n && cells.some(([n]) => n === name)) {
-        diffs.push(`${k}: ledger ${v}, ground truth 0`);
-      }
+      if (compared.has(k) || v === 0n) continue;
+      if (cells.some(([n]) => n === name)) diffs.push(`${k}: ledger ${v}, ground truth 0`);
+      else if (isCashLegAccount(name)) cashDiffs.push(`${k}: ledger ${v}, sandbox 0`);
     }
+    diffs.push(...cashDiffs);
+    const cashFigures = await cashLegFigures({
+      db,
+      cash,
+      lastDay,
+      reported: reportedIds.size,
+      cells: [...cashLeg.keys()].filter((k) => !k.endsWith('|available')).length,
+      cellDiff: cashDiffs,
+      // As runMatching's settlement grace counts it: the UTC date of the run.
+      today: new Date(clock.now()).toISOString().slice(0, 10),
+      graceDays: config.matching.settlementGraceDays,
+      bankAccounts: services.imports.bankAccounts(),
+      ledger,
+      end: new Date(clock.now() + MINUTE),
+      ticks: fetchTicks.stats,
+      finalFetch,
+      carriedOver: deps.settlements.meta.carries.length,
+      inProcessLog: async () => {
+        await new Promise<void>((resolve) => inProcessLog.write('', () => resolve()));
+        return readFileSync(logs[0]!.path, 'utf8');
+      },
+    });
 
     const [keys] = await sql<{ n: string; distinct: string }>`
       SELECT count(*)::text AS n, count(DISTINCT idempotency_key)::text AS distinct FROM journal_entries`
@@ -1168,6 +1472,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         learntByPolling: latencyFigures(lateCompletionSamples),
       },
       moves: { expiredToCancelled, lateRejected826, rejectionCodeMismatched, bankCodeForms, bankCodeNotKept },
+      cash: cashFigures,
       alerts: alertFigures(alerts),
       exceptionsByType: Object.fromEntries(
         (
@@ -1225,6 +1530,276 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   }
 }
 
+/**
+ * Every file the sandbox has for the account, imported as a person would (src/import-service.ts through
+ * the services' import): the whole settlement report (XLSX), the whole transactions report (CSV), and the
+ * statement of every day from the first bank account's opening to the last closed day (camt.053.001.02).
+ */
+async function fetchEveryFile(
+  sandboxUrl: string,
+  importFile: ImportFileFn,
+  now: number,
+): Promise<{ files: number; newLines: number; lastDay: string }> {
+  const base = `${sandboxUrl}/_sandbox`;
+  const download = async (path: string) => {
+    const res = await fetch(`${base}${path}`);
+    if (!res.ok) throw new Error(`GET ${path}: HTTP ${res.status} ${await res.text()}`);
+    return new Uint8Array(await res.arrayBuffer());
+  };
+  const account = DEFAULT_ACCOUNT.name;
+  const lastDay = addDays(localDate(new Date(now), SETTLEMENT.timeZone), -1);
+  const banks = (await (await fetch(`${base}/bank-accounts`)).json()) as {
+    account: string;
+    opened: string;
+  }[];
+  const opened = banks
+    .filter((b) => b.account === account)
+    .map((b) => b.opened)
+    .sort()[0];
+  const files: [ImportKind, string, string][] = [
+    ['provider-settlements', `/reports/settlements?account=${account}&format=xlsx`, 'settlements.xlsx'],
+    ['provider-transactions', `/reports/transactions?account=${account}&format=csv`, 'transactions.csv'],
+  ];
+  for (let day = opened; day !== undefined && day <= lastDay; day = addDays(day, 1)) {
+    files.push([
+      'bank-statement',
+      `/bank-statements?account=${account}&date=${day}&format=camt.053.001.02`,
+      `statement-${day}.xml`,
+    ]);
+  }
+  let newLines = 0;
+  for (const [kind, path, fileName] of files) {
+    const { summary } = await importFile({
+      kind,
+      fileName,
+      bytes: await download(path),
+      user: FINAL_FETCH_USER,
+    });
+    newLines +=
+      'statements' in summary ? summary.statements.reduce((n, x) => n + (x.new ?? 0), 0) : (summary.new ?? 0);
+  }
+  return { files: files.length, newLines, lastDay };
+}
+
+/** Waits until the imported lines are all published and the match consumer has read them all. */
+async function importsMatched(db: Infrastructure['db'], admin: Infrastructure['admin'], timeoutMs: number) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const [pending] = (
+      await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL AND topic LIKE 'imports.%'`.execute(
+        db,
+      )
+    ).rows;
+    let lag = 0;
+    for (const [topic, groupId] of Object.entries(MATCH_CONSUMER_GROUPS)) {
+      const high = await admin.fetchTopicOffsets(topic);
+      const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      for (const p of high) {
+        const at = Number(committed?.partitions.find((c) => c.partition === p.partition)?.offset ?? -1);
+        lag += Math.max(0, Number(p.high) - Math.max(at, 0));
+      }
+    }
+    if (pending?.n === 0 && lag === 0) return;
+    if (Date.now() > end) throw new Error(`imports not matched: ${pending?.n} unpublished, ${lag} unread`);
+    await sleep(250);
+  }
+}
+
+const MATCHING_EXCEPTIONS = [
+  'BANK_LINE_UNMATCHED',
+  'SETTLEMENT_NOT_RECEIVED',
+  'PROVIDER_REPORT_UNMATCHED',
+  'PROVIDER_REPORT_MISMATCH',
+  'LEDGER_NOT_IN_REPORT',
+];
+
+/** The cash leg's figures: the sandbox's settlements and bank against what payrecon fetched, matched and booked. */
+async function cashLegFigures(o: {
+  db: Infrastructure['db'];
+  cash: CashTruth;
+  lastDay: string;
+  reported: number;
+  cells: number;
+  cellDiff: string[];
+  today: string;
+  graceDays: number;
+  bankAccounts: readonly { id: string; account: string; currency: string }[];
+  ledger: readonly { merchantAccount: string; currency: string; account: string; balance: bigint }[];
+  end: Date;
+  ticks: TickStats;
+  finalFetch: { files: number; newLines: number };
+  carriedOver: number;
+  inProcessLog: () => Promise<string>;
+}): Promise<CashFigures> {
+  const { db, cash, lastDay } = o;
+  const count = async (query: ReturnType<typeof sql<{ n: number }>>) =>
+    (await query.execute(db)).rows[0]?.n ?? 0;
+  const byKey = (rows: { k: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.k, r.n]));
+
+  // The matching exceptions open, against the planted anomalies the imported days show.
+  const open = await sql<{ type: string; entity_id: string; reference: string | null }>`
+    SELECT type, entity_id, details->>'reference' AS reference FROM exceptions
+    WHERE state <> 'resolved' AND type = ANY(${MATCHING_EXCEPTIONS}::text[])`.execute(db);
+  const got = open.rows.map((r) =>
+    r.type === 'BANK_LINE_UNMATCHED' ? `BANK_LINE_UNMATCHED ${r.reference}` : `${r.type} ${r.entity_id}`,
+  );
+  const bankIds = new Set(o.bankAccounts.map((b) => b.id));
+  const want = [
+    ...expectedUnmatchedLines(cash, lastDay, bankIds).map((ref) => `BANK_LINE_UNMATCHED ${ref}`),
+    ...expectedNotReceived(cash, { lastDay, today: o.today, graceDays: o.graceDays }).map(
+      (id) => `SETTLEMENT_NOT_RECEIVED ${id}`,
+    ),
+  ];
+  const tally = (xs: string[]) => {
+    const t: Record<string, number> = {};
+    for (const x of xs) t[x.split(' ')[0]!] = (t[x.split(' ')[0]!] ?? 0) + 1;
+    return t;
+  };
+  const anomalies: Record<string, number> = {};
+  for (const a of cash.anomalies.filter((x) => x.date <= lastDay))
+    anomalies[a.kind] = (anomalies[a.kind] ?? 0) + 1;
+
+  // The bank proof per bank account (the month close's, src/db/closes/bank-proof.ts): the ledger's bank
+  // account holds the matched settlement credits only; the statement also holds the balance the account
+  // had before the sandbox's first entry and the lines no rule matches (unrelated lines, returned
+  // credits), so closing = opening + ledger + unmatched lines, and the closing is the sandbox's bank's.
+  const proof: CashFigures['bankProof'] = [];
+  const mine = o.bankAccounts.filter((b) => b.account === DEFAULT_ACCOUNT.name);
+  for (const currency of [...new Set(mine.map((b) => b.currency))].sort()) {
+    const balanceOf = (name: string) =>
+      o.ledger
+        .filter(
+          (r) => r.merchantAccount === DEFAULT_ACCOUNT.name && r.currency === currency && r.account === name,
+        )
+        .reduce((t, r) => t + r.balance, 0n);
+    const lines = await bankProof(
+      db,
+      { merchantAccount: DEFAULT_ACCOUNT.name, currency, period: lastDay.slice(0, 7), end: o.end },
+      mine.filter((b) => b.currency === currency),
+      balanceOf,
+    );
+    for (const p of lines) {
+      const info = cash.bankAccounts.find((b) => b.id === p.bankAccount);
+      const opening = info?.opening ?? 0n;
+      const sandboxClosing = cash.entries
+        .filter((e) => e.bankAccount === p.bankAccount && e.bookingDate <= lastDay)
+        .reduce((t, e) => t + e.amount, opening);
+      const amount = (text: string) => parseAmount(text, { allowNegative: true });
+      const unmatched = p.unmatched
+        .filter((u) => u.kind === 'bank_line')
+        .reduce((t, u) => t + amount(u.amount), 0n);
+      const closing = p.statementClosing === null ? null : amount(p.statementClosing);
+      proof.push({
+        bankAccount: p.bankAccount,
+        closing: p.statementClosing,
+        ledger: p.ledger,
+        unmatched: formatAmount(unmatched),
+        opening: formatAmount(opening),
+        explained: closing === sandboxClosing && closing === opening + amount(p.ledger) + unmatched,
+      });
+    }
+  }
+
+  // Nothing twice: a settlement's entry, a line or a settlement in two live matches, a match booked
+  // other than once while it stands (and not reversed once it ended).
+  const doubled = [
+    ...(
+      await sql<{ what: string }>`
+        SELECT 'settlement ' || entity_id || ' ' || effect || ' booked ' || count(*) || ' times' AS what
+        FROM journal_entries WHERE entity_kind = 'settlement'
+        GROUP BY merchant_account, entity_id, effect HAVING count(*) <> 1 OR sum(direction) <> 1`.execute(db)
+    ).rows,
+    ...(
+      await sql<{ what: string }>`
+        SELECT side || ' ' || identity || ' in ' || count(*) || ' live matches' AS what FROM match_members
+        WHERE live AND side IN ('bank_line', 'settlement', 'provider_row')
+        GROUP BY side, identity HAVING count(*) > 1`.execute(db)
+    ).rows,
+    ...(
+      await sql<{ what: string }>`
+        SELECT 'match ' || m.id || ' booked ' || coalesce(sum(e.direction), 0) || ' times net' AS what
+        FROM matches m LEFT JOIN journal_entries e ON e.entity_kind = 'bank_match' AND e.entity_id = m.id::text
+        WHERE m.pair = 'bank-settlement'
+        GROUP BY m.id HAVING coalesce(sum(e.direction), 0) <> CASE WHEN m.ended_at IS NULL THEN 1 ELSE 0 END`.execute(
+        db,
+      )
+    ).rows,
+  ].map((r) => r.what);
+
+  // A run that failed says why in its claim's row (one that could not claim, the tick's failure says).
+  const runErrors = new Map(
+    (
+      await sql<{ run_key: string; error: string | null }>`
+        SELECT run_key, error FROM job_runs WHERE job = 'settlement-fetch' AND status = 'failed'`.execute(db)
+    ).rows.map((r) => [r.run_key, r.error ?? '']),
+  );
+  const failures = o.ticks.failures.map((f) => {
+    const key = / (settlement-fetch:\S+) failed$/.exec(f)?.[1];
+    if (key === undefined) return f;
+    // A run the outage stopped could not record why either.
+    const why = runErrors.get(key) || 'the database went away before the run could record why';
+    return `${f.slice(0, f.indexOf(' '))} ${why.slice(0, 200)}`;
+  });
+  const [jobImports] = (
+    await sql<{ n: number; fresh: number }>`
+      SELECT count(*)::int AS n, coalesce(sum(new_lines), 0)::int AS fresh FROM imports
+      WHERE imported_by = ${SETTLEMENT_FETCH_USER}`.execute(db)
+  ).rows;
+  const refused = (await o.inProcessLog())
+    .split('\n')
+    .filter((l) => l.includes('settlement fetch: file refused'))
+    .map((l) => String((JSON.parse(l) as { refusal?: string }).refusal));
+  return {
+    settlements: {
+      atSandbox: cash.settlements.length,
+      converted: cash.settlements.filter((x) => x.currency !== x.settlementCurrency).length,
+      carriedOver: o.carriedOver,
+      reported: o.reported,
+      booked: await count(
+        sql<{
+          n: number;
+        }>`SELECT count(DISTINCT entity_id)::int AS n FROM journal_entries WHERE entity_kind = 'settlement'`,
+      ),
+    },
+    fetch: {
+      ...o.ticks,
+      failures,
+      imports: jobImports?.n ?? 0,
+      newLines: jobImports?.fresh ?? 0,
+      refused,
+    },
+    finalFetch: o.finalFetch,
+    lastStatementDay: lastDay,
+    statements: await count(sql<{ n: number }>`SELECT count(*)::int AS n FROM import_statements`),
+    bankLines: await count(sql<{ n: number }>`SELECT count(*)::int AS n FROM bank_statement_lines`),
+    matchedBankLines: await count(
+      sql<{
+        n: number;
+      }>`SELECT count(DISTINCT identity)::int AS n FROM match_members WHERE side = 'bank_line' AND live`,
+    ),
+    matchesByRule: byKey(
+      (
+        await sql<{ k: string; n: number }>`
+          SELECT rule AS k, count(*)::int AS n FROM matches WHERE ended_at IS NULL GROUP BY rule ORDER BY rule`.execute(
+          db,
+        )
+      ).rows,
+    ),
+    anomalies,
+    exceptions: {
+      expected: tally(want),
+      open: tally(got),
+      missing: want.filter((x) => !got.includes(x)),
+      unexpected: got.filter((x) => !want.includes(x)),
+    },
+    cells: o.cells,
+    cellDiff: o.cellDiff,
+    bankProof: proof,
+    doubled,
+  };
+}
+
 /** Alerts per type, and any alert id or exception alerted twice. */
 function alertFigures(
   alerts: readonly { alert_id: string; type: string; entity_kind: string | null; entity_id: string | null }[],
@@ -1268,6 +1843,7 @@ export function describeFigures(f: SoakFigures): string[] {
     `documented moves: ${f.moves.expiredToCancelled} EXPIRED deposits turned CANCELLED; ${f.moves.lateRejected826} late-rejected cashouts with 826 (${f.moves.rejectionCodeMismatched.length} without 826 in the ledger); cashouts by bank_code sent ${JSON.stringify(f.moves.bankCodeForms)}, ${f.moves.bankCodeNotKept} stored otherwise than sent`,
     `late rejections ${f.lateRejections.atProvider}: ${f.lateRejections.exceptions} exceptions, ${f.lateRejections.alertsDelivered} alerts delivered, ${f.lateRejections.duplicateAlerts} duplicate alerts, ${f.lateRejections.mismatched.length} mismatched`,
     `exceptions by type: ${JSON.stringify(f.exceptionsByType)}`,
+    ...describeCash(f.cash),
     `late rejection to ledger reversal (${JSON.stringify(f.lateRejections.reversalLatency.bySource)} first seen by source): all ${describeLatency(f.lateRejections.reversalLatency.all)}; learnt by polling ${describeLatency(f.lateRejections.reversalLatency.learntByPolling)}`,
     `alerts at the webhook sink: ${f.alerts.delivered} (${Object.entries(f.alerts.byType)
       .map(([t, n]) => `${t} ${n}`)
@@ -1336,11 +1912,56 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
     `every alert delivered once (${f.alerts.duplicateIds} ids twice; ${f.alerts.repeatedExceptions.slice(0, 5).join(', ')})`,
   );
   check(f.deadLettered === 0, `nothing dead-lettered (${f.deadLettered})`);
+  const c = f.cash;
+  check(
+    c.settlements.atSandbox > 0 &&
+      c.settlements.reported === c.settlements.atSandbox &&
+      c.settlements.booked === c.settlements.reported,
+    `every settlement reported and booked (${c.settlements.atSandbox} made, ${c.settlements.reported} reported, ${c.settlements.booked} booked)`,
+  );
+  check(
+    c.fetch.ran > 0 && c.fetch.refused.length === 0,
+    `the settlement fetch ran and refused nothing (${c.fetch.ran} runs; ${c.fetch.refused.slice(0, 3).join('; ')})`,
+  );
+  check(
+    c.cellDiff.length === 0,
+    `the cash leg equals the sandbox's records (${c.cellDiff.slice(0, 5).join('; ')})`,
+  );
+  check(
+    c.exceptions.missing.length === 0 && c.exceptions.unexpected.length === 0,
+    `the matching exceptions are the planted anomalies exactly (missing ${c.exceptions.missing.slice(0, 5).join(', ')}; unexpected ${c.exceptions.unexpected.slice(0, 5).join(', ')})`,
+  );
+  check(
+    c.bankProof.length > 0 && c.bankProof.every((p) => p.explained),
+    `every bank proof holds (${c.bankProof
+      .filter((p) => !p.explained)
+      .map((p) => p.bankAccount)
+      .join(', ')})`,
+  );
+  check(c.doubled.length === 0, `nothing booked or matched twice (${c.doubled.slice(0, 5).join('; ')})`);
   check(
     f.secrets.hits === 0,
     `no secret in logs, tables, topics or workbooks (${f.secrets.sample.join('; ')})`,
   );
   return failed;
+}
+
+function describeCash(c: CashFigures): string[] {
+  const s = c.settlements;
+  return [
+    `settlements: ${s.atSandbox} at the sandbox (${s.converted} converted into BRL; ${s.carriedOver} balances carried over), ${s.reported} reported, ${s.booked} booked`,
+    `settlement fetch on the provider's clock: ${c.fetch.ticks} ticks, ${c.fetch.ran} runs (${c.fetch.seconds.total} s in all, longest ${c.fetch.seconds.max} s), ${c.fetch.failed} failed and retried next tick${c.fetch.failures.length ? ` (${c.fetch.failures.join('; ')})` : ''}, ${c.fetch.overlapped} skipped while the previous one ran; ${c.fetch.imports} files imported, ${c.fetch.newLines} new lines, ${c.fetch.refused.length} refused${c.fetch.refused.length ? ` (${c.fetch.refused.slice(0, 3).join('; ')})` : ''}`,
+    `final fetch: ${c.finalFetch.files} files, ${c.finalFetch.newLines} new lines; ${c.statements} statements up to ${c.lastStatementDay}, ${c.bankLines} bank lines, ${c.matchedBankLines} matched; live matches by rule ${JSON.stringify(c.matchesByRule)}`,
+    `planted anomalies ${JSON.stringify(c.anomalies)}; matching exceptions expected ${JSON.stringify(c.exceptions.expected)}, open ${JSON.stringify(c.exceptions.open)}, ${c.exceptions.missing.length} missing${c.exceptions.missing.length ? ` (${c.exceptions.missing.slice(0, 5).join(', ')})` : ''}, ${c.exceptions.unexpected.length} unexpected${c.exceptions.unexpected.length ? ` (${c.exceptions.unexpected.slice(0, 5).join(', ')})` : ''}`,
+    `cash leg: ${c.cells} cells against the sandbox's records, ${c.cellDiff.length} differ${c.cellDiff.length ? ` (${c.cellDiff.slice(0, 5).join('; ')})` : ''}; bank proof ${c.bankProof
+      .map(
+        (p) =>
+          `${p.bankAccount}: closing ${p.closing} = opening ${p.opening} + ledger ${p.ledger} + unmatched ${p.unmatched} ${p.explained ? 'holds' : 'DOES NOT HOLD'}`,
+      )
+      .join(
+        '; ',
+      )}; doubled ${c.doubled.length}${c.doubled.length ? ` (${c.doubled.slice(0, 5).join('; ')})` : ''}`,
+  ];
 }
 
 function describeLatency(l: LatencyFigures): string {

@@ -1,9 +1,11 @@
 /**
  * The transactions report against the ledger: a row matches its payment by transaction id (a cashout
  * out and back: two rows, one match); a row whose payment the ledger lacks raises PROVIDER_REPORT_UNMATCHED
- * until the payment is known; a payment that moved the balance, first seen inside the report's span, that
- * no row names raises LEDGER_NOT_IN_REPORT (one that never moved it, an expired deposit, has no row and
- * raises nothing); a status, amount or fee that differs raises PROVIDER_REPORT_MISMATCH with both.
+ * until the payment is known; a payment that moved the merchant's balance, first seen inside the report's
+ * span, that no row names raises LEDGER_NOT_IN_REPORT (one that never moved it, or moved the test book,
+ * has no row to have); an amount or a fee that differs, or a status neither leading to the ledger's nor
+ * following from it (a report is a snapshot of its time), raises PROVIDER_REPORT_MISMATCH with both,
+ * resolved once the ledger agrees.
  */
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +13,6 @@ import { recordImport } from '../../src/db/imports/service.ts';
 import type { TransactionRowRecord } from '../../src/db/imports/tables.ts';
 import { runMatching } from '../../src/db/matching/service.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
-import { postAt } from './fixtures.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 
 let t: TestDatabase;
@@ -21,6 +22,17 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.drop();
 });
+
+let entrySeq = 0;
+/** An entry of the payment in the ledger's `book` (what matching asks: did it move the balance). */
+async function booked(kind: string, id: string, book: 'live' | 'test' = 'live') {
+  entrySeq++;
+  await sql`
+    INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect, direction, seq,
+      book, currency, amount, effective_at)
+    VALUES (${`${kind}:shop:${id}:credit:${entrySeq}`}, 'shop', ${kind}, ${id}, 'credit', 1, 1, ${book}, 'BRL', 1,
+      now())`.execute(t.db);
+}
 
 const row = (
   identity: string,
@@ -76,11 +88,13 @@ describe('the transactions report against the ledger', () => {
   it('matches rows to payments and raises what differs or is missing on either side', async () => {
     await mirror('deposit', '1', 'COMPLETED', '100.00', '1.50', 3);
     await mirror('cashout', '2', 'REJECTED', '40.50', null, 4);
-    await mirror('deposit', '3', 'CANCELLED', '80.00', '1.20', 5);
+    await mirror('deposit', '3', 'DECLINED', '80.00', '1.20', 5);
     await mirror('deposit', '4', 'COMPLETED', '10.00', null, 6);
-    // Deposit 4 moved the balance (its credit is booked); deposit 6 expired and never did.
-    await postAt(t.db, '4', 1_000n, new Date(Date.UTC(2026, 2, 6, 12)));
-    await mirror('deposit', '6', 'EXPIRED', '20.00', null, 6);
+    await booked('deposit', '4');
+    // Inside the span too, but never in a report: a deposit that never completed, a test deposit.
+    await mirror('deposit', '6', 'EXPIRED', '12.00', null, 6);
+    await mirror('deposit', '7', 'COMPLETED', '13.00', null, 6);
+    await booked('deposit', '7', 'test');
     await recordImport(t.db, {
       kind: 'provider-transactions',
       fileName: 'transactions.csv',
@@ -110,7 +124,7 @@ describe('the transactions report against the ledger', () => {
       .where('type', '=', 'PROVIDER_REPORT_MISMATCH')
       .executeTakeFirstOrThrow();
     expect((mismatch.details as { differences: unknown }).differences).toEqual([
-      { fact: 'status', report: 'COMPLETED', ledger: 'CANCELLED' },
+      { fact: 'status', report: 'COMPLETED', ledger: 'DECLINED' },
     ]);
     const cashout = await t.db
       .selectFrom('match_members')
@@ -132,5 +146,50 @@ describe('the transactions report against the ledger', () => {
     const third = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(third.byRule).toEqual({});
     expect(third.exceptions.resolved).toBe(0);
+  });
+  it("compares a row's status as a snapshot, and resolves a difference once the ledger agrees", async () => {
+    // The report was made while the cashout was PENDING; the ledger has read DELIVERED since.
+    await mirror('cashout', '10', 'DELIVERED', '20.00', null, 8);
+    // The report was made after the deposit completed; the ledger has not read COMPLETED yet.
+    await mirror('deposit', '11', 'PENDING', '30.00', '0.45', 8);
+    // The ledger holds the merchant's amount until it reads the provider's.
+    await mirror('deposit', '12', 'COMPLETED', '40.00', '0.60', 8);
+    await recordImport(t.db, {
+      kind: 'provider-transactions',
+      fileName: 'later.csv',
+      sha256: 'b'.repeat(64),
+      profile: null,
+      importedBy: 'test',
+      rows: [
+        row('r10', '10', 'cashout', 'PENDING', '-20.00', '0.00', '2026-03-08T12:00:00Z'),
+        row('r11', '11', 'deposit', 'COMPLETED', '30.00', '0.45', '2026-03-08T13:00:00Z'),
+        row('r12', '12', 'deposit', 'COMPLETED', '40.40', '0.60', '2026-03-08T14:00:00Z'),
+      ],
+    });
+    const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'shop' };
+    const run = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    expect(run.byRule).toEqual({ 'transaction-id': 3 });
+    const mismatches = async () =>
+      (await open()).filter(([type]) => type === 'PROVIDER_REPORT_MISMATCH').map(([, entity]) => entity);
+    expect(await mismatches()).toEqual(['deposit:12', 'deposit:3']);
+
+    // The ledger reads the provider's amount: the next run resolves that difference, not the other.
+    await sql`UPDATE mirrors SET amount = 40.40 WHERE entity_kind = 'deposit' AND entity_id = '12'`.execute(
+      t.db,
+    );
+    const again = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
+    expect(again.byRule).toEqual({});
+    expect(again.exceptions.resolved).toBe(1);
+    expect(await mismatches()).toEqual(['deposit:3']);
+    const resolved = await t.db
+      .selectFrom('exceptions')
+      .select(['resolved_by', 'resolution_note'])
+      .where('type', '=', 'PROVIDER_REPORT_MISMATCH')
+      .where('entity_id', '=', '12')
+      .executeTakeFirstOrThrow();
+    expect(resolved).toEqual({
+      resolved_by: 'payrecon',
+      resolution_note: 'the ledger agrees with the report now',
+    });
   });
 });

@@ -7,6 +7,13 @@ import { manualMatch, runMatching, unmatch } from '../../src/db/matching/service
 import { balances } from '../../src/db/read-models/balances.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
 import { parseMinor } from '../../src/domain/money.ts';
+import {
+  cashCell,
+  expectedCashLeg,
+  expectedNotReceived,
+  expectedUnmatchedLines,
+  plantedBankFees,
+} from '../sandbox/planted-cash.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 import { DAYS, dateOf, GRACE, NOW, run, sandboxFiles, sha256, shuffled } from './sandbox-cash-files.ts';
 
@@ -127,25 +134,13 @@ async function lineAndSettlement() {
 describe('matching the sandbox files', () => {
   it('raises exactly the planted anomalies, in any order of files, imported twice', async () => {
     const setup = await sandboxFiles();
-    const { truth } = setup;
+    const { cash } = setup;
     const lastDay = dateOf(DAYS - 1);
     const today = NOW.toISOString().slice(0, 10);
-    const graceEnd = new Date(Date.parse(`${today}T00:00:00Z`) - GRACE * 86_400_000)
-      .toISOString()
-      .slice(0, 10);
-    const expectedLines = truth.bankAnomalies
-      .filter((a) => (a.kind === 'UNRELATED_LINE' || a.kind === 'RETURNED_CREDIT') && a.date <= lastDay)
-      .filter((a) => setup.bankAccounts.some((b) => b.id === a.bankAccount))
-      .map((a) => a.bankRef!)
-      .sort();
-    const valueDate = new Map(truth.settlements.map((s) => [s.settlement_id, s.value_date]));
-    const expectedMissing = truth.bankAnomalies
-      .filter((a) => a.kind === 'MISSING_CREDIT')
-      .flatMap((a) => a.settlementIds)
-      .filter((id) => valueDate.get(id)! < graceEnd)
-      .sort();
+    const expectedLines = expectedUnmatchedLines(cash, lastDay, new Set(setup.bankAccounts.map((b) => b.id)));
+    const expectedMissing = expectedNotReceived(cash, { lastDay, today, graceDays: GRACE });
     // The anomalies the rules must match are there, and some to raise.
-    const kinds = new Set(truth.bankAnomalies.filter((a) => a.date <= lastDay).map((a) => a.kind));
+    const kinds = new Set(cash.anomalies.filter((a) => a.date <= lastDay).map((a) => a.kind));
     for (const kind of [
       'LATE_CREDIT',
       'BATCHED_CREDIT',
@@ -187,12 +182,20 @@ describe('matching the sandbox files', () => {
 
     // Each match booked its cash leg in its transaction: the bank took exactly the planted fees, the
     // bank account holds what was matched, and the ledger verifies, whatever the order of the files.
-    const fees = truth.bankAnomalies
-      .filter((a) => a.kind === 'BANK_FEE' && a.date <= lastDay)
-      .reduce((total, a) => total + parseMinor(a.amount!), 0n);
+    const fees = plantedBankFees(cash, lastDay);
     expect(fees).toBeGreaterThan(0n);
+    // The whole cash leg as the sandbox's records give it (nothing but settlements moved `available`).
+    const cashLeg = expectedCashLeg(cash, { lastDay, reported: () => true });
     for (const db of databases.slice(0, 3)) {
       const rows = await balances(db.db, { merchantAccount: 'sandbox', book: 'live' });
+      const held = new Map<string, bigint>();
+      for (const r of rows) {
+        const k = cashCell(r.merchantAccount, r.currency, r.account);
+        held.set(k, (held.get(k) ?? 0n) + r.balance);
+      }
+      const nonZero = (m: Map<string, bigint>) =>
+        Object.fromEntries([...m].filter(([, v]) => v !== 0n).sort());
+      expect(nonZero(held)).toEqual(nonZero(cashLeg));
       const of = (account: string) =>
         rows.filter((r) => r.account === account).reduce((total, r) => total + r.balance, 0n);
       expect(of('bank_fees')).toBe(fees);
@@ -213,7 +216,7 @@ describe('matching the sandbox files', () => {
       .execute();
     const settlementIdentity = new Map(settlementRows.map((s) => [s.settlement_id, s.identity]));
     const live = await matchesOf(t);
-    for (const a of truth.bankAnomalies) {
+    for (const a of cash.anomalies) {
       if (!['LATE_CREDIT', 'BATCHED_CREDIT', 'BANK_FEE'].includes(a.kind) || a.date > lastDay) continue;
       const identity = identityOf.get(a.bankRef!);
       expect(identity, a.bankRef).toBeDefined();

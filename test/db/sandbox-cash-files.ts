@@ -2,7 +2,8 @@
  * The sandbox's cash-leg files for the matching and bank-proof tests: a sandbox settles for twelve days of
  * March 2026 with planted bank anomalies (seed 40); its settlement report and each day's statement of each
  * bank account (camt.053 001.02, 001.08 and the bank CSV, by turns) are downloaded and parsed, ready for
- * `recordImport`, with the ground truth; the same files as downloaded, ready for `importFile`.
+ * `recordImport`, with the ground truth and the sandbox's own records of its settlements and bank; the
+ * same files as downloaded, ready for `importFile`.
  */
 import { createHash } from 'node:crypto';
 import { expect } from 'vitest';
@@ -15,6 +16,7 @@ import { settlementRowRecord, statementRecord } from '../../src/imports/records.
 import type { ImportResult } from '../../src/imports/refusal.ts';
 import { ManualClock } from '../../src/sandbox/clock.ts';
 import { control, startTestSandbox } from '../sandbox/helpers.ts';
+import { type CashTruth, cashTruthOf, PLANTED } from '../sandbox/planted-cash.ts';
 import { groundTruth, paidDeposit } from '../sandbox/settlement-helpers.ts';
 import type { TestDatabase } from './helpers.ts';
 
@@ -24,15 +26,6 @@ export const GRACE = 2;
 export const dayStart = (n: number) => Date.UTC(2026, 2, 2 + n, 0, 0, 1);
 export const dateOf = (n: number) => new Date(Date.UTC(2026, 2, 2 + n)).toISOString().slice(0, 10);
 export const NOW = new Date(Date.UTC(2026, 2, 2 + DAYS, 12, 0, 0));
-
-export const PLANTED = {
-  lateCreditRate: 0.2,
-  batchedCreditRate: 0.2,
-  bankFeeRate: 0.2,
-  missingCreditRate: 0.15,
-  returnedCreditRate: 0.15,
-  unrelatedLineRate: 0.6,
-};
 
 export function accepted<T>(result: ImportResult<T>): T {
   if (!result.ok) throw new Error(`refused: ${result.refusal.message}`);
@@ -68,6 +61,8 @@ export interface Setup {
   uploads: Upload[];
   bankAccounts: { id: string; account: string; currency: string }[];
   truth: Awaited<ReturnType<typeof groundTruth>>;
+  /** The sandbox's settlements, bank entries and planted anomalies (test/sandbox/planted-cash.ts). */
+  cash: CashTruth;
 }
 
 export async function sandboxFiles(): Promise<Setup> {
@@ -123,7 +118,7 @@ export async function sandboxFiles(): Promise<Setup> {
         });
       }
     }
-    return { files, uploads, bankAccounts, truth };
+    return { files, uploads, bankAccounts, truth, cash: cashTruthOf(s.control.deps.settlements) };
   } finally {
     await s.close();
   }

@@ -6,18 +6,23 @@
  *   the grace (entity `settlement`, id the settlement id);
  * - PROVIDER_REPORT_UNMATCHED: a report row of a payment the ledger does not hold (entity the payment's
  *   kind and transaction id, under the report's merchant account);
- * - LEDGER_NOT_IN_REPORT: a ledger payment that moved the balance (an entry in the live book), first seen
- *   inside the span the report rows cover, named by no row;
- * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose status, amount or fee differs; resolved
- *   once the ledger holds the payment as all its matched rows give it (a late move the report showed
- *   before the ledger read it).
+ * - LEDGER_NOT_IN_REPORT: a ledger payment that moved the balance (an entry in the live book: the report
+ *   lists the balance's movements, so a deposit that never completed, a test or a crypto one has no row),
+ *   first seen inside the span the report rows cover, named by no row;
+ * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose amount or fee differs, or whose status
+ *   cannot lead to the ledger's nor follow from it (a report is a snapshot of its time: an earlier or a
+ *   later status of the payment is no difference); compared again at every run and resolved once the
+ *   ledger holds the payment as all its matched rows give it (a late move the report showed before the
+ *   ledger read it).
  * Each carries its facts; its fact (what reopens it once resolved) names the match its line left, so a line
  * unmatched by hand raises its exception again.
  */
 import { sql } from 'kysely';
 import type { ExceptionRules, ExceptionType } from '../../domain/exception-rules.ts';
 import { formatAmount } from '../../domain/money.ts';
+import { canReach, type EntityKind, isStatus } from '../../domain/statuses.ts';
 import { type ExceptionToRaise, raiseExceptions } from '../exceptions/raise.ts';
+import { resolveAsPayrecon } from '../exceptions/resolve.ts';
 import type { Db } from '../schema.ts';
 import {
   type BankLineItem,
@@ -98,18 +103,19 @@ export function reportRowException(account: string, rows: readonly ReportRowItem
 }
 
 /**
- * What a report says of a payment that differs from the ledger, or null: the status of its latest row,
- * the amount of its first (gross, unsigned), the fee of its first when it charges one.
+ * What a report says of a payment that differs from the ledger, or null: the status of its latest row
+ * when neither status can lead to the other (`snapshotsAgree`), the amount of its first (gross,
+ * unsigned), the fee of its first when it charges one.
  */
 export function reportMismatch(
   rows: readonly ReportRowItem[],
   payment: LedgerPaymentItem,
 ): ExceptionToRaise | null {
-  const ordered = [...rows].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  const ordered = byInstant(rows);
   const first = ordered[0]!;
   const last = ordered[ordered.length - 1]!;
   const differences: { fact: string; report: string; ledger: string | null }[] = [];
-  if (payment.status !== null && last.status !== payment.status) {
+  if (payment.status !== null && !snapshotsAgree(payment.kind, last.status, payment.status)) {
     differences.push({ fact: 'status', report: last.status, ledger: payment.status });
   }
   const gross = first.amount < 0n ? -first.amount : first.amount;
@@ -127,6 +133,21 @@ export function reportMismatch(
     entityId: payment.entityId,
     details: { transactionId: first.transactionId, differences },
   };
+}
+
+const byInstant = (rows: readonly ReportRowItem[]) =>
+  [...rows].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+
+/**
+ * Whether a report's status and the ledger's agree: a report row carries the payment's status when the
+ * report was made, so the ledger may have moved on since (the report's status leads to the ledger's) or
+ * not have read the provider's latest move yet (the ledger's leads to the report's; its polling reads
+ * it). Only two statuses neither of which can lead to the other differ.
+ */
+export function snapshotsAgree(kind: EntityKind, report: string, ledger: string): boolean {
+  if (report === ledger) return true;
+  if (!isStatus(kind, report) || !isStatus(kind, ledger)) return false;
+  return canReach(kind, report, ledger) || canReach(kind, ledger, report);
 }
 
 /**
@@ -267,17 +288,10 @@ export async function resolveAgreedMismatches(db: Db, now: Date): Promise<number
     const rows = rowsOf.get(identityOf(e)) ?? [];
     return payment !== undefined && rows.length > 0 && reportMismatch(rows, payment) === null;
   });
-  if (agreed.length === 0) return 0;
   const note = 'agreed: the ledger now holds the payment as the report gives it';
-  await sql`
-    WITH v AS (SELECT * FROM unnest(${agreed.map((e) => e.id)}::text[], ${agreed.map((e) => e.state)}::text[])
-      AS v(id, state)),
-    done AS (
-      UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
-        resolution_note = ${note}, updated_at = now()
-      FROM v WHERE e.id = v.id::bigint AND e.state = v.state
-      RETURNING e.id, v.state)
-    INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
-    SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', ${note} FROM done`.execute(db);
-  return agreed.length;
+  return resolveAsPayrecon(
+    db,
+    agreed.map((e) => ({ id: e.id, state: e.state, note })),
+    now,
+  );
 }
