@@ -69,7 +69,7 @@ async function mirror(
 ) {
   await sql`
     INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at)
-    VALUES ('acme', ${kind}, ${id}, ${status}, 'BRL', ${amount}::numeric, ${fee}::numeric,
+    VALUES ('shop', ${kind}, ${id}, ${status}, 'BRL', ${amount}::numeric, ${fee}::numeric,
       ${new Date(Date.UTC(2026, 2, day, 12))}::timestamptz)`.execute(t.db);
 }
 
@@ -109,7 +109,7 @@ describe('the transactions report against the ledger', () => {
         row('r5', '5', 'deposit', 'COMPLETED', '55.00', '0.80', '2026-03-07T12:00:00Z'),
       ],
     });
-    const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'acme' };
+    const options = { now: new Date('2026-03-10T00:00:00Z'), reportAccount: 'shop' };
     const first = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(first.byRule).toEqual({ 'transaction-id': 3 });
     expect(first.unmatched.reportRows).toBe(1);
@@ -129,7 +129,7 @@ describe('the transactions report against the ledger', () => {
     const cashout = await t.db
       .selectFrom('match_members')
       .select(['match_id', 'side', 'identity'])
-      .where('identity', 'in', ['r2a', 'r2b', 'cashout:acme:2'])
+      .where('identity', 'in', ['r2a', 'r2b', 'cashout:shop:2'])
       .execute();
     expect(new Set(cashout.map((m) => m.match_id)).size).toBe(1);
     expect(cashout).toHaveLength(3);
@@ -189,7 +189,7 @@ describe('the transactions report against the ledger', () => {
       .executeTakeFirstOrThrow();
     expect(resolved).toEqual({
       resolved_by: 'payrecon',
-      resolution_note: 'the ledger agrees with the report now',
+      resolution_note: 'agreed: the ledger now holds the payment as the report gives it',
     });
   });
 });
