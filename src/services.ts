@@ -8,6 +8,7 @@ import { ConfigError } from './config.ts';
 import { alertSinksFrom, exceptionRulesFrom, jobCronFrom, providerOptionsFrom } from './config-rules.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
 import { pingDatabase } from './db/connection.ts';
+import { lastStatementDays } from './db/imports/read.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
 import type { ImportFileFn, ImportKind } from './domain/imports.ts';
 import { importFile, matcherFrom } from './import-service.ts';
@@ -174,6 +175,8 @@ export function createServices(
                 accounts: () => config.accounts.map((a) => a.name),
                 importFile: run,
                 onBankAccounts,
+                lastStatementDays: () => lastStatementDays(db),
+                match: () => match(db, bankAccounts()),
               },
             }),
         ...options,
