@@ -128,4 +128,83 @@ describe('the transactions report against the ledger', () => {
     expect(third.byRule).toEqual({});
     expect(third.exceptions.resolved).toBe(0);
   });
+
+  it('lets rows that differ wait for the ledger, and takes a status the ledger has held as no difference', async () => {
+    const w = await createTestDatabase();
+    try {
+      const insertMirror = (kind: string, id: string, status: string) =>
+        sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at)
+          VALUES ('shop', ${kind}, ${id}, ${status}, 'BRL', 20.00, NULL, ${new Date('2026-03-01T00:00:00Z')}::timestamptz)`.execute(
+          w.db,
+        );
+      const history = (id: string, from: string | null, to: string) =>
+        sql`INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at)
+          VALUES (${`e-${id}-${to}`}, 'shop', 'deposit', ${id}, ${from}, ${to}, 'webhook', now())`.execute(
+          w.db,
+        );
+      // The ledger lags: PENDING while the report says COMPLETED; deposit 7 it does not hold yet.
+      await insertMirror('deposit', '6', 'PENDING');
+      await history('6', null, 'PENDING');
+      // The ledger moved on after the report was read: it held PENDING, now COMPLETED.
+      await insertMirror('deposit', '8', 'COMPLETED');
+      await history('8', null, 'PENDING');
+      await history('8', 'PENDING', 'COMPLETED');
+      await recordImport(w.db, {
+        kind: 'provider-transactions',
+        fileName: 'now.csv',
+        sha256: 'b'.repeat(64),
+        profile: null,
+        importedBy: 'test',
+        rows: [
+          row('r6', '6', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+          row('r7', '7', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+          row('r8', '8', 'deposit', 'PENDING', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+        ],
+      });
+      const waitMs = 60_000;
+      const openOf = async () =>
+        (
+          await w.db
+            .selectFrom('exceptions')
+            .select(['type', 'entity_id'])
+            .where('state', '<>', 'resolved')
+            .orderBy('entity_id')
+            .execute()
+        ).map((e) => `${e.type} ${e.entity_id}`);
+      const run = (now: Date) =>
+        runMatching(w.db, DEFAULT_MATCH_RULES, { now, reportAccount: 'shop', ledgerWaitMs: waitMs });
+      // Just imported: 8 matches (the ledger held PENDING); 6 and 7 wait, unmatched, raising nothing.
+      const first = await run(new Date());
+      expect(first.byRule).toEqual({ 'transaction-id': 1 });
+      expect(await openOf()).toEqual([]);
+      // The ledger catches up with 6 and learns of 7 within the wait: both match, nothing raised.
+      await sql`UPDATE mirrors SET status = 'COMPLETED' WHERE entity_id = '6'`.execute(w.db);
+      await history('6', 'PENDING', 'COMPLETED');
+      await insertMirror('deposit', '7', 'COMPLETED');
+      const second = await run(new Date());
+      expect(second.byRule).toEqual({ 'transaction-id': 2 });
+      expect(await openOf()).toEqual([]);
+
+      // A difference that outlives the wait raises.
+      await insertMirror('deposit', '9', 'PENDING');
+      await recordImport(w.db, {
+        kind: 'provider-transactions',
+        fileName: 'later.csv',
+        sha256: 'c'.repeat(64),
+        profile: null,
+        importedBy: 'test',
+        rows: [
+          row('r9', '9', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-03T12:00:00Z'),
+          row('r10', '10', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-03T12:00:00Z'),
+        ],
+      });
+      expect((await run(new Date())).byRule).toEqual({});
+      expect(await openOf()).toEqual([]);
+      const late = await run(new Date(Date.now() + waitMs + 1_000));
+      expect(late.byRule).toEqual({ 'transaction-id': 1 });
+      expect(await openOf()).toEqual(['PROVIDER_REPORT_UNMATCHED 10', 'PROVIDER_REPORT_MISMATCH 9']);
+    } finally {
+      await w.drop();
+    }
+  });
 });

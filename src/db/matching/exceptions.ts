@@ -9,6 +9,7 @@
  * - LEDGER_NOT_IN_REPORT: a ledger payment first seen inside the span the report rows cover, named by no
  *   row;
  * - PROVIDER_REPORT_MISMATCH: a row matched to its payment whose status, amount or fee differs.
+ * The report's two are raised only once the rows have waited for the ledger to catch up (runMatching).
  * Each carries its facts; its fact (what reopens it once resolved) names the match its line left, so a line
  * unmatched by hand raises its exception again.
  */
@@ -88,18 +89,20 @@ export function reportRowException(account: string, rows: readonly ReportRowItem
 }
 
 /**
- * What a report says of a payment that differs from the ledger, or null: the status of its latest row,
+ * What a report says of a payment that differs from the ledger, or null: the status of its latest row
+ * (unless the ledger has held that status: the report is a snapshot, taken before the ledger moved on),
  * the amount of its first (gross, unsigned), the fee of its first when it charges one.
  */
 export function reportMismatch(
   rows: readonly ReportRowItem[],
   payment: LedgerPaymentItem,
+  held: ReadonlySet<string> = new Set(),
 ): ExceptionToRaise | null {
   const ordered = [...rows].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
   const first = ordered[0]!;
   const last = ordered[ordered.length - 1]!;
   const differences: { fact: string; report: string; ledger: string | null }[] = [];
-  if (payment.status !== null && last.status !== payment.status) {
+  if (payment.status !== null && last.status !== payment.status && !held.has(last.status)) {
     differences.push({ fact: 'status', report: last.status, ledger: payment.status });
   }
   const gross = first.amount < 0n ? -first.amount : first.amount;
@@ -136,7 +139,13 @@ export async function ledgerNotInReport(db: Db): Promise<ExceptionToRaise[]> {
       ON coalesce(m.first_seen_at, m.created_at) > span.lo AND coalesce(m.first_seen_at, m.created_at) < span.hi
     WHERE m.status IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'ledger_payment' AND x.live
-        AND x.identity = m.entity_kind || ':' || m.merchant_account || ':' || m.entity_id)`.execute(db);
+        AND x.identity = m.entity_kind || ':' || m.merchant_account || ':' || m.entity_id)
+      -- nor by a row that waits for the ledger (in no live match)
+      AND NOT EXISTS (SELECT 1 FROM provider_transaction_rows r
+        WHERE r.transaction_id = m.entity_id AND r.type = m.entity_kind
+          AND NOT EXISTS (SELECT 1 FROM match_members x WHERE x.side = 'provider_row' AND x.identity = r.identity AND x.live))`.execute(
+    db,
+  );
   return rows.map((r) => ({
     type: 'LEDGER_NOT_IN_REPORT',
     account: r.merchant_account,

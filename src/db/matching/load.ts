@@ -42,6 +42,8 @@ export interface ReportRowItem extends MatchItem {
   currency: string;
   fee: bigint;
   at: string;
+  /** When the import that first brought the row was recorded. */
+  importedAt: Date;
 }
 
 export interface LedgerPaymentItem extends MatchItem {
@@ -224,10 +226,12 @@ export async function unmatchedReportRows(
     gross: string;
     fee: string;
     at: string;
+    imported_at: Date;
   }>`
     SELECT r.identity, r.transaction_id, r.type, r.status, r.external_id, r.currency,
       round(r.gross * 100)::text AS gross, round(r.fee * 100)::text AS fee,
-      to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
+      to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+      (SELECT i.imported_at FROM imports i WHERE i.id = r.import_id) AS imported_at
     FROM provider_transaction_rows r
     WHERE r.type IN (${sql.join(PAYMENT_TYPES)})
       AND ${from} AND r.transaction_id <= ${last}
@@ -249,6 +253,7 @@ export async function unmatchedReportRows(
       currency: r.currency,
       fee: minor(r.fee),
       at: r.at,
+      importedAt: r.imported_at,
     })),
   };
 }
@@ -298,4 +303,31 @@ export async function ledgerPayments(
     status: r.status,
     fee: r.fee === null ? null : BigInt(r.fee),
   }));
+}
+
+/**
+ * Every status the ledger has held for each of these payments (its history and its current status), by
+ * payment identity: a report is a snapshot, so a status the ledger has passed through is one it agrees with.
+ */
+export async function statusesHeld(
+  db: Db,
+  payments: readonly LedgerPaymentItem[],
+): Promise<Map<string, Set<string>>> {
+  const out = new Map<string, Set<string>>();
+  for (const p of payments) out.set(p.identity, new Set(p.status === null ? [] : [p.status]));
+  if (payments.length === 0) return out;
+  const { rows } = await sql<{
+    entity_kind: string;
+    merchant_account: string;
+    entity_id: string;
+    status: string;
+  }>`
+    SELECT DISTINCT h.entity_kind, h.merchant_account, h.entity_id, h.to_status AS status
+    FROM unnest(${payments.map((p) => p.entityId)}::text[], ${payments.map((p) => p.kind)}::text[],
+      ${payments.map((p) => p.account)}::text[]) AS k(id, kind, account)
+    JOIN status_history h ON h.entity_id = k.id AND h.entity_kind = k.kind AND h.merchant_account = k.account
+    WHERE h.to_status IS NOT NULL`.execute(db);
+  for (const r of rows)
+    out.get(ledgerPaymentIdentity(r.entity_kind, r.merchant_account, r.entity_id))?.add(r.status);
+  return out;
 }

@@ -47,6 +47,7 @@ import {
   type MatchBankAccount,
   type ReportRowItem,
   type SettlementItem,
+  statusesHeld,
   unmatchedBankLines,
   unmatchedReportRows,
   unmatchedSettlements,
@@ -58,6 +59,12 @@ export interface RunMatchingOptions {
   bankAccounts?: readonly MatchBankAccount[];
   /** Days past a settlement's value date before SETTLEMENT_NOT_RECEIVED (default 2). */
   settlementGraceDays?: number;
+  /**
+   * How long a report row that differs from the ledger (no payment, or another status, amount or fee)
+   * waits, from its import, for the ledger to catch up before it raises (default 0: no wait). A waiting
+   * row is left unmatched for a later run.
+   */
+  ledgerWaitMs?: number;
   exceptionRules?: ExceptionRules;
   /** The merchant account the report rows' exceptions are raised under (the reports name none). */
   reportAccount?: string;
@@ -127,6 +134,7 @@ export async function runMatching(
   const exceptionRules = options.exceptionRules ?? DEFAULT_EXCEPTION_RULES;
   const reportAccount = options.reportAccount ?? '-';
   const pageSize = options.pageSize ?? 10_000;
+  const ledgerWait = options.ledgerWaitMs ?? 0;
   const spent = new Map<string, number>();
   let mark = performance.now();
   const step = (name: string) => {
@@ -224,9 +232,37 @@ export async function runMatching(
       step('match report rows');
       const rowOf = new Map(page.rows.map((r) => [r.identity, r]));
       const paymentOf = new Map<string, LedgerPaymentItem>(payments.map((p) => [p.identity, p]));
+      // A report is read as the provider saw its payments; the ledger may not have caught up with the
+      // moves of the last seconds. Rows that differ wait `ledgerWaitMs` from their import; then they raise.
+      const young = (identities: readonly string[]) =>
+        ledgerWait > 0 &&
+        identities.some((i) => now.getTime() - rowOf.get(i)!.importedAt.getTime() < ledgerWait);
+      const differing = found.matches.filter(
+        (m) =>
+          reportMismatch(
+            m.left.map((i) => rowOf.get(i)!),
+            paymentOf.get(m.right[0]!)!,
+          ) !== null,
+      );
+      const held = await statusesHeld(
+        tx,
+        [...new Set(differing.map((m) => m.right[0]!))].map((i) => paymentOf.get(i)!),
+      );
+      const kept: typeof found.matches = [];
+      const mismatches: ExceptionToRaise[] = [];
+      for (const m of found.matches) {
+        const mismatch = reportMismatch(
+          m.left.map((identity) => rowOf.get(identity)!),
+          paymentOf.get(m.right[0]!)!,
+          held.get(m.right[0]!),
+        );
+        if (mismatch !== null && young(m.left)) continue;
+        kept.push(m);
+        if (mismatch) mismatches.push(mismatch);
+      }
       await insertMatches(
         tx,
-        found.matches.map((m) => ({
+        kept.map((m) => ({
           pair: 'provider-ledger' as MatchPair,
           rule: m.rule,
           difference: m.difference,
@@ -240,14 +276,8 @@ export async function runMatching(
         now,
       );
       step('write matches');
-      for (const m of found.matches) {
-        count(m.rule);
-        const mismatch = reportMismatch(
-          m.left.map((identity) => rowOf.get(identity)!),
-          paymentOf.get(m.right[0]!)!,
-        );
-        if (mismatch) raised.push(mismatch);
-      }
+      for (const m of kept) count(m.rule);
+      raised.push(...mismatches);
       const byTransaction = new Map<string, ReportRowItem[]>();
       for (const identity of found.unmatchedLeft) {
         const row = rowOf.get(identity)!;
@@ -256,8 +286,11 @@ export async function runMatching(
         if (list) list.push(row);
         else byTransaction.set(key, [row]);
       }
-      unmatchedRows += found.unmatchedLeft.length;
-      for (const rows of byTransaction.values()) raised.push(reportRowException(reportAccount, rows));
+      for (const rows of byTransaction.values()) {
+        if (young(rows.map((r) => r.identity))) continue;
+        unmatchedRows += rows.length;
+        raised.push(reportRowException(reportAccount, rows));
+      }
     }
     step('match report rows');
     if (anyRows) raised.push(...(await ledgerNotInReport(tx)));
