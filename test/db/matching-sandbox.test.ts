@@ -6,6 +6,7 @@ import { manualMatch, runMatching, unmatch } from '../../src/db/matching/service
 import { balances } from '../../src/db/read-models/balances.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
 import { parseMinor } from '../../src/domain/money.ts';
+import { expectedCashExceptions, openCashExceptions } from './cash-leg-expected.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
 import { DAYS, dateOf, GRACE, NOW, run, sandboxFiles, sha256, shuffled } from './sandbox-cash-files.ts';
 
@@ -13,25 +14,6 @@ const databases: TestDatabase[] = [];
 afterAll(async () => {
   for (const t of databases.splice(0)) await t.drop();
 });
-
-async function openExceptions(t: TestDatabase) {
-  const rows = await t.db
-    .selectFrom('exceptions')
-    .select(['type', 'entity_id', 'details'])
-    .where('state', '<>', 'resolved')
-    .execute();
-  return {
-    unmatchedLines: rows
-      .filter((r) => r.type === 'BANK_LINE_UNMATCHED')
-      .map((r) => String((r.details as { reference: string }).reference))
-      .sort(),
-    notReceived: rows
-      .filter((r) => r.type === 'SETTLEMENT_NOT_RECEIVED')
-      .map((r) => r.entity_id)
-      .sort(),
-    others: rows.filter((r) => r.type !== 'BANK_LINE_UNMATCHED' && r.type !== 'SETTLEMENT_NOT_RECEIVED'),
-  };
-}
 
 async function matchesOf(t: TestDatabase) {
   const rows = await t.db
@@ -50,21 +32,11 @@ describe('matching the sandbox files', () => {
     const setup = await sandboxFiles();
     const { truth } = setup;
     const lastDay = dateOf(DAYS - 1);
-    const today = NOW.toISOString().slice(0, 10);
-    const graceEnd = new Date(Date.parse(`${today}T00:00:00Z`) - GRACE * 86_400_000)
-      .toISOString()
-      .slice(0, 10);
-    const expectedLines = truth.bankAnomalies
-      .filter((a) => (a.kind === 'UNRELATED_LINE' || a.kind === 'RETURNED_CREDIT') && a.date <= lastDay)
-      .filter((a) => setup.bankAccounts.some((b) => b.id === a.bankAccount))
-      .map((a) => a.bankRef!)
-      .sort();
-    const valueDate = new Map(truth.settlements.map((s) => [s.settlement_id, s.value_date]));
-    const expectedMissing = truth.bankAnomalies
-      .filter((a) => a.kind === 'MISSING_CREDIT')
-      .flatMap((a) => a.settlementIds)
-      .filter((id) => valueDate.get(id)! < graceEnd)
-      .sort();
+    const { unmatchedLines: expectedLines, notReceived: expectedMissing } = expectedCashExceptions(truth, {
+      lastDays: new Map(setup.bankAccounts.map((b) => [b.id, lastDay])),
+      now: NOW,
+      graceDays: GRACE,
+    });
     // The anomalies the rules must match are there, and some to raise.
     const kinds = new Set(truth.bankAnomalies.filter((a) => a.date <= lastDay).map((a) => a.kind));
     for (const kind of [
@@ -94,7 +66,7 @@ describe('matching the sandbox files', () => {
       expect(again.bankMatches).toEqual([]);
       expect(await matchesOf(t)).toEqual(once);
 
-      const open = await openExceptions(t);
+      const open = await openCashExceptions(t.db);
       expect(open.unmatchedLines, `order ${i}`).toEqual(expectedLines);
       expect(open.notReceived, `order ${i}`).toEqual(expectedMissing);
       expect(open.others).toEqual([]);
