@@ -8,7 +8,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { Database } from '../../src/db/schema.ts';
-import { addDays } from '../../src/domain/zoned-time.ts';
+import { bankToday } from '../../src/domain/matching.ts';
 import type { groundTruth } from '../sandbox/settlement-helpers.ts';
 
 export type GroundTruth = Awaited<ReturnType<typeof groundTruth>>;
@@ -43,10 +43,7 @@ const dayDiff = (from: string, to: string) =>
 /** The exceptions the ground truth's anomalies must raise for the statements in. */
 export function expectedCashExceptions(truth: GroundTruth, options: ExpectedOptions): CashExceptions {
   const clockDay = options.now.toISOString().slice(0, 10);
-  const todayOf = (bank: string) => {
-    const last = options.lastDays.get(bank);
-    return last !== undefined && addDays(last, 1) > clockDay ? addDays(last, 1) : clockDay;
-  };
+  const todayOf = (bank: string) => bankToday(clockDay, options.lastDays.get(bank));
   const valueDate = new Map(truth.settlements.map((s) => [s.settlement_id, s.value_date]));
   const unmatchedLines = truth.bankAnomalies
     .filter((a) => a.kind === 'UNRELATED_LINE' || a.kind === 'RETURNED_CREDIT')

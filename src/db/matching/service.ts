@@ -16,6 +16,7 @@ import {
   type ExceptionType,
 } from '../../domain/exception-rules.ts';
 import {
+  bankToday,
   daysBetween,
   type MatchPair,
   type MatchRule,
@@ -24,7 +25,6 @@ import {
   matchItems,
   PAIR_SIDES,
 } from '../../domain/matching.ts';
-import { addDays } from '../../domain/zoned-time.ts';
 import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import { lastStatementDays } from '../imports/read.ts';
@@ -103,12 +103,8 @@ export function matchSummary(run: MatchingRun): MatchSummary {
 
 const LOCK = sql`SELECT pg_advisory_xact_lock(hashtext('payrecon.matching'))`;
 
-/**
- * The day a settlement's grace is counted to: today, or the day after the last statement of the bank
- * account it is paid into when that is later (a statement of day D says the bank has closed D, so the
- * grace runs on the bank's days even when they run ahead of this clock, as a sandbox's fast clock does).
- */
-async function bankToday(
+/** The day each settlement's grace counts to: `bankToday` of the bank account it is paid into. */
+async function settlementToday(
   db: Db,
   now: Date,
   bankAccounts: readonly MatchBankAccount[],
@@ -117,9 +113,7 @@ async function bankToday(
   const last = await lastStatementDays(db);
   return (s) => {
     const bank = bankAccounts.find((b) => b.account === s.merchant && b.currency === s.currency);
-    const day = bank === undefined ? undefined : last.get(bank.id);
-    if (day === undefined || addDays(day, 1) <= today) return today;
-    return addDays(day, 1);
+    return bankToday(today, bank === undefined ? undefined : last.get(bank.id));
   };
 }
 
@@ -201,7 +195,7 @@ export async function runMatching(
     const openLines = lines.filter((l) => !matched.has(l.identity));
     for (const line of openLines) raised.push(bankLineException(line));
     const openSettlements = settlements.filter((s) => !matched.has(s.identity) && s.amount > 0n);
-    const todayOf = await bankToday(tx, now, bankAccounts);
+    const todayOf = await settlementToday(tx, now, bankAccounts);
     for (const s of openSettlements) {
       if (s.date !== null && daysBetween(s.date, todayOf(s)) > graceDays)
         raised.push(settlementException(s, graceDays));

@@ -13,8 +13,10 @@
  */
 import { sql } from 'kysely';
 import { BANK_ACCOUNT_PREFIX } from '../../domain/cash-leg.ts';
+import { bankToday } from '../../domain/matching.ts';
 import type { Minor } from '../../domain/money.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../../domain/zoned-time.ts';
+import { lastStatementDays } from '../imports/read.ts';
 import type { Db } from '../schema.ts';
 
 /** A configured bank account (PAYRECON_BANK_ACCOUNTS). */
@@ -47,7 +49,7 @@ export interface DayLine {
   endToEndIds: string[];
   /** The live match covering it, or null. */
   match: { id: string; rule: string } | null;
-  /** Whole days from its booking date to today (in the time zone). */
+  /** Whole days from its booking date to today (in the time zone; see `bankToday`). */
   ageDays: number;
 }
 
@@ -140,7 +142,8 @@ export async function reconciliationDay(
   timeZone: string,
   now: Date,
 ): Promise<ReconciliationDay> {
-  const today = localDate(now, timeZone);
+  // Ages count to the bank's today: a sandbox's statements may run ahead of this clock.
+  const today = bankToday(localDate(now, timeZone), (await lastStatementDays(db)).get(bank.id));
   const dayEnd = zonedTimeToInstant(addDays(date, 1), '00:00', timeZone);
 
   const { rows: lineRows } = await sql<{
