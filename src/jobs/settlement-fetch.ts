@@ -7,11 +7,13 @@
  * follow from what is imported (the last statement day of each bank account), so a run missed, a stop
  * of any length or a sandbox clock faster than the schedule leaves no day out: the next run catches up,
  * at most `MAX_DAYS_PER_RUN` days at a time. Before a first statement the reports are fetched from the
- * beginning. Every line is imported once under its identity, so a run that finds nothing new adds 0
- * lines. A refused file is logged and the others still go in; a download that fails fails the run after
- * the others.
+ * beginning. A download identical to a file imported before (same SHA-256: a settlement report with no
+ * new settlement, the same statement) is not imported again, so the Imports page lists what changed; every
+ * line is imported once under its identity anyway. A refused file is logged and the others still go in; a
+ * download that fails fails the run after the others.
  */
 
+import { createHash } from 'node:crypto';
 import type { ImportFileFn, ImportKind } from '../domain/imports.ts';
 import { addDays, localDate } from '../domain/zoned-time.ts';
 import { ImportRefusal } from '../imports/refusal.ts';
@@ -40,13 +42,18 @@ export interface SettlementFetchDeps {
   onBankAccounts?: (accounts: readonly SandboxBankAccount[]) => void;
   /** The last day each bank account has a statement of (src/db/imports/read.ts); absent: none. */
   lastStatementDays?: () => Promise<ReadonlyMap<string, string>>;
+  /** Whether a file with this SHA-256 was imported before (src/db/imports/read.ts); absent: never. */
+  importedBefore?: (sha256: string) => Promise<boolean>;
   /** Runs matching once the run's files are in (the waiting report rows get their turn; see runMatching). */
   match?: () => Promise<unknown>;
   logger?: Logger;
 }
 
 export interface SettlementFetchResult {
+  /** Files imported. */
   files: number;
+  /** Files downloaded that were imported before, byte for byte (not imported again). */
+  unchanged: number;
   lines: number;
   newLines: number;
   /** One line per refused file. */
@@ -60,7 +67,7 @@ async function getJson<T>(url: string): Promise<T> {
 }
 
 export async function fetchSettlementFiles(deps: SettlementFetchDeps): Promise<SettlementFetchResult> {
-  const result: SettlementFetchResult = { files: 0, lines: 0, newLines: 0, refused: [] };
+  const result: SettlementFetchResult = { files: 0, unchanged: 0, lines: 0, newLines: 0, refused: [] };
   const base = deps.controlUrl();
   if (base === null) return result;
   const log = deps.logger;
@@ -84,6 +91,10 @@ export async function fetchSettlementFiles(deps: SettlementFetchDeps): Promise<S
       bytes = new Uint8Array(await res.arrayBuffer());
     } catch (err) {
       failures.push(`GET ${url}: ${(err as Error).message}`);
+      return;
+    }
+    if (await deps.importedBefore?.(createHash('sha256').update(bytes).digest('hex'))) {
+      result.unchanged += 1;
       return;
     }
     try {

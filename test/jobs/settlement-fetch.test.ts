@@ -214,6 +214,12 @@ describe('the settlement fetch', () => {
       ]);
       expect(rows.every((r) => r.imported_by === 'job:settlement-fetch')).toBe(true);
       expect(rows.reduce((n, r) => n + r.new_lines, 0)).toBeGreaterThan(0);
+      // The next run fetches the reports from the day after the statements now in (other files); the
+      // one after downloads the same files again: nothing changed, nothing is recorded again.
+      expect((await scheduler.tick(job!, new Date(Date.now() + 60_000))).ran).toHaveLength(1);
+      const imports = await fresh.db.selectFrom('imports').select('id').execute();
+      expect((await scheduler.tick(job!, new Date(Date.now() + 120_000))).ran).toHaveLength(1);
+      expect(await fresh.db.selectFrom('imports').select('id').execute()).toEqual(imports);
     } finally {
       await fresh.drop();
       rmSync(dataDir, { recursive: true, force: true });

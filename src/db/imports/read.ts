@@ -238,3 +238,14 @@ export async function lastStatementDays(db: Db): Promise<Map<string, string>> {
     HAVING max(coalesce(s.closing_date, d.day)) IS NOT NULL`.execute(db);
   return new Map(rows.map((r) => [r.bank_account, r.day]));
 }
+
+/** Whether a file with this SHA-256 was imported before (the settlement fetch skips a download seen before). */
+export async function importedBefore(db: Db, sha256: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('imports')
+    .select('id')
+    .where('sha256', '=', sha256)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
