@@ -174,6 +174,9 @@ export function reconciliationDayPage(
   const work = canWork(ctx);
   const { bank, share } = day;
   const diff = day.difference;
+  // The difference the first statement's opening balance and the unmatched lines do not explain.
+  const unexplained =
+    diff === null ? null : diff - (day.explained.firstOpening ?? 0n) - day.explained.unmatched;
   const { opening, closing } = day.statement;
   const moved = opening === null || closing === null ? null : closing - opening;
   return layout(
@@ -192,7 +195,11 @@ ${notice ? html`<div class="notice" role="status">${notice}</div>` : ''}
 <div><dt>Statement opening</dt><dd id="opening">${money(day.statement.opening)}</dd></div>
 <div><dt>Statement closing</dt><dd id="closing">${money(day.statement.closing)}</dd></div>
 <div><dt>Ledger at day end</dt><dd id="ledger">${formatMoney(day.ledger)}</dd><dd class="muted">bank:${bank.id}</dd></div>
-<div><dt>Difference</dt><dd id="difference" class="${diff === null ? '' : diff === 0n ? 'even' : 'off'}">${money(diff)}</dd><dd class="muted">statement closing less ledger</dd></div>
+<div><dt>Difference</dt><dd id="difference" class="${unexplained === null ? '' : unexplained === 0n ? 'even' : 'off'}">${money(diff)}</dd><dd class="muted">statement closing less ledger${
+      diff === null
+        ? ''
+        : html`: ${day.explained.firstOpening === null ? '' : html`opening before the ledger ${formatMoney(day.explained.firstOpening)}, `}unmatched lines ${formatMoney(day.explained.unmatched)}, <span id="unexplained">unexplained ${formatMoney(unexplained ?? 0n)}</span>`
+    }</dd></div>
 <div><dt>Moved on the day</dt><dd id="moved">${moved === null ? 'no statement' : formatMoney(moved)}</dd><dd class="muted">statement; ledger ${formatMoney(day.ledger - day.ledgerOpening)}</dd></div>
 <div><dt>Matched</dt><dd id="share-lines">${share.matchedLines} of ${share.lines} lines (${percent(BigInt(share.matchedLines), BigInt(share.lines))})</dd><dd class="muted" id="share-amount">${formatMoney(share.matchedAmount)} of ${formatMoney(share.amount)} (${percent(share.matchedAmount, share.amount)})</dd></div>
 </dl>

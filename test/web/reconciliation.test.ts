@@ -195,6 +195,11 @@ describe('the reconciliation read model', () => {
       expect(day.ledger, `${bank} ${day.date}`).toBe(before + today);
       expect(day.ledger - day.ledgerOpening).toBe(today);
       expect(day.difference).toBe(day.statement.closing === null ? null : day.statement.closing - day.ledger);
+      // The difference is the first statement's opening balance and the lines not matched up to the day.
+      if (day.difference !== null) {
+        const rest = day.difference - (day.explained.firstOpening ?? 0n) - day.explained.unmatched;
+        expect(rest, `${bank} ${day.date} unexplained`).toBe(0n);
+      }
       // Share and unmatched: what no live match covers is exactly the planted lines of the day.
       expect(day.share.lines).toBe(day.lines.length);
       expect(day.share.matchedLines + day.unmatched.length).toBe(day.lines.length);

@@ -85,6 +85,12 @@ export interface ReconciliationDay {
   ledgerOpening: Minor;
   /** Statement closing minus ledger (null without a closing balance). */
   difference: Minor | null;
+  /**
+   * What explains the difference: the opening balance of the bank account's first statement (money the
+   * account held before the ledger knew it; null without one) and the lines booked up to the day that no
+   * live match covers (the ledger books only matched lines). The rest is `difference - opening - unmatched`.
+   */
+  explained: { firstOpening: Minor | null; unmatched: Minor };
   share: { lines: number; matchedLines: number; amount: Minor; matchedAmount: Minor };
   lines: DayLine[];
   unmatched: DayLine[];
@@ -234,6 +240,15 @@ export async function reconciliationDay(
         WHERE m.side = 'settlement' AND m.identity = s.identity AND m.live)
     ORDER BY s.value_date, s.settlement_id, s.identity`.execute(db);
 
+  const { rows: explainedRows } = await sql<{ first_opening: string | null; unmatched: string }>`
+    SELECT (SELECT round(s.opening * 100)::text FROM import_statements s
+            WHERE s.bank_account = ${bank.id} AND s.opening IS NOT NULL
+            ORDER BY s.closing_date NULLS LAST, s.import_id, s.position LIMIT 1) AS first_opening,
+      (SELECT coalesce(round(sum(b.amount) * 100), 0)::text FROM bank_statement_lines b
+       WHERE b.bank_account = ${bank.id} AND b.booking_date <= ${date}::date AND NOT ${LIVE_LINE}) AS unmatched`.execute(
+    db,
+  );
+
   const matchIds = [...new Set(matched.map((l) => l.match!.id))];
   const matches = await matchesById(db, matchIds);
 
@@ -254,6 +269,10 @@ export async function reconciliationDay(
     ledger,
     ledgerOpening,
     difference: closing === null ? null : minor(closing) - ledger,
+    explained: {
+      firstOpening: explainedRows[0]?.first_opening == null ? null : minor(explainedRows[0].first_opening),
+      unmatched: minor(explainedRows[0]?.unmatched ?? '0'),
+    },
     share: {
       lines: lines.length,
       matchedLines: matched.length,
