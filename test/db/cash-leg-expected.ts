@@ -65,7 +65,7 @@ export function expectedCashExceptions(truth: GroundTruth, options: ExpectedOpti
 /** The open reconciliation exceptions: the bank's two kinds by reference and id, and any other kind. */
 export async function openCashExceptions(
   db: Kysely<Database>,
-): Promise<CashExceptions & { others: { type: string; entity_id: string }[] }> {
+): Promise<CashExceptions & { others: { type: string; entity_id: string; details: unknown }[] }> {
   const rows = await db
     .selectFrom('exceptions')
     .select(['type', 'entity_id', 'details'])
@@ -83,6 +83,6 @@ export async function openCashExceptions(
       .sort(),
     others: rows
       .filter((r) => r.type !== 'BANK_LINE_UNMATCHED' && r.type !== 'SETTLEMENT_NOT_RECEIVED')
-      .map((r) => ({ type: r.type, entity_id: r.entity_id })),
+      .map((r) => ({ type: r.type, entity_id: r.entity_id, details: r.details })),
   };
 }

@@ -54,9 +54,10 @@ async function mirror(
   day: number,
 ) {
   await sql`
-    INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at)
+    INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at,
+      ever_completed)
     VALUES ('shop', ${kind}, ${id}, ${status}, 'BRL', ${amount}::numeric, ${fee}::numeric,
-      ${new Date(Date.UTC(2026, 2, day, 12))}::timestamptz)`.execute(t.db);
+      ${new Date(Date.UTC(2026, 2, day, 12))}::timestamptz, ${status === 'COMPLETED'})`.execute(t.db);
 }
 
 const open = async () =>
@@ -129,7 +130,7 @@ describe('the transactions report against the ledger', () => {
     expect(third.exceptions.resolved).toBe(0);
   });
 
-  it('lets rows that differ wait for the ledger, and takes a status the ledger has held as no difference', async () => {
+  it('lets rows that differ wait for the ledger; a status the ledger held or moved on from is no difference', async () => {
     const w = await createTestDatabase();
     try {
       const insertMirror = (kind: string, id: string, status: string) =>
@@ -149,6 +150,8 @@ describe('the transactions report against the ledger', () => {
       await insertMirror('deposit', '8', 'COMPLETED');
       await history('8', null, 'PENDING');
       await history('8', 'PENDING', 'COMPLETED');
+      // Moved on through moves the ledger did not all see: it never held PENDING, but COMPLETED follows it.
+      await insertMirror('deposit', '11', 'COMPLETED');
       await recordImport(w.db, {
         kind: 'provider-transactions',
         fileName: 'now.csv',
@@ -159,6 +162,7 @@ describe('the transactions report against the ledger', () => {
           row('r6', '6', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-02T12:00:00Z'),
           row('r7', '7', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-02T12:00:00Z'),
           row('r8', '8', 'deposit', 'PENDING', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+          row('r11', '11', 'deposit', 'PENDING', '20.00', '0.00', '2026-03-02T12:00:00Z'),
         ],
       });
       const waitMs = 60_000;
@@ -173,9 +177,9 @@ describe('the transactions report against the ledger', () => {
         ).map((e) => `${e.type} ${e.entity_id}`);
       const run = (now: Date) =>
         runMatching(w.db, DEFAULT_MATCH_RULES, { now, reportAccount: 'shop', ledgerWaitMs: waitMs });
-      // Just imported: 8 matches (the ledger held PENDING); 6 and 7 wait, unmatched, raising nothing.
+      // Just imported: 8 and 11 match (the report is older than the ledger); 6 and 7 wait, raising nothing.
       const first = await run(new Date());
-      expect(first.byRule).toEqual({ 'transaction-id': 1 });
+      expect(first.byRule).toEqual({ 'transaction-id': 2 });
       expect(await openOf()).toEqual([]);
       // The ledger catches up with 6 and learns of 7 within the wait: both match, nothing raised.
       await sql`UPDATE mirrors SET status = 'COMPLETED' WHERE entity_id = '6'`.execute(w.db);
@@ -203,6 +207,60 @@ describe('the transactions report against the ledger', () => {
       const late = await run(new Date(Date.now() + waitMs + 1_000));
       expect(late.byRule).toEqual({ 'transaction-id': 1 });
       expect(await openOf()).toEqual(['PROVIDER_REPORT_UNMATCHED 10', 'PROVIDER_REPORT_MISMATCH 9']);
+    } finally {
+      await w.drop();
+    }
+  });
+
+  it('expects in the report only payments that moved money, seen before the report was imported', async () => {
+    const w = await createTestDatabase();
+    try {
+      const day = 86_400_000;
+      const insert = (
+        id: string,
+        status: string,
+        seen: Date,
+        flags: { completed?: boolean; test?: boolean },
+      ) =>
+        sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, first_seen_at,
+            ever_completed, test)
+          VALUES ('shop', 'deposit', ${id}, ${status}, 'BRL', 10.00, ${seen}::timestamptz,
+            ${flags.completed ?? false}, ${flags.test ?? false})`.execute(w.db);
+      // The report's rows span from a year ago to a provider time far ahead (a sandbox's fast clock).
+      await recordImport(w.db, {
+        kind: 'provider-transactions',
+        fileName: 'ahead.csv',
+        sha256: 'f'.repeat(64),
+        profile: null,
+        importedBy: 'test',
+        rows: [
+          row(
+            'a1',
+            '100',
+            'deposit',
+            'COMPLETED',
+            '10.00',
+            '0.00',
+            new Date(Date.now() - 365 * day).toISOString(),
+          ),
+          row('a2', '101', 'deposit', 'COMPLETED', '10.00', '0.00', '2099-01-01T00:00:00Z'),
+        ],
+      });
+      await insert('100', 'COMPLETED', new Date(Date.now() - 300 * day), { completed: true });
+      await insert('101', 'COMPLETED', new Date(Date.now() - 300 * day), { completed: true });
+      // Moved money, seen before the report was imported, in no row: missing from the report.
+      await insert('102', 'COMPLETED', new Date(Date.now() - day), { completed: true });
+      // Expired (moved nothing), a test deposit, and one seen after the report was imported: not expected.
+      await insert('103', 'EXPIRED', new Date(Date.now() - day), {});
+      await insert('104', 'COMPLETED', new Date(Date.now() - day), { completed: true, test: true });
+      await insert('105', 'COMPLETED', new Date(Date.now() + 3_600_000), { completed: true });
+      await runMatching(w.db, DEFAULT_MATCH_RULES, { now: new Date(), reportAccount: 'shop' });
+      const open = await w.db
+        .selectFrom('exceptions')
+        .select(['type', 'entity_id'])
+        .where('state', '<>', 'resolved')
+        .execute();
+      expect(open.map((e) => `${e.type} ${e.entity_id}`)).toEqual(['LEDGER_NOT_IN_REPORT 102']);
     } finally {
       await w.drop();
     }

@@ -1,9 +1,11 @@
 import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
+import { listQueue } from '../../src/db/exceptions/queue.ts';
 import { recordImport } from '../../src/db/imports/service.ts';
 import { verifyLedger } from '../../src/db/ledger/verify.ts';
 import { manualMatch, runMatching, unmatch } from '../../src/db/matching/service.ts';
 import { balances } from '../../src/db/read-models/balances.ts';
+import { DEFAULT_SLA_TABLE } from '../../src/domain/exception-sla.ts';
 import { DEFAULT_MATCH_RULES } from '../../src/domain/matching.ts';
 import { parseMinor } from '../../src/domain/money.ts';
 import { expectedCashExceptions, openCashExceptions } from './cash-leg-expected.ts';
@@ -190,6 +192,24 @@ describe('matching the sandbox files', () => {
     const first = await runMatching(t.db, DEFAULT_MATCH_RULES, options);
     expect(first.bankMatches).toEqual([]);
     expect(first.exceptions.raised).toEqual({ BANK_LINE_UNMATCHED: 1, SETTLEMENT_NOT_RECEIVED: 1 });
+    // The queue shows each with its amount: the line's, the settlement's net (they have no payment).
+    const queue = await listQueue(t.db, {}, options.now, DEFAULT_SLA_TABLE, 10, null);
+    expect(queue.map((q) => [q.type, q.amount, q.currency])).toEqual([
+      ['BANK_LINE_UNMATCHED', 10_000n, 'EUR'],
+      ['SETTLEMENT_NOT_RECEIVED', 10_300n, 'EUR'],
+    ]);
+    expect(
+      (
+        await listQueue(
+          t.db,
+          { minAmount: 10_100n, currency: 'EUR' },
+          options.now,
+          DEFAULT_SLA_TABLE,
+          10,
+          null,
+        )
+      ).map((q) => q.type),
+    ).toEqual(['SETTLEMENT_NOT_RECEIVED']);
 
     await expect(
       manualMatch(t.db, { pair: 'bank-settlement', left: ['line-1'], right: ['st-1'], by: 'ana', note: ' ' }),

@@ -343,6 +343,11 @@ describe('npm start shows settlements flowing', () => {
         { ms: 60_000, every: 1_000 },
       );
       await page.screenshot({ path: join(OUT, 'reconciliation-list.png'), fullPage: true });
+      // Where the bank accounts and statements come from, and the sandbox's clock.
+      const feed = (await page.locator('#bank-feed').textContent()) ?? '';
+      expect(feed).toContain("the sandbox's settlement accounts, one per currency it settles");
+      expect(feed).toContain('every minute');
+      expect(feed).toMatch(/Sandbox time: .*, 2880× real time/);
 
       // Each unmatched line the ground truth planted is on its day's page.
       const lines = final.truth.bankAnomalies.filter(
@@ -361,6 +366,8 @@ describe('npm start shows settlements flowing', () => {
           refs.some((r) => r.includes(a.bankRef!)),
           `${a.kind} ${a.bankRef} on ${a.bankAccount} ${a.date}`,
         ).toBe(true);
+        // The statement against the ledger: the first opening balance and the unmatched lines explain all.
+        await expect(page.locator('#unexplained').textContent()).resolves.toBe('unexplained 0.00');
         if (!shot) {
           await page.screenshot({ path: join(OUT, 'reconciliation-day-unmatched.png'), fullPage: true });
           shot = true;
