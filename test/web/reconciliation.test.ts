@@ -212,6 +212,10 @@ describe('the reconciliation read model', () => {
       }
     }
     expect(withStatement).toBeGreaterThan(DAYS / 2);
+    // A day whose statement has no line still shows its balances, from the statement of that date.
+    const quiet = all.filter((d) => d.lines.length === 0 && d.statement.closing !== null);
+    expect(quiet.length).toBeGreaterThan(0);
+    for (const d of quiet) expect(d.statement.opening, `${d.bank.id} ${d.date}`).toBe(d.statement.closing);
     // Another time zone: the day ends at its midnight; a line's match still counts on its booking date.
     for (const d of all.filter((x) => x.lines.length > 0).slice(0, 3)) {
       const there = await reconciliationDay(r.t.db, d.bank, d.date, 'America/Sao_Paulo', NOW);
