@@ -89,6 +89,7 @@ export function matchingOptionsFrom(config: Config) {
     rules: config.matching.rules,
     bankAccounts: config.bankAccounts,
     settlementGraceDays: config.matching.settlementGraceDays,
+    ledgerWaitMs: config.matching.ledgerWaitSeconds * 1000,
     exceptionRules: exceptionRulesFrom(config),
     reportAccount: accounts.length === 1 ? accounts[0]!.name : accounts.length === 0 ? 'sandbox' : '-',
   };

@@ -636,6 +636,8 @@ const envSchema = z.object({
   PAYRECON_MATCH_RULES: matchRulesText.optional(),
   /** Days past a settlement's value date before SETTLEMENT_NOT_RECEIVED. */
   PAYRECON_SETTLEMENT_GRACE_DAYS: intText(0, 60).default(2),
+  /** Seconds a report row that differs from the ledger waits for the ledger to catch up before it raises. */
+  PAYRECON_MATCH_LEDGER_WAIT_SECONDS: intText(0, 86_400).default(300),
   /** An unmatched item of the close's bank proof above this amount (a magnitude) needs a note to sign. */
   PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE: z
     .string(required('a decimal amount, e.g. 100.00'))
@@ -765,6 +767,7 @@ function buildConfig(env: z.output<typeof envSchema>) {
     matching: {
       rules: env.PAYRECON_MATCH_RULES ?? [...DEFAULT_MATCH_RULES],
       settlementGraceDays: env.PAYRECON_SETTLEMENT_GRACE_DAYS,
+      ledgerWaitSeconds: env.PAYRECON_MATCH_LEDGER_WAIT_SECONDS,
     },
     /** The month close's bank proof: unmatched items above this amount (minor units) need a note to sign. */
     closeNoteAbove: env.PAYRECON_CLOSE_UNMATCHED_NOTE_ABOVE,

@@ -31,19 +31,25 @@ export interface ImportDeps {
 
 /**
  * A matching run over the database with the bank accounts the import used, keeping its result on the
- * import `importId` in the run's own transaction.
+ * import `importId` (when given) in the run's own transaction.
  */
 export type Matcher = (
   db: Db,
   bankAccounts: readonly KnownBankAccount[],
-  importId: string,
+  importId?: string,
 ) => Promise<MatchSummary>;
 
 /** Matching with the configured rules and settings (src/db/matching/service.ts). */
 export function matcherFrom(config: Config): Matcher {
   const { rules, ...options } = matchingOptionsFrom(config);
   return async (db, bankAccounts, importId) =>
-    matchSummary(await runMatching(db, rules, { ...options, bankAccounts, importId }));
+    matchSummary(
+      await runMatching(db, rules, {
+        ...options,
+        bankAccounts,
+        ...(importId === undefined ? {} : { importId }),
+      }),
+    );
 }
 
 export type ImportFileRequest = Omit<ImportRequest, 'profile'> & {

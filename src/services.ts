@@ -8,6 +8,8 @@ import { ConfigError } from './config.ts';
 import { alertSinksFrom, exceptionRulesFrom, jobCronFrom, providerOptionsFrom } from './config-rules.ts';
 import type { AlertSinkConfig } from './consumers/alert-dispatcher.ts';
 import { pingDatabase } from './db/connection.ts';
+import { importedBefore, lastStatementDays } from './db/imports/read.ts';
+import { lastFinishedRun } from './db/runs/job-runs.ts';
 import type { ExceptionRules } from './domain/exception-rules.ts';
 import type { ImportFileFn, ImportKind } from './domain/imports.ts';
 import { importFile, matcherFrom } from './import-service.ts';
@@ -16,13 +18,14 @@ import type { Profile } from './imports/profile.ts';
 import { readProfilesDir } from './imports/read-file.ts';
 import type { DatabaseInfrastructure, Infrastructure } from './infrastructure.ts';
 import { createLedgerJobScheduler } from './jobs/ledger-jobs.ts';
-import type { CronTimer, JobScheduler } from './jobs/scheduler.ts';
+import { type CronTimer, fireTimesBetween, type JobScheduler } from './jobs/scheduler.ts';
 import type { SandboxBankAccount } from './jobs/settlement-fetch.ts';
 import type { ProviderClientOptions } from './provider/client.ts';
 import { ReportRunner } from './reports/runs.ts';
 import type { WebServices } from './web/app.ts';
 import { ledgerImportServices } from './web/import-services.ts';
 import type { ReadinessCheck } from './web/ops.ts';
+import type { BankFeed } from './web/reconciliation-views.ts';
 import { ledgerWebServices } from './web/services.ts';
 
 export interface Services {
@@ -126,6 +129,44 @@ export function createServices(
   const onBankAccounts = (listed: readonly SandboxBankAccount[]) => {
     if (deriving()) derived = sandboxBankAccounts(listed);
   };
+  // Where the bank accounts and statements come from, as the Reconciliation list says it.
+  const fetchCron = jobCronFrom(config)['settlement-fetch'] ?? null;
+  const feed = async (): Promise<BankFeed> => {
+    const now = new Date();
+    const schedule = controlUrl === null ? null : fetchCron;
+    let sandbox: BankFeed['sandbox'] = null;
+    if (controlUrl !== null) {
+      try {
+        const get = async <T>(path: string) => {
+          const res = await fetch(`${controlUrl}${path}`, { signal: AbortSignal.timeout(2_000) });
+          if (!res.ok) throw new Error(`HTTP ${res.status}`);
+          return (await res.json()) as T;
+        };
+        const clock = await get<{ now: string; speed?: number | null }>('/clock');
+        const listed = await get<{ name: string; time_zone: string }[]>('/accounts');
+        const name = bankAccounts()[0]?.account ?? config.accounts[0]?.name;
+        const account = listed.find((a) => a.name === name) ?? listed[0];
+        sandbox = {
+          now: new Date(clock.now),
+          speed: clock.speed ?? null,
+          timeZone: account?.time_zone ?? 'UTC',
+        };
+      } catch (err) {
+        logger.debug({ err }, 'sandbox clock not read for the Reconciliation page');
+      }
+    }
+    return {
+      source: deriving() ? 'sandbox' : 'configured',
+      schedule,
+      nextRun:
+        schedule === null
+          ? null
+          : (fireTimesBetween(schedule, config.jobs.timeZone, now, new Date(now.getTime() + 86_400_000))[0] ??
+            null),
+      lastRun: schedule === null ? null : await lastFinishedRun(db, 'settlement-fetch'),
+      sandbox,
+    };
+  };
   const profiles = configuredProfiles(config.imports.profilesDir);
   const match = matcherFrom(config);
   const run: ImportFileFn = async (request) => {
@@ -165,6 +206,7 @@ export function createServices(
         // The bank accounts the imports know (configured, or the embedded sandbox's), read at each use.
         accounts: imports.bankAccounts,
         noteAbove: config.closeNoteAbove,
+        feed,
       }),
       imports: ledgerImportServices(db, imports),
     },
@@ -189,6 +231,9 @@ export function createServices(
                 accounts: () => config.accounts.map((a) => a.name),
                 importFile: run,
                 onBankAccounts,
+                lastStatementDays: () => lastStatementDays(db),
+                importedBefore: (sha256) => importedBefore(db, sha256),
+                match: () => match(db, bankAccounts()),
               },
             }),
         ...options,

@@ -155,6 +155,17 @@ export function daysBetween(a: string, b: string): number {
   return Math.round((Date.parse(`${b}T00:00:00Z`) - Date.parse(`${a}T00:00:00Z`)) / 86_400_000);
 }
 
+/**
+ * The day a bank account's graces and ages count to: `today`, or the day after its last statement when
+ * that is later. A statement of a day says the bank has closed it, so the bank's days count even when they
+ * run ahead of this clock (a sandbox's fast clock).
+ */
+export function bankToday(today: string, lastStatementDay: string | undefined): string {
+  if (lastStatementDay === undefined) return today;
+  const after = new Date(Date.parse(`${lastStatementDay}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
+  return after > today ? after : today;
+}
+
 const abs = (n: bigint) => (n < 0n ? -n : n);
 
 /** Whether `left` lies within the tolerance of `right`: the larger of the absolute and percent allowance. */

@@ -1,19 +1,27 @@
 /**
  * The settlement fetch: every few minutes (PAYRECON_CRON_SETTLEMENT_FETCH) it downloads, from a sandbox's
- * control API (`/_sandbox/`), each configured merchant account's transactions and settlement reports
- * for yesterday and today in the account's time zone (the sandbox's clock), and the bank statements of
- * the account's bank accounts for the two last closed days, and imports each file through the one
- * import (src/import-service.ts) as the user `job:settlement-fetch`. Every line is imported once under
- * its identity, so a run that finds nothing new adds 0 lines. A refused file is logged and the others
- * still go in; a download that fails fails the run after the others.
+ * control API (`/_sandbox/`), each configured merchant account's bank statements of the closed days not
+ * imported yet, and its transactions and settlement reports from the first of those days (yesterday when
+ * none is missing) to today in the account's time zone (the sandbox's clock), and imports each file
+ * through the one import (src/import-service.ts) as the user `job:settlement-fetch`. The days to fetch
+ * follow from what is imported (the last statement day of each bank account), so a run missed, a stop
+ * of any length or a sandbox clock faster than the schedule leaves no day out: the next run catches up,
+ * at most `MAX_DAYS_PER_RUN` days at a time. Before a first statement the reports are fetched from the
+ * beginning. A download identical to a file imported before (same SHA-256: a settlement report with no
+ * new settlement, the same statement) is not imported again, so the Imports page lists what changed; every
+ * line is imported once under its identity anyway. A refused file is logged and the others still go in; a
+ * download that fails fails the run after the others.
  */
 
+import { createHash } from 'node:crypto';
 import type { ImportFileFn, ImportKind } from '../domain/imports.ts';
 import { addDays, localDate } from '../domain/zoned-time.ts';
 import { ImportRefusal } from '../imports/refusal.ts';
 import type { Logger } from '../logger.ts';
 
 export const SETTLEMENT_FETCH_USER = 'job:settlement-fetch';
+/** The most days of statements one run fetches; a longer gap is caught up over the next runs. */
+export const MAX_DAYS_PER_RUN = 31;
 
 /** A bank account as the sandbox lists it (`GET /_sandbox/bank-accounts`). */
 export interface SandboxBankAccount {
@@ -32,11 +40,20 @@ export interface SettlementFetchDeps {
   importFile: ImportFileFn;
   /** Told the sandbox's bank accounts before the statements are imported (PAYRECON_BANK_ACCOUNTS derived). */
   onBankAccounts?: (accounts: readonly SandboxBankAccount[]) => void;
+  /** The last day each bank account has a statement of (src/db/imports/read.ts); absent: none. */
+  lastStatementDays?: () => Promise<ReadonlyMap<string, string>>;
+  /** Whether a file with this SHA-256 was imported before (src/db/imports/read.ts); absent: never. */
+  importedBefore?: (sha256: string) => Promise<boolean>;
+  /** Runs matching once the run's files are in (the waiting report rows get their turn; see runMatching). */
+  match?: () => Promise<unknown>;
   logger?: Logger;
 }
 
 export interface SettlementFetchResult {
+  /** Files imported. */
   files: number;
+  /** Files downloaded that were imported before, byte for byte (not imported again). */
+  unchanged: number;
   lines: number;
   newLines: number;
   /** One line per refused file. */
@@ -50,7 +67,7 @@ async function getJson<T>(url: string): Promise<T> {
 }
 
 export async function fetchSettlementFiles(deps: SettlementFetchDeps): Promise<SettlementFetchResult> {
-  const result: SettlementFetchResult = { files: 0, lines: 0, newLines: 0, refused: [] };
+  const result: SettlementFetchResult = { files: 0, unchanged: 0, lines: 0, newLines: 0, refused: [] };
   const base = deps.controlUrl();
   if (base === null) return result;
   const log = deps.logger;
@@ -74,6 +91,10 @@ export async function fetchSettlementFiles(deps: SettlementFetchDeps): Promise<S
       bytes = new Uint8Array(await res.arrayBuffer());
     } catch (err) {
       failures.push(`GET ${url}: ${(err as Error).message}`);
+      return;
+    }
+    if (await deps.importedBefore?.(createHash('sha256').update(bytes).digest('hex'))) {
+      result.unchanged += 1;
       return;
     }
     try {
@@ -102,31 +123,48 @@ export async function fetchSettlementFiles(deps: SettlementFetchDeps): Promise<S
     }
   };
 
+  const lastDays = (await deps.lastStatementDays?.()) ?? new Map<string, string>();
   for (const account of accounts) {
     const today = localDate(new Date(now), account.time_zone);
     const yesterday = addDays(today, -1);
+    // The first closed day a bank account of the account has no statement of (its opening day when none).
+    const banks = bankAccounts.filter((b) => b.account === account.name);
+    const firstMissing = banks
+      .map((b) => {
+        const last = lastDays.get(b.id);
+        return last === undefined || last < b.opened ? b.opened : addDays(last, 1);
+      })
+      .sort()[0];
+    const days: string[] = [];
+    for (let d = firstMissing ?? today; d <= yesterday && days.length < MAX_DAYS_PER_RUN; d = addDays(d, 1))
+      days.push(d);
     const q = (more: Record<string, string>) =>
       new URLSearchParams({ account: account.name, ...more }).toString();
-    const period = { from: yesterday, to: today, format: 'csv' };
+    // Reports from the first day whose statement is still to come (or yesterday), so nothing between two
+    // runs is left out; before the first statement, from the beginning (without a bank account, yesterday).
+    const imported = banks.some((b) => lastDays.has(b.id));
+    const from =
+      banks.length === 0
+        ? yesterday
+        : !imported
+          ? null
+          : days[0] !== undefined && days[0] < yesterday
+            ? days[0]
+            : yesterday;
+    const period = { ...(from === null ? {} : { from }), to: today, format: 'csv' };
+    const label = `${from ?? 'start'}-${today}`;
     await importOne(
       'provider-transactions',
       `${base}/reports/transactions?${q(period)}`,
-      `transactions-${account.name}-${yesterday}-${today}.csv`,
+      `transactions-${account.name}-${label}.csv`,
     );
     await importOne(
       'provider-settlements',
       `${base}/reports/settlements?${q(period)}`,
-      `settlements-${account.name}-${yesterday}-${today}.csv`,
+      `settlements-${account.name}-${label}.csv`,
     );
-    const opened = bankAccounts
-      .filter((b) => b.account === account.name)
-      .map((b) => b.opened)
-      .sort()[0];
-    if (opened === undefined) continue;
-    // The two last closed days (the one before catches up a missed run); the sandbox's statement of a
-    // day holds each of the account's bank accounts.
-    for (const date of [addDays(today, -2), yesterday]) {
-      if (date < opened) continue;
+    // The sandbox's statement of a day holds each of the account's bank accounts.
+    for (const date of days) {
       await importOne(
         'bank-statement',
         `${base}/bank-statements?${q({ date, format: 'camt.053.001.08' })}`,
@@ -134,6 +172,8 @@ export async function fetchSettlementFiles(deps: SettlementFetchDeps): Promise<S
       );
     }
   }
+  // New lines were matched as they were imported; without any, matching still runs for the rows it let wait.
+  if (deps.match && result.newLines === 0) await deps.match();
   if (failures.length > 0) throw new Error(`settlement fetch: ${failures.join('; ')}`);
   return result;
 }

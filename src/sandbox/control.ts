@@ -11,7 +11,7 @@ import { formatAmount } from '../domain/money.ts';
 import { type EntityKind, isStatus, TRANSITIONS } from '../domain/statuses.ts';
 import type { AccountRegistry } from './accounts.ts';
 import { type AutomaticMode, WITHDRAWAL_REVERSED } from './automatic.ts';
-import { type Clock, ManualClock } from './clock.ts';
+import { type Clock, ManualClock, RealClock } from './clock.ts';
 import { controlAmount } from './deposits.ts';
 import type { MoveOptions, SandboxEngine } from './engine.ts';
 import type { AnyRecord, DepositRecord } from './entities.ts';
@@ -287,7 +287,12 @@ export function registerControl(app: FastifyInstance, deps: ControlDeps): void {
   app.put('/_sandbox/auto', async (req, reply) => sendJson(reply, 200, deps.auto.set(bodyOf(req.body))));
 
   app.get('/_sandbox/clock', async (_req, reply) =>
-    sendJson(reply, 200, { now: engine.nowIso(), manual: deps.clock instanceof ManualClock }),
+    sendJson(reply, 200, {
+      now: engine.nowIso(),
+      manual: deps.clock instanceof ManualClock,
+      // Sandbox seconds per real second of a real clock; null for a manual one.
+      speed: deps.clock instanceof RealClock ? deps.clock.speed : null,
+    }),
   );
   app.post('/_sandbox/clock/advance', async (req, reply) => {
     if (!(deps.clock instanceof ManualClock)) {

@@ -26,6 +26,9 @@ td.nowrap{white-space:nowrap}
 td.matching{font-size:.85rem}
 td.matching span:not(.muted){white-space:nowrap}
 #matching h3,.result h3{font-size:.95rem;margin:.3rem 0 .4rem}
+td.file{overflow-wrap:anywhere;min-width:11rem}
+td.by{overflow-wrap:anywhere;min-width:6rem}
+td.stmt{overflow-wrap:anywhere;min-width:10rem}
 td.stmt small{display:block;color:#6b7483}
 .sha{font-family:ui-monospace,Menlo,monospace;font-size:.8rem;word-break:break-all}
 `;
@@ -193,7 +196,7 @@ ${
       v.imports.length
         ? v.imports.map(
             (i) =>
-              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td>${KIND_LABELS[i.kind]}</td><td class="nowrap">${i.fileName}</td><td class="nowrap">${i.importedBy}</td>
+              html`<tr><td><a href="${importPath(ctx, i.id)}">#${i.id}</a></td><td>${KIND_LABELS[i.kind]}</td><td class="file">${i.fileName}</td><td class="by">${i.importedBy}</td>
 <td class="when">${formatDateTime(i.importedAt, ctx.timeZone)}</td><td class="num">${count(i.lines)}</td><td class="num">${count(i.newLines)}</td><td class="matching">${matchingCell(i.matching, i.newLines)}</td><td class="stmts">${statementCell(i.statements)}</td></tr>`,
           )
         : html`<tr><td colspan="9" class="muted">No file imported yet.</td></tr>`
@@ -222,7 +225,7 @@ ${
   bank
     ? html`<h2>Statements</h2><table id="statements"><thead><tr><th>#</th><th>Statement</th><th>Bank account</th><th class="num">Opening</th><th class="num">Closing</th><th class="num">Credits</th><th class="num">Debits</th><th class="num">Booked</th><th class="num">Pending</th><th class="num">New lines</th></tr></thead><tbody>${i.statements.map(
         (s) =>
-          html`<tr><td>${s.position}</td><td class="stmt nowrap">${s.statementId ?? '–'}<small>${s.format}</small></td><td class="nowrap">${s.bankAccount} ${s.currency}</td><td class="num">${s.opening ?? '–'}</td><td class="num">${s.closing ?? '–'}</td><td class="num">${s.credits}</td><td class="num">${s.debits}</td><td class="num">${count(s.booked)}</td><td class="num">${count(s.pending)}</td><td class="num">${count(s.newLines)}</td></tr>`,
+          html`<tr><td>${s.position}</td><td class="stmt">${s.statementId ?? '–'}<small>${s.format}</small></td><td class="nowrap">${s.bankAccount} ${s.currency}</td><td class="num">${s.opening ?? '–'}</td><td class="num">${s.closing ?? '–'}</td><td class="num">${s.credits}</td><td class="num">${s.debits}</td><td class="num">${count(s.booked)}</td><td class="num">${count(s.pending)}</td><td class="num">${count(s.newLines)}</td></tr>`,
       )}</tbody></table>`
     : ''
 }

@@ -8,6 +8,7 @@ import type { ReconciliationAccountRow, ReconciliationDay } from '../db/read-mod
 import { AppError } from '../domain/errors.ts';
 import { field, fields, type PageKit } from './page-kit.ts';
 import {
+  type BankFeed,
   dayPath,
   RECONCILIATION_CSS,
   reconciliationDayPage,
@@ -17,6 +18,8 @@ import {
 /** What the pages read and do; implemented by src/web/reconciliation-services.ts. */
 export interface ReconciliationServices {
   accounts(): Promise<ReconciliationAccountRow[]>;
+  /** Where the bank accounts and statements come from (absent: configured, nothing more said). */
+  feed?(): Promise<BankFeed>;
   /** The day of a configured bank account, or null when no such bank account is configured. */
   day(bankAccount: string, date: string, now: Date): Promise<ReconciliationDay | null>;
   /** The bank account and day an exception's entity (bank_line, settlement) is reconciled on. */
@@ -45,7 +48,10 @@ export function reconciliationRoutes(
   );
 
   app.get('/reconciliation', async (request, reply) =>
-    send(reply, reconciliationListPage(ctx(request), await services.accounts())),
+    send(
+      reply,
+      reconciliationListPage(ctx(request), await services.accounts(), (await services.feed?.()) ?? null),
+    ),
   );
 
   app.get<{ Params: { kind: string; id: string } }>(

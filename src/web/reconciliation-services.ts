@@ -11,15 +11,19 @@ import {
 } from '../db/read-models/reconciliation.ts';
 import type { Db } from '../db/schema.ts';
 import type { ReconciliationServices } from './reconciliation-routes.ts';
+import type { BankFeed } from './reconciliation-views.ts';
 
 export function ledgerReconciliationServices(
   db: Db,
   /** The bank accounts reconciled, read at each use (configured, or the embedded sandbox's). */
   banks: () => readonly ReconciliationBankAccount[],
   timeZone: string,
+  /** Where the bank accounts and statements come from (src/services.ts). */
+  feed?: () => Promise<BankFeed>,
 ): ReconciliationServices {
   return {
     accounts: () => reconciliationAccounts(db, banks()),
+    ...(feed ? { feed } : {}),
     day: async (bankAccount, date, now) => {
       const bank = banks().find((b) => b.id === bankAccount);
       return bank ? reconciliationDay(db, bank, date, timeZone, now) : null;

@@ -14,6 +14,7 @@ import {
 } from '../db/read-models/reconciliation.ts';
 import type { Minor } from '../domain/money.ts';
 import { roleCan } from '../domain/roles.ts';
+import { addDays, localDate, zonedTimeToInstant } from '../domain/zoned-time.ts';
 import { BANK_PROOF_CSS, bankProofTable } from './bank-proof-view.ts';
 import { formatDateTime, formatMoney, html, type SafeHtml } from './html.ts';
 import { layout, type PageContext } from './views.ts';
@@ -39,6 +40,7 @@ td.members ul{margin:0;padding-left:1rem}
 .recon-proof>p{flex:1 1 18rem;margin:.5rem 0}
 details.not-in-ledger summary{cursor:pointer;color:#2456c7;margin:.2rem 0}
 .mark.carried{background:#fff1c2;color:#6b4e00}
+ul.feed{margin:0 0 .8rem;padding-left:1.1rem}ul.feed li{margin:.15rem 0}
 ${BANK_PROOF_CSS}`;
 
 const canWork = (ctx: PageContext) => ctx.role !== undefined && roleCan(ctx.role, 'work-exceptions');
@@ -58,22 +60,90 @@ function percent(part: bigint, whole: bigint): string {
 
 const money = (m: Minor | null) => (m === null ? 'none' : formatMoney(m));
 
+/** Where the bank accounts and their statements come from, as the list says it. */
+export interface BankFeed {
+  /** `sandbox`: the embedded sandbox's bank accounts (PAYRECON_BANK_ACCOUNTS unset); else configured. */
+  source: 'configured' | 'sandbox';
+  /** The settlement fetch's cron expression, or null when no fetch is configured. */
+  schedule: string | null;
+  /** Its next fire time, or null. */
+  nextRun: Date | null;
+  /** Its last finished run (error null when it succeeded), or null. */
+  lastRun: { finishedAt: Date; error: string | null } | null;
+  /** The sandbox's clock and its account's time zone, when the statements come from a sandbox that answers. */
+  sandbox: { now: Date; speed: number | null; timeZone: string } | null;
+}
+
+/** A cron expression as words where it is a plain interval. */
+function scheduleText(cron: string): SafeHtml {
+  if (cron === '* * * * *') return html`every minute`;
+  const every = /^\*\/(\d+) \* \* \* \*$/.exec(cron);
+  if (every) return html`every ${every[1]} minutes`;
+  return html`on the schedule <code>${cron}</code> (PAYRECON_CRON_SETTLEMENT_FETCH)`;
+}
+
+/** Real minutes until the sandbox's current day ends, in words, or null without a real clock. */
+function dayEndsIn(sandbox: NonNullable<BankFeed['sandbox']>): { day: string; within: string } | null {
+  if (sandbox.speed === null) return null;
+  const day = localDate(sandbox.now, sandbox.timeZone);
+  const end = zonedTimeToInstant(addDays(day, 1), '00:00', sandbox.timeZone).getTime();
+  const minutes = Math.ceil((end - sandbox.now.getTime()) / sandbox.speed / 60_000);
+  return { day, within: minutes <= 1 ? 'within a minute' : `in about ${minutes} minutes` };
+}
+
+/** Where the bank accounts and their statements come from, and when the next ones come. */
+function feedText(ctx: PageContext, feed: BankFeed, empty: boolean): SafeHtml {
+  const items: SafeHtml[] = [];
+  const ends = feed.sandbox ? dayEndsIn(feed.sandbox) : null;
+  if (feed.source === 'sandbox') {
+    items.push(
+      html`<strong>Bank accounts:</strong> the sandbox's settlement accounts, one per currency it settles (PAYRECON_BANK_ACCOUNTS is not set).${
+        empty
+          ? html` None yet: the sandbox opens them with its first settlement, at the end of its first day${ends ? html` (${ends.within})` : ''}; the next fetch reads them.`
+          : ''
+      }`,
+    );
+  }
+  if (feed.schedule !== null) {
+    const last = feed.lastRun
+      ? html`last ${formatDateTime(feed.lastRun.finishedAt, ctx.timeZone)}${feed.lastRun.error ? html` (failed: ${feed.lastRun.error})` : ''}`
+      : html`not run yet`;
+    const next = feed.nextRun ? html`, next ${formatDateTime(feed.nextRun, ctx.timeZone)}` : '';
+    items.push(
+      html`<strong>Statements:</strong> the settlement fetch imports them with the provider's reports ${scheduleText(feed.schedule)}, each day's once the day is over (${last}${next}).`,
+    );
+  }
+  if (feed.sandbox) {
+    const speed = feed.sandbox.speed === null ? '' : html`, ${feed.sandbox.speed}× real time`;
+    items.push(
+      html`<strong>Sandbox time:</strong> ${formatDateTime(feed.sandbox.now, feed.sandbox.timeZone)}${speed}${ends ? html`; its day ${ends.day} ends ${ends.within}` : ''}.`,
+    );
+  }
+  return html`<ul class="muted feed" id="bank-feed">${items.map((i) => html`<li>${i}</li>`)}</ul>`;
+}
+
 export function reconciliationListPage(
   ctx: PageContext,
   rows: readonly ReconciliationAccountRow[],
+  feed: BankFeed | null = null,
 ): SafeHtml {
+  const emptyText =
+    feed?.source === 'sandbox'
+      ? html`No bank account yet (the sandbox's come with its first settlement).`
+      : html`No bank account is configured (PAYRECON_BANK_ACCOUNTS).`;
   return layout(
     { ...ctx, active: 'reconciliation' },
     'Reconciliation',
     html`<h1>Reconciliation</h1>
 <p class="muted">Each bank account's statement against the ledger's bank account, day by day.</p>
+${feed ? feedText(ctx, feed, rows.length === 0) : ''}
 <table id="bank-accounts"><thead><tr><th>Bank account</th><th>Name</th><th>Merchant account</th><th>Currency</th><th>Latest day</th><th class="num">Lines</th><th class="num">Unmatched lines</th><th class="num">Open settlements</th></tr></thead><tbody>${
       rows.length
         ? rows.map(
             (r) =>
-              html`<tr data-bank="${r.bank.id}"><td>${r.latestDay ? html`<a href="${dayPath(ctx, r.bank.id, r.latestDay)}">${r.bank.id}</a>` : r.bank.id}</td><td>${r.bank.name}</td><td>${r.bank.account}</td><td>${r.bank.currency}</td><td>${r.latestDay ?? html`<span class="muted">no statement yet</span>`}</td><td class="num">${r.lines}</td><td class="num">${r.unmatchedLines}</td><td class="num">${r.openSettlements}</td></tr>`,
+              html`<tr data-bank="${r.bank.id}"><td>${r.latestDay ? html`<a href="${dayPath(ctx, r.bank.id, r.latestDay)}">${r.bank.id}</a>` : r.bank.id}</td><td>${r.bank.name}</td><td>${r.bank.account}</td><td>${r.bank.currency}</td><td class="when">${r.latestDay ?? html`<span class="muted">no statement yet</span>`}</td><td class="num">${r.lines}</td><td class="num">${r.unmatchedLines}</td><td class="num">${r.openSettlements}</td></tr>`,
           )
-        : html`<tr><td colspan="8" class="muted">No bank account is configured (PAYRECON_BANK_ACCOUNTS).</td></tr>`
+        : html`<tr><td colspan="8" class="muted">${emptyText}</td></tr>`
     }</tbody></table>`,
     head(ctx),
   );

@@ -32,6 +32,7 @@ import type { WebServices } from './app.ts';
 import { ledgerBalanceServices } from './balance-services.ts';
 import { ledgerCloseServices } from './close-services.ts';
 import { ledgerReconciliationServices } from './reconciliation-services.ts';
+import type { BankFeed } from './reconciliation-views.ts';
 import type { ReportRunView } from './views.ts';
 
 function runView(run: ReportRun): ReportRunView {
@@ -64,6 +65,8 @@ export interface BankSettings {
   accounts: () => readonly ReconciliationBankAccount[];
   /** Unmatched items above this need a note before a close is signed (default 0.00: every one). */
   noteAbove?: Minor;
+  /** Where the bank accounts and statements come from, for the Reconciliation list. */
+  feed?: () => Promise<BankFeed>;
 }
 
 export function ledgerWebServices(
@@ -109,7 +112,12 @@ export function ledgerWebServices(
         noteAbove: bank.noteAbove ?? 0n,
       },
     ),
-    reconciliation: ledgerReconciliationServices(db, bank?.accounts ?? (() => []), reports.timeZone),
+    reconciliation: ledgerReconciliationServices(
+      db,
+      bank?.accounts ?? (() => []),
+      reports.timeZone,
+      bank?.feed,
+    ),
     exceptions: {
       list: (filter, now, limit, afterId) => listQueue(db, filter, now, sla, limit, afterId),
       ageCounts: (filter, now) => queueAgeCounts(db, filter, now, sla),

@@ -68,9 +68,10 @@ async function mirror(
   day: number,
 ) {
   await sql`
-    INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at)
+    INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at,
+      ever_completed)
     VALUES ('shop', ${kind}, ${id}, ${status}, 'BRL', ${amount}::numeric, ${fee}::numeric,
-      ${new Date(Date.UTC(2026, 2, day, 12))}::timestamptz)`.execute(t.db);
+      ${new Date(Date.UTC(2026, 2, day, 12))}::timestamptz, ${status === 'COMPLETED'})`.execute(t.db);
 }
 
 const open = async () =>
@@ -191,5 +192,148 @@ describe('the transactions report against the ledger', () => {
       resolved_by: 'payrecon',
       resolution_note: 'agreed: the ledger now holds the payment as the report gives it',
     });
+  });
+
+  it('lets rows that differ wait for the ledger; a status the ledger can still reach or has moved on from is no difference', async () => {
+    const w = await createTestDatabase();
+    try {
+      const insertMirror = (kind: string, id: string, status: string) =>
+        sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, fee_amount, first_seen_at)
+          VALUES ('shop', ${kind}, ${id}, ${status}, 'BRL', 20.00, NULL, ${new Date('2026-03-01T00:00:00Z')}::timestamptz)`.execute(
+          w.db,
+        );
+      const history = (id: string, from: string | null, to: string) =>
+        sql`INSERT INTO status_history (event_id, merchant_account, entity_kind, entity_id, from_status, to_status, source, observed_at)
+          VALUES (${`e-${id}-${to}`}, 'shop', 'deposit', ${id}, ${from}, ${to}, 'webhook', now())`.execute(
+          w.db,
+        );
+      // The ledger lags: PENDING while the report says COMPLETED; deposit 7 it does not hold yet.
+      await insertMirror('deposit', '6', 'PENDING');
+      await history('6', null, 'PENDING');
+      // The ledger moved on after the report was read: it held PENDING, now COMPLETED.
+      await insertMirror('deposit', '8', 'COMPLETED');
+      await history('8', null, 'PENDING');
+      await history('8', 'PENDING', 'COMPLETED');
+      // Moved on through moves the ledger did not all see: it never held PENDING, but COMPLETED follows it.
+      await insertMirror('deposit', '11', 'COMPLETED');
+      await recordImport(w.db, {
+        kind: 'provider-transactions',
+        fileName: 'now.csv',
+        sha256: 'b'.repeat(64),
+        profile: null,
+        importedBy: 'test',
+        rows: [
+          row('r6', '6', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+          row('r7', '7', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+          row('r8', '8', 'deposit', 'PENDING', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+          row('r11', '11', 'deposit', 'PENDING', '20.00', '0.00', '2026-03-02T12:00:00Z'),
+        ],
+      });
+      const waitMs = 60_000;
+      const openOf = async () =>
+        (
+          await w.db
+            .selectFrom('exceptions')
+            .select(['type', 'entity_id'])
+            .where('state', '<>', 'resolved')
+            .orderBy('entity_id')
+            .execute()
+        ).map((e) => `${e.type} ${e.entity_id}`);
+      const run = (now: Date) =>
+        runMatching(w.db, DEFAULT_MATCH_RULES, { now, reportAccount: 'shop', ledgerWaitMs: waitMs });
+      // Just imported: 6, 8 and 11 match (a report is a snapshot: the ledger may lag it or have moved on);
+      // 7, which the ledger does not hold yet, waits, raising nothing.
+      const first = await run(new Date());
+      expect(first.byRule).toEqual({ 'transaction-id': 3 });
+      expect(await openOf()).toEqual([]);
+      // The ledger learns of 7 within the wait: it matches, nothing raised.
+      await insertMirror('deposit', '7', 'COMPLETED');
+      const second = await run(new Date());
+      expect(second.byRule).toEqual({ 'transaction-id': 1 });
+      expect(await openOf()).toEqual([]);
+
+      // A difference that outlives the wait raises.
+      await insertMirror('deposit', '9', 'PENDING');
+      await recordImport(w.db, {
+        kind: 'provider-transactions',
+        fileName: 'later.csv',
+        sha256: 'c'.repeat(64),
+        profile: null,
+        importedBy: 'test',
+        rows: [
+          row('r9', '9', 'deposit', 'PENDING', '25.00', '0.00', '2026-03-03T12:00:00Z'),
+          row('r10', '10', 'deposit', 'COMPLETED', '20.00', '0.00', '2026-03-03T12:00:00Z'),
+        ],
+      });
+      expect((await run(new Date())).byRule).toEqual({});
+      expect(await openOf()).toEqual([]);
+      const late = await run(new Date(Date.now() + waitMs + 1_000));
+      expect(late.byRule).toEqual({ 'transaction-id': 1 });
+      expect(await openOf()).toEqual(['PROVIDER_REPORT_UNMATCHED 10', 'PROVIDER_REPORT_MISMATCH 9']);
+    } finally {
+      await w.drop();
+    }
+  });
+
+  it('expects in the report only payments that moved money, seen before the report was imported', async () => {
+    const w = await createTestDatabase();
+    try {
+      const day = 86_400_000;
+      const insert = async (
+        id: string,
+        status: string,
+        seen: Date,
+        flags: { completed?: boolean; test?: boolean },
+      ) => {
+        await sql`INSERT INTO mirrors (merchant_account, entity_kind, entity_id, status, currency, amount, first_seen_at,
+            ever_completed, test)
+          VALUES ('shop', 'deposit', ${id}, ${status}, 'BRL', 10.00, ${seen}::timestamptz,
+            ${flags.completed ?? false}, ${flags.test ?? false})`.execute(w.db);
+        // A completed deposit moved money: its credit is booked (in the test book for a test deposit).
+        if (flags.completed) {
+          await sql`INSERT INTO journal_entries (idempotency_key, merchant_account, entity_kind, entity_id, effect,
+              direction, seq, book, currency, amount, effective_at)
+            VALUES (${`deposit:shop:${id}:credit:1`}, 'shop', 'deposit', ${id}, 'credit', 1, 1,
+              ${flags.test ? 'test' : 'live'}, 'BRL', 1, now())`.execute(w.db);
+        }
+      };
+      // The report's rows span from a year ago to a provider time far ahead (a sandbox's fast clock).
+      await recordImport(w.db, {
+        kind: 'provider-transactions',
+        fileName: 'ahead.csv',
+        sha256: 'f'.repeat(64),
+        profile: null,
+        importedBy: 'test',
+        rows: [
+          row(
+            'a1',
+            '100',
+            'deposit',
+            'COMPLETED',
+            '10.00',
+            '0.00',
+            new Date(Date.now() - 365 * day).toISOString(),
+          ),
+          row('a2', '101', 'deposit', 'COMPLETED', '10.00', '0.00', '2099-01-01T00:00:00Z'),
+        ],
+      });
+      await insert('100', 'COMPLETED', new Date(Date.now() - 300 * day), { completed: true });
+      await insert('101', 'COMPLETED', new Date(Date.now() - 300 * day), { completed: true });
+      // Moved money, seen before the report was imported, in no row: missing from the report.
+      await insert('102', 'COMPLETED', new Date(Date.now() - day), { completed: true });
+      // Expired (moved nothing), a test deposit, and one seen after the report was imported: not expected.
+      await insert('103', 'EXPIRED', new Date(Date.now() - day), {});
+      await insert('104', 'COMPLETED', new Date(Date.now() - day), { completed: true, test: true });
+      await insert('105', 'COMPLETED', new Date(Date.now() + 3_600_000), { completed: true });
+      await runMatching(w.db, DEFAULT_MATCH_RULES, { now: new Date(), reportAccount: 'shop' });
+      const open = await w.db
+        .selectFrom('exceptions')
+        .select(['type', 'entity_id'])
+        .where('state', '<>', 'resolved')
+        .execute();
+      expect(open.map((e) => `${e.type} ${e.entity_id}`)).toEqual(['LEDGER_NOT_IN_REPORT 102']);
+    } finally {
+      await w.drop();
+    }
   });
 });

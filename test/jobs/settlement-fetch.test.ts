@@ -1,7 +1,7 @@
 /**
  * The settlement fetch against a real sandbox over HTTP: after days of money the sandbox has settled
  * and its bank has booked the credits; the job downloads each account's transactions and settlement
- * reports and the bank statements of the last closed days from the control API and imports them as
+ * reports and the bank statements of the closed days not imported yet from the control API and imports them as
  * `job:settlement-fetch`. Without the bank accounts known the statements are refused (one line each)
  * and the reports still go in; with the sandbox's bank accounts (as `payrecon up` derives them) the
  * statements go in; a second run adds 0 lines. The job is in the catalog on its cron.
@@ -9,8 +9,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_OFF, loadConfig } from '../../src/config.ts';
+import { lastStatementDays } from '../../src/db/imports/read.ts';
 import type { ImportFileFn } from '../../src/domain/imports.ts';
 import { importFile } from '../../src/import-service.ts';
 import type { KnownBankAccount } from '../../src/imports/bank-accounts.ts';
@@ -121,6 +123,58 @@ describe('the settlement fetch', () => {
     expect(who.map((w) => w.imported_by)).toEqual(['job:settlement-fetch']);
   });
 
+  it('catches up every closed day after the last statement imported, however many passed', async () => {
+    // Five sandbox days pass between two runs (a stop, or a sandbox clock faster than the schedule).
+    const days = async () =>
+      (
+        await t.db
+          .selectFrom('import_statements')
+          .select(sql<string>`closing_date::text`.as('day'))
+          .distinct()
+          .orderBy('day')
+          .execute()
+      ).map((r) => r.day);
+    const before = await days();
+    for (let n = 3; n < 8; n++) {
+      await paidDeposit(sandbox.url, 40 + n);
+      await sandbox.clock.set(dayStart(n + 1) + 3 * 3600_000);
+    }
+    const files: string[] = [];
+    const result = await fetchSettlementFiles({
+      controlUrl,
+      accounts: () => ['sandbox'],
+      importFile: (request) => {
+        files.push(request.fileName);
+        return run(request);
+      },
+      lastStatementDays: () => lastStatementDays(t.db),
+    });
+    expect(result.refused).toEqual([]);
+    // The statements of the days after the last one in, through yesterday (2026-03-09), each once; the
+    // reports from the first of them.
+    const last = before[before.length - 1]!;
+    expect(last).toBe('2026-03-04');
+    expect(files).toEqual([
+      'transactions-sandbox-2026-03-05-2026-03-10.csv',
+      'settlements-sandbox-2026-03-05-2026-03-10.csv',
+      ...['05', '06', '07', '08', '09'].map((d) => `statement-sandbox-2026-03-${d}.xml`),
+    ]);
+    expect(await days()).toEqual([
+      ...before,
+      '2026-03-05',
+      '2026-03-06',
+      '2026-03-07',
+      '2026-03-08',
+      '2026-03-09',
+    ]);
+    // Each settlement of those days is in, once.
+    const settlements = await t.db.selectFrom('provider_settlement_rows').select('settlement_id').execute();
+    const listed = (await (await fetch(`${sandbox.url}/_sandbox/settlements?account=sandbox`)).json()) as {
+      settlement_id: string;
+    }[];
+    expect(settlements.map((r) => r.settlement_id).sort()).toEqual(listed.map((r) => r.settlement_id).sort());
+  });
+
   it('runs as `payrecon up` schedules it: the embedded sandbox, its bank accounts derived', async () => {
     const fresh = await createTestDatabase();
     const dataDir = mkdtempSync(join(tmpdir(), 'payrecon-fetch-up-'));
@@ -151,14 +205,21 @@ describe('the settlement fetch', () => {
         .select(['kind', 'imported_by', 'new_lines'])
         .orderBy('id')
         .execute();
+      // A fresh database: the reports from the beginning, a statement of every day from the bank accounts'
+      // opening (2026-03-03) through yesterday (2026-03-09).
       expect(rows.map((r) => r.kind)).toEqual([
         'provider-transactions',
         'provider-settlements',
-        'bank-statement',
-        'bank-statement',
+        ...Array.from({ length: 7 }, () => 'bank-statement'),
       ]);
       expect(rows.every((r) => r.imported_by === 'job:settlement-fetch')).toBe(true);
       expect(rows.reduce((n, r) => n + r.new_lines, 0)).toBeGreaterThan(0);
+      // The next run fetches the reports from the day after the statements now in (other files); the
+      // one after downloads the same files again: nothing changed, nothing is recorded again.
+      expect((await scheduler.tick(job!, new Date(Date.now() + 60_000))).ran).toHaveLength(1);
+      const imports = await fresh.db.selectFrom('imports').select('id').execute();
+      expect((await scheduler.tick(job!, new Date(Date.now() + 120_000))).ran).toHaveLength(1);
+      expect(await fresh.db.selectFrom('imports').select('id').execute()).toEqual(imports);
     } finally {
       await fresh.drop();
       rmSync(dataDir, { recursive: true, force: true });

@@ -178,7 +178,7 @@ describe('the Imports page over HTTP', () => {
     expect(list).toContain('camt-08-again.xml');
     expect(list).toContain('otto');
     const id =
-      /href="\/imports\/(\d+)">#\1<\/a><\/td><td>Bank statement<\/td><td class="nowrap">camt-08\.xml</.exec(
+      /href="\/imports\/(\d+)">#\1<\/a><\/td><td>Bank statement<\/td><td class="file">camt-08\.xml</.exec(
         list,
       )?.[1];
     expect(id).toBeDefined();

@@ -9,10 +9,13 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordImport } from '../../src/db/imports/service.ts';
 import { localDate } from '../../src/domain/zoned-time.ts';
+import { importService } from '../../src/import-service.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
 import { buildWebApp } from '../../src/web/app.ts';
 import { hashPassword } from '../../src/web/auth.ts';
+import { ledgerImportServices } from '../../src/web/import-services.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { seedBefore, seedPeriod } from '../reports/scenario.ts';
@@ -23,6 +26,63 @@ const withChromium = haveChromium('the page width test');
 const OUT = join(process.cwd(), 'test-output', 'web', 'nav-width');
 const PASSWORD = 'nav width pass phrase';
 const TZ = 'UTC';
+
+/** Bank accounts named as the sandbox names them (IBANs), one per currency. */
+const BANKS = ['BRL', 'CLP', 'COP', 'MXN', 'PEN'].map((currency, i) => ({
+  id: `NL${13 + i}SBOX83743435${50 + i}`,
+  currency,
+  account: 'sandbox',
+  name: `sandbox settlement account (${currency})`,
+}));
+
+/** Imports as the settlement fetch brings them: long file names, a statement of five bank accounts. */
+async function seedImports(db: TestDatabase['db']): Promise<void> {
+  await recordImport(db, {
+    kind: 'provider-transactions',
+    fileName: 'transactions-sandbox-2026-11-28-2026-11-29.csv',
+    sha256: 'd'.repeat(64),
+    profile: null,
+    importedBy: 'job:settlement-fetch',
+    rows: [],
+  });
+  await recordImport(db, {
+    kind: 'bank-statement',
+    fileName: 'statement-sandbox-2026-12-05.xml',
+    sha256: 'e'.repeat(64),
+    profile: null,
+    importedBy: 'job:settlement-fetch',
+    statements: BANKS.map((b, i) => ({
+      statementId: `STMT-${b.id}-2026-12-05`,
+      format: 'camt.053.001.08',
+      bankAccount: b.id,
+      currency: b.currency,
+      opening: '65477.93',
+      closing: '65881.59',
+      credits: '403.66',
+      debits: '0.00',
+      booked: 1,
+      pending: 0,
+      closingDate: '2026-12-05',
+      lines: [
+        {
+          identity: `line-${i}`,
+          content_hash: `h-${i}`,
+          bank_account: b.id,
+          currency: b.currency,
+          reference: `BK00000000${30 + i}`,
+          booking_date: '2026-12-05',
+          value_date: '2026-12-05',
+          amount: '403.66',
+          reversal: false,
+          end_to_end_ids: [],
+          counterparty: 'Smith & Sons Lettings <Unit 4>',
+          description: 'Own account transfer',
+          transactions: [],
+        },
+      ],
+    })),
+  });
+}
 
 interface Widths {
   path: string;
@@ -63,6 +123,7 @@ describe.skipIf(!withChromium)('every page at 1280x800', () => {
     t = await createTestDatabase();
     await seedBefore(t.db);
     await seedPeriod(t.db);
+    await seedImports(t.db);
     dir = await mkdtemp(join(tmpdir(), 'payrecon-nav-width-'));
     runner = new ReportRunner({ db: t.db, dir, timeZone: TZ });
     const today = localDate(new Date(), TZ);
@@ -75,7 +136,10 @@ describe.skipIf(!withChromium)('every page at 1280x800', () => {
       users: [{ username: 'finance', passwordHash: await hashPassword(PASSWORD), role: 'controller' }],
       sessionSecret: 'nav-width-test-secret-0123456789-abcdefgh',
       timeZone: TZ,
-      services: ledgerWebServices(t.db, runner),
+      services: {
+        ...ledgerWebServices(t.db, runner, undefined, { accounts: () => BANKS }),
+        imports: ledgerImportServices(t.db, { run: importService(t.db, BANKS), maxBytes: 1024 * 1024 }),
+      },
     });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
     browser = await launchChromium();

@@ -200,6 +200,10 @@ describe('the reconciliation read model', () => {
       expect(day.ledger, `${bank} ${day.date}`).toBe(before + today);
       expect(day.ledger - day.ledgerOpening).toBe(today);
       expect(day.difference).toBe(day.statement.closing === null ? null : day.statement.closing - day.ledger);
+      // The difference is the first statement's opening balance and the lines not matched up to the day.
+      if (day.difference !== null) {
+        expect(day.proof.unexplained, `${bank} ${day.date} unexplained`).toBe(0n);
+      }
       // Share and unmatched: what no live match covers is exactly the planted lines of the day.
       expect(day.share.lines).toBe(day.lines.length);
       expect(day.share.matchedLines + day.unmatched.length).toBe(day.lines.length);
@@ -212,6 +216,10 @@ describe('the reconciliation read model', () => {
       }
     }
     expect(withStatement).toBeGreaterThan(DAYS / 2);
+    // A day whose statement has no line still shows its balances, from the statement of that date.
+    const quiet = all.filter((d) => d.lines.length === 0 && d.statement.closing !== null);
+    expect(quiet.length).toBeGreaterThan(0);
+    for (const d of quiet) expect(d.statement.opening, `${d.bank.id} ${d.date}`).toBe(d.statement.closing);
     // Another time zone: the day ends at its midnight; a line's match still counts on its booking date.
     for (const d of all.filter((x) => x.lines.length > 0).slice(0, 3)) {
       const there = await reconciliationDay(r.t.db, d.bank, d.date, 'America/Sao_Paulo', NOW);

@@ -12,7 +12,14 @@ import { DECIDED_TYPES, type ExceptionEntityKind } from '../../domain/exception-
 import type { SlaTable } from '../../domain/exception-sla.ts';
 import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinorOrNull } from '../../domain/money.ts';
 import type { Database, Db, ExceptionEventAction } from '../schema.ts';
-import { dueAtSql, MIRROR_OF_EXCEPTION, overdueSql, UNRESOLVED_LITERALS } from './sla.ts';
+import {
+  dueAtSql,
+  EXCEPTION_AMOUNT,
+  EXCEPTION_CURRENCY,
+  MIRROR_OF_EXCEPTION,
+  overdueSql,
+  UNRESOLVED_LITERALS,
+} from './sla.ts';
 
 const DAY_MS = 86_400_000;
 const toMinorOrNull = (v: string | null): Minor | null => parseMinorOrNull(v, LEDGER_NUMERIC);
@@ -118,7 +125,7 @@ function queueSelect(sla: SlaTable, at: Date): RawBuilder<QueueDbRow> {
   return sql<QueueDbRow>`
   SELECT x.id::text AS id, x.type, x.severity, x.state, x.merchant_account, x.entity_kind, x.entity_id, x.count,
          x.first_seen_at, x.last_seen_at, ${dueAtSql(sla)} AS due_at, ${overdueSql(sla, at)} AS overdue,
-         x.assignee, x.assigned_at, m.currency, m.amount::text AS amount, x.details,
+         x.assignee, x.assigned_at, ${EXCEPTION_CURRENCY} AS currency, ${EXCEPTION_AMOUNT}::text AS amount, x.details,
          x.acknowledged_by, x.acknowledged_at, x.acknowledgement_note,
          x.resolved_by, x.resolved_at, x.resolution_note, x.reopened_at, x.reopen_reason, x.previous, x.decision, x.proposal,
          n.at AS note_at, n.actor AS note_actor, n.note, x.updated_at
@@ -177,9 +184,9 @@ function queueWhere(f: QueueFilter, now: Date, sla: SlaTable, withAge = true): R
        ${f.type !== undefined ? sql`AND x.type = ${f.type}` : sql``}
        ${f.assignee === null ? sql`AND x.assignee IS NULL` : f.assignee !== undefined ? sql`AND x.assignee = ${f.assignee}` : sql``}
        ${f.merchantAccount !== undefined ? sql`AND x.merchant_account = ${f.merchantAccount}` : sql``}
-       ${f.currency !== undefined ? sql`AND m.currency = ${f.currency}` : sql``}
-       ${f.minAmount !== undefined ? sql`AND m.amount >= ${formatAmount(f.minAmount)}::numeric` : sql``}
-       ${f.maxAmount !== undefined ? sql`AND m.amount <= ${formatAmount(f.maxAmount)}::numeric` : sql``}
+       ${f.currency !== undefined ? sql`AND ${EXCEPTION_CURRENCY} = ${f.currency}` : sql``}
+       ${f.minAmount !== undefined ? sql`AND ${EXCEPTION_AMOUNT} >= ${formatAmount(f.minAmount)}::numeric` : sql``}
+       ${f.maxAmount !== undefined ? sql`AND ${EXCEPTION_AMOUNT} <= ${formatAmount(f.maxAmount)}::numeric` : sql``}
        ${bucket ? sql`AND x.first_seen_at <= ${new Date(now.getTime() - bucket.minDays * DAY_MS)}` : sql``}
        ${
          bucket && Number.isFinite(bucket.maxDays)

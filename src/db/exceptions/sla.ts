@@ -40,6 +40,15 @@ export function overdueSql(table: SlaTable, at: Date): RawBuilder<boolean> {
   return sql<boolean>`(x.state IN (${UNRESOLVED_LITERALS}) AND ${dueAtSql(table)} < ${at}::timestamptz)`;
 }
 
+/**
+ * The amount and currency an exception `x` is about: its payment's (the mirror `m`), or for a bank line or
+ * a settlement (which have no mirror) the line's amount or the settlement's net its details carry.
+ */
+export const EXCEPTION_AMOUNT = sql`(CASE WHEN x.entity_kind = 'bank_line' THEN (x.details->>'amount')::numeric
+  WHEN x.entity_kind = 'settlement' THEN (x.details->>'net')::numeric ELSE m.amount END)`;
+export const EXCEPTION_CURRENCY = sql`(CASE WHEN x.entity_kind IN ('bank_line', 'settlement')
+  THEN x.details->>'currency' ELSE m.currency END)`;
+
 /** The join giving `m` (the entity's mirror) to an exception `x`. */
 export const MIRROR_OF_EXCEPTION = sql`LEFT JOIN mirrors m ON m.merchant_account = x.merchant_account
   AND m.entity_kind = x.entity_kind AND m.entity_id = x.entity_id`;

@@ -229,3 +229,31 @@ export async function getImport(db: Db, id: string, limit = 1000): Promise<Impor
     more: lines.length > limit,
   };
 }
+
+/**
+ * The last day each bank account has a statement of: its statements' closing dates (for a statement
+ * imported before they were kept, the last booking date of the lines its import brought). A statement of
+ * day D says the bank has closed D; the settlement fetch continues from the day after, and matching
+ * counts the grace of a settlement up to it.
+ */
+export async function lastStatementDays(db: Db): Promise<Map<string, string>> {
+  const { rows } = await sql<{ bank_account: string; day: string }>`
+    SELECT s.bank_account, max(coalesce(s.closing_date, d.day))::text AS day
+    FROM import_statements s
+    LEFT JOIN LATERAL (SELECT max(b.booking_date) AS day FROM bank_statement_lines b
+      WHERE s.closing_date IS NULL AND b.import_id = s.import_id AND b.bank_account = s.bank_account) d ON true
+    GROUP BY s.bank_account
+    HAVING max(coalesce(s.closing_date, d.day)) IS NOT NULL`.execute(db);
+  return new Map(rows.map((r) => [r.bank_account, r.day]));
+}
+
+/** Whether a file with this SHA-256 was imported before (the settlement fetch skips a download seen before). */
+export async function importedBefore(db: Db, sha256: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('imports')
+    .select('id')
+    .where('sha256', '=', sha256)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}

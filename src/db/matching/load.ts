@@ -42,6 +42,8 @@ export interface ReportRowItem extends MatchItem {
   currency: string;
   fee: bigint;
   at: string;
+  /** When the import that first brought the row was recorded. */
+  importedAt: Date;
 }
 
 export interface LedgerPaymentItem extends MatchItem {
@@ -236,12 +238,14 @@ interface ReportRowColumns {
   gross: string;
   fee: string;
   at: string;
+  imported_at: Date;
 }
 
 /** The columns of a report row (`r`) as `reportRowItem` reads them. */
 const REPORT_ROW_COLUMNS = sql`r.identity, r.transaction_id, r.type, r.status, r.external_id, r.currency,
   round(r.gross * 100)::text AS gross, round(r.fee * 100)::text AS fee,
-  to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`;
+  to_char(coalesce(r.updated_at, r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+  (SELECT i.imported_at FROM imports i WHERE i.id = r.import_id) AS imported_at`;
 
 function reportRowItem(r: ReportRowColumns): ReportRowItem {
   return {
@@ -256,6 +260,7 @@ function reportRowItem(r: ReportRowColumns): ReportRowItem {
     currency: r.currency,
     fee: minor(r.fee),
     at: r.at,
+    importedAt: r.imported_at,
   };
 }
 

@@ -17,6 +17,7 @@ import {
   type ExceptionType,
 } from '../../domain/exception-rules.ts';
 import {
+  bankToday,
   daysBetween,
   type MatchPair,
   type MatchRule,
@@ -28,6 +29,7 @@ import {
 import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import { recordImportMatching } from '../imports/matching.ts';
+import { lastStatementDays } from '../imports/read.ts';
 import type { Db } from '../schema.ts';
 import { inLedgerTransaction, withLedgerTransaction } from '../transaction.ts';
 import { checkProviderBalances } from './balance-drift.ts';
@@ -60,6 +62,12 @@ export interface RunMatchingOptions {
   bankAccounts?: readonly MatchBankAccount[];
   /** Days past a settlement's value date before SETTLEMENT_NOT_RECEIVED (default 2). */
   settlementGraceDays?: number;
+  /**
+   * How long a report row that differs from the ledger (no payment, or another status, amount or fee)
+   * waits, from its import, for the ledger to catch up before it raises (default 0: no wait). A waiting
+   * row is left unmatched for a later run.
+   */
+  ledgerWaitMs?: number;
   exceptionRules?: ExceptionRules;
   /** The merchant account the report rows' exceptions are raised under (the reports name none). */
   reportAccount?: string;
@@ -100,6 +108,20 @@ export function matchSummary(run: MatchingRun): MatchSummary {
 
 const LOCK = sql`SELECT pg_advisory_xact_lock(hashtext('payrecon.matching'))`;
 
+/** The day each settlement's grace counts to: `bankToday` of the bank account it is paid into. */
+async function settlementToday(
+  db: Db,
+  now: Date,
+  bankAccounts: readonly MatchBankAccount[],
+): Promise<(s: SettlementItem) => string> {
+  const today = now.toISOString().slice(0, 10);
+  const last = await lastStatementDays(db);
+  return (s) => {
+    const bank = bankAccounts.find((b) => b.account === s.merchant && b.currency === s.currency);
+    return bankToday(today, bank === undefined ? undefined : last.get(bank.id));
+  };
+}
+
 export async function runMatching(
   db: Db,
   rules: readonly MatchRule[],
@@ -111,6 +133,7 @@ export async function runMatching(
   const exceptionRules = options.exceptionRules ?? DEFAULT_EXCEPTION_RULES;
   const reportAccount = options.reportAccount ?? '-';
   const pageSize = options.pageSize ?? 10_000;
+  const ledgerWait = options.ledgerWaitMs ?? 0;
   const spent = new Map<string, number>();
   let mark = performance.now();
   const step = (name: string) => {
@@ -176,10 +199,10 @@ export async function runMatching(
     const matched = new Set(result.matches.flatMap((m) => [...m.left, ...m.right]));
     const openLines = lines.filter((l) => !matched.has(l.identity));
     for (const line of openLines) raised.push(bankLineException(line));
-    const today = now.toISOString().slice(0, 10);
     const openSettlements = settlements.filter((s) => !matched.has(s.identity) && s.amount > 0n);
+    const todayOf = await settlementToday(tx, now, bankAccounts);
     for (const s of openSettlements) {
-      if (s.date !== null && daysBetween(s.date, today) > graceDays)
+      if (s.date !== null && daysBetween(s.date, todayOf(s)) > graceDays)
         raised.push(settlementException(s, graceDays));
     }
 
@@ -208,9 +231,25 @@ export async function runMatching(
       step('match report rows');
       const rowOf = new Map(page.rows.map((r) => [r.identity, r]));
       const paymentOf = new Map<string, LedgerPaymentItem>(payments.map((p) => [p.identity, p]));
+      // A report is read as the provider saw its payments; the ledger may not have caught up with the
+      // moves of the last seconds. Rows that differ wait `ledgerWaitMs` from their import; then they raise.
+      const young = (identities: readonly string[]) =>
+        ledgerWait > 0 &&
+        identities.some((i) => now.getTime() - rowOf.get(i)!.importedAt.getTime() < ledgerWait);
+      const kept: typeof found.matches = [];
+      const mismatches: ExceptionToRaise[] = [];
+      for (const m of found.matches) {
+        const mismatch = reportMismatch(
+          m.left.map((identity) => rowOf.get(identity)!),
+          paymentOf.get(m.right[0]!)!,
+        );
+        if (mismatch !== null && young(m.left)) continue;
+        kept.push(m);
+        if (mismatch) mismatches.push(mismatch);
+      }
       await insertMatches(
         tx,
-        found.matches.map((m) => ({
+        kept.map((m) => ({
           pair: 'provider-ledger' as MatchPair,
           rule: m.rule,
           difference: m.difference,
@@ -224,14 +263,8 @@ export async function runMatching(
         now,
       );
       step('write matches');
-      for (const m of found.matches) {
-        count(m.rule);
-        const mismatch = reportMismatch(
-          m.left.map((identity) => rowOf.get(identity)!),
-          paymentOf.get(m.right[0]!)!,
-        );
-        if (mismatch) raised.push(mismatch);
-      }
+      for (const m of kept) count(m.rule);
+      raised.push(...mismatches);
       const byTransaction = new Map<string, ReportRowItem[]>();
       for (const identity of found.unmatchedLeft) {
         const row = rowOf.get(identity)!;
@@ -240,8 +273,11 @@ export async function runMatching(
         if (list) list.push(row);
         else byTransaction.set(key, [row]);
       }
-      unmatchedRows += found.unmatchedLeft.length;
-      for (const rows of byTransaction.values()) raised.push(reportRowException(reportAccount, rows));
+      for (const rows of byTransaction.values()) {
+        if (young(rows.map((r) => r.identity))) continue;
+        unmatchedRows += rows.length;
+        raised.push(reportRowException(reportAccount, rows));
+      }
     }
     step('match report rows');
     if (anyRows) raised.push(...(await ledgerNotInReport(tx)));

@@ -12,12 +12,16 @@
  * A statement's day is read from its lines: the lines an import first recorded name it (`import_id`), so
  * the opening balance is that of the statement whose first line is booked on the day and the closing
  * balance that of the statement whose last line is; a statement re-imported adds no line and names no day.
+ * A day without lines takes its balances from the statement whose closing date it is (the opening only
+ * when that statement has no line of an earlier day).
  */
 import { sql } from 'kysely';
 import { type BankReconciliation, reconcileBank } from '../../domain/bank-reconciliation.ts';
 import { BANK_ACCOUNT_PREFIX } from '../../domain/cash-leg.ts';
+import { bankToday } from '../../domain/matching.ts';
 import type { Minor } from '../../domain/money.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../../domain/zoned-time.ts';
+import { lastStatementDays } from '../imports/read.ts';
 import type { Db } from '../schema.ts';
 import { type FirstStatement, firstStatement } from './statements.ts';
 
@@ -31,7 +35,7 @@ export interface ReconciliationBankAccount {
 
 export interface ReconciliationAccountRow {
   bank: ReconciliationBankAccount;
-  /** The latest booking date of its lines, or null when none is imported. */
+  /** The latest booking date of its lines or closing date of its statements, or null when none is imported. */
   latestDay: string | null;
   lines: number;
   /** Lines and settlements no live match covers (all days). */
@@ -51,7 +55,7 @@ export interface DayLine {
   endToEndIds: string[];
   /** The live match covering it, or null. */
   match: { id: string; rule: string } | null;
-  /** Whole days from its booking date to today (in the time zone). */
+  /** Whole days from its booking date to today (in the time zone; see `bankToday`). */
   ageDays: number;
 }
 
@@ -166,9 +170,11 @@ export async function reconciliationAccounts(
 ): Promise<ReconciliationAccountRow[]> {
   const out: ReconciliationAccountRow[] = [];
   for (const bank of banks) {
+    // The latest day of a line or of a statement (a statement of a day without lines names it too).
     const { rows } = await sql<{ latest: string | null; lines: string; unmatched: string }>`
-      SELECT max(b.booking_date)::text AS latest, count(*)::text AS lines,
-        count(*) FILTER (WHERE NOT ${LIVE_LINE})::text AS unmatched
+      SELECT greatest(max(b.booking_date), (SELECT max(s.closing_date) FROM import_statements s
+          WHERE s.bank_account = ${bank.id}))::text AS latest,
+        count(*)::text AS lines, count(*) FILTER (WHERE NOT ${LIVE_LINE})::text AS unmatched
       FROM bank_statement_lines b WHERE b.bank_account = ${bank.id}`.execute(db);
     const { rows: open } = await sql<{ n: string }>`
       SELECT count(*)::text AS n FROM provider_settlement_rows s
@@ -193,7 +199,8 @@ export async function reconciliationDay(
   timeZone: string,
   now: Date,
 ): Promise<ReconciliationDay> {
-  const today = localDate(now, timeZone);
+  // Ages count to the bank's today: a sandbox's statements may run ahead of this clock.
+  const today = bankToday(localDate(now, timeZone), (await lastStatementDays(db)).get(bank.id));
   const dayEnd = zonedTimeToInstant(addDays(date, 1), '00:00', timeZone);
 
   const { rows: lineRows } = await sql<{
@@ -248,8 +255,21 @@ export async function reconciliationDay(
       ON d.first_day IS NOT NULL
     WHERE s.bank_account = ${bank.id} AND (d.first_day = ${date} OR d.last_day = ${date})
     ORDER BY s.import_id, s.position`.execute(db);
-  const opening = statements.find((s) => s.first_day === date && s.opening !== null)?.opening ?? null;
-  const closing = statements.findLast((s) => s.last_day === date && s.closing !== null)?.closing ?? null;
+  // A statement of the day by its closing date (a day without lines has no line to name it): its closing
+  // balance, and its opening when none of its lines is booked before the day (a statement of that day alone).
+  const { rows: ofDay } = await sql<{ opening: string | null; closing: string | null; earlier: boolean }>`
+    SELECT round(s.opening * 100)::text AS opening, round(s.closing * 100)::text AS closing,
+      EXISTS (SELECT 1 FROM bank_statement_lines b WHERE b.import_id = s.import_id
+        AND b.bank_account = s.bank_account AND b.booking_date < ${date}::date) AS earlier
+    FROM import_statements s
+    WHERE s.bank_account = ${bank.id} AND s.closing_date = ${date}::date
+    ORDER BY s.import_id DESC, s.position DESC LIMIT 1`.execute(db);
+  const dated = ofDay[0];
+  const opening =
+    statements.find((s) => s.first_day === date && s.opening !== null)?.opening ??
+    (dated && !dated.earlier ? dated.opening : null);
+  const closing =
+    statements.findLast((s) => s.last_day === date && s.closing !== null)?.closing ?? dated?.closing ?? null;
 
   // By effect day (`effectDay`).
   const { rows: ledgerRows } = await sql<{ opening: string; closing: string }>`

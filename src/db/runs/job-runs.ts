@@ -56,6 +56,19 @@ export async function lastSucceededStart(db: Db, job: string): Promise<Date | nu
   return rows[0]?.at ?? null;
 }
 
+/** The last run of `job` that finished (succeeded or failed), or null when none has. */
+export async function lastFinishedRun(
+  db: Db,
+  job: string,
+): Promise<{ finishedAt: Date; error: string | null } | null> {
+  const { rows } = await sql<{ finished_at: Date; error: string | null }>`
+    SELECT finished_at, error FROM job_runs
+     WHERE run_key >= ${`${job}:`} AND run_key < ${`${job};`} AND job = ${job} AND finished_at IS NOT NULL
+     ORDER BY finished_at DESC LIMIT 1`.execute(db);
+  const r = rows[0];
+  return r ? { finishedAt: r.finished_at, error: r.error } : null;
+}
+
 export interface JobRunRow {
   runKey: string;
   job: string;
