@@ -367,7 +367,7 @@ describe('npm start shows settlements flowing', () => {
           `${a.kind} ${a.bankRef} on ${a.bankAccount} ${a.date}`,
         ).toBe(true);
         // The statement against the ledger: the first opening balance and the unmatched lines explain all.
-        await expect(page.locator('#unexplained').textContent()).resolves.toBe('unexplained 0.00');
+        await expect(page.locator('#unexplained').textContent()).resolves.toBe('0.00');
         if (!shot) {
           await page.screenshot({ path: join(OUT, 'reconciliation-day-unmatched.png'), fullPage: true });
           shot = true;
