@@ -232,9 +232,8 @@ describe('npm start shows settlements flowing', () => {
     );
     await stop(first);
 
-    // Stopped: the database stands still. No report row against the ledger is open (none ever was, or
-    // it would still be: nothing resolves those but the ledger catching up within the wait); every
-    // settlement of the days in is booked once.
+    // Stopped: the database stands still. No report row against the ledger was raised (one raised would
+    // still be open); every settlement of the days in is booked once.
     expect((await openCashExceptions(tdb.db)).others).toEqual([]);
     const before = await cashLeg();
     const lastDays = await statementDays();
