@@ -232,7 +232,9 @@ describe('npm start shows settlements flowing', () => {
     );
     await stop(first);
 
-    // Stopped: the database stands still. Every settlement of the days in is booked once.
+    // Stopped: the database stands still. No report row against the ledger was raised (one raised would
+    // still be open); every settlement of the days in is booked once.
+    expect((await openCashExceptions(tdb.db)).others).toEqual([]);
     const before = await cashLeg();
     const lastDays = await statementDays();
     const booked = before.entries.filter((e) => e.key.startsWith('settlement:'));
@@ -395,6 +397,7 @@ describe('npm start shows settlements flowing', () => {
     }
 
     await stop(second);
+    expect((await openCashExceptions(tdb.db)).others).toEqual([]);
     const verify = spawnSync(process.execPath, ['bin/payrecon.mjs', 'db', 'verify'], {
       cwd: repo,
       env: env(),
