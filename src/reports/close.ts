@@ -179,6 +179,9 @@ export const BANK_PROOF_PRINT: PrintRule = { orientation: 'portrait', fit: 'widt
  * in version 1 lists its unmatched items under one total, as signed. Amounts in column B. Nothing when
  * no close has a bank proof.
  */
+/** The columns of an unmatched item's row on the Bank proof sheet, after its label. */
+const ITEM_COLUMNS = ['Amount', 'Date', 'Age (days)', 'Note', 'Reference', 'Exception'];
+
 export function writeBankProofSheet(
   wb: ExcelJS.stream.xlsx.WorkbookWriter,
   closes: readonly { document: CloseDocument; status: string; sha256: string }[],
@@ -270,15 +273,7 @@ export function writeBankProofSheet(
           : p.unexplained;
     bold(['Unexplained difference', unexplained]);
     ws.addRow([]).commit();
-    bold([
-      'Bank lines not in the ledger at the cut-off',
-      'Amount',
-      'Date',
-      'Age (days)',
-      'Note',
-      'Reference',
-      'Exception',
-    ]);
+    bold(['Bank lines not in the ledger at the cut-off', ...ITEM_COLUMNS]);
     const range = items(before);
     bold([`Total ${upTo} (${before.length})`, total(before, p.linesNotInLedger, range)]);
     if (later.length > 0) {
@@ -286,15 +281,7 @@ export function writeBankProofSheet(
       bold([`Booked after the statement (${later.length})`, total(later, p.linesAfterStatement, after)]);
     }
     ws.addRow([]).commit();
-    bold([
-      'Settlements in transit, not seen in the bank (no part of the bank difference)',
-      'Amount',
-      'Date',
-      'Age (days)',
-      'Note',
-      'Reference',
-      'Exception',
-    ]);
+    bold(['Settlements in transit, not seen in the bank (no part of the bank difference)', ...ITEM_COLUMNS]);
     const inTransit = items(settlements);
     bold([`Total (${settlements.length})`, total(settlements, p.inTransit, inTransit)]);
   };

@@ -220,7 +220,7 @@ export async function raiseMatchingExceptions(
  */
 export async function resolveMatchedExceptions(db: Db, now: Date): Promise<number> {
   // One branch per type, each an index probe per open exception (an OR across them read every member).
-  const { rows } = await sql<{ id: string }>`
+  const { rows } = await sql<{ id: string; state: string; note: string }>`
     WITH open AS (
       SELECT e.id, e.type, e.state, e.merchant_account, e.entity_kind, e.entity_id FROM exceptions e
       WHERE e.state IN ('open', 'in_review', 'acknowledged')
@@ -248,17 +248,9 @@ export async function resolveMatchedExceptions(db: Db, now: Date): Promise<numbe
     covered AS (
       SELECT DISTINCT ON (f.id) f.id, f.state, 'matched: match ' || f.match_id || ' (' || mt.rule || ')' AS note
       FROM found f JOIN matches mt ON mt.id = f.match_id
-      ORDER BY f.id, f.match_id),
-    done AS (
-      UPDATE exceptions e SET state = 'resolved', resolved_by = 'payrecon', resolved_at = ${now}::timestamptz,
-        resolution_note = c.note, updated_at = now()
-      FROM covered c WHERE e.id = c.id
-      RETURNING e.id, c.state, c.note),
-    events AS (
-      INSERT INTO exception_events (exception_id, at, actor, action, from_state, to_state, note)
-      SELECT id, ${now}::timestamptz, 'payrecon', 'state', state, 'resolved', note FROM done)
-    SELECT id::text AS id FROM done`.execute(db);
-  return rows.length;
+      ORDER BY f.id, f.match_id)
+    SELECT id::text AS id, state, note FROM covered`.execute(db);
+  return resolveAsPayrecon(db, rows, now);
 }
 
 /**
