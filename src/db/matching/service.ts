@@ -9,6 +9,7 @@
  * again with the match it left). `manualMatch` and `unmatch` record who and why; both are kept forever.
  */
 import { sql } from 'kysely';
+import type { BankMatchBooking } from '../../domain/cash-leg.ts';
 import { AppError } from '../../domain/errors.ts';
 import {
   DEFAULT_EXCEPTION_RULES,
@@ -24,7 +25,7 @@ import {
   matchItems,
   PAIR_SIDES,
 } from '../../domain/matching.ts';
-import { bookBankMatch, reverseBankMatch } from '../cash-leg/service.ts';
+import { bookBankMatch, bookNewBankMatches, reverseBankMatch } from '../cash-leg/service.ts';
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import type { Db } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
@@ -157,15 +158,18 @@ export async function runMatching(
     const lineOf = new Map(lines.map((l) => [l.identity, l]));
     const settlementItemOf = new Map(settlements.map((x) => [x.identity, x]));
     const configured = new Set(bankAccounts.map((b) => b.id));
-    for (const [i, m] of result.matches.entries()) {
-      await bookMatch(
-        tx,
-        ids[i]!,
-        m.left.map((identity) => lineOf.get(identity)!),
-        m.right.map((identity) => settlementItemOf.get(identity)!),
-        configured,
-      );
-    }
+    await bookNewBankMatches(
+      tx,
+      result.matches.flatMap(
+        (m, i) =>
+          bankMatchBooking(
+            ids[i]!,
+            m.left.map((identity) => lineOf.get(identity)!),
+            m.right.map((identity) => settlementItemOf.get(identity)!),
+            configured,
+          ) ?? [],
+      ),
+    );
     step('book matches');
     const matched = new Set(result.matches.flatMap((m) => [...m.left, ...m.right]));
     const openLines = lines.filter((l) => !matched.has(l.identity));
@@ -341,7 +345,8 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
           `manual match: bank account ${unknown.bankAccount} is not configured (PAYRECON_BANK_ACCOUNTS)`,
         );
       }
-      await bookMatch(tx, id!, parts.lines, parts.settlements, configured);
+      const booking = bankMatchBooking(id!, parts.lines, parts.settlements, configured);
+      if (booking) await bookBankMatch(tx, booking);
     }
     await resolveMatchedExceptions(tx, now);
     return id!;
@@ -349,20 +354,19 @@ export async function manualMatch(db: Db, input: ManualMatchInput): Promise<stri
 }
 
 /**
- * Books a bank-to-settlement match's cash leg (src/db/cash-leg/service.ts): the credits (one or several
- * lines) against the settlements' nets, the difference to bank fees. Lines of a bank account no longer
- * configured are matched but not booked: the ledger has no bank account to credit.
+ * What a bank-to-settlement match books in the cash leg (src/db/cash-leg/service.ts): the credits (one or
+ * several lines) against the settlements' nets, the difference to bank fees. Null for lines of a bank
+ * account no longer configured: they are matched but not booked, the ledger has no bank account to credit.
  */
-async function bookMatch(
-  tx: Db,
+function bankMatchBooking(
   matchId: string,
   lines: readonly BankLineItem[],
   settlements: readonly SettlementItem[],
   configured: ReadonlySet<string>,
-): Promise<void> {
+): BankMatchBooking | null {
   const first = lines[0];
-  if (!first || !configured.has(first.bankAccount)) return;
-  await bookBankMatch(tx, {
+  if (!first || !configured.has(first.bankAccount)) return null;
+  return {
     matchId,
     bankAccount: first.bankAccount,
     account: first.merchant,
@@ -374,7 +378,7 @@ async function bookMatch(
       currency: x.currency,
       net: x.amount,
     })),
-  });
+  };
 }
 
 /** A line's amount in minor units; refuses a line that does not exist. */
