@@ -220,8 +220,9 @@ async function runSize(rows: number): Promise<SizeResult> {
       now: new Date(Date.UTC(2026, 1, 15)),
       bankAccounts: [{ id: BANK, account: 'bench', currency: 'EUR' }],
       reportAccount: 'bench',
-      trace: (step, ms) => {
-        if (process.env.BENCH_TRACE === '1') console.log(`  ${step}: ${(ms / 1000).toFixed(2)} s`);
+      trace: (step, ms, cpuMs) => {
+        if (process.env.BENCH_TRACE === '1')
+          console.log(`  ${step}: ${(ms / 1000).toFixed(2)} s (process CPU ${(cpuMs / 1000).toFixed(2)} s)`);
       },
     });
     const matched = performance.now();

@@ -18,7 +18,7 @@ import {
 } from '../../domain/cash-leg.ts';
 import { AppError } from '../../domain/errors.ts';
 import { parseLedgerMinor } from '../../domain/money.ts';
-import { type CashEntryToBook, writeCashEntries } from '../ledger/cash-write.ts';
+import { CASH_ENTRIES_PER_STATEMENT, type CashEntryToBook, writeCashEntries } from '../ledger/cash-write.ts';
 import type { Db } from '../schema.ts';
 import { withLedgerTransaction } from '../transaction.ts';
 
@@ -48,6 +48,15 @@ export type SettlementBooking =
 
 async function inTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
   return db.isTransaction ? fn(db) : withLedgerTransaction(db, fn);
+}
+
+/** A long list in slices of a statement's worth of entries (`CASH_ENTRIES_PER_STATEMENT`). */
+function slices<T>(items: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += CASH_ENTRIES_PER_STATEMENT) {
+    out.push(items.slice(i, i + CASH_ENTRIES_PER_STATEMENT));
+  }
+  return out;
 }
 
 /** A date column (`YYYY-MM-DD` or a Date at local midnight as pg gives it) as that day's UTC midnight. */
@@ -85,13 +94,15 @@ export async function bookSettlement(db: Db, row: SettlementRow): Promise<Settle
  */
 async function bookSettlementsOf(db: Db, rows: readonly SettlementRow[]): Promise<SettlementsBooked> {
   const out: SettlementsBooked = { booked: 0, already: 0, noAccount: 0 };
-  const entriesOf = rows.map(settlementRowEntries);
-  const booked = new Set(await writeCashEntries(db, entriesOf.flat()));
-  rows.forEach((row, i) => {
-    if (row.account === null || row.account === '') out.noAccount += 1;
-    else if (entriesOf[i]!.some((e) => booked.has(e.entry.idempotencyKey))) out.booked += 1;
-    else out.already += 1;
-  });
+  for (const part of slices(rows)) {
+    const entriesOf = part.map(settlementRowEntries);
+    const booked = new Set(await writeCashEntries(db, entriesOf.flat()));
+    part.forEach((row, i) => {
+      if (row.account === null || row.account === '') out.noAccount += 1;
+      else if (entriesOf[i]!.some((e) => booked.has(e.entry.idempotencyKey))) out.booked += 1;
+      else out.already += 1;
+    });
+  }
   return out;
 }
 
@@ -211,23 +222,25 @@ async function writeBankMatches(
       booking.settlements.map((s) => ({ account: booking.account, settlementId: s.settlementId })),
     ),
   );
-  const { rows: days } = await sql<{ identity: string; day: string }>`
-    SELECT identity, booking_date::text AS day FROM bank_statement_lines
-    WHERE identity = ANY(${matches.map((m) => m.booking.bankLineIdentity)}::text[])`.execute(db);
-  const dayOf = new Map(days.map((r) => [r.identity, utcDay(r.day)]));
   const now = new Date();
-  await writeCashEntries(
-    db,
-    matches.map(({ booking, seq }) => ({
-      entry: bankMatchEntry(booking, seq),
-      effectiveAt: dayOf.get(booking.bankLineIdentity) ?? now,
-      memo: {
-        bankAccount: booking.bankAccount,
-        bankLine: booking.bankLineIdentity,
-        settlements: booking.settlements.map((x) => x.settlementId),
-      },
-    })),
-  );
+  for (const part of slices(matches)) {
+    const { rows: days } = await sql<{ identity: string; day: string }>`
+      SELECT identity, booking_date::text AS day FROM bank_statement_lines
+      WHERE identity = ANY(${part.map((m) => m.booking.bankLineIdentity)}::text[])`.execute(db);
+    const dayOf = new Map(days.map((r) => [r.identity, utcDay(r.day)]));
+    await writeCashEntries(
+      db,
+      part.map(({ booking, seq }) => ({
+        entry: bankMatchEntry(booking, seq),
+        effectiveAt: dayOf.get(booking.bankLineIdentity) ?? now,
+        memo: {
+          bankAccount: booking.bankAccount,
+          bankLine: booking.bankLineIdentity,
+          settlements: booking.settlements.map((x) => x.settlementId),
+        },
+      })),
+    );
+  }
 }
 
 export type BankMatchResult = { status: 'booked' } | { status: 'already' };

@@ -20,8 +20,12 @@ export interface CashEntryToBook {
   memo?: Record<string, unknown> | null;
 }
 
-/** Entries per statement: each statement's triggers update a balance row once per account it touches. */
-const CHUNK = 5_000;
+/**
+ * Entries per statement: each statement's triggers update a balance row once per account it touches. A
+ * caller with many entries to book builds and passes them this many at a time, so they are never all in
+ * memory at once.
+ */
+export const CASH_ENTRIES_PER_STATEMENT = 5_000;
 
 /**
  * Books the entries whose key is not booked yet (an entry given twice is booked once, the first given);
@@ -37,8 +41,9 @@ export async function writeCashEntries(db: Db, entries: readonly CashEntryToBook
     return true;
   });
   const booked: string[] = [];
-  for (let i = 0; i < rows.length; i += CHUNK)
-    booked.push(...(await writeChunk(db, rows.slice(i, i + CHUNK))));
+  for (let i = 0; i < rows.length; i += CASH_ENTRIES_PER_STATEMENT) {
+    booked.push(...(await writeChunk(db, rows.slice(i, i + CASH_ENTRIES_PER_STATEMENT))));
+  }
   return booked;
 }
 
