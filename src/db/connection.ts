@@ -15,6 +15,7 @@ import * as m20261128T234940Z from './migrations/20261128T234940Z_decision_appro
 import * as m20261128T234945Z from './migrations/20261128T234945Z_cash_leg.ts';
 import * as m20261128T235205Z from './migrations/20261128T235205Z_matches.ts';
 import * as m20261129T010202Z from './migrations/20261129T010202Z_statement_closing_date.ts';
+import * as m20261129T043431Z from './migrations/20261129T043431Z_duplicate_line_indexes.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -35,6 +36,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261128T234945Z_cash_leg': m20261128T234945Z,
   '20261128T235205Z_matches': m20261128T235205Z,
   '20261129T010202Z_statement_closing_date': m20261129T010202Z,
+  '20261129T043431Z_duplicate_line_indexes': m20261129T043431Z,
 };
 
 export interface OpenDatabaseOptions {
