@@ -34,6 +34,7 @@ import type { Intent, Observation } from '../src/domain/observation.ts';
 import type { EntityKind } from '../src/domain/statuses.ts';
 import { Rng } from '../src/sandbox/rng.ts';
 import { arrayLiteral } from './array-literal.ts';
+import { processCpuSeconds } from './timing.ts';
 
 /** The sandbox's seeded generator (mulberry32), so every run sees the same stream. */
 const seeded = (seed: number) => {
@@ -71,15 +72,8 @@ function partitionOf(key: string, partitions: number): number {
 async function cpuSeconds(backendPid: number | null): Promise<{ client: number; server: number } | null> {
   const own = process.cpuUsage();
   const client = (own.user + own.system) / 1e6;
-  if (backendPid === null) return null;
-  try {
-    const stat = await readFile(`/proc/${backendPid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return { client, server: ticks / 100 };
-  } catch {
-    return null;
-  }
+  const server = backendPid === null ? null : processCpuSeconds(backendPid);
+  return server === null ? null : { client, server };
 }
 
 function cpuDelta(

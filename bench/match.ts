@@ -31,6 +31,7 @@ import type { BankLineRecord, SettlementRowRecord, TransactionRowRecord } from '
 import { runMatching } from '../src/db/matching/service.ts';
 import { DEFAULT_MATCH_RULES } from '../src/domain/matching.ts';
 import { formatAmount } from '../src/domain/money.ts';
+import { loadAverage, processCpuSeconds } from './timing.ts';
 
 const SIZES = (process.env.SIZES ?? '100000,1000000').split(',').map((s) => Number(s.trim()));
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -144,12 +145,22 @@ function bankData(lines: number): BankData {
   return { settlements, byDay };
 }
 
+/** CPU seconds so far of this process and of the server process behind the bench's one connection. */
+function cpuNow(backendPid: number): { client: number; server: number } {
+  const own = process.cpuUsage();
+  return { client: (own.user + own.system) / 1e6, server: processCpuSeconds(backendPid) ?? Number.NaN };
+}
+
 interface SizeResult {
   rows: number;
   lines: number;
   settlements: number;
   importSeconds: number;
   matchSeconds: number;
+  /** CPU seconds of the import and of the matching, client and server. */
+  importCpu: { client: number; server: number };
+  matchCpu: { client: number; server: number };
+  load: string;
   peakMb: number;
   matched: Record<string, number>;
   exceptions: Record<string, number>;
@@ -162,11 +173,17 @@ async function runSize(rows: number): Promise<SizeResult> {
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
-  const db = createDb(urlFor(name), 4);
+  // One connection: the run is sequential, and the server process's CPU time can be read from /proc.
+  const db = createDb(urlFor(name), 1);
   try {
     await migrateToLatest(db);
     await seedLedger(db, rows);
-    const bank = bankData(lines);
+    // Let go once imported, as an import lets go of the file it parsed: the matching run holds its own.
+    let bank: BankData | null = bankData(lines);
+    const { rows: pidRows } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
+    const backendPid = pidRows[0]!.pid;
+    const loadBefore = loadAverage();
+    const cpuStarted = cpuNow(backendPid);
     const started = performance.now();
     for (let from = 0; from < rows; from += FILE_ROWS) {
       await recordImport(db, {
@@ -212,6 +229,9 @@ async function runSize(rows: number): Promise<SizeResult> {
       });
     }
     const imported = performance.now();
+    const cpuImported = cpuNow(backendPid);
+    const settlements = bank.settlements.length;
+    bank = null;
     if (process.env.BENCH_TRACE === '1')
       console.log(
         `  after import: peak ${peakMb().toFixed(0)} MB, heap ${(process.memoryUsage().heapUsed / 1048576).toFixed(0)} MB`,
@@ -220,17 +240,26 @@ async function runSize(rows: number): Promise<SizeResult> {
       now: new Date(Date.UTC(2026, 1, 15)),
       bankAccounts: [{ id: BANK, account: 'bench', currency: 'EUR' }],
       reportAccount: 'bench',
-      trace: (step, ms) => {
-        if (process.env.BENCH_TRACE === '1') console.log(`  ${step}: ${(ms / 1000).toFixed(2)} s`);
+      trace: (step, ms, cpuMs) => {
+        if (process.env.BENCH_TRACE === '1')
+          console.log(`  ${step}: ${(ms / 1000).toFixed(2)} s (process CPU ${(cpuMs / 1000).toFixed(2)} s)`);
       },
     });
     const matched = performance.now();
+    const cpuMatched = cpuNow(backendPid);
+    const spent = (a: typeof cpuStarted, b: typeof cpuStarted) => ({
+      client: b.client - a.client,
+      server: b.server - a.server,
+    });
     return {
       rows,
       lines,
-      settlements: bank.settlements.length,
+      settlements,
       importSeconds: (imported - started) / 1000,
       matchSeconds: (matched - imported) / 1000,
+      importCpu: spent(cpuStarted, cpuImported),
+      matchCpu: spent(cpuImported, cpuMatched),
+      load: `${loadBefore} at the start, ${loadAverage()} at the end`,
       peakMb: peakMb(),
       matched: run.byRule,
       exceptions: run.exceptions.raised as Record<string, number>,
@@ -247,23 +276,35 @@ async function runSize(rows: number): Promise<SizeResult> {
 }
 
 const results: SizeResult[] = [];
+const linesOf = (r: SizeResult) => r.rows + r.lines + r.settlements;
+const cpuOf = (r: SizeResult) =>
+  r.importCpu.client + r.importCpu.server + r.matchCpu.client + r.matchCpu.server;
 for (const rows of SIZES) {
   const r = await runSize(rows);
   results.push(r);
   const total = r.importSeconds + r.matchSeconds;
-  const perLine = (total * 1e6) / (r.rows + r.lines + r.settlements);
+  const perLine = (total * 1e6) / linesOf(r);
+  const cpu = (c: { client: number; server: number }) =>
+    `${c.client.toFixed(1)} + ${c.server.toFixed(1)} CPU s`;
   console.log(
     `${r.rows} rows + ${r.lines} bank lines + ${r.settlements} settlements: import ${r.importSeconds.toFixed(1)} s, ` +
       `match ${r.matchSeconds.toFixed(1)} s, total ${total.toFixed(1)} s, ${perLine.toFixed(1)} µs a line, ` +
       `peak ${r.peakMb.toFixed(0)} MB`,
   );
+  console.log(
+    `  client + server: import ${cpu(r.importCpu)}, match ${cpu(r.matchCpu)}; ` +
+      `${((cpuOf(r) * 1e6) / linesOf(r)).toFixed(1)} CPU µs a line`,
+  );
+  console.log(`  load ${r.load}`);
   console.log(`  matched ${JSON.stringify(r.matched)}; exceptions ${JSON.stringify(r.exceptions)}`);
 }
 if (results.length >= 2) {
-  const cost = (r: SizeResult) => (r.importSeconds + r.matchSeconds) / (r.rows + r.lines + r.settlements);
+  const cost = (r: SizeResult) => (r.importSeconds + r.matchSeconds) / linesOf(r);
+  const cpuCost = (r: SizeResult) => cpuOf(r) / linesOf(r);
   const [small, large] = [results[0]!, results[results.length - 1]!];
   console.log(
-    `cost per line, ${large.rows} over ${small.rows} rows: ${(cost(large) / cost(small)).toFixed(2)}`,
+    `cost per line, ${large.rows} over ${small.rows} rows: ${(cost(large) / cost(small)).toFixed(2)} ` +
+      `(CPU seconds a line: ${(cpuCost(large) / cpuCost(small)).toFixed(2)})`,
   );
 }
 console.log(`machine: ${cpus().length} CPUs, ${cpus()[0]?.model ?? 'unknown'}`);

@@ -17,6 +17,7 @@ import * as m20261128T235205Z from './migrations/20261128T235205Z_matches.ts';
 import * as m20261129T010202Z from './migrations/20261129T010202Z_statement_closing_date.ts';
 import * as m20261129T030428Z from './migrations/20261129T030428Z_import_matching.ts';
 import * as m20261129T031319Z from './migrations/20261129T031319Z_settlement_balance.ts';
+import * as m20261129T043431Z from './migrations/20261129T043431Z_duplicate_line_indexes.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -39,6 +40,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261129T010202Z_statement_closing_date': m20261129T010202Z,
   '20261129T030428Z_import_matching': m20261129T030428Z,
   '20261129T031319Z_settlement_balance': m20261129T031319Z,
+  '20261129T043431Z_duplicate_line_indexes': m20261129T043431Z,
 };
 
 export interface OpenDatabaseOptions {

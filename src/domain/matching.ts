@@ -225,9 +225,10 @@ function applyRule(
 ): { one: MatchItem; many: MatchItem[] }[] {
   const out: { one: MatchItem; many: MatchItem[] }[] = [];
   const keyed = oneKeys.length > 0;
-  // Index of the many side still unmatched: by key (group and the key pair's value), or by group in
-  // date order (a window is then a range found by bisection).
-  const byKey = new Map<string, MatchItem[]>();
+  // Index of the many side still unmatched: by key (one map per key pair, from the value to the items
+  // carrying it; a candidate must be of the same group too), or by group in date order (a window is then
+  // a range found by bisection).
+  const byKey = manyKeys.map(() => new Map<string, MatchItem[]>());
   const byGroup = new Map<string, MatchItem[]>();
   for (const m of manys) {
     if (taken.has(m.identity)) continue;
@@ -235,10 +236,9 @@ function applyRule(
       manyKeys.forEach((name, i) => {
         for (const v of m.keys[name] ?? []) {
           if (v === '') continue;
-          const k = `${m.group}\u0000${i}\u0000${v}`;
-          const list = byKey.get(k);
+          const list = byKey[i]!.get(v);
           if (list) list.push(m);
-          else byKey.set(k, [m]);
+          else byKey[i]!.set(v, [m]);
         }
       });
     } else {
@@ -260,7 +260,7 @@ function applyRule(
       oneKeys.forEach((name, i) => {
         for (const v of one.keys[name] ?? []) {
           if (v === '') continue;
-          for (const m of byKey.get(`${one.group}\u0000${i}\u0000${v}`) ?? []) found.set(m.identity, m);
+          for (const m of byKey[i]!.get(v) ?? []) if (m.group === one.group) found.set(m.identity, m);
         }
       });
       candidates = [...found.values()].sort(byIdentity);
@@ -270,6 +270,7 @@ function applyRule(
     candidates = candidates.filter((m) => !taken.has(m.identity) && withinWindow(one, m, r.windowDays));
     if (candidates.length === 0) continue;
     let best: MatchItem[] | null = null;
+    // Ranked once a second candidate fits: the first alone needs no rank.
     let bestRank: [bigint, number, string] | null = null;
     const consider = (members: MatchItem[]) => {
       const sum = members.reduce((s, m) => s + m.amount, 0n);
@@ -278,6 +279,11 @@ function applyRule(
         ? withinTolerance(sum, one.amount, r.tolerance)
         : withinTolerance(one.amount, sum, r.tolerance);
       if (!fits) return;
+      if (best === null) {
+        best = members;
+        return;
+      }
+      bestRank ??= rank(one, best);
       const rk = rank(one, members);
       if (better(rk, bestRank)) {
         best = members;

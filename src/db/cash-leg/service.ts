@@ -18,7 +18,7 @@ import {
 } from '../../domain/cash-leg.ts';
 import { AppError } from '../../domain/errors.ts';
 import { parseLedgerMinor } from '../../domain/money.ts';
-import { writeCashEntries } from '../ledger/cash-write.ts';
+import { CASH_ENTRIES_PER_STATEMENT, type CashEntryToBook, writeCashEntries } from '../ledger/cash-write.ts';
 import type { Db } from '../schema.ts';
 import { inLedgerTransaction } from '../transaction.ts';
 
@@ -46,10 +46,29 @@ export type SettlementBooking =
   /** Nothing to book (gross, fee and net all zero). */
   | { status: 'empty' };
 
+/** A long list in slices of a statement's worth of entries (`CASH_ENTRIES_PER_STATEMENT`). */
+function slices<T>(items: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += CASH_ENTRIES_PER_STATEMENT) {
+    out.push(items.slice(i, i + CASH_ENTRIES_PER_STATEMENT));
+  }
+  return out;
+}
+
 /** A date column (`YYYY-MM-DD` or a Date at local midnight as pg gives it) as that day's UTC midnight. */
 function utcDay(value: string | Date): Date {
   if (typeof value === 'string') return new Date(`${value.slice(0, 10)}T00:00:00Z`);
   return new Date(Date.UTC(value.getFullYear(), value.getMonth(), value.getDate()));
+}
+
+/** The entries a settlement report row books (none when it names no merchant account or moves nothing). */
+function settlementRowEntries(row: SettlementRow): CashEntryToBook[] {
+  if (row.account === null || row.account === '') return [];
+  const effectiveAt = row.period_end ?? utcDay(row.value_date);
+  return settlementEntries(settlementFactsOf({ ...row, account: row.account })).map((entry) => ({
+    entry,
+    effectiveAt,
+  }));
 }
 
 /**
@@ -59,14 +78,28 @@ function utcDay(value: string | Date): Date {
  */
 export async function bookSettlement(db: Db, row: SettlementRow): Promise<SettlementBooking> {
   if (row.account === null || row.account === '') return { status: 'no-account' };
-  const entries = settlementEntries(settlementFactsOf({ ...row, account: row.account }));
+  const entries = settlementRowEntries(row);
   if (entries.length === 0) return { status: 'empty' };
-  const effectiveAt = row.period_end ?? utcDay(row.value_date);
-  const booked = await writeCashEntries(
-    db,
-    entries.map((entry) => ({ entry, effectiveAt })),
-  );
-  return booked === 0 ? { status: 'already' } : { status: 'booked', entries: booked };
+  const booked = await writeCashEntries(db, entries);
+  return booked.length === 0 ? { status: 'already' } : { status: 'booked', entries: booked.length };
+}
+
+/**
+ * Books settlement report rows together (a few statements, whatever their number); a settlement booked
+ * before, or named twice, is booked once. Counts the rows booked now, booked before and without account.
+ */
+async function bookSettlementsOf(db: Db, rows: readonly SettlementRow[]): Promise<SettlementsBooked> {
+  const out: SettlementsBooked = { booked: 0, already: 0, noAccount: 0 };
+  for (const part of slices(rows)) {
+    const entriesOf = part.map(settlementRowEntries);
+    const booked = new Set(await writeCashEntries(db, entriesOf.flat()));
+    part.forEach((row, i) => {
+      if (row.account === null || row.account === '') out.noAccount += 1;
+      else if (entriesOf[i]!.some((e) => booked.has(e.entry.idempotencyKey))) out.booked += 1;
+      else out.already += 1;
+    });
+  }
+  return out;
 }
 
 const SETTLEMENT_COLUMNS = [
@@ -96,36 +129,40 @@ export interface SettlementsBooked {
  * booked, the others add nothing. The rows are read as stored (the first import of a settlement keeps it).
  */
 export async function bookSettlementRows(db: Db, identities: readonly string[]): Promise<SettlementsBooked> {
-  const out: SettlementsBooked = { booked: 0, already: 0, noAccount: 0 };
-  if (identities.length === 0) return out;
+  if (identities.length === 0) return { booked: 0, already: 0, noAccount: 0 };
   return inLedgerTransaction(db, async (trx) => {
     const rows = await trx
       .selectFrom('provider_settlement_rows')
       .select(SETTLEMENT_COLUMNS)
       .where('identity', '=', sql<string>`ANY(${[...identities]}::text[])`)
       .orderBy('settlement_id')
+      .orderBy('identity')
       .execute();
-    for (const row of rows) {
-      const r = await bookSettlement(trx, row as SettlementRow);
-      if (r.status === 'booked') out.booked += 1;
-      else if (r.status === 'no-account') out.noAccount += 1;
-      else out.already += 1;
-    }
-    return out;
+    return bookSettlementsOf(trx, rows as SettlementRow[]);
   });
 }
 
-/** Books the stored report rows of these settlements of the merchant account that are not booked yet. */
-async function bookSettlementsById(db: Db, account: string, settlementIds: readonly string[]): Promise<void> {
-  if (settlementIds.length === 0) return;
+/** Books the stored report rows of these settlements (merchant account and settlement id) not booked yet. */
+async function bookSettlementsById(
+  db: Db,
+  settlements: readonly { account: string; settlementId: string }[],
+): Promise<void> {
+  if (settlements.length === 0) return;
   const rows = await db
     .selectFrom('provider_settlement_rows')
     .select(SETTLEMENT_COLUMNS)
-    .where('settlement_id', '=', sql<string>`ANY(${[...settlementIds]}::text[])`)
-    .where('account', '=', account)
+    .where(
+      sql<boolean>`(account, settlement_id) IN (SELECT * FROM unnest(${settlements.map((s) => s.account)}::text[],
+        ${settlements.map((s) => s.settlementId)}::text[]))`,
+    )
+    .where(
+      sql<boolean>`NOT EXISTS (SELECT 1 FROM journal_entries e WHERE e.entity_id = settlement_id
+        AND e.entity_kind = 'settlement' AND e.merchant_account = account)`,
+    )
     .orderBy('settlement_id')
+    .orderBy('identity')
     .execute();
-  for (const row of rows) await bookSettlement(db, row as SettlementRow);
+  await bookSettlementsOf(db, rows as SettlementRow[]);
 }
 
 interface BookedEntry {
@@ -166,14 +203,40 @@ async function postingsOf(db: Db, entryId: string): Promise<CashPosting[]> {
   return rows.map((r) => ({ account: r.account, currency: r.currency, amount: parseLedgerMinor(r.amount) }));
 }
 
-/** The day a bank line was booked (the match's effective date), or null when the line is not stored. */
-async function bankLineDay(db: Db, identity: string): Promise<Date | null> {
-  const row = await db
-    .selectFrom('bank_statement_lines')
-    .select(sql<string>`booking_date::text`.as('day'))
-    .where('identity', '=', identity)
-    .executeTakeFirst();
-  return row ? utcDay(row.day) : null;
+/**
+ * Writes bank matches' entries (each its application `seq`), the settlements they name first, from their
+ * stored report rows (nothing for those booked already); each effective on its bank line's booking day
+ * (now when the line is not stored).
+ */
+async function writeBankMatches(
+  db: Db,
+  matches: readonly { booking: BankMatchBooking; seq: number }[],
+): Promise<void> {
+  await bookSettlementsById(
+    db,
+    matches.flatMap(({ booking }) =>
+      booking.settlements.map((s) => ({ account: booking.account, settlementId: s.settlementId })),
+    ),
+  );
+  const now = new Date();
+  for (const part of slices(matches)) {
+    const { rows: days } = await sql<{ identity: string; day: string }>`
+      SELECT identity, booking_date::text AS day FROM bank_statement_lines
+      WHERE identity = ANY(${part.map((m) => m.booking.bankLineIdentity)}::text[])`.execute(db);
+    const dayOf = new Map(days.map((r) => [r.identity, utcDay(r.day)]));
+    await writeCashEntries(
+      db,
+      part.map(({ booking, seq }) => ({
+        entry: bankMatchEntry(booking, seq),
+        effectiveAt: dayOf.get(booking.bankLineIdentity) ?? now,
+        memo: {
+          bankAccount: booking.bankAccount,
+          bankLine: booking.bankLineIdentity,
+          settlements: booking.settlements.map((x) => x.settlementId),
+        },
+      })),
+    );
+  }
 }
 
 export type BankMatchResult = { status: 'booked' } | { status: 'already' };
@@ -202,25 +265,32 @@ export async function bookBankMatch(db: Db, booking: BankMatchBooking): Promise<
         details: { matchId: booking.matchId },
       });
     }
-    // The settlements' own entries first, from their stored report rows (nothing when booked already).
-    await bookSettlementsById(
-      trx,
-      booking.account,
-      booking.settlements.map((s) => s.settlementId),
-    );
-    const effectiveAt = (await bankLineDay(trx, booking.bankLineIdentity)) ?? new Date();
-    await writeCashEntries(trx, [
-      {
-        entry,
-        effectiveAt,
-        memo: {
-          bankAccount: booking.bankAccount,
-          bankLine: booking.bankLineIdentity,
-          settlements: booking.settlements.map((s) => s.settlementId),
-        },
-      },
-    ]);
+    await writeBankMatches(trx, [{ booking, seq: applications + 1 }]);
     return { status: 'booked' };
+  });
+}
+
+/**
+ * Books the bank matches a matching run has just made, in the run's transaction, together: the settlements
+ * they name not booked yet, then each match's first application (as `bookBankMatch` does one by one). The
+ * matches are the run's own, seen by no other transaction before it commits, so no per-match lock is taken;
+ * a match id something is booked under already is left to `bookBankMatch`, which tells a booking made
+ * before from a conflicting one.
+ */
+export async function bookNewBankMatches(db: Db, bookings: readonly BankMatchBooking[]): Promise<void> {
+  if (bookings.length === 0) return;
+  await inLedgerTransaction(db, async (trx) => {
+    const { rows: bookedBefore } = await sql<{ id: string }>`
+      SELECT DISTINCT entity_id AS id FROM journal_entries
+      WHERE entity_kind = 'bank_match' AND entity_id = ANY(${bookings.map((b) => b.matchId)}::text[])`.execute(
+      trx,
+    );
+    const before = new Set(bookedBefore.map((r) => r.id));
+    for (const b of bookings) if (before.has(b.matchId)) await bookBankMatch(trx, b);
+    await writeBankMatches(
+      trx,
+      bookings.filter((b) => !before.has(b.matchId)).map((booking) => ({ booking, seq: 1 })),
+    );
   });
 }
 

@@ -20,10 +20,34 @@ export interface CashEntryToBook {
   memo?: Record<string, unknown> | null;
 }
 
-/** Books the entries whose key is not booked yet; returns how many it booked. */
-export async function writeCashEntries(db: Db, entries: readonly CashEntryToBook[]): Promise<number> {
-  const rows = entries.filter((e) => e.entry.postings.length > 0);
-  if (rows.length === 0) return 0;
+/**
+ * Entries per statement: each statement's triggers update a balance row once per account it touches. A
+ * caller with many entries to book builds and passes them this many at a time, so they are never all in
+ * memory at once.
+ */
+export const CASH_ENTRIES_PER_STATEMENT = 5_000;
+
+/**
+ * Books the entries whose key is not booked yet (an entry given twice is booked once, the first given);
+ * returns the keys it booked. Many entries go in a few statements, never one per entry: a balance row
+ * updated once per statement stays one row version, where one update per entry in a long transaction
+ * leaves a chain of versions that every next update walks.
+ */
+export async function writeCashEntries(db: Db, entries: readonly CashEntryToBook[]): Promise<string[]> {
+  const seen = new Set<string>();
+  const rows = entries.filter((e) => {
+    if (e.entry.postings.length === 0 || seen.has(e.entry.idempotencyKey)) return false;
+    seen.add(e.entry.idempotencyKey);
+    return true;
+  });
+  const booked: string[] = [];
+  for (let i = 0; i < rows.length; i += CASH_ENTRIES_PER_STATEMENT) {
+    booked.push(...(await writeChunk(db, rows.slice(i, i + CASH_ENTRIES_PER_STATEMENT))));
+  }
+  return booked;
+}
+
+async function writeChunk(db: Db, rows: readonly CashEntryToBook[]): Promise<string[]> {
   const accounts = new Map<string, [string, string, string]>();
   const postings: { k: string; c: string; n: string; x: string; o: number }[] = [];
   for (const { entry } of rows) {
@@ -48,7 +72,7 @@ export async function writeCashEntries(db: Db, entries: readonly CashEntryToBook
     .map(([, v]) => v);
   const merchants = [...new Set(rows.map((r) => r.entry.account))].sort();
   const e = rows.map((r) => r.entry);
-  const { rows: out } = await sql<{ booked: string }>`
+  const { rows: out } = await sql<{ key: string }>`
     WITH ma AS (
       INSERT INTO merchant_accounts (name) SELECT unnest(${merchants}::text[]) ON CONFLICT DO NOTHING
     ), a AS (
@@ -80,6 +104,6 @@ export async function writeCashEntries(db: Db, entries: readonly CashEntryToBook
         JOIN e ON e.idempotency_key = v.k
       ORDER BY e.id, v.o
     )
-    SELECT (SELECT count(*) FROM e)::text AS booked`.execute(db);
-  return Number(out[0]?.booked ?? 0);
+    SELECT idempotency_key AS key FROM e`.execute(db);
+  return out.map((r) => r.key);
 }
