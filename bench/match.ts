@@ -7,7 +7,8 @@
  *
  *   npm run bench:match                     # 100,000 then 1,000,000 rows
  *   SIZES=20000,200000 npm run bench:match  # other sizes (bank lines: a tenth of the rows)
- *   BENCH_DATABASE_URL=postgres://... (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_KEEP=1
+ *   BENCH_DATABASE_URL=postgres://... (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_KEEP=1,
+ *   BENCH_WARMUP=10000, BENCH_TRACE=1
  *
  * The data. The ledger holds a payment for each report row but one in a thousand (seeded with SQL, not
  * timed: the ledger's side is given); one in a thousand payments has another status than its row. Bank
@@ -15,11 +16,16 @@
  * settlements in one credit, 1 % name nothing (matched by amount and date); settlements over 30 value
  * dates, one merchant account and currency. Files: report rows 50,000 a file, one statement per day.
  *
- * Peak RSS is the process's maximum so far (`process.resourceUsage().maxRSS`), so the small size runs
- * first and its peak is its own. The script runs node with `--max-semi-space-size=2` (as `payrecon
+ * Each size prints its wall time, the CPU seconds of this process and of the server process behind its
+ * one connection (from /proc: what the other load on the machine does not move), and the load average
+ * at its start and end. An untimed size of BENCH_WARMUP rows (default 10,000; 0 for none) runs first, so
+ * the process is warm (its code compiled) when the small size is timed, as a long-running one is.
+ *
+ * Peak RSS is the process's maximum so far (`process.resourceUsage().maxRSS`), so the sizes run smallest
+ * first and each peak is its own. The script runs node with `--max-semi-space-size=2` (as `payrecon
  * report`) and `--max-old-space-size=384`: with V8's defaults the heap grew to 1.5 GB of garbage at
  * 1,000,000 rows before a full collection, though what is live stays near 200 MB. BENCH_TRACE=1 prints
- * the time of each step of the matching run.
+ * the time of each step of the matching run, wall and process CPU.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
@@ -34,6 +40,7 @@ import { formatAmount } from '../src/domain/money.ts';
 import { loadAverage, processCpuSeconds } from './timing.ts';
 
 const SIZES = (process.env.SIZES ?? '100000,1000000').split(',').map((s) => Number(s.trim()));
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 10_000);
 const ADMIN = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const FILE_ROWS = 50_000;
 const DAYS = 30;
@@ -166,7 +173,7 @@ interface SizeResult {
   exceptions: Record<string, number>;
 }
 
-async function runSize(rows: number): Promise<SizeResult> {
+async function runSize(rows: number, trace = process.env.BENCH_TRACE === '1'): Promise<SizeResult> {
   const lines = Math.round(rows / 10);
   const name = `payrecon_bench_match_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: ADMIN });
@@ -232,7 +239,7 @@ async function runSize(rows: number): Promise<SizeResult> {
     const cpuImported = cpuNow(backendPid);
     const settlements = bank.settlements.length;
     bank = null;
-    if (process.env.BENCH_TRACE === '1')
+    if (trace)
       console.log(
         `  after import: peak ${peakMb().toFixed(0)} MB, heap ${(process.memoryUsage().heapUsed / 1048576).toFixed(0)} MB`,
       );
@@ -241,7 +248,7 @@ async function runSize(rows: number): Promise<SizeResult> {
       bankAccounts: [{ id: BANK, account: 'bench', currency: 'EUR' }],
       reportAccount: 'bench',
       trace: (step, ms, cpuMs) => {
-        if (process.env.BENCH_TRACE === '1')
+        if (trace)
           console.log(`  ${step}: ${(ms / 1000).toFixed(2)} s (process CPU ${(cpuMs / 1000).toFixed(2)} s)`);
       },
     });
@@ -279,6 +286,11 @@ const results: SizeResult[] = [];
 const linesOf = (r: SizeResult) => r.rows + r.lines + r.settlements;
 const cpuOf = (r: SizeResult) =>
   r.importCpu.client + r.importCpu.server + r.matchCpu.client + r.matchCpu.server;
+if (WARMUP > 0) {
+  // The process warm (its code compiled) before the first timed size, as a long-running one is.
+  await runSize(WARMUP, false);
+  console.log(`warm-up: ${WARMUP} rows, not counted`);
+}
 for (const rows of SIZES) {
   const r = await runSize(rows);
   results.push(r);

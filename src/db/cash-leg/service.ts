@@ -156,8 +156,9 @@ async function bookSettlementsById(
         ${settlements.map((s) => s.settlementId)}::text[]))`,
     )
     .where(
-      sql<boolean>`NOT EXISTS (SELECT 1 FROM journal_entries e WHERE e.entity_id = settlement_id
-        AND e.entity_kind = 'settlement' AND e.merchant_account = account)`,
+      sql<boolean>`NOT EXISTS (SELECT 1 FROM journal_entries e
+        WHERE e.entity_id = provider_settlement_rows.settlement_id AND e.entity_kind = 'settlement'
+          AND e.merchant_account = provider_settlement_rows.account)`,
     )
     .orderBy('settlement_id')
     .orderBy('identity')

@@ -4,7 +4,7 @@
  */
 import { sql } from 'kysely';
 import type { MatchPair, MatchSide } from '../../domain/matching.ts';
-import { formatAmount } from '../../domain/money.ts';
+import { binaryColumns } from '../ledger/binary-array.ts';
 import type { Db } from '../schema.ts';
 
 export interface MatchToWrite {
@@ -24,24 +24,29 @@ export async function insertMatches(db: Db, matches: readonly MatchToWrite[], no
   const id = ids.map((r) => r.id);
   const CHUNK = 50_000;
   for (let i = 0; i < matches.length; i += CHUNK) {
-    const part = matches.slice(i, i + CHUNK);
-    const partIds = id.slice(i, i + CHUNK);
+    const rows = matches.slice(i, i + CHUNK).map((m, k) => ({ ...m, id: id[i + k]! }));
+    // Column arrays in binary (src/db/ledger/binary-array.ts): no text to escape, nor for the server to parse.
+    const [ids, pairs, rules, differences, createdBy, notes] = binaryColumns(rows, [
+      ['text', (m) => m.id],
+      ['text', (m) => m.pair],
+      ['text', (m) => m.rule],
+      ['numeric', (m) => m.difference],
+      ['text', (m) => m.createdBy],
+      ['text', (m) => m.note],
+    ]);
     await sql`
       INSERT INTO matches (id, pair, rule, difference, created_at, created_by, note)
-      SELECT v.id::bigint, v.pair, v.rule, v.difference::numeric, ${now}::timestamptz, v.created_by, v.note
-      FROM unnest(${partIds}::text[], ${part.map((m) => m.pair)}::text[], ${part.map((m) => m.rule)}::text[],
-        ${part.map((m) => formatAmount(m.difference))}::text[], ${part.map((m) => m.createdBy)}::text[],
-        ${part.map((m) => m.note)}::text[]) AS v(id, pair, rule, difference, created_by, note)`.execute(db);
-    const matchIds: string[] = [];
-    const sides: string[] = [];
-    const identities: string[] = [];
-    part.forEach((m, k) => {
-      for (const member of m.members) {
-        matchIds.push(partIds[k]!);
-        sides.push(member.side);
-        identities.push(member.identity);
-      }
-    });
+      SELECT v.id::bigint, v.pair, v.rule, v.difference, ${now}::timestamptz, v.created_by, v.note
+      FROM unnest(${ids}::text[], ${pairs}::text[], ${rules}::text[], ${differences}::numeric[],
+        ${createdBy}::text[], ${notes}::text[]) AS v(id, pair, rule, difference, created_by, note)`.execute(
+      db,
+    );
+    const members = rows.flatMap((m) => m.members.map((member) => ({ id: m.id, ...member })));
+    const [matchIds, sides, identities] = binaryColumns(members, [
+      ['text', (x) => x.id],
+      ['text', (x) => x.side],
+      ['text', (x) => x.identity],
+    ]);
     await sql`
       INSERT INTO match_members (match_id, side, identity)
       SELECT v.match_id::bigint, v.side, v.identity
