@@ -18,6 +18,7 @@ import * as m20261129T010202Z from './migrations/20261129T010202Z_statement_clos
 import * as m20261129T030428Z from './migrations/20261129T030428Z_import_matching.ts';
 import * as m20261129T031319Z from './migrations/20261129T031319Z_settlement_balance.ts';
 import * as m20261129T043431Z from './migrations/20261129T043431Z_duplicate_line_indexes.ts';
+import * as m20261129T063647Z from './migrations/20261129T063647Z_balance_checks.ts';
 import type { Database, Db } from './schema.ts';
 
 /**
@@ -41,6 +42,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = {
   '20261129T030428Z_import_matching': m20261129T030428Z,
   '20261129T031319Z_settlement_balance': m20261129T031319Z,
   '20261129T043431Z_duplicate_line_indexes': m20261129T043431Z,
+  '20261129T063647Z_balance_checks': m20261129T063647Z,
 };
 
 export interface OpenDatabaseOptions {

@@ -444,6 +444,8 @@ export interface Database {
   bank_statement_lines: BankStatementLinesTable;
   provider_transaction_rows: ProviderTransactionRowsTable;
   provider_settlement_rows: ProviderSettlementRowsTable;
+  /** The latest check of the provider's balance per merchant account and currency. */
+  provider_balance_checks: ProviderBalanceChecksTable;
   /** API bearer tokens made with `payrecon api token create`: the scrypt hash only. */
   api_tokens: ApiTokensTable;
   /** The page's sessions: a row per sign-in, named by the SHA-256 of the cookie's token. */
@@ -582,6 +584,20 @@ export interface ProviderTransactionRowsTable {
   created_at: Timestamp;
   updated_at: Timestamp | null;
   settlement_id: string | null;
+}
+
+/** The latest check of the provider's balance of a merchant account and currency against the ledger's. */
+export interface ProviderBalanceChecksTable {
+  merchant_account: string;
+  currency: string;
+  /** The settlement whose report row gave the provider's balance, and its cut-off. */
+  settlement_id: string;
+  cutoff: Timestamp;
+  provider: Numeric;
+  ledger: Numeric;
+  checked_at: Timestamp;
+  /** Since when the checks have differed without a break; null while they agree. */
+  differs_since: Timestamp | null;
 }
 
 export interface ProviderSettlementRowsTable {

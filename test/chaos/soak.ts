@@ -1612,6 +1612,7 @@ const MATCHING_EXCEPTIONS = [
   'PROVIDER_REPORT_UNMATCHED',
   'PROVIDER_REPORT_MISMATCH',
   'LEDGER_NOT_IN_REPORT',
+  'PROVIDER_BALANCE_DRIFT',
 ];
 
 /** The cash leg's figures: the sandbox's settlements and bank against what payrecon fetched, matched and booked. */

@@ -424,4 +424,61 @@ describe('the provider balance against the ledger', () => {
     expect(await drifts(t)).toMatchObject([{ id: drift!.id, state: 'resolved' }]);
     expect((await providerBalanceChecks(t.db))[0]!.difference).toBe(0n);
   }, 60_000);
+
+  it('raises a drift only once the checks have differed for the ledger wait, and a check that agrees starts it again', async () => {
+    const t = await freshDb();
+    const late = setup.first.observations.filter(
+      (o) => o.kind === 'deposit' && o.entityId === setup.d3 && o.status !== 'PENDING',
+    );
+    await apply(t, [
+      ...setup.first.observations.filter((o) => !late.includes(o)),
+      { ...late[0]!, eventId: 'pending-read', status: 'PENDING' },
+    ]);
+    for (const file of await transactionFiles(setup.first.transactions)) await recordImport(t.db, file);
+    await recordImport(t.db, await settlementFile(setup.first.settlements));
+    const waitMs = 300_000;
+    const t0 = setup.first.now.getTime();
+    const runAt = (ms: number) =>
+      runMatching(t.db, DEFAULT_MATCH_RULES, {
+        now: new Date(t0 + ms),
+        reportAccount: ACCOUNT,
+        ledgerWaitMs: waitMs,
+      });
+    const kept = () =>
+      t.db.selectFrom('provider_balance_checks').select(['settlement_id', 'differs_since']).execute();
+
+    // Differs from the first check: kept, not raised.
+    expect((await runAt(0)).exceptions.raised.PROVIDER_BALANCE_DRIFT).toBeUndefined();
+    expect(await kept()).toEqual([
+      { settlement_id: settlement(1).settlement_id, differs_since: new Date(t0) },
+    ]);
+    expect((await runAt(waitMs - 1)).exceptions.raised.PROVIDER_BALANCE_DRIFT).toBeUndefined();
+    expect(await drifts(t)).toEqual([]);
+
+    // The ledger reads the move: the checks agree, the wait is over without an exception.
+    await apply(t, late);
+    await runAt(waitMs);
+    expect(await kept()).toEqual([{ settlement_id: settlement(1).settlement_id, differs_since: null }]);
+    expect(await drifts(t)).toEqual([]);
+
+    // The provider's balance moves by 1.00 (its report corrected): a new wait starts, and the first run
+    // after it raises one drift.
+    const edited = await settlementFile(setup.first.settlements);
+    if (edited.kind !== 'provider-settlements') throw new Error('a settlement file');
+    const row = edited.rows.find((r) => r.settlement_id === settlement(1).settlement_id)!;
+    row.balance_at_cutoff = formatAmount(cents(String(row.balance_at_cutoff)) + 100n);
+    await t.db
+      .deleteFrom('provider_settlement_rows')
+      .where('settlement_id', '=', row.settlement_id)
+      .execute();
+    await recordImport(t.db, { ...edited, sha256: sha256('edited') });
+    await runAt(waitMs + 1000);
+    expect(await kept()).toEqual([
+      { settlement_id: settlement(1).settlement_id, differs_since: new Date(t0 + waitMs + 1000) },
+    ]);
+    expect(await drifts(t)).toEqual([]);
+    const raised = await runAt(2 * waitMs + 1000);
+    expect(raised.exceptions.raised.PROVIDER_BALANCE_DRIFT).toBe(1);
+    expect(await drifts(t)).toMatchObject([{ state: 'open', details: { difference: '1.00' } }]);
+  }, 60_000);
 });

@@ -31,10 +31,14 @@
  *   it is, with all it holds now (a payment the provider never made among them).
  *
  * Timing. A move the provider made before the cut-off that the ledger has not read yet is a difference
- * at first: the check is made again by every matching run and the exception resolves itself, as payrecon,
- * when the figures agree (the ledger caught up, or a later cut-off agrees). An open drift of an earlier
- * cut-off is resolved when a later cut-off is checked, naming it. The check is a function of the stored
- * lines and the ledger: importing a file again changes nothing.
+ * at first, gone once the ledger reads it. So every check is kept (`provider_balance_checks`, one row per
+ * merchant account and currency, with since when its checks have differed without a break), and a
+ * difference raises only when the checks have differed for the ledger's wait (`waitMs`,
+ * PAYRECON_MATCH_LEDGER_WAIT_SECONDS, as report rows wait): the first matching run after the wait raises
+ * it, and one check that agrees starts the wait again. An open drift resolves itself, as payrecon, when
+ * the figures agree (the ledger caught up, or a later cut-off agrees); an open drift of an earlier cut-off
+ * is resolved when a later cut-off is checked, naming it. The check is a function of the stored lines and
+ * the ledger: importing a file again changes nothing.
  */
 import { sql } from 'kysely';
 import type { ExceptionRules, ExceptionType } from '../../domain/exception-rules.ts';
@@ -272,17 +276,47 @@ export function balanceDriftException(c: BalanceCheck): ExceptionToRaise {
 }
 
 /**
- * Checks the provider's balances (`providerBalanceChecks`): raises PROVIDER_BALANCE_DRIFT for each check
- * that differs (a condition: an open one is not counted again) and resolves, as payrecon with a note, the
- * open ones of a merchant account and currency whose check now agrees or was made at a later cut-off.
+ * Keeps each check as the latest of its merchant account and currency, and returns since when each has
+ * differed without a break (null for those that agree).
+ */
+async function recordBalanceChecks(
+  db: Db,
+  checks: readonly BalanceCheck[],
+  now: Date,
+): Promise<Map<string, Date | null>> {
+  const { rows } = await sql<{ merchant_account: string; currency: string; differs_since: Date | null }>`
+    INSERT INTO provider_balance_checks AS c
+      (merchant_account, currency, settlement_id, cutoff, provider, ledger, checked_at, differs_since)
+    SELECT x.merchant_account, x.currency, x.settlement_id, x.cutoff, x.provider, x.ledger, ${now}::timestamptz,
+      CASE WHEN x.provider = x.ledger THEN NULL ELSE ${now}::timestamptz END
+    FROM unnest(${checks.map((c) => c.merchantAccount)}::text[], ${checks.map((c) => c.currency)}::text[],
+      ${checks.map((c) => c.settlementId)}::text[], ${checks.map((c) => c.cutoff)}::timestamptz[],
+      ${checks.map((c) => c.provider.toString())}::numeric[], ${checks.map((c) => c.ledger.toString())}::numeric[])
+      AS x(merchant_account, currency, settlement_id, cutoff, provider, ledger)
+    ON CONFLICT (merchant_account, currency) DO UPDATE SET
+      settlement_id = EXCLUDED.settlement_id, cutoff = EXCLUDED.cutoff, provider = EXCLUDED.provider,
+      ledger = EXCLUDED.ledger, checked_at = EXCLUDED.checked_at,
+      differs_since = CASE WHEN EXCLUDED.differs_since IS NULL THEN NULL
+        ELSE coalesce(c.differs_since, EXCLUDED.differs_since) END
+    RETURNING merchant_account, currency, differs_since`.execute(db);
+  return new Map(rows.map((r) => [`${r.merchant_account}\u0000${r.currency}`, r.differs_since]));
+}
+
+/**
+ * Checks the provider's balances (`providerBalanceChecks`) and keeps the checks: raises
+ * PROVIDER_BALANCE_DRIFT for each check that has differed for `waitMs` (a condition: an open one is not
+ * counted again) and resolves, as payrecon with a note, the open ones of a merchant account and currency
+ * whose check now agrees or was made at a later cut-off.
  */
 export async function checkProviderBalances(
   db: Db,
   now: Date,
   rules: ExceptionRules,
+  waitMs = 0,
 ): Promise<{ raised: Partial<Record<ExceptionType, number>>; resolved: number }> {
   const checks = await providerBalanceChecks(db);
   if (checks.length === 0) return { raised: {}, resolved: 0 };
+  const differsSince = await recordBalanceChecks(db, checks, now);
   const { rows: open } = await sql<{
     id: string;
     state: string;
@@ -313,7 +347,12 @@ export async function checkProviderBalances(
   }
   const raised = await raiseMatchingExceptions(
     db,
-    checks.filter((c) => c.difference !== 0n).map(balanceDriftException),
+    checks
+      .filter((c) => {
+        const since = differsSince.get(`${c.merchantAccount}\u0000${c.currency}`);
+        return c.difference !== 0n && since != null && now.getTime() - since.getTime() >= waitMs;
+      })
+      .map(balanceDriftException),
     now,
     rules,
   );

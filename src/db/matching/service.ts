@@ -66,7 +66,8 @@ export interface RunMatchingOptions {
   /**
    * How long a report row that differs from the ledger (no payment, or another status, amount or fee)
    * waits, from its import, for the ledger to catch up before it raises (default 0: no wait). A waiting
-   * row is left unmatched for a later run.
+   * row is left unmatched for a later run. A difference of the provider's balance from the ledger's raises
+   * only once the checks have differed for as long (src/db/matching/balance-drift.ts).
    */
   ledgerWaitMs?: number;
   exceptionRules?: ExceptionRules;
@@ -169,7 +170,7 @@ export async function runMatching(
     step('raise exceptions');
     const resolved = (await resolveMatchedExceptions(tx, now)) + (await resolveAgreedMismatches(tx, now));
     step('resolve exceptions');
-    const balances = await checkProviderBalances(tx, now, exceptionRules);
+    const balances = await checkProviderBalances(tx, now, exceptionRules, options.ledgerWaitMs ?? 0);
     step('check provider balances');
     if (options.trace) for (const [name, [ms, cpuMs]] of spent) options.trace(name, ms, cpuMs);
     const run: MatchingRun = {
