@@ -88,6 +88,11 @@ describe('chaos soak (CI size)', () => {
     expect(c.settlements.booked).toBe(c.settlements.reported);
     expect(c.cells).toBeGreaterThan(0);
     expect(c.cellDiff).toEqual([]);
+    // The provider's balance at each account's latest cut-off is the ledger's, and no drift was raised
+    // on the way (the ledger reading a move late is no drift).
+    expect(c.balanceChecks.checked).toBeGreaterThan(0);
+    expect(c.balanceChecks.differing).toEqual([]);
+    expect(c.balanceChecks.driftsRaised).toBe(0);
     expect(c.exceptions.missing).toEqual([]);
     expect(c.exceptions.unexpected).toEqual([]);
     expect(c.exceptions.open.BANK_LINE_UNMATCHED ?? 0).toBeGreaterThan(0);

@@ -361,6 +361,12 @@ export interface CashFigures {
     missing: string[];
     unexpected: string[];
   };
+  /**
+   * The provider's balance checks kept at the end (one per merchant account and currency, at its latest
+   * cut-off), those that differ, and the PROVIDER_BALANCE_DRIFT raised during the whole soak (none is
+   * planted: each would be a false alarm).
+   */
+  balanceChecks: { checked: number; differing: string[]; driftsRaised: number };
   /** Cash-leg cells (account, currency, ledger account) compared with the sandbox's records, and those differing. */
   cells: number;
   cellDiff: string[];
@@ -1638,6 +1644,11 @@ async function cashLegFigures(o: {
     (await query.execute(db)).rows[0]?.n ?? 0;
   const byKey = (rows: { k: string; n: number }[]) => Object.fromEntries(rows.map((r) => [r.k, r.n]));
 
+  const checks = await db
+    .selectFrom('provider_balance_checks')
+    .select(['merchant_account', 'currency', 'settlement_id', 'provider', 'ledger'])
+    .orderBy(['merchant_account', 'currency'])
+    .execute();
   // The matching exceptions open, against the planted anomalies the imported days show.
   const open = await sql<{ type: string; entity_id: string; reference: string | null }>`
     SELECT type, entity_id, details->>'reference' AS reference FROM exceptions
@@ -1794,6 +1805,18 @@ async function cashLegFigures(o: {
       missing: want.filter((x) => !got.includes(x)),
       unexpected: got.filter((x) => !want.includes(x)),
     },
+    balanceChecks: {
+      checked: checks.length,
+      differing: checks
+        .filter((c) => c.provider !== c.ledger)
+        .map(
+          (c) =>
+            `${c.merchant_account} ${c.currency} at ${c.settlement_id}: provider ${c.provider}, ledger ${c.ledger}`,
+        ),
+      driftsRaised: await count(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM exceptions WHERE type = 'PROVIDER_BALANCE_DRIFT'`,
+      ),
+    },
     cells: o.cells,
     cellDiff: o.cellDiff,
     bankProof: proof,
@@ -1939,6 +1962,12 @@ export function failedChecks(f: SoakFigures, plan: FaultPlan): string[] {
       .map((p) => p.bankAccount)
       .join(', ')})`,
   );
+  check(
+    c.balanceChecks.checked > 0 &&
+      c.balanceChecks.differing.length === 0 &&
+      c.balanceChecks.driftsRaised === 0,
+    `the provider's balances checked agree and no drift was raised (${c.balanceChecks.checked} checked, ${c.balanceChecks.driftsRaised} raised; ${c.balanceChecks.differing.slice(0, 3).join('; ')})`,
+  );
   check(c.doubled.length === 0, `nothing booked or matched twice (${c.doubled.slice(0, 5).join('; ')})`);
   check(
     f.secrets.hits === 0,
@@ -1954,6 +1983,7 @@ function describeCash(c: CashFigures): string[] {
     `settlement fetch on the provider's clock: ${c.fetch.ticks} ticks, ${c.fetch.ran} runs (${c.fetch.seconds.total} s in all, longest ${c.fetch.seconds.max} s), ${c.fetch.failed} failed and retried next tick${c.fetch.failures.length ? ` (${c.fetch.failures.join('; ')})` : ''}, ${c.fetch.overlapped} skipped while the previous one ran; ${c.fetch.imports} files imported, ${c.fetch.newLines} new lines, ${c.fetch.refused.length} refused${c.fetch.refused.length ? ` (${c.fetch.refused.slice(0, 3).join('; ')})` : ''}`,
     `final fetch: ${c.finalFetch.files} files, ${c.finalFetch.newLines} new lines; ${c.statements} statements up to ${c.lastStatementDay}, ${c.bankLines} bank lines, ${c.matchedBankLines} matched; live matches by rule ${JSON.stringify(c.matchesByRule)}`,
     `planted anomalies ${JSON.stringify(c.anomalies)}; matching exceptions expected ${JSON.stringify(c.exceptions.expected)}, open ${JSON.stringify(c.exceptions.open)}, ${c.exceptions.missing.length} missing${c.exceptions.missing.length ? ` (${c.exceptions.missing.slice(0, 5).join(', ')})` : ''}, ${c.exceptions.unexpected.length} unexpected${c.exceptions.unexpected.length ? ` (${c.exceptions.unexpected.slice(0, 5).join(', ')})` : ''}`,
+    `provider balances: ${c.balanceChecks.checked} checked at the end, ${c.balanceChecks.differing.length} differ${c.balanceChecks.differing.length ? ` (${c.balanceChecks.differing.slice(0, 3).join('; ')})` : ''}; ${c.balanceChecks.driftsRaised} PROVIDER_BALANCE_DRIFT raised in all`,
     `cash leg: ${c.cells} cells against the sandbox's records, ${c.cellDiff.length} differ${c.cellDiff.length ? ` (${c.cellDiff.slice(0, 5).join('; ')})` : ''}; bank proof ${c.bankProof
       .map(
         (p) =>

@@ -452,6 +452,11 @@ describe('the provider balance against the ledger', () => {
     expect(await kept()).toEqual([
       { settlement_id: settlement(1).settlement_id, differs_since: new Date(t0) },
     ]);
+    const [first] = await providerBalanceChecks(t.db);
+    expect(
+      await t.db.selectFrom('provider_balance_checks').select(['provider', 'ledger']).executeTakeFirst(),
+    ).toEqual({ provider: formatAmount(first!.provider), ledger: formatAmount(first!.ledger) });
+    expect(first!.difference).toBe(30000n - 450n);
     expect((await runAt(waitMs - 1)).exceptions.raised.PROVIDER_BALANCE_DRIFT).toBeUndefined();
     expect(await drifts(t)).toEqual([]);
 

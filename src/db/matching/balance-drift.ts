@@ -291,7 +291,7 @@ async function recordBalanceChecks(
       CASE WHEN x.provider = x.ledger THEN NULL ELSE ${now}::timestamptz END
     FROM unnest(${checks.map((c) => c.merchantAccount)}::text[], ${checks.map((c) => c.currency)}::text[],
       ${checks.map((c) => c.settlementId)}::text[], ${checks.map((c) => c.cutoff)}::timestamptz[],
-      ${checks.map((c) => c.provider.toString())}::numeric[], ${checks.map((c) => c.ledger.toString())}::numeric[])
+      ${checks.map((c) => formatAmount(c.provider))}::numeric[], ${checks.map((c) => formatAmount(c.ledger))}::numeric[])
       AS x(merchant_account, currency, settlement_id, cutoff, provider, ledger)
     ON CONFLICT (merchant_account, currency) DO UPDATE SET
       settlement_id = EXCLUDED.settlement_id, cutoff = EXCLUDED.cutoff, provider = EXCLUDED.provider,
