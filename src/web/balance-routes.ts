@@ -7,6 +7,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/read-models/charts.ts';
+import type { ProviderBalanceCheckRow } from '../db/read-models/settlements.ts';
 import { addDays, localDate, zonedTimeToInstant } from '../domain/zoned-time.ts';
 import {
   type BalanceView,
@@ -23,6 +24,8 @@ export interface BalanceServices {
   list(at: Date): Promise<BalanceView[]>;
   /** The cash leg's balances per account and currency as of `at` (settlements in transit, bank ...). */
   cashLeg(at: Date): Promise<CashLegView[]>;
+  /** The latest check of the provider's balance per account and currency (made by matching runs). */
+  providerBalances(): Promise<ProviderBalanceCheckRow[]>;
   /** Postings in and out of each balance in [monthStart, at), by effect, with the part since todayStart. */
   movements(monthStart: Date, todayStart: Date, at: Date): Promise<BalanceMovementRow[]>;
   /** Daily snapshots of the balances at the UTC midnights in [from, to]. */
@@ -52,12 +55,13 @@ export function balanceRoutes(app: FastifyInstance, kit: PageKit, services: Bala
     const ctx = kit.ctx(request);
     const at = kit.now();
     const { todayStart, monthStart } = periods(at, ctx.timeZone);
-    const [balances, cashLeg, movements] = await Promise.all([
+    const [balances, cashLeg, providerBalances, movements] = await Promise.all([
       services.list(at),
       services.cashLeg(at),
+      services.providerBalances(),
       services.movements(monthStart, todayStart, at),
     ]);
-    return kit.send(reply, balancesPage(ctx, { at, balances, cashLeg, movements }));
+    return kit.send(reply, balancesPage(ctx, { at, balances, cashLeg, providerBalances, movements }));
   });
 
   app.get<{ Querystring: { days?: string; currency?: string } }>(

@@ -12,6 +12,7 @@ import {
   dailyVolumes,
   openExceptionsByAge,
 } from '../db/read-models/charts.ts';
+import { latestBalanceChecks } from '../db/read-models/settlements.ts';
 import type { Db } from '../db/schema.ts';
 import { bankAccountOf, isCashLegAccount } from '../domain/cash-leg.ts';
 import type { BalanceServices } from './balance-routes.ts';
@@ -63,6 +64,7 @@ export function ledgerBalanceServices(db: Db): BalanceServices {
           a.book.localeCompare(b.book),
       );
     },
+    providerBalances: () => latestBalanceChecks(db),
     cashLeg: async (at) => {
       const rows = (
         Date.now() - at.getTime() < 1_000 ? await balances(db) : await balances(db, { at })

@@ -83,6 +83,42 @@ describe('balances page', () => {
     );
   });
 
+  it("shows the provider's balance at its latest cut-off against the ledger's, and since when they differ", () => {
+    expect(balancesPage(ctx, data({ balances: [row(100n)] })).value).not.toContain('id="provider-balances"');
+    const check = {
+      merchantAccount: 'acme',
+      currency: 'BRL',
+      settlementId: '7000002',
+      cutoff: new Date('2026-03-04T03:00:00Z'),
+      provider: 1_234_56n,
+      ledger: 1_234_56n,
+      checkedAt: new Date('2026-03-04T12:00:00Z'),
+      differsSince: null,
+    };
+    const page = balancesPage(
+      ctx,
+      data({
+        balances: [row(100n)],
+        providerBalances: [
+          check,
+          { ...check, currency: 'MXN', ledger: 1_300_00n, differsSince: new Date('2026-03-04T11:00:00Z') },
+        ],
+      }),
+    ).value;
+    expect(page).toContain("<h2>The provider's balance</h2>");
+    const line = (key: string) => {
+      const tr = page.slice(page.indexOf(`<tr data-provider-balance="${key}">`));
+      return tr.slice(0, tr.indexOf('</tr>'));
+    };
+    expect(line('acme|BRL')).toContain(
+      '<td>7000002</td><td class="num">1,234.56</td><td class="num">1,234.56</td><td class="num">0.00</td>',
+    );
+    expect(line('acme|BRL')).toContain('<div class="muted">agrees</div>');
+    expect(line('acme|MXN')).toContain('<td class="num">1,300.00</td><td class="num neg">-65.44</td>');
+    expect(line('acme|MXN')).toMatch(/<div class="neg">differs since [^<]+<\/div>/);
+    expect(page).toContain('/exceptions?type=PROVIDER_BALANCE_DRIFT');
+  });
+
   it('explains in one line why an available is negative, only when one is', () => {
     const negative = balancesPage(ctx, data({ balances: [row(-1_250n)] })).value;
     expect(negative).toContain('id="negative-available"');

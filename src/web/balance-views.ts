@@ -7,6 +7,7 @@
  */
 import type { AgeBucketRow, BalanceMovementRow, BalancePoint, VolumeRow } from '../db/read-models/charts.ts';
 import { NO_STATUS } from '../db/read-models/charts.ts';
+import type { ProviderBalanceCheckRow } from '../db/read-models/settlements.ts';
 import { AGE_BUCKETS } from '../domain/exception-queue.ts';
 import type { Minor } from '../domain/money.ts';
 import { ENTITY_KINDS, type EntityKind } from '../domain/statuses.ts';
@@ -45,6 +46,8 @@ export interface BalancesPageData {
   balances: readonly BalanceView[];
   /** The cash leg's balances (none before a settlement is booked). */
   cashLeg?: readonly CashLegView[];
+  /** The latest check of the provider's balance per account and currency (none before a settlement report gives one). */
+  providerBalances?: readonly ProviderBalanceCheckRow[];
   /** Postings in and out of each balance account since the month's and today's local midnight. */
   movements: readonly BalanceMovementRow[];
 }
@@ -283,6 +286,22 @@ function cashLegTable(data: BalancesPageData): SafeHtml {
 <p class="muted">Live book. A settlement the provider reported moves its gross out of available: its net into settlements in transit and its fee into settlement fees (a converted settlement through FX conversion, which holds the source currency's gross and, negated, the amount converted). A bank credit matched to settlements moves their nets from in transit to the bank account; what the bank kept is in bank fees.</p>`;
 }
 
+/** The provider's balance at its latest cut-off against the ledger's available then, per account and currency. */
+function providerBalanceTable(ctx: PageContext, data: BalancesPageData): SafeHtml {
+  const rows = data.providerBalances ?? [];
+  if (rows.length === 0) return html``;
+  return html`<h2>The provider's balance</h2>
+<table id="provider-balances"><thead><tr><th>Account</th><th>Currency</th><th>Cut-off</th><th>Settlement</th><th class="num">Provider</th><th class="num">Ledger</th><th class="num">Difference</th><th>Checked</th></tr></thead><tbody>${rows.map(
+    (r) =>
+      html`<tr data-provider-balance="${r.merchantAccount}|${r.currency}"><td>${r.merchantAccount}</td><td>${r.currency}</td><td>${formatDateTime(r.cutoff, ctx.timeZone)}</td><td>${r.settlementId}</td>${balanceCell(r.provider)}${balanceCell(r.ledger)}${balanceCell(r.provider - r.ledger)}<td>${formatDateTime(r.checkedAt, ctx.timeZone)}${
+        r.differsSince === null
+          ? html`<div class="muted">agrees</div>`
+          : html`<div class="neg">differs since ${formatDateTime(r.differsSince, ctx.timeZone)}</div>`
+      }</td></tr>`,
+  )}</tbody></table>
+<p class="muted">As the last matching run checked it: the balance the provider's settlement report gives at the latest cut-off its transactions report reaches, against the ledger's available at that cut-off, dated by the provider's own times. A difference that lasts <code>PAYRECON_MATCH_LEDGER_WAIT_SECONDS</code> raises <a href="${ctx.base}/exceptions?type=PROVIDER_BALANCE_DRIFT">PROVIDER_BALANCE_DRIFT</a>; a shorter one is the ledger reading a move late.</p>`;
+}
+
 /** The movements behind the table, by effect (a reversal on its own line). */
 function movementsTable(data: BalancesPageData): SafeHtml {
   const net = (a: Minor, b: Minor) => a + b;
@@ -411,6 +430,7 @@ export function balancesPage(ctx: PageContext, data: BalancesPageData): SafeHtml
     }
 ${balancesTable(ctx, data)}
 ${cashLegTable(data)}
+${providerBalanceTable(ctx, data)}
 ${movementsTable(data)}
 <p id="charts-link"><a href="${ctx.base}/balances/charts">Charts</a>: available and reserved over time, daily volumes by kind and status, open exceptions by age.</p>`,
   );

@@ -20,6 +20,7 @@ export const RECONCILIATION_TYPES = [
   'PROVIDER_REPORT_UNMATCHED',
   'LEDGER_NOT_IN_REPORT',
   'PROVIDER_REPORT_MISMATCH',
+  'PROVIDER_BALANCE_DRIFT',
 ] as const;
 
 export interface CashExceptions {

@@ -394,6 +394,15 @@ describe('npm start shows settlements flowing', () => {
       await page.screenshot({ path: join(OUT, 'exceptions-not-received.png'), fullPage: true });
       await page.goto(`${second.web}/imports`);
       await page.screenshot({ path: join(OUT, 'imports.png'), fullPage: true });
+      // The balances page shows the provider's balance of each currency the sandbox settled, as the last
+      // matching run checked it against the ledger's.
+      await page.goto(`${second.web}/balances`);
+      const checked = await page.$$eval('#provider-balances tbody tr', (rows) =>
+        rows.map((r) => r.getAttribute('data-provider-balance')),
+      );
+      expect(checked.length).toBeGreaterThan(0);
+      expect(checked.every((k) => k?.startsWith('sandbox|'))).toBe(true);
+      await page.locator('#provider-balances').screenshot({ path: join(OUT, 'provider-balances.png') });
     }
 
     await stop(second);

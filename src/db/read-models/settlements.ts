@@ -188,3 +188,38 @@ export async function paymentSettlements(
   }
   return out;
 }
+
+/** The latest check of the provider's balance of a merchant account and currency (src/db/matching/balance-drift.ts). */
+export interface ProviderBalanceCheckRow {
+  merchantAccount: string;
+  currency: string;
+  /** The settlement whose report row gave the provider's balance, and its cut-off. */
+  settlementId: string;
+  cutoff: Date;
+  provider: Minor;
+  ledger: Minor;
+  /** When the matching run made the check. */
+  checkedAt: Date;
+  /** Since when the checks have differed without a break; null while they agree. */
+  differsSince: Date | null;
+}
+
+/** The latest check of each merchant account and currency, by account and currency. */
+export async function latestBalanceChecks(db: Db): Promise<ProviderBalanceCheckRow[]> {
+  const rows = await db
+    .selectFrom('provider_balance_checks')
+    .selectAll()
+    .orderBy('merchant_account')
+    .orderBy('currency')
+    .execute();
+  return rows.map((r) => ({
+    merchantAccount: r.merchant_account,
+    currency: r.currency,
+    settlementId: r.settlement_id,
+    cutoff: r.cutoff,
+    provider: parseMinor(r.provider, LEDGER_NUMERIC),
+    ledger: parseMinor(r.ledger, LEDGER_NUMERIC),
+    checkedAt: r.checked_at,
+    differsSince: r.differs_since,
+  }));
+}
