@@ -38,6 +38,7 @@ import {
   type ReconciliationBankAccount,
   reconciliationDay,
 } from '../db/read-models/reconciliation.ts';
+import { latestBalanceChecks } from '../db/read-models/settlements.ts';
 import type { Db } from '../db/schema.ts';
 import { type ApiTokenEntry, TokenVerifier } from '../domain/api-tokens.ts';
 import { AppError } from '../domain/errors.ts';
@@ -89,6 +90,8 @@ import {
   PaymentLookupQuery,
   PaymentLookupResponse,
   PaymentParams,
+  ProviderBalancesQuery,
+  ProviderBalancesResponse,
   ReconciliationDayResponse,
   ReconciliationParams,
   RejectionResponse,
@@ -448,6 +451,37 @@ export function apiRouteTable(options: ApiOptions, base = API_PREFIX): Route[] {
             })),
         };
       },
+    }),
+    route({
+      method: 'GET',
+      path: '/provider-balances',
+      operationId: 'getProviderBalances',
+      summary:
+        "The provider's balance at its latest cut-off against the ledger's available then, per merchant account and currency, as the last matching run checked it",
+      tag: 'reconciliation',
+      scope: 'read',
+      query: ProviderBalancesQuery,
+      status: 200,
+      response: ProviderBalancesResponse,
+      handle: async ({ query }) => ({
+        checks: (await latestBalanceChecks(db))
+          .filter(
+            (c) =>
+              (query.account === undefined || c.merchantAccount === query.account) &&
+              (query.currency === undefined || c.currency === query.currency),
+          )
+          .map((c) => ({
+            merchantAccount: c.merchantAccount,
+            currency: c.currency,
+            settlementId: c.settlementId,
+            cutoff: iso(c.cutoff),
+            provider: formatAmount(c.provider),
+            ledger: formatAmount(c.ledger),
+            difference: formatAmount(c.provider - c.ledger),
+            checkedAt: iso(c.checkedAt),
+            differsSince: c.differsSince && iso(c.differsSince),
+          })),
+      }),
     }),
     route({
       method: 'GET',

@@ -108,6 +108,32 @@ export const BalancesResponse = z.object({
   ),
 });
 
+export const ProviderBalancesQuery = z.object({
+  account: Text(200).optional().meta({ description: 'Merchant account' }),
+  currency: Currency.optional(),
+});
+
+export const ProviderBalancesResponse = z.object({
+  checks: z.array(
+    z.object({
+      merchantAccount: z.string(),
+      currency: z.string(),
+      settlementId: z.string().meta({ description: 'The settlement whose report row gave the balance' }),
+      cutoff: Instant,
+      provider: Amount.meta({ description: "The provider's balance at the cut-off" }),
+      ledger: Amount.meta({
+        description: "The ledger's available at the cut-off, as the provider dates the moves",
+      }),
+      difference: Amount.meta({ description: 'provider - ledger' }),
+      checkedAt: Instant.meta({ description: 'When the matching run made the check' }),
+      differsSince: Instant.nullable().meta({
+        description:
+          'Since when the checks have differed without a break (null while they agree); PROVIDER_BALANCE_DRIFT is raised once this is PAYRECON_MATCH_LEDGER_WAIT_SECONDS old',
+      }),
+    }),
+  ),
+});
+
 export const MovementsQuery = z.object({
   from: InstantParam.meta({ description: 'Start, inclusive' }),
   to: InstantParam.meta({ description: 'End, exclusive' }),

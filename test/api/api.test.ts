@@ -222,6 +222,7 @@ describe('the OpenAPI document', () => {
         'getImport',
         'getMovements',
         'getPayment',
+        'getProviderBalances',
         'getReport',
         'importFile',
         'listCloses',
