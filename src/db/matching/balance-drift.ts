@@ -46,18 +46,12 @@ import { formatAmount, LEDGER_NUMERIC, type Minor, parseMinor } from '../../doma
 import type { ExceptionToRaise } from '../exceptions/raise.ts';
 import { resolveAsPayrecon } from '../exceptions/resolve.ts';
 import { RUNNING_BALANCE } from '../read-models/balances.ts';
+import type { ProviderBalanceFigures } from '../read-models/settlements.ts';
 import type { Db } from '../schema.ts';
 import { raiseMatchingExceptions } from './exceptions.ts';
 
 /** One check: the provider's balance at a cut-off against the ledger's, and how the ledger's is made. */
-export interface BalanceCheck {
-  merchantAccount: string;
-  currency: string;
-  /** The settlement whose report row gives the balance. */
-  settlementId: string;
-  cutoff: Date;
-  provider: Minor;
-  ledger: Minor;
+export interface BalanceCheck extends ProviderBalanceFigures {
   /** provider - ledger. */
   difference: Minor;
   /** The ledger's figure: available + settledFromCutoff - movedFromCutoff - notYetReported. */

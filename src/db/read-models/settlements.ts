@@ -189,15 +189,19 @@ export async function paymentSettlements(
   return out;
 }
 
-/** The latest check of the provider's balance of a merchant account and currency (src/db/matching/balance-drift.ts). */
-export interface ProviderBalanceCheckRow {
+/** The provider's balance of a merchant account and currency at a cut-off, and the ledger's `available` then. */
+export interface ProviderBalanceFigures {
   merchantAccount: string;
   currency: string;
-  /** The settlement whose report row gave the provider's balance, and its cut-off. */
+  /** The settlement whose report row gives the provider's balance, and its cut-off. */
   settlementId: string;
   cutoff: Date;
   provider: Minor;
   ledger: Minor;
+}
+
+/** The latest check of the provider's balance of a merchant account and currency (src/db/matching/balance-drift.ts). */
+export interface ProviderBalanceCheckRow extends ProviderBalanceFigures {
   /** When the matching run made the check. */
   checkedAt: Date;
   /** Since when the checks have differed without a break; null while they agree. */
