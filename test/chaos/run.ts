@@ -166,6 +166,7 @@ function cashRows(c: SoakFigures['cash']): string[] {
     `| bank | ${n(c.statements)} statements imported up to ${c.lastStatementDay}, ${n(c.bankLines)} lines, ${n(c.matchedBankLines)} matched; live matches by rule: ${pairs(c.matchesByRule)} |`,
     `| planted bank anomalies (up to the last statement day) | ${pairs(c.anomalies)} |`,
     `| matching exceptions | expected from the sandbox's records ${pairs(c.exceptions.expected)}; open ${pairs(c.exceptions.open)}; ${n(c.exceptions.missing.length)} missing, ${n(c.exceptions.unexpected.length)} unexpected |`,
+    `| the provider's balance | ${n(c.balanceChecks.checked)} merchant account and currency checks at the end (each at its latest cut-off), ${n(c.balanceChecks.differing.length)} differ; ${n(c.balanceChecks.driftsRaised)} PROVIDER_BALANCE_DRIFT raised in the whole run |`,
     `| cash leg | ${n(c.cells)} cells (settlements in transit, settlement fees, fx_conversion, bank fees, bank accounts) against the sandbox's records, ${n(c.cellDiff.length)} differ; ${n(c.doubled.length)} settlements, lines or matches booked or matched twice |`,
     ...c.bankProof.map(
       (p) =>
