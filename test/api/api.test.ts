@@ -322,6 +322,63 @@ describe('balances and movements', () => {
     expectProblem(await call('GET', '/balances?book=gold'), 400, 'book');
   });
 
+  it("gives the provider's balance checks as the last matching run kept them, as decimal strings", async () => {
+    const cutoff = new Date('2026-03-04T03:00:00Z');
+    const checkedAt = new Date('2026-03-04T12:00:00Z');
+    const base = { merchant_account: 'acme', settlement_id: '7000002', cutoff, checked_at: checkedAt };
+    await t.db
+      .insertInto('provider_balance_checks')
+      .values([
+        { ...base, currency: 'BRL', provider: '1234.56', ledger: '1234.56', differs_since: null },
+        {
+          ...base,
+          currency: 'MXN',
+          provider: '99999999999999999.99',
+          ledger: '99999999999999999.98',
+          differs_since: new Date('2026-03-04T11:00:00Z'),
+        },
+      ])
+      .execute();
+    try {
+      const common = {
+        merchantAccount: 'acme',
+        settlementId: '7000002',
+        cutoff: cutoff.toISOString(),
+        checkedAt: checkedAt.toISOString(),
+      };
+      expect(json(await call('GET', '/provider-balances'))).toEqual({
+        checks: [
+          {
+            ...common,
+            currency: 'BRL',
+            provider: '1234.56',
+            ledger: '1234.56',
+            difference: '0.00',
+            differsSince: null,
+          },
+          {
+            ...common,
+            currency: 'MXN',
+            provider: '99999999999999999.99',
+            ledger: '99999999999999999.98',
+            difference: '0.01',
+            differsSince: '2026-03-04T11:00:00.000Z',
+          },
+        ],
+      });
+      const mxn = json<{ checks: { currency: string }[] }>(
+        await call('GET', '/provider-balances?account=acme&currency=MXN'),
+      );
+      expect(mxn.checks.map((c) => c.currency)).toEqual(['MXN']);
+      expect(
+        json<{ checks: unknown[] }>(await call('GET', '/provider-balances?account=other')).checks,
+      ).toEqual([]);
+      expectProblem(await call('GET', '/provider-balances?currency=brl'), 400, 'currency');
+    } finally {
+      await t.db.deleteFrom('provider_balance_checks').execute();
+    }
+  });
+
   it('groups movements between two instants by effect', async () => {
     const from = beforeAll0.toISOString();
     const to = new Date(Date.now() + 60_000).toISOString();
