@@ -1,7 +1,7 @@
 /**
  * `npm run chaos`: the chaos soak at full size (CHAOS_ENTITIES, default 100,000; test/chaos/soak.ts). Prints
  * its figures, writes them into the "Chaos soak" section of docs/reliability.md (replacing the previous run's),
- * and exits non-zero when an end condition of the issue does not hold.
+ * and exits non-zero when an end condition does not hold.
  *
  * The creations are spread over the first CHAOS_CREATE_OVER_HOURS provider hours (default 168, seven of
  * the ten days; 0 creates them all before the clock starts), so about a day's worth of entities is open at
@@ -85,7 +85,7 @@ function section(f: SoakFigures, failed: string[]): string {
     '',
     `Last run ${new Date().toISOString().slice(0, 10)}: ${n(f.entities.total)} entities${
       entities < 100_000
-        ? ` (CHAOS_ENTITIES=${n(entities)}; the issue's 100,000 did not fit the time on this shared machine)`
+        ? ` (CHAOS_ENTITIES=${n(entities)}; 100,000 entities take about 40 minutes here)`
         : ''
     }, ${cpus().length} vCPU, ${Math.round(totalmem() / 2 ** 30)} GiB, Node.js ${process.versions.node}; ` +
       `load average (1 / 5 / 15 min) ${load(loadAtStart)} at the start, ${load(loadavg())} at the end. ` +
