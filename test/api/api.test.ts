@@ -22,6 +22,7 @@ import type { Observation } from '../../src/domain/observation.ts';
 import { importService, matcherFrom } from '../../src/import-service.ts';
 import { writeExceptionWorkbook } from '../../src/reports/exception-workbook.ts';
 import { ReportRunner } from '../../src/reports/runs.ts';
+import { keepTwoBalanceChecks } from '../db/balance-check-rows.ts';
 import { intent, obs } from '../db/fixtures.ts';
 import { createTestDatabase, type TestDatabase } from '../db/helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -325,20 +326,12 @@ describe('balances and movements', () => {
   it("gives the provider's balance checks as the last matching run kept them, as decimal strings", async () => {
     const cutoff = new Date('2026-03-04T03:00:00Z');
     const checkedAt = new Date('2026-03-04T12:00:00Z');
-    const base = { merchant_account: 'acme', settlement_id: '7000002', cutoff, checked_at: checkedAt };
-    await t.db
-      .insertInto('provider_balance_checks')
-      .values([
-        { ...base, currency: 'BRL', provider: '1234.56', ledger: '1234.56', differs_since: null },
-        {
-          ...base,
-          currency: 'MXN',
-          provider: '99999999999999999.99',
-          ledger: '99999999999999999.98',
-          differs_since: new Date('2026-03-04T11:00:00Z'),
-        },
-      ])
-      .execute();
+    const remove = await keepTwoBalanceChecks(t.db, {
+      account: 'acme',
+      settlementId: '7000002',
+      cutoff,
+      checkedAt,
+    });
     try {
       const common = {
         merchantAccount: 'acme',
@@ -375,7 +368,7 @@ describe('balances and movements', () => {
       ).toEqual([]);
       expectProblem(await call('GET', '/provider-balances?currency=brl'), 400, 'currency');
     } finally {
-      await t.db.deleteFrom('provider_balance_checks').execute();
+      await remove();
     }
   });
 

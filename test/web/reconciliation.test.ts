@@ -28,6 +28,7 @@ import { hashPassword } from '../../src/web/auth.ts';
 import { formatMoney } from '../../src/web/html.ts';
 import { ledgerWebServices } from '../../src/web/services.ts';
 import { OpenApiValidator } from '../api/openapi-validator.ts';
+import { keepTwoBalanceChecks } from '../db/balance-check-rows.ts';
 import { cents } from '../sandbox/settlement-helpers.ts';
 import { DAYS, dateOf, NOW, type Reconciled, reconciledSandbox } from './reconciliation-fixture.ts';
 
@@ -473,25 +474,12 @@ describe("the provider's balance", () => {
     // This sandbox's ledger holds no payments, so no run checks a balance here (test/db/balance-drift.test.ts
     // makes the checks): two are kept as a run keeps them, one agreeing, one differing for an hour.
     const settlement = r.truth.settlements[0]!;
-    const base = {
-      merchant_account: 'sandbox',
-      settlement_id: settlement.settlement_id,
+    const remove = await keepTwoBalanceChecks(r.t.db, {
+      account: 'sandbox',
+      settlementId: settlement.settlement_id,
       cutoff: new Date(settlement.period_end),
-      checked_at: NOW,
-    };
-    await r.t.db
-      .insertInto('provider_balance_checks')
-      .values([
-        { ...base, currency: 'BRL', provider: '1234.56', ledger: '1234.56', differs_since: null },
-        {
-          ...base,
-          currency: 'MXN',
-          provider: '99999999999999999.99',
-          ledger: '99999999999999999.98',
-          differs_since: new Date(NOW.getTime() - 3600_000),
-        },
-      ])
-      .execute();
+      checkedAt: NOW,
+    });
     try {
       const page = await get(await signIn('vera'), '/balances');
       expect(page.statusCode).toBe(200);
@@ -508,7 +496,7 @@ describe("the provider's balance", () => {
       );
       expect(row('sandbox|MXN')).toContain('<div class="neg">differs since');
     } finally {
-      await r.t.db.deleteFrom('provider_balance_checks').execute();
+      await remove();
     }
   });
 });
