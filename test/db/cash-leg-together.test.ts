@@ -14,6 +14,7 @@ import type { BankMatchBooking } from '../../src/domain/cash-leg.ts';
 import { parseProviderSettlementsFile } from '../../src/imports/files.ts';
 import { settlementRowRecord } from '../../src/imports/records.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { IBAN, SETTLEMENT_HEADER, STL_1, STL_2 } from './settlement-report-fixture.ts';
 
 let oneByOne: TestDatabase;
 let together: TestDatabase;
@@ -26,14 +27,8 @@ afterAll(async () => {
   await together?.drop();
 });
 
-const IBAN = 'NL91ABNA0417164300';
-const HEADER =
-  'settlement_id,account,period_start,period_end,currency,gross,fees,settlement_currency,rate,net,value_date,bank_reference';
-const REPORT = [
-  HEADER,
-  'STL-1,acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,EUR,1000.00,1.50,EUR,1,998.50,2026-03-03,REF-1',
-  'STL-2,acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,USD,1234.56,2.50,EUR,0.9123456789,1123.85,2026-03-03,REF-2',
-].join('\n');
+const HEADER = SETTLEMENT_HEADER;
+const REPORT = [HEADER, STL_1, STL_2].join('\n');
 /** Stored without its booking, as a report imported before the cash leg was. */
 const UNBOOKED =
   'STL-4,acme,2026-03-02T00:00:00Z,2026-03-03T00:00:00Z,EUR,50.00,0.50,EUR,1,49.50,2026-03-04,REF-4';

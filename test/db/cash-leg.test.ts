@@ -21,6 +21,7 @@ import { ledgerBalanceServices } from '../../src/web/balance-services.ts';
 import { paymentPage } from '../../src/web/payment-views.ts';
 import { seedBefore } from '../reports/scenario.ts';
 import { createTestDatabase, type TestDatabase } from './helpers.ts';
+import { IBAN, SETTLEMENT_HEADER, STL_1, STL_2 } from './settlement-report-fixture.ts';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -30,15 +31,11 @@ afterAll(async () => {
   await t?.drop();
 });
 
-const IBAN = 'NL91ABNA0417164300';
-const HEADER =
-  'settlement_id,account,period_start,period_end,currency,gross,fees,settlement_currency,rate,net,value_date,bank_reference';
+const HEADER = SETTLEMENT_HEADER;
 const REPORT = [
   HEADER,
-  // Same currency: 1000.00 less a 1.50 fee.
-  'STL-1,acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,EUR,1000.00,1.50,EUR,1,998.50,2026-03-03,REF-1',
-  // Converted: round(1234.56 x 0.9123456789) = 1126.35 EUR, less a 2.50 fee.
-  'STL-2,acme,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,USD,1234.56,2.50,EUR,0.9123456789,1123.85,2026-03-03,REF-2',
+  STL_1,
+  STL_2,
   // No merchant account named: stored, not booked.
   'STL-3,,2026-03-01T00:00:00Z,2026-03-02T00:00:00Z,EUR,10.00,0.00,EUR,1,10.00,2026-03-03,REF-3',
 ].join('\n');

@@ -20,6 +20,7 @@ import {
 import {
   bankToday,
   daysBetween,
+  type Match,
   type MatchPair,
   type MatchRule,
   type MatchSide,
@@ -187,6 +188,22 @@ export async function runMatching(
   });
 }
 
+/** A match a rule made, as written: its left lines on the pair's left side, its right lines on the right. */
+function ruleMatchToWrite(pair: MatchPair, m: Match): MatchToWrite {
+  const sides = PAIR_SIDES[pair];
+  return {
+    pair,
+    rule: m.rule,
+    difference: m.difference,
+    createdBy: 'payrecon',
+    note: null,
+    members: [
+      ...m.left.map((identity) => ({ side: sides.left, identity })),
+      ...m.right.map((identity) => ({ side: sides.right, identity })),
+    ],
+  };
+}
+
 /**
  * Bank lines against settlements: the new matches written and booked in the cash leg, the exceptions of
  * the lines and settlements left open added to the tally.
@@ -208,17 +225,7 @@ async function matchBankLines(
     right: settlements.filter((s) => s.amount > 0n && s.endedMatch === null),
   });
   const settlementOf = new Map(settlements.map((s) => [s.identity, s.settlementId]));
-  const toWrite: MatchToWrite[] = result.matches.map((m) => ({
-    pair: 'bank-settlement',
-    rule: m.rule,
-    difference: m.difference,
-    createdBy: 'payrecon',
-    note: null,
-    members: [
-      ...m.left.map((identity) => ({ side: 'bank_line' as const, identity })),
-      ...m.right.map((identity) => ({ side: 'settlement' as const, identity })),
-    ],
-  }));
+  const toWrite = result.matches.map((m) => ruleMatchToWrite('bank-settlement', m));
   tally.step('match bank lines');
   const ids = await insertMatches(tx, toWrite, now);
   tally.step('write matches');
@@ -317,17 +324,7 @@ async function matchReportRows(
     }
     await insertMatches(
       tx,
-      kept.map((m) => ({
-        pair: 'provider-ledger' as MatchPair,
-        rule: m.rule,
-        difference: m.difference,
-        createdBy: 'payrecon',
-        note: null,
-        members: [
-          ...m.left.map((identity) => ({ side: 'provider_row' as const, identity })),
-          ...m.right.map((identity) => ({ side: 'ledger_payment' as const, identity })),
-        ],
-      })),
+      kept.map((m) => ruleMatchToWrite('provider-ledger', m)),
       now,
     );
     tally.step('write matches');
